@@ -1,0 +1,334 @@
+"""Sweep specs: YAML files that name the grid of trials, how to run them and how to analyse them.
+
+A spec::
+
+    name: quickstart            # letters, digits, '_', '.', '-'; starts with a letter
+    description: free text
+    seeds: 8                    # 8 means seeds 0..7; or an explicit list [0, 5, 9]
+    grid:                       # trial settings that vary: each a list of values, or a
+      T: [8, 16, 32]            #   range {start, stop, num, scale: log|linear}; integer
+      m: {start: 8, stop: 512, num: 7, scale: log}   # fields are rounded, duplicates dropped
+    fixed:                      # trial settings held constant
+      task: and
+      s: 3
+    execution: {...}            # see ExecutionSettings
+    analysis: {...}             # see AnalysisSettings
+
+Trial settings are the fields of :class:`workers.BooleanTrialConfig` except ``seed``.
+Every problem in a spec is collected and reported at once, each naming its field, the
+bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator.errors import SpecError
+from workers import BooleanTrialConfig
+
+TRIAL_FIELDS = tuple(f for f in BooleanTrialConfig.model_fields if f != "seed")
+INT_FIELDS = {f for f, info in BooleanTrialConfig.model_fields.items() if info.annotation in (int, int | None)}
+# Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
+INNER_AXES = ("norm_bound", "fault")
+MAX_SPEC_BYTES = 1_000_000
+
+
+class ExecutionSettings(BaseModel):
+    """How a sweep runs on Ray."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    pack_size: int = Field(16, ge=1, le=4096, description="trials trained together in one call")
+    max_in_flight: int | None = Field(None, ge=1, le=100_000, description="packs submitted at once; None: 2 per worker slot")
+    cpus_per_worker: float = Field(1.0, gt=0, le=1024, description="CPUs per pack task (also its torch threads)")
+    gpus_per_worker: float = Field(0.0, ge=0, le=64, description="GPUs per pack task (fractions share a GPU)")
+    max_retries: int = Field(3, ge=0, le=100, description="Ray retries of a pack whose worker died")
+    flush_rows: int = Field(5000, ge=1, le=10_000_000, description="rows per Parquet part file at most")
+    flush_s: float = Field(10.0, gt=0, le=86_400, description="seconds between flushes of finished rows")
+
+
+class AnalysisSettings(BaseModel):
+    """How m* is computed for this sweep (results/critical.py has the definition)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    acc_threshold: float = Field(0.95, gt=0, le=1, description="test accuracy that counts as success")
+    success_frac: float = Field(0.5, gt=0, lt=1, description="success rate over seeds that defines m*")
+    n_boot: int = Field(1000, ge=0, le=100_000, description="bootstrap replicates for intervals")
+    ci: float = Field(0.95, gt=0, lt=1, description="coverage of the intervals")
+
+
+class RangeAxis(BaseModel):
+    """A numeric axis given by its ends: ``num`` points from ``start`` to ``stop``."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    start: float
+    stop: float
+    num: int = Field(ge=1, le=10_000)
+    scale: Literal["log", "linear"] = "log"
+
+
+class SweepSpec(BaseModel):
+    """A validated sweep spec. Build it with :func:`load_spec` or :func:`parse_spec`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
+    description: str = ""
+    seeds: list[int]
+    grid: dict[str, list[Any]]
+    fixed: dict[str, Any]
+    execution: ExecutionSettings = ExecutionSettings()
+    analysis: AnalysisSettings = AnalysisSettings()
+    source_yaml: str = ""
+
+    def axes(self) -> dict[str, list[Any]]:
+        """The grid's axes in iteration order: outer axes first, then INNER_AXES, then seed."""
+        outer = [k for k in self.grid if k not in INNER_AXES]
+        inner = [k for k in INNER_AXES if k in self.grid]
+        return {**{k: self.grid[k] for k in outer + inner}, "seed": self.seeds}
+
+    def n_trials(self) -> int:
+        """Number of trials the grid expands to."""
+        return math.prod(len(v) for v in self.axes().values())
+
+    def trials(self) -> Iterator[BooleanTrialConfig]:
+        """The trials, lazily, seeds varying fastest (see :meth:`axes`)."""
+        axes = self.axes()
+        names = list(axes)
+        for values in itertools.product(*axes.values()):
+            yield BooleanTrialConfig(**self.fixed, **dict(zip(names, values)))
+
+    def spec_hash(self) -> str:
+        """Hash of the canonical spec (grid, fixed, seeds, analysis): 16 hex digits."""
+        canon = self.model_dump(exclude={"source_yaml", "description", "execution"})
+        return hashlib.sha256(json.dumps(canon, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def trial_id(config: BooleanTrialConfig) -> str:
+    """Deterministic id of a trial: 16 hex digits of the SHA-256 of its canonical config.
+
+    The config includes the seed, so equal settings and seed give the same id in any
+    sweep, run or process; any change of any setting changes it.
+    """
+    canon = json.dumps(config.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def load_spec(path: str | Path, max_trials: int | None = None) -> SweepSpec:
+    """Read and validate a spec file.
+
+    Raises:
+        SpecError: the file is missing, unreadable, not YAML, or invalid; the message
+            lists every problem with its field.
+    """
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_SPEC_BYTES:
+            raise SpecError([f"file is larger than {MAX_SPEC_BYTES} bytes"], str(path))
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError([f"cannot read the file: {exc.strerror or exc}"], str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(["file is not UTF-8 text"], str(path)) from exc
+    return parse_spec(text, source=str(path), max_trials=max_trials)
+
+
+def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -> SweepSpec:
+    """Validate spec text (YAML).
+
+    Args:
+        text: the YAML.
+        source: name used in error messages.
+        max_trials: refuse grids larger than this (None: no limit).
+
+    Raises:
+        SpecError: every problem found, each naming its field.
+    """
+    try:
+        raw = yaml.load(text, Loader=_NoAliasLoader)
+    except yaml.YAMLError as exc:
+        raise SpecError([f"not valid YAML: {exc}"], source) from exc
+    if not isinstance(raw, dict):
+        raise SpecError([f"top level must be a mapping with keys {sorted(_TOP_KEYS)}, got {type(raw).__name__}"], source)
+    problems: list[str] = []
+    unknown = sorted(set(map(str, raw)) - _TOP_KEYS)
+    if unknown:
+        problems.append(f"unknown top-level field(s) {unknown}; allowed: {sorted(_TOP_KEYS)}")
+    for required in ("name", "grid"):
+        if required not in raw:
+            problems.append(f"{required}: required")
+    seeds = _seeds(raw.get("seeds", 1), problems)
+    grid = _section(raw, "grid", problems)
+    fixed = _section(raw, "fixed", problems)
+    for key in sorted(set(grid) & set(fixed)):
+        problems.append(f"{key}: given in both grid and fixed; put it in one")
+    axes = {k: _axis(k, v, problems) for k, v in grid.items() if _known(f"grid.{k}", k, problems)}
+    fixed = {k: v for k, v in fixed.items() if _known(f"fixed.{k}", k, problems)}
+    for key, values in axes.items():
+        if not values:
+            problems.append(f"grid.{key}: needs at least one value")
+    for field in ("task", "T", "s", "m"):
+        if field not in axes and field not in fixed and field in BooleanTrialConfig.model_fields:
+            if BooleanTrialConfig.model_fields[field].is_required():
+                problems.append(f"{field}: required, in grid or fixed")
+    problems += _check_values(axes, fixed)
+    for key, model in (("execution", ExecutionSettings), ("analysis", AnalysisSettings)):
+        section = raw.get(key) or {}
+        try:
+            model(**section) if isinstance(section, dict) else model.model_validate(section)
+        except ValidationError as exc:
+            problems += [f"{key}.{p}" for p in _describe(exc)]
+    spec = None
+    if not problems:
+        try:
+            spec = SweepSpec(
+                name=raw["name"], description=raw.get("description") or "", seeds=seeds,
+                grid=axes, fixed=fixed, execution=raw.get("execution") or {},
+                analysis=raw.get("analysis") or {}, source_yaml=text,
+            )
+        except ValidationError as exc:
+            problems += _describe(exc)
+    if spec is not None and not problems:
+        n = spec.n_trials()
+        if max_trials is not None and n > max_trials:
+            problems.append(f"grid expands to {n} trials, more than the limit {max_trials}; raise --max-trials to confirm")
+        else:
+            problems += _check_combinations(spec)
+    if problems:
+        raise SpecError(problems, source)
+    return spec
+
+
+_TOP_KEYS = {"name", "description", "seeds", "grid", "fixed", "execution", "analysis"}
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """Safe YAML without anchors/aliases: refuses 'billion laughs' expansion bombs."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in specs", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+# YAML 1.1 reads 1e-3 as a string; accept it as the float a user meant.
+_NoAliasLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _section(raw: dict, key: str, problems: list[str]) -> dict:
+    value = raw.get(key) or {}
+    if not isinstance(value, dict):
+        problems.append(f"{key}: must be a mapping of trial settings, got {type(value).__name__}")
+        return {}
+    return {str(k): v for k, v in value.items()}
+
+
+def _known(where: str, key: str, problems: list[str]) -> bool:
+    if key in TRIAL_FIELDS:
+        return True
+    hint = " (use the top-level 'seeds')" if key == "seed" else ""
+    problems.append(f"{where}: unknown trial setting{hint}; allowed: {list(TRIAL_FIELDS)}")
+    return False
+
+
+def _seeds(value: Any, problems: list[str]) -> list[int]:
+    if isinstance(value, bool) or not isinstance(value, int | list):
+        problems.append(f"seeds: must be a count (int >= 1) or a list of ints >= 0, got {value!r}")
+        return []
+    if isinstance(value, int):
+        if not 1 <= value <= 1_000_000:
+            problems.append(f"seeds: count must be between 1 and 1000000, got {value}")
+            return []
+        return list(range(value))
+    if not value or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**62 for s in value):
+        problems.append(f"seeds: list must hold ints in [0, 2^62), got {value!r}")
+        return []
+    if len(set(value)) != len(value):
+        problems.append("seeds: list has duplicates")
+    return list(value)
+
+
+def _axis(key: str, value: Any, problems: list[str]) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        try:
+            r = RangeAxis(**value)
+        except (ValidationError, TypeError) as exc:
+            problems += [f"grid.{key}.{p}" for p in _describe(exc)] if isinstance(exc, ValidationError) else [f"grid.{key}: {exc}"]
+            return []
+        if r.scale == "log" and (r.start <= 0 or r.stop <= 0):
+            problems.append(f"grid.{key}: a log-scale range needs start > 0 and stop > 0")
+            return []
+        pts = np.geomspace(r.start, r.stop, r.num) if r.scale == "log" else np.linspace(r.start, r.stop, r.num)
+        if key in INT_FIELDS:
+            return list(dict.fromkeys(int(round(p)) for p in pts))
+        return [float(p) for p in pts]
+    return [value]
+
+
+def _check_values(axes: dict[str, list], fixed: dict[str, Any]) -> list[str]:
+    """Validate each value of each axis (and each fixed value) on its own, so that errors
+    name the exact field and value."""
+    problems = []
+    base = {"task": "and", "T": 64, "s": 1, "m": 1, "seed": 0}
+    for where, key, value in [("fixed", k, v) for k, v in fixed.items()] + [
+        ("grid", k, v) for k, vals in axes.items() for v in vals
+    ]:
+        try:
+            BooleanTrialConfig.__pydantic_validator__.validate_assignment(
+                BooleanTrialConfig.model_construct(**base), key, value
+            )
+        except ValidationError as exc:
+            for err in exc.errors():
+                problems.append(f"{where}.{key}: value {value!r}: {err['msg']}")
+    return problems
+
+
+def _check_combinations(spec: SweepSpec) -> list[str]:
+    """Cross-field rules (T > s, heads divide d) over the distinct combinations."""
+    problems = []
+    names = [k for k in ("T", "s", "d", "heads", "model") if k in spec.grid]
+    seen = set()
+    for values in itertools.product(*(spec.grid[k] for k in names)):
+        try:
+            BooleanTrialConfig(**{**spec.fixed, **dict(zip(names, values)), **_fill(spec), "seed": 0})
+        except ValidationError as exc:
+            for err in exc.errors():
+                msg = err["msg"].removeprefix("Value error, ")
+                if msg not in seen:
+                    seen.add(msg)
+                    problems.append(f"{'/'.join(names) or 'fixed'}: {msg}")
+    return problems
+
+
+def _fill(spec: SweepSpec) -> dict[str, Any]:
+    """First value of every grid axis that the cross-field check does not enumerate."""
+    return {k: v[0] for k, v in spec.grid.items() if k not in ("T", "s", "d", "heads", "model")}
+
+
+def _describe(exc: ValidationError) -> list[str]:
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "spec"
+        value = err.get("input")
+        out.append(f"{loc}: value {value!r}: {err['msg']}" if not isinstance(value, dict) else f"{loc}: {err['msg']}")
+    return out

@@ -1,0 +1,76 @@
+"""Seaborn figures of the sparse-Boolean analysis, written as PNG files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on workers or CI
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from results.fits import predict  # noqa: E402
+
+
+def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, path: Path) -> Path:
+    """m* against T (log x axis) with bootstrap intervals and the fitted growth laws.
+
+    Args:
+        m_star: rows with ``T``, ``m_star``, ``ci_lo``, ``ci_hi`` and the ``hue`` column.
+        fits: per hue value, the table of :func:`results.fits.compare_growth`.
+        hue: column that tells series apart (e.g. ``"model"``).
+        path: PNG to write.
+    """
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    palette = dict(zip(m_star[hue].unique(maintain_order=True).to_list(), sns.color_palette()))
+    for value, color in palette.items():
+        part = m_star.filter((pl.col(hue) == value) & pl.col("m_star").is_not_nan()).sort("T")
+        if part.is_empty():
+            continue
+        T, y = part["T"].to_numpy(), part["m_star"].to_numpy()
+        lo = np.minimum(part["ci_lo"].fill_nan(None).fill_null(np.nan).to_numpy(), y)
+        hi = part["ci_hi"].fill_nan(None).fill_null(np.nan).to_numpy()
+        hi = np.where(np.isfinite(hi), hi, y)
+        ax.errorbar(T, y, yerr=[y - lo, np.maximum(hi - y, 0)], fmt="o", color=color, capsize=3, label=f"{hue}={value}")
+        grid = np.geomspace(T.min(), T.max(), 100)
+        for fit, style in zip(fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":")):
+            ax.plot(grid, predict(fit["model"], (fit["a"], fit["b"]), grid), style, color=color, alpha=0.7,
+                    label=f"  {fit['model']} fit (R²={fit['r2']:.2f}, ΔAIC={fit['delta_aic']:.1f})")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length T")
+    ax.set_ylabel("critical sample size m*")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
+    """Heatmaps of the success rate over the (T, m) grid, one panel per ``facet`` value.
+
+    Args:
+        rates: rows with ``T``, ``m``, ``rate`` and the ``facet`` column.
+    """
+    sns.set_theme(style="white")
+    values = rates[facet].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(1, len(values), figsize=(5 * len(values), 4), squeeze=False)
+    for ax, value in zip(axes[0], values):
+        part = rates.filter(pl.col(facet) == value).group_by("T", "m").agg(pl.col("rate").mean())
+        pivot = part.sort("m").pivot(on="T", index="m", values="rate", sort_columns=True).sort("m", descending=True)
+        cols = sorted((c for c in pivot.columns if c != "m"), key=int)
+        sns.heatmap(pivot.select(cols).to_numpy(), ax=ax, vmin=0, vmax=1, cmap="viridis",
+                    xticklabels=cols, yticklabels=pivot["m"].to_list(), cbar_kws={"label": "success rate"})
+        ax.set_xlabel("T")
+        ax.set_ylabel("m")
+        ax.set_title(f"{facet}={value}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,336 @@
+"""Sparse Boolean functions of a length-T bit string (Edelman et al., ICML 2022, section 5).
+
+A trial's target is an s-sparse function of T bits: its label depends only on the bits at
+s relevant positions (the *support*), drawn uniformly without replacement from ``range(T)``
+by the trial's seed.
+
+* ``and``: y = x[i1] AND ... AND x[is], bits i.i.d. Bernoulli(p) with p = 2^(-1/s), so that
+  P(y = 1) = p^s = 1/2 and the labels are balanced.
+* ``parity``: y = x[i1] XOR ... XOR x[is], bits i.i.d. Bernoulli(1/2).
+
+Training sets that are compatible with more than one support (another s-subset S' != S
+with f_S'(x) = y on every training sample) are rejected and redrawn, as in the paper's
+protocol, so that the m samples identify the target. The check is exact:
+
+* ``and``: S' must lie inside C, the positions that are 1 in every positive sample, and
+  must contain a 0 of every negative sample (a hitting set). A depth-first search over C
+  branches on the zeros of the first negative sample not yet hit and stops at the first
+  consistent S' != S.
+* ``parity``: S' is consistent iff the XOR of its columns equals y. Columns are hashed to
+  64-bit words with a random GF(2)-linear map (so hash(a XOR b) = hash(a) XOR hash(b)),
+  every (s-1)-subset R is matched against a sorted table of single columns (hash(j) ==
+  hash(y) XOR hash(R)), scanned in chunks, and every hash match is verified on the bits.
+
+Redraws use the same generator, so they are deterministic too; after ``max_redraws``
+rejected draws an :class:`AmbiguousTrainingSetError` says that m is too small for T and s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tasks.errors import AmbiguityCheckTooLargeError, AmbiguousTrainingSetError, TaskError
+from tasks.seeding import derive_seed, generator
+
+TASKS = ("and", "parity")
+
+# Most (s-1)-subsets of columns the parity check scans (about 0.1 s per million).
+_MAX_PARITY_SUBSETS = 100_000_000
+# Largest number of search nodes the AND check visits before giving up.
+_MAX_AND_NODES = 2_000_000
+
+
+@dataclass(frozen=True)
+class BooleanBatch:
+    """Training sets of several trials that share (task, T, s, m).
+
+    Attributes:
+        x: ``(trials, m, T)`` uint8 bits.
+        y: ``(trials, m)`` float32 labels in {0, 1}.
+        support: ``(trials, s)`` int64 relevant positions, sorted.
+        redraws: ``(trials,)`` int64, rejected draws before the accepted one.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    support: torch.Tensor
+    redraws: torch.Tensor
+
+
+def bit_probability(task: str, s: int) -> float:
+    """P(bit = 1): 2^(-1/s) for ``and`` (balanced labels), 1/2 for ``parity``.
+
+    Raises:
+        TaskError: unknown task.
+    """
+    _check_task(task)
+    return 2.0 ** (-1.0 / s) if task == "and" else 0.5
+
+
+def labels(task: str, x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """The target's labels.
+
+    Args:
+        task: ``"and"`` or ``"parity"``.
+        x: ``(..., n, T)`` bits (any integer or bool dtype).
+        support: ``(..., s)`` int64 positions, broadcastable against x's leading dims.
+
+    Returns:
+        ``(..., n)`` float32 labels in {0, 1}.
+    """
+    _check_task(task)
+    idx = support.unsqueeze(-2).expand(*x.shape[:-1], support.shape[-1])
+    bits = torch.gather(x.to(torch.int64), -1, idx)  # (..., n, s)
+    if task == "and":
+        return bits.prod(-1).to(torch.float32)
+    return (bits.sum(-1) % 2).to(torch.float32)
+
+
+def draw_support(task: str, T: int, s: int, seed: int) -> torch.Tensor:
+    """The relevant positions of a trial: ``(s,)`` int64, sorted, distinct, in ``[0, T)``.
+
+    They depend on (task, T, s, seed) only, so trials that differ only in m, the model
+    or the norm bound share their target.
+
+    Raises:
+        TaskError: s < 1 or s >= T.
+    """
+    _check_shape(T, s)
+    g = generator(derive_seed("support", task, T, s, seed))
+    return torch.randperm(T, generator=g)[:s].sort().values
+
+
+def sample_training_set(
+    task: str,
+    T: int,
+    s: int,
+    m: int,
+    seed: int,
+    *,
+    reject_ambiguous: bool = True,
+    max_redraws: int = 100,
+    device: str | torch.device = "cpu",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """One trial's training set.
+
+    Args:
+        task, T, s, m, seed: the trial's settings (m samples of T bits).
+        reject_ambiguous: redraw sets that more than one support explains.
+        max_redraws: rejected draws allowed before giving up.
+        device: where the tensors are made.
+
+    Returns:
+        ``x`` ``(m, T)`` uint8, ``y`` ``(m,)`` float32, ``support`` ``(s,)`` int64 and the
+        number of rejected draws.
+
+    Raises:
+        TaskError: bad task or shape.
+        AmbiguousTrainingSetError: every one of ``max_redraws + 1`` draws was ambiguous.
+        AmbiguityCheckTooLargeError: the parity check would need too large a table.
+    """
+    _check_task(task)
+    _check_shape(T, s)
+    if m < 1:
+        raise TaskError(f"m must be >= 1, got {m}")
+    support = draw_support(task, T, s, seed).to(device)
+    g = generator(derive_seed("train", task, T, s, m, seed), device)
+    p = bit_probability(task, s)
+    for redraw in range(max_redraws + 1):
+        x = (torch.rand((m, T), generator=g, device=device) < p).to(torch.uint8)
+        y = labels(task, x, support)
+        if not reject_ambiguous or not is_ambiguous(task, x, y, support):
+            return x, y, support, redraw
+    raise AmbiguousTrainingSetError(
+        f"{max_redraws + 1} training sets of m={m} samples for task={task}, T={T}, s={s}, "
+        f"seed={seed} were all explained by more than one support: m is too small to "
+        "identify the target. Use a larger m, or set reject_ambiguous: false."
+    )
+
+
+def sample_training_sets(
+    task: str,
+    T: int,
+    s: int,
+    m: int,
+    seeds: Sequence[int],
+    *,
+    reject_ambiguous: bool = True,
+    max_redraws: int = 100,
+    device: str | torch.device = "cpu",
+) -> tuple[BooleanBatch | None, list[int], dict[int, Exception]]:
+    """Training sets for many trials at once; a trial whose draw fails does not stop the rest.
+
+    Returns:
+        ``(batch, ok, errors)``: the stacked sets of the trials that succeeded (None if
+        none did), their indices into ``seeds``, and the exception of each that failed.
+    """
+    xs, ys, supports, redraws, ok, errors = [], [], [], [], [], {}
+    for i, seed in enumerate(seeds):
+        try:
+            x, y, support, r = sample_training_set(
+                task, T, s, m, seed, reject_ambiguous=reject_ambiguous,
+                max_redraws=max_redraws, device=device,
+            )
+        except TaskError as exc:
+            errors[i] = exc
+            continue
+        xs.append(x), ys.append(y), supports.append(support), redraws.append(r)
+        ok.append(i)
+    if not ok:
+        return None, ok, errors
+    batch = BooleanBatch(
+        x=torch.stack(xs), y=torch.stack(ys), support=torch.stack(supports),
+        redraws=torch.tensor(redraws, dtype=torch.int64),
+    )
+    return batch, ok, errors
+
+
+def test_chunks(
+    task: str,
+    T: int,
+    s: int,
+    seeds: Sequence[int],
+    support: torch.Tensor,
+    n_test: int,
+    chunk_size: int,
+    device: str | torch.device = "cpu",
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Held-out samples from the training distribution, in chunks so memory stays bounded.
+
+    The test set of a trial depends on (task, T, s, seed) only: trials that differ in m
+    are scored on the same samples.
+
+    Args:
+        support: ``(trials, s)`` int64, the trials' relevant positions.
+        n_test: samples per trial; the last chunk may be shorter than ``chunk_size``.
+
+    Yields:
+        ``x`` ``(trials, c, T)`` uint8 and ``y`` ``(trials, c)`` float32, c <= chunk_size.
+    """
+    p = bit_probability(task, s)
+    gens = [generator(derive_seed("test", task, T, s, seed), device) for seed in seeds]
+    for start in range(0, n_test, chunk_size):
+        c = min(chunk_size, n_test - start)
+        x = torch.stack(
+            [(torch.rand((c, T), generator=g, device=device) < p).to(torch.uint8) for g in gens]
+        )
+        yield x, labels(task, x, support)
+
+
+def is_ambiguous(task: str, x: torch.Tensor, y: torch.Tensor, support: torch.Tensor) -> bool:
+    """Whether an s-subset other than ``support`` also explains every sample exactly.
+
+    Args:
+        x: ``(m, T)`` bits; y: ``(m,)`` labels; support: ``(s,)`` positions.
+
+    Raises:
+        AmbiguityCheckTooLargeError: the search would exceed its size limit.
+    """
+    xb = x.detach().to("cpu", torch.bool).numpy()
+    yb = y.detach().to("cpu").numpy() > 0.5
+    s_set = tuple(sorted(int(i) for i in support.tolist()))
+    if task == "and":
+        return _and_ambiguous(xb, yb, s_set)
+    return _parity_ambiguous(xb, yb, s_set)
+
+
+def _and_ambiguous(x: np.ndarray, y: np.ndarray, support: tuple[int, ...]) -> bool:
+    s = len(support)
+    positives = x[y]
+    cand = np.flatnonzero(positives.all(axis=0)) if len(positives) else np.arange(x.shape[1])
+    if len(cand) == s:  # support is inside cand, so it is the only s-subset
+        return False
+    local_support = frozenset(int(np.searchsorted(cand, i)) for i in support)
+    neg_zero = ~x[~y][:, cand]  # (negatives, |C|): True where a negative has a 0
+    nodes = 0
+
+    def search(chosen: tuple[int, ...], unhit: np.ndarray) -> bool:
+        nonlocal nodes
+        nodes += 1
+        if nodes > _MAX_AND_NODES:
+            raise AmbiguityCheckTooLargeError(
+                f"the AND uniqueness check passed {_MAX_AND_NODES} search nodes; "
+                "use a larger m or set reject_ambiguous: false"
+            )
+        if not unhit.any():
+            # Every completion of `chosen` to s positions inside C is consistent; one
+            # differs from the support unless `chosen` is part of it and C has no spare.
+            if len(chosen) == s or not set(chosen) <= local_support:
+                return set(chosen) != local_support
+            return len(cand) > s
+        if len(chosen) == s:
+            return False
+        first = int(np.argmax(unhit))
+        for c in np.flatnonzero(neg_zero[first]):
+            if search(chosen + (int(c),), unhit & ~neg_zero[:, c]):
+                return True
+        return False
+
+    return search((), np.ones(len(neg_zero), dtype=bool))
+
+
+def _parity_ambiguous(x: np.ndarray, y: np.ndarray, support: tuple[int, ...]) -> bool:
+    m, T = x.shape
+    s = len(support)
+    n_subsets = math.comb(T, s - 1)
+    if n_subsets > _MAX_PARITY_SUBSETS:
+        raise AmbiguityCheckTooLargeError(
+            f"the parity uniqueness check for T={T}, s={s} would scan {n_subsets} column "
+            f"subsets (limit {_MAX_PARITY_SUBSETS}); set reject_ambiguous: false for this cell"
+        )
+    # A fixed random GF(2)-linear hash of columns (fixed seed: the check must not depend
+    # on global random state).
+    row_keys = np.random.default_rng(0x5EED + m).integers(0, 2**63, size=m, dtype=np.uint64)
+    col_hash = np.bitwise_xor.reduce(np.where(x, row_keys[:, None], np.uint64(0)), axis=0)
+    y_hash = np.bitwise_xor.reduce(np.where(y, row_keys, np.uint64(0)))
+    order = np.argsort(col_hash, kind="stable")
+    singles = col_hash[order]
+    # S' = R + {j} with |R| = s - 1 is consistent iff hash(j) == y_hash ^ hash(R).
+    for idx, val in _subset_chunks(col_hash, s - 1):
+        targets = val ^ y_hash
+        lo = np.searchsorted(singles, targets, side="left")
+        hi = np.searchsorted(singles, targets, side="right")
+        for i in np.flatnonzero(hi > lo):
+            for j in order[lo[i]:hi[i]]:
+                cols = set(idx[i].tolist()) | {int(j)}
+                if len(cols) != s or tuple(sorted(cols)) == support:
+                    continue
+                if np.array_equal(x[:, sorted(cols)].sum(axis=1) % 2 == 1, y):
+                    return True
+    return False
+
+
+def _subset_chunks(
+    col_hash: np.ndarray, k: int, chunk: int = 1 << 20
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """All k-subsets of columns, in chunks: ``(N, k)`` indices, ``(N,)`` XOR of their hashes."""
+    T = len(col_hash)
+    if k == 0:
+        yield np.zeros((1, 0), dtype=np.int64), np.zeros(1, dtype=np.uint64)
+    elif k == 1:
+        yield np.arange(T)[:, None], col_hash
+    elif k == 2:
+        for i in range(T - 1):
+            j = np.arange(i + 1, T)
+            yield np.stack([np.full_like(j, i), j], 1), col_hash[i] ^ col_hash[j]
+    else:
+        combos = itertools.combinations(range(T), k)
+        while block := list(itertools.islice(combos, chunk)):
+            idx = np.array(block, dtype=np.int64)
+            yield idx, np.bitwise_xor.reduce(col_hash[idx], axis=1)
+
+
+def _check_task(task: str) -> None:
+    if task not in TASKS:
+        raise TaskError(f"task must be one of {list(TASKS)}, got {task!r}")
+
+
+def _check_shape(T: int, s: int) -> None:
+    if s < 1 or s >= T:
+        raise TaskError(f"need 1 <= s < T, got s={s}, T={T}")

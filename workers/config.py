@@ -1,0 +1,71 @@
+"""The settings of one sparse-Boolean trial: what a worker needs to train and score it.
+
+Every field becomes a typed column of the ``trials`` table, so a row says exactly how
+its numbers were made. Validation (pydantic) names the field and the allowed values.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+TaskName = Literal["and", "parity"]
+ModelName = Literal["transformer", "mlp"]
+NormKind = Literal["frobenius", "spectral", "l21"]
+Fault = Literal["raise", "nan", "exit"]
+
+
+class BooleanTrialConfig(BaseModel):
+    """One trial of the sparse Boolean experiment (Edelman et al., ICML 2022, section 5)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    # The target and the data.
+    task: TaskName = Field(description="s-sparse Boolean function: 'and' or 'parity'")
+    T: int = Field(ge=2, le=1_000_000, description="context length (bits per sample)")
+    s: int = Field(ge=1, le=64, description="sparsity: number of relevant positions")
+    m: int = Field(ge=1, le=100_000_000, description="training-set size (samples)")
+    seed: int = Field(ge=0, lt=2**62, description="seeds the support, data and init")
+    n_test: int = Field(2000, ge=1, le=10_000_000, description="held-out samples")
+    reject_ambiguous: bool = Field(True, description="redraw training sets >1 support explains")
+    max_redraws: int = Field(100, ge=0, le=100_000, description="redraws before failing")
+
+    # The model.
+    model: ModelName = Field("transformer", description="CLS transformer or MLP baseline")
+    d: int = Field(32, ge=1, le=65_536, description="width (transformer embedding size)")
+    layers: int = Field(1, ge=1, le=64, description="attention layers, or MLP hidden layers")
+    heads: int = Field(1, ge=1, le=256, description="attention heads; must divide d")
+    mlp_width: int = Field(256, ge=1, le=1_000_000, description="MLP baseline hidden width")
+
+    # The norm bound of the theory (None: unbounded).
+    norm_bound: float | None = Field(None, gt=0, le=1e12, description="bound B on the norms")
+    norm_kind: NormKind = Field("frobenius", description="which matrix norm B bounds")
+
+    # Training.
+    lr: float = Field(1e-3, gt=0, le=10, description="AdamW learning rate")
+    weight_decay: float = Field(0.0, ge=0, le=10, description="AdamW weight decay")
+    max_epochs: int = Field(300, ge=1, le=10_000_000, description="epochs before giving up")
+    batch_size: int | None = Field(None, ge=1, description="minibatch size; None: full batch")
+
+    # Test-only fault injection (a trial that raises, turns NaN, or kills its process).
+    fault: Fault | None = Field(None, description="test only: make this trial misbehave")
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> BooleanTrialConfig:
+        if self.s >= self.T:
+            raise ValueError(f"T must be greater than s (got T={self.T}, s={self.s})")
+        if self.model == "transformer" and self.d % self.heads:
+            raise ValueError(f"heads must divide d (got d={self.d}, heads={self.heads})")
+        return self
+
+    def shape_key(self) -> tuple:
+        """Settings that must be equal for trials to be trained together in one pack.
+
+        Everything but ``seed``, ``norm_bound`` and ``fault``: those vary per trial inside
+        a pack (per-trial generators, per-trial projection radius, per-trial fault).
+        """
+        return tuple(
+            (k, v) for k, v in self.model_dump().items()
+            if k not in ("seed", "norm_bound", "fault")
+        )
