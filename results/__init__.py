@@ -9,12 +9,14 @@ from results.errors import QueryError, StoreError
 from results.fits import MODELS, compare_growth, fit_growth, predict
 from results.query import run_query
 from results.store import ResultsStore, rows_to_table, write_parquet_atomic
+from results.writer import TrialWriter
 
 __all__ = [
     "MODELS",
     "QueryError",
     "ResultsStore",
     "StoreError",
+    "TrialWriter",
     "compare_growth",
     "critical_sample_sizes",
     "fit_growth",

@@ -111,7 +111,8 @@ def critical_sample_sizes(
             bk, bn = np.nansum(boot, 1), np.sum(~np.isnan(boot), 1)
             b = _m_star(ms, bk, bn, success_frac)
             vals = np.where(b["censored"] == "above", np.inf, b["m_star"])
-            lo, hi = np.percentile(vals, [50 * (1 - ci), 50 * (1 + ci)])
+            with np.errstate(invalid="ignore"):  # inf - inf between censored replicates
+                lo, hi = np.percentile(vals, [50 * (1 - ci), 50 * (1 + ci)])
             row.update(ci_lo=float(lo), ci_hi=float(hi))
             reps[tuple(key)] = vals
         else:

@@ -19,7 +19,8 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
     """m* against T (log x axis) with bootstrap intervals and the fitted growth laws.
 
     Args:
-        m_star: rows with ``T``, ``m_star``, ``ci_lo``, ``ci_hi`` and the ``hue`` column.
+        m_star: rows with ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``censored``, ``m_max``
+            and the ``hue`` column.
         fits: per hue value, the table of :func:`results.fits.compare_growth`.
         hue: column that tells series apart (e.g. ``"model"``).
         path: PNG to write.
@@ -35,7 +36,10 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         lo = np.minimum(part["ci_lo"].fill_nan(None).fill_null(np.nan).to_numpy(), y)
         hi = part["ci_hi"].fill_nan(None).fill_null(np.nan).to_numpy()
         hi = np.where(np.isfinite(hi), hi, y)
-        ax.errorbar(T, y, yerr=[y - lo, np.maximum(hi - y, 0)], fmt="o", color=color, capsize=3, label=f"{hue}={value}")
+        ax.errorbar(T, y, yerr=[y - lo, np.maximum(hi - y, 0)], fmt="o", color=color, capsize=3, label=str(value))
+        above = m_star.filter((pl.col(hue) == value) & (pl.col("censored") == "above"))
+        if not above.is_empty():  # m* beyond the grid: a triangle at the largest m tried
+            ax.scatter(above["T"], above["m_max"], marker="^", color=color, label=f"{value}: m* > largest m")
         grid = np.geomspace(T.min(), T.max(), 100)
         for fit, style in zip(fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":")):
             ax.plot(grid, predict(fit["model"], (fit["a"], fit["b"]), grid), style, color=color, alpha=0.7,

@@ -64,10 +64,10 @@ class ResultsStore:
         name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
         return write_parquet_atomic(table, folder / name)
 
-    def write_run(self, sweep: str, run_id: str, record: dict) -> Path:
+    def write_run(self, sweep: str, run_id: str, record: dict, schema: pa.Schema | None = None) -> Path:
         """Write (or replace) the one-row ``runs`` record of a run atomically."""
         folder = self.run_dir("runs", sweep, run_id)
-        return write_parquet_atomic(pa.Table.from_pylist([record]), folder / "run.parquet")
+        return write_parquet_atomic(pa.Table.from_pylist([record], schema=schema), folder / "run.parquet")
 
     # -- reading -----------------------------------------------------------------------
     def has_trials(self) -> bool:

@@ -25,6 +25,7 @@ from torch.func import functional_call, stack_module_state
 import tasks
 from workers.config import BooleanTrialConfig
 from workers.models import build_model, logistic_loss
+from workers.status import TrialStatus
 from workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
 # Activation memory allowed for one evaluation chunk (bytes); chunks keep evaluation at
@@ -174,7 +175,7 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
             else mlp_norms(params, cfg.norm_kind)
     for j, row in enumerate(rows):
         row.update(
-            status="diverged" if diverged_epoch[j] is not None else "done",
+            status=(TrialStatus.DIVERGED if diverged_epoch[j] is not None else TrialStatus.DONE).value,
             support=batch.support[j].tolist(),
             redraws=int(batch.redraws[j]),
             train_acc=_num(train_acc[j]), train_loss=_num(train_loss[j]),
@@ -251,7 +252,7 @@ def _num(v: torch.Tensor) -> float | None:
 
 def _empty_row() -> dict:
     return dict(
-        status="failed", error_type=None, error=None, support=None, redraws=None,
+        status=TrialStatus.FAILED.value, error_type=None, error=None, support=None, redraws=None,
         train_acc=None, train_loss=None, test_acc=None, test_loss=None, epochs=None,
         converged=None, diverged_epoch=None, norm_qk=None, norm_v=None, norm_hidden=None,
         norm_readout=None,
@@ -260,6 +261,6 @@ def _empty_row() -> dict:
 
 def _fail(row: dict, exc: BaseException) -> None:
     row.update(
-        status="failed", error_type=type(exc).__name__,
+        status=TrialStatus.FAILED.value, error_type=type(exc).__name__,
         error=f"{exc}\n{''.join(traceback.format_exception(exc)[-3:])}".strip(),
     )

@@ -1,0 +1,173 @@
+"""The analysis of a sparse-Boolean run: m* per cell, its growth with T, and the figures.
+
+A *cell* is every trial setting except m and the seed; a *series* is a cell without T
+(e.g. the transformer on 3-way AND), along which m*(T) is fit by the three growth laws
+of :mod:`results.fits`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import yaml
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.rows import trial_schema
+from orchestrator.spec import AnalysisSettings
+from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
+from results.figures import plot_m_star, plot_success_grid
+from workers import BooleanTrialConfig
+
+CELL_FIELDS = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")]
+
+
+@dataclass
+class Analysis:
+    """Everything ``analyze`` computes for one run."""
+
+    sweep: str
+    run_id: str
+    m_star: pl.DataFrame
+    fits: dict[str, pl.DataFrame] = field(default_factory=dict)
+    checks: list[dict] = field(default_factory=list)
+    figures: list[Path] = field(default_factory=list)
+    varying: list[str] = field(default_factory=list)
+
+
+def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Path | None = None,
+                settings: AnalysisSettings | None = None) -> Analysis:
+    """m* per cell, growth fits per series and the checks of a run.
+
+    Args:
+        store: the results store.
+        run_id: the run (default: the latest).
+        figures_dir: where PNG figures go (None: no figures).
+        settings: m* settings (default: those of the run's spec).
+
+    Raises:
+        StoreError: no such run, or it has no trained trials.
+    """
+    sweep, run_id = store.latest_run() if run_id is None else (store.sweep_of(run_id), run_id)
+    settings = settings or _settings_of(store, run_id)
+    names = set(trial_schema().names)
+    trials = store.scan_trials().filter(pl.col("run_id") == run_id)
+    cols = [c for c in CELL_FIELDS if c in names]
+    data = trials.select([*cols, "m", "seed", "status", "test_acc"]).collect()
+    if data.filter(pl.col("status").is_in(["done", "diverged"])).is_empty():
+        raise StoreError(f"run {run_id} has no trained trials to analyse")
+    varying = [c for c in cols if data[c].n_unique() > 1]
+    table, reps = critical_sample_sizes(
+        data, cols, acc_threshold=settings.acc_threshold, success_frac=settings.success_frac,
+        n_boot=settings.n_boot, ci=settings.ci,
+    )
+    series_cols = [c for c in varying if c != "T"]
+    table = table.with_columns(series=_label(series_cols)).sort(["series", "T"])
+    result = Analysis(sweep, run_id, table, varying=varying)
+    for (label,), part in table.group_by(["series"], maintain_order=True):
+        finite = part.filter(pl.col("m_star").is_not_nan())
+        if finite["T"].n_unique() < 3:
+            continue
+        T = finite["T"].to_numpy()
+        keys = [tuple(r[c] for c in cols) for r in finite.iter_rows(named=True)]
+        rep = np.stack([reps[k] for k in keys], axis=1) if reps else None
+        result.fits[label] = compare_growth(T, finite["m_star"].to_numpy(), rep, ci=settings.ci)
+    result.checks = _checks(table, result.fits)
+    if figures_dir is not None:
+        figures_dir = Path(figures_dir)
+        result.figures.append(plot_m_star(table, result.fits, "series", figures_dir / "m_star_vs_T.png"))
+        rates = success_rates(data, cols, settings.acc_threshold).with_columns(series=_label(series_cols))
+        result.figures.append(plot_success_grid(rates, "series", figures_dir / "success_rate_grid.png"))
+    return result
+
+
+def _label(cols: list[str]) -> pl.Expr:
+    if not cols:
+        return pl.lit("all")
+    return pl.concat_str([pl.lit(f"{c}=") + pl.col(c).cast(pl.String).fill_null("none") for c in cols], separator=", ")
+
+
+def _settings_of(store: ResultsStore, run_id: str) -> AnalysisSettings:
+    try:
+        runs = store.scan_runs().filter(pl.col("run_id") == run_id).select("spec_yaml").collect()
+        raw = yaml.safe_load(runs["spec_yaml"][0]) or {}
+        return AnalysisSettings(**(raw.get("analysis") or {}))
+    except Exception:  # noqa: BLE001 - an old or odd record falls back to the defaults
+        return AnalysisSettings()
+
+
+def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame]) -> list[dict]:
+    """Plain-language checks: does m* grow with T (log-law slope interval above 0), which
+    law wins, and at the largest T, does the transformer need fewer samples than the MLP."""
+    checks = []
+    for label, fit in fits.items():
+        log = fit.filter(pl.col("model") == "log").row(0, named=True)
+        power = fit.filter(pl.col("model") == "power").row(0, named=True)
+        grows = log["b_lo"] > 0 if not math.isnan(log["b_lo"]) else log["b"] > 0
+        checks.append(dict(
+            check=f"m* grows with T [{label}]",
+            verdict="yes" if grows else "no",
+            detail=f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f}); "
+                   f"best law by AIC: {fit['model'][0]}; power-law exponent c = {power['b']:.2f} "
+                   f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
+        ))
+    if "model" in table.columns and table["model"].n_unique() > 1:
+        others = [c for c in table.columns if c not in ("model", "series", "T") and c in CELL_FIELDS
+                  and c not in ("d", "layers", "heads", "mlp_width")]
+        for key, part in table.group_by([c for c in others if table[c].n_unique() > 1] or [pl.lit(1)], maintain_order=True):
+            T_max = part.filter(pl.col("model") == "mlp")["T"].max()
+            at = part.filter(pl.col("T") == T_max)
+            tr, mlp = at.filter(pl.col("model") == "transformer"), at.filter(pl.col("model") == "mlp")
+            if tr.is_empty() or mlp.is_empty():
+                continue
+            tr, mlp = tr.row(0, named=True), mlp.row(0, named=True)
+            mlp_val = mlp["m_star"] if not math.isnan(mlp["m_star"]) else math.inf
+            fewer = (tr["ci_hi"] if not math.isnan(tr["ci_hi"]) else tr["m_star"]) < (
+                mlp["ci_lo"] if mlp["censored"] != "above" and not math.isnan(mlp["ci_lo"]) else mlp_val)
+            checks.append(dict(
+                check=f"transformer needs fewer samples than the MLP at T={T_max}",
+                verdict="yes" if fewer else ("no" if tr["m_star"] >= mlp_val else "inconclusive"),
+                detail=f"transformer m* {_fmt(tr)}; MLP m* {_fmt(mlp)}",
+            ))
+    return checks
+
+
+def _fmt(row: dict) -> str:
+    if row["censored"] == "above":
+        return f"> {row['m_max']} (no m of the grid reached the success rate)"
+    lo, hi = row["ci_lo"], row["ci_hi"]
+    return f"{row['m_star']:.1f} (CI {lo:.1f} .. {hi:.1f})" + (" (at or below the smallest m)" if row["censored"] == "below" else "")
+
+
+def print_analysis(result: Analysis, console: Console) -> None:
+    """The m* table, the growth fits and the checks, as rich tables."""
+    shown = [c for c in result.varying if c != "T"]
+    t = Table(title=f"critical sample size m* — sweep {result.sweep}, run {result.run_id}")
+    for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range"]:
+        t.add_column(c, justify="right" if c not in shown else "left")
+    for r in result.m_star.iter_rows(named=True):
+        m = "> max" if r["censored"] == "above" else f"{r['m_star']:.1f}" + ("≤" if r["censored"] == "below" else "")
+        ci = f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) else "-"
+        grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
+        t.add_row(*[str(r[c]) for c in shown], str(r["T"]), m, ci, grid, str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
+    console.print(t)
+    for label, fit in result.fits.items():
+        f = Table(title=escape(f"m* against T [{label}]: growth laws by AIC"))
+        for c in ("law", "a", "b or c", "b/c 95% CI", "R²", "AIC", "ΔAIC", "BIC"):
+            f.add_column(c, justify="right")
+        for r in fit.iter_rows(named=True):
+            formula = {"log": "a + b ln T", "linear": "a + b T", "power": "a T^c"}[r["model"]]
+            f.add_row(formula, f"{r['a']:.3g}", f"{r['b']:.3g}", f"{r['b_lo']:.3g} .. {r['b_hi']:.3g}",
+                      f"{r['r2']:.3f}", f"{r['aic']:.1f}", f"{r['delta_aic']:.1f}", f"{r['bic']:.1f}")
+        console.print(f)
+    if not result.fits:
+        console.print("[yellow]no series has m* at 3 or more values of T: no growth-law fit[/]")
+    for c in result.checks:
+        console.print(f"[bold]{escape(c['check'])}[/]: {c['verdict']} — {escape(c['detail'])}")
+    for p in result.figures:
+        console.print(f"figure: {p}")

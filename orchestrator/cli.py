@@ -1,0 +1,161 @@
+"""The ``attnsweep`` command line.
+
+User errors (a bad spec, an empty store, a refused query) print one message and exit
+with code 2; an interrupted run exits with 130 after saving what finished.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.console import Console
+
+from orchestrator.errors import AttnsweepError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Sweeps of small attention models on Ray, results in Parquet, verdicts with polars.")
+err = Console(stderr=True)
+out = Console()
+
+StoreOpt = Annotated[Path, typer.Option("--store", envvar="ATTNSWEEP_STORE",
+                                        help="results store directory (env ATTNSWEEP_STORE)")]
+DEFAULT_STORE = Path("results-store")
+
+
+def _user_errors(fn):
+    """Turn the project's errors into a message and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from results import StoreError
+        from tasks import TaskError
+
+        try:
+            return fn(*args, **kwargs)
+        except (AttnsweepError, StoreError, TaskError) as exc:
+            err.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+@app.command()
+@_user_errors
+def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
+             max_trials: Annotated[int, typer.Option(help="refuse grids above this many trials")] = 1_000_000) -> None:
+    """Check a spec and say what it would run; writes nothing."""
+    from orchestrator.packing import make_packs
+    from orchestrator.spec import load_spec
+
+    s = load_spec(spec, max_trials=max_trials)
+    n_packs = sum(1 for _ in make_packs(((str(i), c) for i, c in enumerate(s.trials())), s.execution.pack_size))
+    out.print(f"[green]valid[/]: sweep {s.name!r}: {s.n_trials()} trials in {n_packs} packs")
+    for k, v in s.axes().items():
+        out.print(f"  {k}: {v if len(v) <= 12 else f'{v[:6]} ... ({len(v)} values)'}")
+
+
+@app.command()
+@_user_errors
+def run(
+    spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
+    store: StoreOpt = DEFAULT_STORE,
+    address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local Ray)")] = None,
+    local: Annotated[bool, typer.Option("--local", help="run packs in this process, without Ray")] = False,
+    max_in_flight: Annotated[int | None, typer.Option(help="packs submitted at once")] = None,
+    max_trials: Annotated[int, typer.Option(help="refuse grids above this many trials")] = 1_000_000,
+    figures: Annotated[Path | None, typer.Option(help="figure folder (default: figures/SWEEP/RUN_ID)")] = None,
+    analyze: Annotated[bool, typer.Option(help="print the m* table and fits at the end")] = True,
+) -> None:
+    """Run a sweep, stream its rows into the store, then print the analysis."""
+    from orchestrator.driver import run_sweep
+    from orchestrator.executors import LocalExecutor, RayExecutor
+    from orchestrator.spec import load_spec
+    from results import ResultsStore
+
+    s = load_spec(spec, max_trials=max_trials)  # before anything is started or written
+    executor = LocalExecutor(s.execution) if local else RayExecutor(s.execution, address)
+    results = ResultsStore(store)
+    try:
+        summary = run_sweep(s, results, executor, console=err, max_in_flight=max_in_flight)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]: finished trials are saved")
+        raise typer.Exit(130) from None
+    finally:
+        executor.shutdown()
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
+    err.print(f"[bold]run {summary.run_id}[/] of sweep {summary.sweep}: {counts}; "
+              f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s; store {store}")
+    if analyze:
+        _print_analysis(results, summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
+
+
+@app.command()
+@_user_errors
+def analyze(
+    store: StoreOpt = DEFAULT_STORE,
+    run_id: Annotated[str | None, typer.Option("--run", help="run id (default: the latest run)")] = None,
+    figures: Annotated[Path | None, typer.Option(help="figure folder (default: figures/SWEEP/RUN_ID)")] = None,
+) -> None:
+    """Print m* per cell with bootstrap intervals, the growth-law fits, and write figures."""
+    from results import ResultsStore
+
+    _print_analysis(ResultsStore(store), run_id, figures)
+
+
+def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
+    from orchestrator.analyze import analyze_run, print_analysis
+
+    if run_id is None:
+        _, run_id = store.latest_run()
+    sweep = store.sweep_of(run_id)
+    result = analyze_run(store, run_id, figures or Path("figures") / sweep / run_id)
+    print_analysis(result, out)
+
+
+@app.command()
+@_user_errors
+def query(
+    sql: Annotated[str, typer.Argument(help="one SELECT over the tables 'trials' and 'runs' (polars SQL)")],
+    store: StoreOpt = DEFAULT_STORE,
+    format: Annotated[Literal["table", "csv", "json", "parquet"], typer.Option("--format", help="output format")] = "table",
+    output: Annotated[Path | None, typer.Option(help="write to this file instead of stdout")] = None,
+) -> None:
+    """Run a read-only SQL query over the store."""
+    import polars as pl
+
+    from results import ResultsStore, run_query
+
+    df = run_query(ResultsStore(store), sql)
+    if format == "table":
+        with pl.Config(tbl_rows=200, tbl_cols=30, fmt_str_lengths=60):
+            text = str(df)
+    elif format == "csv":
+        text = df.write_csv()
+    elif format == "json":
+        text = df.write_json()
+    else:
+        if output is None:
+            buf = io.BytesIO()
+            df.write_parquet(buf)
+            sys.stdout.buffer.write(buf.getvalue())
+            return
+        df.write_parquet(output)
+        return
+    if output is not None:
+        output.write_text(text)
+    else:
+        typer.echo(text)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""The columns of the ``trials`` table: every config field, typed, plus the measurements."""
+
+from __future__ import annotations
+
+import types
+import typing
+
+import pyarrow as pa
+
+from workers import BooleanTrialConfig
+
+# Measurements a worker reports (workers/train.py) and what the driver adds.
+RESULT_COLUMNS: dict[str, pa.DataType] = {
+    "status": pa.string(),
+    "error_type": pa.string(),
+    "error": pa.string(),
+    "support": pa.list_(pa.int64()),
+    "redraws": pa.int64(),
+    "train_acc": pa.float64(),
+    "train_loss": pa.float64(),
+    "test_acc": pa.float64(),
+    "test_loss": pa.float64(),
+    "epochs": pa.int64(),
+    "converged": pa.bool_(),
+    "diverged_epoch": pa.int64(),
+    "norm_qk": pa.float64(),
+    "norm_v": pa.float64(),
+    "norm_hidden": pa.float64(),
+    "norm_readout": pa.float64(),
+    "wall_s": pa.float64(),
+    "pack_size": pa.int64(),
+    "worker_host": pa.string(),
+    "device": pa.string(),
+    "attempts": pa.int64(),
+    "code_version": pa.string(),
+    "finished_at": pa.timestamp("us", tz="UTC"),
+}
+
+
+def _arrow_type(annotation: typing.Any) -> pa.DataType:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return _arrow_type(args[0])
+    if typing.get_origin(annotation) is typing.Literal:
+        return pa.string()
+    return {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}[annotation]
+
+
+def trial_schema() -> pa.Schema:
+    """Arrow schema of a trial row: ``trial_id``, the config fields, then RESULT_COLUMNS."""
+    fields = [pa.field("trial_id", pa.string(), nullable=False)]
+    fields += [pa.field(name, _arrow_type(info.annotation)) for name, info in BooleanTrialConfig.model_fields.items()]
+    fields += [pa.field(name, t) for name, t in RESULT_COLUMNS.items()]
+    return pa.schema(fields)
+
+
+def run_schema() -> pa.Schema:
+    """Arrow schema of a ``runs`` record (one row per run)."""
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema([
+        ("status", pa.string()), ("started_at", ts), ("ended_at", ts), ("wall_s", pa.float64()),
+        ("n_trials", pa.int64()), ("n_done", pa.int64()), ("n_failed", pa.int64()),
+        ("n_diverged", pa.int64()), ("n_lost", pa.int64()), ("spec_name", pa.string()),
+        ("spec_hash", pa.string()), ("spec_yaml", pa.string()), ("executor", pa.string()),
+        ("host", pa.string()), ("code_version", pa.string()), ("packages", pa.string()),
+        ("trial_fields", pa.string()),
+    ])
