@@ -72,7 +72,7 @@ def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
                     xticklabels=cols, yticklabels=pivot["m"].to_list(), cbar_kws={"label": "success rate"})
         ax.set_xlabel("T")
         ax.set_ylabel("m")
-        ax.set_title(f"{facet}={value}")
+        ax.set_title(str(value))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

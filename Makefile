@@ -1,0 +1,25 @@
+# Local set-up and the two everyday commands. The CPU build of torch is pinned here (and
+# in .ci/run) only: the package itself leaves torch unpinned so GPU clusters get CUDA.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: quickstart test setup clean
+
+quickstart: $(VENV)/.installed
+	$(BIN)/attnsweep run sweeps/quickstart.yaml
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+clean:
+	rm -rf $(VENV) results-store figures

@@ -1,0 +1,104 @@
+"""Spec validation, expansion and trial ids."""
+
+import hashlib
+import json
+
+import pytest
+
+from orchestrator import SpecError, parse_spec, trial_id
+from orchestrator.packing import make_packs
+from workers import BooleanTrialConfig
+
+GOOD = """
+name: demo
+seeds: 3
+grid:
+  T: [8, 16]
+  m: {start: 8, stop: 64, num: 4, scale: log}
+  model: [transformer, mlp]
+fixed:
+  task: and
+  s: 3
+  lr: 1e-3
+"""
+
+
+def test_good_spec_expands_to_the_full_grid():
+    spec = parse_spec(GOOD)
+    assert spec.grid["m"] == [8, 16, 32, 64]  # geomspace(8, 64, 4) = 8, 16, 32, 64
+    assert spec.fixed["lr"] == 0.001  # YAML 1.1 would read 1e-3 as a string
+    trials = list(spec.trials())
+    assert len(trials) == spec.n_trials() == 2 * 4 * 2 * 3
+    assert {(t.T, t.m, t.model, t.seed) for t in trials} == {
+        (T, m, model, seed) for T in (8, 16) for m in (8, 16, 32, 64) for model in ("transformer", "mlp")
+        for seed in range(3)
+    }
+    assert [t.seed for t in trials[:3]] == [0, 1, 2]  # seeds vary fastest
+
+
+def test_trial_id_is_the_hash_of_the_canonical_config():
+    cfg = BooleanTrialConfig(task="and", T=16, s=3, m=32, seed=4)
+    expected = hashlib.sha256(json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+    assert trial_id(cfg) == expected
+    assert trial_id(BooleanTrialConfig(task="and", T=16, s=3, m=32, seed=4)) == expected
+    assert trial_id(BooleanTrialConfig(task="and", T=16, s=3, m=32, seed=5)) != expected
+    assert trial_id(BooleanTrialConfig(task="and", T=16, s=3, m=32, seed=4, lr=0.002)) != expected
+
+
+def test_trial_ids_are_unique_across_a_sweep():
+    ids = [trial_id(t) for t in parse_spec(GOOD).trials()]
+    assert len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ("  bogus: [1]\n", "grid.bogus"),  # unknown field
+        ("  m: [-4]\n", "grid.m"),  # negative m
+        ("  task: [adn]\n", "grid.task"),  # typo in a task name
+        ("  lr: [abc]\n", "grid.lr"),  # string where a number belongs
+        ("  norm_bound: [.nan]\n", "grid.norm_bound"),  # NaN
+    ],
+)
+def test_bad_grid_values_name_their_field(change, field):
+    text = "name: bad\nseeds: 2\nfixed: {s: 3}\ngrid:\n  T: [8]\n  m: [8]\n  task: [and]\n"
+    text = text.replace("  task: [and]\n", "") if "task" in change else text
+    text = text.replace("  m: [8]\n", "") if change.startswith("  m:") else text
+    with pytest.raises(SpecError) as info:
+        parse_spec(text + change)
+    assert field in str(info.value)
+
+
+def test_T_not_above_s_is_refused():
+    with pytest.raises(SpecError, match="T must be greater than s"):
+        parse_spec("name: x\ngrid: {T: [3, 8]}\nfixed: {task: and, s: 3, m: 8}\n")
+
+
+def test_all_problems_are_reported_at_once():
+    with pytest.raises(SpecError) as info:
+        parse_spec("name: x\ngrid: {T: [8], m: [0]}\nfixed: {task: parity, s: 3, lr: -1}\nexecution: {pack_size: 0}\n")
+    assert len(info.value.problems) == 3
+    text = str(info.value)
+    assert "grid.m" in text and "fixed.lr" in text and "execution.pack_size" in text
+
+
+@pytest.mark.parametrize("text", ["", "just a string", "[1, 2]", "a: [", "a: &x [1]\nb: *x\n"])
+def test_not_a_spec_is_a_spec_error(text):
+    with pytest.raises(SpecError):
+        parse_spec(text)
+
+
+def test_grid_size_limit():
+    with pytest.raises(SpecError, match="more than the limit"):
+        parse_spec(GOOD, max_trials=10)
+
+
+def test_packs_share_shapes_and_respect_the_size():
+    spec = parse_spec(GOOD)
+    packs = list(make_packs(((trial_id(c), c) for c in spec.trials()), pack_size=2))
+    assert sum(len(p) for p in packs) == spec.n_trials()
+    for p in packs:
+        assert len(p) <= 2
+        assert len({c.shape_key() for c in p.configs}) == 1
+    # 16 shape keys of 3 seeds each, cut into packs of at most 2: 2 packs per key.
+    assert len(packs) == 16 * 2

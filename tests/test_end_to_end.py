@@ -1,0 +1,133 @@
+"""A small real sweep through the CLI on an embedded local Ray, then the store and analysis."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow.dataset as ds
+import pytest
+
+SPEC = """
+name: e2e
+seeds: 3
+grid:
+  T: [8, 16, 32]
+  m: [8, 64, 256]
+  model: [transformer, mlp]
+fixed:
+  task: and
+  s: 1
+  heads: 4
+  lr: 3e-3
+  max_epochs: 150
+  n_test: 400
+execution:
+  pack_size: 3
+  flush_rows: 10
+analysis:
+  n_boot: 200
+"""
+
+
+def _cli(*args, cwd):
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    (root / "spec.yaml").write_text(SPEC)
+    proc = _cli("run", "spec.yaml", "--store", "store", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, proc
+
+
+def test_one_row_per_trial_in_every_reader(finished_run):
+    root, _ = finished_run
+    n = 3 * 3 * 2 * 3
+    trials = pl.scan_parquet(root / "store/trials/**/*.parquet", hive_partitioning=True).collect()
+    assert trials.height == n
+    assert trials["trial_id"].n_unique() == n
+    assert set(trials["sweep"]) == {"e2e"}
+    assert ds.dataset(root / "store/trials", format="parquet", partitioning="hive").count_rows() == n
+    con = duckdb.connect()
+    got = con.execute(
+        f"select count(*), count(distinct trial_id) from read_parquet('{root}/store/trials/**/*.parquet', hive_partitioning=true)"
+    ).fetchone()
+    assert got == (n, n)
+    # Rows were streamed: flush_rows=10 forces several part files.
+    assert len(list((root / "store/trials").rglob("*.parquet"))) >= 2
+    # Every config field is its own typed column; results are there.
+    assert trials.schema["T"] == pl.Int64 and trials.schema["lr"] == pl.Float64
+    assert trials.schema["support"] == pl.List(pl.Int64)
+    assert set(trials["status"]) <= {"done", "failed", "diverged"}
+
+
+def test_the_attention_model_learns_one_sparse_and(finished_run):
+    root, _ = finished_run
+    trials = pl.scan_parquet(root / "store/trials/**/*.parquet", hive_partitioning=True).collect()
+    # s=1 AND is y = x_i: with m=256 every trained transformer should reach the target.
+    big = trials.filter((pl.col("m") == 256) & (pl.col("model") == "transformer"))
+    assert (big["status"] == "done").all()
+    assert big["test_acc"].min() >= 0.95
+    # The support column holds the relevant position, inside [0, T).
+    assert all(0 <= s[0] < T for s, T in zip(big["support"], big["T"]))
+
+
+def test_runs_table_records_the_run(finished_run):
+    root, _ = finished_run
+    runs = pl.scan_parquet(root / "store/runs/**/*.parquet", hive_partitioning=True).collect()
+    assert runs.height == 1
+    row = runs.row(0, named=True)
+    assert row["status"] == "finished" and row["n_trials"] == 54
+    assert row["n_done"] + row["n_failed"] + row["n_diverged"] + row["n_lost"] == 54
+    assert "name: e2e" in row["spec_yaml"] and '"torch"' in row["packages"]
+    assert row["ended_at"] >= row["started_at"]
+
+
+def test_run_prints_the_m_star_table_and_writes_figures(finished_run):
+    root, proc = finished_run
+    assert "critical sample size m*" in proc.stdout
+    assert "growth laws by AIC" in proc.stdout
+    assert len(list((root / "figures").rglob("*.png"))) == 2
+
+
+def test_query_and_analyze_commands(finished_run):
+    root, _ = finished_run
+    proc = _cli("query", "SELECT model, count(*) AS n FROM trials GROUP BY model ORDER BY model",
+                "--store", "store", "--format", "csv", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines() == ["model,n", "mlp,27", "transformer,27"]
+    refused = _cli("query", "DROP TABLE trials", "--store", "store", cwd=root)
+    assert refused.returncode == 2 and "SELECT" in refused.stderr
+    again = _cli("analyze", "--store", "store", "--figures", "fig2", cwd=root)
+    assert again.returncode == 0, again.stderr
+    assert "critical sample size m*" in again.stdout
+
+
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, colour: red}\n", "fixed.colour"),
+        ("name: b\ngrid: {T: [3], m: [8]}\nfixed: {task: and, s: 3}\n", "T must be greater than s"),
+        ("name: b\ngrid: {T: [8], m: [-8]}\nfixed: {task: and, s: 3}\n", "grid.m"),
+        ("name: b\ngrid: {T: [8], m: [8], task: [andd]}\nfixed: {s: 3}\n", "grid.task"),
+    ],
+)
+def test_bad_spec_exits_2_naming_the_field_and_writes_nothing(tmp_path, spec, field):
+    (tmp_path / "bad.yaml").write_text(spec)
+    proc = _cli("run", "bad.yaml", "--store", "store", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert field in proc.stderr
+    assert not (tmp_path / "store").exists()
+    assert not (tmp_path / "figures").exists()
+
+
+def test_missing_spec_file_exits_2(tmp_path):
+    proc = _cli("validate", "nope.yaml", cwd=tmp_path)
+    assert proc.returncode == 2 and "cannot read" in proc.stderr

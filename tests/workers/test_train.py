@@ -1,0 +1,135 @@
+"""Tests of the pack training loop (workers.train.train_pack), on CPU with tiny settings."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import tasks
+from workers import BooleanTrialConfig, train_pack
+from workers import train as train_module
+
+BASE = dict(task="and", T=8, s=1, m=64, heads=4, lr=3e-3, max_epochs=200, n_test=500)
+SEEDS = [0, 1, 2]
+
+
+def cfg(**kw) -> BooleanTrialConfig:
+    return BooleanTrialConfig(**{**BASE, **kw})
+
+
+@pytest.fixture(scope="module")
+def pack_rows():
+    return train_pack([cfg(seed=s) for s in SEEDS], device="cpu")
+
+
+def test_pack_trains_easy_task(pack_rows):
+    assert len(pack_rows) == 3
+    for seed, row in zip(SEEDS, pack_rows):
+        assert row["status"] == "done"
+        assert row["error_type"] is None and row["error"] is None
+        assert row["test_acc"] >= 0.95  # s = 1 AND on 8 bits with 64 samples is easy
+        assert row["converged"] is True
+        assert row["train_acc"] == 1.0  # converged means it fit the training set
+        assert 0 < row["epochs"] < 200
+        assert row["diverged_epoch"] is None
+        assert row["support"] == tasks.draw_support("and", 8, 1, seed).tolist()
+        assert row["redraws"] == 0
+        assert row["pack_size"] == 3 and row["device"] == "cpu"
+        assert row["norm_hidden"] is None  # a transformer has no hidden MLP matrices
+        for k in ("train_loss", "test_loss", "norm_qk", "norm_v", "norm_readout", "wall_s"):
+            assert isinstance(row[k], float) and math.isfinite(row[k]), k
+
+
+def test_packed_equals_alone(pack_rows):
+    for seed, packed in zip(SEEDS, pack_rows):
+        (alone,) = train_pack([cfg(seed=seed)], device="cpu")
+        assert alone["status"] == "done" and alone["pack_size"] == 1
+        assert alone["epochs"] == packed["epochs"]
+        assert alone["converged"] == packed["converged"]
+        assert alone["support"] == packed["support"]
+        for k in ("test_acc", "train_acc", "train_loss", "test_loss"):
+            assert alone[k] == pytest.approx(packed[k], abs=1e-4), k
+
+
+def test_raise_fault_fails_only_its_trial(pack_rows):
+    rows = train_pack([cfg(seed=0), cfg(seed=1, fault="raise"), cfg(seed=2)], device="cpu")
+    assert [r["status"] for r in rows] == ["done", "failed", "done"]
+    assert rows[1]["error_type"] == "TrialFault"
+    assert "fault" in rows[1]["error"]
+    assert rows[1]["test_acc"] is None and rows[1]["epochs"] is None
+    # The other trials are exactly what they were in the clean pack.
+    for j in (0, 2):
+        assert rows[j]["epochs"] == pack_rows[j]["epochs"]
+        assert rows[j]["test_acc"] == pytest.approx(pack_rows[j]["test_acc"], abs=1e-4)
+        assert rows[j]["train_loss"] == pytest.approx(pack_rows[j]["train_loss"], abs=1e-4)
+
+
+def test_nan_fault_diverges_only_its_trial(pack_rows):
+    rows = train_pack([cfg(seed=0), cfg(seed=1), cfg(seed=2, fault="nan")], device="cpu")
+    assert [r["status"] for r in rows] == ["done", "done", "diverged"]
+    d = rows[2]["diverged_epoch"]
+    assert isinstance(d, int) and 0 <= d < 200
+    assert rows[2]["converged"] is False
+    for j in (0, 1):
+        assert rows[j]["diverged_epoch"] is None
+        assert rows[j]["epochs"] == pack_rows[j]["epochs"]
+        assert rows[j]["test_acc"] == pytest.approx(pack_rows[j]["test_acc"], abs=1e-4)
+        assert rows[j]["train_loss"] == pytest.approx(pack_rows[j]["train_loss"], abs=1e-4)
+
+
+def test_mismatched_shape_keys_raise():
+    with pytest.raises(ValueError):
+        train_pack([cfg(seed=0), cfg(seed=1, T=9)], device="cpu")
+    with pytest.raises(ValueError):
+        train_pack([cfg(seed=0), cfg(seed=1, lr=1e-2)], device="cpu")
+
+
+def test_empty_pack():
+    assert train_pack([], device="cpu") == []
+
+
+def test_failed_draw_is_a_failed_row():
+    # Parity, s = 2, m = 1, T = 64 can never be drawn unambiguously (see test_boolean).
+    (row,) = train_pack(
+        [BooleanTrialConfig(task="parity", T=64, s=2, m=1, seed=0, max_redraws=1, max_epochs=2, n_test=10)],
+        device="cpu",
+    )
+    assert row["status"] == "failed"
+    assert row["error_type"] == "AmbiguousTrainingSetError"
+
+
+@pytest.mark.parametrize("kind", ["frobenius", "spectral", "l21"])
+def test_norm_bound_is_respected(kind):
+    B = 0.5
+    rows = train_pack(
+        [cfg(seed=0, norm_bound=B, norm_kind=kind, max_epochs=15), cfg(seed=1, norm_kind=kind, max_epochs=15)],
+        device="cpu",
+    )
+    bounded = rows[0]
+    assert bounded["status"] == "done"
+    for k in ("norm_qk", "norm_v", "norm_readout"):
+        assert bounded[k] is not None and bounded[k] <= B * (1 + 1e-5), k
+    assert rows[1]["status"] == "done"
+
+
+def test_long_context_uses_chunked_evaluation():
+    c = BooleanTrialConfig(task="and", T=2048, s=1, m=16, max_epochs=2, n_test=300, seed=0)
+    # Activations of one test sample: about 8 * 4 bytes * (T+1) * d = 2.1 MB, so the
+    # 256 MiB budget holds ~127 samples: the 300 test samples come in several chunks.
+    assert train_module._eval_chunk(c, 1) < c.n_test
+    (row,) = train_pack([c], device="cpu")
+    assert row["status"] == "done"
+    assert 0.0 <= row["test_acc"] <= 1.0
+    assert row["epochs"] <= 2
+
+
+def test_evaluation_does_not_depend_on_chunk_size(monkeypatch):
+    c = cfg(seed=0, max_epochs=5, n_test=300)
+    (whole,) = train_pack([c], device="cpu")
+    # A budget that fits a handful of samples per chunk.
+    monkeypatch.setattr(train_module, "EVAL_BUDGET_BYTES", 8 * 4 * 9 * 32 * 7)
+    assert train_module._eval_chunk(c, 1) == 7
+    (chunked,) = train_pack([c], device="cpu")
+    assert chunked["test_acc"] == pytest.approx(whole["test_acc"], abs=1e-9)
+    assert chunked["test_loss"] == pytest.approx(whole["test_loss"], rel=1e-5)
