@@ -54,10 +54,20 @@ def fit_growth(T: np.ndarray, m_star: np.ndarray, model: str) -> tuple[float, fl
 
 
 def predict(model: str, params: tuple[float, float], T: np.ndarray) -> np.ndarray:
-    """m* predicted by a fitted model at ``T`` ``(n,)``."""
+    """m* predicted by a fitted model at ``T`` ``(n,)``.
+
+    Raises:
+        ValueError: unknown model.
+    """
     a, b = params
     T = np.asarray(T, float)
-    return {"log": lambda: a + b * np.log(T), "linear": lambda: a + b * T, "power": lambda: a * T**b}[model]()
+    if model == "log":
+        return a + b * np.log(T)
+    if model == "linear":
+        return a + b * T
+    if model == "power":
+        return a * T**b
+    raise ValueError(f"model must be one of {MODELS}, got {model!r}")
 
 
 def compare_growth(

@@ -10,7 +10,8 @@ partitioning expects, so the files read as they are with ``polars.scan_parquet``
 ``pyarrow.dataset`` (``partitioning="hive"``) and DuckDB (``read_parquet(...,
 hive_partitioning = true)``). Every file is written to a hidden temporary name in its
 final folder and renamed into place (atomic on POSIX), so a reader never sees half a
-file; ``*.parquet`` globs and pyarrow's discovery both skip the temporary names.
+file: temporary names start with a dot and end in ``.partial``, so neither ``*.parquet``
+globs (polars, DuckDB) nor pyarrow's discovery pick them up.
 """
 
 from __future__ import annotations
@@ -72,7 +73,11 @@ class ResultsStore:
     # -- reading -----------------------------------------------------------------------
     def has_trials(self) -> bool:
         """Whether any trial file exists."""
-        return any((self.root / "trials").glob("*/*/*.parquet"))
+        return bool(self._files("trials"))
+
+    def _files(self, table: str) -> list[Path]:
+        """The finished Parquet files of ``table`` (temporary files excluded)."""
+        return sorted(p for p in (self.root / table).glob("*/*/*.parquet") if not p.name.startswith("."))
 
     def scan_trials(self) -> pl.LazyFrame:
         """All trial rows as a lazy frame, with ``sweep`` and ``run_id`` columns.
@@ -91,8 +96,7 @@ class ResultsStore:
         return self._scan("runs")
 
     def _scan(self, table: str) -> pl.LazyFrame:
-        files = sorted((self.root / table).glob("*/*/*.parquet"))
-        if not files:
+        if not self._files(table):
             raise StoreError(f"no {table} in the store at {self.root}: run a sweep first")
         return pl.scan_parquet(
             self.root / table / "**" / "*.parquet", hive_partitioning=True,
@@ -131,7 +135,8 @@ class ResultsStore:
 def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
     """Write ``table`` to ``path`` through a temporary file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:8]}-{path.name}")
+    # Hidden and not ending in .parquet: no reader's glob or discovery picks it up.
+    tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:8]}-{path.name}.partial")
     try:
         pq.write_table(table, tmp)
         with open(tmp, "rb") as fh:

@@ -232,6 +232,7 @@ def is_ambiguous(task: str, x: torch.Tensor, y: torch.Tensor, support: torch.Ten
     Raises:
         AmbiguityCheckTooLargeError: the search would exceed its size limit.
     """
+    _check_task(task)
     xb = x.detach().to("cpu", torch.bool).numpy()
     yb = y.detach().to("cpu").numpy() > 0.5
     s_set = tuple(sorted(int(i) for i in support.tolist()))

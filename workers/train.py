@@ -174,6 +174,8 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
         norms = transformer_norms(params, cfg.heads, cfg.norm_kind) if cfg.model == "transformer" \
             else mlp_norms(params, cfg.norm_kind)
     for j, row in enumerate(rows):
+        if diverged_epoch[j] is not None:  # scores of NaN weights mean nothing
+            train_acc[j] = train_loss[j] = test_acc[j] = test_loss[j] = math.nan
         row.update(
             status=(TrialStatus.DIVERGED if diverged_epoch[j] is not None else TrialStatus.DONE).value,
             support=batch.support[j].tolist(),
