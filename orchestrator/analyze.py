@@ -152,7 +152,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
         t.add_column(c, justify="right" if c not in shown else "left")
     for r in result.m_star.iter_rows(named=True):
         m = "> max" if r["censored"] == "above" else f"{r['m_star']:.1f}" + ("≤" if r["censored"] == "below" else "")
-        ci = f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) else "-"
+        ci = f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) and r["censored"] != "above" else "-"
         grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
         t.add_row(*[str(r[c]) for c in shown], str(r["T"]), m, ci, grid, str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
     console.print(t)

@@ -38,7 +38,10 @@ def _user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except (AttnsweepError, StoreError, TaskError) as exc:
-            err.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+            err.print(f"error: {exc}", markup=False, highlight=False, style="red")
+            raise typer.Exit(2) from None
+        except OSError as exc:  # an output or figure path that cannot be written
+            err.print(f"error: {exc.strerror or exc}: {exc.filename or ''}", markup=False, highlight=False, style="red")
             raise typer.Exit(2) from None
 
     return wrapper
@@ -47,7 +50,7 @@ def _user_errors(fn):
 @app.command()
 @_user_errors
 def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
-             max_trials: Annotated[int, typer.Option(help="refuse grids above this many trials")] = 1_000_000) -> None:
+             max_trials: Annotated[int, typer.Option(min=1, help="refuse grids above this many trials")] = 1_000_000) -> None:
     """Check a spec and say what it would run; writes nothing."""
     from orchestrator.packing import make_packs
     from orchestrator.spec import load_spec
@@ -66,8 +69,8 @@ def run(
     store: StoreOpt = DEFAULT_STORE,
     address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local Ray)")] = None,
     local: Annotated[bool, typer.Option("--local", help="run packs in this process, without Ray")] = False,
-    max_in_flight: Annotated[int | None, typer.Option(help="packs submitted at once")] = None,
-    max_trials: Annotated[int, typer.Option(help="refuse grids above this many trials")] = 1_000_000,
+    max_in_flight: Annotated[int | None, typer.Option(min=1, help="packs submitted at once")] = None,
+    max_trials: Annotated[int, typer.Option(min=1, help="refuse grids above this many trials")] = 1_000_000,
     figures: Annotated[Path | None, typer.Option(help="figure folder (default: figures/SWEEP/RUN_ID)")] = None,
     analyze: Annotated[bool, typer.Option(help="print the m* table and fits at the end")] = True,
 ) -> None:

@@ -85,6 +85,7 @@ class RayExecutor(Executor):
 
         self.settings = settings
         self._ray = ray
+        _check_reachable(address)
         try:
             if not ray.is_initialized():
                 ray.init(address=address, include_dashboard=False, log_to_driver=False,
@@ -143,3 +144,22 @@ def is_lost(exc: BaseException) -> bool:
         ) if t is not None
     )
     return isinstance(exc, lost_types)
+
+
+def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """Fail fast on a ``host:port`` nobody listens on (Ray itself retries for minutes).
+
+    Raises:
+        RunError: the address does not accept a TCP connection within ``timeout_s``.
+    """
+    import socket
+
+    if not address or address == "auto" or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        raise RunError(f"no Ray cluster answers at {address} ({exc}); start one with `ray start --head` "
+                       "or leave out --address to use an embedded local Ray") from exc

@@ -178,8 +178,11 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     axes = {k: _axis(k, v, problems) for k, v in grid.items() if _known(f"grid.{k}", k, problems)}
     fixed = {k: v for k, v in fixed.items() if _known(f"fixed.{k}", k, problems)}
     for key, values in axes.items():
-        if not values:
+        if not values and isinstance(grid[key], list):
             problems.append(f"grid.{key}: needs at least one value")
+        repeated = sorted({repr(v) for v in values if sum(v == w and type(v) is type(w) for w in values) > 1})
+        if repeated:
+            problems.append(f"grid.{key}: repeated value(s) {', '.join(repeated)}; each trial would run twice")
     for field in ("task", "T", "s", "m"):
         if field not in axes and field not in fixed and field in BooleanTrialConfig.model_fields:
             if BooleanTrialConfig.model_fields[field].is_required():
@@ -223,6 +226,13 @@ class _NoAliasLoader(yaml.SafeLoader):
             event = self.peek_event()
             raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in specs", event.start_mark)
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        keys = [self.construct_object(k, deep=True) for k, _ in node.value]
+        dupes = sorted({str(k) for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key(s) {dupes}", node.start_mark)
+        return super().construct_mapping(node, deep)
 
 
 # YAML 1.1 reads 1e-3 as a string; accept it as the float a user meant.
@@ -293,6 +303,9 @@ def _check_values(axes: dict[str, list], fixed: dict[str, Any]) -> list[str]:
     for where, key, value in [("fixed", k, v) for k, v in fixed.items()] + [
         ("grid", k, v) for k, vals in axes.items() for v in vals
     ]:
+        if isinstance(value, bool) and BooleanTrialConfig.model_fields[key].annotation is not bool:
+            problems.append(f"{where}.{key}: value {value!r}: a boolean is not allowed here")
+            continue
         try:
             BooleanTrialConfig.__pydantic_validator__.validate_assignment(
                 BooleanTrialConfig.model_construct(**base), key, value

@@ -19,7 +19,8 @@ Definition (used everywhere in attnsweep; DESIGN.md section 1a):
   ``"below"`` when the smallest m already does (m* <= min m; m_star is min m).
 * ``ci_lo``/``ci_hi``: percentile bootstrap interval: the seeds of the cell are resampled
   with replacement (each seed keeps its outcomes at every m) ``n_boot`` times and m* is
-  recomputed; a replicate censored above counts as +inf.
+  recomputed; a replicate censored above counts as +inf, and the percentiles are
+  order statistics (no interpolation, so an interval end is +inf rather than NaN).
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def critical_sample_sizes(
             b = _m_star(ms, bk, bn, success_frac)
             vals = np.where(b["censored"] == "above", np.inf, b["m_star"])
             with np.errstate(invalid="ignore"):  # inf - inf between censored replicates
-                lo, hi = np.percentile(vals, [50 * (1 - ci), 50 * (1 + ci)])
+                q = [round(50 * (1 - ci), 9), round(50 * (1 + ci), 9)]  # 2.4999.. would pick another order statistic
+                lo, hi = np.percentile(vals, q, method="inverted_cdf")
             row.update(ci_lo=float(lo), ci_hi=float(hi))
             reps[tuple(key)] = vals
         else:

@@ -102,3 +102,25 @@ def test_packs_share_shapes_and_respect_the_size():
         assert len({c.shape_key() for c in p.configs}) == 1
     # 16 shape keys of 3 seeds each, cut into packs of at most 2: 2 packs per key.
     assert len(packs) == 16 * 2
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("name: a\nname: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\n", "duplicate key"),
+        ("name: a\ngrid: {T: [8], T: [16], m: [8]}\nfixed: {task: and, s: 3}\n", "duplicate key"),
+        ("name: a\ngrid: {T: [8], m: [16, 16]}\nfixed: {task: and, s: 3}\n", "grid.m: repeated value"),
+        ("name: a\ngrid: {T: [8], m: [true, 16]}\nfixed: {task: and, s: 3}\n", "grid.m: value True"),
+    ],
+)
+def test_silent_surprises_are_refused(text, needle):
+    with pytest.raises(SpecError, match=needle):
+        parse_spec(text)
+
+
+def test_a_dead_address_fails_fast():
+    from orchestrator.errors import RunError
+    from orchestrator.executors import _check_reachable
+
+    with pytest.raises(RunError, match="no Ray cluster answers"):
+        _check_reachable("127.0.0.1:1", timeout_s=2)
