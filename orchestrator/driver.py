@@ -129,8 +129,7 @@ def _rows(pack: Pack, outcome: list[dict] | BaseException) -> list[dict]:
     else:
         results = outcome
     return [
-        {"trial_id": tid, **cfg.model_dump(), **res, "code_version": version, "finished_at": now,
-         "attempts": res.get("attempts", 1)}
+        {"trial_id": tid, **cfg.model_dump(), **res, "code_version": version, "finished_at": now}
         for tid, cfg, res in zip(pack.ids, pack.configs, results)
     ]
 

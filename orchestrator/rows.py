@@ -31,7 +31,6 @@ RESULT_COLUMNS: dict[str, pa.DataType] = {
     "pack_size": pa.int64(),
     "worker_host": pa.string(),
     "device": pa.string(),
-    "attempts": pa.int64(),
     "code_version": pa.string(),
     "finished_at": pa.timestamp("us", tz="UTC"),
 }

@@ -131,3 +131,19 @@ def test_bad_spec_exits_2_naming_the_field_and_writes_nothing(tmp_path, spec, fi
 def test_missing_spec_file_exits_2(tmp_path):
     proc = _cli("validate", "nope.yaml", cwd=tmp_path)
     assert proc.returncode == 2 and "cannot read" in proc.stderr
+
+
+def test_bad_cli_values_exit_2_and_write_nothing(tmp_path):
+    (tmp_path / "s.yaml").write_text("name: s\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, max_epochs: 2}\n")
+    proc = _cli("run", "s.yaml", "--store", "store", "--max-in-flight", "-1", cwd=tmp_path)
+    assert proc.returncode == 2 and "max-in-flight" in proc.stderr
+    proc = _cli("run", "s.yaml", "--store", "store", "--address", "127.0.0.1:1", cwd=tmp_path)
+    assert proc.returncode == 2 and "no Ray cluster answers" in proc.stderr
+    assert not (tmp_path / "store").exists()
+
+
+def test_unwritable_query_output_exits_2(finished_run, tmp_path):
+    root, _ = finished_run
+    proc = _cli("query", "SELECT count(*) AS n FROM trials", "--store", str(root / "store"),
+                "--format", "csv", "--output", str(tmp_path / "missing-dir" / "out.csv"), cwd=root)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

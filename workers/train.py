@@ -140,7 +140,7 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
             acc = ((logits > 0).float() == y).float().mean(-1)
         else:
             with torch.no_grad():
-                acc = _accuracy_in_chunks(forward, params, buffers, x, y)
+                acc = _accuracy_in_chunks(forward, params, buffers, x, y, _eval_chunk(cfg, P))
         fit = active & (acc >= 1.0)
         converged |= fit.cpu()
         active &= ~fit
@@ -227,11 +227,10 @@ def _eval_chunk(cfg: BooleanTrialConfig, P: int) -> int:
         per_sample = 8 * 4 * (cfg.T + 1) * cfg.d * cfg.layers
     else:
         per_sample = 4 * 4 * max(cfg.T, cfg.mlp_width) * cfg.layers
-    return max(1, min(cfg.n_test, EVAL_BUDGET_BYTES // (per_sample * P)))
+    return max(1, EVAL_BUDGET_BYTES // (per_sample * P))
 
 
-def _accuracy_in_chunks(forward, params, buffers, x, y) -> torch.Tensor:
-    chunk = max(1, EVAL_BUDGET_BYTES // (8 * 4 * x.shape[0] * x.shape[-1] * 64))
+def _accuracy_in_chunks(forward, params, buffers, x, y, chunk: int) -> torch.Tensor:
     parts = [(x[:, i:i + chunk], y[:, i:i + chunk]) for i in range(0, x.shape[1], chunk)]
     return _evaluate(forward, params, buffers, parts)[1]
 
