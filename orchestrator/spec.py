@@ -329,7 +329,7 @@ def _check_combinations(spec: SweepSpec) -> list[str]:
                 msg = err["msg"].removeprefix("Value error, ")
                 if msg not in seen:
                     seen.add(msg)
-                    problems.append(f"{'/'.join(names) or 'fixed'}: {msg}")
+                    problems.append(f"{msg.split()[0]}: {msg}")  # messages start with the field
     return problems
 
 

@@ -10,6 +10,8 @@ from results.errors import QueryError, StoreError
 from results.store import ResultsStore
 
 _COMMENTS = re.compile(r"(--[^\n]*)|(/\*.*?\*/)", re.S)
+# polars SQL table functions that would read any file on disk.
+_FILE_READERS = re.compile(r"\bread_(csv|parquet|ipc|json|ndjson|delta)\s*\(", re.I)
 
 
 def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
@@ -30,6 +32,8 @@ def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
     first = text.split(None, 1)[0].upper() if text else ""
     if first not in ("SELECT", "WITH") or ";" in text:
         raise QueryError("query runs one read-only statement: it must start with SELECT or WITH")
+    if _FILE_READERS.search(text):
+        raise QueryError("query reads only the store's tables 'trials' and 'runs', not files (read_* functions)")
     tables = {"trials": store.scan_trials()}
     try:
         tables["runs"] = store.scan_runs()

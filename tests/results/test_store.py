@@ -263,3 +263,10 @@ def test_rows_to_table_keeps_schema():
     t = rows_to_table([{"seed": 1, "m": 2, "status": "done", "support": [], "test_acc": math.nan}], SCHEMA)
     assert t.schema == SCHEMA
     assert t.column("support").to_pylist() == [[]]
+
+
+def test_run_query_refuses_reading_files_outside_the_store(filled, tmp_path):
+    outside = tmp_path / "outside.csv"
+    outside.write_text("a\n1\n")
+    with pytest.raises(QueryError, match="not files"):
+        run_query(filled, f"SELECT * FROM read_csv('{outside}')")
