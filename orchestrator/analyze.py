@@ -117,24 +117,38 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame]) -> list[dict]:
                    f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
         ))
     if "model" in table.columns and table["model"].n_unique() > 1:
-        others = [c for c in table.columns if c not in ("model", "series", "T") and c in CELL_FIELDS
-                  and c not in ("d", "layers", "heads", "mlp_width")]
-        for key, part in table.group_by([c for c in others if table[c].n_unique() > 1] or [pl.lit(1)], maintain_order=True):
-            T_max = part.filter(pl.col("model") == "mlp")["T"].max()
-            at = part.filter(pl.col("T") == T_max)
-            tr, mlp = at.filter(pl.col("model") == "transformer"), at.filter(pl.col("model") == "mlp")
-            if tr.is_empty() or mlp.is_empty():
-                continue
-            tr, mlp = tr.row(0, named=True), mlp.row(0, named=True)
-            mlp_val = mlp["m_star"] if not math.isnan(mlp["m_star"]) else math.inf
-            fewer = (tr["ci_hi"] if not math.isnan(tr["ci_hi"]) else tr["m_star"]) < (
-                mlp["ci_lo"] if mlp["censored"] != "above" and not math.isnan(mlp["ci_lo"]) else mlp_val)
-            checks.append(dict(
-                check=f"transformer needs fewer samples than the MLP at T={T_max}",
-                verdict="yes" if fewer else ("no" if tr["m_star"] >= mlp_val else "inconclusive"),
-                detail=f"transformer m* {_fmt(tr)}; MLP m* {_fmt(mlp)}",
-            ))
+        # Settings of one architecture only (widths, heads) do not split the comparison.
+        group = [c for c in CELL_FIELDS if c in table.columns and c not in _ARCH_FIELDS and table[c].n_unique() > 1]
+        parts = table.partition_by(group, as_dict=True) if group else {(): table}
+        for key, part in parts.items():
+            where = ", ".join(f"{c}={v}" for c, v in zip(group, key))
+            check = _transformer_vs_mlp(part, f" [{where}]" if where else "")
+            if check:
+                checks.append(check)
     return checks
+
+
+_ARCH_FIELDS = ("model", "T", "d", "layers", "heads", "mlp_width")
+
+
+def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
+    """At the largest T with an MLP cell: yes when the transformer's interval lies below the
+    MLP's (or below the grid's end when the MLP's m* is beyond it), no when its m* is not lower."""
+    T_max = part.filter(pl.col("model") == "mlp")["T"].max()
+    at = part.filter(pl.col("T") == T_max)
+    tr, mlp = at.filter(pl.col("model") == "transformer"), at.filter(pl.col("model") == "mlp")
+    if tr.is_empty() or mlp.is_empty():
+        return None
+    tr, mlp = tr.row(0, named=True), mlp.row(0, named=True)
+    mlp_val = math.inf if mlp["censored"] == "above" else mlp["m_star"]
+    tr_hi = tr["m_star"] if math.isnan(tr["ci_hi"]) else tr["ci_hi"]
+    mlp_lo = mlp_val if math.isnan(mlp["ci_lo"]) or mlp["censored"] == "above" else mlp["ci_lo"]
+    fewer = tr_hi < mlp_lo
+    return dict(
+        check=f"transformer needs fewer samples than the MLP at T={T_max}{where}",
+        verdict="yes" if fewer else ("no" if tr["m_star"] >= mlp_val else "inconclusive"),
+        detail=f"transformer m* {_fmt(tr)}; MLP m* {_fmt(mlp)}",
+    )
 
 
 def _fmt(row: dict) -> str:

@@ -1,0 +1,29 @@
+"""The plain-language checks printed by `analyze`, on constructed m* tables."""
+
+import math
+
+import polars as pl
+import pytest
+
+from orchestrator.analyze import _checks
+
+
+def _row(model, T, m_star, lo, hi, censored=""):
+    return dict(task="and", model=model, T=T, m_star=m_star, ci_lo=lo, ci_hi=hi, censored=censored,
+                m_max=512, series=f"model={model}")
+
+
+@pytest.mark.parametrize(
+    "tr, mlp, verdict",
+    [
+        (_row("transformer", 64, 40.0, 30.0, 50.0), _row("mlp", 64, math.nan, math.inf, math.inf, "above"), "yes"),
+        (_row("transformer", 64, 40.0, 30.0, 50.0), _row("mlp", 64, 300.0, 250.0, 350.0), "yes"),
+        (_row("transformer", 64, 200.0, 150.0, 260.0), _row("mlp", 64, 100.0, 80.0, 120.0), "no"),
+        (_row("transformer", 64, 90.0, 70.0, 130.0), _row("mlp", 64, 110.0, 95.0, 140.0), "inconclusive"),
+    ],
+)
+def test_transformer_vs_mlp_at_the_largest_T(tr, mlp, verdict):
+    small = [_row("transformer", 8, 20.0, 15.0, 25.0), _row("mlp", 8, 30.0, 25.0, 35.0)]
+    checks = _checks(pl.DataFrame([*small, tr, mlp]), fits={})
+    assert [c["verdict"] for c in checks] == [verdict]
+    assert "T=64" in checks[0]["check"]
