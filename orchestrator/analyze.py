@@ -25,6 +25,7 @@ from results.figures import plot_m_star, plot_success_grid
 from workers import BooleanTrialConfig
 
 CELL_FIELDS = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")]
+"""A sparse-Boolean cell: every setting but m and the seed (and the test-only fault)."""
 
 
 @dataclass
@@ -54,9 +55,9 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
         StoreError: no such run, or it has no trained trials.
     """
     sweep, run_id = store.latest_run() if run_id is None else (store.sweep_of(run_id), run_id)
-    settings = settings or _settings_of(store, run_id)
+    settings = settings or settings_of(store, sweep, run_id)
     names = set(trial_schema().names)
-    trials = store.scan_trials().filter(pl.col("run_id") == run_id)
+    trials = store.scan_run_trials(sweep, run_id)
     cols = [c for c in CELL_FIELDS if c in names]
     data = trials.select([*cols, "m", "seed", "status", "test_acc"]).collect()
     if data.filter(pl.col("status").is_in(["done", "diverged"])).is_empty():
@@ -92,10 +93,10 @@ def _label(cols: list[str]) -> pl.Expr:
     return pl.concat_str([pl.lit(f"{c}=") + pl.col(c).cast(pl.String).fill_null("none") for c in cols], separator=", ")
 
 
-def _settings_of(store: ResultsStore, run_id: str) -> AnalysisSettings:
+def settings_of(store: ResultsStore, sweep: str, run_id: str) -> AnalysisSettings:
+    """The analysis settings of the run's own spec (defaults if it has none)."""
     try:
-        runs = store.scan_runs().filter(pl.col("run_id") == run_id).select("spec_yaml").collect()
-        raw = yaml.safe_load(runs["spec_yaml"][0]) or {}
+        raw = yaml.safe_load(store.read_run(sweep, run_id)["spec_yaml"]) or {}
         return AnalysisSettings(**(raw.get("analysis") or {}))
     except Exception:  # noqa: BLE001 - an old or odd record falls back to the defaults
         return AnalysisSettings()

@@ -58,8 +58,11 @@ def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
     s = load_spec(spec, max_trials=max_trials)
     n_packs = sum(1 for _ in make_packs(((str(i), c) for i, c in enumerate(s.trials())), s.execution.pack_size))
     out.print(f"[green]valid[/]: sweep {s.name!r}: {s.n_trials()} trials in {n_packs} packs")
-    for k, v in s.axes().items():
-        out.print(f"  {k}: {v if len(v) <= 12 else f'{v[:6]} ... ({len(v)} values)'}")
+    for i in range(len(s.grids)):
+        if len(s.grids) > 1:
+            out.print(f"  grid block {i}:")
+        for k, v in s.axes(i).items():
+            out.print(f"  {k}: {v if len(v) <= 12 else f'{v[:6]} ... ({len(v)} values)'}")
 
 
 @app.command()
@@ -111,13 +114,18 @@ def analyze(
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
-    from orchestrator.analyze import analyze_run, print_analysis
+    from orchestrator.analyze import analyze_run, print_analysis, settings_of
+    from orchestrator.analyze_symmetry import analyze_symmetry_run, print_symmetry
 
     if run_id is None:
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
-    result = analyze_run(store, run_id, figures or Path("figures") / sweep / run_id)
-    print_analysis(result, out)
+    figures = figures or Path("figures") / sweep / run_id
+    if store.read_run(sweep, run_id).get("experiment") == "symmetry":
+        settings = settings_of(store, sweep, run_id)
+        print_symmetry(analyze_symmetry_run(store, sweep, run_id, settings, figures), out, settings.target_error)
+    else:
+        print_analysis(analyze_run(store, run_id, figures), out)
 
 
 @app.command()

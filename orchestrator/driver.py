@@ -22,7 +22,7 @@ from orchestrator.provenance import code_version, host, package_versions
 from orchestrator.rows import run_schema, trial_schema
 from orchestrator.spec import SweepSpec, trial_id
 from results import ResultsStore, TrialWriter
-from workers import BooleanTrialConfig, TrialStatus
+from workers import TrialStatus
 
 
 @dataclass
@@ -116,7 +116,7 @@ def run_sweep(
 
 
 def _packs(spec: SweepSpec) -> Iterator[Pack]:
-    return make_packs(((trial_id(c), c) for c in spec.trials()), spec.execution.pack_size)
+    return make_packs(((trial_id(c), c) for c in spec.trials()), spec.execution.pack_size, spec.experiment)
 
 
 def _rows(pack: Pack, outcome: list[dict] | BaseException) -> list[dict]:
@@ -129,7 +129,8 @@ def _rows(pack: Pack, outcome: list[dict] | BaseException) -> list[dict]:
     else:
         results = outcome
     return [
-        {"trial_id": tid, **cfg.model_dump(), **res, "code_version": version, "finished_at": now}
+        {"trial_id": tid, "experiment": pack.experiment, **cfg.model_dump(), **res, "code_version": version,
+         "finished_at": now}
         for tid, cfg, res in zip(pack.ids, pack.configs, results)
     ]
 
@@ -140,7 +141,8 @@ def _run_record(spec: SweepSpec, run_id: str, started: dt.datetime, executor: Ex
         n_trials=spec.n_trials(), n_done=0, n_failed=0, n_diverged=0, n_lost=0,
         spec_name=spec.name, spec_hash=spec.spec_hash(), spec_yaml=spec.source_yaml,
         executor=executor.describe(), host=host(), code_version=code_version(),
-        packages=package_versions(), trial_fields=",".join(BooleanTrialConfig.model_fields),
+        packages=package_versions(), experiment=spec.experiment,
+        trial_fields=",".join(spec.family.config.model_fields),
     )
 
 

@@ -61,7 +61,8 @@ class LocalExecutor(Executor):
         handle = handles[0]
         pack = self._queue.pop(handle)
         try:
-            return [(handle, run_pack([c.model_dump() for c in pack.configs], int(self.settings.cpus_per_worker)))]
+            configs = [c.model_dump() for c in pack.configs]
+            return [(handle, run_pack(configs, int(self.settings.cpus_per_worker), experiment=pack.experiment))]
         except Exception as exc:  # noqa: BLE001 - becomes the pack's failed rows
             return [(handle, exc)]
 
@@ -103,7 +104,7 @@ class RayExecutor(Executor):
         self._threads = threads
 
     def submit(self, pack: Pack):
-        return self._remote.remote([c.model_dump() for c in pack.configs], self._threads)
+        return self._remote.remote([c.model_dump() for c in pack.configs], self._threads, None, pack.experiment)
 
     def wait(self, handles, timeout_s):
         ready, _ = self._ray.wait(list(handles), num_returns=1, timeout=timeout_s)

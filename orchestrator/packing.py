@@ -10,32 +10,34 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from workers import BooleanTrialConfig
+from pydantic import BaseModel
 
 
 @dataclass(frozen=True)
 class Pack:
-    """Trials trained together: ``ids[i]`` is the trial id of ``configs[i]``."""
+    """Trials of one experiment trained together: ``ids[i]`` is the trial id of ``configs[i]``."""
 
     ids: tuple[str, ...]
-    configs: tuple[BooleanTrialConfig, ...]
+    configs: tuple[BaseModel, ...]
+    experiment: str = "sparse_boolean"
 
     def __len__(self) -> int:
         return len(self.ids)
 
 
-def make_packs(trials: Iterable[tuple[str, BooleanTrialConfig]], pack_size: int) -> Iterator[Pack]:
+def make_packs(trials: Iterable[tuple[str, BaseModel]], pack_size: int,
+               experiment: str = "sparse_boolean") -> Iterator[Pack]:
     """Cut ``(trial_id, config)`` pairs into packs of equal shape key, at most ``pack_size`` each."""
     ids: list[str] = []
-    configs: list[BooleanTrialConfig] = []
+    configs: list[BaseModel] = []
     key = None
     for tid, cfg in trials:
         k = cfg.shape_key()
         if configs and (k != key or len(configs) == pack_size):
-            yield Pack(tuple(ids), tuple(configs))
+            yield Pack(tuple(ids), tuple(configs), experiment)
             ids, configs = [], []
         ids.append(tid)
         configs.append(cfg)
         key = k
     if configs:
-        yield Pack(tuple(ids), tuple(configs))
+        yield Pack(tuple(ids), tuple(configs), experiment)

@@ -1,4 +1,9 @@
-"""The columns of the ``trials`` table: every config field, typed, plus the measurements."""
+"""The columns of the ``trials`` table: every config field, typed, plus the measurements.
+
+One schema serves every experiment (the union of their config fields and results; a
+column an experiment does not use is null), so every part file of every run has the same
+columns and all readers see one table.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import typing
 
 import pyarrow as pa
 
-from workers import BooleanTrialConfig
+from workers import EXPERIMENTS
 
 # Measurements a worker reports (workers/train.py) and what the driver adds.
 RESULT_COLUMNS: dict[str, pa.DataType] = {
@@ -27,6 +32,14 @@ RESULT_COLUMNS: dict[str, pa.DataType] = {
     "norm_v": pa.float64(),
     "norm_hidden": pa.float64(),
     "norm_readout": pa.float64(),
+    "train_error": pa.float64(),
+    "test_error": pa.float64(),
+    "eq_error_median": pa.float64(),
+    "eq_error_max": pa.float64(),
+    "eq_error32_median": pa.float64(),
+    "eq_error32_max": pa.float64(),
+    "perm_error_median": pa.float64(),
+    "perm_error_max": pa.float64(),
     "wall_s": pa.float64(),
     "pack_size": pa.int64(),
     "worker_host": pa.string(),
@@ -46,9 +59,20 @@ def _arrow_type(annotation: typing.Any) -> pa.DataType:
 
 
 def trial_schema() -> pa.Schema:
-    """Arrow schema of a trial row: ``trial_id``, the config fields, then RESULT_COLUMNS."""
-    fields = [pa.field("trial_id", pa.string(), nullable=False)]
-    fields += [pa.field(name, _arrow_type(info.annotation)) for name, info in BooleanTrialConfig.model_fields.items()]
+    """Arrow schema of a trial row: ``trial_id``, ``experiment``, every experiment's config
+    fields, then RESULT_COLUMNS.
+
+    Raises:
+        TypeError: two experiments give one field different column types.
+    """
+    fields = [pa.field("trial_id", pa.string(), nullable=False), pa.field("experiment", pa.string())]
+    types: dict[str, pa.DataType] = {}
+    for exp in EXPERIMENTS.values():
+        for name, info in exp.config.model_fields.items():
+            t = _arrow_type(info.annotation)
+            if types.setdefault(name, t) != t:
+                raise TypeError(f"field {name!r} is {types[name]} in one experiment and {t} in another")
+    fields += [pa.field(name, t) for name, t in types.items()]
     fields += [pa.field(name, t) for name, t in RESULT_COLUMNS.items()]
     return pa.schema(fields)
 
@@ -62,5 +86,5 @@ def run_schema() -> pa.Schema:
         ("n_diverged", pa.int64()), ("n_lost", pa.int64()), ("spec_name", pa.string()),
         ("spec_hash", pa.string()), ("spec_yaml", pa.string()), ("executor", pa.string()),
         ("host", pa.string()), ("code_version", pa.string()), ("packages", pa.string()),
-        ("trial_fields", pa.string()),
+        ("experiment", pa.string()), ("trial_fields", pa.string()),
     ])

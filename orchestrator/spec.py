@@ -6,6 +6,7 @@ A spec::
     description: free text
     seeds: 8                    # 8 means seeds 0..7; or an explicit list [0, 5, 9]
     grid:                       # trial settings that vary: each a list of values, or a
+                                #   (a list of such mappings runs the union of their grids)
       T: [8, 16, 32]            #   range {start, stop, num, scale: log|linear}; integer
       m: {start: 8, stop: 512, num: 7, scale: log}   # fields are rounded, duplicates dropped
     fixed:                      # trial settings held constant
@@ -14,7 +15,8 @@ A spec::
     execution: {...}            # see ExecutionSettings
     analysis: {...}             # see AnalysisSettings
 
-Trial settings are the fields of :class:`workers.BooleanTrialConfig` except ``seed``.
+``experiment`` picks the trial family (default ``sparse_boolean``; also ``symmetry``); the
+trial settings are the fields of its config (:data:`workers.EXPERIMENTS`) except ``seed``.
 Every problem in a spec is collected and reported at once, each naming its field, the
 bad value and what is allowed.
 """
@@ -35,10 +37,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import SpecError
-from workers import BooleanTrialConfig
-
-TRIAL_FIELDS = tuple(f for f in BooleanTrialConfig.model_fields if f != "seed")
-INT_FIELDS = {f for f, info in BooleanTrialConfig.model_fields.items() if info.annotation in (int, int | None)}
+from workers import EXPERIMENTS, Experiment
 # Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
 INNER_AXES = ("norm_bound", "fault")
 MAX_SPEC_BYTES = 1_000_000
@@ -63,7 +62,8 @@ class AnalysisSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    acc_threshold: float = Field(0.95, gt=0, le=1, description="test accuracy that counts as success")
+    acc_threshold: float = Field(0.95, gt=0, le=1, description="test accuracy that counts as success (sparse_boolean)")
+    target_error: float = Field(0.05, gt=0, le=100, description="relative test error that counts as success (symmetry)")
     success_frac: float = Field(0.5, gt=0, lt=1, description="success rate over seeds that defines m*")
     n_boot: int = Field(1000, ge=0, le=100_000, description="bootstrap replicates for intervals")
     ci: float = Field(0.95, gt=0, lt=1, description="coverage of the intervals")
@@ -87,29 +87,42 @@ class SweepSpec(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
     description: str = ""
+    experiment: str = "sparse_boolean"
     seeds: list[int]
-    grid: dict[str, list[Any]]
+    grids: list[dict[str, list[Any]]]
     fixed: dict[str, Any]
     execution: ExecutionSettings = ExecutionSettings()
     analysis: AnalysisSettings = AnalysisSettings()
     source_yaml: str = ""
 
-    def axes(self) -> dict[str, list[Any]]:
-        """The grid's axes in iteration order: outer axes first, then INNER_AXES, then seed."""
-        outer = [k for k in self.grid if k not in INNER_AXES]
-        inner = [k for k in INNER_AXES if k in self.grid]
-        return {**{k: self.grid[k] for k in outer + inner}, "seed": self.seeds}
+    @property
+    def grid(self) -> dict[str, list[Any]]:
+        """The axes of the first (usually only) grid block."""
+        return self.grids[0]
+
+    def axes(self, block: int = 0) -> dict[str, list[Any]]:
+        """A grid block's axes in iteration order: outer axes, then INNER_AXES, then seed."""
+        grid = self.grids[block]
+        outer = [k for k in grid if k not in INNER_AXES]
+        inner = [k for k in INNER_AXES if k in grid]
+        return {**{k: grid[k] for k in outer + inner}, "seed": self.seeds}
 
     def n_trials(self) -> int:
-        """Number of trials the grid expands to."""
-        return math.prod(len(v) for v in self.axes().values())
+        """Number of trials the grid blocks expand to."""
+        return sum(math.prod(len(v) for v in self.axes(i).values()) for i in range(len(self.grids)))
 
-    def trials(self) -> Iterator[BooleanTrialConfig]:
-        """The trials, lazily, seeds varying fastest (see :meth:`axes`)."""
-        axes = self.axes()
-        names = list(axes)
-        for values in itertools.product(*axes.values()):
-            yield BooleanTrialConfig(**self.fixed, **dict(zip(names, values)))
+    @property
+    def family(self) -> Experiment:
+        """The experiment this sweep runs."""
+        return EXPERIMENTS[self.experiment]
+
+    def trials(self) -> Iterator[BaseModel]:
+        """The trials, lazily, block by block, seeds varying fastest (see :meth:`axes`)."""
+        for i in range(len(self.grids)):
+            axes = self.axes(i)
+            names = list(axes)
+            for values in itertools.product(*axes.values()):
+                yield self.family.config(**self.fixed, **dict(zip(names, values)))
 
     def spec_hash(self) -> str:
         """Hash of the canonical spec (grid, fixed, seeds, analysis): 16 hex digits."""
@@ -117,7 +130,7 @@ class SweepSpec(BaseModel):
         return hashlib.sha256(json.dumps(canon, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def trial_id(config: BooleanTrialConfig) -> str:
+def trial_id(config: BaseModel) -> str:
     """Deterministic id of a trial: 16 hex digits of the SHA-256 of its canonical config.
 
     The config includes the seed, so equal settings and seed give the same id in any
@@ -171,23 +184,19 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
         if required not in raw:
             problems.append(f"{required}: required")
     seeds = _seeds(raw.get("seeds", 1), problems)
-    grid = _section(raw, "grid", problems)
+    experiment = raw.get("experiment", "sparse_boolean")
+    if experiment not in EXPERIMENTS:
+        raise SpecError([f"experiment: value {experiment!r}: must be one of {list(EXPERIMENTS)}"], source)
+    exp = EXPERIMENTS[experiment]
     fixed = _section(raw, "fixed", problems)
-    for key in sorted(set(grid) & set(fixed)):
-        problems.append(f"{key}: given in both grid and fixed; put it in one")
-    axes = {k: _axis(k, v, problems) for k, v in grid.items() if _known(f"grid.{k}", k, problems)}
-    fixed = {k: v for k, v in fixed.items() if _known(f"fixed.{k}", k, problems)}
-    for key, values in axes.items():
-        if not values and isinstance(grid[key], list):
-            problems.append(f"grid.{key}: needs at least one value")
-        repeated = sorted({repr(v) for v in values if sum(v == w and type(v) is type(w) for w in values) > 1})
-        if repeated:
-            problems.append(f"grid.{key}: repeated value(s) {', '.join(repeated)}; each trial would run twice")
-    for field in ("task", "T", "s", "m"):
-        if field not in axes and field not in fixed and field in BooleanTrialConfig.model_fields:
-            if BooleanTrialConfig.model_fields[field].is_required():
-                problems.append(f"{field}: required, in grid or fixed")
-    problems += _check_values(axes, fixed)
+    raw_grid = raw.get("grid")
+    if isinstance(raw_grid, list) and not raw_grid:
+        problems.append("grid: an empty list of blocks; give at least one mapping")
+    blocks = raw_grid if isinstance(raw_grid, list) else [raw_grid if raw_grid is not None else {}]
+    grids = [_grid_block(exp, f"grid[{i}]" if isinstance(raw_grid, list) else "grid", block, fixed, problems)
+             for i, block in enumerate(blocks)]
+    fixed = {k: v for k, v in fixed.items() if _known(exp, f"fixed.{k}", k, problems)}
+    problems += _check_values(exp, "fixed", {k: [v] for k, v in fixed.items()})
     for key, model in (("execution", ExecutionSettings), ("analysis", AnalysisSettings)):
         section = raw.get(key) or {}
         try:
@@ -198,8 +207,8 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     if not problems:
         try:
             spec = SweepSpec(
-                name=raw["name"], description=raw.get("description") or "", seeds=seeds,
-                grid=axes, fixed=fixed, execution=raw.get("execution") or {},
+                name=raw["name"], description=raw.get("description") or "", experiment=experiment, seeds=seeds,
+                grids=grids, fixed=fixed, execution=raw.get("execution") or {},
                 analysis=raw.get("analysis") or {}, source_yaml=text,
             )
         except ValidationError as exc:
@@ -210,12 +219,16 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
             problems.append(f"grid expands to {n} trials, more than the limit {max_trials}; raise --max-trials to confirm")
         else:
             problems += _check_combinations(spec)
+            if not problems and len(spec.grids) > 1:
+                ids = [trial_id(c) for c in spec.trials()]
+                if len(set(ids)) < len(ids):
+                    problems.append(f"grid: the blocks overlap: {len(ids) - len(set(ids))} trials appear in more than one")
     if problems:
         raise SpecError(problems, source)
     return spec
 
 
-_TOP_KEYS = {"name", "description", "seeds", "grid", "fixed", "execution", "analysis"}
+_TOP_KEYS = {"name", "description", "experiment", "seeds", "grid", "fixed", "execution", "analysis"}
 
 
 class _NoAliasLoader(yaml.SafeLoader):
@@ -243,6 +256,28 @@ _NoAliasLoader.add_implicit_resolver(
 )
 
 
+def _grid_block(exp: Experiment, where: str, block: Any, fixed: dict, problems: list[str]) -> dict[str, list]:
+    """One mapping of axes, validated; problems are prefixed with ``where``."""
+    if not isinstance(block, dict):
+        problems.append(f"{where}: must be a mapping of trial settings to values, got {type(block).__name__}")
+        return {}
+    block = {str(k): v for k, v in block.items()}
+    for key in sorted(set(block) & set(fixed)):
+        problems.append(f"{key}: given in both {where} and fixed; put it in one")
+    axes = {k: _axis(exp, f"{where}.{k}", k, v, problems) for k, v in block.items() if _known(exp, f"{where}.{k}", k, problems)}
+    for key, values in axes.items():
+        if not values and isinstance(block[key], list):
+            problems.append(f"{where}.{key}: needs at least one value")
+        repeated = sorted({repr(v) for v in values if sum(v == w and type(v) is type(w) for w in values) > 1})
+        if repeated:
+            problems.append(f"{where}.{key}: repeated value(s) {', '.join(repeated)}; each trial would run twice")
+    for field, info in exp.config.model_fields.items():
+        if field != "seed" and info.is_required() and field not in axes and field not in fixed:
+            problems.append(f"{field}: required, in {where} or fixed")
+    problems += _check_values(exp, where, axes)
+    return axes
+
+
 def _section(raw: dict, key: str, problems: list[str]) -> dict:
     value = raw.get(key) or {}
     if not isinstance(value, dict):
@@ -251,11 +286,15 @@ def _section(raw: dict, key: str, problems: list[str]) -> dict:
     return {str(k): v for k, v in value.items()}
 
 
-def _known(where: str, key: str, problems: list[str]) -> bool:
-    if key in TRIAL_FIELDS:
+def _trial_fields(exp: Experiment) -> list[str]:
+    return [f for f in exp.config.model_fields if f != "seed"]
+
+
+def _known(exp: Experiment, where: str, key: str, problems: list[str]) -> bool:
+    if key in _trial_fields(exp):
         return True
     hint = " (use the top-level 'seeds')" if key == "seed" else ""
-    problems.append(f"{where}: unknown trial setting{hint}; allowed: {list(TRIAL_FIELDS)}")
+    problems.append(f"{where}: unknown {exp.name} trial setting{hint}; allowed: {_trial_fields(exp)}")
     return False
 
 
@@ -276,39 +315,36 @@ def _seeds(value: Any, problems: list[str]) -> list[int]:
     return list(value)
 
 
-def _axis(key: str, value: Any, problems: list[str]) -> list[Any]:
+def _axis(exp: Experiment, where: str, key: str, value: Any, problems: list[str]) -> list[Any]:
     if isinstance(value, list):
         return value
     if isinstance(value, dict):
         try:
             r = RangeAxis(**value)
         except (ValidationError, TypeError) as exc:
-            problems += [f"grid.{key}.{p}" for p in _describe(exc)] if isinstance(exc, ValidationError) else [f"grid.{key}: {exc}"]
+            problems += [f"{where}.{p}" for p in _describe(exc)] if isinstance(exc, ValidationError) else [f"{where}: {exc}"]
             return []
         if r.scale == "log" and (r.start <= 0 or r.stop <= 0):
-            problems.append(f"grid.{key}: a log-scale range needs start > 0 and stop > 0")
+            problems.append(f"{where}: a log-scale range needs start > 0 and stop > 0")
             return []
         pts = np.geomspace(r.start, r.stop, r.num) if r.scale == "log" else np.linspace(r.start, r.stop, r.num)
-        if key in INT_FIELDS:
+        if exp.config.model_fields[key].annotation in (int, int | None):
             return list(dict.fromkeys(int(round(p)) for p in pts))
         return [float(p) for p in pts]
     return [value]
 
 
-def _check_values(axes: dict[str, list], fixed: dict[str, Any]) -> list[str]:
-    """Validate each value of each axis (and each fixed value) on its own, so that errors
-    name the exact field and value."""
+def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[str]:
+    """Validate each value of each axis on its own, so that errors name the exact field
+    and value."""
     problems = []
-    base = {"task": "and", "T": 64, "s": 1, "m": 1, "seed": 0}
-    for where, key, value in [("fixed", k, v) for k, v in fixed.items()] + [
-        ("grid", k, v) for k, vals in axes.items() for v in vals
-    ]:
-        if isinstance(value, bool) and BooleanTrialConfig.model_fields[key].annotation is not bool:
+    for key, value in ((k, v) for k, vals in axes.items() for v in vals):
+        if isinstance(value, bool) and exp.config.model_fields[key].annotation is not bool:
             problems.append(f"{where}.{key}: value {value!r}: a boolean is not allowed here")
             continue
         try:
-            BooleanTrialConfig.__pydantic_validator__.validate_assignment(
-                BooleanTrialConfig.model_construct(**base), key, value
+            exp.config.__pydantic_validator__.validate_assignment(
+                exp.config.model_construct(**exp.example), key, value
             )
         except ValidationError as exc:
             for err in exc.errors():
@@ -317,25 +353,24 @@ def _check_values(axes: dict[str, list], fixed: dict[str, Any]) -> list[str]:
 
 
 def _check_combinations(spec: SweepSpec) -> list[str]:
-    """Cross-field rules (T > s, heads divide d) over the distinct combinations."""
+    """Cross-field rules (T > s, heads divide d, ...) over the distinct combinations of the
+    experiment's ``cross_fields`` on the grid; other axes take their first value."""
     problems = []
-    names = [k for k in ("T", "s", "d", "heads", "model") if k in spec.grid]
+    cross = spec.family.cross_fields
     seen = set()
-    for values in itertools.product(*(spec.grid[k] for k in names)):
-        try:
-            BooleanTrialConfig(**{**spec.fixed, **dict(zip(names, values)), **_fill(spec), "seed": 0})
-        except ValidationError as exc:
-            for err in exc.errors():
-                msg = err["msg"].removeprefix("Value error, ")
-                if msg not in seen:
-                    seen.add(msg)
-                    problems.append(f"{msg.split()[0]}: {msg}")  # messages start with the field
+    for grid in spec.grids:
+        names = [k for k in cross if k in grid]
+        first = {k: v[0] for k, v in grid.items() if k not in cross}
+        for values in itertools.product(*(grid[k] for k in names)):
+            try:
+                spec.family.config(**{**spec.fixed, **first, **dict(zip(names, values)), "seed": 0})
+            except ValidationError as exc:
+                for err in exc.errors():
+                    msg = err["msg"].removeprefix("Value error, ")
+                    if msg not in seen:
+                        seen.add(msg)
+                        problems.append(f"{msg.split()[0]}: {msg}")  # messages start with the field
     return problems
-
-
-def _fill(spec: SweepSpec) -> dict[str, Any]:
-    """First value of every grid axis that the cross-field check does not enumerate."""
-    return {k: v[0] for k, v in spec.grid.items() if k not in ("T", "s", "d", "heads", "model")}
 
 
 def _describe(exc: ValidationError) -> list[str]:

@@ -37,21 +37,27 @@ SUCCESS_STATUSES = ("done",)
 TRAINED_STATUSES = ("done", "diverged")
 
 
-def outcomes(trials: pl.LazyFrame | pl.DataFrame, acc_threshold: float = 0.95) -> pl.LazyFrame:
-    """The trials that trained, with a boolean ``success`` column."""
+def outcomes(trials: pl.LazyFrame | pl.DataFrame, acc_threshold: float = 0.95,
+             success: pl.Expr | None = None) -> pl.LazyFrame:
+    """The trials that trained, with a boolean ``success`` column.
+
+    Args:
+        acc_threshold: success is ``test_acc >= acc_threshold`` ...
+        success: ... unless this expression says otherwise (e.g. a test error below a target).
+    """
+    reached = success if success is not None else pl.col("test_acc") >= acc_threshold
     return (
         trials.lazy()
         .filter(pl.col("status").is_in(TRAINED_STATUSES))
-        .with_columns(
-            success=(pl.col("status") == "done") & (pl.col("test_acc").fill_null(0.0) >= acc_threshold)
-        )
+        .with_columns(success=(pl.col("status") == "done") & reached.fill_null(False))
     )
 
 
-def success_rates(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], acc_threshold: float = 0.95) -> pl.DataFrame:
+def success_rates(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], acc_threshold: float = 0.95,
+                  success: pl.Expr | None = None) -> pl.DataFrame:
     """Success rate per (cell, m): columns ``cell + [m, n, k, rate]`` (trials, successes)."""
     return (
-        outcomes(trials, acc_threshold)
+        outcomes(trials, acc_threshold, success)
         .group_by([*cell, "m"])
         .agg(n=pl.len(), k=pl.col("success").sum(), rate=pl.col("success").mean())
         .sort([*cell, "m"])
@@ -68,6 +74,7 @@ def critical_sample_sizes(
     n_boot: int = 1000,
     ci: float = 0.95,
     seed: int = 0,
+    success: pl.Expr | None = None,
 ) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
     """m* per cell with its bootstrap interval.
 
@@ -79,6 +86,7 @@ def critical_sample_sizes(
         n_boot: bootstrap replicates (0: no interval).
         ci: coverage of the interval.
         seed: seeds the bootstrap.
+        success: success expression replacing ``test_acc >= acc_threshold`` (see outcomes).
 
     Returns:
         ``(table, replicates)``: one row per cell with ``cell`` columns, ``m_star``,
@@ -86,7 +94,7 @@ def critical_sample_sizes(
         ``m_max``, ``n_trials``; and the ``(n_boot,)`` bootstrap m* of each cell, keyed by
         the tuple of its cell values.
     """
-    data = outcomes(trials, acc_threshold).select([*cell, "m", "seed", "success"]).collect()
+    data = outcomes(trials, acc_threshold, success).select([*cell, "m", "seed", "success"]).collect()
     rng = np.random.default_rng(seed)
     out, reps = [], {}
     for key, group in data.group_by(cell, maintain_order=True):

@@ -78,3 +78,33 @@ def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
+    """Relative test error against m per student (log-log; mean and 95% CI over seeds),
+    one panel per teacher. ``trials``: rows with ``teacher``, ``student``, ``m``, ``test_error``."""
+    sns.set_theme(style="whitegrid")
+    data = trials.filter(pl.col("test_error") > 0).select("teacher", "student", "m", "test_error").to_pandas()
+    grid = sns.relplot(data=data, x="m", y="test_error", hue="student", col="teacher", kind="line",
+                       marker="o", errorbar=("ci", 95), height=3.8, aspect=1.1)
+    grid.set(xscale="log", yscale="log", xlabel="training samples m", ylabel="relative test error")
+    return _save(grid.figure, path)
+
+
+def plot_equivariance_errors(trials: pl.DataFrame, column: str, path: Path) -> Path:
+    """Distribution of an equivariance error per student (log scale), one panel per teacher.
+    ``trials``: rows with ``teacher``, ``student`` and ``column``."""
+    sns.set_theme(style="whitegrid")
+    data = trials.filter(pl.col(column) > 0).select("teacher", "student", column).to_pandas()
+    grid = sns.catplot(data=data, x="student", y=column, col="teacher", kind="box", height=3.8, aspect=1.2)
+    grid.set(yscale="log")
+    grid.set_xticklabels(rotation=30, ha="right")
+    return _save(grid.figure, path)
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -104,6 +104,30 @@ class ResultsStore:
             hidden_file_prefix=".", missing_columns="insert", extra_columns="ignore",
         )
 
+    def scan_run_trials(self, sweep: str, run_id: str) -> pl.LazyFrame:
+        """The trial rows of one run, with ``sweep`` and ``run_id`` columns.
+
+        Raises:
+            StoreError: the run has no trial files.
+        """
+        folder = self.run_dir("trials", sweep, run_id)
+        if not [p for p in folder.glob("*.parquet") if not p.name.startswith(".")]:
+            raise StoreError(f"run {run_id} of sweep {sweep} has no trials in the store at {self.root}")
+        return pl.scan_parquet(folder / "*.parquet", hidden_file_prefix=".").with_columns(
+            sweep=pl.lit(sweep), run_id=pl.lit(run_id)
+        )
+
+    def read_run(self, sweep: str, run_id: str) -> dict:
+        """The ``runs`` record of one run, as a dict.
+
+        Raises:
+            StoreError: no such run.
+        """
+        path = self.run_dir("runs", sweep, run_id) / "run.parquet"
+        if not path.exists():
+            raise StoreError(f"no run {run_id!r} of sweep {sweep!r} in the store at {self.root}")
+        return pl.read_parquet(path).row(0, named=True)
+
     def latest_run(self) -> tuple[str, str]:
         """``(sweep, run_id)`` of the run that started last.
 

@@ -4,12 +4,14 @@ Imports ``tasks`` and knows nothing of sweep specs, the results store or schedul
 Ray appears only in :mod:`workers.entry`.
 """
 
-from workers.config import BooleanTrialConfig
+from workers.config import BooleanTrialConfig, SymmetryTrialConfig
+from workers.experiments import EXPERIMENTS, Experiment
 from workers.models import MLP, CLSTransformer, build_model
 from workers.norms import matrix_norm
 from workers.status import TrialStatus
 from workers.train import train_pack
 
 __all__ = [
-    "MLP", "BooleanTrialConfig", "CLSTransformer", "TrialStatus", "build_model", "matrix_norm", "train_pack",
+    "EXPERIMENTS", "MLP", "BooleanTrialConfig", "CLSTransformer", "Experiment", "SymmetryTrialConfig",
+    "TrialStatus", "build_model", "matrix_norm", "train_pack",
 ]

@@ -69,3 +69,56 @@ class BooleanTrialConfig(BaseModel):
             (k, v) for k, v in self.model_dump().items()
             if k not in ("seed", "norm_bound", "fault")
         )
+
+
+TeacherName = Literal["equivariant", "control", "positional"]
+StudentModel = Literal["transformer", "mlp"]
+Equivariance = Literal["none", "orthogonal", "augment", "permutation"]
+
+
+class SymmetryTrialConfig(BaseModel):
+    """One trial of the symmetry experiment (Ma & Ying, arXiv 2210.06741; DESIGN.md 1b).
+
+    A student learns a seq2seq function with knowledge Y = f(X, K) (X: n rows in R^d, K: k
+    rows in R^d) from m samples of a teacher (tasks/seq2seq.py).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    # The target and the data.
+    teacher: TeacherName = Field(description="equivariant, control (breaks O(d)) or positional (breaks permutations)")
+    n: int = Field(ge=1, le=4096, description="input sequence length (rows of X)")
+    k: int = Field(ge=1, le=4096, description="knowledge vectors (rows of K); every teacher reads them")
+    d: int = Field(ge=2, le=4096, description="embedding dimension")
+    m: int = Field(ge=1, le=100_000_000, description="training-set size (samples)")
+    seed: int = Field(ge=0, lt=2**62, description="seeds the teacher, data and init")
+    n_test: int = Field(1000, ge=1, le=10_000_000, description="held-out samples")
+
+    # The student.
+    model: StudentModel = Field("transformer", description="generic transformer or MLP")
+    equivariance: Equivariance = Field(
+        "none", description="none; orthogonal (inner-product form); augment (random rotations); permutation (no positions)"
+    )
+    width: int = Field(32, ge=1, le=65_536, description="transformer width")
+    heads: int = Field(4, ge=1, le=256, description="attention heads (transformer and inner-product form)")
+    mlp_width: int = Field(256, ge=1, le=1_000_000, description="MLP hidden width")
+
+    # Training.
+    lr: float = Field(3e-3, gt=0, le=10, description="AdamW learning rate")
+    weight_decay: float = Field(0.0, ge=0, le=10, description="AdamW weight decay")
+    max_epochs: int = Field(1500, ge=1, le=10_000_000, description="full-batch steps")
+    n_q: int = Field(8, ge=1, le=1000, description="random rotations/permutations per equivariance error")
+
+    fault: Fault | None = Field(None, description="test only: make this trial misbehave")
+
+    @model_validator(mode="after")
+    def _check_student(self) -> SymmetryTrialConfig:
+        if self.equivariance == "permutation" and self.model != "transformer":
+            raise ValueError("equivariance 'permutation' needs model 'transformer' (an MLP has no position-free form)")
+        if self.model == "transformer" and self.equivariance != "orthogonal" and self.width % self.heads:
+            raise ValueError(f"heads must divide width (got width={self.width}, heads={self.heads})")
+        return self
+
+    def shape_key(self) -> tuple:
+        """Settings that must be equal for trials to share a pack: all but seed and fault."""
+        return tuple((k, v) for k, v in self.model_dump().items() if k not in ("seed", "fault"))

@@ -9,15 +9,20 @@ from __future__ import annotations
 import ray
 import torch
 
-from workers.config import BooleanTrialConfig
-from workers.train import train_pack
+from workers.experiments import EXPERIMENTS
 
 
-def run_pack(configs: list[dict], num_threads: int = 1, device: str | None = None) -> list[dict]:
-    """Train a pack in this process with ``num_threads`` torch threads; rows as in
-    :func:`workers.train.train_pack`."""
+def run_pack(configs: list[dict], num_threads: int = 1, device: str | None = None,
+             experiment: str = "sparse_boolean") -> list[dict]:
+    """Train a pack of ``experiment`` in this process with ``num_threads`` torch threads;
+    rows as in :func:`workers.train.train_pack` or :func:`workers.train_symmetry.train_symmetry_pack`.
+
+    Raises:
+        KeyError: unknown experiment.
+    """
     torch.set_num_threads(max(1, num_threads))
-    return train_pack([BooleanTrialConfig(**c) for c in configs], device=device)
+    exp = EXPERIMENTS[experiment]
+    return exp.train([exp.config(**c) for c in configs], device)
 
 
 # CPU tasks reuse their worker processes, so torch is imported once per worker.

@@ -65,16 +65,7 @@ def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None)
     t0 = time.perf_counter()
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = [_empty_row() for _ in configs]
-    runnable = []
-    for i, cfg in enumerate(configs):
-        try:
-            if cfg.fault == "raise":
-                raise TrialFault(f"fault injected into trial with seed {cfg.seed}")
-            if cfg.fault == "exit":
-                os._exit(17)  # kills the worker process, as a segfault or OOM kill would
-            runnable.append(i)
-        except Exception as exc:  # noqa: BLE001 - any error of one trial is that trial's row
-            _fail(rows[i], exc)
+    runnable = apply_faults(configs, rows)
     if runnable:
         _train_runnable([configs[i] for i in runnable], [rows[i] for i in runnable], dev)
     wall = time.perf_counter() - t0
@@ -84,6 +75,22 @@ def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None)
     return rows
 
 
+def apply_faults(configs: Sequence, rows: list[dict]) -> list[int]:
+    """Act out test-only faults: ``raise`` fails that trial's row, ``exit`` kills the worker
+    process (as a segfault or OOM kill would). Returns the indices of trials to train."""
+    runnable = []
+    for i, cfg in enumerate(configs):
+        try:
+            if cfg.fault == "raise":
+                raise TrialFault(f"fault injected into trial with seed {cfg.seed}")
+            if cfg.fault == "exit":
+                os._exit(17)
+            runnable.append(i)
+        except TrialFault as exc:
+            fail_row(rows[i], exc)
+    return runnable
+
+
 def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: torch.device) -> None:
     cfg = configs[0]
     batch, ok, errors = tasks.sample_training_sets(
@@ -91,7 +98,7 @@ def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: to
         reject_ambiguous=cfg.reject_ambiguous, max_redraws=cfg.max_redraws, device=dev,
     )
     for i, exc in errors.items():
-        _fail(rows[i], exc)
+        fail_row(rows[i], exc)
     if batch is None:
         return
     configs = [configs[i] for i in ok]
@@ -100,7 +107,7 @@ def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: to
         _fit(configs, rows, batch, dev)
     except Exception as exc:  # noqa: BLE001 - a pack-wide error fails its trials, not the sweep
         for row in rows:
-            _fail(row, exc)
+            fail_row(row, exc)
 
 
 def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.BooleanBatch, dev: torch.device) -> None:
@@ -260,7 +267,8 @@ def _empty_row() -> dict:
     )
 
 
-def _fail(row: dict, exc: BaseException) -> None:
+def fail_row(row: dict, exc: BaseException) -> None:
+    """Mark a row failed with the error's class, message and the end of its traceback."""
     row.update(
         status=TrialStatus.FAILED.value, error_type=type(exc).__name__,
         error=f"{exc}\n{''.join(traceback.format_exception(exc)[-3:])}".strip(),

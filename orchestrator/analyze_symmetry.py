@@ -1,0 +1,86 @@
+"""The analysis of a symmetry run: m* per student and teacher, verdicts S1-S4, figures."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.spec import AnalysisSettings
+from results import ResultsStore, StoreError
+from results.figures import plot_equivariance_errors, plot_test_error
+from results.symmetry import critical_sizes, verdicts, with_student
+
+
+@dataclass
+class SymmetryAnalysis:
+    """Everything ``analyze`` computes for one symmetry run."""
+
+    sweep: str
+    run_id: str
+    m_star: pl.DataFrame
+    errors: pl.DataFrame
+    verdicts: list[dict]
+    figures: list[Path] = field(default_factory=list)
+
+
+def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings: AnalysisSettings,
+                         figures_dir: Path | None = None) -> SymmetryAnalysis:
+    """m* (success: relative test error <= ``settings.target_error``), median errors per
+    (teacher, student, m), verdicts S1-S4 and figures.
+
+    Raises:
+        StoreError: the run has no trained trials.
+    """
+    trials = store.scan_run_trials(sweep, run_id).collect()
+    if trials.filter(pl.col("status") == "done").is_empty():
+        raise StoreError(f"run {run_id} has no trained trials to analyse")
+    m_star = critical_sizes(trials, settings.target_error, settings.n_boot, settings.ci)
+    labelled = with_student(trials).filter(pl.col("status") == "done").collect()
+    errors = (
+        labelled.group_by("teacher", "student", "m")
+        .agg(pl.len().alias("trials"), pl.col("test_error").median(), pl.col("eq_error_median").median(),
+             pl.col("perm_error_median").median())
+        .sort("teacher", "student", "m")
+    )
+    result = SymmetryAnalysis(sweep, run_id, m_star, errors, verdicts(trials, m_star, settings.n_boot, settings.ci))
+    if figures_dir is not None:
+        figures_dir = Path(figures_dir)
+        result.figures.append(plot_test_error(labelled, figures_dir / "test_error_vs_m.png"))
+        result.figures.append(plot_equivariance_errors(labelled, "eq_error_median", figures_dir / "orthogonal_error.png"))
+        result.figures.append(plot_equivariance_errors(labelled, "perm_error_median", figures_dir / "permutation_error.png"))
+    return result
+
+
+def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: float) -> None:
+    """The m* table, the error table and the verdicts."""
+    t = Table(title=escape(f"m* (relative test error <= {target_error:g}) — sweep {result.sweep}, run {result.run_id}"))
+    for c in ("teacher", "student", "n", "k", "d", "m*", "95% CI", "seeds", "m range"):
+        t.add_column(c)
+    for r in result.m_star.iter_rows(named=True):
+        above = r["censored"] == "above"
+        t.add_row(r["teacher"], r["student"], str(r["n"]), str(r["k"]), str(r["d"]),
+                  "> max" if above else f"{r['m_star']:.1f}",
+                  "-" if above or math.isnan(r["ci_lo"]) else f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}",
+                  str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
+    console.print(t)
+    e = Table(title="median over seeds: relative test error, O(d) equivariance error E (float64), permutation error")
+    for c in ("teacher", "student", "m", "test error", "E", "perm E"):
+        e.add_column(c)
+    for r in result.errors.iter_rows(named=True):
+        e.add_row(r["teacher"], r["student"], str(r["m"]), *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")))
+    console.print(e)
+    for v in result.verdicts:
+        console.print(f"[bold]{escape(v['claim'])}[/]: {v['verdict']} — {escape(v['statistic'])}; "
+                      f"{escape(v['interval'])} ({escape(v['why'])})")
+    for p in result.figures:
+        console.print(f"figure: {p}")
+
+
+def _sci(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2e}"

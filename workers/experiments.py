@@ -1,0 +1,60 @@
+"""The experiments a sweep can run: each a trial config and the function that trains a pack.
+
+The orchestrator looks an experiment up by the spec's ``experiment`` name; nothing else
+in it depends on which experiment it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from workers.config import BooleanTrialConfig, SymmetryTrialConfig
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A family of trials.
+
+    Attributes:
+        name: the spec's ``experiment`` value.
+        config: the pydantic model of one trial.
+        train: trains a pack, ``(configs, device) -> rows``.
+        example: a valid value for every required field but those under test (lets a spec
+            check each value of an axis on its own).
+        cross_fields: fields whose combinations the config's validator checks together.
+    """
+
+    name: str
+    config: type[BaseModel]
+    train: Callable
+    example: dict
+    cross_fields: tuple[str, ...]
+
+
+def _train_boolean(configs, device=None):
+    from workers.train import train_pack
+
+    return train_pack(configs, device)
+
+
+def _train_symmetry(configs, device=None):
+    from workers.train_symmetry import train_symmetry_pack
+
+    return train_symmetry_pack(configs, device)
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    "sparse_boolean": Experiment(
+        "sparse_boolean", BooleanTrialConfig, _train_boolean,
+        example={"task": "and", "T": 64, "s": 1, "m": 1, "seed": 0},
+        cross_fields=("T", "s", "d", "heads", "model"),
+    ),
+    "symmetry": Experiment(
+        "symmetry", SymmetryTrialConfig, _train_symmetry,
+        example={"teacher": "equivariant", "n": 4, "k": 2, "d": 4, "m": 1, "seed": 0},
+        cross_fields=("model", "equivariance", "width", "heads"),
+    ),
+}

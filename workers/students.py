@@ -1,0 +1,205 @@
+"""Students for the seq2seq-with-knowledge experiment (DESIGN.md 1b).
+
+Every student maps X ``(b, n, d)`` and K ``(b, k, d)`` to Y ``(b, n, d)``:
+
+* :class:`SeqTransformer`: a generic model with free weights (no symmetry built in, or only
+  permutation symmetry over the rows of X when it has no positional embedding).
+* :class:`SeqMLP`: the flattened-input baseline, no symmetry at all.
+* :class:`InnerProductStudent`: the form Y = G1 X + G2 K with G1, G2 functions of inner
+  products (Ma & Ying, arXiv 2210.06741; Villar et al., NeurIPS 2021), so O(d)-equivariant
+  exactly, by construction.
+
+All are written to run under ``torch.func.functional_call`` inside ``torch.func.vmap`` over
+stacked parameters: no in-place operations, no Python branches on tensor values. Weights
+are initialised from torch's global generator, as ``nn.Module`` does; callers fix it per
+trial (``torch.random.fork_rng`` plus a derived seed, as :mod:`workers.train` does).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+MODELS = ("transformer", "mlp")
+EQUIVARIANCES = ("none", "orthogonal", "augment", "permutation")
+
+
+class Attention(nn.Module):
+    """Multi-head softmax attention from query rows to key/value rows, with an output projection.
+
+    Head h computes softmax(q_h k_h^T / sqrt(dh)) v_h with q_h = W_Q,h u, k_h = W_K,h v,
+    v_h = W_V,h v and dh = width / heads (Vaswani et al. 2017, "Attention is all you need",
+    eq. 1 and section 3.2.2); the heads are concatenated and projected by W_O.
+    """
+
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads, self.dh = heads, width // heads
+        self.q = nn.Linear(width, width, bias=False)
+        self.k = nn.Linear(width, width, bias=False)
+        self.v = nn.Linear(width, width, bias=False)
+        self.out = nn.Linear(width, width, bias=False)
+
+    def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``queries`` ``(b, Lq, w)``, ``keys`` ``(b, Lk, w)`` -> ``(b, Lq, w)``."""
+        q = self._split(self.q(queries))  # (b, H, Lq, dh)
+        k = self._split(self.k(keys))  # (b, H, Lk, dh)
+        v = self._split(self.v(keys))  # (b, H, Lk, dh)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)  # (b, H, Lq, Lk)
+        mixed = (att @ v).transpose(1, 2)  # (b, Lq, H, dh)
+        return self.out(mixed.reshape(*mixed.shape[:2], -1))
+
+    def _split(self, h: torch.Tensor) -> torch.Tensor:
+        """``(b, L, w)`` -> ``(b, H, L, dh)``."""
+        return h.reshape(*h.shape[:2], self.heads, self.dh).transpose(1, 2)
+
+
+class SeqTransformer(nn.Module):
+    """A generic transformer student: X ``(b, n, d)``, K ``(b, k, d)`` -> Y ``(b, n, d)``.
+
+    Rows of X and K share one input projection; a learned ``(n, width)`` positional
+    embedding is added to the X rows when ``positional`` (never to K, which is a set). One
+    pre-LayerNorm block follows, each sub-layer residual: self-attention over X, then
+    cross-attention from X (queries) to K (keys and values), then a 4*width GELU feed-forward
+    layer; a final LayerNorm and a linear map back to R^d give Y.
+
+    Without the positional embedding every operation acts on rows alike or through
+    attention, so the model is permutation-equivariant over the rows of X by construction.
+    It is never O(d)-equivariant: the projections act on coordinates.
+
+    Raises:
+        ValueError: ``width`` not divisible by ``heads``.
+    """
+
+    def __init__(self, n: int, k: int, d: int, width: int = 32, heads: int = 4, positional: bool = True):
+        super().__init__()
+        if width % heads:
+            raise ValueError(f"width must be divisible by heads, got width={width}, heads={heads}")
+        self.embed = nn.Linear(d, width)
+        # Same small scale as the Boolean model's positions (workers.models.CLSTransformer).
+        self.register_parameter("pos", nn.Parameter(torch.randn(n, width) * 0.02) if positional else None)
+        self.ln_self, self.ln_cross, self.ln_knowledge = nn.LayerNorm(width), nn.LayerNorm(width), nn.LayerNorm(width)
+        self.ln_ffn, self.ln_out = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.self_attn = Attention(width, heads)
+        self.cross_attn = Attention(width, heads)
+        self.ffn = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.readout = nn.Linear(width, d)
+
+    def forward(self, X: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+        h = self.embed(X)  # (b, n, w)
+        if self.pos is not None:
+            h = h + self.pos
+        knowledge = self.ln_knowledge(self.embed(K))  # (b, k, w)
+        a = self.ln_self(h)
+        h = h + self.self_attn(a, a)
+        h = h + self.cross_attn(self.ln_cross(h), knowledge)
+        h = h + self.ffn(self.ln_ffn(h))
+        return self.readout(self.ln_out(h))  # (b, n, d)
+
+
+class SeqMLP(nn.Module):
+    """The flattened baseline: X, K -> ``(b, (n + k) d)`` -> ``layers`` GELU layers -> ``(b, n, d)``."""
+
+    def __init__(self, n: int, k: int, d: int, width: int = 256, layers: int = 2):
+        super().__init__()
+        self.n, self.d = n, d
+        dims = [(n + k) * d] + [width] * layers
+        self.hidden = nn.Sequential(*(nn.Sequential(nn.Linear(a, b), nn.GELU()) for a, b in zip(dims, dims[1:])))
+        self.readout = nn.Linear(dims[-1], n * d)
+
+    def forward(self, X: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+        flat = torch.cat([X.reshape(X.shape[0], -1), K.reshape(K.shape[0], -1)], dim=-1)
+        return self.readout(self.hidden(flat)).reshape(X.shape[0], self.n, self.d)
+
+
+class PairScore(nn.Module):
+    """``heads`` independent MLPs R^3 -> hidden -> R (GELU), applied to every pair of rows.
+
+    A pair (u, v) enters as (u.v, |u|^2, |v|^2), so the score depends on inner products only.
+    The last layer has no bias: a constant added to every score of a row is removed by
+    the softmax that follows.
+    """
+
+    def __init__(self, heads: int, hidden: int):
+        super().__init__()
+        # Same uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) scale as nn.Linear, per head.
+        self.w1 = nn.Parameter(torch.empty(heads, 3, hidden).uniform_(-3**-0.5, 3**-0.5))
+        self.b1 = nn.Parameter(torch.empty(heads, hidden).uniform_(-3**-0.5, 3**-0.5))
+        self.w2 = nn.Parameter(torch.empty(heads, hidden).uniform_(-hidden**-0.5, hidden**-0.5))
+
+    def forward(self, U: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        """``U`` ``(b, p, d)``, ``V`` ``(b, q, d)`` -> scores ``(b, H, p, q)``."""
+        feats = torch.stack(
+            [
+                U @ V.transpose(-1, -2),  # (b, p, q)
+                (U * U).sum(-1, keepdim=True).expand(-1, -1, V.shape[-2]),
+                (V * V).sum(-1)[:, None, :].expand(-1, U.shape[-2], -1),
+            ],
+            dim=-1,
+        )  # (b, p, q, 3)
+        h = F.gelu(torch.einsum("bpqf,hfu->bhpqu", feats, self.w1) + self.b1[:, None, None, :])
+        return torch.einsum("bhpqu,hu->bhpq", h, self.w2)
+
+
+class InnerProductStudent(nn.Module):
+    """The orthogonal form Y = G1 X + G2 K + lambda X: X ``(b, n, d)``, K ``(b, k, d)`` -> ``(b, n, d)``.
+
+    G1 = sum_h a_h softmax_j(s^XX_h) and G2 = sum_h c_h softmax_j(s^XK_h), with scores
+    s^XX_h,ij = phi_h(x_i.x_j, |x_i|^2, |x_j|^2) and s^XK_h,ij = psi_h(x_i.k_j, |x_i|^2, |k_j|^2)
+    from tiny per-head MLPs; a_h, c_h and lambda are learned scalars. This is the form that
+    Ma & Ying (arXiv 2210.06741) derive for orthogonally equivariant seq2seq functions with
+    knowledge and Villar et al. (NeurIPS 2021, "Scalars are universal") for O(d)-equivariant
+    vector functions, with softmax-normalised coefficients as in self-attention.
+
+    Every learned function sees inner products only and Y is a combination of the rows of
+    X and K, so f(X Q^T, K Q^T) = f(X, K) Q^T exactly (up to round-off) for any orthogonal
+    Q. Permuting the rows of X permutes the rows and columns of G1 and the rows of G2 alike,
+    so the model is permutation-equivariant over X too.
+    """
+
+    def __init__(self, n: int, k: int, d: int, heads: int = 4, hidden: int = 16):
+        super().__init__()
+        self.phi = PairScore(heads, hidden)
+        self.psi = PairScore(heads, hidden)
+        # Equal shares per head: at initialisation Y averages the rows of X and K.
+        self.a = nn.Parameter(torch.full((heads,), 1.0 / heads))
+        self.c = nn.Parameter(torch.full((heads,), 1.0 / heads))
+        self.identity = nn.Parameter(torch.zeros(()))
+
+    def forward(self, X: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+        G1 = torch.einsum("h,bhij->bij", self.a, torch.softmax(self.phi(X, X), dim=-1))  # (b, n, n)
+        G2 = torch.einsum("h,bhij->bij", self.c, torch.softmax(self.psi(X, K), dim=-1))  # (b, n, k)
+        return G1 @ X + G2 @ K + self.identity * X
+
+
+def build_student(model: str, equivariance: str, n: int, k: int, d: int, width: int, heads: int) -> nn.Module:
+    """The student a trial names.
+
+    ``orthogonal`` -> :class:`InnerProductStudent` (``heads`` heads, hidden width 16; the
+    model name is checked but not used); ``permutation`` -> :class:`SeqTransformer` without
+    positions (needs ``model="transformer"``); ``none`` and ``augment`` -> the named generic
+    model with positions (augmentation belongs to training, not to the model).
+
+    Raises:
+        ValueError: unknown model or equivariance, ``permutation`` with ``model="mlp"``, or
+            width not divisible by heads for the transformer.
+    """
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {list(MODELS)}, got {model!r}")
+    if equivariance not in EQUIVARIANCES:
+        raise ValueError(f"equivariance must be one of {list(EQUIVARIANCES)}, got {equivariance!r}")
+    if equivariance == "orthogonal":
+        return InnerProductStudent(n, k, d, heads=heads)
+    if equivariance == "permutation":
+        if model != "transformer":
+            raise ValueError(
+                f"model must be 'transformer' when equivariance='permutation' (the MLP has no "
+                f"permutation-equivariant form), got {model!r}"
+            )
+        return SeqTransformer(n, k, d, width, heads, positional=False)
+    if model == "transformer":
+        return SeqTransformer(n, k, d, width, heads, positional=True)
+    return SeqMLP(n, k, d, width)
