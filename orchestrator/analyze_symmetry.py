@@ -52,8 +52,10 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
     if figures_dir is not None:
         figures_dir = Path(figures_dir)
         result.figures.append(plot_test_error(labelled, figures_dir / "test_error_vs_m.png"))
-        result.figures.append(plot_equivariance_errors(labelled, "eq_error_median", figures_dir / "orthogonal_error.png"))
-        result.figures.append(plot_equivariance_errors(labelled, "perm_error_median", figures_dir / "permutation_error.png"))
+        result.figures.append(plot_equivariance_errors(
+            labelled, "eq_error_median", figures_dir / "orthogonal_error.png", "O(d) equivariance error E (float64)"))
+        result.figures.append(plot_equivariance_errors(
+            labelled, "perm_error_median", figures_dir / "permutation_error.png", "permutation equivariance error"))
     return result
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")  # no display on workers or CI
 import matplotlib.pyplot as plt  # noqa: E402
@@ -88,23 +89,27 @@ def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
     grid = sns.relplot(data=data, x="m", y="test_error", hue="student", col="teacher", kind="line",
                        marker="o", errorbar=("ci", 95), height=3.8, aspect=1.1)
     grid.set(xscale="log", yscale="log", xlabel="training samples m", ylabel="relative test error")
+    for ax in grid.axes.flat:  # label the sampled m, not every minor tick
+        ax.set_xticks(sorted(data["m"].unique()))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     return _save(grid.figure, path)
 
 
-def plot_equivariance_errors(trials: pl.DataFrame, column: str, path: Path) -> Path:
+def plot_equivariance_errors(trials: pl.DataFrame, column: str, path: Path, label: str | None = None) -> Path:
     """Distribution of an equivariance error per student (log scale), one panel per teacher.
     ``trials``: rows with ``teacher``, ``student`` and ``column``."""
     sns.set_theme(style="whitegrid")
     data = trials.filter(pl.col(column) > 0).select("teacher", "student", column).to_pandas()
     grid = sns.catplot(data=data, x="student", y=column, col="teacher", kind="box", height=3.8, aspect=1.2)
-    grid.set(yscale="log")
+    grid.set(yscale="log", ylabel=label or column)
     grid.set_xticklabels(rotation=30, ha="right")
     return _save(grid.figure, path)
 
 
 def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
+    """Write a seaborn grid's figure; ``bbox_inches="tight"`` keeps its outside legend."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path

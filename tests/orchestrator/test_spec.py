@@ -124,3 +124,60 @@ def test_a_dead_address_fails_fast():
 
     with pytest.raises(RunError, match="no Ray cluster answers"):
         _check_reachable("127.0.0.1:1", timeout_s=2)
+
+
+SYMMETRY = """
+name: sym
+experiment: symmetry
+seeds: 2
+grid:
+  - teacher: [equivariant, control]
+    m: [4, 16]
+    equivariance: [orthogonal]
+  - teacher: [equivariant]
+    m: [4, 16]
+    model: [transformer, mlp]
+fixed: {n: 4, k: 2, d: 4}
+"""
+
+
+def test_grid_blocks_run_the_union_of_their_grids():
+    spec = parse_spec(SYMMETRY)
+    trials = list(spec.trials())
+    # 2 teachers x 2 m x 1 student + 1 teacher x 2 m x 2 students = 8 cells, 2 seeds each.
+    assert spec.n_trials() == len(trials) == 16
+    assert {(t.teacher, t.equivariance, t.model) for t in trials} == {
+        ("equivariant", "orthogonal", "transformer"), ("control", "orthogonal", "transformer"),
+        ("equivariant", "none", "transformer"), ("equivariant", "none", "mlp"),
+    }
+
+
+def test_overlapping_grid_blocks_are_refused():
+    text = SYMMETRY.replace("equivariance: [orthogonal]", "model: [transformer]")
+    with pytest.raises(SpecError, match="blocks overlap"):
+        parse_spec(text)
+
+
+@pytest.mark.parametrize(
+    "fixed, field",
+    [
+        ("{n: 4, k: 2, d: 1}", "fixed.d"),  # d < 2
+        ("{n: 4, k: 0, d: 4}", "fixed.k"),  # the teachers need knowledge
+        ("{n: 4, k: 2, d: 4, width: 30, heads: 4}", "heads must divide width"),  # shapes that do not match
+        ("{n: 4, k: 2, d: 4, T: 8}", "fixed.T"),  # a sparse-Boolean setting in a symmetry spec
+    ],
+)
+def test_bad_symmetry_settings_name_their_field(fixed, field):
+    with pytest.raises(SpecError, match=field.replace(".", r"\.")):
+        parse_spec(SYMMETRY.replace("fixed: {n: 4, k: 2, d: 4}", f"fixed: {fixed}"))
+
+
+def test_permutation_student_needs_a_transformer():
+    text = SYMMETRY.replace("model: [transformer, mlp]", "model: [mlp]\n    equivariance: [permutation]")
+    with pytest.raises(SpecError, match="equivariance"):
+        parse_spec(text)
+
+
+def test_unknown_experiment_lists_the_allowed_ones():
+    with pytest.raises(SpecError, match="sparse_boolean"):
+        parse_spec(SYMMETRY.replace("experiment: symmetry", "experiment: symetry"))

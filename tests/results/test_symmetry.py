@@ -1,0 +1,76 @@
+"""Slopes and verdicts of the symmetry analysis on constructed tables."""
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from results.symmetry import critical_sizes, log_slope, verdicts
+
+
+def test_log_slope_of_an_exact_power_law():
+    # E = 3 m^-0.5 exactly: log10 E = log10 3 - 0.5 log10 m, for every seed.
+    rows = [dict(m=m, seed=s, e=3 * m ** -0.5) for m in (4, 16, 64, 256) for s in range(4)]
+    b, lo, hi = log_slope(pl.DataFrame(rows), "e", n_boot=200)
+    assert b == pytest.approx(-0.5) and lo == pytest.approx(-0.5) and hi == pytest.approx(-0.5)
+
+
+def test_log_slope_needs_two_m():
+    b, lo, hi = log_slope(pl.DataFrame(dict(m=[4, 4], seed=[0, 1], e=[0.1, 0.2])), "e")
+    assert math.isnan(b) and math.isnan(lo)
+
+
+def _trials():
+    """3 seeds; the inner-product student is exact and learns the equivariant teacher at
+    every m; the transformer needs m >= 64 there; on the control teacher only the
+    transformer learns (m >= 16). E of the transformer halves per 4x in m."""
+    rows = []
+    for teacher in ("equivariant", "control"):
+        for m in (4, 16, 64, 256):
+            for seed in range(3):
+                base = dict(teacher=teacher, n=6, k=4, d=8, m=m, seed=seed, status="done", perm_error_median=0.1 / m)
+                orth_err = 1e-3 if teacher == "equivariant" else 1.0
+                rows.append(dict(base, model="transformer", equivariance="orthogonal", test_error=orth_err,
+                                 eq_error_median=2e-16, eq_error_max=4e-16))
+                tr_ok = m >= (64 if teacher == "equivariant" else 16)
+                rows.append(dict(base, model="transformer", equivariance="none", test_error=0.01 if tr_ok else 0.5,
+                                 eq_error_median=m ** -0.5, eq_error_max=2 * m ** -0.5))
+                rows.append(dict(base, model="mlp", equivariance="none", test_error=0.5,
+                                 eq_error_median=1.0, eq_error_max=1.4))
+    return pl.DataFrame(rows)
+
+
+def test_verdicts_on_a_constructed_run():
+    trials = _trials()
+    m_star = critical_sizes(trials, target_error=0.05, n_boot=200, ci=0.95)
+    got = {v["claim"][:2]: v for v in verdicts(trials, m_star, n_boot=200)}
+    assert got["S1"]["verdict"] == "supported"  # 4e-16 < 1e-10 and 0.5 >= 1e4 * 4e-16
+    assert got["S2"]["verdict"] == "supported"  # equivariant: <=4 vs 64 and > 256; control: > 256 vs 16
+    assert got["S3"]["verdict"] == "supported"  # slope of log10 m^-0.5 is -0.5
+    assert "-0.50" in got["S3"]["statistic"]
+    assert got["S4"]["verdict"] == "supported"  # slope -1
+
+
+def test_s1_fails_when_the_equivariant_student_is_not():
+    trials = _trials().with_columns(
+        eq_error_max=pl.when(pl.col("equivariance") == "orthogonal").then(1e-6).otherwise(pl.col("eq_error_max"))
+    )
+    m_star = critical_sizes(trials, 0.05, 100, 0.95)
+    s1 = verdicts(trials, m_star, n_boot=100)[0]
+    assert s1["verdict"] == "not supported"
+
+
+def test_s2_fails_when_the_equivariant_student_also_wins_on_the_control():
+    trials = _trials().with_columns(
+        test_error=pl.when(pl.col("equivariance") == "orthogonal").then(1e-3).otherwise(pl.col("test_error"))
+    )
+    s2 = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)[1]
+    assert s2["verdict"] == "not supported"
+
+
+def test_missing_students_are_inconclusive():
+    trials = _trials().filter(pl.col("equivariance") != "orthogonal")
+    got = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)
+    assert got[0]["verdict"] == got[1]["verdict"] == "inconclusive"
+    assert np.isfinite(float(got[2]["statistic"].split("=")[1]))
