@@ -71,7 +71,8 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     table = table.with_columns(series=_label(series_cols)).sort(["series", "T"])
     result = Analysis(sweep, run_id, table, varying=varying)
     for (label,), part in table.group_by(["series"], maintain_order=True):
-        finite = part.filter(pl.col("m_star").is_not_nan())
+        # Censored cells carry a bound, not a value: they stay out of the fits.
+        finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("censored") == ""))
         if finite["T"].n_unique() < 3:
             continue
         T = finite["T"].to_numpy()
@@ -109,10 +110,13 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame]) -> list[dict]:
     for label, fit in fits.items():
         log = fit.filter(pl.col("model") == "log").row(0, named=True)
         power = fit.filter(pl.col("model") == "power").row(0, named=True)
-        grows = log["b_lo"] > 0 if not math.isnan(log["b_lo"]) else log["b"] > 0
+        if math.isnan(log["b_lo"]) or math.isnan(log["r2"]):
+            verdict = "inconclusive"  # no interval, or m* did not vary at all
+        else:
+            verdict = "yes" if log["b_lo"] > 0 else ("no" if log["b_hi"] <= 0 else "inconclusive")
         checks.append(dict(
             check=f"m* grows with T [{label}]",
-            verdict="yes" if grows else "no",
+            verdict=verdict,
             detail=f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f}); "
                    f"best law by AIC: {fit['model'][0]}; power-law exponent c = {power['b']:.2f} "
                    f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
@@ -180,8 +184,9 @@ def print_analysis(result: Analysis, console: Console) -> None:
             f.add_row(formula, f"{r['a']:.3g}", f"{r['b']:.3g}", f"{r['b_lo']:.3g} .. {r['b_hi']:.3g}",
                       f"{r['r2']:.3f}", f"{r['aic']:.1f}", f"{r['delta_aic']:.1f}", f"{r['bic']:.1f}")
         console.print(f)
-    if not result.fits:
-        console.print("[yellow]no series has m* at 3 or more values of T: no growth-law fit[/]")
+    for label in result.m_star["series"].unique(maintain_order=True):
+        if label not in result.fits:
+            console.print(f"[yellow]{escape(label)}: m* is known (not censored) at fewer than 3 values of T: no growth-law fit[/]")
     for c in result.checks:
         console.print(f"[bold]{escape(c['check'])}[/]: {c['verdict']} — {escape(c['detail'])}")
     for p in result.figures:

@@ -22,9 +22,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 err = Console(stderr=True)
 out = Console()
 
-StoreOpt = Annotated[Path, typer.Option("--store", envvar="ATTNSWEEP_STORE",
+# A string, not a Path: Path("") would silently become the current folder.
+StoreOpt = Annotated[str, typer.Option("--store", envvar="ATTNSWEEP_STORE",
                                         help="results store directory (env ATTNSWEEP_STORE)")]
-DEFAULT_STORE = Path("results-store")
+DEFAULT_STORE = "results-store"
 
 
 def _user_errors(fn):
@@ -84,6 +85,7 @@ def run(
     from results import ResultsStore
 
     s = load_spec(spec, max_trials=max_trials)  # before anything is started or written
+    _check_paths(store, figures)
     executor = LocalExecutor(s.execution) if local else RayExecutor(s.execution, address)
     results = ResultsStore(store)
     try:
@@ -100,6 +102,15 @@ def run(
         _print_analysis(results, summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
 
 
+def _check_paths(store: str, figures: Path | None) -> None:
+    """Refuse store and figure paths that cannot work, before any trial runs."""
+    if not store.strip():
+        raise AttnsweepError("--store: an empty path; give a directory (default results-store)")
+    for label, path in (("--store", Path(store)), ("--figures", figures)):
+        if path is not None and path.exists() and not path.is_dir():
+            raise AttnsweepError(f"{label}: {path} exists and is not a directory")
+
+
 @app.command()
 @_user_errors
 def analyze(
@@ -110,6 +121,7 @@ def analyze(
     """Print m* per cell with bootstrap intervals, the growth-law fits, and write figures."""
     from results import ResultsStore
 
+    _check_paths(store, figures)
     _print_analysis(ResultsStore(store), run_id, figures)
 
 
@@ -121,6 +133,10 @@ def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
     figures = figures or Path("figures") / sweep / run_id
+    record = store.read_run(sweep, run_id)
+    if record["status"] != "finished":
+        err.print(f"warning: run {run_id} is {record['status']}: {record['n_done']} of {record['n_trials']} trials "
+                  "done; cells may be incomplete (resume or rerun it)", style="yellow", markup=False)
     if store.read_run(sweep, run_id).get("experiment") == "symmetry":
         settings = settings_of(store, sweep, run_id)
         print_symmetry(analyze_symmetry_run(store, sweep, run_id, settings, figures), out, settings.target_error)
@@ -145,8 +161,12 @@ def query(
     if format == "table":
         with pl.Config(tbl_rows=200, tbl_cols=30, fmt_str_lengths=60):
             text = str(df)
-    elif format == "csv":
-        text = df.write_csv()
+    elif format == "csv":  # CSV has no nested types: lists become "[1, 2]"
+        lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
+        text = df.with_columns(
+            (pl.lit("[") + pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(", ") + pl.lit("]")).alias(c)
+            for c in lists
+        ).write_csv()
     elif format == "json":
         text = df.write_json()
     else:

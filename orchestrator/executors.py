@@ -102,6 +102,20 @@ class RayExecutor(Executor):
             max_retries=settings.max_retries, retry_exceptions=False,
         )
         self._threads = threads
+        self._check_resources()
+
+    def _check_resources(self) -> None:
+        """Refuse a pack that no node of an embedded local Ray can ever schedule (Ray would
+        wait for it forever); on a remote cluster the autoscaler may still add such nodes."""
+        if self.address is not None:
+            return
+        have = self._ray.cluster_resources()
+        for name, need in (("CPU", self.settings.cpus_per_worker), ("GPU", self.settings.gpus_per_worker)):
+            if need > have.get(name, 0):
+                self.shutdown()
+                field = "cpus_per_worker" if name == "CPU" else "gpus_per_worker"
+                raise RunError(f"execution.{field}: value {need:g}: the local Ray has {have.get(name, 0):g} "
+                               f"{name}(s); lower it, or run on a cluster with --address")
 
     def submit(self, pack: Pack):
         return self._remote.remote([c.model_dump() for c in pack.configs], self._threads, None, pack.experiment)

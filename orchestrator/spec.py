@@ -149,9 +149,13 @@ def load_spec(path: str | Path, max_trials: int | None = None) -> SweepSpec:
     """
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_SPEC_BYTES:
+        if path.exists() and not path.is_file():
+            raise SpecError(["not a regular file"], str(path))
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_SPEC_BYTES + 1)
+        if len(data) > MAX_SPEC_BYTES:
             raise SpecError([f"file is larger than {MAX_SPEC_BYTES} bytes"], str(path))
-        text = path.read_text()
+        text = data.decode("utf-8")
     except OSError as exc:
         raise SpecError([f"cannot read the file: {exc.strerror or exc}"], str(path)) from exc
     except UnicodeDecodeError as exc:
@@ -268,9 +272,6 @@ def _grid_block(exp: Experiment, where: str, block: Any, fixed: dict, problems: 
     for key, values in axes.items():
         if not values and isinstance(block[key], list):
             problems.append(f"{where}.{key}: needs at least one value")
-        repeated = sorted({repr(v) for v in values if sum(v == w and type(v) is type(w) for w in values) > 1})
-        if repeated:
-            problems.append(f"{where}.{key}: repeated value(s) {', '.join(repeated)}; each trial would run twice")
     for field, info in exp.config.model_fields.items():
         if field != "seed" and info.is_required() and field not in axes and field not in fixed:
             problems.append(f"{field}: required, in {where} or fixed")
@@ -286,15 +287,16 @@ def _section(raw: dict, key: str, problems: list[str]) -> dict:
     return {str(k): v for k, v in value.items()}
 
 
-def _trial_fields(exp: Experiment) -> list[str]:
-    return [f for f in exp.config.model_fields if f != "seed"]
+def _trial_fields(exp: Experiment, shown: bool = False) -> list[str]:
+    """The settings a spec may give (``shown``: those listed to users; ``fault`` is for tests)."""
+    return [f for f in exp.config.model_fields if f != "seed" and not (shown and f == "fault")]
 
 
 def _known(exp: Experiment, where: str, key: str, problems: list[str]) -> bool:
     if key in _trial_fields(exp):
         return True
     hint = " (use the top-level 'seeds')" if key == "seed" else ""
-    problems.append(f"{where}: unknown {exp.name} trial setting{hint}; allowed: {_trial_fields(exp)}")
+    problems.append(f"{where}: unknown {exp.name} trial setting{hint}; allowed: {_trial_fields(exp, shown=True)}")
     return False
 
 
@@ -338,17 +340,29 @@ def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[st
     """Validate each value of each axis on its own, so that errors name the exact field
     and value."""
     problems = []
-    for key, value in ((k, v) for k, vals in axes.items() for v in vals):
-        if isinstance(value, bool) and exp.config.model_fields[key].annotation is not bool:
-            problems.append(f"{where}.{key}: value {value!r}: a boolean is not allowed here")
-            continue
-        try:
-            exp.config.__pydantic_validator__.validate_assignment(
-                exp.config.model_construct(**exp.example), key, value
-            )
-        except ValidationError as exc:
-            for err in exc.errors():
-                problems.append(f"{where}.{key}: value {value!r}: {err['msg']}")
+    for key, values in axes.items():
+        annotation = exp.config.model_fields[key].annotation
+        numeric = annotation in (int, float, int | None, float | None)
+        coerced = []
+        for value in values:
+            if isinstance(value, bool) and annotation is not bool:
+                problems.append(f"{where}.{key}: value {value!r}: a boolean is not allowed here")
+                continue
+            if isinstance(value, str) and numeric:
+                problems.append(f"{where}.{key}: value {value!r}: a number is required, not a string")
+                continue
+            try:
+                model = exp.config.__pydantic_validator__.validate_assignment(
+                    exp.config.model_construct(**exp.example), key, value
+                )
+                coerced.append(getattr(model, key))
+            except ValidationError as exc:
+                for err in exc.errors():
+                    problems.append(f"{where}.{key}: value {value!r}: {err['msg']}")
+        repeated = sorted({repr(v) for v in coerced if coerced.count(v) > 1})
+        if repeated:
+            problems.append(f"{where}.{key}: repeated value(s) {', '.join(repeated)}; each trial would run twice")
+        values[:] = coerced if len(coerced) == len(values) else values
     return problems
 
 

@@ -30,6 +30,9 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
     fig, ax = plt.subplots(figsize=(7, 4.5))
     palette = dict(zip(m_star[hue].unique(maintain_order=True).to_list(), sns.color_palette()))
     for value, color in palette.items():
+        above = m_star.filter((pl.col(hue) == value) & (pl.col("censored") == "above"))
+        if not above.is_empty():  # m* beyond the grid: a triangle at the largest m tried
+            ax.scatter(above["T"], above["m_max"], marker="^", color=color, label=f"{value}: m* > largest m")
         part = m_star.filter((pl.col(hue) == value) & pl.col("m_star").is_not_nan()).sort("T")
         if part.is_empty():
             continue
@@ -38,9 +41,6 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         hi = part["ci_hi"].fill_nan(None).fill_null(np.nan).to_numpy()
         hi = np.where(np.isfinite(hi), hi, y)
         ax.errorbar(T, y, yerr=[y - lo, np.maximum(hi - y, 0)], fmt="o", color=color, capsize=3, label=str(value))
-        above = m_star.filter((pl.col(hue) == value) & (pl.col("censored") == "above"))
-        if not above.is_empty():  # m* beyond the grid: a triangle at the largest m tried
-            ax.scatter(above["T"], above["m_max"], marker="^", color=color, label=f"{value}: m* > largest m")
         grid = np.geomspace(T.min(), T.max(), 100)
         for fit, style in zip(fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":")):
             ax.plot(grid, predict(fit["model"], (fit["a"], fit["b"]), grid), style, color=color, alpha=0.7,

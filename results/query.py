@@ -34,11 +34,14 @@ def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
         raise QueryError("query runs one read-only statement: it must start with SELECT or WITH")
     if _FILE_READERS.search(text):
         raise QueryError("query reads only the store's tables 'trials' and 'runs', not files (read_* functions)")
-    tables = {"trials": store.scan_trials()}
-    try:
-        tables["runs"] = store.scan_runs()
-    except StoreError:
-        pass
+    tables = {}
+    for name, scan in (("trials", store.scan_trials), ("runs", store.scan_runs)):
+        try:
+            tables[name] = scan()
+        except StoreError:
+            pass
+    if not tables:
+        raise StoreError(f"the store at {store.root} is empty: run a sweep first")
     try:
         return pl.SQLContext(frames=tables).execute(text, eager=True)
     except Exception as exc:  # polars raises several types for bad SQL

@@ -1,4 +1,4 @@
-"""Seeded, deterministic data generators for attnsweep's task families.
+"""Seeded, deterministic data generators: sparse Boolean functions and seq2seq teachers.
 
 This package imports nothing else of the project: only torch and numpy.
 """
@@ -16,9 +16,11 @@ from tasks.boolean import (
 )
 from tasks.errors import AmbiguityCheckTooLargeError, AmbiguousTrainingSetError, TaskError
 from tasks.seeding import derive_seed, generator
+from tasks.seq2seq import TEACHERS, sample_dataset, teacher_outputs, teacher_params
 
 __all__ = [
     "TASKS",
+    "TEACHERS",
     "AmbiguityCheckTooLargeError",
     "AmbiguousTrainingSetError",
     "BooleanBatch",
@@ -29,7 +31,10 @@ __all__ = [
     "generator",
     "is_ambiguous",
     "labels",
+    "sample_dataset",
     "sample_training_set",
     "sample_training_sets",
+    "teacher_outputs",
+    "teacher_params",
     "test_chunks",
 ]

@@ -147,3 +147,26 @@ def test_unwritable_query_output_exits_2(finished_run, tmp_path):
     proc = _cli("query", "SELECT count(*) AS n FROM trials", "--store", str(root / "store"),
                 "--format", "csv", "--output", str(tmp_path / "missing-dir" / "out.csv"), cwd=root)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_csv_export_of_list_columns(finished_run):
+    root, _ = finished_run
+    proc = _cli("query", "SELECT trial_id, support FROM trials WHERE m = 256 AND model = 'mlp' ORDER BY trial_id LIMIT 2",
+                "--store", "store", "--format", "csv", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    header, *lines = proc.stdout.strip().splitlines()
+    assert header == "trial_id,support" and len(lines) == 2
+    assert all(line.split(",", 1)[1].startswith('"[') or line.split(",", 1)[1].startswith("[") for line in lines)
+
+
+def test_impossible_resources_and_bad_paths_exit_2_before_running(tmp_path):
+    (tmp_path / "gpu.yaml").write_text(
+        "name: g\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, max_epochs: 2}\nexecution: {gpus_per_worker: 1}\n")
+    proc = _cli("run", "gpu.yaml", "--store", "store", cwd=tmp_path)
+    assert proc.returncode == 2 and "execution.gpus_per_worker" in proc.stderr
+    (tmp_path / "afile").write_text("x")
+    proc = _cli("run", "gpu.yaml", "--store", "store", "--figures", "afile", cwd=tmp_path)
+    assert proc.returncode == 2 and "--figures" in proc.stderr
+    proc = _cli("run", "gpu.yaml", "--store", "", cwd=tmp_path)
+    assert proc.returncode == 2 and "--store" in proc.stderr
+    assert not (tmp_path / "store").exists() and not (tmp_path / "runs").exists()

@@ -6,12 +6,15 @@ Ray appears only in :mod:`workers.entry`.
 
 from workers.config import BooleanTrialConfig, SymmetryTrialConfig
 from workers.experiments import EXPERIMENTS, Experiment
+from workers.equivariance import haar_orthogonal, orthogonal_equivariance_error, permutation_equivariance_error
 from workers.models import MLP, CLSTransformer, build_model
+from workers.students import InnerProductStudent, SeqMLP, SeqTransformer, build_student
 from workers.norms import matrix_norm
 from workers.status import TrialStatus
 from workers.train import train_pack
 
 __all__ = [
     "EXPERIMENTS", "MLP", "BooleanTrialConfig", "CLSTransformer", "Experiment", "SymmetryTrialConfig",
-    "TrialStatus", "build_model", "matrix_norm", "train_pack",
+    "InnerProductStudent", "SeqMLP", "SeqTransformer", "TrialStatus", "build_model", "build_student",
+    "haar_orthogonal", "matrix_norm", "orthogonal_equivariance_error", "permutation_equivariance_error", "train_pack",
 ]

@@ -11,30 +11,23 @@ parameters are restored after every later step, and it reports its own epoch cou
 
 from __future__ import annotations
 
-import copy
 import math
-import os
 import socket
 import time
-import traceback
 from collections.abc import Sequence
 
 import torch
-from torch.func import functional_call, stack_module_state
 
 import tasks
 from workers.config import BooleanTrialConfig
 from workers.models import build_model, logistic_loss
+from workers.pack import apply_faults, fail_row, finite_or_none, inject_nan, mark_diverged, masked_step, stack
 from workers.status import TrialStatus
 from workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
 # Activation memory allowed for one evaluation chunk (bytes); chunks keep evaluation at
 # T in the thousands within a fixed budget.
 EVAL_BUDGET_BYTES = 256 * 2**20
-
-
-class TrialFault(RuntimeError):
-    """Raised inside a trial whose config asks for ``fault: raise`` (tests only)."""
 
 
 def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None) -> list[dict]:
@@ -75,22 +68,6 @@ def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None)
     return rows
 
 
-def apply_faults(configs: Sequence, rows: list[dict]) -> list[int]:
-    """Act out test-only faults: ``raise`` fails that trial's row, ``exit`` kills the worker
-    process (as a segfault or OOM kill would). Returns the indices of trials to train."""
-    runnable = []
-    for i, cfg in enumerate(configs):
-        try:
-            if cfg.fault == "raise":
-                raise TrialFault(f"fault injected into trial with seed {cfg.seed}")
-            if cfg.fault == "exit":
-                os._exit(17)
-            runnable.append(i)
-        except TrialFault as exc:
-            fail_row(rows[i], exc)
-    return runnable
-
-
 def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: torch.device) -> None:
     cfg = configs[0]
     batch, ok, errors = tasks.sample_training_sets(
@@ -117,15 +94,7 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(tasks.derive_seed("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed))
             models.append(build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width))
-    params, buffers = stack_module_state(models)  # each (P, ...)
-    params = {k: v.to(dev).detach().requires_grad_() for k, v in params.items()}
-    buffers = {k: v.to(dev) for k, v in buffers.items()}
-    base = copy.deepcopy(models[0]).to("meta")
-
-    def logits_fn(p, b, x):  # x (n, T) -> (n,)
-        return functional_call(base, (p, b), (x,))
-
-    forward = torch.func.vmap(logits_fn)  # (P, n, T) -> (P, n)
+    forward, params, buffers, _ = stack(models, dev)  # forward: (P, n, T) -> (P, n)
     bound = torch.tensor([c.norm_bound or math.inf for c in configs], device=dev)
     project = _projector(cfg, params, bound)
     project()
@@ -153,25 +122,23 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
         active &= ~fit
         if bs is None:
             bad = active & ~torch.isfinite(loss)
-            _mark_diverged(bad, active, diverged_epoch, epoch)
+            mark_diverged(bad, active, diverged_epoch, epoch)
         if not active.any():
             break
         epochs += active.cpu().long()
         if bs is None:
-            _step(opt, params, torch.where(active, loss, 0.0).sum(), active)
+            masked_step(opt, params, torch.where(active, loss, 0.0).sum(), active)
         else:
             order = torch.stack([torch.randperm(cfg.m, generator=g, device=dev) for g in perm_gens])
             for start in range(0, cfg.m, bs):
                 idx = order[:, start:start + bs]  # (P, b)
                 xb = torch.gather(x, 1, idx[..., None].expand(-1, -1, x.shape[-1]))
                 loss = logistic_loss(forward(params, buffers, xb), torch.gather(y, 1, idx))
-                _mark_diverged(active & ~torch.isfinite(loss), active, diverged_epoch, epoch)
-                _step(opt, params, torch.where(active, loss, 0.0).sum(), active)
+                mark_diverged(active & ~torch.isfinite(loss), active, diverged_epoch, epoch)
+                masked_step(opt, params, torch.where(active, loss, 0.0).sum(), active)
         project()
-        if epoch == 0 and nan_fault.any():
-            with torch.no_grad():
-                for p in params.values():
-                    p[nan_fault] = math.nan
+        if epoch == 0:
+            inject_nan(params, nan_fault)
 
     with torch.no_grad():
         train_loss, train_acc = _evaluate(forward, params, buffers, [(x, y)])
@@ -187,33 +154,12 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
             status=(TrialStatus.DIVERGED if diverged_epoch[j] is not None else TrialStatus.DONE).value,
             support=batch.support[j].tolist(),
             redraws=int(batch.redraws[j]),
-            train_acc=_num(train_acc[j]), train_loss=_num(train_loss[j]),
-            test_acc=_num(test_acc[j]), test_loss=_num(test_loss[j]),
+            train_acc=finite_or_none(train_acc[j]), train_loss=finite_or_none(train_loss[j]),
+            test_acc=finite_or_none(test_acc[j]), test_loss=finite_or_none(test_loss[j]),
             epochs=int(epochs[j]), converged=bool(converged[j]),
             diverged_epoch=diverged_epoch[j],
-            **{k: _num(v[j]) for k, v in norms.items()},
+            **{k: finite_or_none(v[j]) for k, v in norms.items()},
         )
-
-
-def _step(opt: torch.optim.Optimizer, params: dict[str, torch.Tensor], total: torch.Tensor, active: torch.Tensor) -> None:
-    """One AdamW step on the stacked parameters; inactive trials keep their values."""
-    frozen = None
-    if not active.all():
-        frozen = {k: v.detach().clone() for k, v in params.items()}
-    opt.zero_grad(set_to_none=False)
-    total.backward()
-    opt.step()
-    if frozen is not None:
-        with torch.no_grad():
-            for k, v in params.items():
-                keep = active.view(-1, *([1] * (v.dim() - 1)))
-                v.copy_(torch.where(keep, v, frozen[k]))
-
-
-def _mark_diverged(bad: torch.Tensor, active: torch.Tensor, diverged_epoch: list, epoch: int) -> None:
-    for j in torch.nonzero(bad).flatten().tolist():
-        diverged_epoch[j] = epoch
-    active &= ~bad
 
 
 def _projector(cfg: BooleanTrialConfig, params: dict[str, torch.Tensor], bound: torch.Tensor):
@@ -253,23 +199,10 @@ def _evaluate(forward, params, buffers, parts) -> tuple[torch.Tensor, torch.Tens
     return (loss_sum / n).cpu(), (acc_sum / n).cpu()
 
 
-def _num(v: torch.Tensor) -> float | None:
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
 def _empty_row() -> dict:
     return dict(
         status=TrialStatus.FAILED.value, error_type=None, error=None, support=None, redraws=None,
         train_acc=None, train_loss=None, test_acc=None, test_loss=None, epochs=None,
         converged=None, diverged_epoch=None, norm_qk=None, norm_v=None, norm_hidden=None,
         norm_readout=None,
-    )
-
-
-def fail_row(row: dict, exc: BaseException) -> None:
-    """Mark a row failed with the error's class, message and the end of its traceback."""
-    row.update(
-        status=TrialStatus.FAILED.value, error_type=type(exc).__name__,
-        error=f"{exc}\n{''.join(traceback.format_exception(exc)[-3:])}".strip(),
     )

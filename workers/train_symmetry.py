@@ -8,14 +8,12 @@ and permutation, over random rotations / permutations (workers/equivariance.py).
 
 from __future__ import annotations
 
-import copy
-import math
 import socket
 import time
 from collections.abc import Sequence
 
 import torch
-from torch.func import functional_call, stack_module_state
+from torch.func import functional_call
 
 import tasks
 from tasks.seq2seq import sample_dataset
@@ -25,7 +23,7 @@ from workers.equivariance import (
 )
 from workers.status import TrialStatus
 from workers.students import build_student
-from workers.train import apply_faults, fail_row
+from workers.pack import apply_faults, fail_row, finite_or_none, inject_nan, mark_diverged, masked_step, stack
 
 # Held-out samples on which the equivariance errors are measured.
 EQUIVARIANCE_SAMPLES = 64
@@ -80,15 +78,7 @@ def _fit(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device
     test = [sample_dataset(cfg.teacher, cfg.n, cfg.k, cfg.d, cfg.n_test, c.seed, "test", device=dev) for c in configs]
     X, K, Y = (torch.stack(t) for t in zip(*train))  # (P, m, n, d), (P, m, k, d), (P, m, n, d)
     models = [_student(c) for c in configs]
-    params, buffers = stack_module_state(models)
-    params = {k: v.to(dev).detach().requires_grad_() for k, v in params.items()}
-    buffers = {k: v.to(dev) for k, v in buffers.items()}
-    base = copy.deepcopy(models[0]).to("meta")
-
-    def one(p, b, x, kn):  # (m, n, d), (m, k, d) -> (m, n, d)
-        return functional_call(base, (p, b), (x, kn))
-
-    forward = torch.func.vmap(one)
+    forward, params, buffers, base = stack(models, dev)  # (P, m, n, d), (P, m, k, d) -> (P, m, n, d)
     opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     active = torch.ones(P, dtype=torch.bool, device=dev)
     epochs = torch.zeros(P, dtype=torch.int64)
@@ -109,27 +99,16 @@ def _fit(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device
         pred = forward(params, buffers, xb, kb)
         sq = (pred - yb).pow(2).sum((1, 2, 3))  # (P,)
         rel = (sq / y_norm).detach()
-        bad = active & ~torch.isfinite(rel)
-        for j in torch.nonzero(bad).flatten().tolist():
-            diverged[j] = epoch
-        active &= ~bad
+        mark_diverged(active & ~torch.isfinite(rel), active, diverged, epoch)
         fit = active & (rel < FIT_ERROR)
         converged |= fit.cpu()
         active &= ~fit
         if not active.any():
             break
         epochs += active.cpu().long()
-        frozen = None if active.all() else {k: v.detach().clone() for k, v in params.items()}
-        opt.zero_grad(set_to_none=False)
-        torch.where(active, sq / (cfg.m * cfg.n * cfg.d), 0.0).sum().backward()
-        opt.step()
-        with torch.no_grad():
-            if frozen is not None:
-                for k, v in params.items():
-                    v.copy_(torch.where(active.view(-1, *[1] * (v.dim() - 1)), v, frozen[k]))
-            if epoch == 0 and nan_fault.any():
-                for v in params.values():
-                    v[nan_fault] = math.nan
+        masked_step(opt, params, torch.where(active, sq / (cfg.m * cfg.n * cfg.d), 0.0).sum(), active)
+        if epoch == 0:
+            inject_nan(params, nan_fault)
 
     with torch.no_grad():
         train_err = _relative_error(forward, params, buffers, X, K, Y)
@@ -138,7 +117,7 @@ def _fit(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device
     for j, (c, row) in enumerate(zip(configs, rows)):
         row.update(
             status=(TrialStatus.DIVERGED if diverged[j] is not None else TrialStatus.DONE).value,
-            train_error=_num(train_err[j]), test_error=_num(test_err[j]), epochs=int(epochs[j]),
+            train_error=finite_or_none(train_err[j]), test_error=finite_or_none(test_err[j]), epochs=int(epochs[j]),
             converged=bool(converged[j]), diverged_epoch=diverged[j],
         )
         if diverged[j] is None:
@@ -176,8 +155,3 @@ def _equivariance(base, params: dict, buffers: dict, X: torch.Tensor, K: torch.T
                 permutation_equivariance_error(f, X.to(dtype), K.to(dtype), c.n_q, g)
             )
     return out
-
-
-def _num(v: torch.Tensor) -> float | None:
-    f = float(v)
-    return f if math.isfinite(f) else None

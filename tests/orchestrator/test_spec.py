@@ -181,3 +181,28 @@ def test_permutation_student_needs_a_transformer():
 def test_unknown_experiment_lists_the_allowed_ones():
     with pytest.raises(SpecError, match="sparse_boolean"):
         parse_spec(SYMMETRY.replace("experiment: symmetry", "experiment: symetry"))
+
+
+@pytest.mark.parametrize(
+    "axis, needle",
+    [
+        ("T: [8, '16']", "a number is required, not a string"),
+        ("T: [8, 8.0]", "repeated value"),  # 8.0 is the int 8 once validated
+        ("m: [32, 3.2e1]", "repeated value"),
+    ],
+)
+def test_numbers_are_numbers_and_coerced_values_do_not_repeat(axis, needle):
+    text = "name: x\nfixed: {task: and, s: 3}\ngrid:\n  T: [8]\n  m: [8]\n"
+    key = axis.split(":")[0]
+    text = text.replace(f"  {key}: [8]\n", f"  {axis}\n")
+    with pytest.raises(SpecError, match=needle):
+        parse_spec(text)
+
+
+def test_a_device_file_is_not_read(tmp_path):
+    from orchestrator import load_spec
+
+    with pytest.raises(SpecError, match="not a regular file"):
+        load_spec("/dev/zero")
+    with pytest.raises(SpecError, match="not a regular file"):
+        load_spec(tmp_path)

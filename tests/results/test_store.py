@@ -270,3 +270,12 @@ def test_run_query_refuses_reading_files_outside_the_store(filled, tmp_path):
     outside.write_text("a\n1\n")
     with pytest.raises(QueryError, match="not files"):
         run_query(filled, f"SELECT * FROM read_csv('{outside}')")
+
+
+def test_runs_can_be_queried_before_any_trial_is_written(tmp_path):
+    store = ResultsStore(tmp_path / "store")
+    store.write_run("sw", "20261130-000000-aaaaaa", {"status": "running", "n_trials": 3})
+    df = run_query(store, "SELECT status, n_trials FROM runs")
+    assert df.rows() == [("running", 3)]
+    with pytest.raises(QueryError):
+        run_query(store, "SELECT * FROM trials")
