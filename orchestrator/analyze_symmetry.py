@@ -62,14 +62,14 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
 def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: float) -> None:
     """The m* table, the error table and the verdicts."""
     t = Table(title=escape(f"m* (relative test error <= {target_error:g}) — sweep {result.sweep}, run {result.run_id}"))
-    for c in ("teacher", "student", "n", "k", "d", "m*", "95% CI", "seeds", "m range"):
-        t.add_column(c)
+    for c in ("teacher", "student", "n", "k", "d", "m*", "CI", "grid m*", "seeds", "m range"):
+        t.add_column(c, no_wrap=c == "student")
     for r in result.m_star.iter_rows(named=True):
-        above = r["censored"] == "above"
+        above, below = r["censored"] == "above", r["censored"] == "below"
         t.add_row(r["teacher"], r["student"], str(r["n"]), str(r["k"]), str(r["d"]),
-                  "> max" if above else f"{r['m_star']:.1f}",
-                  "-" if above or math.isnan(r["ci_lo"]) else f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}",
-                  str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
+                  "> max" if above else (f"≤{r['m_min']}" if below else f"{r['m_star']:.1f}"),
+                  "-" if above or below or math.isnan(r["ci_lo"]) else f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}",
+                  "-" if above else f"{r['m_star_grid']:.0f}", str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
     console.print(t)
     e = Table(title="median over seeds: relative test error, O(d) equivariance error E (float64), permutation error")
     for c in ("teacher", "student", "m", "test error", "E", "perm E"):
@@ -78,8 +78,8 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
         e.add_row(r["teacher"], r["student"], str(r["m"]), *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")))
     console.print(e)
     for v in result.verdicts:
-        console.print(f"[bold]{escape(v['claim'])}[/]: {v['verdict']} — {escape(v['statistic'])}; "
-                      f"{escape(v['interval'])} ({escape(v['why'])})")
+        numbers = "" if v["statistic"] == "-" else f"{escape(v['statistic'])}; {escape(v['interval'])} "
+        console.print(f"[bold]{escape(v['claim'])}[/]: {v['verdict']} — {numbers}({escape(v['why'])})")
     for p in result.figures:
         console.print(f"figure: {p}")
 

@@ -23,6 +23,7 @@ bad value and what is allowed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -30,11 +31,11 @@ import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from orchestrator.errors import SpecError
 from workers import EXPERIMENTS, Experiment
@@ -352,10 +353,7 @@ def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[st
                 problems.append(f"{where}.{key}: value {value!r}: a number is required, not a string")
                 continue
             try:
-                model = exp.config.__pydantic_validator__.validate_assignment(
-                    exp.config.model_construct(**exp.example), key, value
-                )
-                coerced.append(getattr(model, key))
+                coerced.append(_field_adapter(exp.config, key).validate_python(value))
             except ValidationError as exc:
                 for err in exc.errors():
                     problems.append(f"{where}.{key}: value {value!r}: {err['msg']}")
@@ -364,6 +362,14 @@ def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[st
             problems.append(f"{where}.{key}: repeated value(s) {', '.join(repeated)}; each trial would run twice")
         values[:] = coerced if len(coerced) == len(values) else values
     return problems
+
+
+@functools.cache
+def _field_adapter(config: type[BaseModel], key: str) -> TypeAdapter:
+    """Validates one field on its own (type and bounds, not the cross-field rules, which
+    :func:`_check_combinations` applies to whole combinations)."""
+    info = config.model_fields[key]
+    return TypeAdapter(Annotated[info.annotation, info], config=ConfigDict(allow_inf_nan=False))
 
 
 def _check_combinations(spec: SweepSpec) -> list[str]:

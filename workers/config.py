@@ -113,6 +113,9 @@ class SymmetryTrialConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_student(self) -> SymmetryTrialConfig:
+        if self.equivariance == "orthogonal" and self.model != "transformer":
+            raise ValueError("model must be left out for the inner-product student (equivariance 'orthogonal'): "
+                             "it has no model choice")
         if self.equivariance == "permutation" and self.model != "transformer":
             raise ValueError("equivariance 'permutation' needs model 'transformer' (an MLP has no position-free form)")
         if self.model == "transformer" and self.equivariance != "orthogonal" and self.width % self.heads:

@@ -206,3 +206,16 @@ def test_a_device_file_is_not_read(tmp_path):
         load_spec("/dev/zero")
     with pytest.raises(SpecError, match="not a regular file"):
         load_spec(tmp_path)
+
+
+def test_per_value_checks_leave_cross_field_rules_to_the_combinations():
+    # width 10 with 4 heads is fine for the inner-product student, which has no width rule.
+    text = SYMMETRY.replace("fixed: {n: 4, k: 2, d: 4}", "fixed: {n: 4, k: 2, d: 4, width: 10, heads: 4}")
+    text = text.replace("    model: [transformer, mlp]\n", "    model: [mlp]\n")
+    assert parse_spec(text).n_trials() == 12
+
+
+def test_the_inner_product_student_takes_no_model():
+    text = SYMMETRY.replace("equivariance: [orthogonal]", "equivariance: [orthogonal]\n    model: [transformer, mlp]")
+    with pytest.raises(SpecError, match="model must be left out"):
+        parse_spec(text)
