@@ -61,12 +61,16 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
 
 def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: float) -> None:
     """The m* table, the error table and the verdicts."""
-    t = Table(title=escape(f"m* (relative test error <= {target_error:g}) — sweep {result.sweep}, run {result.run_id}"))
-    for c in ("teacher", "student", "n", "k", "d", "m*", "CI", "grid m*", "seeds", "m range"):
-        t.add_column(c, no_wrap=c == "student")
+    # Sizes that do not vary go into the title, so the table fits a terminal.
+    shapes = [c for c in ("n", "k", "d") if result.m_star[c].n_unique() > 1]
+    fixed = ", ".join(f"{c}={result.m_star[c][0]}" for c in ("n", "k", "d") if c not in shapes)
+    t = Table(title=escape(f"m* (relative test error <= {target_error:g}; {fixed}) — sweep {result.sweep}, "
+                           f"run {result.run_id}"))
+    for c in ("teacher", "student", *shapes, "m*", "CI", "grid m*", "seeds", "m range"):
+        t.add_column(c, min_width=13 if c == "student" else None)
     for r in result.m_star.iter_rows(named=True):
         above, below = r["censored"] == "above", r["censored"] == "below"
-        t.add_row(r["teacher"], r["student"], str(r["n"]), str(r["k"]), str(r["d"]),
+        t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes),
                   "> max" if above else (f"≤{r['m_min']}" if below else f"{r['m_star']:.1f}"),
                   "-" if above or below or math.isnan(r["ci_lo"]) else f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}",
                   "-" if above else f"{r['m_star_grid']:.0f}", str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
