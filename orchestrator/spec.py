@@ -178,7 +178,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     try:
         raw = yaml.load(text, Loader=_NoAliasLoader)
     except yaml.YAMLError as exc:
-        raise SpecError([f"not valid YAML: {exc}"], source) from exc
+        raise SpecError([f"not valid YAML: {str(exc).replace('<unicode string>', source)}"], source) from exc
     if not isinstance(raw, dict):
         raise SpecError([f"top level must be a mapping with keys {sorted(_TOP_KEYS)}, got {type(raw).__name__}"], source)
     problems: list[str] = []
