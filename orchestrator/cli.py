@@ -53,11 +53,12 @@ def _user_errors(fn):
 def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
              max_trials: Annotated[int, typer.Option(min=1, help="refuse grids above this many trials")] = 1_000_000) -> None:
     """Check a spec and say what it would run; writes nothing."""
+    from orchestrator.driver import spec_pack_sizer
     from orchestrator.packing import make_packs
     from orchestrator.spec import load_spec
 
     s = load_spec(spec, max_trials=max_trials)
-    n_packs = sum(1 for _ in make_packs(((str(i), c) for i, c in enumerate(s.trials())), s.execution.pack_size))
+    n_packs = sum(1 for _ in make_packs(((str(i), c) for i, c in enumerate(s.trials())), spec_pack_sizer(s), s.experiment))
     out.print(f"[green]valid[/]: sweep {s.name!r}: {s.n_trials()} trials in {n_packs} packs")
     for i in range(len(s.grids)):
         if len(s.grids) > 1:
@@ -86,7 +87,7 @@ def run(
 
     s = load_spec(spec, max_trials=max_trials)  # before anything is started or written
     _check_paths(store, figures)
-    executor = LocalExecutor(s.execution) if local else RayExecutor(s.execution, address)
+    executor = LocalExecutor(s.execution, s.resources) if local else RayExecutor(s.execution, address, s.resources)
     results = ResultsStore(store)
     try:
         summary = run_sweep(s, results, executor, console=err, max_in_flight=max_in_flight)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 
 from orchestrator.executors import Executor, is_lost
-from orchestrator.packing import Pack, make_packs
+from orchestrator.packing import Pack, make_packs, pack_sizer
 from orchestrator.progress import SweepProgress
 from orchestrator.provenance import code_version, host, package_versions
 from orchestrator.rows import run_schema, trial_schema
@@ -116,7 +116,12 @@ def run_sweep(
 
 
 def _packs(spec: SweepSpec) -> Iterator[Pack]:
-    return make_packs(((trial_id(c), c) for c in spec.trials()), spec.execution.pack_size, spec.experiment)
+    return make_packs(((trial_id(c), c) for c in spec.trials()), spec_pack_sizer(spec), spec.experiment)
+
+
+def spec_pack_sizer(spec: SweepSpec):
+    """The pack-size rule of a spec (see :func:`orchestrator.packing.pack_sizer`)."""
+    return pack_sizer(spec.execution.pack_size, spec.experiment, spec.execution.pack_memory_mb)
 
 
 def _rows(pack: Pack, outcome: list[dict] | BaseException) -> list[dict]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.errors import RunError
 from orchestrator.packing import Pack
-from orchestrator.spec import ExecutionSettings
+from orchestrator.spec import ExecutionSettings, ResourceSettings
 
 Outcome = list[dict] | BaseException
 
@@ -45,8 +45,9 @@ class Executor(abc.ABC):
 class LocalExecutor(Executor):
     """Runs each pack in this process, at ``wait`` time: for debugging and tests."""
 
-    def __init__(self, settings: ExecutionSettings):
+    def __init__(self, settings: ExecutionSettings, resources: ResourceSettings | None = None):
         self.settings = settings
+        self.resources = resources or ResourceSettings()
         self._queue: dict[int, Pack] = {}
         self._next = 0
 
@@ -62,7 +63,7 @@ class LocalExecutor(Executor):
         pack = self._queue.pop(handle)
         try:
             configs = [c.model_dump() for c in pack.configs]
-            return [(handle, run_pack(configs, int(self.settings.cpus_per_worker), experiment=pack.experiment))]
+            return [(handle, run_pack(configs, _threads(self.resources), experiment=pack.experiment))]
         except Exception as exc:  # noqa: BLE001 - becomes the pack's failed rows
             return [(handle, exc)]
 
@@ -74,19 +75,32 @@ class LocalExecutor(Executor):
 
 
 class RayExecutor(Executor):
-    """Runs each pack as a Ray task on the cluster at ``address`` (None: a local Ray
-    started in-process, the embedded default).
+    """Runs packs on the Ray cluster at ``address`` (None: a local Ray started in-process,
+    the embedded default).
 
-    Ray retries a pack whose worker process or node dies (``max_retries``); a pack that
-    still fails comes back as the exception, which the driver records as ``lost``.
+    With ``execution.workers: actors`` (the default) it starts ``resources.num_workers``
+    long-lived :class:`workers.entry.PackWorker` actors (default: as many as the cluster's
+    CPUs and GPUs hold now) and gives each new pack to the actor with the fewest packs
+    queued; torch and CUDA start once per actor. With ``tasks`` each pack is one Ray task.
+    Either way Ray retries a pack whose worker process or node dies (``max_retries``;
+    an actor is restarted in place); a pack that still fails comes back as the exception,
+    which the driver records as ``lost``.
+
+    Raises:
+        RunError: Ray cannot be started or reached, or an embedded local Ray can never
+            offer the resources a worker asks for.
     """
 
-    def __init__(self, settings: ExecutionSettings, address: str | None = None):
+    def __init__(self, settings: ExecutionSettings, address: str | None = None,
+                 resources: ResourceSettings | None = None):
         import ray
 
         self.settings = settings
+        self.resources = resources or ResourceSettings()
         self._ray = ray
         _check_reachable(address)
+        # Shut down only a Ray this executor started, never one the caller runs.
+        self._owns_ray = address is None and not ray.is_initialized()
         try:
             if not ray.is_initialized():
                 ray.init(address=address, include_dashboard=False, log_to_driver=False,
@@ -94,36 +108,81 @@ class RayExecutor(Executor):
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RunError(f"cannot start or reach Ray at {address or 'a new local cluster'}: {exc}") from exc
         self.address = address
-        from workers.entry import run_pack_remote
-
-        threads = max(1, int(settings.cpus_per_worker))
-        self._remote = run_pack_remote.options(
-            num_cpus=settings.cpus_per_worker, num_gpus=settings.gpus_per_worker,
-            max_retries=settings.max_retries, retry_exceptions=False,
-        )
-        self._threads = threads
+        self._threads = _threads(self.resources)
+        self._actors: list = []
+        self._owner: dict = {}  # object ref -> index of the actor running it
+        self._queued: list[int] = []
         self._check_resources()
+        if settings.workers == "actors":
+            self._start_actors()
+        else:
+            from workers.entry import run_pack_remote
+
+            self._remote = run_pack_remote.options(
+                num_cpus=self.resources.cpus_per_worker, num_gpus=self.resources.gpus_per_worker,
+                max_retries=settings.max_retries, retry_exceptions=False,
+            )
+
+    def _fits_now(self) -> int:
+        """Workers the cluster's current resources hold (at least 1)."""
+        have = self._ray.cluster_resources()
+        n = have.get("CPU", os.cpu_count() or 1) / self.resources.cpus_per_worker
+        if self.resources.gpus_per_worker > 0:
+            n = min(n, have.get("GPU", 0) / self.resources.gpus_per_worker)
+        return max(1, int(n + 1e-9))
 
     def _check_resources(self) -> None:
-        """Refuse a pack that no node of an embedded local Ray can ever schedule (Ray would
-        wait for it forever); on a remote cluster the autoscaler may still add such nodes."""
+        """Refuse workers that an embedded local Ray can never schedule (Ray would wait for
+        them forever); on a remote cluster the autoscaler may still add such nodes."""
         if self.address is not None:
             return
         have = self._ray.cluster_resources()
-        for name, need in (("CPU", self.settings.cpus_per_worker), ("GPU", self.settings.gpus_per_worker)):
+        for name, need in (("CPU", self.resources.cpus_per_worker), ("GPU", self.resources.gpus_per_worker)):
             if need > have.get(name, 0):
                 self.shutdown()
                 field = "cpus_per_worker" if name == "CPU" else "gpus_per_worker"
-                raise RunError(f"execution.{field}: value {need:g}: the local Ray has {have.get(name, 0):g} "
+                raise RunError(f"resources.{field}: value {need:g}: the local Ray has {have.get(name, 0):g} "
                                f"{name}(s); lower it, or run on a cluster with --address")
+        wanted = self.resources.num_workers
+        if wanted is not None and wanted > self._fits_now():
+            fits = self._fits_now()
+            self.shutdown()
+            raise RunError(f"resources.num_workers: value {wanted}: the local Ray holds {fits} worker(s) of "
+                           f"{self.resources.cpus_per_worker:g} CPU and {self.resources.gpus_per_worker:g} GPU; "
+                           "lower it, or run on a cluster with --address")
+
+    def _start_actors(self) -> None:
+        from workers.entry import PackWorkerActor
+
+        # max_restarts=-1: a killed actor always comes back, so the pool never shrinks;
+        # max_task_retries bounds how often one pack is retried, so a pack that keeps
+        # killing its worker ends as lost instead of looping.
+        options = dict(num_cpus=self.resources.cpus_per_worker, num_gpus=self.resources.gpus_per_worker,
+                       max_restarts=-1, max_task_retries=self.settings.max_retries)
+        n = self.resources.num_workers or self._fits_now()
+        self._actors = [PackWorkerActor.options(**options).remote(self._threads) for _ in range(n)]
+        self._queued = [0] * n
 
     def submit(self, pack: Pack):
-        return self._remote.remote([c.model_dump() for c in pack.configs], self._threads, None, pack.experiment)
+        configs = [c.model_dump() for c in pack.configs]
+        if not self._actors:
+            return self._remote.remote(configs, self._threads, None, pack.experiment)
+        i = min(range(len(self._actors)), key=self._queued.__getitem__)
+        ref = self._actors[i].run.remote(configs, pack.experiment)
+        self._owner[ref] = i
+        self._queued[i] += 1
+        return ref
 
     def wait(self, handles, timeout_s):
-        ready, _ = self._ray.wait(list(handles), num_returns=1, timeout=timeout_s)
+        handles = list(handles)
+        ready, rest = self._ray.wait(handles, num_returns=1, timeout=timeout_s)
+        if ready and rest:  # collect every pack that is already done, not just the first
+            more, _ = self._ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
         out = []
         for ref in ready:
+            if ref in self._owner:
+                self._queued[self._owner.pop(ref)] -= 1
             try:
                 out.append((ref, self._ray.get(ref)))
             except Exception as exc:  # noqa: BLE001 - Ray errors become the pack's rows
@@ -131,18 +190,23 @@ class RayExecutor(Executor):
         return out
 
     def slots(self) -> int:
-        resources = self._ray.cluster_resources()
-        by_cpu = resources.get("CPU", os.cpu_count() or 1) / self.settings.cpus_per_worker
-        if self.settings.gpus_per_worker > 0:
-            return max(1, int(min(by_cpu, resources.get("GPU", 0) / self.settings.gpus_per_worker)))
-        return max(1, int(by_cpu))
+        return len(self._actors) if self._actors else self._fits_now()
 
     def describe(self) -> str:
-        return f"ray ({self.address or 'local'})"
+        mode = f"{len(self._actors)} actors" if self._actors else "tasks"
+        return f"ray ({self.address or 'local'}, {mode})"
 
     def shutdown(self) -> None:
-        if self.address is None:
+        for actor in self._actors:
+            self._ray.kill(actor)
+        self._actors = []
+        if self._owns_ray:
             self._ray.shutdown()
+
+
+def _threads(resources: ResourceSettings) -> int:
+    """torch threads of a worker: its whole CPUs, at least 1."""
+    return max(1, int(resources.cpus_per_worker))
 
 
 def is_lost(exc: BaseException) -> bool:
@@ -156,6 +220,7 @@ def is_lost(exc: BaseException) -> bool:
             getattr(rex, "WorkerCrashedError", None), getattr(rex, "NodeDiedError", None),
             getattr(rex, "OutOfMemoryError", None), getattr(rex, "TaskCancelledError", None),
             getattr(rex, "ObjectLostError", None), getattr(rex, "LocalRayletDiedError", None),
+            getattr(rex, "RayActorError", None),
         ) if t is not None
     )
     return isinstance(exc, lost_types)

@@ -1,16 +1,26 @@
 """Grouping trials into packs: trials with equal ``shape_key()`` trained in one call.
 
 Trials arrive in grid order with seeds (and norm bounds) varying fastest, so runs of
-consecutive trials share a shape key; a pack is cut from such a run, at most
-``pack_size`` long. This streams: no list of all trials is ever held.
+consecutive trials share a shape key; a pack is cut from such a run, at most its pack
+size long. This streams: no list of all trials is ever held.
+
+Pack size is the spec's ``execution.pack_size``, or with ``auto`` (the default) the number
+of trials whose estimated training memory (:mod:`workers.memory`) fits
+``execution.pack_memory_mb``, between 1 and :data:`AUTO_PACK_MAX`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from pydantic import BaseModel
+
+from workers import EXPERIMENTS
+
+# Beyond about 256 tiny trials a pack no longer gets faster per trial (BENCHMARKS.md,
+# packed vs unpacked), and a lost worker would take more trials with it.
+AUTO_PACK_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -25,19 +35,53 @@ class Pack:
         return len(self.ids)
 
 
-def make_packs(trials: Iterable[tuple[str, BaseModel]], pack_size: int,
+def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float) -> int:
+    """Trials like ``config`` that fit ``budget_bytes`` of training memory, in [1, AUTO_PACK_MAX].
+
+    Raises:
+        KeyError: unknown experiment.
+    """
+    per_trial = EXPERIMENTS[experiment].memory_bytes(config)
+    return int(max(1, min(AUTO_PACK_MAX, budget_bytes // max(per_trial, 1))))
+
+
+def pack_sizer(pack_size: int | str, experiment: str, pack_memory_mb: float) -> Callable[[BaseModel], int]:
+    """The pack size of a trial's pack: ``pack_size`` itself, or with ``"auto"`` from the
+    memory budget ``pack_memory_mb`` (MiB), computed once per shape key."""
+    if pack_size != "auto":
+        return lambda _config: int(pack_size)
+    cache: dict[tuple, int] = {}
+
+    def size(config: BaseModel) -> int:
+        key = config.shape_key()
+        if key not in cache:
+            cache[key] = auto_pack_size(config, experiment, pack_memory_mb * 2**20)
+        return cache[key]
+
+    return size
+
+
+def make_packs(trials: Iterable[tuple[str, BaseModel]], pack_size: int | Callable[[BaseModel], int],
                experiment: str = "sparse_boolean") -> Iterator[Pack]:
-    """Cut ``(trial_id, config)`` pairs into packs of equal shape key, at most ``pack_size`` each."""
+    """Cut ``(trial_id, config)`` pairs into packs of equal shape key.
+
+    Args:
+        trials: the trials in grid order.
+        pack_size: the most trials per pack, or a function of a pack's first config giving it.
+        experiment: the experiment the trials belong to.
+    """
+    size_of = pack_size if callable(pack_size) else (lambda _config: pack_size)
     ids: list[str] = []
     configs: list[BaseModel] = []
-    key = None
+    key, limit = None, 0
     for tid, cfg in trials:
         k = cfg.shape_key()
-        if configs and (k != key or len(configs) == pack_size):
+        if configs and (k != key or len(configs) == limit):
             yield Pack(tuple(ids), tuple(configs), experiment)
             ids, configs = [], []
+        if not configs:
+            key, limit = k, size_of(cfg)
         ids.append(tid)
         configs.append(cfg)
-        key = k
     if configs:
         yield Pack(tuple(ids), tuple(configs), experiment)

@@ -12,7 +12,8 @@ A spec::
     fixed:                      # trial settings held constant
       task: and
       s: 3
-    execution: {...}            # see ExecutionSettings
+    execution: {...}            # see ExecutionSettings (packing, workers, retries, flushes)
+    resources: {...}            # see ResourceSettings (CPUs/GPUs per worker, workers)
     analysis: {...}             # see AnalysisSettings
 
 ``experiment`` picks the trial family (default ``sparse_boolean``; also ``symmetry``); the
@@ -35,7 +36,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from orchestrator.errors import SpecError
 from workers import EXPERIMENTS, Experiment
@@ -45,17 +46,38 @@ MAX_SPEC_BYTES = 1_000_000
 
 
 class ExecutionSettings(BaseModel):
-    """How a sweep runs on Ray."""
+    """How a sweep's trials are grouped and run on Ray."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    pack_size: int = Field(16, ge=1, le=4096, description="trials trained together in one call")
-    max_in_flight: int | None = Field(None, ge=1, le=100_000, description="packs submitted at once; None: 2 per worker slot")
-    cpus_per_worker: float = Field(1.0, gt=0, le=1024, description="CPUs per pack task (also its torch threads)")
-    gpus_per_worker: float = Field(0.0, ge=0, le=64, description="GPUs per pack task (fractions share a GPU)")
+    pack_size: int | Literal["auto"] = Field(
+        "auto", description="trials trained together in one call; auto: as many as fit pack_memory_mb (at most 256)")
+    pack_memory_mb: float = Field(
+        1024.0, gt=0, le=16_777_216, description="training memory one pack may use (MiB), for pack_size auto")
+    workers: Literal["actors", "tasks"] = Field(
+        "actors", description="actors: long-lived workers that keep torch/CUDA warm; tasks: one Ray task per pack")
+    max_in_flight: int | None = Field(None, ge=1, le=100_000, description="packs submitted at once; None: 2 per worker")
     max_retries: int = Field(3, ge=0, le=100, description="Ray retries of a pack whose worker died")
     flush_rows: int = Field(5000, ge=1, le=10_000_000, description="rows per Parquet part file at most")
     flush_s: float = Field(10.0, gt=0, le=86_400, description="seconds between flushes of finished rows")
+
+    @field_validator("pack_size", mode="before")
+    @classmethod
+    def _pack_size(cls, value: Any) -> Any:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 4096):
+            return value
+        raise ValueError("must be 'auto' or an integer from 1 to 4096")
+
+
+class ResourceSettings(BaseModel):
+    """What each worker (one pack at a time) asks Ray for."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    cpus_per_worker: float = Field(1.0, gt=0, le=1024, description="CPUs per worker (also its torch threads)")
+    gpus_per_worker: float = Field(0.0, ge=0, le=64, description="GPUs per worker; fractions share a GPU")
+    num_workers: int | None = Field(
+        None, ge=1, le=100_000, description="workers to start; None: as many as the cluster's resources hold now")
 
 
 class AnalysisSettings(BaseModel):
@@ -93,6 +115,7 @@ class SweepSpec(BaseModel):
     grids: list[dict[str, list[Any]]]
     fixed: dict[str, Any]
     execution: ExecutionSettings = ExecutionSettings()
+    resources: ResourceSettings = ResourceSettings()
     analysis: AnalysisSettings = AnalysisSettings()
     source_yaml: str = ""
 
@@ -127,7 +150,7 @@ class SweepSpec(BaseModel):
 
     def spec_hash(self) -> str:
         """Hash of the canonical spec (grid, fixed, seeds, analysis): 16 hex digits."""
-        canon = self.model_dump(exclude={"source_yaml", "description", "execution"})
+        canon = self.model_dump(exclude={"source_yaml", "description", "execution", "resources"})
         return hashlib.sha256(json.dumps(canon, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -202,8 +225,10 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
              for i, block in enumerate(blocks)]
     fixed = {k: v for k, v in fixed.items() if _known(exp, f"fixed.{k}", k, problems)}
     problems += _check_values(exp, "fixed", {k: [v] for k, v in fixed.items()})
-    for key, model in (("execution", ExecutionSettings), ("analysis", AnalysisSettings)):
-        section = raw.get(key) or {}
+    sections = {key: raw.get(key) or {} for key in ("execution", "resources", "analysis")}
+    _move_resources(sections, problems)
+    for key, model in (("execution", ExecutionSettings), ("resources", ResourceSettings), ("analysis", AnalysisSettings)):
+        section = sections[key]
         try:
             model(**section) if isinstance(section, dict) else model.model_validate(section)
         except ValidationError as exc:
@@ -213,8 +238,8 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
         try:
             spec = SweepSpec(
                 name=raw["name"], description=raw.get("description") or "", experiment=experiment, seeds=seeds,
-                grids=grids, fixed=fixed, execution=raw.get("execution") or {},
-                analysis=raw.get("analysis") or {}, source_yaml=text,
+                grids=grids, fixed=fixed, execution=sections["execution"], resources=sections["resources"],
+                analysis=sections["analysis"], source_yaml=text,
             )
         except ValidationError as exc:
             problems += _describe(exc)
@@ -233,7 +258,22 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     return spec
 
 
-_TOP_KEYS = {"name", "description", "experiment", "seeds", "grid", "fixed", "execution", "analysis"}
+_TOP_KEYS = {"name", "description", "experiment", "seeds", "grid", "fixed", "execution", "resources", "analysis"}
+
+
+def _move_resources(sections: dict[str, Any], problems: list[str]) -> None:
+    """Accept ``execution.cpus_per_worker``/``gpus_per_worker`` (where the first specs put
+    them) as ``resources.*``; giving one in both places is an error."""
+    execution, resources = sections["execution"], sections["resources"]
+    if not isinstance(execution, dict) or not isinstance(resources, dict):
+        return
+    for key in ("cpus_per_worker", "gpus_per_worker"):
+        if key in execution:
+            if key in resources:
+                problems.append(f"resources.{key}: also given as execution.{key}; keep the one in resources")
+            resources = {**resources, key: execution[key]}
+            execution = {k: v for k, v in execution.items() if k != key}
+    sections["execution"], sections["resources"] = execution, resources
 
 
 class _NoAliasLoader(yaml.SafeLoader):
@@ -398,5 +438,6 @@ def _describe(exc: ValidationError) -> list[str]:
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "spec"
         value = err.get("input")
-        out.append(f"{loc}: value {value!r}: {err['msg']}" if not isinstance(value, dict) else f"{loc}: {err['msg']}")
+        msg = err["msg"].removeprefix("Value error, ")
+        out.append(f"{loc}: value {value!r}: {msg}" if not isinstance(value, dict) else f"{loc}: {msg}")
     return out

@@ -161,9 +161,9 @@ def test_csv_export_of_list_columns(finished_run):
 
 def test_impossible_resources_and_bad_paths_exit_2_before_running(tmp_path):
     (tmp_path / "gpu.yaml").write_text(
-        "name: g\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, max_epochs: 2}\nexecution: {gpus_per_worker: 1}\n")
+        "name: g\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, max_epochs: 2}\nresources: {gpus_per_worker: 1}\n")
     proc = _cli("run", "gpu.yaml", "--store", "store", cwd=tmp_path)
-    assert proc.returncode == 2 and "execution.gpus_per_worker" in proc.stderr
+    assert proc.returncode == 2 and "resources.gpus_per_worker" in proc.stderr
     (tmp_path / "afile").write_text("x")
     proc = _cli("run", "gpu.yaml", "--store", "store", "--figures", "afile", cwd=tmp_path)
     assert proc.returncode == 2 and "--figures" in proc.stderr

@@ -14,6 +14,9 @@ TaskName = Literal["and", "parity"]
 ModelName = Literal["transformer", "mlp"]
 NormKind = Literal["frobenius", "spectral", "l21"]
 Fault = Literal["raise", "nan", "exit"]
+# Training arithmetic: float32 throughout, or bfloat16 autocast of the training forward
+# pass (mixed precision: weights, optimiser state and evaluation stay float32).
+Precision = Literal["float32", "bfloat16"]
 
 
 class BooleanTrialConfig(BaseModel):
@@ -47,6 +50,7 @@ class BooleanTrialConfig(BaseModel):
     weight_decay: float = Field(0.0, ge=0, le=10, description="AdamW weight decay")
     max_epochs: int = Field(300, ge=1, le=10_000_000, description="epochs before giving up")
     batch_size: int | None = Field(None, ge=1, description="minibatch size; None: full batch")
+    precision: Precision = Field("float32", description="float32, or bfloat16 mixed precision in training")
 
     # Test-only fault injection (a trial that raises, turns NaN, or kills its process).
     fault: Fault | None = Field(None, description="test only: make this trial misbehave")
@@ -108,6 +112,7 @@ class SymmetryTrialConfig(BaseModel):
     weight_decay: float = Field(0.0, ge=0, le=10, description="AdamW weight decay")
     max_epochs: int = Field(1500, ge=1, le=10_000_000, description="full-batch steps")
     n_q: int = Field(8, ge=1, le=1000, description="random rotations/permutations per equivariance error")
+    precision: Precision = Field("float32", description="float32, or bfloat16 mixed precision in training")
 
     fault: Fault | None = Field(None, description="test only: make this trial misbehave")
 

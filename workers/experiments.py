@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from workers.config import BooleanTrialConfig, SymmetryTrialConfig
+from workers.memory import boolean_trial_bytes, symmetry_trial_bytes
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class Experiment:
         example: a valid value for every required field but those under test (lets a spec
             check each value of an axis on its own).
         cross_fields: fields whose combinations the config's validator checks together.
+        memory_bytes: training memory of one trial in a pack, ``config -> bytes``
+            (:mod:`workers.memory`); sizes packs when ``execution.pack_size`` is ``auto``.
     """
 
     name: str
@@ -32,6 +35,7 @@ class Experiment:
     train: Callable
     example: dict
     cross_fields: tuple[str, ...]
+    memory_bytes: Callable[[BaseModel], int]
 
 
 def _train_boolean(configs, device=None):
@@ -51,10 +55,12 @@ EXPERIMENTS: dict[str, Experiment] = {
         "sparse_boolean", BooleanTrialConfig, _train_boolean,
         example={"task": "and", "T": 64, "s": 1, "m": 1, "seed": 0},
         cross_fields=("T", "s", "d", "heads", "model"),
+        memory_bytes=boolean_trial_bytes,
     ),
     "symmetry": Experiment(
         "symmetry", SymmetryTrialConfig, _train_symmetry,
         example={"teacher": "equivariant", "n": 4, "k": 2, "d": 4, "m": 1, "seed": 0},
         cross_fields=("model", "equivariance", "width", "heads"),
+        memory_bytes=symmetry_trial_bytes,
     ),
 }

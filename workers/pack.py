@@ -47,6 +47,19 @@ def stack(models: Sequence[nn.Module], dev: torch.device):
     return torch.func.vmap(one), params, buffers, base
 
 
+def autocast(dev: torch.device, precision: str):
+    """The context a training forward pass runs in: bfloat16 autocast for ``precision``
+    ``"bfloat16"`` (mixed precision: parameters, gradients and AdamW state stay float32;
+    on CPU and CUDA alike), a no-op for ``"float32"``.
+
+    Raises:
+        ValueError: another precision.
+    """
+    if precision not in ("float32", "bfloat16"):
+        raise ValueError(f"precision must be 'float32' or 'bfloat16', got {precision!r}")
+    return torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=precision == "bfloat16")
+
+
 def masked_step(opt: torch.optim.Optimizer, params: dict[str, torch.Tensor], total: torch.Tensor,
                 active: torch.Tensor) -> None:
     """One optimiser step on the stacked parameters; trials with ``active`` False ``(P,)``

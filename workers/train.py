@@ -21,7 +21,7 @@ import torch
 import tasks
 from workers.config import BooleanTrialConfig
 from workers.models import build_model, logistic_loss
-from workers.pack import apply_faults, fail_row, finite_or_none, inject_nan, mark_diverged, masked_step, stack
+from workers.pack import apply_faults, autocast, fail_row, finite_or_none, inject_nan, mark_diverged, masked_step, stack
 from workers.status import TrialStatus
 from workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
@@ -111,8 +111,9 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
 
     for epoch in range(cfg.max_epochs):
         if bs is None:
-            logits = forward(params, buffers, x)
-            loss = logistic_loss(logits, y)  # (P,)
+            with autocast(dev, cfg.precision):
+                logits = forward(params, buffers, x)
+                loss = logistic_loss(logits.float(), y)  # (P,)
             acc = ((logits > 0).float() == y).float().mean(-1)
         else:
             with torch.no_grad():
@@ -133,7 +134,8 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
             for start in range(0, cfg.m, bs):
                 idx = order[:, start:start + bs]  # (P, b)
                 xb = torch.gather(x, 1, idx[..., None].expand(-1, -1, x.shape[-1]))
-                loss = logistic_loss(forward(params, buffers, xb), torch.gather(y, 1, idx))
+                with autocast(dev, cfg.precision):
+                    loss = logistic_loss(forward(params, buffers, xb).float(), torch.gather(y, 1, idx))
                 mark_diverged(active & ~torch.isfinite(loss), active, diverged_epoch, epoch)
                 masked_step(opt, params, torch.where(active, loss, 0.0).sum(), active)
         project()

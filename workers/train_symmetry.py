@@ -23,7 +23,7 @@ from workers.equivariance import (
 )
 from workers.status import TrialStatus
 from workers.students import build_student
-from workers.pack import apply_faults, fail_row, finite_or_none, inject_nan, mark_diverged, masked_step, stack
+from workers.pack import apply_faults, autocast, fail_row, finite_or_none, inject_nan, mark_diverged, masked_step, stack
 
 # Held-out samples on which the equivariance errors are measured.
 EQUIVARIANCE_SAMPLES = 64
@@ -96,7 +96,8 @@ def _fit(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device
             xb, kb, yb = rot(X), rot(K), rot(Y)
         else:
             xb, kb, yb = X, K, Y
-        pred = forward(params, buffers, xb, kb)
+        with autocast(dev, cfg.precision):
+            pred = forward(params, buffers, xb, kb).float()
         sq = (pred - yb).pow(2).sum((1, 2, 3))  # (P,)
         rel = (sq / y_norm).detach()
         mark_diverged(active & ~torch.isfinite(rel), active, diverged, epoch)

@@ -1,0 +1,47 @@
+"""Tests of the per-trial training-memory estimate that sizes packs (workers/memory.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers import BooleanTrialConfig, SymmetryTrialConfig, build_model, build_student
+from workers.memory import boolean_trial_bytes, symmetry_trial_bytes
+
+
+def test_mlp_estimate_matches_the_documented_formula():
+    c = BooleanTrialConfig(task="and", T=50, s=3, m=200, seed=0, model="mlp", mlp_width=30)
+    params = 50 * 30 + 30 + 30 + 1  # hidden weight and bias, readout weight and bias
+    acts = 4 * max(50, 30)  # per sample, one hidden layer
+    assert boolean_trial_bytes(c) == 4 * (5 * params + 200 * 51 + 200 * acts)
+
+
+def test_one_layer_transformer_estimate_counts_the_real_parameters():
+    c = BooleanTrialConfig(task="and", T=64, s=3, m=100, seed=0, d=16, heads=4)
+    params = sum(p.numel() for p in build_model("transformer", 64, 16, 1, 4, 256).parameters())
+    acts = 8 * 65 * 4 + 32 * 16
+    assert boolean_trial_bytes(c) == 4 * (5 * params + 100 * 65 + 100 * acts)
+
+
+def test_minibatches_bound_the_activations():
+    full = BooleanTrialConfig(task="and", T=64, s=3, m=4096, seed=0, layers=2)
+    mini = full.model_copy(update={"batch_size": 64})
+    per_sample = 16 * 65 * 32 * 2
+    assert boolean_trial_bytes(full) - boolean_trial_bytes(mini) == 4 * (4096 - 64) * per_sample
+
+
+@pytest.mark.parametrize("equivariance,model", [("none", "transformer"), ("orthogonal", "transformer"),
+                                                ("none", "mlp"), ("augment", "transformer")])
+def test_symmetry_estimate_counts_the_real_parameters(equivariance, model):
+    c = SymmetryTrialConfig(teacher="equivariant", n=6, k=4, d=8, m=32, seed=0, model=model, equivariance=equivariance)
+    width = c.mlp_width if model == "mlp" else c.width
+    params = sum(p.numel() for p in build_student(model, equivariance, 6, 4, 8, width, 4).parameters())
+    est = symmetry_trial_bytes(c)
+    assert est >= 4 * 5 * params
+    # Doubling m adds exactly the data and activations of 32 more samples.
+    assert symmetry_trial_bytes(c.model_copy(update={"m": 64})) - est == (est - 4 * 5 * params)
+
+
+def test_estimate_grows_linearly_in_T_for_the_one_layer_path():
+    small = boolean_trial_bytes(BooleanTrialConfig(task="and", T=1024, s=3, m=256, seed=0))
+    large = boolean_trial_bytes(BooleanTrialConfig(task="and", T=4096, s=3, m=256, seed=0))
+    assert 3.5 < large / small < 4.1  # O(T H) per sample, not O(T d) per position

@@ -1,0 +1,88 @@
+"""How much memory one trial of a pack needs while it trains: what sizes packs.
+
+The estimate is deliberately simple and errs high; it only has to rank settings and keep a
+pack inside its budget (``execution.pack_memory_mb``), not predict an allocator's peak:
+
+* parameters: counted exactly, by building the trial's model on the ``meta`` device (no
+  memory, no compute); each costs 5 float32 values in training: the weight, its gradient,
+  AdamW's two moments, and the copy :func:`workers.pack.masked_step` keeps of a finished
+  trial;
+* data: the training set, as float32;
+* activations: per training sample, a count of float32 values per layer that the forward
+  pass keeps for the backward pass (below), for one batch.
+
+Evaluation runs in chunks under its own budget (:data:`workers.train.EVAL_BUDGET_BYTES`),
+so it does not enter.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from workers.config import BooleanTrialConfig, SymmetryTrialConfig
+
+FLOAT_BYTES = 4
+# Weight, gradient, two AdamW moments, and masked_step's frozen copy.
+PARAM_COPIES = 5
+# Activations kept for backward, in units of one (position x width) float per layer:
+# layer-norm, q/k/v, attention weights and the 4x-wide feed-forward layer.
+TRANSFORMER_ACTS_PER_TOKEN = 16
+
+
+def boolean_trial_bytes(cfg: BooleanTrialConfig) -> int:
+    """Training memory of one sparse-Boolean trial (bytes), as described in the module doc.
+
+    Activations per sample: the transformer keeps ``16 (T+1) d`` floats per layer; with one
+    layer, the exact table path (:meth:`workers.models.CLSTransformer.forward_one_layer`)
+    keeps about ``8 (T+1) heads`` (scores, softmax and the two weighted copies) plus
+    ``32 d`` for the [CLS] row; the MLP ``4 max(T, mlp_width)`` per layer.
+    """
+    n_params = _param_count("boolean", cfg.model, cfg.T, cfg.d, cfg.layers, cfg.heads, cfg.mlp_width)
+    batch = min(cfg.m, cfg.batch_size or cfg.m)
+    if cfg.model == "transformer" and cfg.layers == 1:
+        acts = 8 * (cfg.T + 1) * cfg.heads + 32 * cfg.d
+    elif cfg.model == "transformer":
+        acts = TRANSFORMER_ACTS_PER_TOKEN * (cfg.T + 1) * cfg.d * cfg.layers
+    else:
+        acts = 4 * max(cfg.T, cfg.mlp_width) * cfg.layers
+    data = cfg.m * (cfg.T + 1)
+    return FLOAT_BYTES * (PARAM_COPIES * n_params + data + batch * acts)
+
+
+def symmetry_trial_bytes(cfg: SymmetryTrialConfig) -> int:
+    """Training memory of one symmetry trial (bytes), as described in the module doc.
+
+    Data: X, K and Y of m samples, ``(2n + k) d`` floats each (augmentation holds a rotated
+    copy and one ``d x d`` rotation per sample). Activations per sample: the transformer
+    keeps ``16 (n + k) width`` floats (one block), the MLP ``4 mlp_width``, the inner-product
+    student its ``(n + k)^2`` Gram matrices over 16 hidden units.
+    """
+    width = cfg.mlp_width if cfg.model == "mlp" and cfg.equivariance in ("none", "augment") else cfg.width
+    n_params = _param_count("symmetry", cfg.model, cfg.equivariance, cfg.n, cfg.k, cfg.d, width, cfg.heads)
+    data = (2 * cfg.n + cfg.k) * cfg.d
+    if cfg.equivariance == "augment":
+        data = 2 * data + cfg.d * cfg.d
+    if cfg.equivariance == "orthogonal":
+        acts = 16 * (cfg.n + cfg.k) ** 2 * cfg.heads
+    elif cfg.model == "transformer":
+        acts = TRANSFORMER_ACTS_PER_TOKEN * (cfg.n + cfg.k) * cfg.width
+    else:
+        acts = 4 * cfg.mlp_width
+    return FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (data + acts))
+
+
+@functools.lru_cache(maxsize=1024)
+def _param_count(family: str, *args) -> int:
+    """Exact parameter count of a model, built on the meta device (no storage)."""
+    with torch.device("meta"):
+        if family == "boolean":
+            from workers.models import build_model
+
+            model = build_model(*args)
+        else:
+            from workers.students import build_student
+
+            model = build_student(*args)
+    return sum(p.numel() for p in model.parameters())
