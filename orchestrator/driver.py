@@ -79,7 +79,7 @@ def run_sweep(
     store.clean_temp_files()
     store.write_run(spec.name, run_id, record, run_schema())
     writer = TrialWriter(store, spec.name, run_id, trial_schema(), spec.execution.flush_rows, spec.execution.flush_s)
-    packs = _packs(spec)
+    packs = _packs(spec, executor.slots())
     in_flight: dict = {}
     t0 = time.perf_counter()
     try:
@@ -115,13 +115,14 @@ def run_sweep(
     return summary
 
 
-def _packs(spec: SweepSpec) -> Iterator[Pack]:
-    return make_packs(((trial_id(c), c) for c in spec.trials()), spec_pack_sizer(spec), spec.experiment)
+def _packs(spec: SweepSpec, workers: int) -> Iterator[Pack]:
+    return make_packs(((trial_id(c), c) for c in spec.trials()), spec_pack_sizer(spec, workers), spec.experiment)
 
 
-def spec_pack_sizer(spec: SweepSpec):
-    """The pack-size rule of a spec (see :func:`orchestrator.packing.pack_sizer`)."""
-    return pack_sizer(spec.execution.pack_size, spec.experiment, spec.execution.pack_memory_mb)
+def spec_pack_sizer(spec: SweepSpec, workers: int | None = None):
+    """The pack-size rule of a spec on ``workers`` workers (see :func:`orchestrator.packing.pack_sizer`)."""
+    share = -(-spec.n_trials() // workers) if workers else None
+    return pack_sizer(spec.execution.pack_size, spec.experiment, spec.execution.pack_memory_mb, share)
 
 
 def _rows(pack: Pack, outcome: list[dict] | BaseException) -> list[dict]:

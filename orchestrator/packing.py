@@ -45,9 +45,12 @@ def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float) -> i
     return int(max(1, min(AUTO_PACK_MAX, budget_bytes // max(per_trial, 1))))
 
 
-def pack_sizer(pack_size: int | str, experiment: str, pack_memory_mb: float) -> Callable[[BaseModel], int]:
+def pack_sizer(pack_size: int | str, experiment: str, pack_memory_mb: float,
+               share: int | None = None) -> Callable[[BaseModel], int]:
     """The pack size of a trial's pack: ``pack_size`` itself, or with ``"auto"`` from the
-    memory budget ``pack_memory_mb`` (MiB), computed once per shape key."""
+    memory budget ``pack_memory_mb`` (MiB), computed once per shape key, and at most
+    ``share`` (the sweep's trials divided over its workers, so that no worker idles while
+    one trains a pack that holds the whole sweep)."""
     if pack_size != "auto":
         return lambda _config: int(pack_size)
     cache: dict[tuple, int] = {}
@@ -55,7 +58,7 @@ def pack_sizer(pack_size: int | str, experiment: str, pack_memory_mb: float) -> 
     def size(config: BaseModel) -> int:
         key = config.shape_key()
         if key not in cache:
-            cache[key] = auto_pack_size(config, experiment, pack_memory_mb * 2**20)
+            cache[key] = min(auto_pack_size(config, experiment, pack_memory_mb * 2**20), share or AUTO_PACK_MAX)
         return cache[key]
 
     return size

@@ -116,8 +116,15 @@ def critical_sample_sizes(
         )
         if n_boot > 0:
             pick = rng.integers(0, len(seeds), size=(n_boot, len(seeds)))
-            boot = mat[pick]  # (n_boot, seeds, ms)
-            bk, bn = np.nansum(boot, 1), np.sum(~np.isnan(boot), 1)
+            # A replicate's k and n are sums over its resampled seeds: how often it drew
+            # each seed times that seed's outcomes, one (n_boot, seeds) @ (seeds, 2 ms)
+            # product instead of an (n_boot, seeds, ms) copy. The sums are of small
+            # integers, so exact in floating point in any order: the same k and n.
+            S = len(seeds)
+            counts = np.bincount((pick + S * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * S)
+            trained = ~np.isnan(mat)
+            both = counts.reshape(n_boot, S).astype(float) @ np.concatenate([np.where(trained, mat, 0.0), trained], 1)
+            bk, bn = both[:, : len(ms)], both[:, len(ms):].astype(np.int64)
             b = _m_star(ms, bk, bn, success_frac)
             vals = np.where(b["censored"] == "above", np.inf, b["m_star"])
             with np.errstate(invalid="ignore"):  # inf - inf between censored replicates

@@ -66,3 +66,12 @@ def test_bad_execution_and_resources_name_the_field(section, needle):
     with pytest.raises(SpecError) as err:
         parse_spec(SPEC.format(seeds=1) + section + "\n")
     assert needle in str(err.value)
+
+
+def test_auto_packs_leave_no_worker_idle():
+    spec = parse_spec(SPEC.format(seeds=20) + "execution: {pack_memory_mb: 100000}\n")
+    sizer = spec_pack_sizer(spec, workers=4)  # 40 trials over 4 workers: at most 10 per pack
+    packs = list(make_packs(((trial_id(c), c) for c in spec.trials()), sizer, spec.experiment))
+    assert [len(p) for p in packs] == [10, 10, 10, 10]
+    explicit = parse_spec(SPEC.format(seeds=20) + "execution: {pack_size: 20}\n")
+    assert spec_pack_sizer(explicit, workers=4)(next(explicit.trials())) == 20  # an explicit size wins
