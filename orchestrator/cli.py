@@ -67,40 +67,143 @@ def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
             out.print(f"  {k}: {v if len(v) <= 12 else f'{v[:6]} ... ({len(v)} values)'}")
 
 
+AddressOpt = Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local Ray)")]
+LocalOpt = Annotated[bool, typer.Option("--local", help="run packs in this process, without Ray")]
+InFlightOpt = Annotated[int | None, typer.Option(min=1, help="packs submitted at once")]
+FiguresOpt = Annotated[Path | None, typer.Option(help="figure folder (default: figures/SWEEP/RUN_ID)")]
+AnalyzeOpt = Annotated[bool, typer.Option(help="print the m* table and fits at the end")]
+
+
 @app.command()
 @_user_errors
 def run(
     spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
     store: StoreOpt = DEFAULT_STORE,
-    address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local Ray)")] = None,
-    local: Annotated[bool, typer.Option("--local", help="run packs in this process, without Ray")] = False,
-    max_in_flight: Annotated[int | None, typer.Option(min=1, help="packs submitted at once")] = None,
+    address: AddressOpt = None,
+    local: LocalOpt = False,
+    max_in_flight: InFlightOpt = None,
     max_trials: Annotated[int, typer.Option(min=1, help="refuse grids above this many trials")] = 1_000_000,
-    figures: Annotated[Path | None, typer.Option(help="figure folder (default: figures/SWEEP/RUN_ID)")] = None,
-    analyze: Annotated[bool, typer.Option(help="print the m* table and fits at the end")] = True,
+    resume: Annotated[str | None, typer.Option(
+        help="continue this run of the same spec: skip trials it already holds (also: attnsweep resume RUN_ID)")] = None,
+    figures: FiguresOpt = None,
+    analyze: AnalyzeOpt = True,
 ) -> None:
     """Run a sweep, stream its rows into the store, then print the analysis."""
-    from orchestrator.driver import run_sweep
-    from orchestrator.executors import LocalExecutor, RayExecutor
     from orchestrator.spec import load_spec
-    from results import ResultsStore
 
     s = load_spec(spec, max_trials=max_trials)  # before anything is started or written
-    _check_paths(store, figures)
-    executor = LocalExecutor(s.execution, s.resources) if local else RayExecutor(s.execution, address, s.resources)
+    _execute(s, store, address, local, max_in_flight, figures, analyze, resume)
+
+
+@app.command()
+@_user_errors
+def resume(
+    run_id: Annotated[str, typer.Argument(help="the run to continue")],
+    store: StoreOpt = DEFAULT_STORE,
+    address: AddressOpt = None,
+    local: LocalOpt = False,
+    max_in_flight: InFlightOpt = None,
+    figures: FiguresOpt = None,
+    analyze: AnalyzeOpt = True,
+) -> None:
+    """Continue an interrupted or crashed run: only the trials it does not hold yet.
+
+    The spec is the one stored in the run's record; the attempt is added to it.
+    """
+    from orchestrator.spec import parse_spec
+    from results import ResultsStore
+
     results = ResultsStore(store)
+    sweep = results.sweep_of(run_id)
+    s = parse_spec(results.read_run(sweep, run_id)["spec_yaml"], source=f"the spec of run {run_id}")
+    _execute(s, store, address, local, max_in_flight, figures, analyze, run_id)
+
+
+def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyze: bool, resume_id: str | None) -> None:
+    from orchestrator.driver import run_sweep
+    from orchestrator.executors import LocalExecutor, RayExecutor
+    from results import ResultsStore
+
+    _check_paths(store, figures)
+    results = ResultsStore(store)
+    if resume_id is not None:  # refuse a wrong run before starting Ray
+        results.read_run(s.name, resume_id)
+    executor = LocalExecutor(s.execution, s.resources) if local else RayExecutor(s.execution, address, s.resources)
     try:
-        summary = run_sweep(s, results, executor, console=err, max_in_flight=max_in_flight)
+        summary = run_sweep(s, results, executor, console=err, max_in_flight=max_in_flight,
+                            run_id=resume_id, resume=resume_id is not None)
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]: finished trials are saved")
+        err.print("[yellow]interrupted[/]: finished trials are saved; continue with attnsweep resume RUN_ID")
         raise typer.Exit(130) from None
     finally:
         executor.shutdown()
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
     err.print(f"[bold]run {summary.run_id}[/] of sweep {summary.sweep}: {counts}; "
               f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s; store {store}")
     if analyze:
         _print_analysis(results, summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
+
+
+store_app = typer.Typer(no_args_is_help=True, help="Check or compact the results store.")
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("check")
+@_user_errors
+def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
+    """Verify the store: readable files (unreadable ones are quarantined), one schema per
+    table, one row per trial id in each run, no temporary files. Exit 1 on a problem."""
+    from results import ResultsStore
+    from results.integrity import check_store
+
+    report = check_store(ResultsStore(store))
+    out.print(f"trials: {report.files['trials']} files, {report.rows['trials']} rows; "
+              f"runs: {report.files['runs']} files, {report.rows['runs']} rows")
+    for path in report.quarantined:
+        out.print(f"[red]unreadable[/]: {path} (quarantined; its rows are missing from every read)")
+    for problem in report.schema_problems:
+        out.print(f"[red]schema[/]: {problem}")
+    for sweep, run_id, tid, copies in report.duplicates:
+        out.print(f"[red]duplicate[/]: trial {tid} of run {run_id} (sweep {sweep}) is stored {copies} times")
+    for path, age in report.temp_files:
+        out.print(f"[yellow]temporary file[/]: {path} ({age:.0f} s old; a killed writer's, removed by the next run)")
+    for path in report.superseded:
+        out.print(f"[yellow]superseded[/]: {path} (replaced by a compaction; skipped by readers; store compact deletes it)")
+    if report.ok:
+        out.print("[green]ok[/]")
+    else:
+        raise typer.Exit(1)
+
+
+@store_app.command("compact")
+@_user_errors
+def store_compact(
+    store: StoreOpt = DEFAULT_STORE,
+    sweep: Annotated[str | None, typer.Option(help="only this sweep")] = None,
+    run_id: Annotated[str | None, typer.Option("--run", help="only this run")] = None,
+) -> None:
+    """Merge each run's part files into one file without changing a row (skips runs a
+    driver is writing)."""
+    from results import ResultsStore
+    from results.integrity import compact_store
+    from results.locks import RunLock, RunLockedError
+
+    results = ResultsStore(store)
+    total = dict(runs=0, files_before=0, files_after=0, rows=0)
+    for folder in sorted((results.root / "trials").glob("sweep=*/run_id=*")):
+        sw, r = folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
+        if (sweep and sw != sweep) or (run_id and r != run_id):
+            continue
+        try:
+            with RunLock(results, sw, r):
+                rep = compact_store(results, sw, r)
+        except RunLockedError as exc:
+            err.print(f"skipped: {exc}", style="yellow", markup=False)
+            continue
+        for k in total:
+            total[k] += getattr(rep, k)
+    out.print(f"compacted {total['runs']} run(s): {total['files_before']} files -> {total['files_after']}, "
+              f"{total['rows']} rows unchanged")
 
 
 def _check_paths(store: str, figures: Path | None) -> None:

@@ -7,9 +7,10 @@ all trials or all results, so its memory does not grow with the sweep.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -21,7 +22,9 @@ from orchestrator.progress import SweepProgress
 from orchestrator.provenance import code_version, host, package_versions
 from orchestrator.rows import run_schema, trial_schema
 from orchestrator.spec import SweepSpec, trial_id
-from results import ResultsStore, TrialWriter
+from orchestrator.errors import RunError
+from results import ResultsStore, StoreError, TrialWriter
+from results.locks import RunLock
 from workers import TrialStatus
 
 
@@ -52,6 +55,7 @@ def run_sweep(
     executor: Executor,
     *,
     run_id: str | None = None,
+    resume: bool = False,
     console: Console | None = None,
     max_in_flight: int | None = None,
 ) -> RunSummary:
@@ -62,40 +66,89 @@ def run_sweep(
         store: where the rows and the run record go.
         executor: where the packs run.
         run_id: id of this run (default: a new one).
+        resume: continue run ``run_id``: trials it already holds (by trial id) are skipped,
+            and the attempt is appended to its record.
         console: where progress and the summary are shown (default: stderr).
-        max_in_flight: packs submitted at once (default: the spec's, else 2 per slot).
+        max_in_flight: packs submitted at once (default: the spec's, else 2 per worker).
 
     Returns:
-        The run's summary. A KeyboardInterrupt is re-raised after the rows already
-        finished are flushed and the run is recorded as ``interrupted``.
+        The run's summary (``counts`` are this attempt's). A KeyboardInterrupt is re-raised
+        after the rows already finished are flushed and the run is recorded as ``interrupted``.
+
+    Raises:
+        RunError: ``resume`` of a run that does not exist or was made from another spec, or
+            a new run whose id exists.
+        results.locks.RunLockedError: another driver is writing this run.
     """
     console = console or Console(stderr=True)
     run_id = run_id or new_run_id()
+    with RunLock(store, spec.name, run_id):
+        record, done_ids = _open_run(spec, store, run_id, resume)
+        return _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight)
+
+
+def _open_run(spec: SweepSpec, store: ResultsStore, run_id: str, resume: bool) -> tuple[dict, set[str]]:
+    """The run record to continue (or a new one) and the trial ids the run already holds."""
+    exists = (store.run_dir("runs", spec.name, run_id) / "run.parquet").exists()
+    if not resume:
+        if exists:
+            raise RunError(f"run {run_id} of sweep {spec.name} exists; resume it (attnsweep resume {run_id}) "
+                           "or start a new run")
+        return _run_record(spec, run_id), set()
+    if not exists:
+        raise RunError(f"cannot resume run {run_id}: sweep {spec.name} has no such run in the store at {store.root}")
+    record = store.read_run(spec.name, run_id)
+    if record["spec_hash"] != spec.spec_hash():
+        raise RunError(f"cannot resume run {run_id} with this spec: its grid, seeds, fixed settings or analysis "
+                       f"differ from the run's (spec hash {spec.spec_hash()} vs {record['spec_hash']}); "
+                       "resume with the run's own spec: attnsweep resume RUN_ID")
+    return record, store.run_trial_ids(spec.name, run_id)
+
+
+def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight) -> RunSummary:
     n = spec.n_trials()
-    summary = RunSummary(spec.name, run_id, n)
+    todo = n - len(done_ids)
+    summary = RunSummary(spec.name, run_id, todo)
     bound = max_in_flight or spec.execution.max_in_flight or 2 * executor.slots()
-    started = dt.datetime.now(dt.UTC)
-    record = _run_record(spec, run_id, started, executor)
-    store.clean_temp_files()
+    attempt = dict(attempt=len(record.get("attempts") or []) + 1, started_at=dt.datetime.now(dt.UTC),
+                   ended_at=None, status="running", host=host(), pid=os.getpid(), executor=executor.describe(),
+                   n_skipped=len(done_ids), n_run=0, wall_s=None)
+    record.update(status="running", ended_at=None, executor=executor.describe(), code_version=code_version(),
+                  attempts=[*(record.get("attempts") or []), attempt])
+    store.clean_temp_files()  # safe: we hold the run's lock, and other runs write no temp files here
     store.write_run(spec.name, run_id, record, run_schema())
     writer = TrialWriter(store, spec.name, run_id, trial_schema(), spec.execution.flush_rows, spec.execution.flush_s)
-    packs = _packs(spec, executor.slots())
+    trials = ((tid, c) for c in spec.trials() if (tid := trial_id(c)) not in done_ids)
+    packs = make_packs(trials, spec_pack_sizer(spec, executor.slots()), spec.experiment)
+    retry: deque[Pack] = deque()  # singletons of a lost pack, run before new packs
+    deaths: Counter = Counter()  # worker deaths per trial id, from lost packs
+    runs_per_pack = spec.execution.max_retries + 1
     in_flight: dict = {}
     t0 = time.perf_counter()
     try:
-        with SweepProgress(console, n, f"{spec.name} {run_id}") as progress:
+        with SweepProgress(console, todo, f"{spec.name} {run_id}") as progress:
             exhausted = False
             while True:
-                while not exhausted and len(in_flight) < bound:
-                    pack = next(packs, None)
+                while len(in_flight) < bound and (retry or not exhausted):
+                    isolated = bool(retry)
+                    if isolated and not executor.can_isolate():
+                        break  # wait for a worker to drain; new packs wait behind the retries
+                    pack = retry.popleft() if retry else next(packs, None)
                     if pack is None:
                         exhausted = True
                         break
-                    in_flight[executor.submit(pack)] = pack
+                    in_flight[executor.submit(pack, isolated=isolated)] = pack
                 if not in_flight:
                     break
                 for handle, outcome in executor.wait(list(in_flight), timeout_s=0.5):
-                    rows = _rows(in_flight.pop(handle), outcome)
+                    pack = in_flight.pop(handle)
+                    if isinstance(outcome, BaseException) and is_lost(outcome) and len(pack) > 1:
+                        # Which trial killed its worker is unknown: run each alone, so only
+                        # that one ends lost and its pack-mates finish.
+                        deaths.update({tid: runs_per_pack for tid in pack.ids})
+                        retry.extend(Pack((tid,), (cfg,), pack.experiment) for tid, cfg in zip(pack.ids, pack.configs))
+                        continue
+                    rows = _rows(pack, outcome, deaths, runs_per_pack)
                     writer.append(rows)
                     statuses = Counter(r["status"] for r in rows)
                     summary.counts.update(statuses)
@@ -110,13 +163,11 @@ def run_sweep(
         summary.wall_s = time.perf_counter() - t0
         if summary.status == "running":
             summary.status = "failed"
-        _finish_record(record, summary)
+        attempt.update(status=summary.status, ended_at=dt.datetime.now(dt.UTC), wall_s=summary.wall_s,
+                       n_run=sum(summary.counts.values()))
+        _finish_record(record, summary, store, spec.name, run_id)
         store.write_run(spec.name, run_id, record, run_schema())
     return summary
-
-
-def _packs(spec: SweepSpec, workers: int) -> Iterator[Pack]:
-    return make_packs(((trial_id(c), c) for c in spec.trials()), spec_pack_sizer(spec, workers), spec.experiment)
 
 
 def spec_pack_sizer(spec: SweepSpec, workers: int | None = None):
@@ -125,36 +176,54 @@ def spec_pack_sizer(spec: SweepSpec, workers: int | None = None):
     return pack_sizer(spec.execution.pack_size, spec.experiment, spec.execution.pack_memory_mb, share)
 
 
-def _rows(pack: Pack, outcome: list[dict] | BaseException) -> list[dict]:
-    """One row per trial of a finished pack: config, trial id, and results or the error."""
+def _rows(pack: Pack, outcome: list[dict] | BaseException, deaths: Counter | None = None,
+          runs_per_pack: int = 1) -> list[dict]:
+    """One row per trial of a finished pack: config, trial id, and results or the error.
+
+    ``attempts`` counts the times a worker started the trial that are known: one per
+    successful pack, ``runs_per_pack`` (1 + Ray's retries) per pack lost with it.
+    """
     now = dt.datetime.now(dt.UTC)
     version = code_version()
+    deaths = deaths or Counter()
+    lost = isinstance(outcome, BaseException) and is_lost(outcome)
     if isinstance(outcome, BaseException):
-        status = TrialStatus.LOST if is_lost(outcome) else TrialStatus.FAILED
-        results = [dict(status=status.value, error_type=type(outcome).__name__, error=str(outcome)[:4000])] * len(pack)
+        status = TrialStatus.LOST if lost else TrialStatus.FAILED
+        message = str(outcome)[:4000]
+        if lost:
+            message = f"worker died on every attempt ({runs_per_pack} per pack): {message}"
+        results = [dict(status=status.value, error_type=type(outcome).__name__, error=message)] * len(pack)
     else:
         results = outcome
     return [
         {"trial_id": tid, "experiment": pack.experiment, **cfg.model_dump(), **res, "code_version": version,
-         "finished_at": now}
+         "attempts": deaths[tid] + (runs_per_pack if lost else 1), "finished_at": now}
         for tid, cfg, res in zip(pack.ids, pack.configs, results)
     ]
 
 
-def _run_record(spec: SweepSpec, run_id: str, started: dt.datetime, executor: Executor) -> dict:
+def _run_record(spec: SweepSpec, run_id: str) -> dict:
     return dict(
-        status="running", started_at=started, ended_at=None, wall_s=None,
+        status="running", started_at=dt.datetime.now(dt.UTC), ended_at=None, wall_s=None,
         n_trials=spec.n_trials(), n_done=0, n_failed=0, n_diverged=0, n_lost=0,
         spec_name=spec.name, spec_hash=spec.spec_hash(), spec_yaml=spec.source_yaml,
-        executor=executor.describe(), host=host(), code_version=code_version(),
+        executor=None, host=host(), code_version=code_version(),
         packages=package_versions(), experiment=spec.experiment,
-        trial_fields=",".join(spec.family.config.model_fields),
+        trial_fields=",".join(spec.family.config.model_fields), attempts=[],
     )
 
 
-def _finish_record(record: dict, summary: RunSummary) -> None:
+def _finish_record(record: dict, summary: RunSummary, store: ResultsStore, sweep: str, run_id: str) -> None:
+    """The record's counts are the run's, over all its attempts, read back from the store."""
+    try:
+        counts = dict(store.scan_run_trials(sweep, run_id).group_by("status").len().collect().iter_rows())
+    except StoreError:
+        counts = {}
+    started = record["started_at"]
+    ended = dt.datetime.now(dt.UTC)
     record.update(
-        status=summary.status, ended_at=dt.datetime.now(dt.UTC), wall_s=summary.wall_s,
-        n_done=summary.counts[TrialStatus.DONE.value], n_failed=summary.counts[TrialStatus.FAILED.value],
-        n_diverged=summary.counts[TrialStatus.DIVERGED.value], n_lost=summary.counts[TrialStatus.LOST.value],
+        status=summary.status, ended_at=ended,
+        wall_s=sum(a["wall_s"] or 0.0 for a in record["attempts"]) if record["attempts"] else (ended - started).total_seconds(),
+        n_done=counts.get(TrialStatus.DONE.value, 0), n_failed=counts.get(TrialStatus.FAILED.value, 0),
+        n_diverged=counts.get(TrialStatus.DIVERGED.value, 0), n_lost=counts.get(TrialStatus.LOST.value, 0),
     )

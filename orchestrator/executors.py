@@ -23,8 +23,15 @@ class Executor(abc.ABC):
     """Runs packs. Subclasses implement the three primitives below."""
 
     @abc.abstractmethod
-    def submit(self, pack: Pack) -> Any:
-        """Start a pack; returns a handle."""
+    def submit(self, pack: Pack, isolated: bool = False) -> Any:
+        """Start a pack; returns a handle. ``isolated``: run it on a worker that has nothing
+        else queued, so that if it kills that worker no other pack is harmed (used for the
+        trials of a lost pack, one of which may be killing its workers); only call it when
+        :meth:`can_isolate` says so."""
+
+    def can_isolate(self) -> bool:
+        """Whether a worker with nothing queued is free for an isolated pack now."""
+        return True
 
     @abc.abstractmethod
     def wait(self, handles: Sequence[Any], timeout_s: float) -> list[tuple[Any, Outcome]]:
@@ -51,7 +58,7 @@ class LocalExecutor(Executor):
         self._queue: dict[int, Pack] = {}
         self._next = 0
 
-    def submit(self, pack: Pack) -> int:
+    def submit(self, pack: Pack, isolated: bool = False) -> int:
         self._next += 1
         self._queue[self._next] = pack
         return self._next
@@ -83,8 +90,7 @@ class RayExecutor(Executor):
     CPUs and GPUs hold now) and gives each new pack to the actor with the fewest packs
     queued; torch and CUDA start once per actor. With ``tasks`` each pack is one Ray task.
     Either way Ray retries a pack whose worker process or node dies (``max_retries``;
-    an actor is restarted in place); a pack that still fails comes back as the exception,
-    which the driver records as ``lost``.
+    an actor is restarted in place); a pack that still fails comes back as the exception.
 
     Raises:
         RunError: Ray cannot be started or reached, or an embedded local Ray can never
@@ -113,15 +119,14 @@ class RayExecutor(Executor):
         self._owner: dict = {}  # object ref -> index of the actor running it
         self._queued: list[int] = []
         self._check_resources()
+        from workers.entry import run_pack_remote
+
+        self._remote = run_pack_remote.options(
+            num_cpus=self.resources.cpus_per_worker, num_gpus=self.resources.gpus_per_worker,
+            max_retries=settings.max_retries, retry_exceptions=False,
+        )
         if settings.workers == "actors":
             self._start_actors()
-        else:
-            from workers.entry import run_pack_remote
-
-            self._remote = run_pack_remote.options(
-                num_cpus=self.resources.cpus_per_worker, num_gpus=self.resources.gpus_per_worker,
-                max_retries=settings.max_retries, retry_exceptions=False,
-            )
 
     def _fits_now(self) -> int:
         """Workers the cluster's current resources hold (at least 1)."""
@@ -163,11 +168,17 @@ class RayExecutor(Executor):
         self._actors = [PackWorkerActor.options(**options).remote(self._threads) for _ in range(n)]
         self._queued = [0] * n
 
-    def submit(self, pack: Pack):
+    def can_isolate(self) -> bool:
+        # A task holds its worker process alone; an actor must have nothing queued.
+        return not self._actors or 0 in self._queued
+
+    def submit(self, pack: Pack, isolated: bool = False):
         configs = [c.model_dump() for c in pack.configs]
         if not self._actors:
             return self._remote.remote(configs, self._threads, None, pack.experiment)
         i = min(range(len(self._actors)), key=self._queued.__getitem__)
+        if isolated and self._queued[i]:
+            raise RuntimeError("no idle worker for an isolated pack: check can_isolate() first")
         ref = self._actors[i].run.remote(configs, pack.experiment)
         self._owner[ref] = i
         self._queued[i] += 1

@@ -41,6 +41,7 @@ RESULT_COLUMNS: dict[str, pa.DataType] = {
     "perm_error_median": pa.float64(),
     "perm_error_max": pa.float64(),
     "wall_s": pa.float64(),
+    "attempts": pa.int64(),
     "pack_size": pa.int64(),
     "worker_host": pa.string(),
     "device": pa.string(),
@@ -87,4 +88,9 @@ def run_schema() -> pa.Schema:
         ("spec_hash", pa.string()), ("spec_yaml", pa.string()), ("executor", pa.string()),
         ("host", pa.string()), ("code_version", pa.string()), ("packages", pa.string()),
         ("experiment", pa.string()), ("trial_fields", pa.string()),
+        ("attempts", pa.list_(pa.struct([
+            ("attempt", pa.int64()), ("started_at", ts), ("ended_at", ts), ("status", pa.string()),
+            ("host", pa.string()), ("pid", pa.int64()), ("executor", pa.string()),
+            ("n_skipped", pa.int64()), ("n_run", pa.int64()), ("wall_s", pa.float64()),
+        ]))),
     ])

@@ -213,7 +213,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
             problems.append(f"{required}: required")
     seeds = _seeds(raw.get("seeds", 1), problems)
     experiment = raw.get("experiment", "sparse_boolean")
-    if experiment not in EXPERIMENTS:
+    if not isinstance(experiment, str) or experiment not in EXPERIMENTS:
         raise SpecError([f"experiment: value {experiment!r}: must be one of {list(EXPERIMENTS)}"], source)
     exp = EXPERIMENTS[experiment]
     fixed = _section(raw, "fixed", problems)

@@ -12,14 +12,25 @@ hive_partitioning = true)``). Every file is written to a hidden temporary name i
 final folder and renamed into place (atomic on POSIX), so a reader never sees half a
 file: temporary names start with a dot and end in ``.partial``, so neither ``*.parquet``
 globs (polars, DuckDB) nor pyarrow's discovery pick them up.
+
+Reading is defensive: a file whose Parquet footer cannot be read (zero bytes, truncated)
+is moved to ``quarantine/`` under the store root with a :class:`StoreWarning`, and the rest
+still reads. Files written by different versions read as one table: their schemas are
+unified (a column missing from older files reads as null, an int column that became a
+float reads as float, an all-null column takes the other files' type). A file written by
+``store compact`` names the files it replaces in its metadata; those are skipped if a
+crash left them behind.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import time
 import uuid
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -31,6 +42,14 @@ from results.errors import StoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 TMP_PREFIX = ".tmp-"
+QUARANTINE = "quarantine"
+# Parquet key-value metadata of a compacted file: JSON list of the file names it replaces.
+REPLACES_KEY = b"attnsweep.replaces"
+PARTITION_SCHEMA = pa.schema([("sweep", pa.string()), ("run_id", pa.string())])
+
+
+class StoreWarning(UserWarning):
+    """A store file could not be read and was moved to the quarantine folder."""
 
 
 class ResultsStore:
@@ -42,6 +61,8 @@ class ResultsStore:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._meta: dict[tuple, pq.FileMetaData] = {}
+        self.quarantined: list[Path] = []
 
     # -- paths -------------------------------------------------------------------------
     def run_dir(self, table: str, sweep: str, run_id: str) -> Path:
@@ -75,9 +96,57 @@ class ResultsStore:
         """Whether any trial file exists."""
         return bool(self._files("trials"))
 
-    def _files(self, table: str) -> list[Path]:
-        """The finished Parquet files of ``table`` (temporary files excluded)."""
-        return sorted(p for p in (self.root / table).glob("*/*/*.parquet") if not p.name.startswith("."))
+    def _files(self, table: str, folder: Path | None = None) -> list[Path]:
+        """The readable Parquet files of ``table`` (or of one run's ``folder``): temporary
+        files excluded, unreadable ones quarantined, files a compaction replaced skipped."""
+        found = folder.glob("*.parquet") if folder is not None else (self.root / table).glob("*/*/*.parquet")
+        good = [p for p in sorted(found) if not p.name.startswith(".") and self.metadata(p) is not None]
+        replaced = set()
+        for p in good:
+            kv = self.metadata(p).metadata or {}
+            if REPLACES_KEY in kv:
+                replaced |= {p.parent / name for name in json.loads(kv[REPLACES_KEY])}
+        return [p for p in good if p not in replaced]
+
+    def metadata(self, path: Path) -> pq.FileMetaData | None:
+        """The Parquet footer of ``path``, or None after moving an unreadable file to quarantine."""
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        if key not in self._meta:
+            try:
+                self._meta[key] = pq.read_metadata(path)
+            except (OSError, pa.ArrowException) as exc:
+                self._quarantine(path, exc)
+                return None
+        return self._meta[key]
+
+    def _quarantine(self, path: Path, exc: BaseException) -> None:
+        rel = path.relative_to(self.root)
+        dest = self.root / QUARANTINE / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.move(path, dest)
+        except FileNotFoundError:
+            return
+        self.quarantined.append(dest)
+        warnings.warn(f"unreadable Parquet file {rel} ({exc}) moved to {QUARANTINE}/{rel}; the rest of the store "
+                      "still reads", StoreWarning, stacklevel=4)
+
+    def schema(self, table: str, files: list[Path] | None = None) -> pa.Schema:
+        """The unified Arrow schema of ``table``'s files (without the partition columns).
+
+        Raises:
+            StoreError: two files give one column types that cannot be reconciled.
+        """
+        files = self._files(table) if files is None else files
+        try:
+            return pa.unify_schemas([self.metadata(p).schema.to_arrow_schema() for p in files],
+                                    promote_options="permissive")
+        except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
+            raise StoreError(f"the {table} files of the store at {self.root} have incompatible column types: {exc}") from exc
 
     def scan_trials(self) -> pl.LazyFrame:
         """All trial rows as a lazy frame, with ``sweep`` and ``run_id`` columns.
@@ -95,14 +164,35 @@ class ResultsStore:
         """
         return self._scan("runs")
 
-    def _scan(self, table: str) -> pl.LazyFrame:
-        if not self._files(table):
-            raise StoreError(f"no {table} in the store at {self.root}: run a sweep first")
+    def _scan(self, table: str, folder: Path | None = None) -> pl.LazyFrame:
+        files = self._files(table, folder)
+        if not files:
+            where = f"run folder {folder}" if folder is not None else f"store at {self.root}"
+            raise StoreError(f"no {table} in the {where}: run a sweep first")
+        schema = pl.from_arrow(self.schema(table, files).empty_table()).schema
         return pl.scan_parquet(
-            self.root / table / "**" / "*.parquet", hive_partitioning=True,
-            hive_schema={"sweep": pl.String, "run_id": pl.String}, try_parse_hive_dates=False,
-            hidden_file_prefix=".", missing_columns="insert", extra_columns="ignore",
+            files, schema=schema, hive_partitioning=folder is None,
+            hive_schema={"sweep": pl.String, "run_id": pl.String} if folder is None else None,
+            try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore",
+            cast_options=pl.ScanCastOptions(integer_cast="allow-float", float_cast="upcast"),
         )
+
+    def arrow_dataset(self, table: str = "trials"):
+        """``table`` as one ``pyarrow.dataset.Dataset`` over the readable files, with the
+        unified schema and the ``sweep``/``run_id`` partition columns.
+
+        Raises:
+            StoreError: no files, or incompatible column types.
+        """
+        import pyarrow.dataset as ds
+
+        files = self._files(table)
+        if not files:
+            raise StoreError(f"no {table} in the store at {self.root}: run a sweep first")
+        schema = pa.unify_schemas([self.schema(table, files), PARTITION_SCHEMA])
+        return ds.dataset([str(p) for p in files], schema=schema, format="parquet",
+                          partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
+                          partition_base_dir=str(self.root / table))
 
     def scan_run_trials(self, sweep: str, run_id: str) -> pl.LazyFrame:
         """The trial rows of one run, with ``sweep`` and ``run_id`` columns.
@@ -111,11 +201,18 @@ class ResultsStore:
             StoreError: the run has no trial files.
         """
         folder = self.run_dir("trials", sweep, run_id)
-        if not [p for p in folder.glob("*.parquet") if not p.name.startswith(".")]:
-            raise StoreError(f"run {run_id} of sweep {sweep} has no trials in the store at {self.root}")
-        return pl.scan_parquet(folder / "*.parquet", hidden_file_prefix=".").with_columns(
-            sweep=pl.lit(sweep), run_id=pl.lit(run_id)
-        )
+        try:
+            scan = self._scan("trials", folder)
+        except StoreError:
+            raise StoreError(f"run {run_id} of sweep {sweep} has no trials in the store at {self.root}") from None
+        return scan.with_columns(sweep=pl.lit(sweep), run_id=pl.lit(run_id))
+
+    def run_trial_ids(self, sweep: str, run_id: str) -> set[str]:
+        """The trial ids one run already holds (empty if none)."""
+        try:
+            return set(self.scan_run_trials(sweep, run_id).select("trial_id").collect()["trial_id"].to_list())
+        except StoreError:
+            return set()
 
     def read_run(self, sweep: str, run_id: str) -> dict:
         """The ``runs`` record of one run, as a dict.
@@ -148,9 +245,15 @@ class ResultsStore:
             raise StoreError(f"no run {run_id!r} in the store at {self.root}")
         return found["sweep"][0]
 
+    def temp_files(self) -> list[Path]:
+        """Temporary files: a writer's file in progress, or one left by a killed writer."""
+        return sorted(self.root.glob(f"*/*/*/{TMP_PREFIX}*")) if self.root.exists() else []
+
     def clean_temp_files(self) -> list[Path]:
-        """Delete temporary files left by a writer that was killed; returns them."""
-        stale = list(self.root.glob(f"*/*/*/{TMP_PREFIX}*")) if self.root.exists() else []
+        """Delete temporary files left by a writer that was killed; returns them. Call it
+        only while no writer of this store runs (a driver does, at the start of a run it
+        holds the lock of)."""
+        stale = self.temp_files()
         for path in stale:
             path.unlink(missing_ok=True)
         return stale

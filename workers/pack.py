@@ -74,6 +74,22 @@ def masked_step(opt: torch.optim.Optimizer, params: dict[str, torch.Tensor], tot
                 v.copy_(torch.where(active.view(-1, *([1] * (v.dim() - 1))), v, frozen[k]))
 
 
+# A weight this large (in absolute value) has exploded: no trial of this project trains
+# weights beyond a few hundred, and float32 arithmetic on it is already losing digits.
+EXPLODED_WEIGHT = 1e6
+
+
+@torch.no_grad()
+def exploded(params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Trials ``(P,)`` whose weights hold a NaN/inf or a value beyond ``EXPLODED_WEIGHT``."""
+    out = None
+    for v in params.values():
+        flat = v.detach().reshape(v.shape[0], -1)
+        bad = ~torch.isfinite(flat).all(1) | (flat.abs().amax(1) > EXPLODED_WEIGHT)
+        out = bad if out is None else out | bad
+    return out
+
+
 def mark_diverged(bad: torch.Tensor, active: torch.Tensor, diverged_epoch: list, epoch: int) -> None:
     """Record ``epoch`` for the trials in ``bad`` ``(P,)`` and deactivate them."""
     for j in torch.nonzero(bad).flatten().tolist():

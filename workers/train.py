@@ -21,7 +21,7 @@ import torch
 import tasks
 from workers.config import BooleanTrialConfig
 from workers.models import build_model, logistic_loss
-from workers.pack import apply_faults, autocast, fail_row, finite_or_none, inject_nan, mark_diverged, masked_step, stack
+from workers.pack import apply_faults, autocast, fail_row, finite_or_none, exploded, inject_nan, mark_diverged, masked_step, stack
 from workers.status import TrialStatus
 from workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
@@ -141,6 +141,7 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
         project()
         if epoch == 0:
             inject_nan(params, nan_fault)
+        mark_diverged(active & exploded(params), active, diverged_epoch, epoch)
 
     with torch.no_grad():
         train_loss, train_acc = _evaluate(forward, params, buffers, [(x, y)])

@@ -23,7 +23,7 @@ from workers.equivariance import (
 )
 from workers.status import TrialStatus
 from workers.students import build_student
-from workers.pack import apply_faults, autocast, fail_row, finite_or_none, inject_nan, mark_diverged, masked_step, stack
+from workers.pack import apply_faults, autocast, fail_row, finite_or_none, exploded, inject_nan, mark_diverged, masked_step, stack
 
 # Held-out samples on which the equivariance errors are measured.
 EQUIVARIANCE_SAMPLES = 64
@@ -110,6 +110,7 @@ def _fit(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device
         masked_step(opt, params, torch.where(active, sq / (cfg.m * cfg.n * cfg.d), 0.0).sum(), active)
         if epoch == 0:
             inject_nan(params, nan_fault)
+        mark_diverged(active & exploded(params), active, diverged, epoch)
 
     with torch.no_grad():
         train_err = _relative_error(forward, params, buffers, X, K, Y)

@@ -144,3 +144,15 @@ def test_bfloat16_mixed_precision_trains_and_differs_from_float32(pack_rows):
         assert r16["support"] == r32["support"]
         assert r16["train_loss"] == pytest.approx(r32["train_loss"], rel=0.5, abs=0.02)
     assert any(r16["train_loss"] != r32["train_loss"] for r32, r16 in zip(pack_rows, rows))
+
+
+def test_exploded_weights_are_flagged_per_trial():
+    import torch
+
+    from workers.pack import EXPLODED_WEIGHT, exploded
+
+    params = {"w": torch.zeros(4, 3, 2), "b": torch.zeros(4, 5)}
+    params["w"][1, 2, 0] = 2 * EXPLODED_WEIGHT
+    params["b"][3, 4] = math.inf
+    params["b"][2, 0] = 0.5 * EXPLODED_WEIGHT  # large but not exploded
+    assert exploded(params).tolist() == [False, True, False, True]

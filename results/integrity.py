@@ -1,0 +1,145 @@
+"""Checking and compacting a results store (``attnsweep store check|compact``).
+
+``check_store`` reads every file's footer (quarantining unreadable ones, as any read does),
+unifies each table's schema, and looks for duplicate trial ids within a run, temporary
+files and files a compaction replaced but did not delete. ``compact_store`` rewrites each
+run's part files as one file without changing a row: the new file is written atomically
+and names the files it replaces in its metadata, so readers skip the old files even if a
+crash leaves them behind, and the next compaction deletes them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from results.errors import StoreError
+from results.store import QUARANTINE, REPLACES_KEY, ResultsStore, write_parquet_atomic
+
+
+@dataclass
+class CheckReport:
+    """What ``check_store`` found; ``ok`` when nothing needs attention.
+
+    Attributes:
+        files: readable Parquet files per table.
+        rows: rows per table.
+        quarantined: files found unreadable, now (or earlier) under ``quarantine/``.
+        schema_problems: tables whose files' column types cannot be reconciled.
+        duplicates: ``(sweep, run_id, trial_id, copies)`` of trial ids stored more than once in a run.
+        temp_files: temporary files with their age in seconds (a killed writer's, or one in progress).
+        superseded: old part files a compaction replaced (skipped by readers).
+    """
+
+    files: dict[str, int] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+    quarantined: list[str] = field(default_factory=list)
+    schema_problems: list[str] = field(default_factory=list)
+    duplicates: list[tuple[str, str, str, int]] = field(default_factory=list)
+    temp_files: list[tuple[str, float]] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.quarantined or self.schema_problems or self.duplicates or self.temp_files)
+
+
+def check_store(store: ResultsStore) -> CheckReport:
+    """Verify a store: readable files, one schema per table, one row per trial id and run,
+    no temporary files. Unreadable files are moved to quarantine (as on any read).
+
+    Raises:
+        StoreError: the store's root does not exist.
+    """
+    if not store.root.is_dir():
+        raise StoreError(f"no store at {store.root}")
+    report = CheckReport()
+    for table in ("trials", "runs"):
+        files = store._files(table)
+        report.files[table] = len(files)
+        report.rows[table] = sum(store.metadata(p).num_rows for p in files)
+        listed = {p for p in (store.root / table).glob("*/*/*.parquet") if not p.name.startswith(".")}
+        report.superseded += sorted(str(p.relative_to(store.root)) for p in listed - set(files))
+        if files:
+            try:
+                store.schema(table, files)
+            except StoreError as exc:
+                report.schema_problems.append(str(exc))
+    if report.files["trials"] and not report.schema_problems:
+        dup = (store.scan_trials().group_by("sweep", "run_id", "trial_id").agg(copies=pl.len())
+               .filter(pl.col("copies") > 1).sort("sweep", "run_id", "trial_id").collect())
+        report.duplicates = [tuple(r) for r in dup.iter_rows()]
+    qdir = store.root / QUARANTINE
+    report.quarantined = sorted(str(p.relative_to(store.root)) for p in qdir.rglob("*") if p.is_file()) if qdir.exists() else []
+    now = time.time()
+    report.temp_files = [(str(p.relative_to(store.root)), now - p.stat().st_mtime) for p in store.temp_files()]
+    return report
+
+
+@dataclass
+class CompactReport:
+    """What ``compact_store`` did: runs rewritten, files before and after, rows moved."""
+
+    runs: int = 0
+    files_before: int = 0
+    files_after: int = 0
+    rows: int = 0
+    deleted_superseded: int = 0
+
+
+def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | None = None) -> CompactReport:
+    """Merge each run's trial part files into one file, rows and values unchanged.
+
+    Args:
+        store: the store.
+        sweep, run_id: limit to one sweep and/or run (default: all).
+
+    Call it while no driver writes the runs it compacts (the CLI takes each run's lock).
+
+    Raises:
+        StoreError: a run's files have incompatible column types.
+    """
+    report = CompactReport()
+    for folder in sorted((store.root / "trials").glob("sweep=*/run_id=*")):
+        s, r = folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
+        if (sweep and s != sweep) or (run_id and r != run_id):
+            continue
+        report.deleted_superseded += _delete_superseded(store, folder)
+        files = store._files("trials", folder)
+        if len(files) < 2:
+            continue
+        schema = store.schema("trials", files)
+        table = pa.concat_tables([_read(p, schema) for p in files])
+        meta = {REPLACES_KEY: json.dumps([p.name for p in files]).encode()}
+        name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+        write_parquet_atomic(table.replace_schema_metadata({**(table.schema.metadata or {}), **meta}), folder / name)
+        for p in files:
+            p.unlink(missing_ok=True)
+        report.runs += 1
+        report.files_before += len(files)
+        report.files_after += 1
+        report.rows += table.num_rows
+    return report
+
+
+def _read(path: Path, schema: pa.Schema) -> pa.Table:
+    """One part file in the unified schema: missing columns as nulls, types promoted."""
+    t = pq.read_table(path)
+    cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type) for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _delete_superseded(store: ResultsStore, folder: Path) -> int:
+    """Delete part files a finished compaction replaced (left by a crash before deleting)."""
+    keep = set(store._files("trials", folder))
+    old = [p for p in folder.glob("*.parquet") if not p.name.startswith(".") and p not in keep]
+    for p in old:
+        p.unlink(missing_ok=True)
+    return len(old)

@@ -1,0 +1,63 @@
+"""One writer per run: a lock file per run, held by the driver that writes it.
+
+The lock is ``locks/<sweep>/<run_id>.lock`` under the store root, an OS file lock
+(``filelock``, flock on POSIX): the kernel releases it when its process exits, however it
+exits (kill -9 included), so a crashed driver never leaves a stale lock. Beside it,
+``<run_id>.holder.json`` says who holds it (pid, host, since) for the error message of a
+second driver. On shared filesystems without working file locks (some NFS set-ups) the
+guard does not hold: run one driver per run there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+
+import filelock
+
+from results.errors import StoreError
+from results.store import ResultsStore
+
+
+class RunLockedError(StoreError):
+    """Another driver holds the run's lock."""
+
+
+class RunLock:
+    """Context manager that holds the lock of one run of a store.
+
+    Raises:
+        RunLockedError: on enter, when another process holds it.
+    """
+
+    def __init__(self, store: ResultsStore, sweep: str, run_id: str):
+        store.run_dir("trials", sweep, run_id)  # validates the names
+        folder = store.root / "locks" / sweep
+        self.path = folder / f"{run_id}.lock"
+        self.holder_path = folder / f"{run_id}.holder.json"
+        self.run_id = run_id
+        self._lock = filelock.FileLock(self.path, timeout=0)
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire()
+        except filelock.Timeout:
+            raise RunLockedError(f"run {self.run_id} is being written by {self._holder()}; wait for it to "
+                                 "finish or stop it (two drivers on one run would both write its trials)") from None
+        self.holder_path.write_text(json.dumps(dict(pid=os.getpid(), host=socket.gethostname(),
+                                                     since=dt.datetime.now(dt.UTC).isoformat())))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.holder_path.unlink(missing_ok=True)
+        self._lock.release()
+
+    def _holder(self) -> str:
+        try:
+            h = json.loads(self.holder_path.read_text())
+            return f"pid {h['pid']} on host {h['host']} since {h['since']}"
+        except (OSError, ValueError, KeyError):
+            return "another process"
