@@ -117,6 +117,16 @@ def test_query_and_analyze_commands(finished_run):
         ("name: b\ngrid: {T: [3], m: [8]}\nfixed: {task: and, s: 3}\n", "T must be greater than s"),
         ("name: b\ngrid: {T: [8], m: [-8]}\nfixed: {task: and, s: 3}\n", "grid.m"),
         ("name: b\ngrid: {T: [8], m: [8], task: [andd]}\nfixed: {s: 3}\n", "grid.task"),
+        ("", "top level must be a mapping"),
+        ("name: b\ngrid: {T: [8, m: [8]\n", "not valid YAML"),
+        ("a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n", "aliases (*name) are not allowed"),
+        ("name: b\nseeds: 1000\ngrid: {T: [8, 16, 32, 64], m: {start: 8, stop: 4096, num: 400}}\n"
+         "fixed: {task: and, s: 3}\n", "raise --max-trials to confirm"),
+        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, lr: .nan}\n", "fixed.lr"),
+        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, weight_decay: .inf}\n", "fixed.weight_decay"),
+        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, lr: -0.1}\n", "fixed.lr"),
+        ("name: b\ngrid: {T: ['8'], m: [8]}\nfixed: {task: and, s: 3}\n", "a number is required, not a string"),
+        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\nstore: /etc\n", "unknown top-level field(s) ['store']"),
     ],
 )
 def test_bad_spec_exits_2_naming_the_field_and_writes_nothing(tmp_path, spec, field):
