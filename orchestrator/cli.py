@@ -144,6 +144,117 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
         _print_analysis(results, summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
 
 
+@app.command()
+@_user_errors
+def replicate(
+    spec: Annotated[Path, typer.Argument(help="the pinned sweep spec (YAML)")],
+    baseline: Annotated[str, typer.Option(help="run id of the baseline run of this spec")],
+    store: StoreOpt = DEFAULT_STORE,
+    address: AddressOpt = None,
+    local: LocalOpt = False,
+    report: Annotated[Path | None, typer.Option(help="report folder (default: reports/SWEEP/NEW_RUN_ID)")] = None,
+    tolerance: Annotated[float, typer.Option(min=0, help="relative widening of the baseline intervals")] = 0.25,
+    alpha: Annotated[float, typer.Option(min=0, max=1, help="level of the Holm-corrected distribution tests")] = 0.01,
+) -> None:
+    """Re-run a pinned sweep and compare it with a baseline run; exit 1 on a regression.
+
+    Writes report.md (every comparison, the cells that moved, baseline and new figures side by side).
+    """
+    from orchestrator.driver import run_sweep
+    from orchestrator.executors import LocalExecutor, RayExecutor
+    from orchestrator.provenance import code_version
+    from orchestrator.replicate import compare_runs, write_report
+    from orchestrator.spec import load_spec
+    from results import ResultsStore
+
+    s = load_spec(spec)
+    results = ResultsStore(store)
+    record = results.read_run(results.sweep_of(baseline), baseline)
+    if record["spec_hash"] != s.spec_hash():
+        raise AttnsweepError(f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
+                             f"this spec {s.spec_hash()}); replicate pins one spec")
+    executor = LocalExecutor(s.execution, s.resources) if local else RayExecutor(s.execution, address, s.resources)
+    try:
+        summary = run_sweep(s, results, executor, console=err)
+    finally:
+        executor.shutdown()
+    folder = report or Path("reports") / s.name / summary.run_id
+    comparisons = compare_runs(results, baseline, summary.run_id, tolerance, alpha, folder / "figures")
+    header = dict(sweep=s.name, spec_hash=s.spec_hash(), baseline_code=record["code_version"],
+                  new_code=code_version(), tolerance=tolerance, alpha=alpha)
+    path = write_report(folder / "report.md", comparisons, baseline, summary.run_id, folder / "figures", header)
+    failed = [c for c in comparisons if c.ok is False]
+    for c in failed:
+        err.print(f"moved: {c.kind} {c.what}: baseline {c.baseline}, new {c.new}", markup=False, highlight=False)
+    verdict = "REGRESSION" if failed else "passed"
+    out.print(f"replication of {s.name} (run {summary.run_id} vs baseline {baseline}): {verdict}; "
+              f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} comparisons failed; report {path}",
+              markup=False, highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+JobAddressOpt = Annotated[str, typer.Option("--address", envvar="RAY_API_SERVER_ADDRESS",
+                                             help="job server, e.g. http://127.0.0.1:8265 (env RAY_API_SERVER_ADDRESS)")]
+DEFAULT_JOB_ADDRESS = "http://127.0.0.1:8265"
+
+
+@app.command()
+@_user_errors
+def submit(
+    spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
+    address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
+    store: Annotated[str | None, typer.Option(
+        help="results store as the cluster sees it (shared path or URI); default: the cluster's ATTNSWEEP_STORE")] = None,
+    job_id: Annotated[str | None, typer.Option("--job-id", help="a job id of your own")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="follow the job's log to its end; exit 0 only if it succeeded")] = False,
+) -> None:
+    """Submit a sweep as a Ray job to a cluster's job server; prints the job id."""
+    from orchestrator import jobs
+
+    jid = jobs.submit(spec, address, store, job_id)
+    out.print(jid, markup=False, highlight=False)
+    if wait:
+        jobs.logs(address, jid, follow=True, write=lambda chunk: err.print(chunk, end="", markup=False, highlight=False))
+        state, message = jobs.status(address, jid)
+        err.print(f"job {jid}: {state}{': ' + message if message else ''}", markup=False, highlight=False)
+        if state != "SUCCEEDED":
+            raise typer.Exit(1)
+
+
+@app.command()
+@_user_errors
+def status(job_id: Annotated[str, typer.Argument(help="job id from submit")], address: JobAddressOpt = DEFAULT_JOB_ADDRESS) -> None:
+    """Print a submitted job's status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED)."""
+    from orchestrator import jobs
+
+    state, message = jobs.status(address, job_id)
+    out.print(f"{state}{': ' + message if message else ''}", markup=False, highlight=False)
+
+
+@app.command()
+@_user_errors
+def logs(
+    job_id: Annotated[str, typer.Argument(help="job id from submit")],
+    address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="stream until the job ends")] = False,
+) -> None:
+    """Print a submitted job's log."""
+    from orchestrator import jobs
+
+    jobs.logs(address, job_id, follow, write=lambda chunk: typer.echo(chunk, nl=False))
+
+
+@app.command()
+@_user_errors
+def cancel(job_id: Annotated[str, typer.Argument(help="job id from submit")], address: JobAddressOpt = DEFAULT_JOB_ADDRESS) -> None:
+    """Stop a submitted job (finished trials stay in the store; resume the run later)."""
+    from orchestrator import jobs
+
+    stopped = jobs.cancel(address, job_id)
+    out.print(f"job {job_id}: {'stopping' if stopped else 'had already ended'}", markup=False, highlight=False)
+
+
 store_app = typer.Typer(no_args_is_help=True, help="Check or compact the results store.")
 app.add_typer(store_app, name="store")
 

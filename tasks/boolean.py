@@ -27,6 +27,8 @@ rejected draws an :class:`AmbiguousTrainingSetError` says that m is too small fo
 
 from __future__ import annotations
 
+import os
+
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -106,6 +108,18 @@ def draw_support(task: str, T: int, s: int, seed: int) -> torch.Tensor:
     return torch.randperm(T, generator=g)[:s].sort().values
 
 
+# Test only: the fraction of training labels to flip, a broken data generator that
+# `attnsweep replicate` must catch (tests/test_replicate.py). Never set in real use.
+PLANTED_NOISE_ENV = "ATTNSWEEP_TEST_FLIP_LABELS"
+
+
+def _planted_label_noise(y: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    frac = float(os.environ.get(PLANTED_NOISE_ENV) or 0)
+    if frac <= 0:
+        return y
+    return torch.where(torch.rand(y.shape, generator=g, device=y.device) < frac, 1 - y, y)
+
+
 def sample_training_set(
     task: str,
     T: int,
@@ -145,7 +159,7 @@ def sample_training_set(
         x = (torch.rand((m, T), generator=g, device=device) < p).to(torch.uint8)
         y = labels(task, x, support)
         if not reject_ambiguous or not is_ambiguous(task, x, y, support):
-            return x, y, support, redraw
+            return x, _planted_label_noise(y, g), support, redraw
     raise AmbiguousTrainingSetError(
         f"{max_redraws + 1} training sets of m={m} samples for task={task}, T={T}, s={s}, "
         f"seed={seed} were all explained by more than one support: m is too small to "

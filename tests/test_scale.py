@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_three_thousand_tiny_trials_one_row_each(tmp_path):
     text = (ROOT / "sweeps" / "tiny-100k.yaml").read_text().replace("seeds: 2500", "seeds: 75")
-    text += "  flush_rows: 1000\n  flush_s: 3600\n"
+    text = text.replace("  pack_size: auto\n", "  pack_size: auto\n  flush_rows: 1000\n  flush_s: 3600\n")
     spec_path = tmp_path / "tiny.yaml"
     spec_path.write_text(text)
     spec = load_spec(spec_path)

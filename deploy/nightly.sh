@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The nightly replication: re-run the pinned sweep on the cluster and compare it with the
+# baseline run; exit 1 (and say which cells moved) on a regression.
+# Needs: ATTNSWEEP_BASELINE (the baseline run id) and ATTNSWEEP_STORE (the shared store);
+# ATTNSWEEP_ADDRESS (default auto: the cluster this machine belongs to); ATTNSWEEP_HOME (the checkout).
+set -euo pipefail
+cd "${ATTNSWEEP_HOME:-$HOME/attnsweep}"
+exec attnsweep replicate sweeps/nightly.yaml \
+  --baseline "${ATTNSWEEP_BASELINE:?set ATTNSWEEP_BASELINE to the baseline run id}" \
+  --address "${ATTNSWEEP_ADDRESS:-auto}" \
+  --report "reports/nightly/$(date -u +%Y%m%d)"

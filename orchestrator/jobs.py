@@ -1,0 +1,140 @@
+"""Sweeps as Ray jobs: submit a spec to a cluster's job server, follow it, cancel it.
+
+The job's working directory (Ray's runtime-environment ``working_dir``) holds only the
+spec and this project's four source packages, copied from the submitting checkout: the
+cluster runs the submitter's code (its git commit is recorded in the run as usual) and
+never sees private files, virtual environments or local stores. Third-party packages
+(torch, ray, polars...) come from the cluster's own environment (cluster.yaml installs
+them).
+
+The job server of ``ray start --head`` uses token authentication; the client finds the
+token as Ray does (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``),
+and the token never appears in commands, specs or logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from orchestrator.errors import RunError
+from orchestrator.spec import load_spec
+
+PACKAGES = ("orchestrator", "workers", "results", "tasks")
+ROOT = Path(__file__).resolve().parent.parent
+# What the job's command falls back to when no --store is given: the store the cluster
+# itself names (cluster.yaml exports ATTNSWEEP_STORE on every node).
+CLUSTER_STORE = '"${ATTNSWEEP_STORE:?set ATTNSWEEP_STORE on the cluster or give --store}"'
+
+
+def client(address: str):
+    """A ``JobSubmissionClient`` for the job server at ``address`` (``http://host:8265``).
+
+    Raises:
+        RunError: nothing answers there, or it refuses the client.
+    """
+    _use_token_if_present()
+    from ray.job_submission import JobSubmissionClient
+
+    try:
+        return JobSubmissionClient(address)
+    except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
+        raise RunError(f"no Ray job server answers at {address}: {exc}; start one with `ray start --head` "
+                       "or forward it with `ray dashboard cluster.yaml`") from exc
+
+
+def submit(spec_path: Path, address: str, store: str | None = None, submission_id: str | None = None) -> str:
+    """Validate ``spec_path`` here, then submit it as a Ray job; returns the job id.
+
+    Args:
+        spec_path: the sweep spec.
+        address: the job server, ``http://host:port``.
+        store: the results store as the cluster sees it (shared path or URI); None: the
+            cluster's ``ATTNSWEEP_STORE``.
+        submission_id: a job id of your own (default: Ray's).
+
+    Raises:
+        SpecError: the spec is invalid (nothing is submitted).
+        RunError: the job server cannot be reached or refuses the job.
+    """
+    spec = load_spec(spec_path)
+    jobs = client(address)
+    staging = Path(tempfile.mkdtemp(prefix="attnsweep-job-"))
+    try:
+        for package in PACKAGES:
+            shutil.copytree(ROOT / package, staging / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        (staging / "spec.yaml").write_text(spec.source_yaml)
+        target = shlex.quote(store) if store else CLUSTER_STORE
+        entrypoint = f"python -m orchestrator.cli run spec.yaml --address auto --store {target}"
+        try:
+            return jobs.submit_job(
+                entrypoint=entrypoint, submission_id=submission_id,
+                runtime_env={"working_dir": str(staging)},
+                metadata={"sweep": spec.name, "spec_hash": spec.spec_hash()},
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise RunError(f"the job server at {address} refused the job: {exc}") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def status(address: str, job_id: str) -> tuple[str, str]:
+    """``(status, message)`` of a job: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED.
+
+    Raises:
+        RunError: no such job, or no job server.
+    """
+    jobs = client(address)
+    try:
+        info = jobs.get_job_info(job_id)
+    except Exception as exc:  # noqa: BLE001
+        raise RunError(f"no job {job_id!r} at {address}: {exc}") from exc
+    return str(info.status.value if hasattr(info.status, "value") else info.status), info.message or ""
+
+
+def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str], None] = print) -> None:
+    """Write a job's log (``follow``: stream it until the job ends).
+
+    Raises:
+        RunError: no such job, or no job server.
+    """
+    jobs = client(address)
+    try:
+        if not follow:
+            write(jobs.get_job_logs(job_id))
+            return
+
+        async def tail() -> None:
+            async for chunk in jobs.tail_job_logs(job_id):
+                write(chunk)
+
+        asyncio.run(tail())
+    except Exception as exc:  # noqa: BLE001
+        raise RunError(f"cannot read the log of job {job_id!r} at {address}: {exc}") from exc
+
+
+def cancel(address: str, job_id: str) -> bool:
+    """Stop a job; False if it had already ended.
+
+    Raises:
+        RunError: no such job, or no job server.
+    """
+    jobs = client(address)
+    try:
+        return bool(jobs.stop_job(job_id))
+    except Exception as exc:  # noqa: BLE001
+        raise RunError(f"cannot stop job {job_id!r} at {address}: {exc}") from exc
+
+
+def _use_token_if_present() -> None:
+    """Turn on Ray's token authentication in this client when a token is there to use."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
+    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"

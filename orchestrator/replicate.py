@@ -1,0 +1,183 @@
+"""Replication: re-run a pinned sweep and compare everything derived from it with a baseline run.
+
+Rules (a comparison fails -> the replication is a regression):
+
+* **m\\* per cell**: the new m* must lie in the baseline's bootstrap interval widened by the
+  relative tolerance ``tol`` on each side, ``[ci_lo / (1 + tol), ci_hi * (1 + tol)]``, and
+  censoring must agree (a cell that reached the success rate must still reach it). Without
+  baseline intervals (``n_boot: 0``) the interval is the baseline m* itself.
+* **Growth-law parameters** (sparse Boolean; each series and law): the new estimate must lie
+  in the baseline's parameter interval widened by ``tol`` times its width on each side;
+  laws without an interval are shown, not judged.
+* **Verdicts** (symmetry S1-S4): the same verdict.
+* **Score distributions** per (cell, m): a two-sample Kolmogorov-Smirnov test of the seeds'
+  test accuracy (sparse Boolean) or relative test error (symmetry), Holm-corrected over all
+  (cell, m); a corrected p below ``alpha`` fails.
+
+The baseline must come from the same spec (same spec hash): replication re-runs the sweep
+it pins, seeds included.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from scipy.stats import ks_2samp
+
+from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of
+from orchestrator.analyze_symmetry import analyze_symmetry_run
+from orchestrator.errors import RunError
+from results import ResultsStore
+from results.symmetry import CELL as SYMMETRY_CELL
+
+
+@dataclass
+class Comparison:
+    """One derived quantity, baseline against new."""
+
+    kind: str
+    what: str
+    baseline: str
+    new: str
+    ok: bool | None  # None: shown, not judged
+
+
+def compare_runs(store: ResultsStore, baseline: str, new: str, tol: float = 0.25, alpha: float = 0.01,
+                 figures_dir: Path | None = None) -> list[Comparison]:
+    """Every comparison of run ``new`` against run ``baseline`` (see the module doc).
+
+    Raises:
+        RunError: the runs come from different specs or experiments.
+        StoreError: a run is missing or has no trained trials.
+    """
+    sweeps = store.sweep_of(baseline), store.sweep_of(new)
+    records = store.read_run(sweeps[0], baseline), store.read_run(sweeps[1], new)
+    if records[0]["spec_hash"] != records[1]["spec_hash"]:
+        raise RunError(f"run {new} and baseline {baseline} come from different specs; replication compares "
+                       "runs of one pinned spec")
+    experiment = records[0].get("experiment") or "sparse_boolean"
+    settings = settings_of(store, sweeps[0], baseline)
+    dirs = [None, None] if figures_dir is None else [figures_dir / "baseline", figures_dir / "new"]
+    if experiment == "symmetry":
+        a, b = (analyze_symmetry_run(store, s, r, settings, d) for s, r, d in zip(sweeps, (baseline, new), dirs))
+        out = _m_star(a.m_star, b.m_star, list(SYMMETRY_CELL), tol)
+        out += [Comparison("verdict", x["claim"], x["verdict"], y["verdict"], x["verdict"] == y["verdict"])
+                for x, y in zip(a.verdicts, b.verdicts)]
+        score, cell = "test_error", [c for c in SYMMETRY_CELL if c != "student"] + ["model", "equivariance"]
+    else:
+        a, b = (analyze_run(store, r, d, settings) for r, d in zip((baseline, new), dirs))
+        cell = [c for c in CELL_FIELDS if c in a.m_star.columns]
+        out = _m_star(a.m_star, b.m_star, cell, tol) + _fits(a.fits, b.fits, tol)
+        score = "test_acc"
+    out += _distributions(store, sweeps, (baseline, new), [c for c in cell if c != "student"], score, alpha)
+    return out
+
+
+def _m_star(base: pl.DataFrame, new: pl.DataFrame, cell: list[str], tol: float) -> list[Comparison]:
+    out = []
+    joined = base.join(new, on=cell, how="full", suffix="_new", nulls_equal=True, coalesce=True)
+    varying = [c for c in cell if joined[c].n_unique() > 1] or cell[:1]
+    for r in joined.iter_rows(named=True):
+        what = ", ".join(f"{c}={r[c]}" for c in varying)
+        if r.get("m_star_grid") is None and r.get("censored") is None:
+            out.append(Comparison("m*", what, "missing", _fmt_m(r, "_new"), False))
+            continue
+        if r.get("censored_new") is None:
+            out.append(Comparison("m*", what, _fmt_m(r, ""), "missing", False))
+            continue
+        if r["censored"] == "above" or r["censored_new"] == "above":
+            ok = r["censored"] == r["censored_new"]
+        else:
+            lo, hi = r["ci_lo"], r["ci_hi"]
+            if lo is None or math.isnan(lo) or hi is None or math.isnan(hi):
+                lo = hi = r["m_star"]
+            ok = lo / (1 + tol) <= r["m_star_new"] <= hi * (1 + tol)
+        out.append(Comparison("m*", what, _fmt_m(r, ""), _fmt_m(r, "_new"), bool(ok)))
+    return out
+
+
+def _fmt_m(r: dict, suffix: str) -> str:
+    if r.get(f"censored{suffix}") == "above":
+        return f"> {r.get(f'm_max{suffix}')}"
+    lo, hi = r.get(f"ci_lo{suffix}"), r.get(f"ci_hi{suffix}")
+    ci = f" [{lo:.1f}, {hi:.1f}]" if lo is not None and not math.isnan(lo) else ""
+    return f"{r[f'm_star{suffix}']:.1f}{ci}"
+
+
+def _fits(base: dict, new: dict, tol: float) -> list[Comparison]:
+    out = []
+    for series, fa in base.items():
+        fb = new.get(series)
+        for row in fa.iter_rows(named=True):
+            other = None if fb is None else fb.filter(pl.col("model") == row["model"])
+            for p in ("a", "b"):
+                label = f"{series}: {row['model']} law, {p if row['model'] != 'power' or p == 'a' else 'c'}"
+                if other is None or other.is_empty():
+                    out.append(Comparison("fit", label, f"{row[p]:.3g}", "missing", False))
+                    continue
+                value, lo, hi = other[p][0], row[f"{p}_lo"], row[f"{p}_hi"]
+                if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+                    out.append(Comparison("fit", label, f"{row[p]:.3g}", f"{value:.3g}", None))
+                    continue
+                pad = tol * (hi - lo)
+                out.append(Comparison("fit", label, f"{row[p]:.3g} [{lo:.3g}, {hi:.3g}]", f"{value:.3g}",
+                                      bool(lo - pad <= value <= hi + pad)))
+    return out
+
+
+def _distributions(store, sweeps, runs, cell, score, alpha) -> list[Comparison]:
+    frames = []
+    for s, r in zip(sweeps, runs):
+        t = store.scan_run_trials(s, r).filter(pl.col("status") == "done").collect()
+        cols = [c for c in cell if c in t.columns]
+        frames.append(t.select([*cols, "m", pl.col(score)]).drop_nulls(score))
+    keys = [c for c in frames[0].columns if c != score]
+    g = [f.group_by(keys).agg(pl.col(score)) for f in frames]
+    both = g[0].join(g[1], on=keys, suffix="_new", nulls_equal=True)
+    varying = [k for k in keys if both[k].n_unique() > 1]
+    tests = []
+    for r in both.iter_rows(named=True):
+        x, y = np.asarray(r[score], float), np.asarray(r[f"{score}_new"], float)
+        p = 1.0 if np.array_equal(np.sort(x), np.sort(y)) else float(ks_2samp(x, y).pvalue)
+        tests.append((", ".join(f"{k}={r[k]}" for k in varying), p, x, y))
+    # Holm: the i-th smallest p is compared with alpha / (n - i).
+    order = sorted(range(len(tests)), key=lambda i: tests[i][1])
+    adjusted, running = [1.0] * len(tests), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, tests[i][1] * (len(tests) - rank)))
+        adjusted[i] = running
+    return [Comparison(f"{score} distribution", what, f"median {np.median(x):.3g}", f"median {np.median(y):.3g} "
+                       f"(Holm p={adjusted[i]:.2g})", adjusted[i] >= alpha)
+            for i, (what, _, x, y) in enumerate(tests)]
+
+
+def write_report(path: Path, comparisons: list[Comparison], baseline: str, new: str, figures: Path | None,
+                 header: dict) -> Path:
+    """A Markdown report: verdict, the rules, every comparison (failures first), and the
+    baseline and new figures side by side."""
+    failed = [c for c in comparisons if c.ok is False]
+    lines = [f"# Replication of {header.get('sweep')}: {'REGRESSION' if failed else 'PASSED'}", "",
+             f"- baseline run: {baseline}", f"- new run: {new}"]
+    lines += [f"- {k}: {v}" for k, v in header.items() if k != "sweep"]
+    lines += ["", f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} judged comparisons failed. "
+              "Rules: see `orchestrator/replicate.py` (m* inside the baseline CI widened by the tolerance; fit "
+              "parameters inside their widened CI; equal verdicts; Holm-corrected KS tests of score distributions).", ""]
+    if failed:
+        lines += ["## What moved", ""] + [f"- **{c.kind}** {c.what}: baseline {c.baseline}, new {c.new}" for c in failed] + [""]
+    lines += ["## Every comparison", "", "| kind | what | baseline | new | result |", "|---|---|---|---|---|"]
+    mark = {True: "ok", False: "**FAILED**", None: "shown"}
+    lines += [f"| {c.kind} | {c.what} | {c.baseline} | {c.new} | {mark[c.ok]} |"
+              for c in sorted(comparisons, key=lambda c: (c.ok is not False, c.kind))]
+    if figures is not None:
+        pngs = sorted(p.name for p in (figures / "baseline").glob("*.png"))
+        if pngs:
+            lines += ["", "## Figures (baseline | new)", "", "| baseline | new |", "|---|---|"]
+            rel = figures.relative_to(path.parent) if figures.is_relative_to(path.parent) else figures
+            lines += [f"| ![baseline]({rel}/baseline/{n}) | ![new]({rel}/new/{n}) |" for n in pngs]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path

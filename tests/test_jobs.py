@@ -1,0 +1,89 @@
+"""Job submission for real: a head node started with `ray start --head` (job server on a
+loopback port), a small sweep submitted through it with `attnsweep submit --wait`, the store
+checked, `status`/`logs` read back, then the cluster stopped through the pid that started it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from results import ResultsStore
+
+SPEC = ("name: jobsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
+        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 32, max_epochs: 20}\nexecution: {pack_size: 2}\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cli(*args, cwd, timeout=600):
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory):
+    ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
+    gcs, dash = _free_port(), _free_port()
+    log = tmp_path_factory.mktemp("head") / "ray-start.log"
+    proc = subprocess.Popen(
+        [ray_bin, "start", "--head", "--block", f"--port={gcs}", "--dashboard-host=127.0.0.1",
+         f"--dashboard-port={dash}", "--num-cpus=2", "--disable-usage-stats"],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"),
+    )
+    address = f"http://127.0.0.1:{dash}"
+    try:
+        deadline = time.time() + 180
+        while True:
+            probe = _cli("status", "no-such-job", "--address", address, cwd=log.parent, timeout=60)
+            if "no job" in probe.stderr:  # the job server answers
+                break
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail(f"ray start --head did not come up: {log.read_text()[-2000:]}")
+            time.sleep(2)
+        yield address
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # --block: the cluster stops with the process that started it
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_submit_wait_then_status_and_logs(head, tmp_path):
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    store = tmp_path / "store"
+    proc = _cli("submit", "spec.yaml", "--address", head, "--store", str(store), "--wait", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    job_id = proc.stdout.strip().splitlines()[0]
+    assert "SUCCEEDED" in proc.stderr
+    rows = ResultsStore(store).scan_trials().collect()
+    assert rows.height == 4 and rows["trial_id"].n_unique() == 4 and set(rows["status"]) == {"done"}
+    status = _cli("status", job_id, "--address", head, cwd=tmp_path)
+    assert status.returncode == 0 and status.stdout.startswith("SUCCEEDED")
+    logs = _cli("logs", job_id, "--address", head, cwd=tmp_path)
+    assert logs.returncode == 0 and "run " in logs.stdout and "done 4" in logs.stdout
+
+
+def test_bad_spec_is_refused_before_submitting_and_unknown_jobs_exit_2(head, tmp_path):
+    (tmp_path / "bad.yaml").write_text(SPEC.replace("m: [16, 32]", "m: [0]"))
+    proc = _cli("submit", "bad.yaml", "--address", head, "--store", str(tmp_path / "s"), cwd=tmp_path)
+    assert proc.returncode == 2 and "grid.m" in proc.stderr
+    assert _cli("cancel", "no-such-job", "--address", head, cwd=tmp_path).returncode == 2
+    dead = _cli("status", "x", "--address", f"http://127.0.0.1:{_free_port()}", cwd=tmp_path)
+    assert dead.returncode == 2 and "no Ray job server answers" in dead.stderr
