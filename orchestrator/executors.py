@@ -187,6 +187,8 @@ class RayExecutor(Executor):
     def wait(self, handles, timeout_s):
         handles = list(handles)
         ready, rest = self._ray.wait(handles, num_returns=1, timeout=timeout_s)
+        if not ready:
+            self._check_alive()
         if ready and rest:  # collect every pack that is already done, not just the first
             more, _ = self._ray.wait(rest, num_returns=len(rest), timeout=0)
             ready += more
@@ -199,6 +201,21 @@ class RayExecutor(Executor):
             except Exception as exc:  # noqa: BLE001 - Ray errors become the pack's rows
                 out.append((ref, exc))
         return out
+
+    def _check_alive(self) -> None:
+        """Fail instead of waiting forever when the Ray this executor started has died
+        (killed by ``ray stop``, the OOM killer...): Ray's client keeps retrying for long.
+
+        Raises:
+            RunError: a process of the embedded Ray is gone.
+        """
+        if not self._owns_ray:
+            return
+        node = getattr(self._ray._private.worker, "_global_node", None)
+        dead = node.dead_processes() if node is not None else []
+        if dead:
+            raise RunError(f"the local Ray died under this sweep ({', '.join(name for name, _ in dead)} exited); "
+                           "finished trials are saved: resume the run")
 
     def slots(self) -> int:
         return len(self._actors) if self._actors else self._fits_now()

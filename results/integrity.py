@@ -131,7 +131,8 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
 
 def _read(path: Path, schema: pa.Schema) -> pa.Table:
     """One part file in the unified schema: missing columns as nulls, types promoted."""
-    t = pq.read_table(path)
+    with path.open("rb") as fh:
+        t = pq.read_table(fh)
     cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type) for f in schema]
     return pa.Table.from_arrays(cols, schema=schema)
 

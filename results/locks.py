@@ -5,15 +5,20 @@ The lock is ``locks/<sweep>/<run_id>.lock`` under the store root, an OS file loc
 exits (kill -9 included), so a crashed driver never leaves a stale lock. Beside it,
 ``<run_id>.holder.json`` says who holds it (pid, host, since) for the error message of a
 second driver. On shared filesystems without working file locks (some NFS set-ups) the
-guard does not hold: run one driver per run there.
+guard does not hold: run one driver per run there. A store on an object store (``s3://``...)
+has no file locks at all: its lock lives on the driver's machine
+(``~/.cache/attnsweep/locks/<hash of the store URI>/``), so it guards against a second
+driver on the same machine only.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import socket
+from pathlib import Path
 
 import filelock
 
@@ -34,7 +39,11 @@ class RunLock:
 
     def __init__(self, store: ResultsStore, sweep: str, run_id: str):
         store.run_dir("trials", sweep, run_id)  # validates the names
-        folder = store.root / "locks" / sweep
+        if store.local:
+            folder = store.root / "locks" / sweep
+        else:
+            key = hashlib.sha256(store.uri.encode()).hexdigest()[:16]
+            folder = Path.home() / ".cache" / "attnsweep" / "locks" / key / sweep
         self.path = folder / f"{run_id}.lock"
         self.holder_path = folder / f"{run_id}.holder.json"
         self.run_id = run_id

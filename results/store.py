@@ -13,6 +13,14 @@ final folder and renamed into place (atomic on POSIX), so a reader never sees ha
 file: temporary names start with a dot and end in ``.partial``, so neither ``*.parquet``
 globs (polars, DuckDB) nor pyarrow's discovery pick them up.
 
+The root is a local folder or any URI fsspec understands (``s3://bucket/store``,
+``gs://...``, ``file:///abs/path``, ``memory://`` in tests), handled through
+``universal_pathlib``. Local roots (``file://`` included) are read by polars directly;
+remote ones through a pyarrow dataset over the fsspec filesystem. On object stores a file is
+written in one PUT, which readers also see whole or not at all; credentials come from the
+environment or the machine's role as fsspec and pyarrow find them, never from the store URI
+in specs or logs.
+
 Reading is defensive: a file whose Parquet footer cannot be read (zero bytes, truncated)
 is moved to ``quarantine/`` under the store root with a :class:`StoreWarning`, and the rest
 still reads. Files written by different versions read as one table: their schemas are
@@ -27,7 +35,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import time
 import uuid
 import warnings
@@ -53,14 +60,18 @@ class StoreWarning(UserWarning):
 
 
 class ResultsStore:
-    """A store rooted at a local directory (created on first write).
+    """A store rooted at a local directory or an fsspec URI (created on first write).
 
     Args:
-        root: the store's directory.
+        root: the store's directory, or a URI such as ``s3://bucket/store``.
+
+    Raises:
+        StoreError: a URI whose scheme no installed fsspec backend handles.
     """
 
     def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
+        self.uri = str(root)
+        self.root, self.local = store_root(root)
         self._meta: dict[tuple, pq.FileMetaData] = {}
         self.quarantined: list[Path] = []
 
@@ -100,7 +111,7 @@ class ResultsStore:
         """The readable Parquet files of ``table`` (or of one run's ``folder``): temporary
         files excluded, unreadable ones quarantined, files a compaction replaced skipped."""
         found = folder.glob("*.parquet") if folder is not None else (self.root / table).glob("*/*/*.parquet")
-        good = [p for p in sorted(found) if not p.name.startswith(".") and self.metadata(p) is not None]
+        good = [p for p in sorted(found, key=str) if not p.name.startswith(".") and self.metadata(p) is not None]
         replaced = set()
         for p in good:
             kv = self.metadata(p).metadata or {}
@@ -114,10 +125,11 @@ class ResultsStore:
             st = path.stat()
         except FileNotFoundError:
             return None
-        key = (str(path), st.st_size, st.st_mtime_ns)
+        key = (str(path), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None))
         if key not in self._meta:
             try:
-                self._meta[key] = pq.read_metadata(path)
+                with path.open("rb") as fh:
+                    self._meta[key] = pq.read_metadata(fh)
             except (OSError, pa.ArrowException) as exc:
                 self._quarantine(path, exc)
                 return None
@@ -128,7 +140,7 @@ class ResultsStore:
         dest = self.root / QUARANTINE / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
-            shutil.move(path, dest)
+            path.rename(dest)
         except FileNotFoundError:
             return
         self.quarantined.append(dest)
@@ -169,6 +181,8 @@ class ResultsStore:
         if not files:
             where = f"run folder {folder}" if folder is not None else f"store at {self.root}"
             raise StoreError(f"no {table} in the {where}: run a sweep first")
+        if not self.local:
+            return pl.scan_pyarrow_dataset(self._dataset(table, files, partitioned=folder is None))
         schema = pl.from_arrow(self.schema(table, files).empty_table()).schema
         return pl.scan_parquet(
             files, schema=schema, hive_partitioning=folder is None,
@@ -184,15 +198,23 @@ class ResultsStore:
         Raises:
             StoreError: no files, or incompatible column types.
         """
-        import pyarrow.dataset as ds
-
         files = self._files(table)
         if not files:
             raise StoreError(f"no {table} in the store at {self.root}: run a sweep first")
-        schema = pa.unify_schemas([self.schema(table, files), PARTITION_SCHEMA])
-        return ds.dataset([str(p) for p in files], schema=schema, format="parquet",
-                          partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
-                          partition_base_dir=str(self.root / table))
+        return self._dataset(table, files)
+
+    def _dataset(self, table: str, files: list[Path], partitioned: bool = True):
+        import pyarrow.dataset as ds
+
+        schema = self.schema(table, files)
+        fs = None if self.local else self.root.fs
+        paths = [str(p) if self.local else p.path for p in files]
+        base = self.root / table
+        if not partitioned:
+            return ds.dataset(paths, schema=schema, format="parquet", filesystem=fs)
+        return ds.dataset(paths, schema=pa.unify_schemas([schema, PARTITION_SCHEMA]), format="parquet",
+                          filesystem=fs, partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
+                          partition_base_dir=str(base) if self.local else base.path)
 
     def scan_run_trials(self, sweep: str, run_id: str) -> pl.LazyFrame:
         """The trial rows of one run, with ``sweep`` and ``run_id`` columns.
@@ -223,7 +245,8 @@ class ResultsStore:
         path = self.run_dir("runs", sweep, run_id) / "run.parquet"
         if not path.exists():
             raise StoreError(f"no run {run_id!r} of sweep {sweep!r} in the store at {self.root}")
-        return pl.read_parquet(path).row(0, named=True)
+        with path.open("rb") as fh:
+            return pl.from_arrow(pq.read_table(fh)).row(0, named=True)
 
     def latest_run(self) -> tuple[str, str]:
         """``(sweep, run_id)`` of the run that started last.
@@ -259,8 +282,35 @@ class ResultsStore:
         return stale
 
 
+def store_root(root: str | os.PathLike) -> tuple[Path, bool]:
+    """``(path, local)``: a local ``Path`` for folders and ``file://`` URIs, a ``UPath``
+    (fsspec) for other URIs.
+
+    Raises:
+        StoreError: no fsspec backend for the URI's scheme (e.g. s3fs not installed).
+    """
+    text = os.fspath(root)
+    if "://" not in text:
+        return Path(text), True
+    from upath import UPath
+
+    try:
+        path = UPath(text)
+    except (ValueError, ImportError) as exc:
+        raise StoreError(f"store {text!r}: no filesystem for this URI ({exc}); install its fsspec "
+                         "backend (s3fs, gcsfs, adlfs...)") from exc
+    if path.protocol in ("file", "local"):
+        return Path(path.path), True
+    return path, False
+
+
 def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
-    """Write ``table`` to ``path`` through a temporary file in the same folder and a rename."""
+    """Write ``table`` to ``path`` so that readers see all of it or nothing: locally through
+    a temporary file in the same folder and a rename; on an object store in one PUT."""
+    if not isinstance(path, Path) or type(path).__module__.startswith("upath"):
+        with path.open("wb") as fh:
+            pq.write_table(table, fh)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     # Hidden and not ending in .parquet: no reader's glob or discovery picks it up.
     tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:8]}-{path.name}.partial")

@@ -178,3 +178,30 @@ def test_a_truncated_file_is_reported_and_queries_still_run(tmp_path):
     assert check.returncode == 1 and "unreadable" in check.stdout and "quarantine" in check.stdout
     query = _cli("query", "SELECT count(*) AS n FROM trials", "--format", "csv", cwd=tmp_path)
     assert query.returncode == 0 and query.stdout.split() == ["n", "3"]
+
+
+def test_the_embedded_ray_dying_under_a_sweep_fails_it_instead_of_hanging(tmp_path):
+    from orchestrator import RunError
+
+    spec = parse_spec(SWEEP + "execution: {pack_size: 1}\n")
+    store = ResultsStore(tmp_path)
+    executor = RayExecutor(spec.execution, None, spec.resources)
+    node = ray._private.worker._global_node
+    gcs = node.all_processes["gcs_server"][0].process
+
+    def kill_gcs():
+        time.sleep(2.0)
+        gcs.kill()  # as `ray stop --force` or the OOM killer would
+
+    killer = threading.Thread(target=kill_gcs)
+    killer.start()
+    t0 = time.time()
+    try:
+        with pytest.raises(RunError, match="the local Ray died"):
+            run_sweep(spec, store, executor, console=_quiet())
+    finally:
+        killer.join()
+        executor.shutdown()
+    assert time.time() - t0 < 120
+    (run_id,) = [p.name.removeprefix("run_id=") for p in (tmp_path / "runs" / "sweep=kills").iterdir()]
+    assert store.read_run("kills", run_id)["status"] == "failed"
