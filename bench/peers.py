@@ -51,7 +51,7 @@ METHODS = ["tune_default", "tune_fast", "ray_tasks", "sequential", "attnsweep"]
 MARK = "@@peers "  # Tune prints its progress on stdout too; the result line carries this prefix
 # What attnsweep's own embedded Ray uses (no dashboard); given to every Ray method so that
 # none pays for background processes the others do not have.
-RAY_INIT = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+RAY_INIT = dict(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
 def train_one(seed: int) -> dict:

@@ -47,7 +47,7 @@ def child(n: int, workers: str) -> dict:
     text = SPEC.read_text().replace("seeds: 2500", f"seeds: {max(1, n // CELLS)}")
     text = text.replace("pack_size: auto", f"pack_size: auto\n  workers: {workers}")
     spec = parse_spec(text)
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
     executor = RayExecutor(spec.execution, None, spec.resources)
     slots = executor.slots()
     with tempfile.TemporaryDirectory() as tmp:

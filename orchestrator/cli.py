@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -58,8 +59,17 @@ def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
     from orchestrator.spec import load_spec
 
     s = load_spec(spec, max_trials=max_trials)
-    n_packs = sum(1 for _ in make_packs(((str(i), c) for i, c in enumerate(s.trials())), spec_pack_sizer(s), s.experiment))
-    out.print(f"[green]valid[/]: sweep {s.name!r}: {s.n_trials()} trials in {n_packs} packs")
+    workers = s.resources.num_workers or max(1, int((os.cpu_count() or 1) / s.resources.cpus_per_worker))
+    n_packs = sum(1 for _ in make_packs(((str(i), c) for i, c in enumerate(s.trials())), spec_pack_sizer(s, workers),
+                                        s.experiment))
+    budget = s.execution.pack_memory_mb * 2**20
+    biggest = max(s.family.memory_bytes(c) for c in _one_per_shape(s))
+    if biggest > budget:
+        err.print(f"warning: one trial needs about {biggest / 2**20:,.0f} MiB of training memory, more than "
+                  f"execution.pack_memory_mb ({s.execution.pack_memory_mb:g}); such trials run one per pack and "
+                  "may not fit a worker", style="yellow", markup=False)
+    out.print(f"[green]valid[/]: sweep {s.name!r}: {_plural(s.n_trials(), 'trial')} in {_plural(n_packs, 'pack')} "
+              f"(for {_plural(workers, 'worker')} here)")
     for i in range(len(s.grids)):
         if len(s.grids) > 1:
             out.print(f"  grid block {i}:")
@@ -120,22 +130,40 @@ def resume(
 
 
 def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyze: bool, resume_id: str | None) -> None:
-    from orchestrator.driver import run_sweep
+    import signal
+
+    from orchestrator.driver import new_run_id, resumable_record, run_sweep
     from orchestrator.executors import LocalExecutor, RayExecutor
     from results import ResultsStore
+    from results.locks import RunLock
 
     _check_paths(store, figures)
     results = ResultsStore(store)
-    if resume_id is not None:  # refuse a wrong run before starting Ray
-        results.read_run(s.name, resume_id)
+    run_id = resume_id or new_run_id()
+    if resume_id is not None:  # refuse a wrong, held or finished run before starting Ray
+        record = resumable_record(s, results, resume_id)
+        with RunLock(results, s.name, resume_id):
+            pass
+        if record["status"] == "finished" and len(results.run_trial_ids(s.name, resume_id)) >= s.n_trials():
+            err.print(f"run {resume_id} is complete ({s.n_trials()} trials); nothing to resume", markup=False)
+            if analyze:
+                _print_analysis(results, resume_id, figures or Path("figures") / s.name / resume_id)
+            return
     executor = LocalExecutor(s.execution, s.resources) if local else RayExecutor(s.execution, address, s.resources)
+
+    def stop(signum, frame):  # SIGTERM (a scheduler, `timeout`, `ray job stop`) ends the run like Ctrl-C
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         summary = run_sweep(s, results, executor, console=err, max_in_flight=max_in_flight,
-                            run_id=resume_id, resume=resume_id is not None)
+                            run_id=run_id, resume=resume_id is not None)
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]: finished trials are saved; continue with attnsweep resume RUN_ID")
+        err.print(f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
+                  + (f" --store {store}" if store != DEFAULT_STORE else ""))
         raise typer.Exit(130) from None
     finally:
+        signal.signal(signal.SIGTERM, previous)
         executor.shutdown()
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
     err.print(f"[bold]run {summary.run_id}[/] of sweep {summary.sweep}: {counts}; "
@@ -271,13 +299,17 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     out.print(f"trials: {report.files['trials']} files, {report.rows['trials']} rows; "
               f"runs: {report.files['runs']} files, {report.rows['runs']} rows")
     for path in report.quarantined:
-        out.print(f"[red]unreadable[/]: {path} (quarantined; its rows are missing from every read)")
+        out.print(f"[red]unreadable[/]: {path} (quarantined: its rows are not read; resume its run to recompute "
+                  "them, then delete the file)")
     for problem in report.schema_problems:
         out.print(f"[red]schema[/]: {problem}")
     for sweep, run_id, tid, copies in report.duplicates:
         out.print(f"[red]duplicate[/]: trial {tid} of run {run_id} (sweep {sweep}) is stored {copies} times")
     for path, age in report.temp_files:
         out.print(f"[yellow]temporary file[/]: {path} ({age:.0f} s old; a killed writer's, removed by the next run)")
+    for sweep, run_id in report.orphans:
+        out.print(f"[red]no run record[/]: run {run_id} of sweep {sweep} has trial rows but no readable run record "
+                  "(analyze and resume need it)")
     for path in report.superseded:
         out.print(f"[yellow]superseded[/]: {path} (replaced by a compaction; skipped by readers; store compact deletes it)")
     if report.ok:
@@ -301,10 +333,13 @@ def store_compact(
 
     results = ResultsStore(store)
     total = dict(runs=0, files_before=0, files_after=0, rows=0)
-    for folder in sorted((results.root / "trials").glob("sweep=*/run_id=*")):
+    folders = [f for f in sorted((results.root / "trials").glob("sweep=*/run_id=*"), key=str)
+               if (not sweep or f.parent.name == f"sweep={sweep}") and (not run_id or f.name == f"run_id={run_id}")]
+    if (sweep or run_id) and not folders:
+        raise AttnsweepError(f"no trials of {'run ' + run_id if run_id else ''}{' of ' if sweep and run_id else ''}"
+                             f"{'sweep ' + sweep if sweep else ''} in the store at {store}")
+    for folder in folders:
         sw, r = folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
-        if (sweep and sw != sweep) or (run_id and r != run_id):
-            continue
         try:
             with RunLock(results, sw, r):
                 rep = compact_store(results, sw, r)
@@ -315,6 +350,19 @@ def store_compact(
             total[k] += getattr(rep, k)
     out.print(f"compacted {total['runs']} run(s): {total['files_before']} files -> {total['files_after']}, "
               f"{total['rows']} rows unchanged")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _one_per_shape(s):
+    """One trial per distinct shape key (what the memory estimate depends on)."""
+    seen = set()
+    for c in s.trials():
+        if (key := c.shape_key()) not in seen:
+            seen.add(key)
+            yield c
 
 
 def _check_paths(store: str, figures: Path | None) -> None:
@@ -350,8 +398,18 @@ def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
     figures = figures or Path("figures") / sweep / run_id
     record = store.read_run(sweep, run_id)
     if record["status"] != "finished":
-        err.print(f"warning: run {run_id} is {record['status']}: {record['n_done']} of {record['n_trials']} trials "
-                  "done; cells may be incomplete (resume or rerun it)", style="yellow", markup=False)
+        from results.locks import RunLock, RunLockedError
+
+        stored = len(store.run_trial_ids(sweep, run_id))
+        state = record["status"]
+        if state == "running":
+            try:
+                with RunLock(store, sweep, run_id):
+                    state = "unfinished (its driver is gone)"
+            except RunLockedError:
+                state = "still running"
+        err.print(f"warning: run {run_id} is {state}: {stored} of {record['n_trials']} trials stored; cells may be "
+                  f"incomplete (attnsweep resume {run_id})", style="yellow", markup=False)
     if store.read_run(sweep, run_id).get("experiment") == "symmetry":
         settings = settings_of(store, sweep, run_id)
         print_symmetry(analyze_symmetry_run(store, sweep, run_id, settings, figures), out, settings.target_error)
@@ -400,6 +458,11 @@ def query(
 
 def main() -> None:
     """Console-script entry point."""
+    import warnings
+
+    # One line per warning (e.g. a quarantined store file), not the source line behind it.
+    warnings.showwarning = lambda message, category, *args, **kw: err.print(
+        f"warning: {message}", style="yellow", markup=False, highlight=False)
     app()
 
 

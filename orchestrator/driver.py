@@ -87,22 +87,38 @@ def run_sweep(
         return _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight)
 
 
-def _open_run(spec: SweepSpec, store: ResultsStore, run_id: str, resume: bool) -> tuple[dict, set[str]]:
-    """The run record to continue (or a new one) and the trial ids the run already holds."""
-    exists = (store.run_dir("runs", spec.name, run_id) / "run.parquet").exists()
-    if not resume:
-        if exists:
-            raise RunError(f"run {run_id} of sweep {spec.name} exists; resume it (attnsweep resume {run_id}) "
-                           "or start a new run")
-        return _run_record(spec, run_id), set()
-    if not exists:
+def resumable_record(spec: SweepSpec, store: ResultsStore, run_id: str) -> dict:
+    """The record of run ``run_id``, checked to be a run of ``spec``.
+
+    Raises:
+        RunError: no such run of the spec's sweep, or it was made from another spec.
+    """
+    if not (store.run_dir("runs", spec.name, run_id) / "run.parquet").exists():
         raise RunError(f"cannot resume run {run_id}: sweep {spec.name} has no such run in the store at {store.root}")
     record = store.read_run(spec.name, run_id)
     if record["spec_hash"] != spec.spec_hash():
         raise RunError(f"cannot resume run {run_id} with this spec: its grid, seeds, fixed settings or analysis "
                        f"differ from the run's (spec hash {spec.spec_hash()} vs {record['spec_hash']}); "
                        "resume with the run's own spec: attnsweep resume RUN_ID")
-    return record, store.run_trial_ids(spec.name, run_id)
+    return record
+
+
+def _open_run(spec: SweepSpec, store: ResultsStore, run_id: str, resume: bool) -> tuple[dict, set[str]]:
+    """The run record to continue (or a new one) and the trial ids the run already holds."""
+    if not resume:
+        if (store.run_dir("runs", spec.name, run_id) / "run.parquet").exists():
+            raise RunError(f"run {run_id} of sweep {spec.name} exists; resume it (attnsweep resume {run_id}) "
+                           "or start a new run")
+        return _run_record(spec, run_id), set()
+    record = resumable_record(spec, store, run_id)
+    done_ids = store.run_trial_ids(spec.name, run_id)
+    attempts = list(record.get("attempts") or [])
+    for i, a in enumerate(attempts):
+        if a["status"] == "running":  # we hold the lock: whoever ran it died without a word
+            last = i == len(attempts) - 1
+            attempts[i] = {**a, "status": "died", "n_run": len(done_ids) - (a["n_skipped"] or 0) if last else None}
+    record["attempts"] = attempts
+    return record, done_ids
 
 
 def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight) -> RunSummary:
@@ -192,7 +208,8 @@ def _rows(pack: Pack, outcome: list[dict] | BaseException, deaths: Counter | Non
         message = str(outcome)[:4000]
         if lost:
             message = f"worker died on every attempt ({runs_per_pack} per pack): {message}"
-        results = [dict(status=status.value, error_type=type(outcome).__name__, error=message)] * len(pack)
+        results = [dict(status=status.value, error_type=type(outcome).__name__, error=message,
+                        pack_size=len(pack))] * len(pack)
     else:
         results = outcome
     return [

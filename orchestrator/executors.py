@@ -109,7 +109,9 @@ class RayExecutor(Executor):
         self._owns_ray = address is None and not ray.is_initialized()
         try:
             if not ray.is_initialized():
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                # address="local": always a new private cluster; None would join whatever
+                # RAY_ADDRESS or the last `ray start` on this machine points at.
+                ray.init(address="local", include_dashboard=False, log_to_driver=False,
                          configure_logging=False) if address is None else ray.init(address=address, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RunError(f"cannot start or reach Ray at {address or 'a new local cluster'}: {exc}") from exc

@@ -79,6 +79,13 @@ class ResourceSettings(BaseModel):
     num_workers: int | None = Field(
         None, ge=1, le=100_000, description="workers to start; None: as many as the cluster's resources hold now")
 
+    @field_validator("gpus_per_worker")
+    @classmethod
+    def _whole_above_one(cls, value: float) -> float:
+        if value > 1 and value != int(value):
+            raise ValueError("must be a fraction below 1 (workers share a GPU) or a whole number of GPUs (Ray's rule)")
+        return value
+
 
 class AnalysisSettings(BaseModel):
     """How m* is computed for this sweep (results/critical.py has the definition)."""
@@ -202,6 +209,10 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
         raw = yaml.load(text, Loader=_NoAliasLoader)
     except yaml.YAMLError as exc:
         raise SpecError([f"not valid YAML: {str(exc).replace('<unicode string>', source)}"], source) from exc
+    except RecursionError:
+        raise SpecError(["YAML is nested too deeply to be a spec"], source) from None
+    if raw is None:
+        raise SpecError([f"the spec is empty; it needs at least {sorted(['name', 'grid'])}"], source)
     if not isinstance(raw, dict):
         raise SpecError([f"top level must be a mapping with keys {sorted(_TOP_KEYS)}, got {type(raw).__name__}"], source)
     problems: list[str] = []

@@ -36,6 +36,7 @@ class CheckReport:
         duplicates: ``(sweep, run_id, trial_id, copies)`` of trial ids stored more than once in a run.
         temp_files: temporary files with their age in seconds (a killed writer's, or one in progress).
         superseded: old part files a compaction replaced (skipped by readers).
+        orphans: ``(sweep, run_id)`` with trial rows but no readable run record.
     """
 
     files: dict[str, int] = field(default_factory=dict)
@@ -45,10 +46,11 @@ class CheckReport:
     duplicates: list[tuple[str, str, str, int]] = field(default_factory=list)
     temp_files: list[tuple[str, float]] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
+    orphans: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.quarantined or self.schema_problems or self.duplicates or self.temp_files)
+        return not (self.quarantined or self.schema_problems or self.duplicates or self.temp_files or self.orphans)
 
 
 def check_store(store: ResultsStore) -> CheckReport:
@@ -76,6 +78,11 @@ def check_store(store: ResultsStore) -> CheckReport:
         dup = (store.scan_trials().group_by("sweep", "run_id", "trial_id").agg(copies=pl.len())
                .filter(pl.col("copies") > 1).sort("sweep", "run_id", "trial_id").collect())
         report.duplicates = [tuple(r) for r in dup.iter_rows()]
+    def run_of(folder: Path) -> tuple[str, str]:
+        return folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
+
+    recorded = {run_of(f.parent) for f in store._files("runs")}
+    report.orphans = sorted({run_of(f.parent) for f in store._files("trials")} - recorded)
     qdir = store.root / QUARANTINE
     report.quarantined = sorted(str(p.relative_to(store.root)) for p in qdir.rglob("*") if p.is_file()) if qdir.exists() else []
     now = time.time()

@@ -9,9 +9,27 @@ import polars as pl
 from results.errors import QueryError, StoreError
 from results.store import ResultsStore
 
-_COMMENTS = re.compile(r"(--[^\n]*)|(/\*.*?\*/)", re.S)
-# polars SQL table functions that would read any file on disk.
+# String literals, quoted identifiers, comments, or one other character, in SQL order.
+_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|.", re.S)
+# polars SQL table functions that would read any file on disk (quoted or not).
 _FILE_READERS = re.compile(r"\bread_(csv|parquet|ipc|json|ndjson|delta)\s*\(", re.I)
+
+
+def _code(sql: str) -> str:
+    """The statement as the checks must see it: comments dropped, string literals blanked,
+    quoted identifiers unquoted (``"read_csv"(...)`` is still a call). The query itself
+    goes to polars unchanged."""
+    out = []
+    for tok in _TOKENS.findall(sql):
+        if tok.startswith("'"):
+            out.append("''")
+        elif tok.startswith('"'):
+            out.append(tok[1:-1].replace('""', '"'))
+        elif tok.startswith("--") or tok.startswith("/*"):
+            out.append(" ")
+        else:
+            out.append(tok)
+    return "".join(out)
 
 
 def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
@@ -28,11 +46,13 @@ def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
         QueryError: the statement is not a single SELECT/WITH, or polars rejects it.
         StoreError: the store is empty.
     """
-    text = _COMMENTS.sub(" ", sql).strip().rstrip(";").strip()
-    first = text.split(None, 1)[0].upper() if text else ""
-    if first not in ("SELECT", "WITH") or ";" in text:
+    code = _code(sql).strip().rstrip(";").strip()
+    first = code.split(None, 1)[0].upper() if code else ""
+    if first not in ("SELECT", "WITH"):
         raise QueryError("query runs one read-only statement: it must start with SELECT or WITH")
-    if _FILE_READERS.search(text):
+    if ";" in code:
+        raise QueryError("query runs one statement: remove the ';' between statements")
+    if _FILE_READERS.search(code):
         raise QueryError("query reads only the store's tables 'trials' and 'runs', not files (read_* functions)")
     tables = {}
     for name, scan in (("trials", store.scan_trials), ("runs", store.scan_runs)):
@@ -43,6 +63,6 @@ def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
     if not tables:
         raise StoreError(f"the store at {store.root} is empty: run a sweep first")
     try:
-        return pl.SQLContext(frames=tables).execute(text, eager=True)
+        return pl.SQLContext(frames=tables).execute(sql.strip().rstrip(";"), eager=True)
     except Exception as exc:  # polars raises several types for bad SQL
         raise QueryError(f"query failed: {exc}") from exc

@@ -117,7 +117,8 @@ def test_query_and_analyze_commands(finished_run):
         ("name: b\ngrid: {T: [3], m: [8]}\nfixed: {task: and, s: 3}\n", "T must be greater than s"),
         ("name: b\ngrid: {T: [8], m: [-8]}\nfixed: {task: and, s: 3}\n", "grid.m"),
         ("name: b\ngrid: {T: [8], m: [8], task: [andd]}\nfixed: {s: 3}\n", "grid.task"),
-        ("", "top level must be a mapping"),
+        ("", "the spec is empty"),
+        ("- a list\n", "top level must be a mapping"),
         ("name: b\ngrid: {T: [8, m: [8]\n", "not valid YAML"),
         ("a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n", "aliases (*name) are not allowed"),
         ("name: b\nseeds: 1000\ngrid: {T: [8, 16, 32, 64], m: {start: 8, stop: 4096, num: 400}}\n"

@@ -163,7 +163,8 @@ def test_driver_killed_with_sigkill_then_resumed_equals_an_uninterrupted_run(tmp
     assert record["status"] == "finished" and record["n_done"] == 24
     assert [a["attempt"] for a in record["attempts"]] == [1, 2]
     assert record["attempts"][1]["n_skipped"] == partial.height
-    assert record["attempts"][0]["status"] == "running"  # the killed attempt, as it was left
+    killed = record["attempts"][0]
+    assert killed["status"] == "died" and killed["n_run"] == partial.height  # the killed attempt, closed by resume
 
 
 def test_a_truncated_file_is_reported_and_queries_still_run(tmp_path):

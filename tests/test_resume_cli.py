@@ -29,16 +29,33 @@ def _first_run(tmp_path):
     return store, store.latest_run()[1]
 
 
-def test_resuming_a_finished_run_runs_nothing_and_records_the_attempt(tmp_path):
+def test_resuming_a_finished_run_runs_nothing(tmp_path):
     store, run_id = _first_run(tmp_path)
     before = store.scan_trials().collect().sort("trial_id")
     proc = _cli("run", "spec.yaml", "--resume", run_id, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "nothing left to run" in proc.stderr
+    assert "nothing to resume" in proc.stderr
     after = ResultsStore(store.root).scan_trials().collect().sort("trial_id")
     assert after.height == 4 and after.equals(before)
     record = store.read_run("rs", run_id)
-    assert [a["n_skipped"] for a in record["attempts"]] == [0, 4] and record["n_done"] == 4
+    assert [a["n_skipped"] for a in record["attempts"]] == [0] and record["n_done"] == 4
+
+
+def test_resuming_after_lost_rows_runs_only_the_missing_trials(tmp_path):
+    store, run_id = _first_run(tmp_path)
+    files = sorted((store.root / "trials").rglob("*.parquet"))
+    full = store.scan_trials().collect()
+    # Keep two of the four rows, as if the driver had died after writing them.
+    keep = full.head(2).drop("sweep", "run_id")
+    for f in files:
+        f.unlink()
+    keep.write_parquet(files[0])
+    proc = _cli("resume", run_id, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    after = ResultsStore(store.root).scan_trials().collect()
+    assert after.height == 4 and after["trial_id"].n_unique() == 4
+    record = store.read_run("rs", run_id)
+    assert [a["n_skipped"] for a in record["attempts"]] == [0, 2] and record["attempts"][1]["n_run"] == 2
 
 
 def test_resume_refuses_a_changed_spec_an_unknown_run_and_a_held_run(tmp_path):

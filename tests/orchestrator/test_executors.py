@@ -28,7 +28,7 @@ execution: {pack_size: 2, flush_rows: 5}
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 

@@ -3,6 +3,8 @@
 import hashlib
 import json
 
+import re
+
 import pytest
 
 from orchestrator import SpecError, parse_spec, trial_id
@@ -218,4 +220,15 @@ def test_per_value_checks_leave_cross_field_rules_to_the_combinations():
 def test_the_inner_product_student_takes_no_model():
     text = SYMMETRY.replace("equivariance: [orthogonal]", "equivariance: [orthogonal]\n    model: [transformer, mlp]")
     with pytest.raises(SpecError, match="model must be left out"):
+        parse_spec(text)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("", "the spec is empty"),
+    ("description: " + "[" * 3000 + "]" * 3000 + "\nname: x\n", "nested too deeply"),
+    ("name: x\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\nresources: {gpus_per_worker: 1.5}\n",
+     "resources.gpus_per_worker"),
+])
+def test_empty_deep_and_fractional_gpu_specs_are_spec_errors(text, needle):
+    with pytest.raises(SpecError, match=re.escape(needle)):
         parse_spec(text)

@@ -32,6 +32,8 @@ def evolved(tmp_path):
                                                     "test_acc": pa.nulls(1, pa.null()), "new_col": ["x"]}))
     _part(store, "r2", "part-2.parquet", pa.table({"trial_id": ["d"], "epochs": pa.array([4], pa.int64()),
                                                     "test_acc": [1.0], "new_col": pa.nulls(1, pa.string())}))
+    for run in ("r1", "r2"):
+        store.write_run("sw", run, {"status": "finished"})
     return store
 
 
@@ -90,7 +92,7 @@ def test_check_reports_duplicates_and_temp_files(evolved):
 
 def test_a_clean_store_checks_ok(evolved):
     report = check_store(evolved)
-    assert report.ok and report.files == {"trials": 3, "runs": 0} and report.rows["trials"] == 4
+    assert report.ok and report.files == {"trials": 3, "runs": 2} and report.rows["trials"] == 4
 
 
 def test_compact_merges_files_without_changing_a_row(evolved):
@@ -128,3 +130,9 @@ def test_a_second_writer_of_a_run_is_refused(tmp_path):
             pass
     with RunLock(store, "sw", "r1"):  # released on exit
         pass
+
+
+def test_check_reports_trials_without_a_run_record(evolved):
+    (evolved.run_dir("runs", "sw", "r2") / "run.parquet").unlink()
+    report = check_store(evolved)
+    assert report.orphans == [("sw", "r2")] and not report.ok

@@ -268,8 +268,21 @@ def test_rows_to_table_keeps_schema():
 def test_run_query_refuses_reading_files_outside_the_store(filled, tmp_path):
     outside = tmp_path / "outside.csv"
     outside.write_text("a\n1\n")
-    with pytest.raises(QueryError, match="not files"):
-        run_query(filled, f"SELECT * FROM read_csv('{outside}')")
+    for sql in (f"SELECT * FROM read_csv('{outside}')", f'SELECT * FROM "read_csv"(\'{outside}\')',
+                f"SELECT * FROM READ_CSV /* c */ ('{outside}')", f"WITH x AS (SELECT * FROM read_parquet('{outside}')) SELECT * FROM x"):
+        with pytest.raises(QueryError, match="not files"):
+            run_query(filled, sql)
+
+
+@pytest.mark.parametrize("literal", ["/**/", "a -- b", "a; b", "read_csv(", "it''s"])
+def test_string_literals_with_comment_or_statement_characters_are_left_alone(filled, literal):
+    df = run_query(filled, f"SELECT '{literal}' AS s FROM trials LIMIT 1")
+    assert df["s"].to_list() == [literal.replace("''", "'")]
+
+
+def test_a_second_statement_after_a_semicolon_is_refused(filled):
+    with pytest.raises(QueryError, match="one statement"):
+        run_query(filled, "SELECT 1 AS a FROM trials; SELECT 2 AS b FROM trials")
 
 
 def test_runs_can_be_queried_before_any_trial_is_written(tmp_path):
