@@ -19,6 +19,7 @@ import os
 import shlex
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,14 +72,18 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         (staging / "spec.yaml").write_text(spec.source_yaml)
         target = shlex.quote(store) if store else CLUSTER_STORE
         entrypoint = f"python -m orchestrator.cli run spec.yaml --address auto --store {target}"
-        try:
-            return jobs.submit_job(
-                entrypoint=entrypoint, submission_id=submission_id,
-                runtime_env={"working_dir": str(staging)},
-                metadata={"sweep": spec.name, "spec_hash": spec.spec_hash()},
-            )
-        except Exception as exc:  # noqa: BLE001
-            raise RunError(f"the job server at {address} refused the job: {exc}") from exc
+        # A head that has just started answers before its job agent is ready ("try again later").
+        for wait_s in (1, 2, 4, 8, 16, 32, None):
+            try:
+                return jobs.submit_job(
+                    entrypoint=entrypoint, submission_id=submission_id,
+                    runtime_env={"working_dir": str(staging)},
+                    metadata={"sweep": spec.name, "spec_hash": spec.spec_hash()},
+                )
+            except Exception as exc:  # noqa: BLE001
+                if wait_s is None or "try again later" not in str(exc):
+                    raise RunError(f"the job server at {address} refused the job: {exc}") from exc
+                time.sleep(wait_s)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

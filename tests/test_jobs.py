@@ -39,9 +39,13 @@ def head(tmp_path_factory):
     ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
     gcs, dash = _free_port(), _free_port()
     log = tmp_path_factory.mktemp("head") / "ray-start.log"
+    # Every port chosen free, so this head can run beside another Ray on the machine.
+    ports = [f"--{name}={_free_port()}" for name in (
+        "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port", "ray-client-server-port",
+        "runtime-env-agent-port", "node-manager-port", "object-manager-port")]
     proc = subprocess.Popen(
         [ray_bin, "start", "--head", "--block", f"--port={gcs}", "--dashboard-host=127.0.0.1",
-         f"--dashboard-port={dash}", "--num-cpus=2", "--disable-usage-stats"],
+         f"--dashboard-port={dash}", "--num-cpus=2", "--disable-usage-stats", *ports],
         stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
         env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"),
     )
@@ -87,3 +91,31 @@ def test_bad_spec_is_refused_before_submitting_and_unknown_jobs_exit_2(head, tmp
     assert _cli("cancel", "no-such-job", "--address", head, cwd=tmp_path).returncode == 2
     dead = _cli("status", "x", "--address", f"http://127.0.0.1:{_free_port()}", cwd=tmp_path)
     assert dead.returncode == 2 and "no Ray job server answers" in dead.stderr
+
+
+def test_cancel_stops_a_running_job_and_its_run_is_resumable(head, tmp_path):
+    (tmp_path / "long.yaml").write_text(SPEC.replace("seeds: 2", "seeds: 4").replace("m: [16, 32]", "m: [16, 32, 64, 128]")
+                                        .replace("max_epochs: 20", "max_epochs: 3000").replace("s: 1,", "s: 3,")
+                                        .replace("T: [8]", "T: [8, 16, 32, 64]").replace("pack_size: 2", "pack_size: 1, flush_rows: 1, flush_s: 0.2"))
+    store = tmp_path / "store"
+    proc = _cli("submit", "long.yaml", "--address", head, "--store", str(store), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    job_id = proc.stdout.strip()
+    deadline = time.time() + 300
+    while not list(store.rglob("part-*.parquet")) and time.time() < deadline:  # some trials are done
+        time.sleep(1)
+    cancel = _cli("cancel", job_id, "--address", head, cwd=tmp_path)
+    assert cancel.returncode == 0 and "stopping" in cancel.stdout
+    while time.time() < deadline:
+        state = _cli("status", job_id, "--address", head, cwd=tmp_path).stdout
+        if not state.startswith(("RUNNING", "PENDING")):
+            break
+        time.sleep(1)
+    assert state.startswith("STOPPED")
+    results = ResultsStore(store)
+    sweep, run_id = results.latest_run()
+    deadline = time.time() + 60  # the driver records the interruption as it exits
+    while results.read_run(sweep, run_id)["status"] == "running" and time.time() < deadline:
+        time.sleep(1)
+    assert results.read_run(sweep, run_id)["status"] == "interrupted"
+    assert 0 < results.scan_trials().collect().height < 64
