@@ -47,7 +47,11 @@ def head(tmp_path_factory):
         [ray_bin, "start", "--head", "--block", f"--port={gcs}", "--dashboard-host=127.0.0.1",
          f"--dashboard-port={dash}", "--num-cpus=2", "--disable-usage-stats", *ports],
         stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"),
+        # The cluster's `python` must be the environment with the project's dependencies,
+        # as on a real cluster (cluster.yaml installs them), even when the tests run
+        # without the virtual environment activated.
+        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
+                 PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"),
     )
     address = f"http://127.0.0.1:{dash}"
     try:
