@@ -5,7 +5,8 @@
 # ATTNSWEEP_ADDRESS (default auto: the cluster this machine belongs to); ATTNSWEEP_HOME (the checkout).
 set -euo pipefail
 cd "${ATTNSWEEP_HOME:-$HOME/attnsweep}"
-exec attnsweep replicate sweeps/nightly.yaml \
+# The Python that cluster.yaml installed the project into (ATTNSWEEP_PYTHON to override).
+exec "${ATTNSWEEP_PYTHON:-python3}" -m orchestrator.cli replicate sweeps/nightly.yaml \
   --baseline "${ATTNSWEEP_BASELINE:?set ATTNSWEEP_BASELINE to the baseline run id}" \
   --address "${ATTNSWEEP_ADDRESS:-auto}" \
   --report "reports/nightly/$(date -u +%Y%m%d)"

@@ -64,6 +64,9 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         RunError: the job server cannot be reached or refuses the job.
     """
     spec = load_spec(spec_path)
+    if store is not None and "://" not in store and not store.startswith("/"):
+        raise RunError(f"--store {store!r}: give an absolute path or a URI as the cluster sees it; a relative path "
+                       "would land in the job's temporary working directory and be lost")
     jobs = client(address)
     staging = Path(tempfile.mkdtemp(prefix="attnsweep-job-"))
     try:
@@ -71,7 +74,9 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
             shutil.copytree(ROOT / package, staging / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         (staging / "spec.yaml").write_text(spec.source_yaml)
         target = shlex.quote(store) if store else CLUSTER_STORE
-        entrypoint = f"python -m orchestrator.cli run spec.yaml --address auto --store {target}"
+        # No figures on the cluster (they would land in the job's temporary directory):
+        # analyze the run from any machine that reaches the store.
+        entrypoint = f"python -m orchestrator.cli run spec.yaml --address auto --store {target} --no-analyze"
         # A head that has just started answers before its job agent is ready ("try again later").
         for wait_s in (1, 2, 4, 8, 16, 32, None):
             try:

@@ -92,6 +92,9 @@ def test_bad_spec_is_refused_before_submitting_and_unknown_jobs_exit_2(head, tmp
     (tmp_path / "bad.yaml").write_text(SPEC.replace("m: [16, 32]", "m: [0]"))
     proc = _cli("submit", "bad.yaml", "--address", head, "--store", str(tmp_path / "s"), cwd=tmp_path)
     assert proc.returncode == 2 and "grid.m" in proc.stderr
+    (tmp_path / "ok.yaml").write_text(SPEC)
+    relative = _cli("submit", "ok.yaml", "--address", head, "--store", "relstore", cwd=tmp_path)
+    assert relative.returncode == 2 and "absolute path" in relative.stderr
     assert _cli("cancel", "no-such-job", "--address", head, cwd=tmp_path).returncode == 2
     dead = _cli("status", "x", "--address", f"http://127.0.0.1:{_free_port()}", cwd=tmp_path)
     assert dead.returncode == 2 and "no Ray job server answers" in dead.stderr
