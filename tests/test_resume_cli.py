@@ -84,3 +84,5 @@ def test_store_compact_then_check_through_the_cli(tmp_path):
     check = _cli("store", "check", cwd=tmp_path)
     assert check.returncode == 0 and "ok" in check.stdout and "4 rows" in check.stdout
     assert pl.read_parquet(next((store.root / "trials").rglob("*.parquet"))).height == 4
+    unknown = _cli("store", "compact", "--run", "20990101-000000-abcdef", cwd=tmp_path)
+    assert unknown.returncode == 2 and "no trials of run" in unknown.stderr
