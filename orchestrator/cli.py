@@ -133,7 +133,6 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
     import signal
 
     from orchestrator.driver import new_run_id, resumable_record, run_sweep
-    from orchestrator.executors import LocalExecutor, RayExecutor
     from results import ResultsStore
     from results.locks import RunLock
 
@@ -149,7 +148,7 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
             if analyze:
                 _print_analysis(results, resume_id, figures or Path("figures") / s.name / resume_id)
             return
-    executor = LocalExecutor(s.execution, s.resources) if local else RayExecutor(s.execution, address, s.resources)
+    executor = _executor(s, address, local)
 
     def stop(signum, frame):  # SIGTERM (a scheduler, `timeout`, `ray job stop`) ends the run like Ctrl-C
         raise KeyboardInterrupt
@@ -189,7 +188,6 @@ def replicate(
     Writes report.md (every comparison, the cells that moved, baseline and new figures side by side).
     """
     from orchestrator.driver import run_sweep
-    from orchestrator.executors import LocalExecutor, RayExecutor
     from orchestrator.provenance import code_version
     from orchestrator.replicate import compare_runs, write_report
     from orchestrator.spec import load_spec
@@ -201,7 +199,7 @@ def replicate(
     if record["spec_hash"] != s.spec_hash():
         raise AttnsweepError(f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
                              f"this spec {s.spec_hash()}); replicate pins one spec")
-    executor = LocalExecutor(s.execution, s.resources) if local else RayExecutor(s.execution, address, s.resources)
+    executor = _executor(s, address, local)
     try:
         summary = run_sweep(s, results, executor, console=err)
     finally:
@@ -350,6 +348,13 @@ def store_compact(
             total[k] += getattr(rep, k)
     out.print(f"compacted {total['runs']} run(s): {total['files_before']} files -> {total['files_after']}, "
               f"{total['rows']} rows unchanged")
+
+
+def _executor(s, address: str | None, local: bool):
+    """The in-process executor with ``--local``, else Ray (embedded, or the cluster at ``address``)."""
+    from orchestrator.executors import LocalExecutor, RayExecutor
+
+    return LocalExecutor(s.execution, s.resources) if local else RayExecutor(s.execution, address, s.resources)
 
 
 def _plural(n: int, word: str) -> str:
