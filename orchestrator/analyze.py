@@ -7,6 +7,7 @@ of :mod:`results.fits`.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.rows import trial_schema
-from orchestrator.spec import AnalysisSettings
+from orchestrator.spec import AnalysisSettings, SearchSettings
 from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
 from results.figures import plot_m_star, plot_success_grid
 from workers import BooleanTrialConfig
@@ -39,6 +40,46 @@ class Analysis:
     checks: list[dict] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
     varying: list[str] = field(default_factory=list)
+    budget: pl.DataFrame | None = None
+    """m* of the budget-check cells (twice max_epochs), when the run has them."""
+
+
+def search_rows(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
+    """The rows m* is computed from: all of a grid sweep's, an adaptive search's ``search``
+    phase (its tuning and budget-check trials are left out)."""
+    phase = pl.col("search_phase")
+    return trials.lazy().filter(phase.is_null() | (phase == "search"))
+
+
+def tuned_fields(store: ResultsStore, sweep: str, run_id: str) -> set[str]:
+    """Settings the run's adaptive search tuned per cell (empty for a grid sweep)."""
+    try:
+        raw = yaml.safe_load(store.read_run(sweep, run_id)["spec_yaml"]) or {}
+        search = SearchSettings.model_validate(raw.get("search") or {})
+    except Exception:  # noqa: BLE001 - an old or odd record: nothing tuned
+        return set()
+    return set(search.tune.params()) if search.adaptive and search.tune is not None else set()
+
+
+def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame:
+    """Add ``m_star_2x`` and ``budget`` to the m* table: for each cell with a budget-check
+    twin (the same cell at twice ``max_epochs``), ``"ok"`` when the twin's m* lies inside
+    the cell's interval (both censored on the same side also counts), else
+    ``"budget-limited"``: more training moved m*, so m* measured the budget, not the
+    samples. Cells without a twin: ``"not checked"``."""
+    table = table.with_columns(m_star_2x=pl.lit(None, pl.Float64), budget=pl.lit("not checked"))
+    if budget is None or budget.is_empty():
+        return table
+    keys = [c for c in cols if c != "max_epochs"]
+    twin = budget.select(*keys, max_epochs=pl.col("max_epochs") // 2, m_star_2x_=pl.col("m_star"),
+                         censored_2x=pl.col("censored"))
+    joined = table.drop("m_star_2x").join(twin, on=[*keys, "max_epochs"], how="left", nulls_equal=True)
+    inside = (pl.col("m_star_2x_") >= pl.col("ci_lo")) & (pl.col("m_star_2x_") <= pl.col("ci_hi"))
+    same_side = (pl.col("censored") != "") & (pl.col("censored") == pl.col("censored_2x"))
+    verdict = (pl.when(pl.col("censored_2x").is_null()).then(pl.lit("not checked"))
+               .when(same_side | ((pl.col("censored_2x") != "above") & inside.fill_null(False)))
+               .then(pl.lit("ok")).otherwise(pl.lit("budget-limited")))
+    return joined.with_columns(budget=verdict, m_star_2x=pl.col("m_star_2x_")).drop("m_star_2x_", "censored_2x")
 
 
 def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Path | None = None,
@@ -59,17 +100,22 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     names = set(trial_schema().names)
     trials = store.scan_run_trials(sweep, run_id)
     cols = [c for c in CELL_FIELDS if c in names]
-    data = trials.select([*cols, "m", "seed", "status", "test_acc"]).collect()
+    every = trials.select([*cols, "m", "seed", "status", "test_acc", "search_phase"]).collect()
+    data = search_rows(every).collect()
     if data.filter(pl.col("status").is_in(["done", "diverged"])).is_empty():
         raise StoreError(f"run {run_id} has no trained trials to analyse")
     varying = [c for c in cols if data[c].n_unique() > 1]
-    table, reps = critical_sample_sizes(
-        data, cols, acc_threshold=settings.acc_threshold, success_frac=settings.success_frac,
-        n_boot=settings.n_boot, ci=settings.ci,
-    )
-    series_cols = [c for c in varying if c != "T"]
+    m_star = functools.partial(critical_sample_sizes, acc_threshold=settings.acc_threshold,
+                               success_frac=settings.success_frac, n_boot=settings.n_boot, ci=settings.ci)
+    table, reps = m_star(data, cols)
+    # Tuned settings differ from cell to cell by choice, not as an axis: they do not split a series.
+    tuned = tuned_fields(store, sweep, run_id)
+    series_cols = [c for c in varying if c != "T" and c not in tuned]
     table = table.with_columns(series=_label(series_cols)).sort(["series", "T"])
-    result = Analysis(sweep, run_id, table, varying=varying)
+    budget_rows = every.filter(pl.col("search_phase") == "budget")
+    budget = m_star(budget_rows, cols)[0] if not budget_rows.is_empty() else None
+    table = with_budget_check(table, budget, cols)
+    result = Analysis(sweep, run_id, table, varying=varying, budget=budget)
     for (label,), part in table.group_by(["series"], maintain_order=True):
         # Censored cells carry a bound, not a value: they stay out of the fits.
         finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("censored") == ""))
@@ -163,17 +209,28 @@ def _fmt(row: dict) -> str:
     return f"{row['m_star']:.1f} (CI {lo:.1f} .. {hi:.1f})" + (" (at or below the smallest m)" if row["censored"] == "below" else "")
 
 
+def _show(value) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def print_analysis(result: Analysis, console: Console) -> None:
     """The m* table, the growth fits and the checks, as rich tables."""
     shown = [c for c in result.varying if c != "T"]
+    checked = "budget" in result.m_star.columns and (result.m_star["budget"] != "not checked").any()
     t = Table(title=f"critical sample size m* — sweep {result.sweep}, run {result.run_id}")
-    for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range"]:
+    for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range", *(["m* at 2x epochs"] if checked else [])]:
         t.add_column(c, justify="right" if c not in shown else "left")
     for r in result.m_star.iter_rows(named=True):
         m = "> max" if r["censored"] == "above" else f"{r['m_star']:.1f}" + ("≤" if r["censored"] == "below" else "")
         ci = f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) and r["censored"] != "above" else "-"
         grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
-        t.add_row(*[str(r[c]) for c in shown], str(r["T"]), m, ci, grid, str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
+        twin = []
+        if checked:
+            twin = ["-" if r["budget"] == "not checked" else
+                    ("> max" if r["m_star_2x"] is None or math.isnan(r["m_star_2x"]) else f"{r['m_star_2x']:.1f}")
+                    + f" ({r['budget']})"]
+        t.add_row(*[_show(r[c]) for c in shown], str(r["T"]), m, ci, grid, str(r["n_seeds"]),
+                  f"{r['m_min']}..{r['m_max']}", *twin)
     console.print(t)
     for label, fit in result.fits.items():
         f = Table(title=escape(f"m* against T [{label}]: growth laws by AIC"))

@@ -122,10 +122,8 @@ def _open_run(spec: SweepSpec, store: ResultsStore, run_id: str, resume: bool) -
 
 
 def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight) -> RunSummary:
-    n = spec.n_trials()
-    todo = n - len(done_ids)
-    summary = RunSummary(spec.name, run_id, todo)
-    bound = max_in_flight or spec.execution.max_in_flight or 2 * executor.slots()
+    todo = None if spec.search.adaptive else spec.n_trials() - len(done_ids)
+    summary = RunSummary(spec.name, run_id, todo or 0)
     attempt = dict(attempt=len(record.get("attempts") or []) + 1, started_at=dt.datetime.now(dt.UTC),
                    ended_at=None, status="running", host=host(), pid=os.getpid(), executor=executor.describe(),
                    n_skipped=len(done_ids), n_run=0, wall_s=None)
@@ -134,18 +132,74 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
     store.clean_temp_files()  # safe: we hold the run's lock, and other runs write no temp files here
     store.write_run(spec.name, run_id, record, run_schema())
     writer = TrialWriter(store, spec.name, run_id, trial_schema(), spec.execution.flush_rows, spec.execution.flush_s)
-    trials = ((tid, c) for c in spec.trials() if (tid := trial_id(c)) not in done_ids)
-    packs = make_packs(trials, spec_pack_sizer(spec, executor.slots()), spec.experiment)
-    retry: deque[Pack] = deque()  # singletons of a lost pack, run before new packs
-    deaths: Counter = Counter()  # worker deaths per trial id, from lost packs
-    runs_per_pack = spec.execution.max_retries + 1
-    in_flight: dict = {}
+    batches = TrialBatches(spec, executor, writer, summary, done_ids, console,
+                           max_in_flight or spec.execution.max_in_flight or 2 * executor.slots())
     t0 = time.perf_counter()
     try:
-        with SweepProgress(console, todo, f"{spec.name} {run_id}") as progress:
+        if spec.search.adaptive:
+            from orchestrator.adaptive import run_adaptive
+
+            run_adaptive(spec, store, run_id, batches)
+        else:
+            trials = ((tid, c) for c in spec.trials() if (tid := trial_id(c)) not in done_ids)
+            batches.run(trials, todo, spec_pack_sizer(spec, executor.slots()), f"{spec.name} {run_id}")
+        summary.status = "finished"
+    except KeyboardInterrupt:
+        summary.status = "interrupted"
+        raise
+    finally:
+        writer.flush()
+        summary.wall_s = time.perf_counter() - t0
+        if summary.status == "running":
+            summary.status = "failed"
+        attempt.update(status=summary.status, ended_at=dt.datetime.now(dt.UTC), wall_s=summary.wall_s,
+                       n_run=sum(summary.counts.values()))
+        _finish_record(record, summary, store, spec.name, run_id)
+        if spec.search.adaptive and summary.status == "finished":  # the cap becomes what it ran
+            record["n_trials"] = sum(record[k] for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
+        store.write_run(spec.name, run_id, record, run_schema())
+    return summary
+
+
+class TrialBatches:
+    """Runs batches of trials of one run on the executor, streaming their rows to the writer.
+
+    A grid sweep is one batch; an adaptive search (orchestrator/adaptive.py) runs one batch
+    per round and reads the store between them. Trials whose id the run already holds are
+    skipped, so a resumed run never repeats a finished trial.
+    """
+
+    def __init__(self, spec: SweepSpec, executor: Executor, writer: TrialWriter, summary: RunSummary,
+                 done_ids: set[str], console: Console, bound: int):
+        self.spec, self.executor, self.writer, self.summary = spec, executor, writer, summary
+        self.done_ids, self.console, self.bound = done_ids, console, bound
+
+    def run_configs(self, configs: list, label: str, extra: dict | None = None) -> int:
+        """Run the trials of ``configs`` not yet in the run, with ``extra`` columns on their
+        rows (e.g. ``search_round``); returns how many ran. The rows are flushed to the store
+        before it returns."""
+        trials = list(dict.fromkeys((trial_id(c), c) for c in configs))
+        todo = [(tid, c) for tid, c in trials if tid not in self.done_ids]
+        if todo:
+            share = -(-len(todo) // max(self.executor.slots(), 1))
+            sizer = pack_sizer(self.spec.execution.pack_size, self.spec.experiment,
+                               self.spec.execution.pack_memory_mb, share)
+            self.run(iter(todo), len(todo), sizer, label, extra)
+        self.writer.flush()
+        return len(todo)
+
+    def run(self, trials: Iterator, total: int, sizer, label: str, extra: dict | None = None) -> None:
+        """Run ``(trial_id, config)`` pairs with at most ``bound`` packs in flight."""
+        executor, writer, summary = self.executor, self.writer, self.summary
+        packs = make_packs(trials, sizer, self.spec.experiment)
+        retry: deque[Pack] = deque()  # singletons of a lost pack, run before new packs
+        deaths: Counter = Counter()  # worker deaths per trial id, from lost packs
+        runs_per_pack = self.spec.execution.max_retries + 1
+        in_flight: dict = {}
+        with SweepProgress(self.console, total, label) as progress:
             exhausted = False
             while True:
-                while len(in_flight) < bound and (retry or not exhausted):
+                while len(in_flight) < self.bound and (retry or not exhausted):
                     isolated = bool(retry)
                     if isolated and not executor.can_isolate():
                         break  # wait for a worker to drain; new packs wait behind the retries
@@ -165,25 +219,14 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
                         retry.extend(Pack((tid,), (cfg,), pack.experiment) for tid, cfg in zip(pack.ids, pack.configs))
                         continue
                     rows = _rows(pack, outcome, deaths, runs_per_pack)
+                    if extra:
+                        rows = [{**r, **extra} for r in rows]
                     writer.append(rows)
+                    self.done_ids.update(pack.ids)
                     statuses = Counter(r["status"] for r in rows)
                     summary.counts.update(statuses)
                     progress.advance(len(rows), statuses)
                 writer.maybe_flush()
-        summary.status = "finished"
-    except KeyboardInterrupt:
-        summary.status = "interrupted"
-        raise
-    finally:
-        writer.flush()
-        summary.wall_s = time.perf_counter() - t0
-        if summary.status == "running":
-            summary.status = "failed"
-        attempt.update(status=summary.status, ended_at=dt.datetime.now(dt.UTC), wall_s=summary.wall_s,
-                       n_run=sum(summary.counts.values()))
-        _finish_record(record, summary, store, spec.name, run_id)
-        store.write_run(spec.name, run_id, record, run_schema())
-    return summary
 
 
 def spec_pack_sizer(spec: SweepSpec, workers: int | None = None):

@@ -42,6 +42,8 @@ RESULT_COLUMNS: dict[str, pa.DataType] = {
     "perm_error_max": pa.float64(),
     "wall_s": pa.float64(),
     "attempts": pa.int64(),
+    "search_phase": pa.string(),  # adaptive search: tune, search or budget; null in a grid sweep
+    "search_round": pa.int64(),  # adaptive search: the round (batch) of the run that ran the trial
     "pack_size": pa.int64(),
     "worker_host": pa.string(),
     "device": pa.string(),

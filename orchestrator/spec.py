@@ -15,6 +15,7 @@ A spec::
     execution: {...}            # see ExecutionSettings (packing, workers, retries, flushes)
     resources: {...}            # see ResourceSettings (CPUs/GPUs per worker, workers)
     analysis: {...}             # see AnalysisSettings
+    search: {...}               # see SearchSettings: grid (default), or an adaptive m* search
 
 ``experiment`` picks the trial family (default ``sparse_boolean``; also ``symmetry``); the
 trial settings are the fields of its config (:data:`workers.EXPERIMENTS`) except ``seed``.
@@ -36,7 +37,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from orchestrator.errors import SpecError
 from workers import EXPERIMENTS, Experiment
@@ -99,6 +100,96 @@ class AnalysisSettings(BaseModel):
     ci: float = Field(0.95, gt=0, lt=1, description="coverage of the intervals")
 
 
+class MRange(BaseModel):
+    """The sample sizes an adaptive search may try: integers from ``min`` to ``max``."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    min: int = Field(ge=1, le=100_000_000)
+    max: int = Field(ge=2, le=100_000_000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MRange:
+        if self.max <= self.min:
+            raise ValueError(f"max must be greater than min (got min={self.min}, max={self.max})")
+        return self
+
+
+class LogRange(BaseModel):
+    """A positive interval searched on a log scale."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    min: float = Field(gt=0, le=10)
+    max: float = Field(gt=0, le=10)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LogRange:
+        if self.max <= self.min:
+            raise ValueError(f"max must be greater than min (got min={self.min:g}, max={self.max:g})")
+        return self
+
+
+TUNABLE = ("lr", "weight_decay")
+"""Training settings an adaptive search may tune per cell (both experiments have them)."""
+
+
+class TuneSettings(BaseModel):
+    """Optuna TPE over the learning rate and weight decay of each cell, before its m* search.
+
+    Each Optuna trial trains ``seeds`` seeds at the probe sample size ``m`` and scores the
+    parameters by their mean test score (sparse_boolean: test accuracy, a trial that
+    diverged scoring 0.5; symmetry: -log10 relative test error). The best parameters are
+    then used for every trial of the cell's m* search.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    n_trials: int = Field(8, ge=1, le=1000, description="Optuna trials (parameter sets) per cell")
+    batch: int = Field(4, ge=1, le=1000, description="parameter sets asked at once and trained in parallel")
+    seeds: int = Field(2, ge=1, le=1000, description="seeds per parameter set: the first ones of the spec's seeds")
+    m: int | None = Field(None, ge=1, le=100_000_000,
+                          description="probe sample size; None: the geometric middle of search.m")
+    lr: LogRange | None = Field(LogRange(min=1e-4, max=3e-2), description="learning-rate range; null: not tuned")
+    weight_decay: LogRange | None = Field(LogRange(min=1e-6, max=1e-1),
+                                          description="weight-decay range; null: not tuned")
+
+    def params(self) -> dict[str, LogRange]:
+        """The tuned settings and their ranges."""
+        return {k: getattr(self, k) for k in TUNABLE if getattr(self, k) is not None}
+
+
+class SearchSettings(BaseModel):
+    """How the sample sizes m of a sweep are chosen.
+
+    ``grid`` (the default): m is an axis like any other. ``adaptive``: for each cell (every
+    setting but m and the seed) m is chosen by bisection on log m of the success rate
+    (orchestrator/adaptive.py) until the first m where the rate reaches
+    ``analysis.success_frac`` is bracketed within ``rel_tol``.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    mode: Literal["grid", "adaptive"] = Field("grid", description="grid, or adaptive m* search")
+    m: MRange | None = Field(None, description="adaptive: the range of m to search")
+    rel_tol: float = Field(0.1, gt=0, le=10, description="adaptive: stop when the bracket's hi/lo <= 1 + rel_tol")
+    initial_points: int = Field(4, ge=2, le=100, description="adaptive: log-spaced m of the first round (ends included)")
+    points_per_round: int = Field(1, ge=1, le=100, description="adaptive: m values per later round and cell")
+    max_rounds: int = Field(20, ge=1, le=1000, description="adaptive: bisection rounds after the first at most")
+    tune: TuneSettings | None = Field(None, description="adaptive: Optuna TPE over lr/weight_decay per cell")
+    budget_check: bool = Field(True, description="adaptive: search the largest T of each series again at 2x max_epochs")
+
+    @model_validator(mode="after")
+    def _adaptive_needs_m(self) -> SearchSettings:
+        if self.mode == "adaptive" and self.m is None:
+            raise ValueError("mode adaptive needs the range of m to search: m: {min: ..., max: ...}")
+        return self
+
+    @property
+    def adaptive(self) -> bool:
+        return self.mode == "adaptive"
+
+
 class RangeAxis(BaseModel):
     """A numeric axis given by its ends: ``num`` points from ``start`` to ``stop``."""
 
@@ -124,6 +215,7 @@ class SweepSpec(BaseModel):
     execution: ExecutionSettings = ExecutionSettings()
     resources: ResourceSettings = ResourceSettings()
     analysis: AnalysisSettings = AnalysisSettings()
+    search: SearchSettings = SearchSettings()
     source_yaml: str = ""
 
     @property
@@ -139,8 +231,25 @@ class SweepSpec(BaseModel):
         return {**{k: grid[k] for k in outer + inner}, "seed": self.seeds}
 
     def n_trials(self) -> int:
-        """Number of trials the grid blocks expand to."""
-        return sum(math.prod(len(v) for v in self.axes(i).values()) for i in range(len(self.grids)))
+        """Number of trials the grid blocks expand to; for an adaptive search, the most it
+        can run (every cell searched for ``max_rounds`` rounds, tuning and budget checks
+        included): the actual count is usually a fraction of it."""
+        if not self.search.adaptive:
+            return sum(math.prod(len(v) for v in self.axes(i).values()) for i in range(len(self.grids)))
+        s = self.search
+        n_cells = sum(1 for _ in self.cells())
+        per_cell = len(self.seeds) * (s.initial_points + s.max_rounds * s.points_per_round)
+        tune = s.tune.n_trials * min(s.tune.seeds, len(self.seeds)) if s.tune else 0
+        return n_cells * (per_cell + tune) + (n_cells * per_cell if s.budget_check else 0)
+
+    def cells(self) -> Iterator[dict[str, Any]]:
+        """The settings of each cell (every trial setting but m and the seed), grid order:
+        ``fixed`` merged with one combination of each grid block's axes."""
+        for i in range(len(self.grids)):
+            axes = {k: v for k, v in self.axes(i).items() if k not in ("seed", "m")}
+            names = list(axes)
+            for values in itertools.product(*axes.values()):
+                yield {**self.fixed, **dict(zip(names, values))}
 
     @property
     def family(self) -> Experiment:
@@ -148,7 +257,13 @@ class SweepSpec(BaseModel):
         return EXPERIMENTS[self.experiment]
 
     def trials(self) -> Iterator[BaseModel]:
-        """The trials, lazily, block by block, seeds varying fastest (see :meth:`axes`)."""
+        """The trials, lazily, block by block, seeds varying fastest (see :meth:`axes`).
+
+        Raises:
+            ValueError: an adaptive search, whose trials are chosen as it runs.
+        """
+        if self.search.adaptive:
+            raise ValueError("an adaptive search chooses its trials as it runs (orchestrator/adaptive.py)")
         for i in range(len(self.grids)):
             axes = self.axes(i)
             names = list(axes)
@@ -158,6 +273,8 @@ class SweepSpec(BaseModel):
     def spec_hash(self) -> str:
         """Hash of the canonical spec (grid, fixed, seeds, analysis): 16 hex digits."""
         canon = self.model_dump(exclude={"source_yaml", "description", "execution", "resources"})
+        if not self.search.adaptive:
+            canon.pop("search")  # the hash of a grid spec is what it was before searches existed
         return hashlib.sha256(json.dumps(canon, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -227,13 +344,17 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     if not isinstance(experiment, str) or experiment not in EXPERIMENTS:
         raise SpecError([f"experiment: value {experiment!r}: must be one of {list(EXPERIMENTS)}"], source)
     exp = EXPERIMENTS[experiment]
+    search = _search(raw.get("search"), problems)
     fixed = _section(raw, "fixed", problems)
     raw_grid = raw.get("grid")
     if isinstance(raw_grid, list) and not raw_grid:
         problems.append("grid: an empty list of blocks; give at least one mapping")
     blocks = raw_grid if isinstance(raw_grid, list) else [raw_grid if raw_grid is not None else {}]
-    grids = [_grid_block(exp, f"grid[{i}]" if isinstance(raw_grid, list) else "grid", block, fixed, problems)
+    chosen = _chosen_by_search(search, raw.get("search"))
+    grids = [_grid_block(exp, f"grid[{i}]" if isinstance(raw_grid, list) else "grid", block, fixed, problems, chosen)
              for i, block in enumerate(blocks)]
+    for key in sorted(chosen.keys() & set(fixed)):
+        problems.append(f"fixed.{key}: {chosen[key]}; remove it from fixed")
     fixed = {k: v for k, v in fixed.items() if _known(exp, f"fixed.{k}", k, problems)}
     problems += _check_values(exp, "fixed", {k: [v] for k, v in fixed.items()})
     sections = {key: raw.get(key) or {} for key in ("execution", "resources", "analysis")}
@@ -250,7 +371,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
             spec = SweepSpec(
                 name=raw["name"], description=raw.get("description") or "", experiment=experiment, seeds=seeds,
                 grids=grids, fixed=fixed, execution=sections["execution"], resources=sections["resources"],
-                analysis=sections["analysis"], source_yaml=text,
+                analysis=sections["analysis"], search=search or SearchSettings(), source_yaml=text,
             )
         except ValidationError as exc:
             problems += _describe(exc)
@@ -261,7 +382,8 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
         else:
             problems += _check_combinations(spec)
             if not problems and len(spec.grids) > 1:
-                ids = [trial_id(c) for c in spec.trials()]
+                ids = ([json.dumps(c, sort_keys=True, default=str) for c in spec.cells()] if spec.search.adaptive
+                       else [trial_id(c) for c in spec.trials()])
                 if len(set(ids)) < len(ids):
                     problems.append(f"grid: the blocks overlap: {len(ids) - len(set(ids))} trials appear in more than one")
     if problems:
@@ -269,7 +391,31 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     return spec
 
 
-_TOP_KEYS = {"name", "description", "experiment", "seeds", "grid", "fixed", "execution", "resources", "analysis"}
+_TOP_KEYS = {"name", "description", "experiment", "seeds", "grid", "fixed", "execution", "resources", "analysis",
+             "search"}
+
+
+def _search(value: Any, problems: list[str]) -> SearchSettings | None:
+    """The ``search`` section, validated (None when it is invalid: the problems say why)."""
+    try:
+        return SearchSettings.model_validate(value or {})
+    except ValidationError as exc:
+        problems += [f"search: {p.removeprefix('spec: ')}" if p.startswith("spec: ") else f"search.{p}"
+                     for p in _describe(exc)]
+        return None
+
+
+def _chosen_by_search(search: SearchSettings | None, raw: Any) -> dict[str, str]:
+    """Trial settings an adaptive search chooses itself, each with why it may not be given
+    (from the raw section when it is invalid, so its problems are not repeated as 'm: required')."""
+    meant = search.adaptive if search is not None else isinstance(raw, dict) and raw.get("mode") == "adaptive"
+    if not meant:
+        return {}
+    chosen = {"m": "the adaptive search chooses m (give its range as search.m: {min, max})"}
+    if search is not None and search.tune is not None:
+        chosen |= {k: f"search.tune tunes {k} per cell (set its range in search.tune.{k}, or null to fix it)"
+                   for k in search.tune.params()}
+    return chosen
 
 
 def _move_resources(sections: dict[str, Any], problems: list[str]) -> None:
@@ -312,12 +458,18 @@ _NoAliasLoader.add_implicit_resolver(
 )
 
 
-def _grid_block(exp: Experiment, where: str, block: Any, fixed: dict, problems: list[str]) -> dict[str, list]:
-    """One mapping of axes, validated; problems are prefixed with ``where``."""
+def _grid_block(exp: Experiment, where: str, block: Any, fixed: dict, problems: list[str],
+                chosen: dict[str, str] | None = None) -> dict[str, list]:
+    """One mapping of axes, validated; problems are prefixed with ``where``. ``chosen``:
+    settings an adaptive search picks itself (not allowed as axes, not required)."""
+    chosen = chosen or {}
     if not isinstance(block, dict):
         problems.append(f"{where}: must be a mapping of trial settings to values, got {type(block).__name__}")
         return {}
     block = {str(k): v for k, v in block.items()}
+    for key in sorted(chosen.keys() & block.keys()):
+        problems.append(f"{where}.{key}: {chosen[key]}; remove it from the grid")
+        del block[key]
     for key in sorted(set(block) & set(fixed)):
         problems.append(f"{key}: given in both {where} and fixed; put it in one")
     axes = {k: _axis(exp, f"{where}.{k}", k, v, problems) for k, v in block.items() if _known(exp, f"{where}.{k}", k, problems)}
@@ -325,7 +477,7 @@ def _grid_block(exp: Experiment, where: str, block: Any, fixed: dict, problems: 
         if not values and isinstance(block[key], list):
             problems.append(f"{where}.{key}: needs at least one value")
     for field, info in exp.config.model_fields.items():
-        if field != "seed" and info.is_required() and field not in axes and field not in fixed:
+        if field != "seed" and info.is_required() and field not in axes and field not in fixed and field not in chosen:
             problems.append(f"{field}: required, in {where} or fixed")
     problems += _check_values(exp, where, axes)
     return axes
@@ -429,12 +581,13 @@ def _check_combinations(spec: SweepSpec) -> list[str]:
     problems = []
     cross = spec.family.cross_fields
     seen = set()
+    searched = {"m": spec.search.m.min} if spec.search.adaptive else {}
     for grid in spec.grids:
         names = [k for k in cross if k in grid]
         first = {k: v[0] for k, v in grid.items() if k not in cross}
         for values in itertools.product(*(grid[k] for k in names)):
             try:
-                spec.family.config(**{**spec.fixed, **first, **dict(zip(names, values)), "seed": 0})
+                spec.family.config(**{**spec.fixed, **first, **dict(zip(names, values)), **searched, "seed": 0})
             except ValidationError as exc:
                 for err in exc.errors():
                     msg = err["msg"].removeprefix("Value error, ")
