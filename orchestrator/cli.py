@@ -60,16 +60,23 @@ def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
 
     s = load_spec(spec, max_trials=max_trials)
     workers = s.resources.num_workers or max(1, int((os.cpu_count() or 1) / s.resources.cpus_per_worker))
-    n_packs = sum(1 for _ in make_packs(((str(i), c) for i, c in enumerate(s.trials())), spec_pack_sizer(s, workers),
-                                        s.experiment))
     budget = s.execution.pack_memory_mb * 2**20
     biggest = max(s.family.memory_bytes(c) for c in _one_per_shape(s))
     if biggest > budget:
         err.print(f"warning: one trial needs about {biggest / 2**20:,.0f} MiB of training memory, more than "
                   f"execution.pack_memory_mb ({s.execution.pack_memory_mb:g}); such trials run one per pack and "
                   "may not fit a worker", style="yellow", markup=False)
-    out.print(f"[green]valid[/]: sweep {s.name!r}: {_plural(s.n_trials(), 'trial')} in {_plural(n_packs, 'pack')} "
-              f"(for {_plural(workers, 'worker')} here)")
+    if s.search.adaptive:
+        n_cells = sum(1 for _ in s.cells())
+        tune = f", lr/weight decay tuned by Optuna ({s.search.tune.n_trials} trials per cell)" if s.search.tune else ""
+        out.print(f"[green]valid[/]: sweep {s.name!r}: adaptive m* search over {_plural(n_cells, 'cell')}, m in "
+                  f"{s.search.m.min}..{s.search.m.max}, to within {s.search.rel_tol:.0%}{tune}; at most "
+                  f"{_plural(s.n_trials(), 'trial')}")
+    else:
+        n_packs = sum(1 for _ in make_packs(((str(i), c) for i, c in enumerate(s.trials())),
+                                            spec_pack_sizer(s, workers), s.experiment))
+        out.print(f"[green]valid[/]: sweep {s.name!r}: {_plural(s.n_trials(), 'trial')} in {_plural(n_packs, 'pack')} "
+                  f"(for {_plural(workers, 'worker')} here)")
     for i in range(len(s.grids)):
         if len(s.grids) > 1:
             out.print(f"  grid block {i}:")
@@ -143,8 +150,9 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
         record = resumable_record(s, results, resume_id)
         with RunLock(results, s.name, resume_id):
             pass
-        if record["status"] == "finished" and len(results.run_trial_ids(s.name, resume_id)) >= s.n_trials():
-            err.print(f"run {resume_id} is complete ({s.n_trials()} trials); nothing to resume", markup=False)
+        stored = len(results.run_trial_ids(s.name, resume_id))
+        if record["status"] == "finished" and (s.search.adaptive or stored >= s.n_trials()):
+            err.print(f"run {resume_id} is complete ({stored} trials); nothing to resume", markup=False)
             if analyze:
                 _print_analysis(results, resume_id, figures or Path("figures") / s.name / resume_id)
             return
@@ -364,7 +372,10 @@ def _plural(n: int, word: str) -> str:
 def _one_per_shape(s):
     """One trial per distinct shape key (what the memory estimate depends on)."""
     seen = set()
-    for c in s.trials():
+    # An adaptive search's largest trials are at the top of its m range.
+    configs = (s.family.config(**cell, m=s.search.m.max, seed=s.seeds[0]) for cell in s.cells()) \
+        if s.search.adaptive else s.trials()
+    for c in configs:
         if (key := c.shape_key()) not in seen:
             seen.add(key)
             yield c
@@ -420,6 +431,30 @@ def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
         print_symmetry(analyze_symmetry_run(store, sweep, run_id, settings, figures), out, settings.target_error)
     else:
         print_analysis(analyze_run(store, run_id, figures), out)
+
+
+@app.command()
+@_user_errors
+def report(
+    run_ids: Annotated[list[str], typer.Argument(help="the runs to report on (sparse-Boolean and symmetry)")],
+    store: StoreOpt = DEFAULT_STORE,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="report folder (default: reports/FIRST_RUN_ID)")] = None,
+) -> None:
+    """Write the verdict report: one self-contained report.html with verdicts L1-L4, R and
+    S1-S4 computed from the store now, figures, m* tables and each run's provenance."""
+    import json
+
+    from orchestrator.report import build_report, summary
+    from results import ResultsStore
+
+    out_dir = out_dir or Path("reports") / run_ids[0]
+    _check_paths(store, None)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise AttnsweepError(f"--out: {out_dir} exists and is not a directory")
+    path = build_report(ResultsStore(store), run_ids, out_dir)
+    verdicts = json.loads((path.parent / "verdicts.json").read_text())["verdicts"]
+    out.print(str(path), markup=False, highlight=False)
+    out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False)
 
 
 @app.command()

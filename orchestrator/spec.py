@@ -408,7 +408,8 @@ def _search(value: Any, problems: list[str]) -> SearchSettings | None:
 def _chosen_by_search(search: SearchSettings | None, raw: Any) -> dict[str, str]:
     """Trial settings an adaptive search chooses itself, each with why it may not be given
     (from the raw section when it is invalid, so its problems are not repeated as 'm: required')."""
-    meant = search.adaptive if search is not None else isinstance(raw, dict) and raw.get("mode") == "adaptive"
+    meant = search.adaptive if search is not None else (
+        isinstance(raw, dict) and (raw.get("mode") == "adaptive" or "m" in raw))
     if not meant:
         return {}
     chosen = {"m": "the adaptive search chooses m (give its range as search.m: {min, max})"}

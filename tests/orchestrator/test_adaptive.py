@@ -1,0 +1,143 @@
+"""The adaptive m* search: bisection rule, spec rules, and a real search on a LocalExecutor."""
+
+import io
+import math
+
+import optuna
+import polars as pl
+import pytest
+from rich.console import Console
+
+from orchestrator.adaptive import initial_points, next_points, study_dir
+from orchestrator.analyze import analyze_run
+from orchestrator.driver import run_sweep
+from orchestrator.errors import SpecError
+from orchestrator.executors import LocalExecutor
+from orchestrator.spec import parse_spec, trial_id
+from results import ResultsStore
+
+SPEC = """
+name: adaptive
+seeds: 4
+grid: {T: [8, 16]}
+fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 256, max_epochs: 200, lr: 1e-2}
+search:
+  mode: adaptive
+  m: {min: 8, max: 128}
+  rel_tol: 0.25
+"""
+
+
+def test_first_round_is_log_spaced_over_the_range_ends_included():
+    # geomspace(8, 256, 4) = 8, 25.4, 80.6, 256
+    assert initial_points(8, 256, 4) == [8, 25, 81, 256]
+    assert next_points({}, 8, 256, 0.5, 0.1, 4, 1) == [8, 25, 81, 256]
+
+
+def test_bisection_splits_the_bracket_at_its_geometric_middle():
+    # rate reaches 1/2 first at 81; the largest m below it that fails is 25: sqrt(25 * 81) = 45
+    assert next_points({8: 0.0, 25: 0.0, 81: 1.0, 256: 1.0}, 8, 256, 0.5, 0.1, 4, 1) == [45]
+    # three points split [10, 100] at 10^(1/4), 10^(1/2), 10^(3/4) times 10
+    assert next_points({10: 0.0, 100: 1.0}, 10, 100, 0.5, 0.1, 2, 3) == [18, 32, 56]
+
+
+def test_a_noisy_rate_brackets_from_the_first_m_that_reaches_it():
+    # 64 falls back below 1/2, but the bracket is [16, 32]: sqrt(512) = 22.6
+    assert next_points({8: 0, 16: 0.25, 32: 0.75, 64: 0.25, 128: 1}, 8, 128, 0.5, 0.1, 4, 1) == [23]
+
+
+def test_the_search_stops_when_pinned_or_beyond_the_range():
+    assert next_points({20: 0.0, 22: 1.0}, 8, 256, 0.5, 0.1, 4, 1) == []  # 22 / 20 = 1.1
+    assert next_points({20: 0.0, 21: 1.0}, 8, 256, 0.5, 0.01, 4, 1) == []  # adjacent integers
+    assert next_points({8: 0.0, 256: 0.25}, 8, 256, 0.5, 0.1, 4, 1) == []  # m* above the range
+    assert next_points({8: 0.75, 256: 1.0}, 8, 256, 0.5, 0.1, 4, 1) == []  # m* at or below its start
+    assert next_points({8: 0.0, 100: 0.0}, 8, 256, 0.5, 0.1, 4, 1) == [256]  # the top not tried yet
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("grid: {T: [8, 16]}", "grid: {T: [8, 16], m: [8, 16]}", "grid.m: the adaptive search chooses m"),
+    ("  rel_tol: 0.25\n", "  tune: {n_trials: 2}\n", "fixed.lr: search.tune tunes lr"),
+    ("  m: {min: 8, max: 128}\n", "  m: {min: 64, max: 8}\n", "search.m: max must be greater than min"),
+    ("  m: {min: 8, max: 128}\n", "", "search: mode adaptive needs the range of m"),
+    ("  mode: adaptive\n", "  mode: adapt\n", "search.mode: value 'adapt'"),
+    ("  rel_tol: 0.25\n", "  rel_tol: 0\n", "search.rel_tol: value 0"),
+    ("  rel_tol: 0.25\n", "  tune: {lr: {min: 0.1, max: 0.01}}\n", "search.tune.lr: max must be greater than min"),
+])
+def test_spec_errors_name_the_field(old, new, message):
+    with pytest.raises(SpecError) as exc:
+        parse_spec(SPEC.replace(old, new))
+    assert message in str(exc.value)
+    assert "m: required" not in str(exc.value)  # an adaptive spec is not asked for an m axis
+
+
+def test_an_adaptive_spec_counts_at_most_trials_and_hashes_its_search():
+    spec = parse_spec(SPEC)
+    assert spec.n_trials() == 2 * 4 * (4 + 20) * 2  # cells x seeds x (first + max rounds) x (search + budget)
+    other = parse_spec(SPEC.replace("rel_tol: 0.25", "rel_tol: 0.2"))
+    assert spec.spec_hash() != other.spec_hash()
+    grid = "name: g\nseeds: 2\ngrid: {T: [8], m: [8, 16]}\nfixed: {task: and, s: 2}\n"
+    assert parse_spec(grid).spec_hash() == parse_spec(grid + "search: {mode: grid}\n").spec_hash()
+
+
+def _run(tmp_path, text, run_id="r1"):
+    spec = parse_spec(text)
+    store = ResultsStore(tmp_path / "store")
+    run_sweep(spec, store, LocalExecutor(spec.execution), run_id=run_id, console=Console(file=io.StringIO()))
+    return spec, store, store.scan_run_trials(spec.name, run_id).collect()
+
+
+def test_each_cell_ends_pinned_within_the_tolerance(tmp_path):
+    spec, store, rows = _run(tmp_path, SPEC)
+    assert rows["trial_id"].n_unique() == rows.height
+    search = rows.filter(pl.col("search_phase") == "search")
+    assert set(search["T"]) == {8, 16}
+    for (T,), cell in search.group_by(["T"]):
+        rates = (cell.with_columns(ok=(pl.col("status") == "done") & (pl.col("test_acc") >= 0.95))
+                 .group_by("m").agg(pl.col("ok").mean()).sort("m"))
+        ms, ok = rates["m"].to_list(), rates["ok"].to_list()
+        assert ms[0] == 8 and ms[-1] == 128  # the first round's ends
+        reached = [m for m, r in zip(ms, ok) if r >= 0.5]
+        if reached and reached[0] > 8:  # a bracket: it must be pinned (rel_tol 0.25 or adjacent m)
+            hi = reached[0]
+            lo = max(m for m in ms if m < hi)
+            assert hi / lo <= 1.25 or hi - lo <= 1, (T, ms, ok)
+        # every tried m ran all seeds, in one round
+        assert cell.group_by("m").agg(pl.col("seed").n_unique(), pl.col("search_round").n_unique()).select(
+            (pl.col("seed") == 4) & (pl.col("search_round") == 1)).to_series().all()
+    # the budget check searched the largest T again at twice the epochs
+    budget = rows.filter(pl.col("search_phase") == "budget")
+    assert set(budget["T"]) == {16} and set(budget["max_epochs"]) == {400}
+    result = analyze_run(store, "r1")
+    assert set(result.m_star["budget"]) <= {"ok", "budget-limited", "not checked"}
+    assert result.m_star.filter(pl.col("T") == 16)["budget"][0] != "not checked"
+    assert result.m_star.filter(pl.col("T") == 8)["budget"][0] == "not checked"
+    assert result.m_star["max_epochs"].to_list() == [200, 200]  # budget rows stay out of m*
+
+
+def test_tuning_stores_one_study_per_cell_and_the_search_uses_its_best_values(tmp_path):
+    text = SPEC.replace(", lr: 1e-2}", "}") + "  tune: {n_trials: 3, batch: 2, seeds: 2, m: 32}\n  budget_check: false\n"
+    spec, store, rows = _run(tmp_path, text)
+    folder = study_dir(store, spec.name, "r1")
+    journals = sorted(folder.glob("*.journal"))
+    assert len(journals) == 2  # one per cell
+    tune = rows.filter(pl.col("search_phase") == "tune")
+    assert set(tune["m"]) == {32} and set(tune["seed"]) == {0, 1}
+    assert tune.height == 2 * 3 * 2  # cells x optuna trials x seeds
+    for T in (8, 16):
+        cell = {**spec.fixed, "T": T}
+        from orchestrator.adaptive import cell_key
+
+        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
+            str(folder / f"{cell_key(cell)}.journal")))
+        study = optuna.load_study(study_name=cell_key(cell), storage=storage)
+        assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
+        # each study value is the mean test accuracy of its two trials, read from the store
+        for t in study.trials:
+            accs = [tune.filter(pl.col("trial_id") == trial_id(spec.family.config(**cell, **t.params, m=32, seed=s)))
+                    ["test_acc"][0] for s in (0, 1)]
+            assert math.isclose(t.value, sum(accs) / 2)
+        best = study.best_trial.params
+        search = rows.filter((pl.col("search_phase") == "search") & (pl.col("T") == T))
+        assert set(search["lr"]) == {best["lr"]} and set(search["weight_decay"]) == {best["weight_decay"]}
+    # tuned values differ per cell but do not split the series of the analysis
+    assert analyze_run(store, "r1").m_star["series"].n_unique() == 1
