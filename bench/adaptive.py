@@ -12,7 +12,7 @@ Reported per cell: m* of each (results/critical.py, logistic refinement) and the
 difference; and the trials and wall time of each run, with their ratios. Trials at the same
 (cell, m, seed) have the same trial id and, being deterministic, the same outcome in both.
 
-Usage: ``python bench/adaptive.py [--T 8 16 32 64] [--seeds 8] [--tol 0.1] [--store DIR]``
+Usage: ``python bench/adaptive.py [--T 8 16 32 64] [--seeds 32] [--tol 0.1] [--store DIR]``
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def run(text: str, store: ResultsStore) -> tuple[float, int, pl.DataFrame]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--T", type=int, nargs="+", default=[8, 16, 32, 64])
-    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--seeds", type=int, default=32)
     ap.add_argument("--tol", type=float, default=0.1)
     ap.add_argument("--m-min", type=int, default=8)
     ap.add_argument("--m-max", type=int, default=256)
