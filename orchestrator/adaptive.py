@@ -142,7 +142,7 @@ def search_cells(spec: SweepSpec, store: ResultsStore, run_id: str, cells: list[
             return
         r = rounds.next()
         left = sum(not c.done for c in states)
-        batches.run_configs(plan, f"{spec.name} {run_id} {phase} round {r} ({left} cells)",
+        batches.run_configs(plan, f"{phase} round {r}, {left} cells",
                             {"search_phase": phase, "search_round": r})
 
 
@@ -205,7 +205,7 @@ def tune_cells(spec: SweepSpec, store: ResultsStore, run_id: str, cells: list[di
         plan = [_config(spec, {**cell, **params}, probe, seed)
                 for cell, trials in zip(cells, asked) for _, params, told in trials if not told for seed in seeds]
         r = rounds.next()
-        batches.run_configs(plan, f"{spec.name} {run_id} tune round {r} ({len(cells)} cells)",
+        batches.run_configs(plan, f"tune round {r}, {len(cells)} cells",
                             {"search_phase": "tune", "search_round": r})
         results = _results(store, spec, run_id)
         for study, cell, trials in zip(studies, cells, asked):

@@ -42,6 +42,8 @@ class Analysis:
     varying: list[str] = field(default_factory=list)
     budget: pl.DataFrame | None = None
     """m* of the budget-check cells (twice max_epochs), when the run has them."""
+    tuned: list[str] = field(default_factory=list)
+    """Settings the run's adaptive search tuned per cell."""
 
 
 def search_rows(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
@@ -115,7 +117,7 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     budget_rows = every.filter(pl.col("search_phase") == "budget")
     budget = m_star(budget_rows, cols)[0] if not budget_rows.is_empty() else None
     table = with_budget_check(table, budget, cols)
-    result = Analysis(sweep, run_id, table, varying=varying, budget=budget)
+    result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned))
     for (label,), part in table.group_by(["series"], maintain_order=True):
         # Censored cells carry a bound, not a value: they stay out of the fits.
         finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("censored") == ""))
@@ -186,6 +188,8 @@ def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
     """At the largest T with an MLP cell: yes when the transformer's interval lies below the
     MLP's (or below the grid's end when the MLP's m* is beyond it), no when its m* is not lower."""
     T_max = part.filter(pl.col("model") == "mlp")["T"].max()
+    if T_max is None:
+        return None
     at = part.filter(pl.col("T") == T_max)
     tr, mlp = at.filter(pl.col("model") == "transformer"), at.filter(pl.col("model") == "mlp")
     if tr.is_empty() or mlp.is_empty():
@@ -215,14 +219,15 @@ def _show(value) -> str:
 
 def print_analysis(result: Analysis, console: Console) -> None:
     """The m* table, the growth fits and the checks, as rich tables."""
-    shown = [c for c in result.varying if c != "T"]
+    tuned = [c for c in result.tuned if c in result.m_star.columns]
+    shown = [c for c in result.varying if c != "T" and c not in tuned]
     checked = "budget" in result.m_star.columns and (result.m_star["budget"] != "not checked").any()
     t = Table(title=f"critical sample size m* — sweep {result.sweep}, run {result.run_id}")
     for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range", *(["m* at 2x epochs"] if checked else [])]:
-        t.add_column(c, justify="right" if c not in shown else "left")
+        t.add_column(c, justify="right" if c not in shown else "left", no_wrap=c in ("95% CI", "m range"))
     for r in result.m_star.iter_rows(named=True):
         m = "> max" if r["censored"] == "above" else f"{r['m_star']:.1f}" + ("≤" if r["censored"] == "below" else "")
-        ci = f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) and r["censored"] != "above" else "-"
+        ci = f"{r['ci_lo']:.1f}..{r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) and r["censored"] != "above" else "-"
         grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
         twin = []
         if checked:
@@ -232,6 +237,13 @@ def print_analysis(result: Analysis, console: Console) -> None:
         t.add_row(*[_show(r[c]) for c in shown], str(r["T"]), m, ci, grid, str(r["n_seeds"]),
                   f"{r['m_min']}..{r['m_max']}", *twin)
     console.print(t)
+    if tuned:
+        u = Table(title=f"{' and '.join(tuned)} per cell, chosen by Optuna (TPE)")
+        for c in [*shown, "T", *tuned]:
+            u.add_column(c, justify="left" if c in shown else "right")
+        for r in result.m_star.iter_rows(named=True):
+            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), *[f"{r[c]:.2e}" for c in tuned])
+        console.print(u)
     for label, fit in result.fits.items():
         f = Table(title=escape(f"m* against T [{label}]: growth laws by AIC"))
         for c in ("law", "a", "b or c", "b/c 95% CI", "R²", "AIC", "ΔAIC", "BIC"):

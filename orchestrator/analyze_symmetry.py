@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.analyze import search_rows
 from orchestrator.spec import AnalysisSettings
 from results import ResultsStore, StoreError
 from results.figures import plot_equivariance_errors, plot_test_error
@@ -37,7 +38,7 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
     Raises:
         StoreError: the run has no trained trials.
     """
-    trials = store.scan_run_trials(sweep, run_id).collect()
+    trials = search_rows(store.scan_run_trials(sweep, run_id)).collect()  # an adaptive search's tuning rows stay out
     if trials.filter(pl.col("status") == "done").is_empty():
         raise StoreError(f"run {run_id} has no trained trials to analyse")
     m_star = critical_sizes(trials, settings.target_error, settings.n_boot, settings.ci)

@@ -440,8 +440,10 @@ def report(
     store: StoreOpt = DEFAULT_STORE,
     out_dir: Annotated[Path | None, typer.Option("--out", help="report folder (default: reports/FIRST_RUN_ID)")] = None,
 ) -> None:
-    """Write the verdict report: one self-contained report.html with verdicts L1-L4, R and
-    S1-S4 computed from the store now, figures, m* tables and each run's provenance."""
+    """Write the verdict report of runs: one self-contained report.html; prints its path.
+
+    Verdicts L1-L4, R and S1-S4 are computed from the store now; also figures, m*, provenance.
+    """
     import json
 
     from orchestrator.report import build_report, summary
@@ -453,8 +455,8 @@ def report(
         raise AttnsweepError(f"--out: {out_dir} exists and is not a directory")
     path = build_report(ResultsStore(store), run_ids, out_dir)
     verdicts = json.loads((path.parent / "verdicts.json").read_text())["verdicts"]
-    out.print(str(path), markup=False, highlight=False)
-    out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False)
+    out.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -113,3 +113,48 @@ def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def plot_reference(ours: pl.DataFrame, reference: pl.DataFrame, path: Path) -> Path:
+    """Our m* against T beside the paper's read-off (Edelman et al., ICML 2022, section 5,
+    figure "Transformer, 3-way AND"), both with their intervals, on linear axes as in the paper.
+
+    Args:
+        ours: our cells of that setting (``results.verdicts.reference_cells``): rows with
+            ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``censored``, ``m_max`` and optionally
+            ``series`` (one colour each); may be empty.
+        reference: the read-off (``results.verdicts.read_reference``): ``T``,
+            ``critical_m``, ``err_lo``, ``err_hi``.
+        path: PNG to write.
+    """
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    T, m = reference["T"].to_numpy(), reference["critical_m"].to_numpy()
+    err = [np.maximum(m - reference["err_lo"].to_numpy(), 0), np.maximum(reference["err_hi"].to_numpy() - m, 0)]
+    ax.errorbar(T, m, yerr=err, fmt="s",
+                color="0.35", capsize=3, label="Edelman et al. 2022 (read-off of their figure)")
+    if "series" not in ours.columns and not ours.is_empty():
+        ours = ours.with_columns(series=pl.lit("ours"))
+    palette = sns.color_palette()
+    groups = [] if ours.is_empty() else ours.sort("T").group_by(["series"], maintain_order=True)
+    for i, ((label,), part) in enumerate(groups):
+        color = palette[i % len(palette)]
+        above = part.filter(pl.col("censored") == "above")
+        if not above.is_empty():  # beyond the grid: a triangle at the largest m tried
+            ax.scatter(above["T"], above["m_max"], marker="^", color=color, label=f"ours [{label}]: m* > largest m")
+        part = part.filter(pl.col("m_star").is_not_nan())
+        if part.is_empty():
+            continue
+        y = part["m_star"].to_numpy()
+        lo = np.minimum(part["ci_lo"].fill_null(np.nan).to_numpy(), y)
+        hi = part["ci_hi"].fill_null(np.nan).to_numpy()
+        hi = np.where(np.isfinite(hi), hi, y)
+        ax.errorbar(part["T"].to_numpy(), y, yerr=[y - lo, np.maximum(hi - y, 0)], fmt="o", color=color, capsize=3,
+                    label="ours" if label == "ours" else f"ours [{label}]")
+    if ours.is_empty():
+        ax.text(0.5, 0.92, "no cell of ours in this range", transform=ax.transAxes, ha="center", color="0.3")
+    ax.set_xlabel("context length T")
+    ax.set_ylabel("critical sample size m*")
+    ax.set_title("Transformer, 3-way AND: ours against the paper (95% intervals)", fontsize=10)
+    ax.legend(fontsize=7)
+    return _save(fig, path)

@@ -1,0 +1,225 @@
+"""The verdict report: one self-contained HTML page with the claims of DESIGN.md 1a (L1-L4,
+R) and 1b (S1-S4), computed from the results store when the report is built.
+
+``build_report(store, run_ids, out_dir)`` analyses each run (``analyze_run`` for
+sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
+``out_dir/figures``), judges L1-L4 and R on the union of the sparse-Boolean runs' m* tables
+(``results.verdicts``) and S1-S4 on each symmetry run (``results.symmetry``), and writes
+
+* ``out_dir/report.html``: verdicts, figures (embedded as base64 PNG), m* tables, the R plot,
+  and each run's spec, package versions, code version and hosts; no external CSS, script or
+  image, so it reads the same when mailed;
+* ``out_dir/verdicts.json``: the verdicts and run ids, for scripts;
+* ``out_dir/figures/``: the PNG files the page embeds.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import polars as pl
+
+from orchestrator.analyze import CELL_FIELDS, analyze_run, search_rows, settings_of, tuned_fields
+from orchestrator.analyze_symmetry import analyze_symmetry_run
+from orchestrator.errors import AttnsweepError
+from results import ResultsStore, critical_sample_sizes
+from results import symmetry as sym
+from results import verdicts as boolean
+from results.figures import plot_reference
+
+TEMPLATES = Path(__file__).parent / "templates"
+NO_RUN = "no run of this experiment given"
+
+
+@dataclass
+class _Run:
+    """One run as the report shows it."""
+
+    run_id: str
+    sweep: str
+    record: dict
+    experiment: str
+    figures: list[Path] = field(default_factory=list)
+    m_star: pl.DataFrame | None = None
+    verdicts: list[dict] = field(default_factory=list)
+
+
+def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
+                 reference: Path | str = boolean.REFERENCE_CSV) -> Path:
+    """Analyse the runs, judge the claims and write the report.
+
+    Args:
+        store: the results store.
+        run_ids: the runs to report on (duplicates are dropped; where a sparse-Boolean cell
+            is in several runs, the first run given is used).
+        out_dir: the report folder (created).
+        reference: the paper's read-off for claim R (columns T, critical_m, err_lo, err_hi).
+
+    Returns:
+        The path of ``report.html``.
+
+    Raises:
+        AttnsweepError: no run ids given.
+        StoreError: a run id is not in the store, or a run has no trained trials.
+    """
+    run_ids = list(dict.fromkeys(run_ids))
+    if not run_ids:
+        raise AttnsweepError("give at least one run id (attnsweep query \"SELECT run_id, sweep FROM runs\" lists them)")
+    runs = []
+    for run_id in run_ids:  # every id checked before anything is computed or written
+        sweep = store.sweep_of(run_id)
+        record = store.read_run(sweep, run_id)
+        runs.append(_Run(run_id, sweep, record, record.get("experiment") or "sparse_boolean"))
+    out_dir = Path(out_dir)
+    figures = out_dir / "figures"
+    boolean_tables, tuned, ci = [], set(), 0.95
+    several_symmetry = sum(r.experiment == "symmetry" for r in runs) > 1
+    for run in runs:
+        settings = settings_of(store, run.sweep, run.run_id)
+        if run.experiment == "symmetry":
+            result = analyze_symmetry_run(store, run.sweep, run.run_id, settings, figures / run.run_id)
+            run.m_star, run.figures = result.m_star, result.figures
+            tag = f" [run {run.run_id}]" if several_symmetry else ""
+            run.verdicts = [dict(v, claim=v["claim"].replace(":", f"{tag}:", 1)) for v in result.verdicts]
+        else:
+            result = analyze_run(store, run.run_id, figures / run.run_id, settings)
+            cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
+            run.m_star = boolean.with_replicates(result.m_star, _replicates(store, run, cell, settings), cell)
+            run.m_star = run.m_star.with_columns(run_id=pl.lit(run.run_id))
+            run.figures = result.figures
+            tuned |= tuned_fields(store, run.sweep, run.run_id)
+            if not boolean_tables:
+                ci = settings.ci
+            boolean_tables.append(run.m_star)
+    union = (pl.concat(boolean_tables, how="diagonal_relaxed") if boolean_tables else pl.DataFrame())
+    cell = [c for c in CELL_FIELDS if c in union.columns]
+    if boolean_tables:
+        union = union.unique(subset=cell, keep="first", maintain_order=True)
+        # Settings an adaptive search tuned per cell (lr, weight decay) are choices, not axes:
+        # they do not split the series and groups the claims compare.
+        claims = boolean.verdicts(union, [c for c in cell if c not in tuned], reference, ci)
+    else:
+        claims = _missing(boolean.verdicts(pl.DataFrame()))
+    symmetry_runs = [r for r in runs if r.experiment == "symmetry"]
+    claims += [v for r in symmetry_runs for v in r.verdicts] or _missing(_empty_symmetry_verdicts())
+    ours = boolean.reference_cells(union)
+    if not ours.is_empty():  # one colour per series (tuned settings do not make one)
+        ours = ours.with_columns(series=_label(ours, [c for c in [*cell, "run_id"] if c not in ("T", *tuned)]))
+    r_plot = plot_reference(ours, boolean.read_reference(reference), figures / "reference_3way_and.png")
+
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    page = _template().render(
+        title=f"attnsweep verdict report: {', '.join(run_ids)}", generated=generated,
+        runs=[_run_view(r) for r in runs], verdicts=claims, r_plot=_data_uri(r_plot),
+        boolean_table=_table(union, [*cell, "run_id"]) if boolean_tables else None,
+        symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
+        reference=str(reference), margin=boolean.EQUIVALENCE,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = dict(runs=run_ids, generated=generated, verdicts=claims)
+    (out_dir / "verdicts.json").write_text(json.dumps(record, indent=2))
+    path = out_dir / "report.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def summary(verdicts: list[dict]) -> str:
+    """One line: each claim's short name and verdict, e.g. ``L1 inconclusive, L2 supported``."""
+    return ", ".join(f"{v['claim'].split(':', 1)[0]} {v['verdict']}" for v in verdicts)
+
+
+def _replicates(store: ResultsStore, run: _Run, cell: list[str], settings) -> dict:
+    """The bootstrap m* of each cell: the call ``analyze_run`` makes (same rows, in the same
+    order, same settings and seed), whose replicates it does not return."""
+    every = store.scan_run_trials(run.sweep, run.run_id).select([*cell, "m", "seed", "status", "test_acc",
+                                                                  "search_phase"]).collect()
+    data = search_rows(every).collect()
+    _, reps = critical_sample_sizes(data, cell, acc_threshold=settings.acc_threshold,
+                                    success_frac=settings.success_frac, n_boot=settings.n_boot, ci=settings.ci)
+    return reps
+
+
+def _missing(verdicts: list[dict]) -> list[dict]:
+    return [dict(v, statistic="-", interval="-", verdict="inconclusive", why=NO_RUN) for v in verdicts]
+
+
+def _empty_symmetry_verdicts() -> list[dict]:
+    """S1-S4 of no trials (for their claim texts)."""
+    text, num = pl.String, pl.Float64
+    trials = pl.DataFrame(schema=dict(teacher=text, model=text, equivariance=text, status=text, n=pl.Int64, k=pl.Int64,
+                                      d=pl.Int64, m=pl.Int64, seed=pl.Int64, test_error=num, eq_error_median=num,
+                                      eq_error_max=num, perm_error_median=num))
+    return sym.verdicts(trials, pl.DataFrame(schema=dict(teacher=text, student=text)), n_boot=0)
+
+
+def _label(df: pl.DataFrame, cols: list[str]) -> pl.Expr:
+    """A series label from the columns that vary in ``df`` ("ours" when none do)."""
+    cols = [c for c in cols if c in df.columns and df[c].n_unique() > 1]
+    if not cols:
+        return pl.lit("ours")
+    return pl.concat_str([pl.lit(f"{c}=") + pl.col(c).cast(pl.String).fill_null("none") for c in cols], separator=", ")
+
+
+def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
+    """An m* table as strings: the cell columns that vary (``fixed`` names the others), m*,
+    its interval, grid m*, seeds, m range, and ``budget`` when the table has it."""
+    always = ("T", "model", "teacher", "student")
+    shown = [c for c in cell if c in m_star.columns and (m_star[c].n_unique() > 1 or c in always)]
+    fixed = ", ".join(f"{c}={m_star[c][0]}" for c in cell if c in m_star.columns and c not in shown and c != "run_id")
+    extra = [c for c in ("m_star_2x", "budget") if c in m_star.columns]
+    rows = []
+    for r in m_star.iter_rows(named=True):
+        above, below = r["censored"] == "above", r["censored"] == "below"
+        finite = not (r["ci_lo"] is None or math.isnan(r["ci_lo"]))
+        rows.append([*("none" if r[c] is None else str(r[c]) for c in shown),
+                     f"> {r['m_max']}" if above else (f"≤ {r['m_min']}" if below else f"{r['m_star']:.1f}"),
+                     f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if finite and not above else "-",
+                     "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
+                     str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}", *(_cell(r, c) for c in extra)])
+    names = {"m_star_2x": "m* at 2x epochs"}
+    return dict(columns=[*shown, "m*", "95% CI", "grid m*", "seeds", "m range", *(names.get(c, c) for c in extra)],
+                rows=rows, fixed=fixed)
+
+
+def _cell(row: dict, column: str) -> str:
+    """The budget check's columns: ``-`` where a cell was not checked, ``> max`` beyond the grid."""
+    if column == "m_star_2x":
+        if row.get("budget") in (None, "not checked"):
+            return "-"
+        return "> max" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}"
+    return str(row[column])
+
+
+def _run_view(run: _Run) -> dict:
+    """What the page shows of one run: its record and its figures."""
+    rec = run.record
+    try:
+        packages = json.loads(rec.get("packages") or "{}")
+    except ValueError:
+        packages = {"(unreadable)": rec.get("packages")}
+    hosts = [rec.get("host")] + [a.get("host") for a in rec.get("attempts") or []]
+    counts = ", ".join(f"{k.removeprefix('n_')} {rec[k]}" for k in ("n_done", "n_failed", "n_diverged", "n_lost")
+                       if rec.get(k) is not None)
+    return dict(
+        run_id=run.run_id, sweep=run.sweep, experiment=run.experiment, status=rec.get("status"),
+        started=str(rec.get("started_at")), ended=str(rec.get("ended_at")), n_trials=rec.get("n_trials"),
+        counts=counts, code_version=rec.get("code_version"), hosts=", ".join(dict.fromkeys(h for h in hosts if h)),
+        packages=packages, spec_yaml=rec.get("spec_yaml") or "",
+        figures=[(p.stem.replace("_", " "), _data_uri(p)) for p in run.figures],
+    )
+
+
+def _data_uri(png: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(png).read_bytes()).decode("ascii")
+
+
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template("report.html.j2")

@@ -1,0 +1,270 @@
+"""Verdicts L1-L4 and R on constructed m* tables whose right verdict follows from their
+construction (each test says why)."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from results.critical import critical_sample_sizes
+from results.verdicts import (
+    REFERENCE_CSV,
+    l1_log_growth,
+    l2_norm_bound,
+    l3_sparsity,
+    l4_mlp_baseline,
+    r_reference,
+    read_reference,
+    verdicts,
+    with_replicates,
+)
+
+POW2 = [2**k for k in range(3, 14)]  # T = 8 .. 8192: 3.0 decades
+
+
+def cells(values, noise=0.02, n_boot=200, seed=0, **fixed):
+    """An m* table: ``values`` maps a cell (dict of settings, merged over the defaults) to
+    its m* (``math.inf``: beyond the grid). Replicates are m* times lognormal noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for settings, m in values:
+        cell = dict(task="and", T=64, s=3, model="transformer", norm_bound=None, d=32, heads=4, **fixed)
+        cell.update(settings)
+        above = math.isinf(m)
+        reps = np.full(n_boot, math.inf) if above else m * np.exp(noise * rng.standard_normal(n_boot))
+        lo, hi = (math.inf, math.inf) if above else np.percentile(reps, [2.5, 97.5])
+        rows.append(dict(cell, m_star=math.nan if above else float(m), m_star_grid=math.nan if above else float(m),
+                         ci_lo=float(lo), ci_hi=float(hi), censored="above" if above else "", n_seeds=8,
+                         m_min=8, m_max=int(1e6) if not above else 512, n_trials=100,
+                         replicates=[float(r) for r in reps]))
+    return pl.DataFrame(rows, schema_overrides={"norm_bound": pl.Float64, "replicates": pl.List(pl.Float64)})
+
+
+def along_T(f, Ts=POW2, **settings):
+    return [({"T": T, **settings}, f(T)) for T in Ts]
+
+
+# --- L1 -------------------------------------------------------------------------------------
+
+def test_l1_exact_log_growth_over_three_decades_is_supported():
+    # 20 + 10 ln T is fit exactly by the log law (RSS 0) and by neither a line nor a power
+    # law, so the log law wins by a wide AIC/BIC margin, and its slope 10 is far above 0.
+    v = l1_log_growth(cells(along_T(lambda T: 20 + 10 * math.log(T))))
+    assert v["verdict"] == "supported", v
+    assert "3.0 decades" in v["statistic"] and "c = " in v["statistic"] and "c " in v["interval"]
+
+
+def test_l1_linear_growth_is_not_supported():
+    # m* = 2T: the linear law fits exactly, the log law badly.
+    v = l1_log_growth(cells(along_T(lambda T: 2 * T)))
+    assert v["verdict"] == "not supported", v
+
+
+def test_l1_square_root_growth_is_not_supported():
+    # m* = 5 sqrt(T) is a power law (c = 0.5): it beats the log law.
+    v = l1_log_growth(cells(along_T(lambda T: 5 * math.sqrt(T))))
+    assert v["verdict"] == "not supported", v
+    assert "c = 0.500" in v["statistic"]
+
+
+def test_l1_decreasing_m_star_is_not_supported():
+    v = l1_log_growth(cells(along_T(lambda T: 200 - 10 * math.log(T))))
+    assert v["verdict"] == "not supported" and "does not grow" in v["why"], v
+
+
+def test_l1_one_decade_is_inconclusive_even_for_exact_log_growth():
+    v = l1_log_growth(cells(along_T(lambda T: 20 + 10 * math.log(T), Ts=[8, 16, 32, 64])))
+    assert v["verdict"] == "inconclusive" and "0.9 decades" in v["why"], v
+
+
+def test_l1_fewer_than_three_uncensored_T_is_inconclusive():
+    table = cells([({"T": 8}, 30.0), ({"T": 64}, 50.0), ({"T": 8192}, math.inf)])
+    v = l1_log_growth(table)
+    assert v["verdict"] == "inconclusive" and "2 value(s) of T" in v["why"], v
+
+
+def test_l1_budget_limited_cell_makes_it_inconclusive_and_is_named():
+    table = cells(along_T(lambda T: 20 + 10 * math.log(T)))
+    table = table.with_columns(budget=pl.when(pl.col("T") == 4096).then(pl.lit("budget-limited")).otherwise(pl.lit("ok")))
+    v = l1_log_growth(table)
+    assert v["verdict"] == "inconclusive" and "T=4096" in v["why"] and "budget-limited" in v["why"], v
+
+
+def test_l1_without_replicates_is_inconclusive():
+    v = l1_log_growth(cells(along_T(lambda T: 20 + 10 * math.log(T))).drop("replicates"))
+    assert v["verdict"] == "inconclusive" and "no bootstrap interval" in v["why"], v
+
+
+def test_l1_judges_every_transformer_series_and_ignores_the_mlp():
+    good = along_T(lambda T: 20 + 10 * math.log(T), norm_bound=1.0)
+    bad = along_T(lambda T: 2 * T, norm_bound=2.0)
+    mlp = along_T(lambda T: 2 * T, model="mlp")
+    assert l1_log_growth(cells(good + mlp))["verdict"] == "supported"
+    v = l1_log_growth(cells(good + bad))
+    assert v["verdict"] == "not supported" and "[norm_bound=2.0]" in v["statistic"], v
+
+
+# --- L2, L3 ---------------------------------------------------------------------------------
+
+def test_l2_m_star_rising_with_B_is_supported_unbounded_counting_as_largest():
+    # m* strictly rises with B at both T, and the unbounded cell (None) is the largest:
+    # every replicate (2% noise, gaps of 20%) keeps the order, so rho = 1 with CI [1, 1].
+    values = [({"T": T, "norm_bound": B}, m) for T in (32, 64)
+              for B, m in ((1.0, 40), (2.0, 50), (4.0, 60), (None, 75))]
+    v = l2_norm_bound(cells(values))
+    assert v["verdict"] == "supported" and "= 1.00" in v["statistic"] and "CI 1.00 .. 1.00" in v["interval"], v
+
+
+def test_l2_unbounded_beyond_the_grid_still_counts_as_largest():
+    values = [({"norm_bound": B}, m) for B, m in ((1.0, 40), (4.0, 60), (None, math.inf))]
+    assert l2_norm_bound(cells(values))["verdict"] == "supported"
+
+
+def test_l2_m_star_falling_with_B_is_not_supported():
+    values = [({"norm_bound": B}, m) for B, m in ((1.0, 80), (2.0, 60), (4.0, 40))]
+    v = l2_norm_bound(cells(values))
+    assert v["verdict"] == "not supported" and "= -1.00" in v["statistic"], v
+
+
+def test_l2_flat_m_star_is_inconclusive():
+    # Equal m* at every B: replicate noise orders them at random, so rho's CI spans 0.
+    values = [({"norm_bound": B}, 50.0) for B in (1.0, 2.0, 4.0, 8.0)]
+    assert l2_norm_bound(cells(values, noise=0.1))["verdict"] == "inconclusive"
+
+
+def test_l2_needs_two_bounded_values():
+    v = l2_norm_bound(cells([({"norm_bound": 1.0}, 40.0), ({"norm_bound": None}, 80.0)]))
+    assert v["verdict"] == "inconclusive" and ">= 2 bounded values of B" in v["why"], v
+    assert l2_norm_bound(cells(along_T(lambda T: 2 * T)))["verdict"] == "inconclusive"
+
+
+def test_l3_m_star_rising_with_s_is_supported_and_falling_is_not():
+    assert l3_sparsity(cells([({"s": s}, 20.0 * s) for s in (1, 2, 3, 4)]))["verdict"] == "supported"
+    assert l3_sparsity(cells([({"s": s}, 100.0 / s) for s in (1, 2, 3, 4)]))["verdict"] == "not supported"
+    assert l3_sparsity(cells([({"s": 3}, 50.0)]))["verdict"] == "inconclusive"
+
+
+# --- L4 -------------------------------------------------------------------------------------
+
+def test_l4_mlp_linear_transformer_log_is_supported():
+    # ratio 2T / (20 + 10 ln T) rises with T (rho = 1), and at T = 512 the MLP is beyond
+    # the grid: the ratio is +inf, above 1 in every replicate.
+    Ts = [8, 16, 32, 64, 128, 256, 512]
+    tr = along_T(lambda T: 20 + 10 * math.log(T), Ts=Ts)
+    mlp = along_T(lambda T: math.inf if T == 512 else 2.0 * T, Ts=Ts, model="mlp", d=64)
+    v = l4_mlp_baseline(cells(tr + mlp))
+    assert v["verdict"] == "supported", v
+    assert "T=512" in v["statistic"] and "beyond the grid" in v["statistic"], v
+
+
+def test_l4_mlp_needing_fewer_samples_is_not_supported():
+    Ts = [8, 16, 32, 64]
+    tr = along_T(lambda T: 4.0 * T, Ts=Ts)
+    mlp = along_T(lambda T: 2.0 * T, Ts=Ts, model="mlp")
+    v = l4_mlp_baseline(cells(tr + mlp))
+    assert v["verdict"] == "not supported" and "T=64: 0.50" in v["statistic"], v
+
+
+def test_l4_constant_ratio_is_not_supported_and_two_T_inconclusive():
+    # MLP = 3 x transformer at every T: the ratio does not grow with T (rho's CI spans 0
+    # at best), so the claim "more so as T grows" is not shown.
+    Ts = [8, 16, 32, 64, 128]
+    v = l4_mlp_baseline(cells(along_T(lambda T: 50.0, Ts=Ts) + along_T(lambda T: 150.0, Ts=Ts, model="mlp"), noise=0.05))
+    assert v["verdict"] == "inconclusive" and "includes 0" in v["why"], v
+    two = cells(along_T(lambda T: 50.0, Ts=[8, 16]) + along_T(lambda T: 10.0 * T, Ts=[8, 16], model="mlp"))
+    v = l4_mlp_baseline(two)
+    assert v["verdict"] == "inconclusive" and "a trend needs 3" in v["why"], v
+
+
+def test_l4_without_mlp_cells_is_inconclusive():
+    assert l4_mlp_baseline(cells(along_T(lambda T: 50.0)))["verdict"] == "inconclusive"
+
+
+def test_l4_names_a_budget_limited_mlp_cell():
+    Ts = [8, 16, 32, 64]
+    table = cells(along_T(lambda T: 20 + 10 * math.log(T), Ts=Ts) + along_T(lambda T: 3.0 * T, Ts=Ts, model="mlp"))
+    table = table.with_columns(budget=pl.when((pl.col("model") == "mlp") & (pl.col("T") == 64))
+                               .then(pl.lit("budget-limited")).otherwise(pl.lit("ok")))
+    v = l4_mlp_baseline(table)
+    assert v["verdict"] == "inconclusive" and "T=64" in v["why"] and "model=mlp" in v["why"], v
+
+
+# --- R --------------------------------------------------------------------------------------
+
+def paper_at(T):
+    ref = read_reference()
+    return float(np.interp(T, ref["T"].to_numpy(), ref["critical_m"].to_numpy()))
+
+
+def test_r_matching_the_paper_is_supported():
+    # Ours = the read-off (interpolated at T = 128 ... 1024): ratio 1, 2% noise.
+    table = cells(along_T(paper_at, Ts=[128, 256, 512, 1024]))
+    v = r_reference(table)
+    assert v["verdict"] == "supported" and "= 1.00" in v["statistic"], v
+
+
+def test_r_twice_the_paper_is_not_supported():
+    v = r_reference(cells(along_T(lambda T: 2 * paper_at(T), Ts=[128, 256, 512, 1024])))
+    assert v["verdict"] == "not supported" and "= 2.00" in v["statistic"], v
+
+
+def test_r_near_the_margin_is_inconclusive():
+    # 1.2 x the paper with 20% noise per cell: the interval straddles 1.25.
+    v = r_reference(cells(along_T(lambda T: 1.2 * paper_at(T), Ts=[128, 1024]), noise=0.2))
+    assert v["verdict"] == "inconclusive" and "edge" in v["why"], v
+
+
+def test_r_without_T_in_range_says_so():
+    v = r_reference(cells(along_T(lambda T: 50.0, Ts=[8, 16, 32])))
+    assert v["verdict"] == "inconclusive" and "100..1100" in v["why"] and "[8, 16, 32]" in v["why"], v
+
+
+def test_r_uses_only_transformer_3_way_and_cells():
+    # Parity and s=2 and MLP cells far from the paper do not enter.
+    table = cells(along_T(paper_at, Ts=[200, 400]) + along_T(lambda T: 9e3, Ts=[200], task="parity")
+                  + along_T(lambda T: 9e3, Ts=[200], s=2) + along_T(lambda T: 9e3, Ts=[200], model="mlp"))
+    assert r_reference(table)["verdict"] == "supported"
+
+
+def test_r_reference_path_is_a_parameter(tmp_path):
+    # A reference at half our values: ratio 2.
+    csv = tmp_path / "ref.csv"
+    csv.write_text("# made up\nT,critical_m,err_lo,err_hi\n100,25,20,30\n1100,25,20,30\n")
+    v = r_reference(cells(along_T(lambda T: 50.0, Ts=[300, 600])), reference=csv)
+    assert v["verdict"] == "not supported" and "= 2.00" in v["statistic"], v
+    (tmp_path / "bad.csv").write_text("T,m\n100,5\n")
+    with pytest.raises(ValueError, match="critical_m"):
+        r_reference(cells(along_T(lambda T: 50.0, Ts=[300])), reference=tmp_path / "bad.csv")
+
+
+def test_the_shipped_reference_is_the_shared_read_off_with_its_comments():
+    text = REFERENCE_CSV.read_text()
+    assert text.startswith("# Critical sample size") and "arXiv 2110.10090" in text
+    ref = read_reference()
+    assert ref.height == 18 and ref["T"].to_list()[0] == 100 and ref["T"].to_list()[-1] == 1100
+    assert ref.filter(pl.col("T") == 1100)["critical_m"].item() == pytest.approx(113.4)
+    shared = Path(__file__).resolve().parents[3] / "shared/reference/edelman2022_fig_3way_and.csv"
+    if shared.exists():
+        assert shared.read_text() == text
+
+
+# --- all at once, replicates from real bootstraps -------------------------------------------
+
+def test_verdicts_returns_the_five_claims_in_order_with_one_of_three_verdicts():
+    out = verdicts(cells(along_T(lambda T: 20 + 10 * math.log(T))))
+    assert [v["claim"][:2] for v in out] == ["L1", "L2", "L3", "L4", "R:"]
+    for v in out:
+        assert set(v) == {"claim", "statistic", "interval", "verdict", "why"}
+        assert v["verdict"] in {"supported", "not supported", "inconclusive"}
+
+
+def test_with_replicates_attaches_the_bootstraps_of_critical_sample_sizes():
+    # 4 seeds; seed i succeeds from m = 16 * 2^(i % 2) at T=8, twice that at T=16.
+    rows = [dict(T=T, m=m, seed=s, status="done", test_acc=1.0 if m >= (16 << (s % 2)) * (T // 8) else 0.5)
+            for T in (8, 16) for m in (8, 16, 32, 64, 128) for s in range(4)]
+    table, reps = critical_sample_sizes(pl.DataFrame(rows), ["T"], n_boot=50)
+    out = with_replicates(table, reps, ["T"])
+    assert out["replicates"].list.len().to_list() == [50, 50]
+    assert np.allclose(out.filter(pl.col("T") == 8)["replicates"][0].to_numpy(), reps[(8,)])
