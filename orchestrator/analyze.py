@@ -22,7 +22,7 @@ from rich.table import Table
 from orchestrator.rows import trial_schema
 from orchestrator.spec import AnalysisSettings, SearchSettings
 from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
-from results.figures import plot_m_star, plot_success_grid
+from results.figures import plot_m_star, plot_success_curves, plot_success_grid
 from workers import BooleanTrialConfig
 
 CELL_FIELDS = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")]
@@ -132,7 +132,11 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
         figures_dir = Path(figures_dir)
         result.figures.append(plot_m_star(table, result.fits, "series", figures_dir / "m_star_vs_T.png"))
         rates = success_rates(data, cols, settings.acc_threshold).with_columns(series=_label(series_cols))
-        result.figures.append(plot_success_grid(rates, "series", figures_dir / "success_rate_grid.png"))
+        if (data["search_phase"] == "search").any():  # m differs per cell: curves, not a sparse heatmap
+            result.figures.append(plot_success_curves(rates, "series", figures_dir / "success_rate_curves.png",
+                                                      settings.success_frac))
+        else:
+            result.figures.append(plot_success_grid(rates, "series", figures_dir / "success_rate_grid.png"))
     return result
 
 

@@ -35,6 +35,15 @@ from results.figures import plot_reference
 
 TEMPLATES = Path(__file__).parent / "templates"
 NO_RUN = "no run of this experiment given"
+CAPTIONS = {
+    "m_star_vs_T": "m* against T (log axis) with 95% bootstrap intervals and the three fitted growth laws; "
+                   "triangles: m* beyond the largest m tried",
+    "success_rate_grid": "Success rate over seeds on the (T, m) grid",
+    "success_rate_curves": "Success rate over seeds against m, one line per T; dashed: the rate that defines m*",
+    "test_error_vs_m": "Relative test error against m per student (mean and 95% interval over seeds)",
+    "orthogonal_error": "O(d) equivariance error E (float64) per student",
+    "permutation_error": "Permutation equivariance error per student",
+}
 
 
 @dataclass
@@ -119,7 +128,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         runs=[_run_view(r) for r in runs], verdicts=claims, r_plot=_data_uri(r_plot),
         boolean_table=_table(union, [*cell, "run_id"]) if boolean_tables else None,
         symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
-        reference=str(reference), margin=boolean.EQUIVALENCE,
+        reference=Path(reference).name, margin=boolean.EQUIVALENCE,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     record = dict(runs=run_ids, generated=generated, verdicts=claims)
@@ -177,7 +186,8 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     for r in m_star.iter_rows(named=True):
         above, below = r["censored"] == "above", r["censored"] == "below"
         finite = not (r["ci_lo"] is None or math.isnan(r["ci_lo"]))
-        rows.append([*("none" if r[c] is None else str(r[c]) for c in shown),
+        rows.append([*("none" if r[c] is None else f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])
+                       for c in shown),
                      f"> {r['m_max']}" if above else (f"≤ {r['m_min']}" if below else f"{r['m_star']:.1f}"),
                      f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if finite and not above else "-",
                      "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
@@ -211,7 +221,7 @@ def _run_view(run: _Run) -> dict:
         started=str(rec.get("started_at")), ended=str(rec.get("ended_at")), n_trials=rec.get("n_trials"),
         counts=counts, code_version=rec.get("code_version"), hosts=", ".join(dict.fromkeys(h for h in hosts if h)),
         packages=packages, spec_yaml=rec.get("spec_yaml") or "",
-        figures=[(p.stem.replace("_", " "), _data_uri(p)) for p in run.figures],
+        figures=[(CAPTIONS.get(p.stem, p.stem.replace("_", " ")), _data_uri(p)) for p in run.figures],
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.colors
 import matplotlib.ticker
 
 matplotlib.use("Agg")  # no display on workers or CI
@@ -79,6 +80,25 @@ def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_success_curves(rates: pl.DataFrame, facet: str, path: Path, success_frac: float = 0.5) -> Path:
+    """Success rate against m (log axis), one line per T, one panel per ``facet`` value, with
+    the rate that defines m* as a dashed line: the view of an adaptive search, whose m values
+    differ from cell to cell and would leave a (T, m) heatmap mostly empty.
+
+    Args:
+        rates: rows with ``T``, ``m``, ``rate`` and the ``facet`` column.
+    """
+    sns.set_theme(style="whitegrid")
+    data = rates.group_by(facet, "T", "m").agg(pl.col("rate").mean()).sort(facet, "T", "m").to_pandas()
+    grid = sns.relplot(data=data, x="m", y="rate", hue="T", col=facet, kind="line", marker="o",
+                       palette="viridis", hue_norm=matplotlib.colors.LogNorm(), height=3.8, aspect=1.2,
+                       facet_kws={"sharex": False})
+    grid.set(xscale="log", xlabel="training samples m (tried by the search)", ylabel="success rate over seeds")
+    for ax in grid.axes.flat:
+        ax.axhline(success_frac, color="grey", linestyle="--", linewidth=1)
+    return _save(grid.figure, path)
 
 
 def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:

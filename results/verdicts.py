@@ -277,6 +277,10 @@ def l4_mlp_baseline(m_star: pl.DataFrame, cell: list[str] | None = None, ci: flo
     return _combine(claim, judged)
 
 
+def _end(value: float) -> str:
+    return "beyond the grid (inf)" if math.isinf(value) else f"{value:.2f}"
+
+
 def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.DataFrame]:
     tr, tr_reps = _values(pairs)
     mlp, mlp_reps = _values(pairs, "_mlp")
@@ -294,7 +298,8 @@ def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.D
              if math.isinf(ratio[-1]) else f"{ratio[-1]:.2f}")
     lo, hi = _interval(None if reps is None else reps[:, -1], ci)
     statistic = f"MLP m* / transformer m* at T={T[-1]}: {shown}"
-    interval = f"ratio CI {lo:.2f} .. {hi:.2f}"
+    # A replicate with the MLP beyond the grid is +inf: an interval end at inf is a lower bound.
+    interval = f"ratio CI {_end(lo)} .. {_end(hi)}"
     if math.isnan(lo):
         return INCONCLUSIVE, statistic, interval, "no bootstrap replicates", used
     more, not_more = lo > 1, hi <= 1
