@@ -141,3 +141,21 @@ def test_tuning_stores_one_study_per_cell_and_the_search_uses_its_best_values(tm
         assert set(search["lr"]) == {best["lr"]} and set(search["weight_decay"]) == {best["weight_decay"]}
     # tuned values differ per cell but do not split the series of the analysis
     assert analyze_run(store, "r1").m_star["series"].n_unique() == 1
+
+
+def test_a_symmetry_search_uses_the_test_error_and_has_no_budget_phase(tmp_path):
+    text = ("name: sym-adaptive\nexperiment: symmetry\nseeds: 2\ngrid: {teacher: [equivariant]}\n"
+            "fixed: {n: 3, k: 2, d: 4, equivariance: orthogonal, max_epochs: 200, lr: 1e-2, n_q: 2, n_test: 64}\n"
+            "search: {mode: adaptive, m: {min: 2, max: 32}, rel_tol: 0.5}\n"
+            "analysis: {target_error: 0.05, n_boot: 50}\n")
+    spec, store, rows = _run(tmp_path, text)
+    assert set(rows["search_phase"]) == {"search"}  # no T: no budget check
+    rates = (rows.with_columns(ok=(pl.col("status") == "done") & (pl.col("test_error") <= 0.05))
+             .group_by("m").agg(pl.col("ok").mean()).sort("m"))
+    ms, ok = rates["m"].to_list(), rates["ok"].to_list()
+    assert ms[0] == 2 and ms[-1] == 32
+    reached = [m for m, r in zip(ms, ok) if r >= 0.5]
+    if reached and reached[0] > 2:
+        hi = reached[0]
+        lo = max(m for m in ms if m < hi)
+        assert hi / lo <= 1.5 or hi - lo <= 1, (ms, ok)

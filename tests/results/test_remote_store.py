@@ -76,3 +76,26 @@ def test_the_cli_runs_and_queries_a_file_uri_store(tmp_path):
     q = subprocess.run([sys.executable, "-m", "orchestrator.cli", "query", "SELECT count(*) AS n FROM trials",
                         "--format", "csv", "--store", uri], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert q.returncode == 0 and q.stdout.split() == ["n", "4"]
+
+
+def test_an_adaptive_search_with_tuning_at_a_uri(root, tmp_path, monkeypatch):
+    from orchestrator.adaptive import study_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # where a remote store's Optuna journals go
+    spec = parse_spec(
+        "name: remote-adaptive\nseeds: 2\ngrid: {T: [8]}\n"
+        "fixed: {task: and, s: 1, max_epochs: 20, n_test: 32, d: 8, heads: 1}\n"
+        "search: {mode: adaptive, m: {min: 4, max: 32}, rel_tol: 0.5, tune: {n_trials: 2, batch: 1, seeds: 1}}\n"
+        "execution: {pack_size: 2, flush_rows: 2}\n")
+    store = ResultsStore(root)
+    summary = run_sweep(spec, store, LocalExecutor(spec.execution), console=Console(file=io.StringIO()))
+    rows = store.scan_trials().collect()
+    assert set(rows["search_phase"]) == {"tune", "search", "budget"}
+    assert rows["trial_id"].n_unique() == rows.height == store.read_run("remote-adaptive", summary.run_id)["n_trials"]
+    folder = study_dir(store, "remote-adaptive", summary.run_id)
+    assert len(list(folder.glob("*.journal"))) == 1
+    expected_base = tmp_path / "store" if store.local else tmp_path / "home" / ".cache" / "attnsweep"
+    assert folder.is_relative_to(expected_base)
+    again = run_sweep(spec, store, LocalExecutor(spec.execution), run_id=summary.run_id, resume=True,
+                      console=Console(file=io.StringIO()))
+    assert sum(again.counts.values()) == 0 and ResultsStore(root).scan_trials().collect().height == rows.height
