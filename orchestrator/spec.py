@@ -100,34 +100,30 @@ class AnalysisSettings(BaseModel):
     ci: float = Field(0.95, gt=0, lt=1, description="coverage of the intervals")
 
 
-class MRange(BaseModel):
-    """The sample sizes an adaptive search may try: integers from ``min`` to ``max``."""
+class _Range(BaseModel):
+    """An interval ``min < max`` (subclasses give the fields their types and bounds)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Range:
+        if self.max <= self.min:
+            raise ValueError(f"max must be greater than min (got min={self.min!r}, max={self.max!r})")
+        return self
+
+
+class MRange(_Range):
+    """The sample sizes an adaptive search may try: integers from ``min`` to ``max``."""
 
     min: int = Field(ge=1, le=100_000_000)
     max: int = Field(ge=2, le=100_000_000)
 
-    @model_validator(mode="after")
-    def _ordered(self) -> MRange:
-        if self.max <= self.min:
-            raise ValueError(f"max must be greater than min (got min={self.min}, max={self.max})")
-        return self
 
-
-class LogRange(BaseModel):
+class LogRange(_Range):
     """A positive interval searched on a log scale."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     min: float = Field(gt=0, le=10)
     max: float = Field(gt=0, le=10)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> LogRange:
-        if self.max <= self.min:
-            raise ValueError(f"max must be greater than min (got min={self.min:g}, max={self.max:g})")
-        return self
 
 
 TUNABLE = ("lr", "weight_decay")

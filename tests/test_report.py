@@ -35,22 +35,7 @@ execution: {pack_size: 3}
 analysis: {n_boot: 200}
 """
 
-# 24 trials, as tests/test_symmetry_end_to_end.py (S1 is supported there).
-SYMMETRY = """
-name: symtiny
-experiment: symmetry
-seeds: 2
-grid:
-  - teacher: [equivariant, control]
-    m: [4, 32]
-    equivariance: [orthogonal]
-  - teacher: [equivariant, control]
-    m: [4, 32]
-    model: [transformer, mlp]
-fixed: {n: 4, k: 2, d: 4, max_epochs: 100, n_test: 128, n_q: 4}
-execution: {pack_size: 2}
-analysis: {n_boot: 100, target_error: 0.2}
-"""
+SYMMETRY = (Path(__file__).parent / "specs" / "symtiny.yaml").read_text()  # S1 is supported on it
 
 
 def _cli(*args, cwd):

@@ -3,24 +3,11 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import polars as pl
 
-SPEC = """
-name: symtiny
-experiment: symmetry
-seeds: 2
-grid:
-  - teacher: [equivariant, control]
-    m: [4, 32]
-    equivariance: [orthogonal]
-  - teacher: [equivariant, control]
-    m: [4, 32]
-    model: [transformer, mlp]
-fixed: {n: 4, k: 2, d: 4, max_epochs: 100, n_test: 128, n_q: 4}
-execution: {pack_size: 2}
-analysis: {n_boot: 100, target_error: 0.2}
-"""
+SPEC = (Path(__file__).parent / "specs" / "symtiny.yaml").read_text()
 
 
 def test_symmetry_sweep_end_to_end(tmp_path):
