@@ -124,7 +124,7 @@ def search_cells(spec: SweepSpec, store: ResultsStore, run_id: str, cells: list[
     or ``search.max_rounds`` rounds after the first have run."""
     s = spec.search
     states = [_Cell(c) for c in cells]
-    for _ in range(1 + s.max_rounds):
+    for i in range(2 + s.max_rounds):
         results = _results(store, spec, run_id) if any(c.tried for c in states) else {}
         plan = []
         for cell in states:
@@ -139,6 +139,12 @@ def search_cells(spec: SweepSpec, store: ResultsStore, run_id: str, cells: list[
             cell.tried += points
             plan += [_config(spec, cell.settings, m, seed) for m in points for seed in spec.seeds]
         if not plan:
+            return
+        if i == 1 + s.max_rounds:  # the rounds are spent and these cells still want points
+            batches.console.print(
+                f"[yellow]warning[/]: {phase}: {len(plan) // len(spec.seeds)} m value(s) of "
+                f"{sum(not c.done for c in states)} cell(s) left untried after search.max_rounds = {s.max_rounds}: "
+                "their m* is not pinned to search.rel_tol (raise max_rounds or points_per_round)")
             return
         r = rounds.next()
         left = sum(not c.done for c in states)

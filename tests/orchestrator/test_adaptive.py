@@ -159,3 +159,13 @@ def test_a_symmetry_search_uses_the_test_error_and_has_no_budget_phase(tmp_path)
         hi = reached[0]
         lo = max(m for m in ms if m < hi)
         assert hi / lo <= 1.5 or hi - lo <= 1, (ms, ok)
+
+
+def test_a_search_out_of_rounds_says_which_cells_are_not_pinned(tmp_path):
+    spec = parse_spec(SPEC.replace("rel_tol: 0.25", "rel_tol: 0.01\n  max_rounds: 1\n  budget_check: false"))
+    out = io.StringIO()
+    run_sweep(spec, ResultsStore(tmp_path), LocalExecutor(spec.execution), run_id="r1",
+              console=Console(file=out, width=300))
+    rows = ResultsStore(tmp_path).scan_run_trials(spec.name, "r1").collect()
+    assert rows["search_round"].max() == 1  # round 0 and one bisection round
+    assert "left untried after search.max_rounds = 1" in out.getvalue()
