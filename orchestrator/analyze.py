@@ -44,13 +44,26 @@ class Analysis:
     """m* of the budget-check cells (twice max_epochs), when the run has them."""
     tuned: list[str] = field(default_factory=list)
     """Settings the run's adaptive search tuned per cell."""
+    replicates: dict[tuple, np.ndarray] = field(default_factory=dict)
+    """The ``(n_boot,)`` bootstrap m* of each cell, keyed by its cell values (results/critical.py)."""
 
 
-def search_rows(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
-    """The rows m* is computed from: all of a grid sweep's, an adaptive search's ``search``
-    phase (its tuning and budget-check trials are left out)."""
+def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str]) -> pl.LazyFrame:
+    """The rows m* is computed from: all of a grid sweep's; of an adaptive search, its
+    ``search`` phase plus the tuning trials that are trials of a searched cell (the tuning
+    trial of the chosen lr and weight decay at the probe m has the trial id of that search
+    trial, so the search counted it and did not run it again). Other tuning trials and the
+    budget check stay out.
+
+    Args:
+        cell: the columns that identify a cell (every setting but m and the seed).
+    """
     phase = pl.col("search_phase")
-    return trials.lazy().filter(phase.is_null() | (phase == "search"))
+    trials = trials.lazy()
+    searched = trials.filter(phase.is_null() | (phase == "search"))
+    tuned = trials.filter(phase == "tune").join(
+        searched.filter(phase == "search").select(cell).unique(), on=cell, how="semi", nulls_equal=True)
+    return pl.concat([searched, tuned])
 
 
 def tuned_fields(store: ResultsStore, sweep: str, run_id: str) -> set[str]:
@@ -103,7 +116,7 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     trials = store.scan_run_trials(sweep, run_id)
     cols = [c for c in CELL_FIELDS if c in names]
     every = trials.select([*cols, "m", "seed", "status", "test_acc", "search_phase"]).collect()
-    data = search_rows(every).collect()
+    data = search_rows(every, cols).collect()
     if data.filter(pl.col("status").is_in(["done", "diverged"])).is_empty():
         raise StoreError(f"run {run_id} has no trained trials to analyse")
     varying = [c for c in cols if data[c].n_unique() > 1]
@@ -117,7 +130,7 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     budget_rows = every.filter(pl.col("search_phase") == "budget")
     budget = m_star(budget_rows, cols)[0] if not budget_rows.is_empty() else None
     table = with_budget_check(table, budget, cols)
-    result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned))
+    result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned), replicates=reps)
     for (label,), part in table.group_by(["series"], maintain_order=True):
         # Censored cells carry a bound, not a value: they stay out of the fits.
         finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("censored") == ""))
@@ -127,7 +140,7 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
         keys = [tuple(r[c] for c in cols) for r in finite.iter_rows(named=True)]
         rep = np.stack([reps[k] for k in keys], axis=1) if reps else None
         result.fits[label] = compare_growth(T, finite["m_star"].to_numpy(), rep, ci=settings.ci)
-    result.checks = _checks(table, result.fits)
+    result.checks = _checks(table, result.fits, tuned)
     if figures_dir is not None:
         figures_dir = Path(figures_dir)
         result.figures.append(plot_m_star(table, result.fits, "series", figures_dir / "m_star_vs_T.png"))
@@ -155,7 +168,7 @@ def settings_of(store: ResultsStore, sweep: str, run_id: str) -> AnalysisSetting
         return AnalysisSettings()
 
 
-def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame]) -> list[dict]:
+def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: set[str] = frozenset()) -> list[dict]:
     """Plain-language checks: does m* grow with T (log-law slope interval above 0), which
     law wins, and at the largest T, does the transformer need fewer samples than the MLP."""
     checks = []
@@ -175,7 +188,8 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame]) -> list[dict]:
         ))
     if "model" in table.columns and table["model"].n_unique() > 1:
         # Settings of one architecture only (widths, heads) do not split the comparison.
-        group = [c for c in CELL_FIELDS if c in table.columns and c not in _ARCH_FIELDS and table[c].n_unique() > 1]
+        group = [c for c in CELL_FIELDS if c in table.columns and c not in _ARCH_FIELDS and c not in tuned
+                 and table[c].n_unique() > 1]
         parts = table.partition_by(group, as_dict=True) if group else {(): table}
         for key, part in parts.items():
             where = ", ".join(f"{c}={v}" for c, v in zip(group, key))
@@ -202,10 +216,11 @@ def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
     mlp_val = math.inf if mlp["censored"] == "above" else mlp["m_star"]
     tr_hi = tr["m_star"] if math.isnan(tr["ci_hi"]) else tr["ci_hi"]
     mlp_lo = mlp_val if math.isnan(mlp["ci_lo"]) or mlp["censored"] == "above" else mlp["ci_lo"]
-    fewer = tr_hi < mlp_lo
+    fewer = tr["censored"] != "above" and tr_hi < mlp_lo
+    not_fewer = (tr["censored"] == "above" and mlp["censored"] != "above") or tr["m_star"] >= mlp_val
     return dict(
         check=f"transformer needs fewer samples than the MLP at T={T_max}{where}",
-        verdict="yes" if fewer else ("no" if tr["m_star"] >= mlp_val else "inconclusive"),
+        verdict="yes" if fewer else ("no" if not_fewer else "inconclusive"),
         detail=f"transformer m* {_fmt(tr)}; MLP m* {_fmt(mlp)}",
     )
 

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from orchestrator.analyze import search_rows
 from orchestrator.spec import AnalysisSettings
+from workers import SymmetryTrialConfig
 from results import ResultsStore, StoreError
 from results.figures import plot_equivariance_errors, plot_test_error
 from results.symmetry import critical_sizes, verdicts, with_student
@@ -38,7 +39,8 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
     Raises:
         StoreError: the run has no trained trials.
     """
-    trials = search_rows(store.scan_run_trials(sweep, run_id)).collect()  # an adaptive search's tuning rows stay out
+    cell = [f for f in SymmetryTrialConfig.model_fields if f not in ("m", "seed", "fault")]
+    trials = search_rows(store.scan_run_trials(sweep, run_id), cell).collect()  # tuning rows stay out
     if trials.filter(pl.col("status") == "done").is_empty():
         raise StoreError(f"run {run_id} has no trained trials to analyse")
     m_star = critical_sizes(trials, settings.target_error, settings.n_boot, settings.ci)

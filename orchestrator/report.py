@@ -25,10 +25,10 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from orchestrator.analyze import CELL_FIELDS, analyze_run, search_rows, settings_of, tuned_fields
+from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of, tuned_fields
 from orchestrator.analyze_symmetry import analyze_symmetry_run
 from orchestrator.errors import AttnsweepError
-from results import ResultsStore, critical_sample_sizes
+from results import ResultsStore
 from results import symmetry as sym
 from results import verdicts as boolean
 from results.figures import plot_reference
@@ -99,7 +99,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         else:
             result = analyze_run(store, run.run_id, figures / run.run_id, settings)
             cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
-            run.m_star = boolean.with_replicates(result.m_star, _replicates(store, run, cell, settings), cell)
+            run.m_star = boolean.with_replicates(result.m_star, result.replicates, cell)
             run.m_star = run.m_star.with_columns(run_id=pl.lit(run.run_id))
             run.figures = result.figures
             tuned |= tuned_fields(store, run.sweep, run.run_id)
@@ -141,17 +141,6 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
 def summary(verdicts: list[dict]) -> str:
     """One line: each claim's short name and verdict, e.g. ``L1 inconclusive, L2 supported``."""
     return ", ".join(f"{v['claim'].split(':', 1)[0]} {v['verdict']}" for v in verdicts)
-
-
-def _replicates(store: ResultsStore, run: _Run, cell: list[str], settings) -> dict:
-    """The bootstrap m* of each cell: the call ``analyze_run`` makes (same rows, in the same
-    order, same settings and seed), whose replicates it does not return."""
-    every = store.scan_run_trials(run.sweep, run.run_id).select([*cell, "m", "seed", "status", "test_acc",
-                                                                  "search_phase"]).collect()
-    data = search_rows(every).collect()
-    _, reps = critical_sample_sizes(data, cell, acc_threshold=settings.acc_threshold,
-                                    success_frac=settings.success_frac, n_boot=settings.n_boot, ci=settings.ci)
-    return reps
 
 
 def _missing(verdicts: list[dict]) -> list[dict]:

@@ -158,19 +158,14 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 
 
 def test_replicates_are_the_ones_behind_the_m_star_intervals(report):
-    # The report recomputes each cell's bootstrap m* (analyze_run does not return them):
-    # their percentile interval must be the one analyze_run printed.
+    # The replicates analyze_run returns (and the report's statistics use) give its intervals.
     from orchestrator.analyze import CELL_FIELDS
-    from orchestrator.report import _replicates, _Run
-    from orchestrator.spec import AnalysisSettings
 
     root, ids, _ = report
-    store = ResultsStore(root / "store")
-    table = analyze_run(store, ids[0]).m_star
-    cell = [c for c in CELL_FIELDS if c in table.columns]
-    reps = _replicates(store, _Run(ids[0], "rep", {}, "sparse_boolean"), cell, AnalysisSettings(n_boot=200))
-    for row in table.iter_rows(named=True):
-        lo, hi = np.percentile(reps[tuple(row[c] for c in cell)], [2.5, 97.5], method="inverted_cdf")
+    result = analyze_run(ResultsStore(root / "store"), ids[0])
+    cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
+    for row in result.m_star.iter_rows(named=True):
+        lo, hi = np.percentile(result.replicates[tuple(row[c] for c in cell)], [2.5, 97.5], method="inverted_cdf")
         assert (lo, hi) == (row["ci_lo"], row["ci_hi"]) or row["censored"] == "above"
 
 

@@ -115,13 +115,16 @@ def test_each_cell_ends_pinned_within_the_tolerance(tmp_path):
 
 
 def test_tuning_stores_one_study_per_cell_and_the_search_uses_its_best_values(tmp_path):
-    text = SPEC.replace(", lr: 1e-2}", "}") + "  tune: {n_trials: 3, batch: 2, seeds: 2, m: 32}\n  budget_check: false\n"
+    # The probe m (20) is one of the first round's m (8, 20, 51, 128): there the best tuning
+    # trials are search trials too, with the same trial ids.
+    text = SPEC.replace(", lr: 1e-2}", "}") + "  tune: {n_trials: 3, batch: 2, seeds: 2, m: 20}\n  budget_check: false\n"
     spec, store, rows = _run(tmp_path, text)
     folder = study_dir(store, spec.name, "r1")
     journals = sorted(folder.glob("*.journal"))
     assert len(journals) == 2  # one per cell
     tune = rows.filter(pl.col("search_phase") == "tune")
-    assert set(tune["m"]) == {32} and set(tune["seed"]) == {0, 1}
+    tried = {}
+    assert set(tune["m"]) == {20} and set(tune["seed"]) == {0, 1}
     assert tune.height == 2 * 3 * 2  # cells x optuna trials x seeds
     for T in (8, 16):
         cell = {**spec.fixed, "T": T}
@@ -133,14 +136,20 @@ def test_tuning_stores_one_study_per_cell_and_the_search_uses_its_best_values(tm
         assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
         # each study value is the mean test accuracy of its two trials, read from the store
         for t in study.trials:
-            accs = [tune.filter(pl.col("trial_id") == trial_id(spec.family.config(**cell, **t.params, m=32, seed=s)))
+            accs = [tune.filter(pl.col("trial_id") == trial_id(spec.family.config(**cell, **t.params, m=20, seed=s)))
                     ["test_acc"][0] for s in (0, 1)]
             assert math.isclose(t.value, sum(accs) / 2)
         best = study.best_trial.params
         search = rows.filter((pl.col("search_phase") == "search") & (pl.col("T") == T))
         assert set(search["lr"]) == {best["lr"]} and set(search["weight_decay"]) == {best["weight_decay"]}
+        assert set(search.filter(pl.col("m") == 20)["seed"]) == {2, 3}  # seeds 0, 1 ran in tuning
+        tried[T] = search["m"].n_unique()
+    result = analyze_run(store, "r1")
     # tuned values differ per cell but do not split the series of the analysis
-    assert analyze_run(store, "r1").m_star["series"].n_unique() == 1
+    assert result.m_star["series"].n_unique() == 1
+    # m* counts every seed at every tried m, the two from tuning at m = 20 included
+    for row in result.m_star.iter_rows(named=True):
+        assert row["n_seeds"] == 4 and row["n_trials"] == 4 * tried[row["T"]]
 
 
 def test_a_symmetry_search_uses_the_test_error_and_has_no_budget_phase(tmp_path):
