@@ -97,7 +97,7 @@ def resumable_record(spec: SweepSpec, store: ResultsStore, run_id: str) -> dict:
         raise RunError(f"cannot resume run {run_id}: sweep {spec.name} has no such run in the store at {store.root}")
     record = store.read_run(spec.name, run_id)
     if record["spec_hash"] != spec.spec_hash():
-        raise RunError(f"cannot resume run {run_id} with this spec: its grid, seeds, fixed settings or analysis "
+        raise RunError(f"cannot resume run {run_id} with this spec: its grid, seeds, fixed settings, analysis or search "
                        f"differ from the run's (spec hash {spec.spec_hash()} vs {record['spec_hash']}); "
                        "resume with the run's own spec: attnsweep resume RUN_ID")
     return record

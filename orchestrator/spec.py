@@ -37,7 +37,8 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, field_validator,
+                      model_validator)
 
 from orchestrator.errors import SpecError
 from workers import EXPERIMENTS, Experiment
@@ -154,6 +155,12 @@ class TuneSettings(BaseModel):
         """The tuned settings and their ranges."""
         return {k: getattr(self, k) for k in TUNABLE if getattr(self, k) is not None}
 
+    @model_validator(mode="after")
+    def _something_to_tune(self) -> TuneSettings:
+        if not self.params():
+            raise ValueError(f"nothing to tune: {' and '.join(TUNABLE)} are both null; give a range or drop tune")
+        return self
+
 
 class SearchSettings(BaseModel):
     """How the sample sizes m of a sweep are chosen.
@@ -173,12 +180,19 @@ class SearchSettings(BaseModel):
     points_per_round: int = Field(1, ge=1, le=100, description="adaptive: m values per later round and cell")
     max_rounds: int = Field(20, ge=1, le=1000, description="adaptive: bisection rounds after the first at most")
     tune: TuneSettings | None = Field(None, description="adaptive: Optuna TPE over lr/weight_decay per cell")
-    budget_check: bool = Field(True, description="adaptive: search the largest T of each series again at 2x max_epochs")
+    budget_check: StrictBool = Field(True, description="adaptive: search the largest T of each series again at 2x max_epochs")
 
     @model_validator(mode="after")
     def _adaptive_needs_m(self) -> SearchSettings:
         if self.mode == "adaptive" and self.m is None:
             raise ValueError("mode adaptive needs the range of m to search: m: {min: ..., max: ...}")
+        if self.mode == "grid" and (given := sorted(self.model_fields_set - {"mode"})):
+            raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to an adaptive "
+                             "search: add mode: adaptive "
+                             "(the default mode, grid, takes m from the grid)")
+        if self.mode == "adaptive" and self.tune is not None and self.tune.m is not None \
+                and not self.m.min <= self.tune.m <= self.m.max:
+            raise ValueError(f"tune.m ({self.tune.m}) must lie in the searched range m: {self.m.min}..{self.m.max}")
         return self
 
     @property
@@ -233,10 +247,13 @@ class SweepSpec(BaseModel):
         if not self.search.adaptive:
             return sum(math.prod(len(v) for v in self.axes(i).values()) for i in range(len(self.grids)))
         s = self.search
-        n_cells = sum(1 for _ in self.cells())
+        cells = list(self.cells())
         per_cell = len(self.seeds) * (s.initial_points + s.max_rounds * s.points_per_round)
         tune = s.tune.n_trials * min(s.tune.seeds, len(self.seeds)) if s.tune else 0
-        return n_cells * (per_cell + tune) + (n_cells * per_cell if s.budget_check else 0)
+        # one budget check per series: a cell without T and without its tuned settings
+        series = {json.dumps({k: v for k, v in c.items() if k != "T"}, sort_keys=True, default=str) for c in cells}
+        budget = len(series) * per_cell if s.budget_check and any("T" in c for c in cells) else 0
+        return len(cells) * (per_cell + tune) + budget
 
     def cells(self) -> Iterator[dict[str, Any]]:
         """The settings of each cell (every trial setting but m and the seed), grid order:
@@ -371,10 +388,13 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
             )
         except ValidationError as exc:
             problems += _describe(exc)
+    if spec is not None and not problems and spec.search.tune is not None and spec.search.tune.seeds > len(spec.seeds):
+        problems.append(f"search.tune.seeds: value {spec.search.tune.seeds}: more than the spec's {len(spec.seeds)} seeds")
     if spec is not None and not problems:
         n = spec.n_trials()
         if max_trials is not None and n > max_trials:
-            problems.append(f"grid expands to {n} trials, more than the limit {max_trials}; raise --max-trials to confirm")
+            what = f"the adaptive search may run up to {n} trials" if spec.search.adaptive else f"grid expands to {n} trials"
+            problems.append(f"{what}, more than the limit {max_trials}; raise --max-trials to confirm")
         else:
             problems += _check_combinations(spec)
             if not problems and len(spec.grids) > 1:
@@ -600,5 +620,6 @@ def _describe(exc: ValidationError) -> list[str]:
         loc = ".".join(str(p) for p in err["loc"]) or "spec"
         value = err.get("input")
         msg = err["msg"].removeprefix("Value error, ")
+        msg = re.sub(r"Input should be a valid dictionary or instance of \w+", "must be a mapping of settings", msg)
         out.append(f"{loc}: value {value!r}: {msg}" if not isinstance(value, dict) else f"{loc}: {msg}")
     return out

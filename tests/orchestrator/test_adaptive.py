@@ -62,6 +62,12 @@ def test_the_search_stops_when_pinned_or_beyond_the_range():
     ("  mode: adaptive\n", "  mode: adapt\n", "search.mode: value 'adapt'"),
     ("  rel_tol: 0.25\n", "  rel_tol: 0\n", "search.rel_tol: value 0"),
     ("  rel_tol: 0.25\n", "  tune: {lr: {min: 0.1, max: 0.01}}\n", "search.tune.lr: max must be greater than min"),
+    ("  mode: adaptive\n", "", "search: m, rel_tol apply only to an adaptive search: add mode: adaptive"),
+    ("  rel_tol: 0.25\n", "  tune: {lr: null, weight_decay: null}\n", "search.tune: nothing to tune"),
+    ("  rel_tol: 0.25\n", "  tune: {m: 4096, lr: null}\n", "search: tune.m (4096) must lie in the searched range"),
+    ("  rel_tol: 0.25\n", "  tune: {seeds: 5, lr: null}\n", "search.tune.seeds: value 5: more than the spec's 4 seeds"),
+    ("  rel_tol: 0.25\n", "  budget_check: 'yes'\n", "search.budget_check: value 'yes'"),
+    ("  m: {min: 8, max: 128}\n", "  m: 5\n", "search.m: value 5: must be a mapping of settings"),
 ])
 def test_spec_errors_name_the_field(old, new, message):
     with pytest.raises(SpecError) as exc:
@@ -72,7 +78,8 @@ def test_spec_errors_name_the_field(old, new, message):
 
 def test_an_adaptive_spec_counts_at_most_trials_and_hashes_its_search():
     spec = parse_spec(SPEC)
-    assert spec.n_trials() == 2 * 4 * (4 + 20) * 2  # cells x seeds x (first + max rounds) x (search + budget)
+    # cells x seeds x (first + max rounds), plus the budget check of the one series
+    assert spec.n_trials() == 2 * 4 * (4 + 20) + 1 * 4 * (4 + 20)
     other = parse_spec(SPEC.replace("rel_tol: 0.25", "rel_tol: 0.2"))
     assert spec.spec_hash() != other.spec_hash()
     grid = "name: g\nseeds: 2\ngrid: {T: [8], m: [8, 16]}\nfixed: {task: and, s: 2}\n"
