@@ -66,14 +66,40 @@ def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str]) -> pl.Lazy
     return pl.concat([searched, tuned])
 
 
-def tuned_fields(store: ResultsStore, sweep: str, run_id: str) -> set[str]:
-    """Settings the run's adaptive search tuned per cell (empty for a grid sweep)."""
+def search_of(store: ResultsStore, sweep: str, run_id: str) -> SearchSettings:
+    """The search settings of the run's own spec (a grid search for an old or odd record)."""
     try:
         raw = yaml.safe_load(store.read_run(sweep, run_id)["spec_yaml"]) or {}
-        search = SearchSettings.model_validate(raw.get("search") or {})
-    except Exception:  # noqa: BLE001 - an old or odd record: nothing tuned
-        return set()
+        return SearchSettings.model_validate(raw.get("search") or {})
+    except Exception:  # noqa: BLE001 - an old or odd record: a grid sweep
+        return SearchSettings()
+
+
+def tuned_fields(store: ResultsStore, sweep: str, run_id: str) -> set[str]:
+    """Settings the run's adaptive search tuned per cell (empty for a grid sweep)."""
+    search = search_of(store, sweep, run_id)
     return set(search.tune.params()) if search.adaptive and search.tune is not None else set()
+
+
+def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
+    """A warning for a run that did not finish (its cells may be incomplete), else None."""
+    from results.locks import RunLock, RunLockedError
+
+    record = store.read_run(sweep, run_id)
+    if record["status"] == "finished":
+        return None
+    stored = len(store.run_trial_ids(sweep, run_id))
+    state = record["status"]
+    if state == "running":
+        try:
+            with RunLock(store, sweep, run_id):
+                state = "unfinished (its driver is gone)"
+        except RunLockedError:
+            state = "still running"
+    held = (f"{stored} trials stored (an adaptive search, which stops when m* is pinned; at most "
+            f"{record['n_trials']})" if search_of(store, sweep, run_id).adaptive
+            else f"{stored} of {record['n_trials']} trials stored")
+    return f"run {run_id} is {state}: {held}; cells may be incomplete (attnsweep resume {run_id})"
 
 
 def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame:

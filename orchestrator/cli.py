@@ -405,27 +405,15 @@ def analyze(
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
-    from orchestrator.analyze import analyze_run, print_analysis, settings_of
+    from orchestrator.analyze import analyze_run, print_analysis, settings_of, unfinished_note
     from orchestrator.analyze_symmetry import analyze_symmetry_run, print_symmetry
 
     if run_id is None:
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
     figures = figures or Path("figures") / sweep / run_id
-    record = store.read_run(sweep, run_id)
-    if record["status"] != "finished":
-        from results.locks import RunLock, RunLockedError
-
-        stored = len(store.run_trial_ids(sweep, run_id))
-        state = record["status"]
-        if state == "running":
-            try:
-                with RunLock(store, sweep, run_id):
-                    state = "unfinished (its driver is gone)"
-            except RunLockedError:
-                state = "still running"
-        err.print(f"warning: run {run_id} is {state}: {stored} of {record['n_trials']} trials stored; cells may be "
-                  f"incomplete (attnsweep resume {run_id})", style="yellow", markup=False)
+    if (note := unfinished_note(store, sweep, run_id)) is not None:
+        err.print(f"warning: {note}", style="yellow", markup=False)
     if store.read_run(sweep, run_id).get("experiment") == "symmetry":
         settings = settings_of(store, sweep, run_id)
         print_symmetry(analyze_symmetry_run(store, sweep, run_id, settings, figures), out, settings.target_error)
@@ -453,8 +441,14 @@ def report(
     _check_paths(store, None)
     if out_dir.exists() and not out_dir.is_dir():
         raise AttnsweepError(f"--out: {out_dir} exists and is not a directory")
-    path = build_report(ResultsStore(store), run_ids, out_dir)
-    verdicts = json.loads((path.parent / "verdicts.json").read_text())["verdicts"]
+    try:
+        path = build_report(ResultsStore(store), run_ids, out_dir)
+    except OSError as exc:  # the folder cannot be made or written
+        raise AttnsweepError(f"--out: cannot write the report to {out_dir}: {exc.strerror or exc}") from exc
+    written = json.loads((path.parent / "verdicts.json").read_text())
+    for caveat in written["caveats"]:
+        err.print(f"warning: {caveat}", style="yellow", markup=False)
+    verdicts = written["verdicts"]
     out.print(str(path), markup=False, highlight=False, soft_wrap=True)
     out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False, soft_wrap=True)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of, tuned_fields
+from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of, tuned_fields, unfinished_note
 from orchestrator.analyze_symmetry import analyze_symmetry_run
 from orchestrator.errors import AttnsweepError
 from results import ResultsStore
@@ -87,6 +87,8 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         runs.append(_Run(run_id, sweep, record, record.get("experiment") or "sparse_boolean"))
     out_dir = Path(out_dir)
     figures = out_dir / "figures"
+    for old in figures.rglob("*.png") if figures.is_dir() else []:  # a previous report's figures
+        old.unlink()
     boolean_tables, tuned, ci = [], set(), 0.95
     several_symmetry = sum(r.experiment == "symmetry" for r in runs) > 1
     for run in runs:
@@ -123,7 +125,9 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     r_plot = plot_reference(ours, boolean.read_reference(reference), figures / "reference_3way_and.png")
 
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    caveats = [note for r in runs if (note := unfinished_note(store, r.sweep, r.run_id)) is not None]
     page = _template().render(
+        caveats=caveats,
         title=f"attnsweep verdict report: {', '.join(run_ids)}", generated=generated,
         runs=[_run_view(r) for r in runs], verdicts=claims, r_plot=_data_uri(r_plot),
         boolean_table=_table(union, [*cell, "run_id"]) if boolean_tables else None,
@@ -131,7 +135,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         reference=Path(reference).name, margin=boolean.EQUIVALENCE,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    record = dict(runs=run_ids, generated=generated, verdicts=claims)
+    record = dict(runs=run_ids, generated=generated, verdicts=claims, caveats=caveats)
     (out_dir / "verdicts.json").write_text(json.dumps(record, indent=2))
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
