@@ -1,4 +1,4 @@
-"""The verdict report: one self-contained HTML page with the claims of DESIGN.md 1a (L1-L4,
+"""The verdict report: one self-contained HTML page with the claims of docs/claims.md 1a (L1-L4,
 R) and 1b (S1-S4), computed from the results store when the report is built.
 
 ``build_report(store, run_ids, out_dir)`` analyses each run (``analyze_run`` for

@@ -1,4 +1,4 @@
-"""The results store, its queries and the analysis of section 1 of DESIGN.md.
+"""The results store, its queries and the analysis of section 1 of docs/claims.md.
 
 Knows rows and tables (polars, pyarrow), not models, specs or scheduling: it imports
 nothing else of the project.

@@ -1,6 +1,6 @@
 """The critical sample size m* of a cell, with a bootstrap interval over seeds.
 
-Definition (used everywhere in attnsweep; DESIGN.md section 1a):
+Definition (used everywhere in attnsweep; docs/claims.md section 1a):
 
 * A trial *succeeds* when it finished training (status ``done``) with test accuracy
   >= ``acc_threshold`` (default 0.95). Diverged trials count as failures. Failed trials

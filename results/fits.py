@@ -1,6 +1,6 @@
 """Growth laws of m* against the context length T, compared by AIC and BIC.
 
-Three models of m*(T) (DESIGN.md section 1a, verdict L1):
+Three models of m*(T) (docs/claims.md section 1a, verdict L1):
 
 * ``log``:    m* = a + b ln T   (Edelman et al., ICML 2022, Theorem 4.2: sample
   complexity of bounded-norm attention grows like log T)

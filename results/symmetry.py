@@ -1,4 +1,4 @@
-"""Verdicts S1-S4 of the symmetry experiment (DESIGN.md 1b; Ma & Ying, arXiv 2210.06741).
+"""Verdicts S1-S4 of the symmetry experiment (docs/claims.md 1b; Ma & Ying, arXiv 2210.06741).
 
 Input: the trial rows of a symmetry run (columns ``teacher``, ``model``, ``equivariance``,
 ``n``, ``k``, ``d``, ``m``, ``seed``, ``status``, ``test_error``, ``eq_error_median``,

@@ -1,4 +1,4 @@
-"""Verdicts L1-L4 and R of the sparse-Boolean experiment (DESIGN.md section 1a).
+"""Verdicts L1-L4 and R of the sparse-Boolean experiment (docs/claims.md section 1a).
 
 The claim under test (Edelman, Goel, Kakade, Zhang, "Inductive Biases and Variable Creation
 in Self-Attention Mechanisms", ICML 2022, arXiv 2110.10090, Theorem 4.2 and section 5): a
@@ -19,7 +19,7 @@ returns it: cell columns (``task``, ``T``, ``s``, ``model``, ``norm_bound``, ...
   intervals are NaN and the verdicts inconclusive.
 * ``budget`` ("ok", "budget-limited", "not checked"): a claim whose statistic uses a
   budget-limited cell is inconclusive and names it (such an m* measures the training budget,
-  not the samples: DESIGN.md section 3); budget-limited cells it considered but did not use
+  not the samples: docs/claims.md section 3); budget-limited cells it considered but did not use
   are named.
 
 A cell's *value* is m*, +inf when censored above (m* beyond the largest m of the grid) and
@@ -51,7 +51,7 @@ RESULT_COLUMNS = frozenset({"m_star", "m_star_grid", "ci_lo", "ci_hi", "censored
 """Columns of an m* table that are not cell settings."""
 
 MIN_DECADES = 3.0
-"""L1 needs max T / min T >= 10^3 (DESIGN.md 1a: one decade cannot tell log from slow power-law growth)."""
+"""L1 needs max T / min T >= 10^3 (docs/claims.md 1a: one decade cannot tell log from slow power-law growth)."""
 MIN_POINTS = 3
 """Uncensored T a growth-law fit needs (L1), and T a trend of the L4 ratio needs."""
 AIC_MARGIN = 2.0
@@ -129,7 +129,7 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
     """L1: along T, the attention model's m* grows, and ``a + b ln T`` beats ``a + b T`` and
     ``a T^c`` by AIC and BIC (each by >= ``AIC_MARGIN``), over >= ``MIN_DECADES`` decades of T.
 
-    Source: DESIGN.md 1a (L1); Edelman et al. 2022, Theorem 4.2 (sample complexity
+    Source: docs/claims.md 1a (L1); Edelman et al. 2022, Theorem 4.2 (sample complexity
     O(log T)). The laws and their AIC/BIC are those of :func:`results.fits.compare_growth`
     (least squares on the m* scale); "grows" means the bootstrap interval of the log law's
     slope b lies above 0. The power-law exponent c is reported with its interval (log growth
@@ -186,7 +186,7 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.Da
 def l2_norm_bound(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95) -> dict:
     """L2: the attention model's m* grows with the norm bound B (None, unbounded, ranks as the
     largest B). Statistic: :func:`_monotone_in` over cells that differ only in B, of which
-    at least 2 are bounded. Source: DESIGN.md 1a (L2); Edelman et al. 2022, Theorem 4.2
+    at least 2 are bounded. Source: docs/claims.md 1a (L2); Edelman et al. 2022, Theorem 4.2
     (the bound grows with the norms of W_Q W_K^T, W_V and the readout)."""
     return _monotone_in(m_star, "norm_bound", "L2: m* grows with the norm bound B (unbounded = largest)",
                         cell or cell_columns(m_star), ci)
@@ -194,7 +194,7 @@ def l2_norm_bound(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
 
 def l3_sparsity(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95) -> dict:
     """L3: the attention model's m* grows with the sparsity s. Statistic:
-    :func:`_monotone_in` over cells that differ only in s. Source: DESIGN.md 1a (L3);
+    :func:`_monotone_in` over cells that differ only in s. Source: docs/claims.md 1a (L3);
     Edelman et al. 2022, Theorem 4.2 (the bound grows with s)."""
     return _monotone_in(m_star, "s", "L3: m* grows with the sparsity s", cell or cell_columns(m_star), ci)
 
@@ -259,7 +259,7 @@ def l4_mlp_baseline(m_star: pl.DataFrame, cell: list[str] | None = None, ci: flo
     then a lower bound), with its bootstrap interval; and Spearman's rho of the ratio with T.
     Supported when the ratio's interval lies above 1 and rho's above 0 (>= ``MIN_POINTS``
     T); not supported when the ratio's lies at or below 1 or rho's at or below 0. Source:
-    DESIGN.md 1a (L4); Edelman et al. 2022, section 5 (MLP baseline, sample complexity
+    docs/claims.md 1a (L4); Edelman et al. 2022, section 5 (MLP baseline, sample complexity
     growing like T).
     """
     claim = "L4: the MLP needs far more samples than the transformer, and more so as T grows"
@@ -334,7 +334,7 @@ def r_reference(m_star: pl.DataFrame, reference: Path | str = REFERENCE_CSV, cel
     read-off in ``results/data``), and its bootstrap interval (the read-off is taken as
     fixed). An equivalence test (Schuirmann's two one-sided tests, as an interval inside the
     margin): supported when the interval lies inside ``margin``, not supported when it lies
-    wholly outside, inconclusive otherwise. Source: DESIGN.md 1a (R).
+    wholly outside, inconclusive otherwise. Source: docs/claims.md 1a (R).
 
     Raises:
         OSError, ValueError: the reference cannot be read (see :func:`read_reference`).

@@ -1,4 +1,4 @@
-"""Seq2seq functions with knowledge, Y = f(X, K) (Ma & Ying, arXiv 2210.06741; DESIGN.md 1b).
+"""Seq2seq functions with knowledge, Y = f(X, K) (Ma & Ying, arXiv 2210.06741; docs/claims.md 1b).
 
 X holds n input rows (tokens) in R^d and K holds k knowledge rows in the same space; the
 output Y has one row per input row. Ma & Ying show that an orthogonally equivariant f,
@@ -59,7 +59,7 @@ def teacher_params(teacher: str, n: int, k: int, d: int, seed: int) -> dict[str,
     ~ U[0.5, 2] (temperature of X K^T) for ``equivariant`` and ``positional``.
     Matrices: ``A``, ``B``, ``C`` ``(d, d)`` with N(0, 1/d) entries for ``control``, so that
     x^T A k and k^T B are as large as the inner products they replace. ``c`` ``(n,)`` ~
-    U[-1, 1] for ``positional``. Formulas: module docstring (DESIGN.md 1b).
+    U[-1, 1] for ``positional``. Formulas: module docstring (docs/claims.md 1b).
 
     Args:
         teacher: one of :data:`TEACHERS`.
@@ -93,7 +93,7 @@ def teacher_params(teacher: str, n: int, k: int, d: int, seed: int) -> dict[str,
 def teacher_outputs(
     teacher: str, params: dict[str, torch.Tensor], X: torch.Tensor, K: torch.Tensor
 ) -> torch.Tensor:
-    """The teacher's output Y = f(X, K) (formulas: module docstring, DESIGN.md 1b).
+    """The teacher's output Y = f(X, K) (formulas: module docstring, docs/claims.md 1b).
 
     Args:
         teacher: one of :data:`TEACHERS`.

@@ -81,7 +81,7 @@ Equivariance = Literal["none", "orthogonal", "augment", "permutation"]
 
 
 class SymmetryTrialConfig(BaseModel):
-    """One trial of the symmetry experiment (Ma & Ying, arXiv 2210.06741; DESIGN.md 1b).
+    """One trial of the symmetry experiment (Ma & Ying, arXiv 2210.06741; docs/claims.md 1b).
 
     A student learns a seq2seq function with knowledge Y = f(X, K) (X: n rows in R^d, K: k
     rows in R^d) from m samples of a teacher (tasks/seq2seq.py).

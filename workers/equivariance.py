@@ -1,4 +1,4 @@
-"""How far a seq2seq function is from orthogonal and permutation equivariance (DESIGN.md 1b).
+"""How far a seq2seq function is from orthogonal and permutation equivariance (docs/claims.md 1b).
 
 For f mapping X ``(b, n, d)`` and K ``(b, k, d)`` to ``(b, n, d)``:
 

@@ -1,4 +1,4 @@
-"""Students for the seq2seq-with-knowledge experiment (DESIGN.md 1b).
+"""Students for the seq2seq-with-knowledge experiment (docs/claims.md 1b).
 
 Every student maps X ``(b, n, d)`` and K ``(b, k, d)`` to Y ``(b, n, d)``:
 

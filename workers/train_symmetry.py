@@ -1,4 +1,4 @@
-"""Training a pack of symmetry trials (DESIGN.md 1b) at once with torch.func.
+"""Training a pack of symmetry trials (docs/claims.md 1b) at once with torch.func.
 
 Students learn Y = f(X, K) from a teacher by full-batch AdamW on the mean squared error,
 vmapped over the pack's stacked parameters as in :mod:`workers.train`. Each trial is scored
