@@ -294,12 +294,17 @@ def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.D
         return INCONCLUSIVE, "-", "-", "both models are beyond the grid at every T", used
     ratio, reps = ratio[keep], None if reps is None else reps[:, keep]
     last = used.row(-1, named=True)
-    shown = (f"> {last['m_max_mlp'] / tr[keep][-1]:.1f} (MLP m* > {last['m_max_mlp']}, beyond the grid)"
-             if math.isinf(ratio[-1]) else f"{ratio[-1]:.2f}")
+    if math.isinf(ratio[-1]):
+        shown = f"> {last['m_max_mlp'] / tr[keep][-1]:.1f} (MLP m* > {last['m_max_mlp']}, beyond the grid)"
+    elif math.isinf(tr[keep][-1]):
+        shown = f"< {mlp[keep][-1] / last['m_max']:.2f} (transformer m* > {last['m_max']}, beyond the grid)"
+    else:
+        shown = f"{ratio[-1]:.2f}"
     lo, hi = _interval(None if reps is None else reps[:, -1], ci)
     statistic = f"MLP m* / transformer m* at T={T[-1]}: {shown}"
     # A replicate with the MLP beyond the grid is +inf: an interval end at inf is a lower bound.
-    interval = f"ratio CI {_end(lo)} .. {_end(hi)}"
+    interval = (f"ratio CI {_end(lo)} .. {_end(hi)}" if not (math.isinf(lo) and math.isinf(hi))
+                else "ratio infinite in every bootstrap replicate (MLP beyond the grid)")
     if math.isnan(lo):
         return INCONCLUSIVE, statistic, interval, "no bootstrap replicates", used
     more, not_more = lo > 1, hi <= 1

@@ -178,6 +178,15 @@ def test_l4_constant_ratio_is_not_supported_and_two_T_inconclusive():
     assert v["verdict"] == "inconclusive" and "a trend needs 3" in v["why"], v
 
 
+def test_l4_a_transformer_beyond_the_grid_is_shown_as_a_bound_and_not_supported():
+    Ts = [8, 16, 32, 64]
+    tr = along_T(lambda T: math.inf if T == 64 else 2.0 * T, Ts=Ts)
+    mlp = along_T(lambda T: 50.0, Ts=Ts, model="mlp")
+    v = l4_mlp_baseline(cells(tr + mlp))
+    assert v["verdict"] == "not supported", v
+    assert "T=64: < " in v["statistic"] and "transformer m* >" in v["statistic"], v
+
+
 def test_l4_without_mlp_cells_is_inconclusive():
     assert l4_mlp_baseline(cells(along_T(lambda T: 50.0)))["verdict"] == "inconclusive"
 
