@@ -38,7 +38,8 @@ NO_RUN = "no run of this experiment given"
 CAPTIONS = {
     "m_star_vs_T": "m* against T (log axis) with 95% bootstrap intervals and the three fitted growth laws; "
                    "triangles: m* beyond the largest m tried",
-    "success_rate_grid": "Success rate over seeds on the (T, m) grid",
+    "success_rate_grid": "Success rate over seeds on the (T, m) grid; white: no trial trained there (e.g. no "
+                         "unambiguous training set of that size)",
     "success_rate_curves": "Success rate over seeds against m, one line per T; dashed: the rate that defines m*",
     "test_error_vs_m": "Relative test error against m per student (mean and 95% interval over seeds)",
     "orthogonal_error": "O(d) equivariance error E (float64) per student",
@@ -174,7 +175,8 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     always = ("T", "model", "teacher", "student")
     shown = [c for c in cell if c in m_star.columns and (m_star[c].n_unique() > 1 or c in always)]
     fixed = ", ".join(f"{c}={m_star[c][0]}" for c in cell if c in m_star.columns and c not in shown and c != "run_id")
-    extra = [c for c in ("m_star_2x", "budget") if c in m_star.columns]
+    checked = "budget" in m_star.columns and (m_star["budget"] != "not checked").any()
+    extra = ["m_star_2x", "budget"] if checked else []  # a grid sweep has no budget check
     rows = []
     for r in m_star.iter_rows(named=True):
         above, below = r["censored"] == "above", r["censored"] == "below"

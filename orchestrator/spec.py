@@ -352,6 +352,10 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     for required in ("name", "grid"):
         if required not in raw:
             problems.append(f"{required}: required")
+    name_rule = SweepSpec.model_fields["name"].metadata[0].pattern
+    if "name" in raw and not (isinstance(raw["name"], str) and re.fullmatch(name_rule, raw["name"])):
+        problems.append(f"name: value {raw['name']!r}: must match {name_rule} (letters, digits, '_', '.', '-'; "
+                        "starts with a letter)")
     seeds = _seeds(raw.get("seeds", 1), problems)
     experiment = raw.get("experiment", "sparse_boolean")
     if not isinstance(experiment, str) or experiment not in EXPERIMENTS:

@@ -1,6 +1,6 @@
 """Render an HTML report in headless Chromium and save a PNG screenshot.
 
-    python scripts/screenshot_report.py reports/RUN_ID/report.html report.png [--width 1280] [--height 4000]
+    python scripts/screenshot_report.py reports/RUN_ID/report.html report.png [--width 1280] [--height 8000]
 
 Used by tests/test_report.py to check that report.html renders on its own (no network,
 no files beside it). Needs ``chromium`` (Debian: ``apt-get install -y chromium``) or
@@ -24,7 +24,7 @@ def find_browser() -> str | None:
     return next((path for name in BROWSERS if (path := shutil.which(name))), None)
 
 
-def screenshot(html: Path, png: Path, width: int = 1280, height: int = 4000, timeout_s: float = 120) -> Path:
+def screenshot(html: Path, png: Path, width: int = 1280, height: int = 8000, timeout_s: float = 120) -> Path:
     """Open ``html`` (a local file) in headless Chromium and write a ``width`` x ``height``
     pixel screenshot to ``png``.
 
@@ -56,7 +56,7 @@ def main() -> int:
     parser.add_argument("html", type=Path)
     parser.add_argument("png", type=Path)
     parser.add_argument("--width", type=int, default=1280)
-    parser.add_argument("--height", type=int, default=4000)
+    parser.add_argument("--height", type=int, default=8000, help="pixels; raise it if the page is cut off")
     args = parser.parse_args()
     try:
         print(screenshot(args.html, args.png, args.width, args.height))

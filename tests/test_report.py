@@ -150,7 +150,7 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     with Image.open(png) as im:
         rgb = im.convert("RGB")
-        assert rgb.size == (1280, 4000)
+        assert rgb.size == (1280, 8000)
         colours = {c for _, c in rgb.getcolors(maxcolors=1 << 24)}
     assert len(colours) > 100  # text, figures, tables: not a blank page
     # The verdict badges were styled by the page's own CSS (S1 is supported: green).
