@@ -50,7 +50,9 @@ def head(tmp_path_factory):
         # The cluster's `python` must be the environment with the project's dependencies,
         # as on a real cluster (cluster.yaml installs them), even when the tests run
         # without the virtual environment activated.
-        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
+        # As cluster.yaml does: a stopped job's driver gets 30 s, not Ray's default 3 s, between
+        # SIGTERM and SIGKILL to record its run as interrupted (3 s is too short on a loaded CI machine).
+        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_JOB_STOP_WAIT_TIME_S="30",
                  PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"),
     )
     address = f"http://127.0.0.1:{dash}"
