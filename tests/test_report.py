@@ -132,6 +132,15 @@ def test_unknown_run_exits_2_and_writes_nothing(report):
         build_report(ResultsStore(root / "store"), ["no-such-run"], root / "bad")
 
 
+def test_an_out_folder_that_cannot_be_made_is_named_in_the_error(report, tmp_path):
+    root, ids, _ = report
+    (tmp_path / "afile").write_text("x")
+    for out in (tmp_path / "afile", tmp_path / "afile" / "below"):
+        proc = _cli("report", ids[0], "--store", "store", "--out", str(out), cwd=root)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: --out") and "Traceback" not in proc.stderr
+    assert (tmp_path / "afile").read_text() == "x"
+
+
 def test_report_renders_in_headless_chromium(report, tmp_path):
     from importlib.util import module_from_spec, spec_from_file_location
 
@@ -141,7 +150,8 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     if shot.find_browser() is None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("chromium is missing on CI (.ci/run installs it: apt-get install -y chromium)")
-        pytest.skip("no chromium on the PATH (apt-get install -y chromium)")
+        # A developer machine without a browser can still run the rest; CI (above) cannot skip.
+        pytest.skip("no chromium on the PATH to render the page (apt-get install -y chromium); on CI this fails")
     root, ids, _ = report
     png = tmp_path / "report.png"
     proc = subprocess.run([sys.executable, str(ROOT / "scripts/screenshot_report.py"),
