@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 import optuna
 
-from orchestrator.spec import SweepSpec
-from results import ResultsStore
+from orchestrator.spec import SweepSpec, trial_id
+from results import ResultsStore, StoreError
 
 PHASES = ("tune", "search", "budget")
 
@@ -268,8 +268,6 @@ def _config(spec: SweepSpec, cell: dict, m: int, seed: int):
 
 
 def _trial_id(spec: SweepSpec, cell: dict, m: int, seed: int) -> str:
-    from orchestrator.spec import trial_id
-
     return trial_id(_config(spec, cell, m, seed))
 
 
@@ -283,7 +281,7 @@ def _results(store: ResultsStore, spec: SweepSpec, run_id: str) -> dict[str, dic
     cols = ["trial_id", "status", "test_acc", "test_error"]
     try:
         rows = store.scan_run_trials(spec.name, run_id).select(cols).collect()
-    except Exception:  # noqa: BLE001 - no rows yet: the first round of a new run
+    except StoreError:  # no rows yet: the first round of a new run
         return {}
     return {r["trial_id"]: r for r in rows.iter_rows(named=True)}
 
