@@ -1,5 +1,6 @@
-# Local set-up and the two everyday commands. The CPU build of torch is pinned here (and
-# in .ci/run) only: the package itself leaves torch unpinned so GPU clusters get CUDA.
+# Local set-up and the two everyday commands (.ci/run calls `make test`). torch is pinned
+# here only (the CPU wheel on this project's machines): the package itself leaves torch
+# unpinned so GPU clusters get CUDA.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
