@@ -72,10 +72,48 @@ class CLSTransformer(nn.Module):
         self.ln_f = nn.LayerNorm(d)
         self.readout = nn.Linear(d, 1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if len(self.blocks) == 1:
-            return self.forward_one_layer(x)
-        return self.forward_general(x)
+    def forward(self, x: torch.Tensor, path: str = "auto"):
+        """Bits ``(n, T)`` -> logits ``(n,)``.
+
+        ``path`` picks the computation, all exact: ``"general"`` (any depth),
+        ``"table"`` and ``"matmul"`` (one layer only; see the methods). ``"auto"`` takes
+        the matmul path and falls back to the table path when the score range is too wide
+        for the matmul path's arithmetic (:data:`SCORE_RANGE_SAFE`); under ``vmap`` use
+        :meth:`pack_forward`, which makes that choice once per pack. ``"matmul"`` returns
+        ``(logits, score_range)`` so that a vmapped caller can check the range.
+
+        Raises:
+            ValueError: unknown path, or a one-layer path for a deeper model.
+        """
+        if path == "general" or (path == "auto" and len(self.blocks) > 1):
+            return self.forward_general(x)
+        if len(self.blocks) != 1 or path not in ("auto", "table", "matmul"):
+            raise ValueError(f"path must be 'auto' or 'general', or for one layer 'table' or 'matmul'; got {path!r}")
+        if path == "table":
+            return self.forward_table(x)
+        logits, score_range = self.forward_matmul(x)
+        if path == "matmul":
+            return logits, score_range
+        if score_range > score_range_safe(logits.dtype):
+            return self.forward_table(x)
+        return logits
+
+    @staticmethod
+    def pack_forward(call):
+        """The pack-level forward for stacked one-layer models.
+
+        ``call(params, buffers, x, path=...)`` is the vmapped functional call of this
+        class. The matmul path runs for the whole pack; if any trial's score range is
+        beyond :func:`score_range_safe`, the pack is recomputed on the table path, so the
+        result is exact for every trial (one host sync per forward to decide).
+        """
+        def forward(params, buffers, x):
+            logits, score_range = call(params, buffers, x, path="matmul")
+            if bool((score_range > score_range_safe(logits.dtype)).any()):
+                return call(params, buffers, x, path="table")
+            return logits
+
+        return forward
 
     def forward_general(self, x: torch.Tensor) -> torch.Tensor:
         """Any depth: embeds every sample's sequence, ``(n, T)`` -> ``(n,)``."""
@@ -86,16 +124,16 @@ class CLSTransformer(nn.Module):
             h = block(h, cls_only=i == len(self.blocks) - 1)
         return self.readout(self.ln_f(h[:, 0])).squeeze(-1)  # (n,)
 
-    def forward_one_layer(self, x: torch.Tensor) -> torch.Tensor:
-        """One block, computed exactly but without materialising ``(n, T+1, d)``.
+    def _score_tables(self):
+        """What one layer's [CLS] attention needs, computed once for all samples.
 
-        Position j > 0 holds tok[x_j] + pos[j], so its LayerNorm, key and value take one of
-        2T values, computed once as tables; the [CLS] query is the same for every sample.
-        Scores are gathered from a ``(2, T, H)`` table and the attention output is
-        a_cls v_cls + (a * (1 - x)) @ V[0] + (a * x) @ V[1]: O(n T H) memory, not O(n T d).
+        Position t > 0 holds tok[x_t] + pos[t], so its LayerNorm, key and value take one
+        of 2T values. Returns ``cls_in`` ``(d,)`` (the [CLS] residual), ``score_tab``
+        ``(2, T, H)`` (the [CLS] query's score of position t holding bit b), ``score_cls``
+        ``(H,)``, ``v_tab`` ``(2, T, H, dh)`` and ``v_cls`` ``(H, dh)``.
         """
-        blk, H = self.blocks[0], self.blocks[0].attn.heads
-        attn, dh = blk.attn, self.blocks[0].attn.dh
+        blk = self.blocks[0]
+        attn, H, dh = blk.attn, blk.attn.heads, blk.attn.dh
         tab = blk.ln1(self.tok.weight[:, None, :] + self.pos[None, 1:])  # (2, T, d)
         cls_in = self.cls + self.pos[0]  # (d,)
         cls_ln = blk.ln1(cls_in)
@@ -104,19 +142,81 @@ class CLSTransformer(nn.Module):
         v_tab = attn.v(tab).view(2, -1, H, dh)
         score_tab = (k_tab * q).sum(-1) / math.sqrt(dh)  # (2, T, H)
         score_cls = (attn.k(cls_ln).view(H, dh) * q).sum(-1) / math.sqrt(dh)  # (H,)
+        return cls_in, score_tab, score_cls, v_tab, attn.v(cls_ln).view(H, dh)
+
+    def _head_out(self, cls_in: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """[CLS] residual + attention output ``(n, d)``, then the feed-forward layer and readout."""
+        blk = self.blocks[0]
+        h = cls_in + out
+        h = h + blk.ffn(blk.ln2(h))
+        return self.readout(self.ln_f(h)).squeeze(-1)  # (n,)
+
+    def forward_table(self, x: torch.Tensor) -> torch.Tensor:
+        """One block, exact for any weights, without materialising ``(n, T+1, d)``.
+
+        Scores are gathered from the ``(2, T, H)`` table, the softmax is taken per sample,
+        and the output is a_cls v_cls + (a * (1 - x)) @ V[0] + (a * x) @ V[1]: O(n T H)
+        memory and elementwise work. The reference for :meth:`forward_matmul`.
+        """
+        cls_in, score_tab, score_cls, v_tab, v_cls = self._score_tables()
+        H = score_cls.shape[0]
         bit = x.to(score_tab.dtype)[..., None]  # (n, T, 1)
         scores = score_tab[0] + bit * (score_tab[1] - score_tab[0])  # (n, T, H)
         scores = torch.cat([score_cls.expand(x.shape[0], 1, H), scores], dim=1)  # (n, T+1, H)
         a = torch.softmax(scores, dim=1)
         a_tok = a[:, 1:]  # (n, T, H)
         out = (
-            a[:, 0, :, None] * attn.v(cls_ln).view(H, dh)
+            a[:, 0, :, None] * v_cls
             + torch.einsum("nth,thd->nhd", a_tok * (1 - bit), v_tab[0])
             + torch.einsum("nth,thd->nhd", a_tok * bit, v_tab[1])
         ).reshape(x.shape[0], -1)  # (n, d)
-        h = cls_in + out
-        h = h + blk.ffn(blk.ln2(h))
-        return self.readout(self.ln_f(h)).squeeze(-1)  # (n,)
+        return self._head_out(cls_in, out)
+
+    def forward_matmul(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One block as one matrix product: ``(n, T)`` -> logits ``(n,)`` and the score range.
+
+        Position t's score is s_b[t, h] for its bit b, so with one shift M_h per head
+        (the largest score any sample can have, so every exponential is <= 1) the
+        softmax denominator and the value-weighted numerator of sample i are sums over t
+        of a table entry picked by the bit:
+
+            Z_ih   = e_cls,h + sum_t [(1 - x_it) e0_th + x_it e1_th]
+            num_ih = e_cls,h v_cls,h + sum_t [(1 - x_it) e0_th v0_th + x_it e1_th v1_th]
+
+        with e_b = exp(s_b - M). Both are one product ``[1 - X, X] (n, 2T)`` @ ``(2T, H (1
+        + dh))``, and the output is num / Z; no ``(n, T, H)`` tensor is formed. The two
+        bit values are kept as separate nonnegative terms (not e0 + x (e1 - e0)) so that
+        Z has no cancellation.
+
+        A sample's largest term is at least exp(L_h - M_h), L_h = max(s_cls,h, max_t
+        min(s0, s1)), so the result is exact to the dtype's precision while the
+        returned score range max_h (M_h - L_h) is within :func:`score_range_safe`;
+        :meth:`forward` falls back to :meth:`forward_table` beyond it.
+        """
+        cls_in, score_tab, score_cls, v_tab, v_cls = self._score_tables()
+        T, H, dh = v_tab.shape[1], v_tab.shape[2], v_tab.shape[3]
+        with torch.no_grad():  # softmax is shift-invariant: the shift carries no gradient
+            shift = torch.maximum(score_cls, score_tab.amax((0, 1)))  # (H,)
+            low = torch.maximum(score_cls, score_tab.amin(0).amax(0))  # (H,)
+            score_range = (shift - low).amax()
+        e_tab = torch.exp(score_tab - shift)  # (2, T, H), each <= 1
+        e_cls = torch.exp(score_cls - shift)  # (H,)
+        w = torch.cat([e_tab[..., None], e_tab[..., None] * v_tab], -1)  # (2, T, H, 1 + dh)
+        bits = x.to(w.dtype)
+        both = torch.cat([1 - bits, bits], -1)  # (n, 2T): one-hot of each position's bit
+        acc = (both @ w.reshape(2 * T, H * (1 + dh))).view(-1, H, 1 + dh)
+        z = e_cls + acc[..., 0]  # (n, H)
+        num = e_cls[:, None] * v_cls + acc[..., 1:]  # (n, H, dh)
+        out = (num / z[..., None]).reshape(x.shape[0], -1)  # (n, d)
+        return self._head_out(cls_in, out), score_range
+
+
+def score_range_safe(dtype: torch.dtype) -> float:
+    """Widest score range (max_h of M_h - L_h, see :meth:`CLSTransformer.forward_matmul`)
+    the matmul path takes in ``dtype``: 0.69 of -ln(smallest normal), 60 in float32 and
+    bfloat16, 489 in float64, so every sample's largest exponential stays a normal number
+    with room below it for the terms that matter."""
+    return 0.69 * -math.log(torch.finfo(dtype).tiny)
 
 
 class MLP(nn.Module):

@@ -41,10 +41,17 @@ def stack(models: Sequence[nn.Module], dev: torch.device):
     buffers = {k: v.to(dev) for k, v in buffers.items()}
     base = copy.deepcopy(models[0]).to("meta")
 
-    def one(p, b, *inputs):
-        return functional_call(base, (p, b), inputs)
+    def one(p, b, *inputs, **options):
+        return functional_call(base, (p, b), inputs, options)
 
-    return torch.func.vmap(one), params, buffers, base
+    call = torch.func.vmap(one)  # keyword options are passed to every trial unbatched
+    # A model may decide pack-wide how to compute (CLSTransformer.pack_forward).
+    forward = base.pack_forward(call) if hasattr(base, "pack_forward") and _one_layer(base) else call
+    return forward, params, buffers, base
+
+
+def _one_layer(model: nn.Module) -> bool:
+    return len(getattr(model, "blocks", ())) == 1
 
 
 def autocast(dev: torch.device, precision: str):

@@ -78,22 +78,107 @@ def test_mlp_maps_bits_to_plus_minus_one():
     assert float(model(x).detach()[0]) == pytest.approx(expected, rel=1e-6)
 
 
-# -- the one-layer fast path -----------------------------------------------------------
+# -- the one-layer paths: table and matmul against the general forward -------------------
 
-@pytest.mark.parametrize("T", [2, 5, 33])
-@pytest.mark.parametrize("heads", [1, 2, 4])
-def test_forward_one_layer_equals_general(T, heads):
-    torch.manual_seed(T * 10 + heads)
-    model = CLSTransformer(T=T, d=16, layers=1, heads=heads).double()
+def _randomised(T: int, heads: int, d: int = 16, seed: int = 0, std: float = 0.5) -> CLSTransformer:
+    torch.manual_seed(seed)
+    model = CLSTransformer(T=T, d=d, layers=1, heads=heads).double()
     with torch.no_grad():  # non-trivial values for every parameter, LayerNorms included
         for p in model.parameters():
-            p.normal_(0.0, 0.5)
+            p.normal_(0.0, std)
+    return model
+
+
+def _grads(model: CLSTransformer, x: torch.Tensor, path: str) -> tuple[torch.Tensor, dict]:
+    model.zero_grad()
+    out = model.forward_matmul(x)[0] if path == "matmul" else getattr(model, f"forward_{path}")(x)
+    # A loss that weights samples differently, so every per-sample term enters the gradient.
+    (out * torch.linspace(-1.0, 2.0, out.shape[0], dtype=out.dtype)).sum().backward()
+    return out.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("T", [2, 5, 33, 257, 2048])
+@pytest.mark.parametrize("heads", [1, 2, 4])
+@pytest.mark.parametrize("path", ["table", "matmul"])
+def test_one_layer_paths_equal_general_in_value_and_gradient(T, heads, path):
+    model = _randomised(T, heads, seed=T * 10 + heads)
     x = random_bits(25, T, seed=T)
-    fast = model.forward_one_layer(x)
-    slow = model.forward_general(x)
-    assert fast.shape == slow.shape == (25,)
-    torch.testing.assert_close(fast, slow, atol=1e-10, rtol=0)
-    torch.testing.assert_close(model(x), slow, atol=1e-10, rtol=0)
+    ref, ref_grads = _grads(model, x, "general")
+    out, grads = _grads(model, x, path)
+    assert out.shape == ref.shape == (25,)
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-10)
+    for name, g in ref_grads.items():
+        torch.testing.assert_close(grads[name], g, atol=1e-12, rtol=1e-10, msg=name)
+    torch.testing.assert_close(model(x), ref, atol=1e-12, rtol=1e-10)
+
+
+def _widen_scores(model: CLSTransformer, factor: float) -> float:
+    """Scale W_Q and W_K by sqrt(factor) (scores by factor); returns the new score range."""
+    with torch.no_grad():
+        model.blocks[0].attn.q.weight.mul_(math.sqrt(factor))
+        model.blocks[0].attn.k.weight.mul_(math.sqrt(factor))
+    return float(model.forward_matmul(random_bits(1, model.pos.shape[0] - 1))[1])
+
+
+@pytest.mark.parametrize("T", [64, 1024])
+def test_matmul_path_in_float32_stays_exact_up_to_the_safe_score_range(T):
+    # Scores spread over ~55 nats: a sample whose bits pick low scores has all its
+    # exponentials near exp(-50), which the affine form e0 + x (e1 - e0) would lose to
+    # cancellation in float32; the float64 general forward is the reference.
+    from workers.models import score_range_safe
+
+    model = _randomised(T, heads=4, seed=3)
+    base = _widen_scores(model, 1.0)
+    score_range = _widen_scores(model, 55.0 / base)
+    assert 50 < score_range < score_range_safe(torch.float32)
+    # Samples from all ones to all zeros, through random ones.
+    x = torch.cat([torch.ones(1, T), torch.zeros(1, T), random_bits(30, T, seed=1).double()]).to(torch.uint8)
+    ref = model.forward_general(x)
+    fast, _ = model.float().forward_matmul(x)
+    assert torch.isfinite(fast).all()
+    torch.testing.assert_close(fast.double(), ref, atol=2e-4, rtol=2e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_extreme_score_range_falls_back_to_an_exact_finite_result(dtype):
+    from workers.models import score_range_safe
+
+    T = 200
+    model = _randomised(T, heads=2, seed=5)
+    score_range = _widen_scores(model, 4000.0)
+    ref = model.forward_general(random_bits(40, T, seed=2))
+    x = random_bits(40, T, seed=2)
+    model = model.to(dtype)
+    assert score_range > score_range_safe(dtype)
+    out = model(x)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out.double(), ref, atol=1e-3 if dtype == torch.float32 else 1e-9, rtol=1e-4)
+    # Inside a pack the choice is made pack-wide: a pack with one such trial is exact too.
+    from workers.pack import stack
+
+    calm = _randomised(T, heads=2, seed=6).to(dtype)
+    forward, params, buffers, _ = stack([calm, model], torch.device("cpu"))
+    packed = forward(params, buffers, torch.stack([x, x]))
+    torch.testing.assert_close(packed[1].double(), ref, atol=1e-3 if dtype == torch.float32 else 1e-9, rtol=1e-4)
+    torch.testing.assert_close(packed[0], calm.forward_general(x), atol=1e-4, rtol=1e-4)
+
+
+def test_packed_one_layer_forward_matches_each_model():
+    from workers.pack import stack
+
+    models = [_randomised(96, heads=4, seed=s).float() for s in range(3)]
+    forward, params, buffers, _ = stack(models, torch.device("cpu"))
+    x = torch.stack([random_bits(20, 96, seed=s) for s in range(3)])
+    out = forward(params, buffers, x)
+    for i, model in enumerate(models):
+        torch.testing.assert_close(out[i], model.forward_general(x[i]), atol=1e-5, rtol=1e-5)
+
+
+def test_unknown_forward_path_is_an_error():
+    with pytest.raises(ValueError, match="path"):
+        CLSTransformer(T=4, d=8)(random_bits(2, 4), path="fast")
+    with pytest.raises(ValueError, match="path"):
+        CLSTransformer(T=4, d=8, layers=2, heads=2)(random_bits(2, 4), path="matmul")
 
 
 def test_transformer_depends_on_its_input():
