@@ -15,13 +15,15 @@ import math
 import socket
 import time
 from collections.abc import Sequence
+from collections import defaultdict
+from dataclasses import dataclass
 
 import torch
 
 import tasks
 from workers.config import BooleanTrialConfig
-from workers.models import build_model, logistic_loss
-from workers.pack import apply_faults, autocast, fail_row, finite_or_none, exploded, inject_nan, mark_diverged, masked_step, stack
+from workers.models import CLSTransformer, build_model, logistic_loss
+from workers.pack import apply_faults, autocast, fail_row, finite_or_none, exploded, inject_nan, masked_step, stack
 from workers.status import TrialStatus
 from workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
@@ -95,61 +97,67 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
             torch.manual_seed(tasks.derive_seed("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed))
             models.append(build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width))
     forward, params, buffers, _ = stack(models, dev)  # forward: (P, n, T) -> (P, n)
-    bound = torch.tensor([c.norm_bound or math.inf for c in configs], device=dev)
-    project = _projector(cfg, params, bound)
-    project()
-    opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-
-    x, y = batch.x, batch.y  # (P, m, T), (P, m)
-    active = torch.ones(P, dtype=torch.bool, device=dev)
+    encode = _encoder(cfg)
+    live = _Live(
+        params=params, buffers=buffers,
+        opt=torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay),
+        index=torch.arange(P, device=dev),
+        bound=torch.tensor([c.norm_bound or math.inf for c in configs], device=dev),
+        x=encode(batch.x), y=batch.y,  # (P, m, T) or its one-hot (P, m, 2T), (P, m)
+        nan_fault=torch.tensor([c.fault == "nan" for c in configs], device=dev),
+        perm_gens=[tasks.generator(tasks.derive_seed("batches", c.seed), dev) for c in configs],
+    )
+    final = {k: v.detach().clone() for k, v in params.items()}  # every trial's weights at its end
+    live.project(cfg)
     epochs = torch.zeros(P, dtype=torch.int64)
     converged = torch.zeros(P, dtype=torch.bool)
     diverged_epoch = [None] * P
-    nan_fault = torch.tensor([c.fault == "nan" for c in configs], device=dev)
     bs = cfg.batch_size if cfg.batch_size and cfg.batch_size < cfg.m else None
-    perm_gens = [tasks.generator(tasks.derive_seed("batches", c.seed), dev) for c in configs] if bs else []
 
     for epoch in range(cfg.max_epochs):
+        p, b, x, y = live.params, live.buffers, live.x, live.y
         if bs is None:
             with autocast(dev, cfg.precision):
-                logits = forward(params, buffers, x)
-                loss = logistic_loss(logits.float(), y)  # (P,)
+                logits = forward(p, b, x)
+                loss = logistic_loss(logits.float(), y)  # (live,)
             acc = ((logits > 0).float() == y).float().mean(-1)
         else:
             with torch.no_grad():
-                acc = _accuracy_in_chunks(forward, params, buffers, x, y, _eval_chunk(cfg, P))
-        fit = active & (acc >= 1.0)
-        converged |= fit.cpu()
-        active &= ~fit
+                acc = _accuracy_in_chunks(forward, p, b, x, y, _eval_chunk(cfg, len(live.index)))
+        fit = acc >= 1.0
+        converged[live.index[fit].cpu()] = True
+        active = ~fit
         if bs is None:
-            bad = active & ~torch.isfinite(loss)
-            mark_diverged(bad, active, diverged_epoch, epoch)
+            _mark(active & ~torch.isfinite(loss), active, diverged_epoch, live.index, epoch)
         if not active.any():
             break
-        epochs += active.cpu().long()
+        epochs[live.index[active].cpu()] += 1
         if bs is None:
-            masked_step(opt, params, torch.where(active, loss, 0.0).sum(), active)
+            masked_step(live.opt, p, torch.where(active, loss, 0.0).sum(), active)
         else:
-            order = torch.stack([torch.randperm(cfg.m, generator=g, device=dev) for g in perm_gens])
+            order = torch.stack([torch.randperm(cfg.m, generator=g, device=dev) for g in live.perm_gens])
             for start in range(0, cfg.m, bs):
-                idx = order[:, start:start + bs]  # (P, b)
+                idx = order[:, start:start + bs]  # (live, b)
                 xb = torch.gather(x, 1, idx[..., None].expand(-1, -1, x.shape[-1]))
                 with autocast(dev, cfg.precision):
-                    loss = logistic_loss(forward(params, buffers, xb).float(), torch.gather(y, 1, idx))
-                mark_diverged(active & ~torch.isfinite(loss), active, diverged_epoch, epoch)
-                masked_step(opt, params, torch.where(active, loss, 0.0).sum(), active)
-        project()
+                    loss = logistic_loss(forward(p, b, xb).float(), torch.gather(y, 1, idx))
+                _mark(active & ~torch.isfinite(loss), active, diverged_epoch, live.index, epoch)
+                masked_step(live.opt, p, torch.where(active, loss, 0.0).sum(), active)
+        live.project(cfg)
         if epoch == 0:
-            inject_nan(params, nan_fault)
-        mark_diverged(active & exploded(params), active, diverged_epoch, epoch)
+            inject_nan(p, live.nan_fault)
+        _mark(active & exploded(p), active, diverged_epoch, live.index, epoch)
+        if not active.all():  # finished trials leave the pack: later steps cost only the rest
+            live.keep(active, final)
+    live.keep(torch.zeros(len(live.index), dtype=torch.bool, device=dev), final)
 
     with torch.no_grad():
-        train_loss, train_acc = _evaluate(forward, params, buffers, [(x, y)])
         chunk = _eval_chunk(cfg, P)
+        train_loss, train_acc = _evaluate(forward, final, buffers, [(batch.x, batch.y)], chunk, encode)
         test = tasks.test_chunks(cfg.task, cfg.T, cfg.s, [c.seed for c in configs], batch.support, cfg.n_test, chunk, dev)
-        test_loss, test_acc = _evaluate(forward, params, buffers, test)
-        norms = transformer_norms(params, cfg.heads, cfg.norm_kind) if cfg.model == "transformer" \
-            else mlp_norms(params, cfg.norm_kind)
+        test_loss, test_acc = _evaluate(forward, final, buffers, test, None, encode)
+        norms = transformer_norms(final, cfg.heads, cfg.norm_kind) if cfg.model == "transformer" \
+            else mlp_norms(final, cfg.norm_kind)
     for j, row in enumerate(rows):
         if diverged_epoch[j] is not None:  # scores of NaN weights mean nothing
             train_acc[j] = train_loss[j] = test_acc[j] = test_loss[j] = math.nan
@@ -165,6 +173,68 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
         )
 
 
+def _mark(bad: torch.Tensor, active: torch.Tensor, diverged_epoch: list, index: torch.Tensor, epoch: int) -> None:
+    """:func:`mark_diverged` for live rows ``bad`` ``(live,)``, recorded by trial ``index``."""
+    for j in torch.nonzero(bad).flatten().tolist():
+        diverged_epoch[int(index[j])] = epoch
+    active &= ~bad
+
+
+@dataclass
+class _Live:
+    """The trials of a pack still training: their stacked weights, optimiser state and data.
+
+    Row r of every tensor belongs to trial ``index[r]``. :meth:`keep` drops the finished
+    rows (saving their weights); every per-trial quantity is sliced alike, so a trial's
+    run is the same with or without the others (AdamW is elementwise, batches come from
+    the trial's own generator).
+    """
+
+    params: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+    opt: torch.optim.Optimizer
+    index: torch.Tensor  # (live,) int64
+    bound: torch.Tensor  # (live,)
+    x: torch.Tensor  # (live, m, T)
+    y: torch.Tensor  # (live, m)
+    nan_fault: torch.Tensor  # (live,)
+    perm_gens: list[torch.Generator]
+
+    def project(self, cfg: BooleanTrialConfig) -> None:
+        _projector(cfg, self.params, self.bound)()
+
+    def keep(self, rows: torch.Tensor, final: dict[str, torch.Tensor]) -> None:
+        """Keep the live rows where ``rows`` ``(live,)`` is True; write the others' weights to ``final``."""
+        gone = torch.nonzero(~rows).flatten()
+        for k, v in self.params.items():
+            final[k][self.index[gone]] = v.detach()[gone]
+        kept = torch.nonzero(rows).flatten()
+        params = {k: v.detach()[kept].clone().requires_grad_() for k, v in self.params.items()}
+        state = defaultdict(dict)
+        for k, old in self.params.items():
+            if self.opt.state.get(old):  # per-trial moments are sliced, the shared step count copied
+                state[params[k]] = {
+                    name: (s[kept].clone() if s.dim() and s.shape[0] == len(self.index) else s.clone())
+                    for name, s in self.opt.state[old].items()
+                }
+        (group,) = self.opt.param_groups
+        group["params"] = list(params.values())
+        self.opt.state = state
+        self.params = params
+        self.buffers = {k: v[kept] for k, v in self.buffers.items()}
+        self.index, self.bound, self.nan_fault = self.index[kept], self.bound[kept], self.nan_fault[kept]
+        self.x, self.y = self.x[kept], self.y[kept]
+        self.perm_gens = [self.perm_gens[i] for i in kept.tolist()]
+
+
+def _encoder(cfg: BooleanTrialConfig):
+    """The input form the pack's forward takes: a one-layer transformer's one-hot
+    (:meth:`workers.models.CLSTransformer.encode`, made once per training set), else bits."""
+    if cfg.model == "transformer" and cfg.layers == 1:
+        return CLSTransformer.encode
+    return lambda x: x
+
+
 def _projector(cfg: BooleanTrialConfig, params: dict[str, torch.Tensor], bound: torch.Tensor):
     if torch.isinf(bound).all():
         return lambda: None
@@ -176,10 +246,13 @@ def _projector(cfg: BooleanTrialConfig, params: dict[str, torch.Tensor], bound: 
 def _eval_chunk(cfg: BooleanTrialConfig, P: int) -> int:
     """Samples per evaluation chunk so that activations fit ``EVAL_BUDGET_BYTES``.
 
-    A transformer sample holds about 8 float32 tensors of ``(T+1, d)`` per layer; an MLP
-    sample about 4 of width ``max(T, mlp_width)``.
+    A one-layer transformer sample holds its bits (uint8, twice while encoded) and their
+    one-hot ``(2T,)`` as float32 (:meth:`workers.models.CLSTransformer.forward_matmul`); a deeper one about 8 float32
+    tensors of ``(T+1, d)`` per layer; an MLP sample about 4 of width ``max(T, mlp_width)``.
     """
-    if cfg.model == "transformer":
+    if cfg.model == "transformer" and cfg.layers == 1:
+        per_sample = 4 * (2 * (cfg.T + 1) + 16 * cfg.d) + 2 * (cfg.T + 1)
+    elif cfg.model == "transformer":
         per_sample = 8 * 4 * (cfg.T + 1) * cfg.d * cfg.layers
     else:
         per_sample = 4 * 4 * max(cfg.T, cfg.mlp_width) * cfg.layers
@@ -187,18 +260,22 @@ def _eval_chunk(cfg: BooleanTrialConfig, P: int) -> int:
 
 
 def _accuracy_in_chunks(forward, params, buffers, x, y, chunk: int) -> torch.Tensor:
-    parts = [(x[:, i:i + chunk], y[:, i:i + chunk]) for i in range(0, x.shape[1], chunk)]
-    return _evaluate(forward, params, buffers, parts)[1]
+    return _evaluate(forward, params, buffers, [(x, y)], chunk)[1]
 
 
-def _evaluate(forward, params, buffers, parts) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean logistic loss and accuracy ``(P,)`` each, over ``(x, y)`` chunks of ``(P, c, T)``."""
+def _evaluate(forward, params, buffers, parts, chunk: int | None = None, encode=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean logistic loss and accuracy ``(P,)`` each, over ``(x, y)`` parts of ``(P, c, T)``,
+    each cut into chunks of at most ``chunk`` samples (None: as given) and passed through
+    ``encode`` (None: as they are) before the forward."""
     loss_sum = acc_sum = n = 0
     for x, y in parts:
-        logits = forward(params, buffers, x)
-        loss_sum = loss_sum + logistic_loss(logits, y) * y.shape[1]
-        acc_sum = acc_sum + ((logits > 0).float() == y).float().sum(-1)
-        n += y.shape[1]
+        step = chunk or x.shape[1]
+        for i in range(0, x.shape[1], step):
+            xc, yc = x[:, i:i + step], y[:, i:i + step]
+            logits = forward(params, buffers, encode(xc) if encode else xc)
+            loss_sum = loss_sum + logistic_loss(logits, yc) * yc.shape[1]
+            acc_sum = acc_sum + ((logits > 0).float() == yc).float().sum(-1)
+            n += yc.shape[1]
     return (loss_sum / n).cpu(), (acc_sum / n).cpu()
 
 

@@ -52,6 +52,21 @@ def test_packed_equals_alone(pack_rows):
             assert alone[k] == pytest.approx(packed[k], abs=1e-4), k
 
 
+@pytest.mark.parametrize("batch_size", [None, 16])
+def test_trials_that_finish_early_leave_the_pack_without_changing_the_others(batch_size):
+    # Different seeds and norm bounds fit their training sets after different numbers of
+    # epochs; each trial's result must equal its result alone.
+    configs = [cfg(seed=s, norm_bound=b, batch_size=batch_size, max_epochs=150)
+               for s, b in [(0, None), (1, 2.0), (2, None), (3, 0.7)]]
+    rows = train_pack(configs, device="cpu")
+    assert len({r["epochs"] for r in rows}) > 1
+    for c, packed in zip(configs, rows):
+        (alone,) = train_pack([c], device="cpu")
+        assert (alone["status"], alone["epochs"], alone["converged"]) == (packed["status"], packed["epochs"], packed["converged"])
+        for k in ("test_acc", "train_acc", "train_loss", "test_loss", "norm_qk", "norm_v"):
+            assert alone[k] == pytest.approx(packed[k], abs=1e-4), k
+
+
 def test_raise_fault_fails_only_its_trial(pack_rows):
     rows = train_pack([cfg(seed=0), cfg(seed=1, fault="raise"), cfg(seed=2)], device="cpu")
     assert [r["status"] for r in rows] == ["done", "failed", "done"]
@@ -114,9 +129,9 @@ def test_norm_bound_is_respected(kind):
 
 
 def test_long_context_uses_chunked_evaluation():
-    c = BooleanTrialConfig(task="and", T=2048, s=1, m=16, max_epochs=2, n_test=300, seed=0)
-    # Activations of one test sample: about 8 * 4 bytes * (T+1) * d = 2.1 MB, so the
-    # 256 MiB budget holds ~127 samples: the 300 test samples come in several chunks.
+    c = BooleanTrialConfig(task="and", T=2048, s=1, m=16, max_epochs=2, n_test=20_000, seed=0)
+    # A one-layer test sample holds its one-hot, 2 (T+1) floats, and its bits: about 20 kB,
+    # so the 256 MiB budget holds ~13000 samples: the 20000 come in two chunks.
     assert train_module._eval_chunk(c, 1) < c.n_test
     (row,) = train_pack([c], device="cpu")
     assert row["status"] == "done"
@@ -128,7 +143,8 @@ def test_evaluation_does_not_depend_on_chunk_size(monkeypatch):
     c = cfg(seed=0, max_epochs=5, n_test=300)
     (whole,) = train_pack([c], device="cpu")
     # A budget that fits a handful of samples per chunk.
-    monkeypatch.setattr(train_module, "EVAL_BUDGET_BYTES", 8 * 4 * 9 * 32 * 7)
+    per_sample = 4 * (2 * (c.T + 1) + 16 * c.d) + 2 * (c.T + 1)  # one-layer matmul path, see _eval_chunk
+    monkeypatch.setattr(train_module, "EVAL_BUDGET_BYTES", per_sample * 7)
     assert train_module._eval_chunk(c, 1) == 7
     (chunked,) = train_pack([c], device="cpu")
     assert chunked["test_acc"] == pytest.approx(whole["test_acc"], abs=1e-9)
