@@ -34,16 +34,23 @@ TRANSFORMER_ACTS_PER_TOKEN = 16
 def boolean_trial_bytes(cfg: BooleanTrialConfig) -> int:
     """Training memory of one sparse-Boolean trial (bytes), as described in the module doc.
 
-    Activations per sample: the transformer keeps ``16 (T+1) d`` floats per layer; with one
-    layer, the exact table path (:meth:`workers.models.CLSTransformer.forward_one_layer`)
-    keeps about ``8 (T+1) heads`` (scores, softmax and the two weighted copies) plus
-    ``32 d`` for the [CLS] row; the MLP ``4 max(T, mlp_width)`` per layer.
+    A one-layer transformer trains on the matmul path
+    (:meth:`workers.models.CLSTransformer.forward_matmul`): its data is the bits (uint8)
+    and their float32 one-hot ``(m, 2T)``, held twice (the backward's transposed copy),
+    plus the uint8 copy made while encoding: ``19 T`` bytes per sample; its per-trial
+    tables (LayerNorm, values, exponentials and their gradients) about ``16 d`` floats for
+    each of the ``2 (T+1)`` (position, bit) rows; per sample ``32 d + 8 H (1 + d/H)`` floats.
+    A deeper transformer keeps ``16 (T+1) d`` floats per sample and layer, the MLP
+    ``4 max(T, mlp_width)``; their data is the training set as float32. Measured against
+    the peak RSS of real packs in tests/workers/test_memory.py.
     """
     n_params = _param_count("boolean", cfg.model, cfg.T, cfg.d, cfg.layers, cfg.heads, cfg.mlp_width)
     batch = min(cfg.m, cfg.batch_size or cfg.m)
     if cfg.model == "transformer" and cfg.layers == 1:
-        acts = 8 * (cfg.T + 1) * cfg.heads + 32 * cfg.d
-    elif cfg.model == "transformer":
+        acts = 32 * cfg.d + 8 * cfg.heads * (1 + cfg.d // cfg.heads)
+        tables = 2 * (cfg.T + 1) * 16 * cfg.d
+        return FLOAT_BYTES * (PARAM_COPIES * n_params + tables + batch * acts) + cfg.m * 19 * cfg.T
+    if cfg.model == "transformer":
         acts = TRANSFORMER_ACTS_PER_TOKEN * (cfg.T + 1) * cfg.d * cfg.layers
     else:
         acts = 4 * max(cfg.T, cfg.mlp_width) * cfg.layers

@@ -18,8 +18,36 @@ def test_mlp_estimate_matches_the_documented_formula():
 def test_one_layer_transformer_estimate_counts_the_real_parameters():
     c = BooleanTrialConfig(task="and", T=64, s=3, m=100, seed=0, d=16, heads=4)
     params = sum(p.numel() for p in build_model("transformer", 64, 16, 1, 4, 256).parameters())
-    acts = 8 * 65 * 4 + 32 * 16
-    assert boolean_trial_bytes(c) == 4 * (5 * params + 100 * 65 + 100 * acts)
+    acts = 32 * 16 + 8 * 4 * (1 + 4)
+    tables = 2 * 65 * 16 * 16
+    assert boolean_trial_bytes(c) == 4 * (5 * params + tables + 100 * acts) + 100 * 19 * 64
+
+
+_PEAK = """
+import resource, sys, torch
+torch.set_num_threads(1)
+from workers import BooleanTrialConfig, train_pack
+T, m, P = map(int, sys.argv[1:4])
+train_pack([BooleanTrialConfig(task="and", T=16, s=3, m=16, seed=0, n_test=10, max_epochs=2)], "cpu")
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+configs = [BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=i, n_test=10, heads=4, lr=3e-3, max_epochs=10)
+           for i in range(P)]
+train_pack(configs, "cpu")
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+@pytest.mark.parametrize("T,m,P", [(4096, 256, 4), (512, 2048, 4)])
+def test_one_layer_estimate_bounds_the_real_peak_memory_of_a_pack(T, m, P):
+    # The peak resident memory a real pack adds to a warm process (Linux reports ru_maxrss
+    # in KiB): the estimate must cover it, and not by so much that packs come out tiny.
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _PEAK, str(T), str(m), str(P)], capture_output=True, text=True, check=True)
+    measured = int(out.stdout.split()[-1])
+    estimate = P * boolean_trial_bytes(BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=0, heads=4))
+    assert measured <= estimate <= 3 * measured, (measured, estimate)
 
 
 def test_minibatches_bound_the_activations():
