@@ -139,11 +139,18 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
     claim = ("L1: m* grows like log T: a + b ln T beats a + b T and a T^c by AIC and BIC, "
              f"T over >= {MIN_DECADES:g} decades")
     cell = cell or cell_columns(m_star)
-    judged = [(_label(key), *_l1_series(part, ci), part)
-              for key, part in _groups(_attention(m_star), [c for c in cell if c != "T"])]
+    series = _groups(_attention(m_star), [c for c in cell if c != "T"])
+    # A series with fewer than MIN_POINTS values of T is a side block (an s or B comparison
+    # at a few T), not a growth curve: it is named, not judged, so it cannot hold L1 back.
+    side = [_label(key) for key, part in series if len(series) > 1 and part["T"].n_unique() < MIN_POINTS]
+    judged = [(_label(key), *_l1_series(part, ci), part) for key, part in series if _label(key) not in side]
     if not judged:
-        return _verdict(claim, "-", "-", INCONCLUSIVE, "no transformer cells")
-    return _combine(claim, judged)
+        return _verdict(claim, "-", "-", INCONCLUSIVE, "no transformer cells" if not series else
+                        f"no series has {MIN_POINTS} or more values of T")
+    out = _combine(claim, judged)
+    if side:
+        out["why"] += f"; not a T series (< {MIN_POINTS} values of T), not judged: {_few(side)}"
+    return out
 
 
 def _l1_series(part: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.DataFrame]:

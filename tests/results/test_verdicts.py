@@ -106,6 +106,21 @@ def test_l1_judges_every_transformer_series_and_ignores_the_mlp():
     assert v["verdict"] == "not supported" and "[norm_bound=2.0]" in v["statistic"], v
 
 
+def test_l1_side_blocks_with_two_T_are_named_not_judged():
+    # A log-growth series over three decades plus side blocks over s and B at T = 64 and
+    # 1024 (growing like 2T there, which alone would be "not supported"): L1 judges the T
+    # series and names the side blocks.
+    good = along_T(lambda T: 20 + 10 * math.log(T))
+    side = [({"T": T, "s": s}, 2 * T) for T in (64, 1024) for s in (2, 4)]
+    bounded = [({"T": T, "norm_bound": 0.5}, 2 * T) for T in (64, 1024)]
+    v = l1_log_growth(cells(good + side + bounded))
+    assert v["verdict"] == "supported", v
+    assert "not judged" in v["why"] and "s=2" in v["why"] and "norm_bound=0.5" in v["why"]
+    # Side blocks alone make no T series.
+    v = l1_log_growth(cells(side))
+    assert v["verdict"] == "inconclusive" and "no series has 3 or more values of T" in v["why"], v
+
+
 # --- L2, L3 ---------------------------------------------------------------------------------
 
 def test_l2_m_star_rising_with_B_is_supported_unbounded_counting_as_largest():
