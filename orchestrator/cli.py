@@ -427,10 +427,15 @@ def report(
     run_ids: Annotated[list[str], typer.Argument(help="the runs to report on (sparse-Boolean and symmetry)")],
     store: StoreOpt = DEFAULT_STORE,
     out_dir: Annotated[Path | None, typer.Option("--out", help="report folder (default: reports/FIRST_RUN_ID)")] = None,
+    publish: Annotated[bool, typer.Option("--publish", help="also write the findings: every trial row as "
+                                          "trials.parquet, the m*-against-T figure, findings.md")] = False,
+    readme: Annotated[Path | None, typer.Option("--readme", help="also put the findings into this README, between "
+                                                "its findings markers (appended if it has none); implies --publish")] = None,
 ) -> None:
     """Write the verdict report of runs: one self-contained report.html; prints its path.
 
     Verdicts L1-L4, R and S1-S4 are computed from the store now; also figures, m*, provenance.
+    To publish a run: attnsweep report RUN_ID --out docs/findings --readme README.md
     """
     import json
 
@@ -441,8 +446,10 @@ def report(
     _check_paths(store, None)
     if out_dir.exists() and not out_dir.is_dir():
         raise AttnsweepError(f"--out: {out_dir} exists and is not a directory")
+    if readme is not None and not readme.is_file():
+        raise AttnsweepError(f"--readme: {readme} is not a file")
     try:
-        path = build_report(ResultsStore(store), run_ids, out_dir)
+        path = build_report(ResultsStore(store), run_ids, out_dir, publish=publish, readme=readme)
     except OSError as exc:  # the folder cannot be made or written
         raise AttnsweepError(f"--out: cannot write the report to {out_dir}: {exc.strerror or exc}") from exc
     written = json.loads((path.parent / "verdicts.json").read_text())

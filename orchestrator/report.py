@@ -10,7 +10,10 @@ sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
   and each run's spec, package versions, code version and hosts; no external CSS, script or
   image, so it reads the same when mailed;
 * ``out_dir/verdicts.json``: the verdicts and run ids, for scripts;
-* ``out_dir/figures/``: the PNG files the page embeds.
+* ``out_dir/figures/``: the PNG files the page embeds;
+* ``out_dir/m_star.csv``: the m* table of the sparse-Boolean runs (one row per cell);
+* with ``publish``: the findings of orchestrator/findings.py (trials.parquet, the
+  m*-against-T figure, findings.md), and with ``readme`` the same findings in a README.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import jinja2
 import polars as pl
 
 from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of, tuned_fields, unfinished_note
+from orchestrator import findings
 from orchestrator.analyze_symmetry import analyze_symmetry_run
 from orchestrator.errors import AttnsweepError
 from results import ResultsStore
@@ -61,7 +65,8 @@ class _Run:
 
 
 def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
-                 reference: Path | str = boolean.REFERENCE_CSV) -> Path:
+                 reference: Path | str = boolean.REFERENCE_CSV, publish: bool = False,
+                 readme: Path | None = None) -> Path:
     """Analyse the runs, judge the claims and write the report.
 
     Args:
@@ -70,6 +75,9 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
             is in several runs, the first run given is used).
         out_dir: the report folder (created).
         reference: the paper's read-off for claim R (columns T, critical_m, err_lo, err_hi).
+        publish: also write the findings (orchestrator/findings.py): trials.parquet, the
+            m*-against-T figure with the paper's points, findings.md.
+        readme: also put the findings into this README between its markers (implies publish).
 
     Returns:
         The path of ``report.html``.
@@ -138,8 +146,17 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     record = dict(runs=run_ids, generated=generated, verdicts=claims, caveats=caveats)
     (out_dir / "verdicts.json").write_text(json.dumps(record, indent=2))
+    if boolean_tables:  # the m* table for anyone's own analysis (replicates stay in the store's rows)
+        union.drop("replicates", strict=False).write_csv(out_dir / "m_star.csv")
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
+    if publish or readme is not None:
+        runs_ = [(r.sweep, r.run_id) for r in runs]
+        findings.publish(store, runs_, out_dir, union, claims, reference, ci)
+        if readme is not None:
+            records = findings.run_records(store, runs_)
+            text = findings.render(records, claims, union, base=findings.relative(out_dir, readme))
+            findings.update_readme(readme, text)
     return path
 
 

@@ -17,7 +17,8 @@ import seaborn as sns  # noqa: E402
 from results.fits import predict  # noqa: E402
 
 
-def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, path: Path) -> Path:
+def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, path: Path,
+                reference: pl.DataFrame | None = None, title: str | None = None) -> Path:
     """m* against T (log x axis) with bootstrap intervals and the fitted growth laws.
 
     Args:
@@ -26,9 +27,19 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         fits: per hue value, the table of :func:`results.fits.compare_growth`.
         hue: column that tells series apart (e.g. ``"model"``).
         path: PNG to write.
+        reference: optionally the paper's read-off (``T``, ``critical_m``, ``err_lo``,
+            ``err_hi``; Edelman et al. 2022, section 5), drawn as grey squares.
+        title: optional axes title.
     """
     sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 5) if reference is not None else (7, 4.5))
+    if reference is not None and not reference.is_empty():
+        T, m = reference["T"].to_numpy(), reference["critical_m"].to_numpy()
+        err = [np.maximum(m - reference["err_lo"].to_numpy(), 0), np.maximum(reference["err_hi"].to_numpy() - m, 0)]
+        ax.errorbar(T, m, yerr=err, fmt="s", markersize=4, color="0.45", capsize=2,
+                    label="Edelman et al. 2022, transformer (read-off of their figure)")
+    if title:
+        ax.set_title(title, fontsize=10)
     palette = dict(zip(m_star[hue].unique(maintain_order=True).to_list(), sns.color_palette()))
     for value, color in palette.items():
         above = m_star.filter((pl.col(hue) == value) & (pl.col("censored") == "above"))

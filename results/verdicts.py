@@ -153,15 +153,27 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
     return out
 
 
-def _l1_series(part: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.DataFrame]:
-    """(verdict, statistic, interval, why, cells used) of one series."""
+def series_fit(part: pl.DataFrame, ci: float = 0.95) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The growth-law fits of one series, as L1 judges them: ``(used, fit)``.
+
+    ``used``: the series' uncensored cells with a finite m*, sorted by T; ``fit``: the
+    table of :func:`results.fits.compare_growth` over them (with the bootstrap replicates
+    when every cell has them), or None with fewer than ``MIN_POINTS`` values of T.
+    """
     used = part.filter((pl.col("censored") == "") & pl.col("m_star").is_finite()).sort("T")
     if used["T"].n_unique() < MIN_POINTS:
+        return used, None
+    point, reps = _values(used)
+    return used, compare_growth(used["T"].to_numpy().astype(float), point, reps, ci)
+
+
+def _l1_series(part: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.DataFrame]:
+    """(verdict, statistic, interval, why, cells used) of one series."""
+    used, fit = series_fit(part, ci)
+    if fit is None:
         return (INCONCLUSIVE, "-", "-", f"m* is measured (not censored) at {used['T'].n_unique()} value(s) of T; "
                 f"a growth-law fit needs {MIN_POINTS}", used)
     T = used["T"].to_numpy().astype(float)
-    point, reps = _values(used)
-    fit = compare_growth(T, point, reps, ci)
     law = {r["model"]: r for r in fit.iter_rows(named=True)}
     log, power = law["log"], law["power"]
     aic = min(law[m]["aic"] for m in ("linear", "power")) - log["aic"]  # > 0: the log law is better

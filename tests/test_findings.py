@@ -1,0 +1,126 @@
+"""Publishing a run (`attnsweep report --publish --readme`): the findings folder and the README
+section are regenerated from a small store, and every number in them is checked against
+verdicts.json and against the store's own rows, read here with polars."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from PIL import Image
+
+from orchestrator.findings import END, START, read_section
+
+# 36 trials: 3-way AND at T = 16 and 128, both models (as tests/test_report.py).
+SPEC = """
+name: pub
+seeds: 3
+grid:
+  T: [16, 128]
+  m: [16, 64, 256]
+  model: [transformer, mlp]
+fixed: {task: and, s: 3, heads: 4, lr: 3e-3, max_epochs: 300, n_test: 400}
+execution: {pack_size: 3}
+analysis: {n_boot: 200}
+"""
+README = f"""# A project
+
+Text before the section.
+
+{START}
+stale text that must go
+{END}
+
+Text after the section.
+"""
+
+
+def _cli(*args, cwd):
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    root = tmp_path_factory.mktemp("publish")
+    (root / "pub.yaml").write_text(SPEC)
+    proc = _cli("run", "pub.yaml", "--store", "store", "--no-analyze", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", proc.stderr).group(1)
+    (root / "README.md").write_text(README)
+    proc = _cli("report", run_id, "--store", "store", "--out", "docs/findings", "--readme", "README.md", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, run_id
+
+
+def _rows(section: str) -> dict[str, list[str]]:
+    """The verdict table of the section: claim name -> its cells, pipes unescaped."""
+    out = {}
+    for line in section.splitlines():
+        if re.match(r"\| (L\d|R):", line):
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            out[cells[0].split(":", 1)[0]] = cells
+    return out
+
+
+def test_the_folder_holds_report_verdicts_table_figure_and_every_trial_row(published):
+    root, run_id = published
+    folder = root / "docs" / "findings"
+    for name in ("report.html", "verdicts.json", "m_star.csv", "trials.parquet", "findings.md", "m_star_vs_T.png"):
+        assert (folder / name).is_file(), name
+    with Image.open(folder / "m_star_vs_T.png") as img:
+        assert img.format == "PNG" and img.size[0] > 400
+    # trials.parquet holds exactly the store's rows of the run (read here without attnsweep).
+    stored = pl.scan_parquet(str(root / "store" / "trials" / "**" / "*.parquet")).collect()
+    published_rows = pl.read_parquet(folder / "trials.parquet")
+    assert published_rows.height == stored.height == 36
+    assert sorted(published_rows["trial_id"]) == sorted(stored["trial_id"])
+    assert set(published_rows["run_id"]) == {run_id}
+
+
+def test_the_m_star_table_is_the_one_the_analysis_computes(published):
+    from orchestrator.analyze import analyze_run
+    from results import ResultsStore
+
+    root, run_id = published
+    table = pl.read_csv(root / "docs" / "findings" / "m_star.csv")
+    analysis = analyze_run(ResultsStore(root / "store"), run_id).m_star.sort("model", "T")
+    table = table.sort("model", "T")
+    assert table["T"].to_list() == analysis["T"].to_list() and table["model"].to_list() == analysis["model"].to_list()
+    for ours, theirs in zip(table["m_star"].to_list(), analysis["m_star"].to_list()):
+        assert (ours is None and (theirs is None or theirs != theirs)) or ours == pytest.approx(theirs, nan_ok=True)
+
+
+def test_the_readme_section_says_exactly_what_verdicts_json_says(published):
+    root, _ = published
+    verdicts = {v["claim"].split(":", 1)[0]: v for v in json.loads((root / "docs/findings/verdicts.json").read_text())["verdicts"]}
+    section = read_section(root / "README.md")
+    rows = _rows(section)
+    assert sorted(rows) == ["L1", "L2", "L3", "L4", "R"]
+    for name, cells in rows.items():
+        v = verdicts[name]
+        assert cells == [v["claim"], v["verdict"], v["statistic"], v["interval"], v["why"]], name
+    # The figure is linked from the README's folder, and the text around the section is kept.
+    assert "![m* against T](docs/findings/m_star_vs_T.png)" in section
+    text = (root / "README.md").read_text()
+    assert "stale text" not in text and text.startswith("# A project\n\nText before the section.")
+    assert text.rstrip().endswith("Text after the section.")
+    assert section == (root / "docs/findings/findings.md").read_text().strip("\n").replace("](", "](docs/findings/")
+
+
+def test_regenerating_gives_the_same_section_and_a_lone_marker_is_an_error(published):
+    root, run_id = published
+    before = (root / "README.md").read_text()
+    proc = _cli("report", run_id, "--store", "store", "--out", "docs/findings", "--readme", "README.md", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (root / "README.md").read_text() == before
+    broken = root / "BROKEN.md"
+    broken.write_text(f"# x\n{START}\nno end marker\n")
+    proc = _cli("report", run_id, "--store", "store", "--out", "other", "--readme", "BROKEN.md", cwd=root)
+    assert proc.returncode == 2 and "marker" in proc.stderr, proc.stderr[-2000:]
+    assert broken.read_text() == f"# x\n{START}\nno end marker\n"
