@@ -30,6 +30,7 @@ told before the crash are read back from the journal and completed from the stor
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import math
@@ -39,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+import polars as pl
 
 from orchestrator.spec import SweepSpec, trial_id
 from results import ResultsStore, StoreError
@@ -148,8 +150,54 @@ def search_cells(spec: SweepSpec, store: ResultsStore, run_id: str, cells: list[
             return
         r = rounds.next()
         left = sum(not c.done for c in states)
-        batches.run_configs(plan, f"{phase} round {r}, {left} cells",
-                            {"search_phase": phase, "search_round": r})
+        extra = {"search_phase": phase, "search_round": r}
+        if phase == "budget":
+            plan = reuse_stopped_twins(spec, store, run_id, plan, batches, extra)
+        batches.run_configs(plan, f"{phase} round {r}, {left} cells", extra)
+
+
+# Draw failures that do not depend on the training budget (the data come from the seed).
+BUDGET_FREE_ERRORS = ("AmbiguousTrainingSetError", "AmbiguityCheckTooLargeError")
+
+
+def reuse_stopped_twins(spec: SweepSpec, store: ResultsStore, run_id: str, plan: list, batches,
+                        extra: dict[str, Any]) -> list:
+    """The budget check's trials that need training; the others are recorded from their twin.
+
+    A budget trial (``max_epochs`` 2E) has a twin in the run: the same settings with E
+    epochs. Training is deterministic given the seed, and a trial stops on its own when it
+    fits its training set or diverges, so a twin that stopped before its E epochs, or whose
+    training set could not be drawn, is what the doubled budget would give again: its row
+    is stored under the budget trial's id with ``reused_from`` naming the twin (wall_s 0,
+    attempts 0). Twins that ran out of epochs are trained again with 2E.
+
+    Returns:
+        The configs of ``plan`` still to run.
+    """
+    twins = {trial_id(c): trial_id(c.model_copy(update={"max_epochs": c.max_epochs // 2})) for c in plan}
+    try:
+        rows = (store.scan_run_trials(spec.name, run_id).filter(pl.col("trial_id").is_in(list(twins.values())))
+                .collect().drop("sweep", "run_id"))
+    except StoreError:
+        return plan
+    by_id = {r["trial_id"]: r for r in rows.iter_rows(named=True)}
+    reused, todo = [], []
+    now = dt.datetime.now(dt.UTC)
+    for config in plan:
+        tid = trial_id(config)
+        twin = by_id.get(twins[tid])
+        stopped = twin is not None and (
+            (twin["status"] in ("done", "diverged") and twin["epochs"] is not None
+             and twin["epochs"] < config.max_epochs // 2)
+            or (twin["status"] == "failed" and twin["error_type"] in BUDGET_FREE_ERRORS))
+        if stopped:
+            reused.append({**twin, **extra, "trial_id": tid, "max_epochs": config.max_epochs,
+                           "reused_from": twin["trial_id"], "wall_s": 0.0, "attempts": 0, "finished_at": now})
+        else:
+            todo.append(config)
+    if reused:
+        batches.record_reused(reused)
+    return todo
 
 
 def budget_cells(spec: SweepSpec, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:

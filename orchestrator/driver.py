@@ -188,6 +188,18 @@ class TrialBatches:
         self.writer.flush()
         return len(todo)
 
+    def record_reused(self, rows: list[dict]) -> int:
+        """Store rows whose results are another trial's (the budget check's trials that the
+        doubled budget cannot change, orchestrator/adaptive.py), skipping trial ids the run
+        already holds; returns how many were written. Flushed before it returns."""
+        rows = [r for r in rows if r["trial_id"] not in self.done_ids]
+        if rows:
+            self.writer.append(rows)
+            self.done_ids.update(r["trial_id"] for r in rows)
+            self.summary.counts.update(r["status"] for r in rows)
+        self.writer.flush()
+        return len(rows)
+
     def run(self, trials: Iterator, total: int, sizer, label: str, extra: dict | None = None) -> None:
         """Run ``(trial_id, config)`` pairs with at most ``bound`` packs in flight."""
         executor, writer, summary = self.executor, self.writer, self.summary

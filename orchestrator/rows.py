@@ -44,6 +44,7 @@ RESULT_COLUMNS: dict[str, pa.DataType] = {
     "attempts": pa.int64(),
     "search_phase": pa.string(),  # adaptive search: tune, search or budget; null in a grid sweep
     "search_round": pa.int64(),  # adaptive search: the round (batch) of the run that ran the trial
+    "reused_from": pa.string(),  # budget check: the trial id whose result this row repeats (not rerun)
     "pack_size": pa.int64(),
     "worker_host": pa.string(),
     "device": pa.string(),

@@ -121,6 +121,30 @@ def test_each_cell_ends_pinned_within_the_tolerance(tmp_path):
     assert result.m_star["max_epochs"].to_list() == [200, 200]  # budget rows stay out of m*
 
 
+def test_the_budget_check_reuses_trials_that_stopped_before_the_cap_and_retrains_the_rest(tmp_path):
+    # 30 epochs: some trials fit their training set before the cap (their run with 60 epochs
+    # would be the same), others run out and must be trained again with 60.
+    spec, store, rows = _run(tmp_path, SPEC.replace("max_epochs: 200", "max_epochs: 30"))
+    search = {r["trial_id"]: r for r in rows.filter(pl.col("search_phase") == "search").iter_rows(named=True)}
+    budget = rows.filter(pl.col("search_phase") == "budget")
+    assert set(budget["max_epochs"]) == {60} and budget["trial_id"].n_unique() == budget.height
+    reused = budget.filter(pl.col("reused_from").is_not_null())
+    assert reused.height > 0
+    for row in budget.iter_rows(named=True):
+        twin_config = {k: row[k] for k in ("T", "m", "seed")}
+        twin = next((r for r in search.values() if all(r[k] == v for k, v in twin_config.items())), None)
+        if row["reused_from"] is not None:  # the twin stopped on its own: same result, nothing trained
+            assert twin is not None and row["reused_from"] == twin["trial_id"]
+            assert (twin["status"] in ("done", "diverged") and twin["epochs"] < 30) or twin["status"] == "failed"
+            for k in ("status", "test_acc", "train_acc", "epochs", "converged", "support"):
+                assert row[k] == twin[k], k
+            assert row["wall_s"] == 0.0 and row["attempts"] == 0
+        else:  # trained again: its twin ran out of epochs (or the search never tried that m)
+            assert twin is None or (twin["status"] in ("done", "diverged") and twin["epochs"] == 30), twin
+            assert row["attempts"] == 1 and (row["epochs"] is None or row["epochs"] <= 60)
+    assert search and all(r["reused_from"] is None for r in search.values())
+
+
 def test_tuning_stores_one_study_per_cell_and_the_search_uses_its_best_values(tmp_path):
     # The probe m (20) is one of the first round's m (8, 20, 51, 128): there the best tuning
     # trials are search trials too, with the same trial ids.
