@@ -6,7 +6,8 @@ check, model set-up, the training loop (forward, backward, AdamW), the norm proj
 and evaluation (test-set generation and the test forward). Also prints trials per
 second per core of the pack.
 
-    python bench/pack_profile.py [--T 8192] [--m 128] [--pack 8] [--n-test 10000] [--threads N]
+    python bench/pack_profile.py [--T 8192] [--m 128] [--pack 8] [--n-test 10000] [--norm-bound B]
+        [--model transformer|mlp] [--threads N]
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ PHASES = {
     "ambiguity check": ("tasks/boolean.py", "is_ambiguous"),
     "model set-up": ("workers/pack.py", "stack"),
     "norm projection": ("workers/norms.py", "project_transformer"),
+    "norm projection (MLP)": ("workers/norms.py", "project_mlp"),
     "evaluation: test-set draw": ("tasks/boolean.py", "test_chunks"),
     "evaluation: forward": ("workers/train.py", "_evaluate"),
     "achieved norms": ("workers/norms.py", "transformer_norms"),
+    "achieved norms (MLP)": ("workers/norms.py", "mlp_norms"),
 }
 
 
@@ -45,13 +48,15 @@ def main() -> None:
     ap.add_argument("--pack", type=int, default=8)
     ap.add_argument("--n-test", type=int, default=10_000)
     ap.add_argument("--norm-bound", type=float, default=None)
+    ap.add_argument("--model", choices=["transformer", "mlp"], default="transformer")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     configs = [
         BooleanTrialConfig(task="and", T=args.T, s=3, m=args.m, seed=i, n_test=args.n_test, d=32, heads=4,
-                           lr=3e-3, max_epochs=1000, norm_bound=args.norm_bound)
+                           lr=3e-3, max_epochs=1000, norm_bound=args.norm_bound,
+                           model=args.model)
         for i in range(args.pack)
     ]
     profile = cProfile.Profile()
@@ -69,11 +74,11 @@ def main() -> None:
     times["training loop"] = wall - sum(times.values())
     threads = torch.get_num_threads()
     print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, threads {threads}; "
-          f"T={args.T}, m={args.m}, pack of {args.pack}, n_test={args.n_test}, norm bound {args.norm_bound}")
+          f"{args.model}, T={args.T}, m={args.m}, pack of {args.pack}, n_test={args.n_test}, norm bound {args.norm_bound}")
     print(f"# epochs per trial: {[r['epochs'] for r in rows]}; test accuracy: {[round(r['test_acc'] or 0, 3) for r in rows]}")
     print("| phase | seconds | share of the pack |")
     print("|---|---|---|")
-    for phase, t in sorted(times.items(), key=lambda kv: -kv[1]):
+    for phase, t in sorted(((p, t) for p, t in times.items() if t > 0 or "MLP" not in p), key=lambda kv: -kv[1]):
         print(f"| {phase} | {t:.2f} | {100 * t / wall:.1f}% |")
     print(f"| **pack** | {wall:.2f} | 100% |")
     print(f"trials per second per core: {args.pack / wall / threads:.3f} "

@@ -32,7 +32,7 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         title: optional axes title.
     """
     sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(8, 5) if reference is not None else (7, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 5) if reference is not None else (7, 4.5))
     if reference is not None and not reference.is_empty():
         T, m = reference["T"].to_numpy(), reference["critical_m"].to_numpy()
         err = [np.maximum(m - reference["err_lo"].to_numpy(), 0), np.maximum(reference["err_hi"].to_numpy() - m, 0)]
@@ -56,11 +56,14 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         grid = np.geomspace(T.min(), T.max(), 100)
         for fit, style in zip(fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":")):
             ax.plot(grid, predict(fit["model"], (fit["a"], fit["b"]), grid), style, color=color, alpha=0.7,
-                    label=f"  {fit['model']} fit (R²={fit['r2']:.2f}, ΔAIC={fit['delta_aic']:.1f})")
+                    label=f"  {value}: {fit['model']} fit (R²={fit['r2']:.2f}, ΔAIC={fit['delta_aic']:.1f})")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length T")
     ax.set_ylabel("critical sample size m*")
-    ax.legend(fontsize=7)
+    if reference is not None:  # the published figure: keep the legend off the points
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    else:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

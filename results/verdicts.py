@@ -139,18 +139,29 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
     claim = ("L1: m* grows like log T: a + b ln T beats a + b T and a T^c by AIC and BIC, "
              f"T over >= {MIN_DECADES:g} decades")
     cell = cell or cell_columns(m_star)
-    series = _groups(_attention(m_star), [c for c in cell if c != "T"])
-    # A series with fewer than MIN_POINTS values of T is a side block (an s or B comparison
-    # at a few T), not a growth curve: it is named, not judged, so it cannot hold L1 back.
-    side = [_label(key) for key, part in series if len(series) > 1 and part["T"].n_unique() < MIN_POINTS]
-    judged = [(_label(key), *_l1_series(part, ci), part) for key, part in series if _label(key) not in side]
+    series, side = _t_series(_groups(_attention(m_star), [c for c in cell if c != "T"]))
+    judged = [(_label(key), *_l1_series(part, ci), part) for key, part in series]
     if not judged:
-        return _verdict(claim, "-", "-", INCONCLUSIVE, "no transformer cells" if not series else
+        return _verdict(claim, "-", "-", INCONCLUSIVE, "no transformer cells" if not side else
                         f"no series has {MIN_POINTS} or more values of T")
-    out = _combine(claim, judged)
+    return _side_note(_combine(claim, judged), side)
+
+
+def _t_series(series: list[tuple[dict, pl.DataFrame]]) -> tuple[list[tuple[dict, pl.DataFrame]], list[str]]:
+    """The series a claim about the curve m*(T) judges, and the labels of those it does not.
+
+    A series with fewer than MIN_POINTS values of T, beside others, is a side block (an s or
+    B comparison at a few T), not a curve: it is named, not judged, so it cannot hold a
+    T claim (L1, R) back.
+    """
+    side = [_label(key) for key, part in series if len(series) > 1 and part["T"].n_unique() < MIN_POINTS]
+    return [(key, part) for key, part in series if _label(key) not in side], side
+
+
+def _side_note(verdict: dict, side: list[str]) -> dict:
     if side:
-        out["why"] += f"; not a T series (< {MIN_POINTS} values of T), not judged: {_few(side)}"
-    return out
+        verdict["why"] += f"; not a T series (< {MIN_POINTS} values of T), not judged: {_few(side)}"
+    return verdict
 
 
 def series_fit(part: pl.DataFrame, ci: float = 0.95) -> tuple[pl.DataFrame, pl.DataFrame | None]:
@@ -358,7 +369,9 @@ def r_reference(m_star: pl.DataFrame, reference: Path | str = REFERENCE_CSV, cel
     read-off in ``results/data``), and its bootstrap interval (the read-off is taken as
     fixed). An equivalence test (Schuirmann's two one-sided tests, as an interval inside the
     margin): supported when the interval lies inside ``margin``, not supported when it lies
-    wholly outside, inconclusive otherwise. Source: docs/claims.md 1a (R).
+    wholly outside, inconclusive otherwise. As for L1, a series with fewer than
+    ``MIN_POINTS`` values of T in the range beside others (a side block over B or s) is
+    named, not judged. Source: docs/claims.md 1a (R).
 
     Raises:
         OSError, ValueError: the reference cannot be read (see :func:`read_reference`).
@@ -371,9 +384,12 @@ def r_reference(m_star: pl.DataFrame, reference: Path | str = REFERENCE_CSV, cel
         return _verdict(claim, "-", "-", INCONCLUSIVE, f"no transformer 3-way AND cell with T in "
                         f"{R_RANGE[0]}..{R_RANGE[1]} (transformer T here: {have or 'none'})")
     cell = cell or cell_columns(m_star)
-    judged = [(_label(key), *_r_series(part, ref, ci, margin))
-              for key, part in _groups(ours, [c for c in cell if c != "T"])]
-    return _combine(claim, judged)
+    series, side = _t_series(_groups(ours, [c for c in cell if c != "T"]))
+    if not series:
+        return _verdict(claim, "-", "-", INCONCLUSIVE, f"no series has {MIN_POINTS} or more values of T in "
+                        f"{R_RANGE[0]}..{R_RANGE[1]}; not judged: {_few(side)}")
+    judged = [(_label(key), *_r_series(part, ref, ci, margin)) for key, part in series]
+    return _side_note(_combine(claim, judged), side)
 
 
 def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[float, float]):

@@ -121,6 +121,19 @@ def test_l1_side_blocks_with_two_T_are_named_not_judged():
     assert v["verdict"] == "inconclusive" and "no series has 3 or more values of T" in v["why"], v
 
 
+def test_r_judges_the_curve_and_names_a_side_block_at_one_T():
+    # Our unbounded series equals the paper's read-off at its own T (ratio 1: supported);
+    # a bounded cell at T = 1024, twice the paper's value, is a side block, not a curve.
+    ref = read_reference()
+    curve = [({"T": int(T)}, float(m)) for T, m in zip(ref["T"], ref["critical_m"])]
+    side = [({"T": 1024, "norm_bound": 0.5}, 2 * float(np.interp(1024, ref["T"], ref["critical_m"])))]
+    v = r_reference(cells(curve + side))
+    assert v["verdict"] == "supported", v
+    assert "not judged" in v["why"] and "norm_bound=0.5" in v["why"]
+    # The side block alone is still judged (it is the only series): 2x is outside the margin.
+    assert r_reference(cells(side))["verdict"] == "not supported"
+
+
 # --- L2, L3 ---------------------------------------------------------------------------------
 
 def test_l2_m_star_rising_with_B_is_supported_unbounded_counting_as_largest():
