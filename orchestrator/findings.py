@@ -100,9 +100,10 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
         counts = ", ".join(f"{rec[k]} {k.removeprefix('n_')}" for k in ("n_done", "n_failed", "n_diverged", "n_lost")
                            if rec.get(k))
         lines.append(f"Run `{rec['run_id']}` of sweep `{rec['sweep']}` ({rec.get('n_trials')} trials: {counts}; "
-                     f"{rec.get('status')}; started {rec.get('started_at')}, ended {rec.get('ended_at')}; "
-                     f"code version `{rec.get('code_version')}`).")
-    lines += ["", f"![m* against T]({link(FIGURE)})", "",
+                     f"{rec.get('status')}; {_when(rec)}; code version `{rec.get('code_version')}`).")
+    lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
+              "[--readme README.md]`: regenerate it, do not edit it.",
+              "", f"![m* against T]({link(FIGURE)})", "",
               "m* against T (log axis): per model, 3-way AND (s = 3, no norm bound), 95% bootstrap intervals over "
               "seeds and the three growth laws fitted to the uncensored cells (`a + b ln T`, `a + b T`, `a T^c`); "
               "grey squares: the paper's figure, read off by eye.", "",
@@ -150,6 +151,17 @@ def read_section(readme: Path) -> str:
     if START not in text:
         return ""
     return text.split(START, 1)[1].split(END, 1)[0].strip("\n")
+
+
+def _when(rec: dict) -> str:
+    """When a run ran: its start (UTC, to the minute) and its wall time."""
+    start, end = rec.get("started_at"), rec.get("ended_at")
+    if start is None:
+        return "start unknown"
+    text = f"started {start:%Y-%m-%d %H:%M} UTC"
+    if end is not None:
+        text += f", {(end - start).total_seconds() / 60:.1f} min"
+    return text
 
 
 def _cell(text: str) -> str:
