@@ -149,6 +149,8 @@ def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.Boole
         _mark(active & exploded(p), active, diverged_epoch, live.index, epoch)
         if not active.all():  # finished trials leave the pack: later steps cost only the rest
             live.keep(active, final)
+            if not len(live.index):
+                break
     live.keep(torch.zeros(len(live.index), dtype=torch.bool, device=dev), final)
 
     with torch.no_grad():

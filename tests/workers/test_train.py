@@ -80,6 +80,11 @@ def test_raise_fault_fails_only_its_trial(pack_rows):
         assert rows[j]["train_loss"] == pytest.approx(pack_rows[j]["train_loss"], abs=1e-4)
 
 
+def test_a_pack_whose_every_trial_diverges_ends_with_diverged_rows():
+    rows = train_pack([cfg(seed=s, fault="nan") for s in (0, 1)], device="cpu")
+    assert [(r["status"], r["diverged_epoch"]) for r in rows] == [("diverged", 0), ("diverged", 0)]
+
+
 def test_nan_fault_diverges_only_its_trial(pack_rows):
     rows = train_pack([cfg(seed=0), cfg(seed=1), cfg(seed=2, fault="nan")], device="cpu")
     assert [r["status"] for r in rows] == ["done", "done", "diverged"]
