@@ -428,7 +428,7 @@ def report(
     store: StoreOpt = DEFAULT_STORE,
     out_dir: Annotated[Path | None, typer.Option("--out", help="report folder (default: reports/FIRST_RUN_ID)")] = None,
     publish: Annotated[bool, typer.Option("--publish", help="also write the findings: every trial row as "
-                                          "trials.parquet, the m*-against-T figure, findings.md")] = False,
+                                          "trials.parquet, m_star.csv, the m*-against-T figure, findings.md")] = False,
     readme: Annotated[Path | None, typer.Option("--readme", help="also put the findings into this README, between "
                                                 "its findings markers (appended if it has none); implies --publish")] = None,
 ) -> None:
@@ -446,8 +446,10 @@ def report(
     _check_paths(store, None)
     if out_dir.exists() and not out_dir.is_dir():
         raise AttnsweepError(f"--out: {out_dir} exists and is not a directory")
-    if readme is not None and not readme.is_file():
-        raise AttnsweepError(f"--readme: {readme} is not a file")
+    if readme is not None:  # every problem with the README is found before anything is written
+        from orchestrator.findings import check_readme
+
+        check_readme(readme)
     try:
         path = build_report(ResultsStore(store), run_ids, out_dir, publish=publish, readme=readme)
     except OSError as exc:  # the folder cannot be made or written

@@ -104,9 +104,10 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
               "[--readme README.md]`: regenerate it, do not edit it.",
               "", f"![m* against T]({link(FIGURE)})", "",
-              "m* against T (log axis): per model, 3-way AND (s = 3, no norm bound), 95% bootstrap intervals over "
-              "seeds and the three growth laws fitted to the uncensored cells (`a + b ln T`, `a + b T`, `a T^c`); "
-              "grey squares: the paper's figure, read off by eye.", "",
+              "m* against T (both axes logarithmic): per model, 3-way AND (s = 3, no norm bound), 95% bootstrap "
+              "intervals over seeds and the three growth laws least-squares fitted to the uncensored cells "
+              "(`a + b ln T`, `a + b T`, `a T^c`; ΔAIC: each law's AIC above the best one's); triangles: m* beyond the "
+              "largest m tried; grey squares: the paper's figure, read off by eye.", "",
               "| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
     for v in claims:
         if v["claim"].split(":", 1)[0] in CLAIMS:
@@ -116,28 +117,68 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, markdown: str) -> None:
-    """Replace the text between the :data:`START` and :data:`END` lines of ``readme`` with
-    ``markdown`` (appended at the end, with the markers, when the README has none).
+def check_readme(readme: Path) -> str:
+    """Read a README that is to receive the findings, before anything is written.
+
+    The markers count only as whole lines: none (the section is appended), or one
+    :data:`START` line followed later by one :data:`END` line.
+
+    Returns:
+        The README's text (line endings as they are).
 
     Raises:
-        AttnsweepError: the README cannot be read, or has one marker without the other.
+        AttnsweepError: it is not a file, cannot be read or written, is not UTF-8 text, or
+            its marker lines are not one START line before one END line.
     """
     readme = Path(readme)
+    if not readme.is_file():
+        raise AttnsweepError(f"--readme: {readme} is not a file")
     try:
-        text = readme.read_text(encoding="utf-8")
+        with open(readme, encoding="utf-8", newline="") as fh:
+            text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise AttnsweepError(f"--readme: {readme} is not UTF-8 text (byte {exc.start}): "
+                             "the findings are Markdown in UTF-8") from exc
     except OSError as exc:
         raise AttnsweepError(f"--readme: cannot read {readme}: {exc.strerror or exc}") from exc
-    block = f"{START}\n{markdown.rstrip()}\n{END}"
-    if (START in text) != (END in text):
-        raise AttnsweepError(f"--readme: {readme} has one findings marker without the other; "
-                             f"put back both lines:\n{START}\n{END}")
-    if START in text:
-        head, rest = text.split(START, 1)
-        text = head + block + rest.split(END, 1)[1]
+    if not os.access(readme, os.W_OK):
+        raise AttnsweepError(f"--readme: {readme} is not writable")
+    starts, ends = _marker_lines(text)
+    if (len(starts), len(ends)) not in ((0, 0), (1, 1)) or (starts and starts[0] > ends[0]):
+        raise AttnsweepError(
+            f"--readme: {readme} needs no findings marker lines, or exactly these two, in this order, "
+            f"each on a line of its own (found {len(starts)} start and {len(ends)} end line(s)):\n{START}\n{END}")
+    return text
+
+
+def update_readme(readme: Path, markdown: str) -> None:
+    """Replace the lines between the :data:`START` and :data:`END` lines of ``readme`` with
+    ``markdown`` (appended at the end, with the markers, when the README has none), keeping
+    the README's line endings.
+
+    Raises:
+        AttnsweepError: as :func:`check_readme`, or the README cannot be written.
+    """
+    text = check_readme(readme)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    block = newline.join([START, *markdown.rstrip("\n").split("\n"), END]) + newline
+    lines = text.splitlines(keepends=True)
+    starts, ends = _marker_lines(text)
+    if starts:
+        text = "".join(lines[:starts[0]]) + block + "".join(lines[ends[0] + 1:])
     else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    readme.write_text(text, encoding="utf-8")
+        text = text.rstrip() + (newline * 2 if text.strip() else "") + block
+    try:
+        with open(readme, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise AttnsweepError(f"--readme: cannot write {readme}: {exc.strerror or exc}") from exc
+
+
+def _marker_lines(text: str) -> tuple[list[int], list[int]]:
+    """Indices of the lines that are exactly the START and the END marker."""
+    lines = [line.rstrip("\r\n").strip() for line in text.splitlines()]
+    return [i for i, line in enumerate(lines) if line == START], [i for i, line in enumerate(lines) if line == END]
 
 
 def relative(folder: Path, readme: Path) -> str:
@@ -146,11 +187,12 @@ def relative(folder: Path, readme: Path) -> str:
 
 
 def read_section(readme: Path) -> str:
-    """The Markdown between the markers of ``readme`` ("" when it has none)."""
+    """The Markdown between the marker lines of ``readme`` ("" when it has none)."""
     text = Path(readme).read_text(encoding="utf-8")
-    if START not in text:
+    starts, ends = _marker_lines(text)
+    if not starts or not ends:
         return ""
-    return text.split(START, 1)[1].split(END, 1)[0].strip("\n")
+    return "\n".join(text.splitlines()[starts[0] + 1:ends[0]]).strip("\n")
 
 
 def _when(rec: dict) -> str:
@@ -176,7 +218,8 @@ def _budget_note(union: pl.DataFrame) -> str:
     if checked.is_empty():
         return "The training budget was not checked (no cell was searched again with twice the epochs)."
     def name(r: dict) -> str:
-        return " ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r)
+        text = " ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r)
+        return text + (" (beyond the range both times)" if r.get("censored") == "above" else "")
     limited = [name(r) for r in checked.filter(pl.col("budget") == "budget-limited").iter_rows(named=True)]
     ok = [name(r) for r in checked.filter(pl.col("budget") == "ok").iter_rows(named=True)]
     text = f"Budget check (twice the epochs): m* stayed inside its interval at {', '.join(ok) or 'no cell'}"

@@ -28,7 +28,8 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         hue: column that tells series apart (e.g. ``"model"``).
         path: PNG to write.
         reference: optionally the paper's read-off (``T``, ``critical_m``, ``err_lo``,
-            ``err_hi``; Edelman et al. 2022, section 5), drawn as grey squares.
+            ``err_hi``; Edelman et al. 2022, section 5), drawn as grey squares; the m* axis
+            is then logarithmic too and the legend sits beside the axes.
         title: optional axes title.
     """
     sns.set_theme(style="whitegrid")
@@ -36,8 +37,8 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
     if reference is not None and not reference.is_empty():
         T, m = reference["T"].to_numpy(), reference["critical_m"].to_numpy()
         err = [np.maximum(m - reference["err_lo"].to_numpy(), 0), np.maximum(reference["err_hi"].to_numpy() - m, 0)]
-        ax.errorbar(T, m, yerr=err, fmt="s", markersize=4, color="0.45", capsize=2,
-                    label="Edelman et al. 2022, transformer (read-off of their figure)")
+        ax.errorbar(T, m, yerr=err, fmt="s", markersize=3, color="0.3", ecolor="0.3", elinewidth=1, capsize=2,
+                    zorder=3, label="Edelman et al. 2022, transformer (read-off of their figure)")
     if title:
         ax.set_title(title, fontsize=10)
     palette = dict(zip(m_star[hue].unique(maintain_order=True).to_list(), sns.color_palette()))
@@ -55,12 +56,19 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         ax.errorbar(T, y, yerr=[y - lo, np.maximum(hi - y, 0)], fmt="o", color=color, capsize=3, label=str(value))
         grid = np.geomspace(T.min(), T.max(), 100)
         for fit, style in zip(fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":")):
-            ax.plot(grid, predict(fit["model"], (fit["a"], fit["b"]), grid), style, color=color, alpha=0.7,
+            pred = predict(fit["model"], (fit["a"], fit["b"]), grid)
+            ax.plot(grid, np.where(pred > 0, pred, np.nan), style, color=color, alpha=0.7,  # m* > 0 only
                     label=f"  {value}: {fit['model']} fit (R²={fit['r2']:.2f}, ΔAIC={fit['delta_aic']:.1f})")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length T")
     ax.set_ylabel("critical sample size m*")
-    if reference is not None:  # the published figure: keep the legend off the points
+    if reference is not None:  # the published figure: both models readable, legend off the points
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        points = [*m_star["m_star"].drop_nans().drop_nulls().to_list(), *reference["critical_m"].to_list()]
+        if points:  # fits that fall towards 0 would stretch a log axis over empty decades
+            ax.set_ylim(bottom=0.5 * min(points))
+        ax.set_ylabel("critical sample size m* (log axis)")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:
         ax.legend(fontsize=7)

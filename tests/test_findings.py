@@ -124,3 +124,32 @@ def test_regenerating_gives_the_same_section_and_a_lone_marker_is_an_error(publi
     proc = _cli("report", run_id, "--store", "store", "--out", "other", "--readme", "BROKEN.md", cwd=root)
     assert proc.returncode == 2 and "marker" in proc.stderr, proc.stderr[-2000:]
     assert broken.read_text() == f"# x\n{START}\nno end marker\n"
+
+
+@pytest.mark.parametrize("text", [
+    f"# x\n{END}\nkept\n{START}\n",                       # the end before the start
+    f"# x\n{START}\na\n{END}\n{START}\nb\n{END}\n",          # two blocks
+    f"# x\n{START}\nno end marker\n",                     # one marker
+])
+def test_a_readme_with_bad_marker_lines_is_refused_before_anything_is_written(published, text):
+    root, run_id = published
+    (root / "BAD.md").write_text(text)
+    proc = _cli("report", run_id, "--store", "store", "--out", "untouched", "--readme", "BAD.md", cwd=root)
+    assert proc.returncode == 2 and "marker" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert (root / "BAD.md").read_text() == text and not (root / "untouched").exists()
+
+
+def test_a_readme_that_is_not_utf8_is_refused_and_markers_count_only_as_whole_lines(published):
+    root, run_id = published
+    (root / "LATIN.md").write_bytes(b"# Caf\xe9\n")
+    proc = _cli("report", run_id, "--store", "store", "--out", "untouched2", "--readme", "LATIN.md", cwd=root)
+    assert proc.returncode == 2 and "UTF-8" in proc.stderr and not (root / "untouched2").exists(), proc.stderr[-2000:]
+    # Markers quoted inside a sentence are text, not markers: the section is appended after it,
+    # and CRLF line endings are kept.
+    quoted = f"# y\r\nput `{START}` then `{END}` in your README\r\n"
+    (root / "QUOTED.md").write_bytes(quoted.encode())
+    proc = _cli("report", run_id, "--store", "store", "--out", "docs/findings", "--readme", "QUOTED.md", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = (root / "QUOTED.md").read_bytes().decode()
+    assert text.startswith(quoted) and "\n" not in text.replace("\r\n", "")
+    assert _rows(read_section(root / "QUOTED.md")).keys() == {"L1", "L2", "L3", "L4", "R"}
