@@ -29,11 +29,11 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         path: PNG to write.
         reference: optionally the paper's read-off (``T``, ``critical_m``, ``err_lo``,
             ``err_hi``; Edelman et al. 2022, section 5), drawn as grey squares; the m* axis
-            is then logarithmic too and the legend sits beside the axes.
+            is then logarithmic too. The legend sits beside the axes.
         title: optional axes title.
     """
     sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(11, 5) if reference is not None else (7, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 5) if reference is not None else (10, 4.5))
     if reference is not None and not reference.is_empty():
         T, m = reference["T"].to_numpy(), reference["critical_m"].to_numpy()
         err = [np.maximum(m - reference["err_lo"].to_numpy(), 0), np.maximum(reference["err_hi"].to_numpy() - m, 0)]
@@ -62,16 +62,14 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length T")
     ax.set_ylabel("critical sample size m*")
-    if reference is not None:  # the published figure: both models readable, legend off the points
+    if reference is not None:  # the published figure: both models readable
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         points = [*m_star["m_star"].drop_nans().drop_nulls().to_list(), *reference["critical_m"].to_list()]
         if points:  # fits that fall towards 0 would stretch a log axis over empty decades
             ax.set_ylim(bottom=0.5 * min(points))
         ax.set_ylabel("critical sample size m* (log axis)")
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    else:
-        ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # off the points
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
