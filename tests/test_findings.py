@@ -15,18 +15,7 @@ from PIL import Image
 
 from orchestrator.findings import END, START, read_section
 
-# 36 trials: 3-way AND at T = 16 and 128, both models (as tests/test_report.py).
-SPEC = """
-name: pub
-seeds: 3
-grid:
-  T: [16, 128]
-  m: [16, 64, 256]
-  model: [transformer, mlp]
-fixed: {task: and, s: 3, heads: 4, lr: 3e-3, max_epochs: 300, n_test: 400}
-execution: {pack_size: 3}
-analysis: {n_boot: 200}
-"""
+SPEC = (Path(__file__).parent / "specs" / "rep.yaml").read_text()  # 36 trials, as tests/test_report.py
 README = f"""# A project
 
 Text before the section.

@@ -22,18 +22,7 @@ from results import ResultsStore, StoreError
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results/data/edelman2022_fig_3way_and.csv"
 
-# 36 trials: 3-way AND at T=16 and T=128 (in the paper's range 100..1100), both models.
-BOOLEAN = """
-name: rep
-seeds: 3
-grid:
-  T: [16, 128]
-  m: [16, 64, 256]
-  model: [transformer, mlp]
-fixed: {task: and, s: 3, heads: 4, lr: 3e-3, max_epochs: 300, n_test: 400}
-execution: {pack_size: 3}
-analysis: {n_boot: 200}
-"""
+BOOLEAN = (Path(__file__).parent / "specs" / "rep.yaml").read_text()  # 36 trials, both models
 
 SYMMETRY = (Path(__file__).parent / "specs" / "symtiny.yaml").read_text()  # S1 is supported on it
 
