@@ -24,30 +24,48 @@ def test_one_layer_transformer_estimate_counts_the_real_parameters():
 
 
 _PEAK = """
-import resource, sys, torch
+import os, resource, sys, threading, time, torch
 torch.set_num_threads(1)
 from workers import BooleanTrialConfig, train_pack
+PAGE = os.sysconf("SC_PAGE_SIZE")
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
 T, m, P = map(int, sys.argv[1:4])
 train_pack([BooleanTrialConfig(task="and", T=16, s=3, m=16, seed=0, n_test=10, max_epochs=2)], "cpu")
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 configs = [BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=i, n_test=10, heads=4, lr=3e-3, max_epochs=10)
            for i in range(P)]
+peak, done = [0], threading.Event()
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], rss())
+        time.sleep(0.0005)
+base = rss()
+max_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+sampler = threading.Thread(target=sample)
+sampler.start()
 train_pack(configs, "cpu")
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+done.set()
+sampler.join()
+max_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(peak[0] - base, max_after - max_before)
 """
 
 
 @pytest.mark.parametrize("T,m,P", [(4096, 256, 4), (512, 2048, 4)])
 def test_one_layer_estimate_bounds_the_real_peak_memory_of_a_pack(T, m, P):
-    # The peak resident memory a real pack adds to a warm process (Linux reports ru_maxrss
-    # in KiB): the estimate must cover it, and not by so much that packs come out tiny.
+    # What a real pack adds to the resident memory of a warm process. Two readings, the larger
+    # taken: resident memory sampled every half millisecond above its level just before the
+    # pack (may miss a brief peak), and the growth of the kernel's peak (ru_maxrss, KiB on
+    # Linux; it reads 0 when an earlier transient peak of the process was higher).
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", _PEAK, str(T), str(m), str(P)], capture_output=True, text=True, check=True)
-    measured = int(out.stdout.split()[-1])
+    sampled, kernel = map(int, out.stdout.split()[-2:])
+    measured = max(sampled, kernel)
     estimate = P * boolean_trial_bytes(BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=0, heads=4))
-    assert measured <= estimate <= 3 * measured, (measured, estimate)
+    assert measured <= estimate <= 3 * measured, (sampled, kernel, estimate)
 
 
 def test_minibatches_bound_the_activations():
