@@ -1,40 +1,51 @@
 """Adaptive m* search: put trials where they decide the critical sample size.
 
-A spec with ``search: {mode: adaptive, ...}`` (orchestrator/spec.py, SearchSettings) runs in
-up to three phases, each a sequence of *rounds*; a round is one batch of trials run on the
-same Ray executor and streamed into the same store as a grid sweep, every row carrying
-``search_phase`` and ``search_round`` (the round's number in the run):
+A spec with ``search: {mode: adaptive, ...}`` (orchestrator/spec.py, SearchSettings) runs one
+*flow* per cell, a sequence of *rounds* in up to four phases; a round is one batch of trials of
+that cell, streamed into the store like a grid sweep's, every row carrying ``search_phase`` and
+``search_round`` (the round's number within its cell, counted across the phases). The flows
+are independent: a cell starts its next round as soon as its last one has every row, while
+other cells' packs still train (orchestrator/driver.py, ``TrialBatches.run_flows``).
 
-1. ``tune`` (with ``search.tune``): per cell, an Optuna TPE study over the learning rate and
-   weight decay, ``tune.batch`` parameter sets per round, each trained on ``tune.seeds``
-   seeds at the probe sample size. The study lives in a JournalStorage file, one per cell
-   (:func:`study_dir`). The cell's search then uses its best parameters.
-2. ``search``: per cell, bisection on log m of the success rate. Round 0 tries
-   ``initial_points`` log-spaced m over ``search.m`` (both ends included); each later round
-   splits the bracket [lo, hi] (lo: the largest tried m below hi whose success rate is
-   below ``analysis.success_frac``; hi: the smallest tried m whose rate reaches it) at
+1. ``search``: bisection on log m of the success rate with the spec's own settings. Round
+   0 tries ``initial_points`` log-spaced m over ``search.m`` (both ends included); each later
+   round splits the bracket [lo, hi] (lo: the largest tried m below hi whose success rate
+   is below ``analysis.success_frac``; hi: the smallest tried m whose rate reaches it) at
    ``points_per_round`` log-spaced interior points, until hi / lo <= 1 + ``rel_tol`` or
    hi - lo <= 1. A cell whose largest m fails (m* above the range) or whose smallest m
    succeeds (m* at or below it) stops at once. Every tried m runs all of the spec's seeds,
    so m* and its bootstrap interval come from results/critical.py exactly as for a grid.
-3. ``budget`` (``search.budget_check``, cells with a context length T): the cell at the
-   largest T of each series is searched again with twice ``max_epochs``; the analysis
-   (orchestrator/analyze.py) marks that cell's m* budget-limited when the m* found with
-   the doubled budget falls outside its interval.
+2. ``tune`` (with ``search.tune``): an Optuna TPE study over the learning rate and weight
+   decay, ``tune.batch`` parameter sets per round, each trained on ``tune.seeds`` seeds at
+   the probe sample size: by default the bracket's lo from phase 1, where the spec's own
+   settings just fail, so a better setting shows (:func:`probe_m`). The study lives in a
+   JournalStorage file, one per cell (:func:`study_dir`). The best set is adopted only
+   when it beats the spec's settings, scored on the same seeds at the same m, in at least
+   ``tune.confidence`` of seed-bootstrap resamples (:func:`robust_choice`).
+3. ``tuned`` (when a set was adopted): phase 1 again with the adopted settings. The
+   analysis (orchestrator/analyze.py) compares the two m* and flags a cell where tuning
+   made m* worse.
+4. ``budget`` (``search.budget_check``, cells with a context length T): at the largest T of
+   each series, phase 1 again with the cell's final settings and twice ``max_epochs``; the
+   analysis marks that cell's m* budget-limited when the m* found with the doubled budget
+   falls outside its interval. Trials whose twin stopped before its epochs ran out are
+   reused, not trained again (:func:`reuse_stopped_twins`).
 
-Resuming after a crash replays the rounds: each round's choices depend only on the rows of
-earlier rounds, which the store holds, so the replay makes the same choices, and trials the
-run already holds (by trial id) are skipped, never repeated. Optuna trials asked but not
-told before the crash are read back from the journal and completed from the store.
+Resuming after a crash replays the flows: each round's choices depend only on the rows of
+the cell's earlier rounds, which the store holds, so the replay makes the same choices, and
+trials the run already holds (by trial id) are skipped, never repeated. Optuna trials asked
+but not told before the crash are read back from the journal and completed from the store.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,36 +53,43 @@ import numpy as np
 import optuna
 import polars as pl
 
+from orchestrator.driver import Request
 from orchestrator.spec import SweepSpec, trial_id
 from results import ResultsStore, StoreError
 
-PHASES = ("tune", "search", "budget")
+PHASES = ("search", "tune", "tuned", "budget")
+
+Flow = Generator[Request, None, Any]
 
 
 def run_adaptive(spec: SweepSpec, store: ResultsStore, run_id: str, batches) -> None:
-    """Run the phases of an adaptive search (module docstring) through ``batches``
-    (:class:`orchestrator.driver.TrialBatches`, which skips trials the run already holds)."""
+    """Run the adaptive search (module docstring) through ``batches``
+    (:class:`orchestrator.driver.TrialBatches`, which skips trials the run already holds
+    and holds the rows of the run so far in ``results``)."""
     cells = list(spec.cells())
-    rounds = _Rounds()
+    batches.load_results(store, spec.name, run_id)
+    largest = ({json.dumps(c, sort_keys=True, default=str) for c in budget_cells(spec, cells)}
+               if spec.search.budget_check else set())
+    flows = [cell_flow(spec, store, run_id, cell, batches,
+                       json.dumps(cell, sort_keys=True, default=str) in largest) for cell in cells]
+    batches.run_flows(flows, f"{spec.name} {run_id}: adaptive search of {len(cells)} cells")
+
+
+def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str, Any], batches,
+              budget: bool) -> Flow:
+    """The rounds of one cell, phase by phase (module docstring); ``budget``: the cell is
+    the largest T of its series and gets the budget check."""
+    rounds = itertools.count()
+    rates = yield from bisect(spec, cell, "search", batches, rounds)
+    final = cell
     if spec.search.tune is not None:
-        chosen = tune_cells(spec, store, run_id, cells, batches, rounds)
-        cells = [{**cell, **params} for cell, params in zip(cells, chosen)]
-    search_cells(spec, store, run_id, cells, "search", batches, rounds)
-    if spec.search.budget_check:
-        doubled = budget_cells(spec, cells)
-        if doubled:
-            search_cells(spec, store, run_id, doubled, "budget", batches, rounds)
-
-
-@dataclass
-class _Rounds:
-    """The run's round counter: rounds are numbered across phases, in the order they run."""
-
-    n: int = 0
-
-    def next(self) -> int:
-        self.n += 1
-        return self.n - 1
+        chosen = yield from tune_cell(spec, store, run_id, cell, rates, batches, rounds)
+        if chosen is not None:
+            final = {**cell, **chosen}
+            yield from bisect(spec, final, "tuned", batches, rounds)
+    if budget:
+        doubled = {**final, "max_epochs": 2 * _defaults(spec, final)["max_epochs"]}
+        yield from bisect(spec, doubled, "budget", batches, rounds, reuse=(store, run_id))
 
 
 # --- bisection on log m ----------------------------------------------------------------------------------
@@ -113,47 +131,46 @@ def next_points(rates: dict[int, float], m_min: int, m_max: int, success_frac: f
     return sorted(pts - set(ms))
 
 
-@dataclass
-class _Cell:
-    settings: dict[str, Any]
-    tried: list[int] = field(default_factory=list)
-    done: bool = False
+def bisect(spec: SweepSpec, cell: dict[str, Any], phase: str, batches, rounds, reuse=None) -> Flow:
+    """Bisection rounds on log m (module docstring, phase 1) for one cell until its m* is
+    pinned or ``search.max_rounds`` rounds after the first have run.
 
+    Args:
+        cell: the cell's settings.
+        phase: the ``search_phase`` its rows carry.
+        batches: the run's TrialBatches (its ``results`` are read after each round).
+        rounds: the cell's round counter (an iterator of ints).
+        reuse: ``(store, run_id)`` for the budget check: twins that stopped early are reused.
 
-def search_cells(spec: SweepSpec, store: ResultsStore, run_id: str, cells: list[dict[str, Any]], phase: str,
-                 batches, rounds: _Rounds) -> None:
-    """Bisection rounds (module docstring, phase 2) over ``cells`` until every m* is pinned
-    or ``search.max_rounds`` rounds after the first have run."""
+    Returns:
+        The success rate at each m tried.
+    """
     s = spec.search
-    states = [_Cell(c) for c in cells]
+    tried: list[int] = []
     for i in range(2 + s.max_rounds):
-        results = _results(store, spec, run_id) if any(c.tried for c in states) else {}
-        plan = []
-        for cell in states:
-            if cell.done:
-                continue
-            rates = {m: _rate(spec, cell.settings, m, results) for m in cell.tried}
-            points = next_points(rates, s.m.min, s.m.max, spec.analysis.success_frac, s.rel_tol,
-                                 s.initial_points, s.points_per_round)
-            if not points:
-                cell.done = True
-                continue
-            cell.tried += points
-            plan += [_config(spec, cell.settings, m, seed) for m in points for seed in spec.seeds]
-        if not plan:
-            return
-        if i == 1 + s.max_rounds:  # the rounds are spent and these cells still want points
+        rates = {m: _rate(spec, cell, m, batches.results) for m in tried}
+        points = next_points(rates, s.m.min, s.m.max, spec.analysis.success_frac, s.rel_tol,
+                             s.initial_points, s.points_per_round)
+        if not points:
+            return rates
+        if i == 1 + s.max_rounds:  # the rounds are spent and the cell still wants points
             batches.console.print(
-                f"[yellow]warning[/]: {phase}: {len(plan) // len(spec.seeds)} m value(s) of "
-                f"{sum(not c.done for c in states)} cell(s) left untried after search.max_rounds = {s.max_rounds}: "
-                "their m* is not pinned to search.rel_tol (raise max_rounds or points_per_round)")
-            return
-        r = rounds.next()
-        left = sum(not c.done for c in states)
-        extra = {"search_phase": phase, "search_round": r}
-        if phase == "budget":
-            plan = reuse_stopped_twins(spec, store, run_id, plan, batches, extra)
-        batches.run_configs(plan, f"{phase} round {r}, {left} cells", extra)
+                f"[yellow]warning[/]: {phase}: cell {_describe(cell)}: m = {points} left untried after "
+                f"search.max_rounds = {s.max_rounds}: its m* is not pinned to search.rel_tol "
+                "(raise max_rounds or points_per_round)")
+            return rates
+        tried += points
+        extra = {"search_phase": phase, "search_round": next(rounds)}
+        plan = [_config(spec, cell, m, seed) for m in points for seed in spec.seeds]
+        if reuse is not None:
+            plan = reuse_stopped_twins(spec, *reuse, plan, batches, extra)
+        if plan:
+            yield Request(plan, extra)
+    return {m: _rate(spec, cell, m, batches.results) for m in tried}
+
+
+def _describe(cell: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cell.items())
 
 
 # Draw failures that do not depend on the training budget (the data come from the seed).
@@ -175,6 +192,7 @@ def reuse_stopped_twins(spec: SweepSpec, store: ResultsStore, run_id: str, plan:
         The configs of ``plan`` still to run.
     """
     twins = {trial_id(c): trial_id(c.model_copy(update={"max_epochs": c.max_epochs // 2})) for c in plan}
+    batches.writer.flush()  # the twins' rows may still be in the write buffer
     try:
         rows = (store.scan_run_trials(spec.name, run_id).filter(pl.col("trial_id").is_in(list(twins.values())))
                 .collect().drop("sweep", "run_id"))
@@ -201,21 +219,17 @@ def reuse_stopped_twins(spec: SweepSpec, store: ResultsStore, run_id: str, plan:
 
 
 def budget_cells(spec: SweepSpec, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per series (a cell without T, without its tuned settings), the cell at the largest T
-    with ``max_epochs`` doubled. Empty when the cells have no T."""
-    if not cells or "T" not in {**cells[0], **_defaults(spec, cells[0])}:
+    """Per series (a cell without T), the cell at the largest T: the cells the budget check
+    searches again at twice ``max_epochs``. Empty when the cells have no T."""
+    if not cells or "T" not in _defaults(spec, cells[0]):
         return []
-    tuned = set(spec.search.tune.params()) if spec.search.tune else set()
-    largest: dict[str, dict] = {}
+    largest: dict[str, tuple[int, dict]] = {}
     for cell in cells:
-        key = json.dumps({k: v for k, v in cell.items() if k not in tuned | {"T"}}, sort_keys=True, default=str)
-        if key not in largest or cell["T"] > largest[key]["T"]:
-            largest[key] = cell
-    out = []
-    for cell in largest.values():
-        epochs = _defaults(spec, cell)["max_epochs"]
-        out.append({**cell, "max_epochs": 2 * epochs})
-    return out
+        T = _defaults(spec, cell)["T"]
+        key = json.dumps({k: v for k, v in cell.items() if k != "T"}, sort_keys=True, default=str)
+        if key not in largest or T > largest[key][0]:
+            largest[key] = (T, cell)
+    return [cell for _, cell in largest.values()]
 
 
 # --- tuning with Optuna ----------------------------------------------------------------------------------
@@ -238,37 +252,97 @@ def cell_key(cell: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(cell, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def tune_cells(spec: SweepSpec, store: ResultsStore, run_id: str, cells: list[dict[str, Any]], batches,
-               rounds: _Rounds) -> list[dict[str, float]]:
-    """Optuna TPE over the tuned settings of every cell (module docstring, phase 1).
+def probe_m(rates: dict[int, float], success_frac: float, m_max: int) -> int | None:
+    """The sample size tuning probes: the bracket's lo (the largest tried m below the first
+    that reaches ``success_frac``), where the spec's settings just fail, so a setting that
+    needs fewer samples scores higher there; ``m_max`` when no tried m reaches it; None when
+    the smallest m already does (m* is at the range's start: tuning cannot lower it)."""
+    ms = sorted(rates)
+    reached = [m for m in ms if rates[m] >= success_frac]
+    if not reached:
+        return m_max
+    below = [m for m in ms if m < reached[0]]
+    return below[-1] if below else None
+
+
+@dataclass(frozen=True)
+class TuningChoice:
+    """The outcome of :func:`robust_choice` (fractions of bootstrap resamples of the seeds)."""
+
+    best: int
+    """Index of the candidate with the highest mean score."""
+    win_frac: float
+    """How often ``best`` has the highest mean among the candidates and the default."""
+    beats_default: float
+    """How often ``best``'s mean is above the default's (a tie counts one half)."""
+    adopted: bool
+    """``beats_default >= confidence``: the cell's search uses ``best``."""
+
+
+def robust_choice(candidates: np.ndarray, default: np.ndarray, confidence: float, n_boot: int = 1000,
+                  seed: int = 0) -> TuningChoice:
+    """Choose among tuned parameter sets so that seed noise cannot pick a worse one.
+
+    The seeds are resampled with replacement ``n_boot`` times, the same resample for every
+    set (the scores are paired by seed), and the best set by mean score is adopted only when
+    it beats the default in at least ``confidence`` of the resamples.
+
+    Args:
+        candidates: ``(sets, seeds)`` float scores of the tuned sets (higher is better).
+        default: ``(seeds,)`` scores of the spec's own settings on the same seeds and m.
+        confidence: the fraction of resamples the best set must win against the default.
+        n_boot: resamples; seed: of the resampling generator (fixed: the choice replays).
+
+    Raises:
+        ValueError: no candidate, or the seeds of candidates and default differ in number.
+    """
+    candidates = np.asarray(candidates, dtype=np.float64)
+    default = np.asarray(default, dtype=np.float64)
+    if candidates.ndim != 2 or not candidates.shape[0] or candidates.shape[1] != default.shape[0]:
+        raise ValueError(f"need (sets, seeds) scores and (seeds,) default scores, got {candidates.shape} and {default.shape}")
+    best = int(np.argmax(candidates.mean(axis=1)))
+    idx = np.random.default_rng(seed).integers(0, default.shape[0], size=(n_boot, default.shape[0]))
+    means = np.vstack([default[idx].mean(axis=1), candidates[:, idx].mean(axis=2)])  # (1 + sets, n_boot)
+    win = float(np.mean(np.argmax(means, axis=0) == best + 1))  # ties go to the default (row 0)
+    beats = float(np.mean(means[best + 1] > means[0]) + 0.5 * np.mean(means[best + 1] == means[0]))
+    return TuningChoice(best, win, beats, beats >= confidence)
+
+
+def tune_cell(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str, Any], rates: dict[int, float],
+              batches, rounds) -> Flow:
+    """Optuna TPE over the tuned settings of one cell (module docstring, phase 2).
 
     Returns:
-        The best parameters of each cell, in the order of ``cells``.
+        The adopted parameters, or None when the spec's own settings stay (no set beat
+        them robustly, or m* is already at the range's start).
     """
     tune = spec.search.tune
-    ranges = tune.params()
-    dists = {k: optuna.distributions.FloatDistribution(r.min, r.max, log=True) for k, r in ranges.items()}
-    probe = tune.m or int(round(math.sqrt(spec.search.m.min * spec.search.m.max)))
-    seeds = spec.seeds[: tune.seeds]
+    probe = tune.m or probe_m(rates, spec.analysis.success_frac, spec.search.m.max)
+    if probe is None:
+        return None
+    dists = {k: optuna.distributions.FloatDistribution(r.min, r.max, log=True) for k, r in tune.params().items()}
+    seeds = spec.seeds[: tune.seeds or 8]
     folder = study_dir(store, spec.name, run_id)
     folder.mkdir(parents=True, exist_ok=True)
-    studies = [_study(folder, cell, tune) for cell in cells]
+    study = _study(folder, cell, tune)
+    defaults = [_config(spec, cell, probe, seed) for seed in seeds]  # usually already run by phase 1
     for b in range(math.ceil(tune.n_trials / tune.batch)):
-        want = range(b * tune.batch, min((b + 1) * tune.batch, tune.n_trials))
-        asked = [_asked(study, want, dists) for study in studies]
-        plan = [_config(spec, {**cell, **params}, probe, seed)
-                for cell, trials in zip(cells, asked) for _, params, told in trials if not told for seed in seeds]
-        r = rounds.next()
-        batches.run_configs(plan, f"tune round {r}, {len(cells)} cells",
-                            {"search_phase": "tune", "search_round": r})
-        results = _results(store, spec, run_id)
-        for study, cell, trials in zip(studies, cells, asked):
-            for number, params, told in trials:
-                if not told:
-                    scores = [_score(spec, results.get(_trial_id(spec, {**cell, **params}, probe, seed)))
-                              for seed in seeds]
-                    study.tell(number, float(np.mean(scores)))
-    return [dict(study.best_trial.params) for study in studies]
+        asked = _asked(study, range(b * tune.batch, min((b + 1) * tune.batch, tune.n_trials)), dists)
+        plan = [_config(spec, {**cell, **params}, probe, seed) for _, params, told in asked if not told for seed in seeds]
+        if plan or (b == 0 and any(trial_id(c) not in batches.results for c in defaults)):
+            yield Request([*(defaults if b == 0 else []), *plan], {"search_phase": "tune", "search_round": next(rounds)})
+        for number, params, told in asked:
+            if not told:
+                scores = [_score(spec, batches.results.get(_trial_id(spec, {**cell, **params}, probe, seed)))
+                          for seed in seeds]
+                study.tell(number, float(np.mean(scores)))
+    sets = [dict(t.params) for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+            if t.number < tune.n_trials and t.state.is_finished()]
+    table = np.array([[_score(spec, batches.results.get(_trial_id(spec, {**cell, **p}, probe, seed))) for seed in seeds]
+                      for p in sets])
+    default = np.array([_score(spec, batches.results.get(trial_id(c))) for c in defaults])
+    choice = robust_choice(table, default, tune.confidence)
+    return sets[choice.best] if choice.adopted else None
 
 
 def _study(folder: Path, cell: dict, tune) -> optuna.Study:

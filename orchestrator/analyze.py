@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.analyze_tuning import choose_m_star, tuning_choices
 from orchestrator.rows import trial_schema
 from orchestrator.spec import AnalysisSettings, SearchSettings
 from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
@@ -42,27 +43,30 @@ class Analysis:
     varying: list[str] = field(default_factory=list)
     budget: pl.DataFrame | None = None
     """m* of the budget-check cells (twice max_epochs), when the run has them."""
+    tuning: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """Per tuned cell, the tuning phase's choice (orchestrator/analyze_tuning.py)."""
     tuned: list[str] = field(default_factory=list)
     """Settings the run's adaptive search tuned per cell."""
     replicates: dict[tuple, np.ndarray] = field(default_factory=dict)
     """The ``(n_boot,)`` bootstrap m* of each cell, keyed by its cell values (results/critical.py)."""
 
 
-def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str]) -> pl.LazyFrame:
+def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name: str = "search") -> pl.LazyFrame:
     """The rows m* is computed from: all of a grid sweep's; of an adaptive search, its
-    ``search`` phase plus the tuning trials that are trials of a searched cell (the tuning
-    trial of the chosen lr and weight decay at the probe m has the trial id of that search
-    trial, so the search counted it and did not run it again). Other tuning trials and the
-    budget check stay out.
+    ``search`` phase (the spec's settings; ``phase_name="tuned"``: the search with the
+    adopted settings) plus the tuning trials that are trials of such a searched cell (a
+    tuning trial at the probe m has the trial id of the search trial with the same settings,
+    m and seed, so the search counted it and did not run it again). Other tuning trials and
+    the budget check stay out.
 
     Args:
         cell: the columns that identify a cell (every setting but m and the seed).
     """
     phase = pl.col("search_phase")
     trials = trials.lazy()
-    searched = trials.filter(phase.is_null() | (phase == "search"))
+    searched = trials.filter((phase.is_null() | (phase == "search")) if phase_name == "search" else phase == phase_name)
     tuned = trials.filter(phase == "tune").join(
-        searched.filter(phase == "search").select(cell).unique(), on=cell, how="semi", nulls_equal=True)
+        searched.filter(phase == phase_name).select(cell).unique(), on=cell, how="semi", nulls_equal=True)
     return pl.concat([searched, tuned])
 
 
@@ -151,12 +155,23 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     table, reps = m_star(data, cols)
     # Tuned settings differ from cell to cell by choice, not as an axis: they do not split a series.
     tuned = tuned_fields(store, sweep, run_id)
+    tuned_data = search_rows(every, cols, "tuned").collect()
+    tuned_table = None
+    if not tuned_data.is_empty():
+        tuned_table, tuned_reps = m_star(tuned_data, cols)
+        reps = {**reps, **tuned_reps}
+    table = choose_m_star(table, tuned_table, cols, sorted(tuned), bool(tuned))
+    search = search_of(store, sweep, run_id)
+    choices = (tuning_choices(every, cols, sorted(tuned), search.tune.confidence)
+               if tuned and search.tune is not None else pl.DataFrame())
+    data = pl.concat([data, tuned_data], how="vertical_relaxed")
     series_cols = [c for c in varying if c != "T" and c not in tuned]
     table = table.with_columns(series=_label(series_cols)).sort(["series", "T"])
     budget_rows = every.filter(pl.col("search_phase") == "budget")
     budget = m_star(budget_rows, cols)[0] if not budget_rows.is_empty() else None
     table = with_budget_check(table, budget, cols)
-    result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned), replicates=reps)
+    result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned), replicates=reps,
+                      tuning=choices)
     for (label,), part in table.group_by(["series"], maintain_order=True):
         # Censored cells carry a bound, not a value: they stay out of the fits.
         finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("censored") == ""))
@@ -211,6 +226,17 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: set[str] 
             detail=f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f}); "
                    f"best law by AIC: {fit['model'][0]}; power-law exponent c = {power['b']:.2f} "
                    f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
+        ))
+    if "tuning" in table.columns and (table["tuning"] != "not tuned").any():
+        worse = table.filter(pl.col("tuning") == "tuned worse: spec settings used")
+        adopted = int((table["tuning"] != "spec settings kept").sum())
+        where = "; ".join(f"{r['series']}, T={r.get('T')}: tuned {r['m_star_tuned']:.1f} vs {r['m_star_default']:.1f}"
+                          for r in worse.iter_rows(named=True))
+        checks.append(dict(
+            check="tuning did not make m* worse",
+            verdict="yes" if worse.is_empty() else "no",
+            detail=(f"tuned settings adopted in {adopted} of {table.height} cells" +
+                    (f"; worse (the spec's settings' m* is used): {where}" if where else "")),
         ))
     if "model" in table.columns and table["model"].n_unique() > 1:
         # Settings of one architecture only (widths, heads) do not split the comparison.

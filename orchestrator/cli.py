@@ -174,7 +174,8 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
         executor.shutdown()
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
     err.print(f"[bold]run {summary.run_id}[/] of sweep {summary.sweep}: {counts}; "
-              f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s; store {store}")
+              f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s, "
+              f"workers idle {summary.idle_frac or 0:.0%} of the time; store {store}")
     if analyze:
         _print_analysis(results, summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
 

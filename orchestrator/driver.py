@@ -1,7 +1,9 @@
 """Running a sweep: expand, pack, submit with bounded work in flight, stream rows to the store.
 
 The driver holds at most ``max_in_flight`` packs and one write buffer: never a list of
-all trials or all results, so its memory does not grow with the sweep.
+all trials or all results, so a grid sweep's memory does not grow with the sweep. An
+adaptive search also keeps the few columns it decides on (:data:`RESULT_COLUMNS`) of each
+of the run's trials, about 1 KB per trial.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from results import ResultsStore, StoreError, TrialWriter
 from results.locks import RunLock
 from workers import TrialStatus
 
+RESULT_COLUMNS = ["trial_id", "status", "test_acc", "test_error", "epochs", "error_type"]
+"""The columns of a trial's row an adaptive search reads (orchestrator/adaptive.py)."""
+
 
 @dataclass
 class RunSummary:
@@ -38,10 +43,28 @@ class RunSummary:
     counts: Counter = field(default_factory=Counter)
     wall_s: float = 0.0
     status: str = "running"
+    busy_s: float = 0.0
+    """Worker-seconds spent training this attempt's packs (the sum of their wall times)."""
+    slots: int = 1
+    """Packs the executor runs at once."""
 
     @property
     def trials_per_s(self) -> float:
         return sum(self.counts.values()) / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def idle_frac(self) -> float | None:
+        """The fraction of the workers' time (``slots`` x ``wall_s``) not spent training a
+        pack: waiting for the driver, for a round's last pack, or for Ray."""
+        return max(0.0, 1.0 - self.busy_s / (self.slots * self.wall_s)) if self.wall_s > 0 else None
+
+
+@dataclass
+class Request:
+    """A round of an adaptive search's cell: trials to run, and columns for their rows."""
+
+    configs: list
+    extra: dict = field(default_factory=dict)
 
 
 def new_run_id() -> str:
@@ -123,7 +146,7 @@ def _open_run(spec: SweepSpec, store: ResultsStore, run_id: str, resume: bool) -
 
 def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight) -> RunSummary:
     todo = None if spec.search.adaptive else spec.n_trials() - len(done_ids)
-    summary = RunSummary(spec.name, run_id, todo or 0)
+    summary = RunSummary(spec.name, run_id, todo or 0, slots=max(executor.slots(), 1))
     attempt = dict(attempt=len(record.get("attempts") or []) + 1, started_at=dt.datetime.now(dt.UTC),
                    ended_at=None, status="running", host=host(), pid=os.getpid(), executor=executor.describe(),
                    n_skipped=len(done_ids), n_run=0, wall_s=None)
@@ -164,8 +187,8 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
 class TrialBatches:
     """Runs batches of trials of one run on the executor, streaming their rows to the writer.
 
-    A grid sweep is one batch; an adaptive search (orchestrator/adaptive.py) runs one batch
-    per round and reads the store between them. Trials whose id the run already holds are
+    A grid sweep is one batch (:meth:`run`); an adaptive search (orchestrator/adaptive.py)
+    is a set of flows, one per cell (:meth:`run_flows`). Trials whose id the run already holds are
     skipped, so a resumed run never repeats a finished trial.
     """
 
@@ -173,20 +196,26 @@ class TrialBatches:
                  done_ids: set[str], console: Console, bound: int):
         self.spec, self.executor, self.writer, self.summary = spec, executor, writer, summary
         self.done_ids, self.console, self.bound = done_ids, console, bound
+        self.results: dict[str, dict] = {}
+        """The run's rows by trial id, the columns an adaptive search decides on
+        (:data:`RESULT_COLUMNS`); filled by :meth:`load_results` and as packs finish."""
+        self._keep = False  # kept only for an adaptive search (load_results)
 
-    def run_configs(self, configs: list, label: str, extra: dict | None = None) -> int:
-        """Run the trials of ``configs`` not yet in the run, with ``extra`` columns on their
-        rows (e.g. ``search_round``); returns how many ran. The rows are flushed to the store
-        before it returns."""
-        trials = list(dict.fromkeys((trial_id(c), c) for c in configs))
-        todo = [(tid, c) for tid, c in trials if tid not in self.done_ids]
-        if todo:
-            share = -(-len(todo) // max(self.executor.slots(), 1))
-            sizer = pack_sizer(self.spec.execution.pack_size, self.spec.experiment,
-                               self.spec.execution.pack_memory_mb, share)
-            self.run(iter(todo), len(todo), sizer, label, extra)
-        self.writer.flush()
-        return len(todo)
+    def load_results(self, store: ResultsStore, sweep: str, run_id: str) -> None:
+        """Keep the run's rows in :attr:`results` from now on, starting with those it
+        already holds (a resumed run)."""
+        self._keep = True
+        try:
+            rows = store.scan_run_trials(sweep, run_id).select(RESULT_COLUMNS).collect()
+        except StoreError:  # no rows yet: a new run
+            return
+        self.results.update((r["trial_id"], r) for r in rows.iter_rows(named=True))
+
+    def _record(self, rows: list[dict]) -> None:
+        self.done_ids.update(r["trial_id"] for r in rows)
+        if self._keep:
+            self.results.update((r["trial_id"], {k: r.get(k) for k in RESULT_COLUMNS}) for r in rows)
+        self.summary.busy_s += sum(r.get("wall_s") or 0.0 for r in rows)
 
     def record_reused(self, rows: list[dict]) -> int:
         """Store rows whose results are another trial's (the budget check's trials that the
@@ -195,7 +224,7 @@ class TrialBatches:
         rows = [r for r in rows if r["trial_id"] not in self.done_ids]
         if rows:
             self.writer.append(rows)
-            self.done_ids.update(r["trial_id"] for r in rows)
+            self._record(rows)
             self.summary.counts.update(r["status"] for r in rows)
         self.writer.flush()
         return len(rows)
@@ -234,10 +263,99 @@ class TrialBatches:
                     if extra:
                         rows = [{**r, **extra} for r in rows]
                     writer.append(rows)
-                    self.done_ids.update(pack.ids)
+                    self._record(rows)
                     statuses = Counter(r["status"] for r in rows)
                     summary.counts.update(statuses)
                     progress.advance(len(rows), statuses)
+                writer.maybe_flush()
+
+    def run_flows(self, flows: list, label: str) -> None:
+        """Run independent flows of requests (an adaptive search's cells), keeping every
+        worker busy while any flow has work.
+
+        A flow is a generator that yields :class:`Request` objects; it is advanced as soon
+        as every trial of its last request has a row (in :attr:`results`), so a cell whose
+        round finished starts its next round while other cells' packs still run. Packs are
+        cut from the trials waiting across all flows when they are submitted, at most the
+        spec's pack size and at most the waiting trials divided over the workers, so the
+        last requests of a run are split across workers instead of training on one.
+        """
+        executor, writer, summary = self.executor, self.writer, self.summary
+        slots = max(executor.slots(), 1)
+        sizer = pack_sizer(self.spec.execution.pack_size, self.spec.experiment, self.spec.execution.pack_memory_mb)
+        queue: list[tuple[str, object]] = []  # trials waiting for a pack, in request order
+        extra_of: dict[str, dict] = {}
+        waiting: dict[int, set[str]] = {}  # flow -> its request's trials without a row yet
+        owners: dict[str, set[int]] = {}  # trial id -> flows waiting on it
+        pending = set()  # queued or in flight
+        retry: deque[Pack] = deque()
+        deaths: Counter = Counter()
+        runs_per_pack = self.spec.execution.max_retries + 1
+        in_flight: dict = {}
+
+        def advance(i: int) -> None:
+            while True:
+                try:
+                    request = next(flows[i])
+                except StopIteration:
+                    return
+                ids = list(dict.fromkeys((trial_id(c), c) for c in request.configs))
+                left = {tid for tid, _ in ids if tid not in self.done_ids}
+                for tid, config in ids:
+                    if tid in left and tid not in pending:
+                        queue.append((tid, config))
+                        extra_of[tid] = request.extra
+                        pending.add(tid)
+                    if tid in left:
+                        owners.setdefault(tid, set()).add(i)
+                if left:
+                    waiting[i] = left
+                    return
+
+        def next_pack() -> Pack:
+            first = queue[0][1]
+            size = max(1, min(sizer(first), -(-len(queue) // slots)))
+            key = first.shape_key()
+            take = [j for j, (_, c) in enumerate(queue) if c.shape_key() == key][:size]
+            chosen = [queue[j] for j in take]
+            for j in reversed(take):
+                del queue[j]
+            return Pack(tuple(t for t, _ in chosen), tuple(c for _, c in chosen), self.spec.experiment)
+
+        with SweepProgress(self.console, None, label) as progress:
+            for i in range(len(flows)):
+                advance(i)
+            while True:
+                while len(in_flight) < self.bound and (retry or queue):
+                    isolated = bool(retry)
+                    if isolated and not executor.can_isolate():
+                        break
+                    pack = retry.popleft() if retry else next_pack()
+                    in_flight[executor.submit(pack, isolated=isolated)] = pack
+                if not in_flight:
+                    break
+                for handle, outcome in executor.wait(list(in_flight), timeout_s=0.5):
+                    pack = in_flight.pop(handle)
+                    if isinstance(outcome, BaseException) and is_lost(outcome) and len(pack) > 1:
+                        deaths.update({tid: runs_per_pack for tid in pack.ids})
+                        retry.extend(Pack((tid,), (cfg,), pack.experiment) for tid, cfg in zip(pack.ids, pack.configs))
+                        continue
+                    rows = [{**r, **extra_of.pop(r["trial_id"], {})} for r in _rows(pack, outcome, deaths, runs_per_pack)]
+                    writer.append(rows)
+                    self._record(rows)
+                    statuses = Counter(r["status"] for r in rows)
+                    summary.counts.update(statuses)
+                    progress.advance(len(rows), statuses)
+                    ready = set()
+                    for tid in pack.ids:
+                        pending.discard(tid)
+                        for i in owners.pop(tid, ()):
+                            waiting[i].discard(tid)
+                            if not waiting[i]:
+                                ready.add(i)
+                    for i in sorted(ready):
+                        del waiting[i]
+                        advance(i)
                 writer.maybe_flush()
 
 

@@ -132,21 +132,30 @@ TUNABLE = ("lr", "weight_decay")
 
 
 class TuneSettings(BaseModel):
-    """Optuna TPE over the learning rate and weight decay of each cell, before its m* search.
+    """Optuna TPE over the learning rate and weight decay of each cell, after its m* search
+    with the spec's own settings (orchestrator/adaptive.py, phase 2).
 
-    Each Optuna trial trains ``seeds`` seeds at the probe sample size ``m`` and scores the
-    parameters by their mean test score (sparse_boolean: test accuracy, a trial that
-    diverged scoring 0.5; symmetry: -log10 relative test error). The best parameters are
-    then used for every trial of the cell's m* search.
+    Each Optuna trial trains ``seeds`` seeds at the probe sample size ``m`` (default: just
+    below the cell's m* with the spec's settings) and scores the parameters by their mean
+    test score (sparse_boolean: test accuracy, a trial that diverged scoring 0.5; symmetry:
+    -log10 relative test error). The best set is adopted, and the cell searched again with
+    it, only when it beats the spec's settings on the same seeds in at least ``confidence``
+    of seed-bootstrap resamples.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     n_trials: int = Field(8, ge=1, le=1000, description="Optuna trials (parameter sets) per cell")
     batch: int = Field(4, ge=1, le=1000, description="parameter sets asked at once and trained in parallel")
-    seeds: int = Field(2, ge=1, le=1000, description="seeds per parameter set: the first ones of the spec's seeds")
+    seeds: int | None = Field(None, ge=1, le=1000,
+                              description="seeds per parameter set, the first ones of the spec's seeds; None: 8, or all "
+                                          "of them when there are fewer")
     m: int | None = Field(None, ge=1, le=100_000_000,
-                          description="probe sample size; None: the geometric middle of search.m")
+                          description="probe sample size; None: the largest m below the cell's m* with the spec's "
+                                      "settings that the search tried")
+    confidence: float = Field(0.9, ge=0.5, le=1.0,
+                              description="fraction of seed-bootstrap resamples in which the best set must beat the "
+                                          "spec's settings to be adopted")
     lr: LogRange | None = Field(LogRange(min=1e-4, max=3e-2), description="learning-rate range; null: not tuned")
     weight_decay: LogRange | None = Field(LogRange(min=1e-6, max=1e-1),
                                           description="weight-decay range; null: not tuned")
@@ -249,7 +258,7 @@ class SweepSpec(BaseModel):
         s = self.search
         cells = list(self.cells())
         per_cell = len(self.seeds) * (s.initial_points + s.max_rounds * s.points_per_round)
-        tune = s.tune.n_trials * min(s.tune.seeds, len(self.seeds)) if s.tune else 0
+        tune = s.tune.n_trials * min(s.tune.seeds or 8, len(self.seeds)) + per_cell if s.tune else 0  # and the tuned search
         # one budget check per series: a cell without T and without its tuned settings
         series = {json.dumps({k: v for k, v in c.items() if k != "T"}, sort_keys=True, default=str) for c in cells}
         budget = len(series) * per_cell if s.budget_check and any("T" in c for c in cells) else 0
@@ -370,7 +379,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     chosen = _chosen_by_search(search, raw.get("search"))
     grids = [_grid_block(exp, f"grid[{i}]" if isinstance(raw_grid, list) else "grid", block, fixed, problems, chosen)
              for i, block in enumerate(blocks)]
-    for key in sorted(chosen.keys() & set(fixed)):
+    for key in sorted(chosen.keys() & set(fixed) - set(TUNABLE)):  # a tuned setting's fixed value is the default it must beat
         problems.append(f"fixed.{key}: {chosen[key]}; remove it from fixed")
     fixed = {k: v for k, v in fixed.items() if _known(exp, f"fixed.{k}", k, problems)}
     problems += _check_values(exp, "fixed", {k: [v] for k, v in fixed.items()})
@@ -392,7 +401,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
             )
         except ValidationError as exc:
             problems += _describe(exc)
-    if spec is not None and not problems and spec.search.tune is not None and spec.search.tune.seeds > len(spec.seeds):
+    if spec is not None and not problems and spec.search.tune is not None and (spec.search.tune.seeds or 0) > len(spec.seeds):
         problems.append(f"search.tune.seeds: value {spec.search.tune.seeds}: more than the spec's {len(spec.seeds)} seeds")
     if spec is not None and not problems:
         n = spec.n_trials()
@@ -434,7 +443,8 @@ def _chosen_by_search(search: SearchSettings | None, raw: Any) -> dict[str, str]
         return {}
     chosen = {"m": "the adaptive search chooses m (give its range as search.m: {min, max})"}
     if search is not None and search.tune is not None:
-        chosen |= {k: f"search.tune tunes {k} per cell (set its range in search.tune.{k}, or null to fix it)"
+        chosen |= {k: f"search.tune tunes {k} per cell, against the spec's value in fixed (set its range in "
+                      f"search.tune.{k}, or null to fix it)"
                    for k in search.tune.params()}
     return chosen
 

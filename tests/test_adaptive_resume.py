@@ -41,11 +41,15 @@ def test_a_killed_adaptive_search_resumes_without_repeating_trials(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--store", "s",
                              "--no-analyze"], cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    trials = tmp_path / "s" / "trials"
+    trials, studies = tmp_path / "s" / "trials", tmp_path / "s" / "studies"
     deadline = time.time() + 300
-    # round 0 tunes 2 cells x 2 parameter sets x 2 seeds = 8 trials = 4 files: kill in a later round
-    while time.time() < deadline and len(list(trials.rglob("*.parquet"))) < 6:
-        time.sleep(0.1)
+    # Tuning starts once a cell's search with the spec's settings is done (its journal
+    # appears); kill after a few more files, in the middle of tuning.
+    while time.time() < deadline and not list(studies.rglob("*.journal")):
+        time.sleep(0.05)
+    files = len(list(trials.rglob("*.parquet")))
+    while time.time() < deadline and len(list(trials.rglob("*.parquet"))) < files + 2:
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     store = ResultsStore(tmp_path / "s")
@@ -80,7 +84,12 @@ def test_a_killed_adaptive_search_resumes_without_repeating_trials(tmp_path):
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 4
     tune = rows.filter(pl.col("search_phase") == "tune")
-    assert tune.height == 2 * 4 * 2  # cells x Optuna trials x seeds
+    assert set(tune["m"]) == {32}
+    assert tune.filter(pl.col("lr") != 1e-3).height == 2 * 4 * 2  # cells x Optuna trials x seeds
+    # the spec's settings run at the probe too, where the search did not already try it
+    default = tune.filter(pl.col("lr") == 1e-3)
+    searched = rows.filter((pl.col("search_phase") == "search") & (pl.col("m") == 32))
+    assert default.join(searched, on="trial_id").is_empty()
     assert rows.filter(pl.col("search_phase") == "search")["m"].min() == 8
 
     again = _cli("resume", run_id, "--store", "s", "--no-analyze", cwd=tmp_path)

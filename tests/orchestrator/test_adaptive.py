@@ -8,7 +8,9 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from orchestrator.adaptive import initial_points, next_points, study_dir
+import numpy as np
+
+from orchestrator.adaptive import cell_key, initial_points, next_points, probe_m, robust_choice, study_dir
 from orchestrator.analyze import analyze_run
 from orchestrator.driver import run_sweep
 from orchestrator.errors import SpecError
@@ -56,7 +58,6 @@ def test_the_search_stops_when_pinned_or_beyond_the_range():
 
 @pytest.mark.parametrize("old, new, message", [
     ("grid: {T: [8, 16]}", "grid: {T: [8, 16], m: [8, 16]}", "grid.m: the adaptive search chooses m"),
-    ("  rel_tol: 0.25\n", "  tune: {n_trials: 2}\n", "fixed.lr: search.tune tunes lr"),
     ("  m: {min: 8, max: 128}\n", "  m: {min: 64, max: 8}\n", "search.m: max must be greater than min"),
     ("  m: {min: 8, max: 128}\n", "", "search: mode adaptive needs the range of m"),
     ("  mode: adaptive\n", "  mode: adapt\n", "search.mode: value 'adapt'"),
@@ -74,6 +75,13 @@ def test_spec_errors_name_the_field(old, new, message):
         parse_spec(SPEC.replace(old, new))
     assert message in str(exc.value)
     assert "m: required" not in str(exc.value)  # an adaptive spec is not asked for an m axis
+
+
+def test_a_tuned_setting_may_be_fixed_as_the_default_to_beat_but_is_no_grid_axis():
+    tuned = SPEC.replace("  rel_tol: 0.25\n", "  rel_tol: 0.25\n  tune: {n_trials: 2}\n")
+    assert parse_spec(tuned).fixed["lr"] == 1e-2
+    with pytest.raises(SpecError, match="grid.lr: search.tune tunes lr per cell"):
+        parse_spec(tuned.replace("grid: {T: [8, 16]}", "grid: {T: [8, 16], lr: [1e-3, 1e-2]}"))
 
 
 def test_an_adaptive_spec_counts_at_most_trials_and_hashes_its_search():
@@ -145,42 +153,70 @@ def test_the_budget_check_reuses_trials_that_stopped_before_the_cap_and_retrains
     assert search and all(r["reused_from"] is None for r in search.values())
 
 
-def test_tuning_stores_one_study_per_cell_and_the_search_uses_its_best_values(tmp_path):
-    # The probe m (20) is one of the first round's m (8, 20, 51, 128): there the best tuning
-    # trials are search trials too, with the same trial ids.
-    text = SPEC.replace(", lr: 1e-2}", "}") + "  tune: {n_trials: 3, batch: 2, seeds: 2, m: 20}\n  budget_check: false\n"
+def test_the_choice_needs_the_best_set_to_beat_the_default_on_most_seed_resamples():
+    default = np.full(8, 0.6)
+    # better on every seed: every resample has it above the default
+    c = robust_choice(np.array([np.full(8, 0.7), np.full(8, 0.65)]), default, 0.9, n_boot=2000)
+    assert (c.best, c.win_frac, c.beats_default, c.adopted) == (0, 1.0, 1.0, True)
+    # equal on every seed: a tie in every resample counts one half, and ties go to the default
+    c = robust_choice(np.array([default.copy()]), default, 0.9, n_boot=2000)
+    assert (c.beats_default, c.win_frac, c.adopted) == (0.5, 0.0, False)
+    # better on one seed of eight: a resample ties when it misses that seed, with probability
+    # (7/8)^8 = 0.344, so it beats the default in 1 - 0.344 / 2 = 0.828 of them: not adopted
+    one = default.copy()
+    one[3] = 1.0
+    c = robust_choice(np.array([one]), default, 0.9, n_boot=20000)
+    assert abs(c.beats_default - (1 - (7 / 8) ** 8 / 2)) < 0.01 and not c.adopted
+    assert robust_choice(np.array([one]), default, 0.8, n_boot=20000).adopted
+    with pytest.raises(ValueError, match="seeds"):
+        robust_choice(np.ones((2, 3)), np.ones(4), 0.9)
+
+
+def test_probe_is_where_the_spec_settings_just_fail():
+    assert probe_m({8: 0.0, 20: 0.25, 51: 0.75, 128: 1.0}, 0.5, 128) == 20
+    assert probe_m({8: 0.0, 128: 0.25}, 0.5, 128) == 128  # m* above the range
+    assert probe_m({8: 0.5, 128: 1.0}, 0.5, 128) is None  # m* at the range's start: nothing to gain
+
+
+def test_tuning_runs_after_the_default_search_and_a_robustly_better_set_is_searched_again(tmp_path):
+    # lr 3e-4 cannot fit in 200 epochs where lr >= 3e-3 does: the tuned set must win, and the
+    # search with it must find a lower m*.
+    text = (SPEC.replace("lr: 1e-2", "lr: 3e-4") +
+            "  tune: {n_trials: 3, batch: 3, seeds: 4, lr: {min: 3e-3, max: 3e-2}, weight_decay: null}\n"
+            "  budget_check: false\n")
     spec, store, rows = _run(tmp_path, text)
     folder = study_dir(store, spec.name, "r1")
-    journals = sorted(folder.glob("*.journal"))
-    assert len(journals) == 2  # one per cell
-    tune = rows.filter(pl.col("search_phase") == "tune")
-    tried = {}
-    assert set(tune["m"]) == {20} and set(tune["seed"]) == {0, 1}
-    assert tune.height == 2 * 3 * 2  # cells x optuna trials x seeds
+    assert len(sorted(folder.glob("*.journal"))) == 2  # one per cell
+    ok = (pl.col("status") == "done") & (pl.col("test_acc") >= 0.95)
     for T in (8, 16):
         cell = {**spec.fixed, "T": T}
-        from orchestrator.adaptive import cell_key
-
+        search = rows.filter((pl.col("search_phase") == "search") & (pl.col("T") == T))
+        assert set(search["lr"]) == {3e-4}
+        rates = dict(search.group_by("m").agg(ok.mean()).iter_rows())
+        reached = min(m for m, r in rates.items() if r >= 0.5) if any(r >= 0.5 for r in rates.values()) else None
+        probe = 128 if reached is None else max(m for m in rates if m < reached)
+        tune = rows.filter((pl.col("search_phase") == "tune") & (pl.col("T") == T))
+        assert set(tune["m"]) == {probe} and tune.height == 3 * 4
         storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
             str(folder / f"{cell_key(cell)}.journal")))
         study = optuna.load_study(study_name=cell_key(cell), storage=storage)
         assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
-        # each study value is the mean test accuracy of its two trials, read from the store
-        for t in study.trials:
-            accs = [tune.filter(pl.col("trial_id") == trial_id(spec.family.config(**cell, **t.params, m=20, seed=s)))
-                    ["test_acc"][0] for s in (0, 1)]
-            assert math.isclose(t.value, sum(accs) / 2)
-        best = study.best_trial.params
-        search = rows.filter((pl.col("search_phase") == "search") & (pl.col("T") == T))
-        assert set(search["lr"]) == {best["lr"]} and set(search["weight_decay"]) == {best["weight_decay"]}
-        assert set(search.filter(pl.col("m") == 20)["seed"]) == {2, 3}  # seeds 0, 1 ran in tuning
-        tried[T] = search["m"].n_unique()
+        for t in study.trials:  # the mean test accuracy of its four trials (0.5 if one did not train)
+            part = tune.filter(pl.col("lr") == t.params["lr"])
+            accs = [r["test_acc"] if r["status"] == "done" else 0.5 for r in part.iter_rows(named=True)]
+            assert part.height == 4 and math.isclose(t.value, sum(accs) / 4)
+        tuned = rows.filter((pl.col("search_phase") == "tuned") & (pl.col("T") == T))
+        assert set(tuned["lr"]) == {study.best_trial.params["lr"]}
     result = analyze_run(store, "r1")
-    # tuned values differ per cell but do not split the series of the analysis
-    assert result.m_star["series"].n_unique() == 1
-    # m* counts every seed at every tried m, the two from tuning at m = 20 included
-    for row in result.m_star.iter_rows(named=True):
-        assert row["n_seeds"] == 4 and row["n_trials"] == 4 * tried[row["T"]]
+    table = result.m_star
+    assert set(table["settings"]) == {"tuned"} and set(table["tuning"]) == {"tuned"}
+    assert (table["m_star_tuned"] < table["m_star_default"]).all()
+    assert result.m_star["series"].n_unique() == 1  # tuned values do not split the series
+    assert result.tuning.height == 2 and result.tuning["adopted"].all()
+    assert (result.tuning["probe_m"].to_list() == [
+        rows.filter((pl.col("search_phase") == "tune") & (pl.col("T") == T))["m"][0] for T in (8, 16)])
+    check = next(c for c in result.checks if c["check"] == "tuning did not make m* worse")
+    assert check["verdict"] == "yes"
 
 
 def test_a_symmetry_search_uses_the_test_error_and_has_no_budget_phase(tmp_path):

@@ -1,0 +1,113 @@
+"""Tuned against default: the optimiser's counterpart of the budget check.
+
+An adaptive search with ``search.tune`` (orchestrator/adaptive.py) searches every cell with
+the spec's own settings first, tunes the learning rate and weight decay at a probe m just
+below that m*, and searches the cell again only when the best tuned set robustly beats the
+spec's settings there. This module reads both back from the store:
+
+* :func:`tuning_choices`: per cell, the probe m, the parameter sets tried, the best one and
+  how robust its choice was (recomputed from the rows with the search's own rule,
+  :func:`orchestrator.adaptive.robust_choice`);
+* :func:`choose_m_star`: per cell, m* with the spec's settings (``m_star_default``) and with
+  the adopted ones (``m_star_tuned``), and the one the verdicts use (``settings``). Tuning
+  *made m* worse* when the tuned m* lies above the default's interval (or is censored above
+  the range where the default is not); such a cell keeps the default's m*, as a cell where
+  tuning was not adopted does, and its ``tuning`` column says so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from orchestrator.adaptive import robust_choice
+
+TUNING_STATES = ("not tuned", "spec settings kept", "tuned", "tuned worse: spec settings used")
+"""Values of the ``tuning`` column of an m* table."""
+
+
+def tuning_choices(rows: pl.DataFrame, cell: list[str], tuned: list[str], confidence: float) -> pl.DataFrame:
+    """The tuning phase of each cell, as the search decided it.
+
+    Args:
+        rows: every row of the run (at least ``cell``, ``m``, ``seed``, ``status``,
+            ``test_acc``, ``search_phase``).
+        cell: the columns of a cell; tuned: those of them the search tuned.
+        confidence: ``search.tune.confidence``.
+
+    Returns:
+        One row per tuned cell: the cell columns (the spec's own values of ``tuned``),
+        ``probe_m``, ``sets`` (parameter sets tried), ``best_<param>`` for each tuned
+        setting, ``win_frac``, ``beats_default`` and ``adopted``. Empty when nothing was tuned.
+    """
+    phase = pl.col("search_phase")
+    tune = rows.filter(phase == "tune")
+    base = [c for c in cell if c not in tuned]
+    if tune.is_empty() or not tuned:
+        return pl.DataFrame()
+    spec_values = rows.filter(phase == "search").select([*base, *tuned]).unique()
+    score = (pl.when(pl.col("status") == "done").then(pl.col("test_acc").fill_nan(0.5).fill_null(0.5))
+             .otherwise(0.5)).alias("score")
+    out = []
+    for key, part in tune.group_by(base, maintain_order=True):
+        probe = int(part["m"].min())
+        seeds = sorted(set(part["seed"]))
+        match = pl.all_horizontal([pl.col(c).eq_missing(v) for c, v in zip(base, key)]) if base else pl.lit(True)
+        own = spec_values.filter(match)
+        if own.height != 1:
+            continue
+        own_values = own.row(0, named=True)
+        at_probe = rows.filter(match & (pl.col("m") == probe) & pl.col("seed").is_in(seeds)).with_columns(score)
+        is_default = pl.all_horizontal([pl.col(t).eq_missing(own_values[t]) for t in tuned])
+        default = at_probe.filter(is_default).unique("seed").sort("seed")
+        sets = (part.filter(~is_default).with_columns(score).group_by(tuned, maintain_order=True)
+                .agg(pl.col("seed"), pl.col("score")))
+        table = [[dict(zip(s, v))[seed] if seed in s else 0.5 for seed in seeds]
+                 for s, v in zip(sets["seed"], sets["score"])]
+        if not table or default.height != len(seeds):
+            continue
+        choice = robust_choice(np.array(table), default["score"].to_numpy(), confidence)
+        best = sets.row(choice.best, named=True)
+        out.append({**dict(zip(base, key)), **{t: own_values[t] for t in tuned}, "probe_m": probe,
+                    "sets": sets.height, **{f"best_{t}": best[t] for t in tuned},
+                    "win_frac": choice.win_frac, "beats_default": choice.beats_default, "adopted": choice.adopted})
+    return pl.DataFrame(out) if out else pl.DataFrame()
+
+
+def choose_m_star(default: pl.DataFrame, tuned_table: pl.DataFrame | None, cell: list[str], tuned: list[str],
+                  tuning_ran: bool) -> pl.DataFrame:
+    """The m* table the verdicts use, one row per cell (module docstring).
+
+    Args:
+        default: m* per cell with the spec's settings (results/critical.py's table).
+        tuned_table: m* per cell with the adopted settings (None or empty: none adopted).
+        cell: the cell columns; tuned: those the search tuned.
+        tuning_ran: the run's spec tunes (else every row is ``not tuned``).
+
+    Returns:
+        ``default``'s rows, replaced by the tuned row where tuning was adopted and did not
+        make m* worse, with columns ``settings`` (``default`` or ``tuned``),
+        ``m_star_default``, ``m_star_tuned`` (null where not adopted) and ``tuning`` (one
+        of :data:`TUNING_STATES`).
+    """
+    base = [c for c in cell if c not in tuned]
+    state = pl.lit("spec settings kept" if tuning_ran else "not tuned")
+    out = default.with_columns(settings=pl.lit("default"), m_star_default=pl.col("m_star"),
+                               m_star_tuned=pl.lit(None, pl.Float64), tuning=state)
+    if tuned_table is None or tuned_table.is_empty():
+        return out
+    ref = default.select(*base, d_m=pl.col("m_star"), d_hi=pl.col("ci_hi"), d_cens=pl.col("censored"))
+    t = tuned_table.join(ref, on=base, how="left", nulls_equal=True)
+    worse = ((pl.col("m_star") > pl.col("d_hi")).fill_null(False)
+             | ((pl.col("censored") == "above") & (pl.col("d_cens") != "above")))
+    t = t.with_columns(worse=worse, m_star_default=pl.col("d_m"), m_star_tuned=pl.col("m_star"))
+    used = (t.filter(~pl.col("worse")).drop("d_m", "d_hi", "d_cens", "worse")
+            .with_columns(settings=pl.lit("tuned"), tuning=pl.lit("tuned")))
+    worse_keys = t.filter(pl.col("worse")).select(*base, m_star_tuned_=pl.col("m_star_tuned"))
+    kept = (out.join(used.select(base), on=base, how="anti", nulls_equal=True)
+            .join(worse_keys, on=base, how="left", nulls_equal=True)
+            .with_columns(m_star_tuned=pl.coalesce("m_star_tuned_", "m_star_tuned"),
+                          tuning=pl.when(pl.col("m_star_tuned_").is_not_null())
+                          .then(pl.lit("tuned worse: spec settings used")).otherwise(pl.col("tuning")))
+            .drop("m_star_tuned_"))
+    return pl.concat([kept, used.select(kept.columns)], how="vertical_relaxed")
