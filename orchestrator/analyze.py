@@ -288,6 +288,10 @@ def _show(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+def _num(x: float | None) -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:.1f}"
+
+
 def print_analysis(result: Analysis, console: Console) -> None:
     """The m* table, the growth fits and the checks, as rich tables."""
     tuned = [c for c in result.tuned if c in result.m_star.columns]
@@ -309,11 +313,20 @@ def print_analysis(result: Analysis, console: Console) -> None:
                   f"{r['m_min']}..{r['m_max']}", *twin)
     console.print(t)
     if tuned:
-        u = Table(title=f"{' and '.join(tuned)} per cell, chosen by Optuna (TPE)")
-        for c in [*shown, "T", *tuned]:
-            u.add_column(c, justify="left" if c in shown else "right")
+        u = Table(title="tuned against the spec's settings: m* of each, and the settings the verdicts use")
+        choice = {}
+        if not result.tuning.is_empty():
+            keys = [c for c in result.tuning.columns if c in result.m_star.columns and c not in tuned]
+            choice = {tuple(r[k] for k in keys): r for r in result.tuning.iter_rows(named=True)}
+        for c in [*shown, "T", "m* spec settings", "m* tuned", "tuning", "probe m", "best beats spec", "best wins",
+                  *tuned]:
+            u.add_column(c, justify="left" if c in (*shown, "tuning") else "right")
         for r in result.m_star.iter_rows(named=True):
-            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), *[f"{r[c]:.2e}" for c in tuned])
+            ch = choice.get(tuple(r[k] for k in keys)) if choice else None
+            ch_cols = ([str(ch["probe_m"]), f"{ch['beats_default']:.0%}", f"{ch['win_frac']:.0%}"] if ch
+                       else ["-", "-", "-"])
+            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), _num(r["m_star_default"]), _num(r["m_star_tuned"]),
+                      r["tuning"], *ch_cols, *[f"{r[c]:.2e}" for c in tuned])
         console.print(u)
     for label, fit in result.fits.items():
         f = Table(title=escape(f"m* against T [{label}]: growth laws by AIC"))

@@ -194,6 +194,8 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     fixed = ", ".join(f"{c}={m_star[c][0]}" for c in cell if c in m_star.columns and c not in shown and c != "run_id")
     checked = "budget" in m_star.columns and (m_star["budget"] != "not checked").any()
     extra = ["m_star_2x", "budget"] if checked else []  # a grid sweep has no budget check
+    if "tuning" in m_star.columns and (m_star["tuning"] != "not tuned").any():
+        extra += ["m_star_default", "m_star_tuned", "tuning"]
     rows = []
     for r in m_star.iter_rows(named=True):
         above, below = r["censored"] == "above", r["censored"] == "below"
@@ -204,7 +206,7 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
                      f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if finite and not above else "-",
                      "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
                      str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}", *(_cell(r, c) for c in extra)])
-    names = {"m_star_2x": "m* at 2x epochs"}
+    names = {"m_star_2x": "m* at 2x epochs", "m_star_default": "m* spec settings", "m_star_tuned": "m* tuned"}
     return dict(columns=[*shown, "m*", "95% CI", "grid m*", "seeds", "m range", *(names.get(c, c) for c in extra)],
                 rows=rows, fixed=fixed)
 
@@ -215,6 +217,8 @@ def _cell(row: dict, column: str) -> str:
         if row.get("budget") in (None, "not checked"):
             return "-"
         return "> max" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}"
+    if column in ("m_star_default", "m_star_tuned"):
+        return "-" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}"
     return str(row[column])
 
 
