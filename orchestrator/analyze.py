@@ -228,8 +228,8 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: set[str] 
                    f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
         ))
     if "tuning" in table.columns and (table["tuning"] != "not tuned").any():
-        worse = table.filter(pl.col("tuning") == "tuned worse: spec settings used")
-        adopted = int((table["tuning"] != "spec settings kept").sum())
+        worse = table.filter(pl.col("tuning") == "worse: spec used")
+        adopted = int((table["tuning"] != "spec kept").sum())
         where = "; ".join(f"{r['series']}, T={r.get('T')}: tuned {r['m_star_tuned']:.1f} vs {r['m_star_default']:.1f}"
                           for r in worse.iter_rows(named=True))
         checks.append(dict(
@@ -318,15 +318,14 @@ def print_analysis(result: Analysis, console: Console) -> None:
         if not result.tuning.is_empty():
             keys = [c for c in result.tuning.columns if c in result.m_star.columns and c not in tuned]
             choice = {tuple(r[k] for k in keys): r for r in result.tuning.iter_rows(named=True)}
-        for c in [*shown, "T", "m* spec settings", "m* tuned", "tuning", "probe m", "best beats spec", "best wins",
-                  *tuned]:
+        for c in [*shown, "T", "m* spec", "m* tuned", "tuning", "probe m", "beats spec", "wins", *tuned]:
             u.add_column(c, justify="left" if c in (*shown, "tuning") else "right")
         for r in result.m_star.iter_rows(named=True):
             ch = choice.get(tuple(r[k] for k in keys)) if choice else None
             ch_cols = ([str(ch["probe_m"]), f"{ch['beats_default']:.0%}", f"{ch['win_frac']:.0%}"] if ch
                        else ["-", "-", "-"])
             u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), _num(r["m_star_default"]), _num(r["m_star_tuned"]),
-                      r["tuning"], *ch_cols, *[f"{r[c]:.2e}" for c in tuned])
+                      r["tuning"], *ch_cols, *[f"{r[c]:.2g}" for c in tuned])
         console.print(u)
     for label, fit in result.fits.items():
         f = Table(title=escape(f"m* against T [{label}]: growth laws by AIC"))

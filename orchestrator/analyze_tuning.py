@@ -22,7 +22,7 @@ import polars as pl
 
 from orchestrator.adaptive import robust_choice
 
-TUNING_STATES = ("not tuned", "spec settings kept", "tuned", "tuned worse: spec settings used")
+TUNING_STATES = ("not tuned", "spec kept", "tuned", "worse: spec used")
 """Values of the ``tuning`` column of an m* table."""
 
 
@@ -91,14 +91,17 @@ def choose_m_star(default: pl.DataFrame, tuned_table: pl.DataFrame | None, cell:
         of :data:`TUNING_STATES`).
     """
     base = [c for c in cell if c not in tuned]
-    state = pl.lit("spec settings kept" if tuning_ran else "not tuned")
+    state = pl.lit("spec kept" if tuning_ran else "not tuned")
     out = default.with_columns(settings=pl.lit("default"), m_star_default=pl.col("m_star"),
                                m_star_tuned=pl.lit(None, pl.Float64), tuning=state)
     if tuned_table is None or tuned_table.is_empty():
         return out
     ref = default.select(*base, d_m=pl.col("m_star"), d_hi=pl.col("ci_hi"), d_cens=pl.col("censored"))
     t = tuned_table.join(ref, on=base, how="left", nulls_equal=True)
-    worse = ((pl.col("m_star") > pl.col("d_hi")).fill_null(False)
+    # Censored m* are NaN with an infinite interval (and polars orders NaN above inf): compare
+    # values only where both are measured.
+    measured = (pl.col("censored") == "") & (pl.col("d_cens") == "")
+    worse = ((measured & (pl.col("m_star") > pl.col("d_hi"))).fill_null(False)
              | ((pl.col("censored") == "above") & (pl.col("d_cens") != "above")))
     t = t.with_columns(worse=worse, m_star_default=pl.col("d_m"), m_star_tuned=pl.col("m_star"))
     used = (t.filter(~pl.col("worse")).drop("d_m", "d_hi", "d_cens", "worse")
@@ -108,6 +111,6 @@ def choose_m_star(default: pl.DataFrame, tuned_table: pl.DataFrame | None, cell:
             .join(worse_keys, on=base, how="left", nulls_equal=True)
             .with_columns(m_star_tuned=pl.coalesce("m_star_tuned_", "m_star_tuned"),
                           tuning=pl.when(pl.col("m_star_tuned_").is_not_null())
-                          .then(pl.lit("tuned worse: spec settings used")).otherwise(pl.col("tuning")))
+                          .then(pl.lit("worse: spec used")).otherwise(pl.col("tuning")))
             .drop("m_star_tuned_"))
     return pl.concat([kept, used.select(kept.columns)], how="vertical_relaxed")
