@@ -160,6 +160,7 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     if not tuned_data.is_empty():
         tuned_table, tuned_reps = m_star(tuned_data, cols)
         reps = {**reps, **tuned_reps}
+    spec_table = table  # m* with the spec's own settings, before tuned cells replace theirs
     table = choose_m_star(table, tuned_table, cols, sorted(tuned), bool(tuned))
     search = search_of(store, sweep, run_id)
     choices = (tuning_choices(every, cols, sorted(tuned), search.tune.confidence)
@@ -172,16 +173,11 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     table = with_budget_check(table, budget, cols)
     result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned), replicates=reps,
                       tuning=choices)
-    for (label,), part in table.group_by(["series"], maintain_order=True):
-        # Censored cells carry a bound, not a value: they stay out of the fits.
-        finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("censored") == ""))
-        if finite["T"].n_unique() < 3:
-            continue
-        T = finite["T"].to_numpy()
-        keys = [tuple(r[c] for c in cols) for r in finite.iter_rows(named=True)]
-        rep = np.stack([reps[k] for k in keys], axis=1) if reps else None
-        result.fits[label] = compare_growth(T, finite["m_star"].to_numpy(), rep, ci=settings.ci)
+    result.fits = _fits(table, reps, cols, settings.ci)
     result.checks = _checks(table, result.fits, tuned)
+    if tuned_table is not None:  # tuning changed some cells: the growth laws with the spec's settings, too
+        spec_fits = _fits(spec_table.with_columns(series=_label(series_cols)), reps, cols, settings.ci)
+        result.checks += [_spec_law(label, fit) for label, fit in spec_fits.items()]
     if figures_dir is not None:
         figures_dir = Path(figures_dir)
         result.figures.append(plot_m_star(table, result.fits, "series", figures_dir / "m_star_vs_T.png"))
@@ -192,6 +188,30 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
         else:
             result.figures.append(plot_success_grid(rates, "series", figures_dir / "success_rate_grid.png"))
     return result
+
+
+def _fits(table: pl.DataFrame, reps: dict, cols: list[str], ci: float) -> dict[str, pl.DataFrame]:
+    """The growth-law fits (results/fits.py) of each series with m* known at >= 3 values of T."""
+    fits = {}
+    for (label,), part in table.group_by(["series"], maintain_order=True):
+        # Censored cells carry a bound, not a value: they stay out of the fits.
+        finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("censored") == ""))
+        if finite["T"].n_unique() < 3:
+            continue
+        T = finite["T"].to_numpy()
+        keys = [tuple(r[c] for c in cols) for r in finite.iter_rows(named=True)]
+        rep = np.stack([reps[k] for k in keys], axis=1) if reps else None
+        fits[label] = compare_growth(T, finite["m_star"].to_numpy(), rep, ci=ci)
+    return fits
+
+
+def _spec_law(label: str, fit: pl.DataFrame) -> dict:
+    """The check line of a series' growth laws with the spec's settings in every cell."""
+    power = fit.filter(pl.col("model") == "power").row(0, named=True)
+    log = fit.filter(pl.col("model") == "log").row(0, named=True)
+    return dict(check=f"best growth law with the spec's settings in every cell [{label}]", verdict=fit["model"][0],
+                detail=f"power-law exponent c = {power['b']:.2f} (CI {power['b_lo']:.2f} .. {power['b_hi']:.2f}); "
+                       f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f})")
 
 
 def _label(cols: list[str]) -> pl.Expr:

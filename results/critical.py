@@ -25,6 +25,8 @@ Definition (used everywhere in attnsweep; docs/claims.md section 1a):
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -85,7 +87,9 @@ def critical_sample_sizes(
         success_frac: success rate that defines m*.
         n_boot: bootstrap replicates (0: no interval).
         ci: coverage of the interval.
-        seed: seeds the bootstrap.
+        seed: seeds the bootstrap; each cell's resampling generator is seeded by ``seed``
+            and its cell values, so a cell's interval depends neither on the order of the
+            rows (which the store does not fix) nor on the other cells of the table.
         success: success expression replacing ``test_acc >= acc_threshold`` (see outcomes).
 
     Returns:
@@ -95,9 +99,9 @@ def critical_sample_sizes(
         the tuple of its cell values.
     """
     data = outcomes(trials, acc_threshold, success).select([*cell, "m", "seed", "success"]).collect()
-    rng = np.random.default_rng(seed)
     out, reps = [], {}
     for key, group in data.group_by(cell, maintain_order=True):
+        rng = np.random.default_rng([seed, _cell_hash(key)])
         ms = np.sort(group["m"].unique().to_numpy())
         seeds = group["seed"].unique().sort().to_numpy()
         # (seeds, ms) outcome matrix; NaN where a seed has no trained trial at that m.
@@ -138,6 +142,12 @@ def critical_sample_sizes(
     schema_extra = {"m_star": pl.Float64, "m_star_grid": pl.Float64, "ci_lo": pl.Float64, "ci_hi": pl.Float64}
     table = pl.DataFrame(out, infer_schema_length=None) if out else pl.DataFrame(schema={**{c: data.schema[c] for c in cell}, **schema_extra})
     return table, reps
+
+
+def _cell_hash(key: tuple) -> int:
+    """A 63-bit integer naming a cell's values, the same in every process (unlike hash())."""
+    text = json.dumps([v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for v in key])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 def _m_star(ms: np.ndarray, k: np.ndarray, n: np.ndarray, frac: float) -> dict[str, np.ndarray]:

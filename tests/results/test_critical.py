@@ -175,6 +175,17 @@ def test_bootstrap_is_seeded():
     assert a.equals(b)
 
 
+def test_a_cells_interval_depends_neither_on_row_order_nor_on_the_other_cells():
+    # The store returns rows in file order, which differs between identical runs.
+    one = frame(noisy_rows())
+    other = frame(outcome_rows("and", 64, {10: [False] * 6 + [True] * 6, 100: [True] * 12}))
+    alone, _ = critical_sample_sizes(one, CELL, n_boot=200, seed=5)
+    mixed, _ = critical_sample_sizes(pl.concat([other, one.sample(fraction=1.0, shuffle=True, seed=7)]), CELL,
+                                     n_boot=200, seed=5)
+    row, again = one_row(alone, task="and", T=32), one_row(mixed, task="and", T=32)
+    assert (row["ci_lo"], row["ci_hi"]) == (again["ci_lo"], again["ci_hi"])
+
+
 def test_no_bootstrap_gives_nan_interval():
     table, reps = critical_sample_sizes(frame(noisy_rows()), CELL, n_boot=0)
     row = one_row(table, task="and", T=32)
