@@ -466,40 +466,38 @@ def report(
 @app.command()
 @_user_errors
 def query(
-    sql: Annotated[str, typer.Argument(help="one SELECT over the tables 'trials' and 'runs' (polars SQL)")],
+    sql: Annotated[str, typer.Argument(help="one SELECT over the tables 'trials' and 'runs' (DuckDB SQL)")],
     store: StoreOpt = DEFAULT_STORE,
     format: Annotated[Literal["table", "csv", "json", "parquet"], typer.Option("--format", help="output format")] = "table",
     output: Annotated[Path | None, typer.Option(help="write to this file instead of stdout")] = None,
 ) -> None:
-    """Run a read-only SQL query over the store."""
+    """Run a read-only SQL query over the store (DuckDB SQL; the engine has no file access).
+
+    The table format shows at most 200 rows; csv, json and parquet stream every row.
+    """
     import polars as pl
 
-    from results import ResultsStore, run_query
+    from orchestrator.query_output import TABLE_ROWS, head, write_batches
+    from results import ResultsStore, stream_query
 
-    df = run_query(ResultsStore(store), sql)
+    schema, batches = stream_query(ResultsStore(store), sql)
     if format == "table":
-        with pl.Config(tbl_rows=200, tbl_cols=30, fmt_str_lengths=60):
+        df, more = head(schema, batches)
+        with pl.Config(tbl_rows=TABLE_ROWS, tbl_cols=30, fmt_str_lengths=60):
             text = str(df)
-    elif format == "csv":  # CSV has no nested types: lists become "[1, 2]"
-        lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
-        text = df.with_columns(
-            (pl.lit("[") + pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(", ") + pl.lit("]")).alias(c)
-            for c in lists
-        ).write_csv()
-    elif format == "json":
-        text = df.write_json()
-    else:
-        if output is None:
-            buf = io.BytesIO()
-            df.write_parquet(buf)
-            sys.stdout.buffer.write(buf.getvalue())
-            return
-        df.write_parquet(output)
+        if more:
+            text += f"\n(first {TABLE_ROWS} rows shown; --format csv, json or parquet writes them all)"
+        if output is not None:
+            output.write_text(text + "\n")
+        else:
+            typer.echo(text)
         return
-    if output is not None:
-        output.write_text(text)
-    else:
-        typer.echo(text)
+    if output is None:
+        write_batches(schema, batches, format, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return
+    with output.open("wb") as fh:
+        write_batches(schema, batches, format, fh)
 
 
 def main() -> None:

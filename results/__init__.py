@@ -7,7 +7,7 @@ nothing else of the project.
 from results.critical import critical_sample_sizes, outcomes, success_rates
 from results.errors import QueryError, StoreError
 from results.fits import MODELS, compare_growth, fit_growth, predict
-from results.query import run_query
+from results.query import run_query, stream_query
 from results.store import ResultsStore, rows_to_table, write_parquet_atomic
 from results.writer import TrialWriter
 
@@ -24,6 +24,7 @@ __all__ = [
     "predict",
     "rows_to_table",
     "run_query",
+    "stream_query",
     "success_rates",
     "write_parquet_atomic",
 ]

@@ -1,68 +1,131 @@
-"""Read-only SQL over the store's ``trials`` and ``runs`` tables, with polars SQL."""
+"""Read-only SQL over the store's ``trials`` and ``runs`` tables, with DuckDB.
+
+Read-only is the engine's guarantee, not a filter on the text. The statement runs on an
+in-memory DuckDB connection opened with external access disabled (no file system, network
+or extension access: ``read_csv``, ``read_text``, ``glob``, ``COPY``, ``ATTACH`` and
+``INSTALL`` all fail with a permission error, however they are quoted) and its configuration
+locked (a ``SET`` in the statement cannot turn access back on). The two tables are the
+store's own Arrow datasets (:meth:`results.store.ResultsStore.arrow_dataset`), registered
+before the lock and read by pyarrow, so only the store's checked files are read. DuckDB's
+parser then decides what the statement is: exactly one SELECT (``WITH`` included).
+
+Results stream: :func:`stream_query` yields Arrow record batches, so a large result is
+never held whole (the CLI writes CSV, JSON lines and Parquet batch by batch).
+"""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 
 import polars as pl
+import pyarrow as pa
 
 from results.errors import QueryError, StoreError
 from results.store import ResultsStore
 
-# String literals, quoted identifiers, comments, or one other character, in SQL order.
-_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|.", re.S)
-# polars SQL table functions that would read any file on disk (quoted or not).
-_FILE_READERS = re.compile(r"\bread_(csv|parquet|ipc|json|ndjson|delta)\s*\(", re.I)
+LOCKED = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,
+}
+"""The DuckDB settings of a query connection (the last one freezes the others)."""
+
+BATCH_ROWS = 65_536
+"""Rows per batch of a streamed result."""
 
 
-def _code(sql: str) -> str:
-    """The statement as the checks must see it: comments dropped, string literals blanked,
-    quoted identifiers unquoted (``"read_csv"(...)`` is still a call). The query itself
-    goes to polars unchanged."""
-    out = []
-    for tok in _TOKENS.findall(sql):
-        if tok.startswith("'"):
-            out.append("''")
-        elif tok.startswith('"'):
-            out.append(tok[1:-1].replace('""', '"'))
-        elif tok.startswith("--") or tok.startswith("/*"):
-            out.append(" ")
-        else:
-            out.append(tok)
-    return "".join(out)
+def _connect(store: ResultsStore):
+    import duckdb
 
-
-def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
-    """Run one SELECT (or WITH ... SELECT) statement over ``trials`` and ``runs``.
-
-    Args:
-        store: the results store.
-        sql: polars SQL; the tables are named ``trials`` and ``runs``.
-
-    Returns:
-        The result as a DataFrame.
-
-    Raises:
-        QueryError: the statement is not a single SELECT/WITH, or polars rejects it.
-        StoreError: the store is empty.
-    """
-    code = _code(sql).strip().rstrip(";").strip()
-    first = code.split(None, 1)[0].upper() if code else ""
-    if first not in ("SELECT", "WITH"):
-        raise QueryError("query runs one read-only statement: it must start with SELECT or WITH")
-    if ";" in code:
-        raise QueryError("query runs one statement: remove the ';' between statements")
-    if _FILE_READERS.search(code):
-        raise QueryError("query reads only the store's tables 'trials' and 'runs', not files (read_* functions)")
     tables = {}
-    for name, scan in (("trials", store.scan_trials), ("runs", store.scan_runs)):
+    for name in ("trials", "runs"):
         try:
-            tables[name] = scan()
+            tables[name] = store.arrow_dataset(name)
         except StoreError:
             pass
     if not tables:
         raise StoreError(f"the store at {store.root} is empty: run a sweep first")
+    con = duckdb.connect(":memory:", config=dict(LOCKED))
+    for name, dataset in tables.items():
+        con.register(name, dataset)
+    return con
+
+
+def _statement(con, sql: str) -> str:
+    """The one SELECT statement of ``sql``, as DuckDB's parser reads it.
+
+    Raises:
+        QueryError: not exactly one statement, not a SELECT, or not valid SQL.
+    """
+    import duckdb
+
     try:
-        return pl.SQLContext(frames=tables).execute(sql.strip().rstrip(";"), eager=True)
-    except Exception as exc:  # polars raises several types for bad SQL
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
         raise QueryError(f"query failed: {exc}") from exc
+    if len(statements) != 1:
+        raise QueryError("query runs one statement: remove the ';' between statements" if statements
+                         else "query runs one read-only statement: it must start with SELECT or WITH")
+    if statements[0].type != duckdb.StatementType.SELECT:
+        raise QueryError("query runs one read-only statement: it must start with SELECT or WITH "
+                         f"(this one is {statements[0].type.name})")
+    return statements[0].query
+
+
+def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """Run one SELECT over ``trials`` and ``runs`` and stream its result.
+
+    Args:
+        store: the results store.
+        sql: DuckDB SQL; the tables are named ``trials`` and ``runs``.
+        batch_rows: the most rows per batch.
+
+    Returns:
+        ``(schema, batches)``: the result's Arrow schema and an iterator of record batches
+        (at most ``batch_rows`` rows each); the connection closes when it is exhausted.
+
+    Raises:
+        QueryError: the statement is not a single SELECT, reads anything but the two
+            tables, or DuckDB rejects it.
+        StoreError: the store is empty.
+    """
+    import duckdb
+
+    con = _connect(store)
+    try:
+        reader = con.sql(_statement(con, sql)).fetch_record_batch(batch_rows)
+    except duckdb.PermissionException as exc:
+        con.close()
+        raise QueryError(f"query reads only the store's tables 'trials' and 'runs', not files or the network ({exc})") from exc
+    except duckdb.Error as exc:
+        con.close()
+        raise QueryError(f"query failed: {exc}") from exc
+    except BaseException:
+        con.close()
+        raise
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except (duckdb.Error, pa.ArrowException) as exc:
+                    raise QueryError(f"query failed: {exc}") from exc
+                yield batch
+        finally:
+            con.close()
+
+    return reader.schema, batches()
+
+
+def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
+    """Run one SELECT over ``trials`` and ``runs`` and return the whole result.
+
+    Args and errors as :func:`stream_query`; use that for results too large to hold.
+    """
+    schema, batches = stream_query(store, sql)
+    return pl.from_arrow(pa.Table.from_batches(list(batches), schema=schema))

@@ -270,7 +270,7 @@ def test_run_query_refuses_reading_files_outside_the_store(filled, tmp_path):
     outside.write_text("a\n1\n")
     for sql in (f"SELECT * FROM read_csv('{outside}')", f'SELECT * FROM "read_csv"(\'{outside}\')',
                 f"SELECT * FROM READ_CSV /* c */ ('{outside}')", f"WITH x AS (SELECT * FROM read_parquet('{outside}')) SELECT * FROM x"):
-        with pytest.raises(QueryError, match="not files"):
+        with pytest.raises(QueryError, match="only the store's tables"):
             run_query(filled, sql)
 
 

@@ -1,0 +1,86 @@
+"""attnsweep query streams its result: memory bounded by a batch, every row written, the
+table format capped and saying so."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.query_output import write_batches
+from results import ResultsStore, TrialWriter, stream_query
+
+ROOT = Path(__file__).resolve().parents[1]
+_PEAK = """
+import resource, sys
+from orchestrator.cli import main
+sys.argv = ["attnsweep", "query", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, file=sys.stderr)
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("q") / "store"
+    schema = pa.schema([("seed", pa.int64()), ("support", pa.list_(pa.int64()))])
+    writer = TrialWriter(ResultsStore(root), "sw", "20261130-010203-abcdef", schema, flush_rows=100, flush_s=60)
+    writer.append([dict(seed=i, support=[i, i + 1]) for i in range(3)])
+    writer.flush()
+    return root
+
+
+def _peak(store, sql, fmt, out):
+    proc = subprocess.run([sys.executable, "-c", _PEAK, sql, "--store", str(store), "--format", fmt, "--output", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return int(proc.stderr.split()[-1])
+
+
+def test_a_large_result_streams_in_bounded_memory(store, tmp_path):
+    # 20 million rows: 320 MB as one Arrow table and more as CSV text; streamed, a batch at a
+    # time, the process grows by a few tens of MB.
+    small = _peak(store, "SELECT seed FROM trials LIMIT 1", "csv", tmp_path / "small.csv")
+    big = _peak(store, "SELECT t.seed, r.range AS i FROM trials t, range(20000000) r WHERE t.seed = 0", "csv",
+                tmp_path / "big.csv")
+    assert big - small < 150 * 2**20, (small, big)
+    with open(tmp_path / "big.csv") as fh:
+        assert fh.readline() == "seed,i\n" and sum(1 for _ in fh) == 20_000_000
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_every_row_of_a_many_batch_result_is_written_once(store, tmp_path, fmt):
+    out = tmp_path / f"r.{fmt}"
+    sql = "SELECT t.seed, t.support, r.range AS i FROM trials t, range(50000) r ORDER BY seed, i"
+    schema, batches = stream_query(ResultsStore(store), sql, batch_rows=10_000)
+    with out.open("wb") as fh:
+        assert write_batches(schema, batches, fmt, fh) == 150_000
+    df = {"csv": pl.read_csv, "parquet": pl.read_parquet}.get(fmt, lambda p: pl.DataFrame(json.loads(Path(p).read_text())))(out)
+    assert df.height == 150_000 and df.select(pl.struct("seed", "i").n_unique()).item() == 150_000
+    first = df.row(0, named=True)
+    assert first["seed"] == 0 and first["i"] == 0
+    assert first["support"] == ("[0, 1]" if fmt == "csv" else [0, 1])
+
+
+def test_an_empty_result_is_a_header_or_an_empty_array(store, tmp_path):
+    for fmt, expected in (("csv", "seed\n"), ("json", "[]\n")):
+        schema, batches = stream_query(ResultsStore(store), "SELECT seed FROM trials WHERE seed < 0")
+        out = tmp_path / fmt
+        with out.open("wb") as fh:
+            write_batches(schema, batches, fmt, fh)
+        assert out.read_text() == expected
+
+
+def test_the_table_format_shows_at_most_200_rows_and_says_so(store):
+    result = CliRunner().invoke(app, ["query", "SELECT r.range FROM range(1000) r", "--store", str(store)])
+    assert result.exit_code == 0, result.output
+    assert "shape: (200, 1)" in result.output and "first 200 rows shown" in result.output
