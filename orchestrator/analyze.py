@@ -54,10 +54,10 @@ class Analysis:
 def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name: str = "search") -> pl.LazyFrame:
     """The rows m* is computed from: all of a grid sweep's; of an adaptive search, its
     ``search`` phase (the spec's settings; ``phase_name="tuned"``: the search with the
-    adopted settings) plus the tuning trials that are trials of such a searched cell (a
-    tuning trial at the probe m has the trial id of the search trial with the same settings,
-    m and seed, so the search counted it and did not run it again). Other tuning trials and
-    the budget check stay out.
+    adopted settings) plus the tuning trials at an m that search tried (a tuning trial has
+    the trial id of the search trial with the same settings, m and seed, so the search
+    counted it and did not run it again: without it that m would lack those seeds). Tuning
+    trials at an m the search did not try, and the budget check, stay out.
 
     Args:
         cell: the columns that identify a cell (every setting but m and the seed).
@@ -66,7 +66,7 @@ def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name
     trials = trials.lazy()
     searched = trials.filter((phase.is_null() | (phase == "search")) if phase_name == "search" else phase == phase_name)
     tuned = trials.filter(phase == "tune").join(
-        searched.filter(phase == phase_name).select(cell).unique(), on=cell, how="semi", nulls_equal=True)
+        searched.filter(phase == phase_name).select(*cell, "m").unique(), on=[*cell, "m"], how="semi", nulls_equal=True)
     return pl.concat([searched, tuned])
 
 
@@ -145,10 +145,17 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     names = set(trial_schema().names)
     trials = store.scan_run_trials(sweep, run_id)
     cols = [c for c in CELL_FIELDS if c in names]
-    every = trials.select([*cols, "m", "seed", "status", "test_acc", "search_phase"]).collect()
+    every = trials.select([*cols, "m", "seed", "status", "test_acc", "search_phase", "error_type"]).collect()
     data = search_rows(every, cols).collect()
     if data.filter(pl.col("status").is_in(["done", "diverged"])).is_empty():
-        raise StoreError(f"run {run_id} has no trained trials to analyse")
+        errors = data.filter(pl.col("status") == "failed").group_by("error_type").len().sort("len", descending=True)
+        why = ""
+        if not errors.is_empty():
+            top = errors["error_type"][0]
+            hint = ("at small m a training set often fits more than one set of relevant positions: raise m; "
+                    if top and "Ambiguous" in top else "")
+            why = f": all {data.height} failed before training, most with {top} ({hint}the rows' error column says why)"
+        raise StoreError(f"run {run_id} has no trained trials to analyse{why}")
     varying = [c for c in cols if data[c].n_unique() > 1]
     m_star = functools.partial(critical_sample_sizes, acc_threshold=settings.acc_threshold,
                                success_frac=settings.success_frac, n_boot=settings.n_boot, ci=settings.ci)
@@ -308,8 +315,13 @@ def _show(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def _num(x: float | None) -> str:
-    return "-" if x is None or math.isnan(x) else f"{x:.1f}"
+def _num(x: float | None, censored: str | None = "") -> str:
+    """An m* as the m* table shows it: ``> max`` beyond the range, ``≤`` at its start."""
+    if censored == "above":
+        return "> max"
+    if x is None or math.isnan(x):
+        return "-"
+    return f"{x:.1f}" + ("≤" if censored == "below" else "")
 
 
 def print_analysis(result: Analysis, console: Console) -> None:
@@ -344,7 +356,8 @@ def print_analysis(result: Analysis, console: Console) -> None:
             ch = choice.get(tuple(r[k] for k in keys)) if choice else None
             ch_cols = ([str(ch["probe_m"]), f"{ch['beats_default']:.0%}", f"{ch['win_frac']:.0%}"] if ch
                        else ["-", "-", "-"])
-            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), _num(r["m_star_default"]), _num(r["m_star_tuned"]),
+            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), _num(r["m_star_default"], r["censored_default"]),
+                      _num(r["m_star_tuned"], r["censored_tuned"]),
                       r["tuning"], *ch_cols, *[f"{r[c]:.2g}" for c in tuned])
         console.print(u)
     for label, fit in result.fits.items():

@@ -68,7 +68,8 @@ def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
                   "may not fit a worker", style="yellow", markup=False)
     if s.search.adaptive:
         n_cells = sum(1 for _ in s.cells())
-        tune = f", lr/weight decay tuned by Optuna ({s.search.tune.n_trials} trials per cell)" if s.search.tune else ""
+        tune = (f", {' and '.join(s.search.tune.params()).replace('_', ' ')} tuned by Optuna against the spec's "
+                f"({s.search.tune.n_trials} parameter sets per cell)" if s.search.tune else "")
         out.print(f"[green]valid[/]: sweep {s.name!r}: adaptive m* search over {_plural(n_cells, 'cell')}, m in "
                   f"{s.search.m.min}..{s.search.m.max}, to within {s.search.rel_tol:.0%}{tune}; at most "
                   f"{_plural(s.n_trials(), 'trial')}")

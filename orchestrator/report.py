@@ -218,7 +218,10 @@ def _cell(row: dict, column: str) -> str:
             return "-"
         return "> max" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}"
     if column in ("m_star_default", "m_star_tuned"):
-        return "-" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}"
+        censored = row.get(column.replace("m_star", "censored"))
+        if censored == "above":
+            return "> max"
+        return "-" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}" + ("≤" if censored == "below" else "")
     return str(row[column])
 
 

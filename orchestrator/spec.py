@@ -135,8 +135,8 @@ class TuneSettings(BaseModel):
     """Optuna TPE over the learning rate and weight decay of each cell, after its m* search
     with the spec's own settings (orchestrator/adaptive.py, phase 2).
 
-    Each Optuna trial trains ``seeds`` seeds at the probe sample size ``m`` (default: just
-    below the cell's m* with the spec's settings) and scores the parameters by their mean
+    Each Optuna trial trains ``seeds`` seeds at the probe sample size ``m`` (default: the
+    lower end of the bracket the search with the spec's settings ended on) and scores the parameters by their mean
     test score (sparse_boolean: test accuracy, a trial that diverged scoring 0.5; symmetry:
     -log10 relative test error). The best set is adopted, and the cell searched again with
     it, only when it beats the spec's settings on the same seeds in at least ``confidence``
@@ -151,8 +151,8 @@ class TuneSettings(BaseModel):
                               description="seeds per parameter set, the first ones of the spec's seeds; None: 8, or all "
                                           "of them when there are fewer")
     m: int | None = Field(None, ge=1, le=100_000_000,
-                          description="probe sample size; None: the largest m below the cell's m* with the spec's "
-                                      "settings that the search tried")
+                          description="probe sample size; None: the bracket's lower end, the largest tried m below "
+                                      "the first m where the spec's settings reach success_frac")
     confidence: float = Field(0.9, ge=0.5, le=1.0,
                               description="fraction of seed-bootstrap resamples in which the best set must beat the "
                                           "spec's settings to be adopted")
@@ -390,7 +390,11 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
         try:
             model(**section) if isinstance(section, dict) else model.model_validate(section)
         except ValidationError as exc:
-            problems += [f"{key}.{p}" for p in _describe(exc)]
+            problems += [f"{key}.{p}" for p in _describe(exc, model)]
+    if search is not None and search.tune is not None and isinstance(seeds, list) and seeds \
+            and (search.tune.seeds or 0) > len(seeds):
+        problems.append(f"search.tune.seeds: value {search.tune.seeds}: more than the spec's {len(seeds)} seeds "
+                        f"(allowed: 1..{len(seeds)})")
     spec = None
     if not problems:
         try:
@@ -401,8 +405,6 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
             )
         except ValidationError as exc:
             problems += _describe(exc)
-    if spec is not None and not problems and spec.search.tune is not None and (spec.search.tune.seeds or 0) > len(spec.seeds):
-        problems.append(f"search.tune.seeds: value {spec.search.tune.seeds}: more than the spec's {len(spec.seeds)} seeds")
     if spec is not None and not problems:
         n = spec.n_trials()
         if max_trials is not None and n > max_trials:
@@ -430,7 +432,7 @@ def _search(value: Any, problems: list[str]) -> SearchSettings | None:
         return SearchSettings.model_validate(value or {})
     except ValidationError as exc:
         problems += [f"search: {p.removeprefix('spec: ')}" if p.startswith("spec: ") else f"search.{p}"
-                     for p in _describe(exc)]
+                     for p in _describe(exc, SearchSettings)]
         return None
 
 
@@ -628,12 +630,61 @@ def _check_combinations(spec: SweepSpec) -> list[str]:
     return problems
 
 
-def _describe(exc: ValidationError) -> list[str]:
+def _describe(exc: ValidationError, model: type[BaseModel] | None = None) -> list[str]:
+    """One line per problem of a pydantic error, naming the field; with ``model`` (the class
+    that was validated), an unknown field lists the allowed ones and a bound gives the whole
+    allowed range."""
     out = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "spec"
         value = err.get("input")
         msg = err["msg"].removeprefix("Value error, ")
         msg = re.sub(r"Input should be a valid dictionary or instance of \w+", "must be a mapping of settings", msg)
+        if model is not None and err["type"] == "extra_forbidden":
+            parent = _model_at(model, err["loc"][:-1])
+            if parent is not None:
+                msg = f"unknown field; allowed: {sorted(parent.model_fields)}"
+        elif model is not None and err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+            bounds = _bounds(model, err["loc"])
+            if bounds:
+                msg = f"{msg} (allowed: {bounds})"
         out.append(f"{loc}: value {value!r}: {msg}" if not isinstance(value, dict) else f"{loc}: {msg}")
     return out
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The nested model class at ``loc`` (field names) under ``model``, if there is one."""
+    import typing
+
+    for part in loc:
+        field = model.model_fields.get(str(part)) if isinstance(model, type) else None
+        if field is None:
+            return None
+        candidates = [field.annotation, *typing.get_args(field.annotation)]
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            return None
+        model = nested[0]
+    return model
+
+
+def _bounds(model: type[BaseModel], loc: tuple) -> str | None:
+    """``lo..hi`` (with ``>``/``<`` for open ends) of the numeric field at ``loc``."""
+    parent = _model_at(model, loc[:-1])
+    field = parent.model_fields.get(str(loc[-1])) if parent is not None else None
+    if field is None:
+        return None
+    lo = hi = None
+    for m in field.metadata:
+        for name, side in (("ge", "lo"), ("gt", "lo_open"), ("le", "hi"), ("lt", "hi_open")):
+            v = getattr(m, name, None)
+            if v is not None:
+                if side.startswith("lo"):
+                    lo = f"{v:g}" if side == "lo" else f"> {v:g}"
+                else:
+                    hi = f"{v:g}" if side == "hi" else f"< {v:g}"
+    if lo is None and hi is None:
+        return None
+    if lo is not None and hi is not None and not lo.startswith(">") and not hi.startswith("<"):
+        return f"{lo}..{hi}"
+    return ", ".join(x if x[0] in "<>" else (f">= {x}" if x is lo else f"<= {x}") for x in (lo, hi) if x is not None)

@@ -48,7 +48,8 @@ ARCH_FIELDS = ("model", "d", "layers", "heads", "mlp_width")
 """Settings of one architecture: cells that differ only in these are compared in L4."""
 RESULT_COLUMNS = frozenset({"m_star", "m_star_grid", "ci_lo", "ci_hi", "censored", "n_seeds", "m_min", "m_max",
                             "n_trials", "series", "budget", "m_star_2x", "replicates", "run_id", "sweep",
-                            "settings", "m_star_default", "m_star_tuned", "tuning"})
+                            "settings", "m_star_default", "m_star_tuned", "censored_default", "censored_tuned",
+                            "tuning"})
 """Columns of an m* table that are not cell settings."""
 
 MIN_DECADES = 3.0
