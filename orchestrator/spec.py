@@ -219,6 +219,13 @@ class RangeAxis(BaseModel):
     num: int = Field(ge=1, le=10_000)
     scale: Literal["log", "linear"] = "log"
 
+    @model_validator(mode="after")
+    def _upward(self) -> RangeAxis:
+        if self.stop < self.start or (self.num > 1 and self.stop == self.start):
+            raise ValueError(f"stop ({self.stop:g}) must be greater than start ({self.start:g}): a range runs "
+                             "upward from start to stop (list the values for any other order)")
+        return self
+
 
 class SweepSpec(BaseModel):
     """A validated sweep spec. Build it with :func:`load_spec` or :func:`parse_spec`."""
@@ -561,7 +568,8 @@ def _axis(exp: Experiment, where: str, key: str, value: Any, problems: list[str]
         try:
             r = RangeAxis(**value)
         except (ValidationError, TypeError) as exc:
-            problems += [f"{where}.{p}" for p in _describe(exc)] if isinstance(exc, ValidationError) else [f"{where}: {exc}"]
+            problems += ([f"{where}: {p.removeprefix('spec: ')}" if p.startswith("spec: ") else f"{where}.{p}"
+                          for p in _describe(exc, RangeAxis)] if isinstance(exc, ValidationError) else [f"{where}: {exc}"])
             return []
         if r.scale == "log" and (r.start <= 0 or r.stop <= 0):
             problems.append(f"{where}: a log-scale range needs start > 0 and stop > 0")

@@ -23,7 +23,7 @@ from orchestrator import RayExecutor, parse_spec, run_sweep
 from results import ResultsStore
 
 ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-TINY = "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 64, lr: 3e-3}\n"
+TINY = "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3}\n"
 
 
 def _cli(*args, cwd, **kw):
@@ -38,7 +38,7 @@ def _quiet():
 def test_raise_nan_and_exit_end_failed_diverged_lost_and_the_rest_completes(tmp_path):
     spec = parse_spec(
         "name: faults\nseeds: 2\ngrid: {T: [8], m: [32], fault: [null, raise, nan, exit]}\n"
-        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 64, max_epochs: 100, lr: 3e-3}\n"
+        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 100, lr: 3e-3}\n"
         "execution: {max_retries: 1, pack_size: 8}\n")  # one pack: every trial shares it with the killers
     store = ResultsStore(tmp_path)
     executor = RayExecutor(spec.execution, None, spec.resources)

@@ -19,7 +19,7 @@ import pytest
 from results import ResultsStore
 
 SPEC = ("name: jobsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
-        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 32, max_epochs: 20}\nexecution: {pack_size: 2}\n")
+        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\nexecution: {pack_size: 2}\n")
 
 
 def _free_port() -> int:

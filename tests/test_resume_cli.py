@@ -12,7 +12,7 @@ import polars as pl
 from results import ResultsStore
 from results.locks import RunLock
 
-SPEC = "name: rs\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 32, max_epochs: 5}\n"
+SPEC = "name: rs\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 5}\n"
 
 
 def _cli(*args, cwd):

@@ -19,6 +19,10 @@ Fault = Literal["raise", "nan", "exit"]
 Precision = Literal["float32", "bfloat16"]
 
 
+N_TEST_MIN = 100
+"""The smallest held-out set of a sparse-Boolean trial (test accuracy in steps of at most 0.01)."""
+
+
 class BooleanTrialConfig(BaseModel):
     """One trial of the sparse Boolean experiment (Edelman et al., ICML 2022, section 5)."""
 
@@ -30,7 +34,9 @@ class BooleanTrialConfig(BaseModel):
     s: int = Field(ge=1, le=64, description="sparsity: number of relevant positions")
     m: int = Field(ge=1, le=100_000_000, description="training-set size (samples)")
     seed: int = Field(ge=0, lt=2**62, description="seeds the support, data and init")
-    n_test: int = Field(2000, ge=1, le=10_000_000, description="held-out samples")
+    n_test: int = Field(2000, ge=N_TEST_MIN, le=10_000_000,
+                        description=f"held-out samples, at least {N_TEST_MIN}: test accuracy then resolves 0.01, so a "
+                                    "0.95 threshold means at most 5 errors in 100")
     reject_ambiguous: bool = Field(True, description="redraw training sets >1 support explains")
     max_redraws: int = Field(100, ge=0, le=100_000, description="redraws before failing")
 

@@ -21,7 +21,7 @@ SPEC = """
 name: ex
 seeds: 4
 grid: {T: [8, 16], m: [16, 32]}
-fixed: {task: and, s: 2, d: 8, heads: 2, max_epochs: 20, n_test: 64}
+fixed: {task: and, s: 2, d: 8, heads: 2, max_epochs: 20, n_test: 100}
 execution: {pack_size: 2, flush_rows: 5}
 """
 

@@ -232,3 +232,16 @@ def test_the_inner_product_student_takes_no_model():
 def test_empty_deep_and_fractional_gpu_specs_are_spec_errors(text, needle):
     with pytest.raises(SpecError, match=re.escape(needle)):
         parse_spec(text)
+
+
+@pytest.mark.parametrize("axis", ["{start: 8, stop: 4, num: 3}", "{start: 8, stop: 8, num: 3, scale: linear}"])
+def test_a_range_that_does_not_run_upward_is_refused_naming_it(axis):
+    with pytest.raises(SpecError, match=r"grid\.m: .*stop \(\d+\) must be greater than start \(8\)"):
+        parse_spec(f"name: x\nseeds: 1\ngrid: {{T: [16], m: {axis}}}\nfixed: {{task: and, s: 2}}\n")
+
+
+@pytest.mark.parametrize("n_test", [1, 99])
+def test_a_held_out_set_too_small_for_the_accuracy_threshold_is_refused(n_test):
+    with pytest.raises(SpecError, match=rf"fixed.n_test: value {n_test}: .*greater than or equal to 100"):
+        parse_spec(f"name: x\nseeds: 1\ngrid: {{T: [16], m: [8]}}\nfixed: {{task: and, s: 2, n_test: {n_test}}}\n")
+    assert parse_spec("name: x\nseeds: 1\ngrid: {T: [16], m: [8]}\nfixed: {task: and, s: 2, n_test: 100}\n")

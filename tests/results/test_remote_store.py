@@ -19,7 +19,7 @@ from results.integrity import check_store, compact_store
 from results.store import StoreWarning
 
 SPEC = ("name: remote\nseeds: 2\ngrid: {T: [8], m: [8, 16]}\n"
-        "fixed: {task: and, s: 1, max_epochs: 3, n_test: 16, d: 8, heads: 1}\nexecution: {pack_size: 1, flush_rows: 1}\n")
+        "fixed: {task: and, s: 1, max_epochs: 3, n_test: 100, d: 8, heads: 1}\nexecution: {pack_size: 1, flush_rows: 1}\n")
 
 
 @pytest.fixture(params=["file", "memory"])
@@ -84,7 +84,7 @@ def test_an_adaptive_search_with_tuning_at_a_uri(root, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # where a remote store's Optuna journals go
     spec = parse_spec(
         "name: remote-adaptive\nseeds: 2\ngrid: {T: [8]}\n"
-        "fixed: {task: and, s: 1, max_epochs: 20, n_test: 32, d: 8, heads: 1}\n"
+        "fixed: {task: and, s: 1, max_epochs: 20, n_test: 100, d: 8, heads: 1}\n"
         "search: {mode: adaptive, m: {min: 4, max: 32}, rel_tol: 0.5, tune: {n_trials: 2, batch: 1, seeds: 1}}\n"
         "execution: {pack_size: 2, flush_rows: 2}\n")
     store = ResultsStore(root)

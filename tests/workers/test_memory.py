@@ -32,8 +32,8 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * PAGE
 T, m, P = map(int, sys.argv[1:4])
-train_pack([BooleanTrialConfig(task="and", T=16, s=3, m=16, seed=0, n_test=10, max_epochs=2)], "cpu")
-configs = [BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=i, n_test=10, heads=4, lr=3e-3, max_epochs=10)
+train_pack([BooleanTrialConfig(task="and", T=16, s=3, m=16, seed=0, n_test=100, max_epochs=2)], "cpu")
+configs = [BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=i, n_test=100, heads=4, lr=3e-3, max_epochs=10)
            for i in range(P)]
 peak, done = [0], threading.Event()
 def sample():

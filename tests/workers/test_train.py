@@ -112,7 +112,7 @@ def test_empty_pack():
 def test_failed_draw_is_a_failed_row():
     # Parity, s = 2, m = 1, T = 64 can never be drawn unambiguously (see test_boolean).
     (row,) = train_pack(
-        [BooleanTrialConfig(task="parity", T=64, s=2, m=1, seed=0, max_redraws=1, max_epochs=2, n_test=10)],
+        [BooleanTrialConfig(task="parity", T=64, s=2, m=1, seed=0, max_redraws=1, max_epochs=2, n_test=100)],
         device="cpu",
     )
     assert row["status"] == "failed"
