@@ -420,10 +420,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
         else:
             problems += _check_combinations(spec)
             if not problems and len(spec.grids) > 1:
-                ids = ([json.dumps(c, sort_keys=True, default=str) for c in spec.cells()] if spec.search.adaptive
-                       else [trial_id(c) for c in spec.trials()])
-                if len(set(ids)) < len(ids):
-                    problems.append(f"grid: the blocks overlap: {len(ids) - len(set(ids))} trials appear in more than one")
+                problems += _overlaps(spec)
     if problems:
         raise SpecError(problems, source)
     return spec
@@ -614,6 +611,29 @@ def _field_adapter(config: type[BaseModel], key: str) -> TypeAdapter:
     :func:`_check_combinations` applies to whole combinations)."""
     info = config.model_fields[key]
     return TypeAdapter(Annotated[info.annotation, info], config=ConfigDict(allow_inf_nan=False))
+
+
+def _overlaps(spec: SweepSpec) -> list[str]:
+    """Blocks of the grid that share trials, counted without listing any: a block is the
+    product of one value set per setting (its axis, else ``fixed``, else the default), so two
+    blocks share the product of their sets' intersections (times the seeds, which all
+    blocks share; for an adaptive search, cells)."""
+    fields = [f for f in spec.family.config.model_fields if f not in ("seed", "m") or (f == "m" and not spec.search.adaptive)]
+    defaults = {k: v.default for k, v in spec.family.config.model_fields.items()}
+
+    def norm(v: Any) -> Any:
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else json.dumps(v, default=str)
+
+    blocks = [{f: {norm(v) for v in grid[f]} if f in grid else {norm(spec.fixed.get(f, defaults.get(f)))}
+               for f in fields} for grid in spec.grids]
+    per = 1 if spec.search.adaptive else len(spec.seeds)
+    out = []
+    for i, j in itertools.combinations(range(len(blocks)), 2):
+        shared = math.prod(len(blocks[i][f] & blocks[j][f]) for f in fields) * per
+        if shared:
+            what = "cells" if spec.search.adaptive else "trials"
+            out.append(f"grid: the blocks overlap: blocks {i} and {j} share {shared} {what}")
+    return out
 
 
 def _check_combinations(spec: SweepSpec) -> list[str]:

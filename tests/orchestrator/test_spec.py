@@ -245,3 +245,24 @@ def test_a_held_out_set_too_small_for_the_accuracy_threshold_is_refused(n_test):
     with pytest.raises(SpecError, match=rf"fixed.n_test: value {n_test}: .*greater than or equal to 100"):
         parse_spec(f"name: x\nseeds: 1\ngrid: {{T: [16], m: [8]}}\nfixed: {{task: and, s: 2, n_test: {n_test}}}\n")
     assert parse_spec("name: x\nseeds: 1\ngrid: {T: [16], m: [8]}\nfixed: {task: and, s: 2, n_test: 100}\n")
+
+
+def test_block_overlap_is_counted_exactly_without_listing_trials():
+    text = ("name: x\nseeds: 3\nfixed: {task: and}\ngrid:\n  - {T: [8, 16, 32], m: [8, 16], s: [2]}\n"
+            "  - {T: [16, 32, 64], m: [16, 32], s: [2, 3]}\n")
+    with pytest.raises(SpecError, match="blocks 0 and 1 share 6 trials") as info:
+        parse_spec(text)
+    # the same count by listing: T in {16, 32}, m = 16, s = 2, three seeds
+    blocks = [{(T, m, 2, seed) for T in (8, 16, 32) for m in (8, 16) for seed in range(3)},
+              {(T, m, s, seed) for T in (16, 32, 64) for m in (16, 32) for s in (2, 3) for seed in range(3)}]
+    assert len(blocks[0] & blocks[1]) == 6 and len(info.value.problems) == 1
+
+
+def test_a_million_trial_grid_of_two_blocks_is_checked_for_overlap():
+    text = ("name: x\nseeds: 1\nfixed: {task: and, s: 2}\ngrid:\n"
+            "  - {T: {start: 8, stop: 1007, num: 1000, scale: linear}, m: {start: 8, stop: 507, num: 500, scale: linear}}\n"
+            "  - {T: {start: 2000, stop: 2999, num: 1000, scale: linear}, m: {start: 8, stop: 507, num: 500, scale: linear}}\n")
+    assert parse_spec(text).n_trials() == 1_000_000
+    # shifted to start at T = 508: T = 508..1007 (500 values) x 500 m in both
+    with pytest.raises(SpecError, match="blocks 0 and 1 share 250000 trials"):
+        parse_spec(text.replace("start: 2000, stop: 2999", "start: 508, stop: 1507"))
