@@ -101,10 +101,14 @@ def run_sweep(
     Raises:
         RunError: ``resume`` of a run that does not exist or was made from another spec, or
             a new run whose id exists.
+        results.StoreError: the store cannot be written (checked before anything trains), or
+            refused a write mid-run: the run is recorded ``failed`` and the rows the store
+            refused are in the rescue file the message names.
         results.locks.RunLockedError: another driver is writing this run.
     """
     console = console or Console(stderr=True)
     run_id = run_id or new_run_id()
+    store.check_writable(spec.name, run_id)  # before anything trains: a refused write would lose its work
     with RunLock(store, spec.name, run_id):
         record, done_ids = _open_run(spec, store, run_id, resume)
         return _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight)
@@ -171,9 +175,14 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
         summary.status = "interrupted"
         raise
     finally:
-        writer.flush()
+        refused = None
+        try:
+            writer.flush()
+        except StoreError as exc:  # the last rows went to the rescue file the message names
+            refused = exc
+            summary.status = "failed"
         summary.wall_s = time.perf_counter() - t0
-        if summary.status == "running":
+        if summary.status == "running" or writer.failed is not None:
             summary.status = "failed"
         attempt.update(status=summary.status, ended_at=dt.datetime.now(dt.UTC), wall_s=summary.wall_s,
                        n_run=sum(summary.counts.values()))
@@ -181,6 +190,8 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
         if spec.search.adaptive and summary.status == "finished":  # the cap becomes what it ran
             record["n_trials"] = sum(record[k] for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
         store.write_run(spec.name, run_id, record, run_schema())
+        if refused is not None:
+            raise refused
     return summary
 
 

@@ -91,6 +91,28 @@ class ResultsStore:
         return self.root / table / f"sweep={sweep}" / f"run_id={run_id}"
 
     # -- writing -----------------------------------------------------------------------
+    def check_writable(self, sweep: str, run_id: str) -> None:
+        """Check, before a run trains anything, that its rows and record can be written:
+        ``trials``, ``runs`` and ``locks`` are folders (or absent), and a probe file can be
+        written and removed in the run's trial folder.
+
+        Raises:
+            StoreError: naming the path and what is wrong with it.
+        """
+        for table in ("trials", "runs", "locks"):
+            path = self.root / table
+            if path.exists() and not path.is_dir():
+                raise StoreError(f"the store at {self.root} is not laid out as a store: {path} is a file, not a "
+                                 "folder; move it away or give another --store")
+        folder = self.run_dir("trials", sweep, run_id)
+        probe = folder / f".probe-{uuid.uuid4().hex[:8]}.partial"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise StoreError(f"cannot write to the store at {self.root}: {folder}: {exc.strerror or exc}") from exc
+
     def write_trials(self, sweep: str, run_id: str, table: pa.Table) -> Path:
         """Write one part file of trial rows atomically; returns its path."""
         folder = self.run_dir("trials", sweep, run_id)

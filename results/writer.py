@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from results.errors import StoreError
 from results.store import ResultsStore, rows_to_table
+
+RESCUE_DIR = Path(tempfile.gettempdir()) / "attnsweep-unsaved"
+"""Where rows go that the store refused (a failed write), so that none is lost."""
 
 
 class TrialWriter:
@@ -30,13 +37,17 @@ class TrialWriter:
         self._last_flush = time.monotonic()
         self.rows_written = 0
         self.files: list[Path] = []
+        self.failed: StoreError | None = None
+        """The error of a write the store refused; later rows go to the rescue file."""
+        self.rescue_path: Path | None = None
+        self._rescued: pa.Table | None = None
 
     def append(self, rows: list[dict]) -> None:
         """Add finished rows; flushes when the buffer is full or old."""
         self._buffer.extend(rows)
         while len(self._buffer) >= self.flush_rows:
-            self._write(self._buffer[: self.flush_rows])
-            self._buffer = self._buffer[self.flush_rows:]
+            chunk, self._buffer = self._buffer[: self.flush_rows], self._buffer[self.flush_rows:]
+            self._write(chunk)
         self.maybe_flush()
 
     def maybe_flush(self) -> None:
@@ -45,13 +56,43 @@ class TrialWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Write whatever is buffered."""
+        """Write whatever is buffered (after a failed write, to the rescue file, silently:
+        the failure was raised already)."""
         if self._buffer:
-            self._write(self._buffer)
-            self._buffer = []
+            chunk, self._buffer = self._buffer, []
+            if self.failed is not None:
+                self._rescue(rows_to_table(chunk, self.schema))
+            else:
+                self._write(chunk)
         self._last_flush = time.monotonic()
 
     def _write(self, rows: list[dict]) -> None:
-        self.files.append(self.store.write_trials(self.sweep, self.run_id, rows_to_table(rows, self.schema)))
+        """Write ``rows`` as one part file.
+
+        Raises:
+            StoreError: the store refused the write; the rows were saved to a file under
+                :data:`RESCUE_DIR` (named in the message) and left the buffer.
+        """
+        table = rows_to_table(rows, self.schema)
+        try:
+            self.files.append(self.store.write_trials(self.sweep, self.run_id, table))
+        except OSError as exc:
+            rescue = self._rescue(table)
+            self.failed = StoreError(
+                f"cannot write trial rows to the store at {self.store.root} ({exc.strerror or exc}); the run stops; "
+                f"its unwritten finished rows are saved in {rescue} (the {self.rows_written} before them are in "
+                "the store)")
+            raise self.failed from exc
         self.rows_written += len(rows)
         self._last_flush = time.monotonic()
+
+    def _rescue(self, table: pa.Table) -> Path:
+        """Append ``table`` to this run's rescue file (one per writer) and return its path."""
+        if self.rescue_path is None:
+            RESCUE_DIR.mkdir(parents=True, exist_ok=True)
+            self.rescue_path = RESCUE_DIR / f"{self.sweep}-{self.run_id}-{uuid.uuid4().hex[:8]}.parquet"
+            self._rescued = table
+        else:
+            self._rescued = pa.concat_tables([self._rescued, table])
+        pq.write_table(self._rescued, self.rescue_path)
+        return self.rescue_path
