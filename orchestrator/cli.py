@@ -7,7 +7,6 @@ with code 2; an interrupted run exits with 130 after saving what finished.
 from __future__ import annotations
 
 import functools
-import io
 import os
 import sys
 from pathlib import Path

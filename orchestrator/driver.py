@@ -242,11 +242,10 @@ class TrialBatches:
 
     def run(self, trials: Iterator, total: int, sizer, label: str, extra: dict | None = None) -> None:
         """Run ``(trial_id, config)`` pairs with at most ``bound`` packs in flight."""
-        executor, writer, summary = self.executor, self.writer, self.summary
+        executor, writer = self.executor, self.writer
         packs = make_packs(trials, sizer, self.spec.experiment)
         retry: deque[Pack] = deque()  # singletons of a lost pack, run before new packs
         deaths: Counter = Counter()  # worker deaths per trial id, from lost packs
-        runs_per_pack = self.spec.execution.max_retries + 1
         in_flight: dict = {}
         with SweepProgress(self.console, total, label) as progress:
             exhausted = False
@@ -263,22 +262,29 @@ class TrialBatches:
                 if not in_flight:
                     break
                 for handle, outcome in executor.wait(list(in_flight), timeout_s=0.5):
-                    pack = in_flight.pop(handle)
-                    if isinstance(outcome, BaseException) and is_lost(outcome) and len(pack) > 1:
-                        # Which trial killed its worker is unknown: run each alone, so only
-                        # that one ends lost and its pack-mates finish.
-                        deaths.update({tid: runs_per_pack for tid in pack.ids})
-                        retry.extend(Pack((tid,), (cfg,), pack.experiment) for tid, cfg in zip(pack.ids, pack.configs))
-                        continue
-                    rows = _rows(pack, outcome, deaths, runs_per_pack)
-                    if extra:
-                        rows = [{**r, **extra} for r in rows]
-                    writer.append(rows)
-                    self._record(rows)
-                    statuses = Counter(r["status"] for r in rows)
-                    summary.counts.update(statuses)
-                    progress.advance(len(rows), statuses)
+                    self._settle(in_flight.pop(handle), outcome, retry, deaths, progress, lambda _tid: extra or {})
                 writer.maybe_flush()
+
+    def _settle(self, pack: Pack, outcome, retry: deque, deaths: Counter, progress: SweepProgress,
+                extra_of) -> list[dict] | None:
+        """Write a finished pack's rows (``extra_of(trial_id)``: columns to add) and return
+        them; a pack lost with more than one trial goes back on ``retry`` instead, one
+        trial per pack (returns None)."""
+        runs_per_pack = self.spec.execution.max_retries + 1
+        if isinstance(outcome, BaseException) and is_lost(outcome) and len(pack) > 1:
+            # Which trial killed its worker is unknown: run each alone, so only that one
+            # ends lost and its pack-mates finish.
+            deaths.update({tid: runs_per_pack for tid in pack.ids})
+            retry.extend(Pack((tid,), (cfg,), pack.experiment) for tid, cfg in zip(pack.ids, pack.configs))
+            return None
+        rows = [{**r, **extra_of(r["trial_id"])} for r in _rows(pack, outcome, deaths, runs_per_pack)]
+        self.writer.append(rows)
+        self._record(rows)
+        statuses = Counter(r["status"] for r in rows)
+        self.summary.counts.update(statuses)
+        progress.advance(len(rows), statuses)
+        return rows
+
 
     def run_flows(self, flows: list, label: str) -> None:
         """Run independent flows of requests (an adaptive search's cells), keeping every
@@ -291,7 +297,7 @@ class TrialBatches:
         spec's pack size and at most the waiting trials divided over the workers, so the
         last requests of a run are split across workers instead of training on one.
         """
-        executor, writer, summary = self.executor, self.writer, self.summary
+        executor, writer = self.executor, self.writer
         slots = max(executor.slots(), 1)
         sizer = pack_sizer(self.spec.execution.pack_size, self.spec.experiment, self.spec.execution.pack_memory_mb)
         queue: list[tuple[str, object]] = []  # trials waiting for a pack, in request order
@@ -301,7 +307,6 @@ class TrialBatches:
         pending = set()  # queued or in flight
         retry: deque[Pack] = deque()
         deaths: Counter = Counter()
-        runs_per_pack = self.spec.execution.max_retries + 1
         in_flight: dict = {}
 
         def advance(i: int) -> None:
@@ -347,16 +352,8 @@ class TrialBatches:
                     break
                 for handle, outcome in executor.wait(list(in_flight), timeout_s=0.5):
                     pack = in_flight.pop(handle)
-                    if isinstance(outcome, BaseException) and is_lost(outcome) and len(pack) > 1:
-                        deaths.update({tid: runs_per_pack for tid in pack.ids})
-                        retry.extend(Pack((tid,), (cfg,), pack.experiment) for tid, cfg in zip(pack.ids, pack.configs))
+                    if self._settle(pack, outcome, retry, deaths, progress, lambda tid: extra_of.pop(tid, {})) is None:
                         continue
-                    rows = [{**r, **extra_of.pop(r["trial_id"], {})} for r in _rows(pack, outcome, deaths, runs_per_pack)]
-                    writer.append(rows)
-                    self._record(rows)
-                    statuses = Counter(r["status"] for r in rows)
-                    summary.counts.update(statuses)
-                    progress.advance(len(rows), statuses)
                     ready = set()
                     for tid in pack.ids:
                         pending.discard(tid)
