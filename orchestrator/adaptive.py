@@ -68,10 +68,8 @@ def run_adaptive(spec: SweepSpec, store: ResultsStore, run_id: str, batches) -> 
     and holds the rows of the run so far in ``results``)."""
     cells = list(spec.cells())
     batches.load_results(store, spec.name, run_id)
-    largest = ({json.dumps(c, sort_keys=True, default=str) for c in budget_cells(spec, cells)}
-               if spec.search.budget_check else set())
-    flows = [cell_flow(spec, store, run_id, cell, batches,
-                       json.dumps(cell, sort_keys=True, default=str) in largest) for cell in cells]
+    largest = {cell_key(c) for c in budget_cells(spec, cells)} if spec.search.budget_check else set()
+    flows = [cell_flow(spec, store, run_id, cell, batches, cell_key(cell) in largest) for cell in cells]
     batches.run_flows(flows, f"{spec.name} {run_id}: adaptive search of {len(cells)} cells")
 
 
