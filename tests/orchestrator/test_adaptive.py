@@ -68,6 +68,10 @@ def test_the_search_stops_when_pinned_or_beyond_the_range():
     ("  rel_tol: 0.25\n", "  tune: {m: 4096, lr: null}\n", "search: tune.m (4096) must lie in the searched range"),
     ("  rel_tol: 0.25\n", "  tune: {seeds: 5, lr: null}\n", "search.tune.seeds: value 5: more than the spec's 4 seeds"),
     ("  rel_tol: 0.25\n", "  budget_check: 'yes'\n", "search.budget_check: value 'yes'"),
+    ("  rel_tol: 0.25\n", "  tune: {confidence: 0.3}\n", "search.tune.confidence: value 0.3: Input should be "
+     "greater than or equal to 0.5 (allowed: 0.5..1)"),
+    ("  rel_tol: 0.25\n", "  tune: {momentum: 3}\n", "search.tune.momentum: value 3: unknown field; allowed: "
+     "['batch', 'confidence', 'lr', 'm', 'n_trials', 'seeds', 'weight_decay']"),
     ("  m: {min: 8, max: 128}\n", "  m: 5\n", "search.m: value 5: must be a mapping of settings"),
 ])
 def test_spec_errors_name_the_field(old, new, message):
