@@ -106,6 +106,14 @@ def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
     return f"run {run_id} is {state}: {held}; cells may be incomplete (attnsweep resume {run_id})"
 
 
+def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
+    """What a reader of this run's results must know: it did not finish, or the store holds
+    fewer (or more) of its rows than it recorded (:mod:`orchestrator.completeness`)."""
+    from orchestrator.completeness import incomplete_note
+
+    return [n for n in (unfinished_note(store, sweep, run_id), incomplete_note(store, sweep, run_id)) if n is not None]
+
+
 def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame:
     """Add ``m_star_2x`` and ``budget`` to the m* table: for each cell with a budget-check
     twin (the same cell at twice ``max_epochs``), ``"ok"`` when the twin's m* lies inside

@@ -196,6 +196,7 @@ def replicate(
 
     Writes report.md (every comparison, the cells that moved, baseline and new figures side by side).
     """
+    from orchestrator.analyze import run_caveats
     from orchestrator.driver import run_sweep
     from orchestrator.provenance import code_version
     from orchestrator.replicate import compare_runs, write_report
@@ -217,7 +218,11 @@ def replicate(
     comparisons = compare_runs(results, baseline, summary.run_id, tolerance, alpha, folder / "figures")
     header = dict(sweep=s.name, spec_hash=s.spec_hash(), baseline_code=record["code_version"],
                   new_code=code_version(), tolerance=tolerance, alpha=alpha)
-    path = write_report(folder / "report.md", comparisons, baseline, summary.run_id, folder / "figures", header)
+    caveats = [n for r in (baseline, summary.run_id) for n in run_caveats(results, results.sweep_of(r), r)]
+    for note in caveats:
+        err.print(f"warning: {note}", style="yellow", markup=False, highlight=False)
+    path = write_report(folder / "report.md", comparisons, baseline, summary.run_id, folder / "figures", header,
+                        caveats)
     failed = [c for c in comparisons if c.ok is False]
     for c in failed:
         err.print(f"moved: {c.kind} {c.what}: baseline {c.baseline}, new {c.new}", markup=False, highlight=False)
@@ -297,8 +302,11 @@ app.add_typer(store_app, name="store")
 @store_app.command("check")
 @_user_errors
 def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
-    """Verify the store: readable files (unreadable ones are quarantined), one schema per
-    table, one row per trial id in each run, no temporary files. Exit 1 on a problem."""
+    """Verify the store: every page of every file read and checked (damaged files are
+    quarantined, or skipped in a store you cannot write), one schema per table, one row per
+    trial id in each run, no temporary files. Exit 1 on a problem."""
+    from rich.markup import escape
+
     from results import ResultsStore
     from results.integrity import check_store
 
@@ -306,10 +314,12 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     out.print(f"trials: {report.files['trials']} files, {report.rows['trials']} rows; "
               f"runs: {report.files['runs']} files, {report.rows['runs']} rows")
     for path in report.quarantined:
-        out.print(f"[red]unreadable[/]: {path} (quarantined: its rows are not read; resume its run to recompute "
-                  "them, then delete the file)")
+        out.print(f"[red]unreadable[/]: {escape(path)} (quarantined: its rows are not read; resume its run to "
+                  "recompute them, then delete the file)")
+    for problem in report.skipped:
+        out.print(f"[red]unreadable[/]: {escape(problem)}")
     for problem in report.schema_problems:
-        out.print(f"[red]schema[/]: {problem}")
+        out.print(f"[red]schema[/]: {escape(problem)}")
     for sweep, run_id, tid, copies in report.duplicates:
         out.print(f"[red]duplicate[/]: trial {tid} of run {run_id} (sweep {sweep}) is stored {copies} times")
     for path, age in report.temp_files:
@@ -406,15 +416,15 @@ def analyze(
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
-    from orchestrator.analyze import analyze_run, print_analysis, settings_of, unfinished_note
+    from orchestrator.analyze import analyze_run, print_analysis, run_caveats, settings_of
     from orchestrator.analyze_symmetry import analyze_symmetry_run, print_symmetry
 
     if run_id is None:
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
     figures = figures or Path("figures") / sweep / run_id
-    if (note := unfinished_note(store, sweep, run_id)) is not None:
-        err.print(f"warning: {note}", style="yellow", markup=False)
+    for note in run_caveats(store, sweep, run_id):
+        err.print(f"warning: {note}", style="yellow", markup=False, highlight=False)
     if store.read_run(sweep, run_id).get("experiment") == "symmetry":
         settings = settings_of(store, sweep, run_id)
         print_symmetry(analyze_symmetry_run(store, sweep, run_id, settings, figures), out, settings.target_error)

@@ -412,9 +412,14 @@ def _run_record(spec: SweepSpec, run_id: str) -> dict:
 
 
 def _finish_record(record: dict, summary: RunSummary, store: ResultsStore, sweep: str, run_id: str) -> None:
-    """The record's counts are the run's, over all its attempts, read back from the store."""
+    """The record's counts are the run's, over all its attempts, read back from the store:
+    per status, and per cell (what a later read is checked against)."""
+    from orchestrator.completeness import cell_counts
+
     try:
-        counts = dict(store.scan_run_trials(sweep, run_id).group_by("status").len().collect().iter_rows())
+        rows = store.scan_run_trials(sweep, run_id)
+        counts = dict(rows.group_by("status").len().collect().iter_rows())
+        record["cell_counts"] = cell_counts(rows, (record.get("trial_fields") or "").split(","))
     except StoreError:
         counts = {}
     started = record["started_at"]

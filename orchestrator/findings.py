@@ -36,7 +36,7 @@ CLAIMS = ("L1", "L2", "L3", "L4", "R")
 
 
 def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, union: pl.DataFrame,
-            claims: list[dict], reference: Path | str, ci: float) -> Path:
+            claims: list[dict], reference: Path | str, ci: float, caveats: list[str] = ()) -> Path:
     """Write trials.parquet, the m*-against-T figure and findings.md into ``out_dir``.
 
     Args:
@@ -47,6 +47,7 @@ def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, uni
             ``interval``, ``why``), as written to verdicts.json.
         reference: the paper's read-off (CSV).
         ci: the intervals' coverage.
+        caveats: warnings the page must carry (a run unfinished or incomplete).
 
     Returns:
         The path of findings.md.
@@ -57,7 +58,7 @@ def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, uni
     plot_main_series(union, boolean.read_reference(reference), out_dir / FIGURE, ci)
     path = out_dir / "findings.md"
     records = run_records(store, runs)
-    path.write_text(render(records, claims, union, base=""), encoding="utf-8")
+    path.write_text(render(records, claims, union, base="", caveats=caveats), encoding="utf-8")
     return path
 
 
@@ -89,9 +90,9 @@ def plot_main_series(union: pl.DataFrame, reference: pl.DataFrame, path: Path, c
                        title="3-way AND: critical sample size against context length (95% intervals)")
 
 
-def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: str) -> str:
+def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: str, caveats: list[str] = ()) -> str:
     """The findings as Markdown; ``base`` is the findings folder relative to the file the
-    text goes into ("" for findings.md itself)."""
+    text goes into ("" for findings.md itself); each of ``caveats`` is a warning line."""
     def link(name: str) -> str:
         return f"{base}/{name}" if base else name
 
@@ -101,6 +102,8 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
                            if rec.get(k))
         lines.append(f"Run `{rec['run_id']}` of sweep `{rec['sweep']}` ({rec.get('n_trials')} trials: {counts}; "
                      f"{rec.get('status')}; {_when(rec)}; code version `{rec.get('code_version')}`).")
+    lines += [line for c in caveats for line in ("", f"**Warning:** {c}. The verdicts below are computed from the "
+                                                 "trials read.")]
     lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
               "[--readme README.md]`: regenerate it, do not edit it.",
               "", f"![m* against T]({link(FIGURE)})", "",

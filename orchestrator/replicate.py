@@ -156,9 +156,9 @@ def _distributions(store, sweeps, runs, cell, score, alpha) -> list[Comparison]:
 
 
 def write_report(path: Path, comparisons: list[Comparison], baseline: str, new: str, figures: Path | None,
-                 header: dict) -> Path:
-    """A Markdown report: verdict, the rules, every comparison (failures first), and the
-    baseline and new figures side by side."""
+                 header: dict, caveats: list[str] = ()) -> Path:
+    """A Markdown report: verdict, the rules, warnings (``caveats``: a run incomplete or
+    unfinished), every comparison (failures first), and the baseline and new figures side by side."""
     failed = [c for c in comparisons if c.ok is False]
     lines = [f"# Replication of {header.get('sweep')}: {'REGRESSION' if failed else 'PASSED'}", "",
              f"- baseline run: {baseline}", f"- new run: {new}"]
@@ -166,6 +166,8 @@ def write_report(path: Path, comparisons: list[Comparison], baseline: str, new: 
     lines += ["", f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} judged comparisons failed. "
               "Rules: see `orchestrator/replicate.py` (m* inside the baseline CI widened by the tolerance; fit "
               "parameters inside their widened CI; equal verdicts; Holm-corrected KS tests of score distributions).", ""]
+    if caveats:
+        lines += ["## Warnings", ""] + [f"- **Warning:** {c}" for c in caveats] + [""]
     if failed:
         lines += ["## What moved", ""] + [f"- **{c.kind}** {c.what}: baseline {c.baseline}, new {c.new}" for c in failed] + [""]
     lines += ["## Every comparison", "", "| kind | what | baseline | new | result |", "|---|---|---|---|---|"]

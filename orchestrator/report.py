@@ -28,7 +28,7 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of, tuned_fields, unfinished_note
+from orchestrator.analyze import CELL_FIELDS, analyze_run, run_caveats, settings_of, tuned_fields
 from orchestrator import findings
 from orchestrator.analyze_symmetry import analyze_symmetry_run
 from orchestrator.errors import AttnsweepError
@@ -134,7 +134,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     r_plot = plot_reference(ours, boolean.read_reference(reference), figures / "reference_3way_and.png")
 
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    caveats = [note for r in runs if (note := unfinished_note(store, r.sweep, r.run_id)) is not None]
+    caveats = [note for r in runs for note in run_caveats(store, r.sweep, r.run_id)]
     page = _template().render(
         caveats=caveats,
         title=f"attnsweep verdict report: {', '.join(run_ids)}", generated=generated,
@@ -152,10 +152,10 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     path.write_text(page, encoding="utf-8")
     if publish or readme is not None:
         runs_ = [(r.sweep, r.run_id) for r in runs]
-        findings.publish(store, runs_, out_dir, union, claims, reference, ci)
+        findings.publish(store, runs_, out_dir, union, claims, reference, ci, caveats)
         if readme is not None:
             records = findings.run_records(store, runs_)
-            text = findings.render(records, claims, union, base=findings.relative(out_dir, readme))
+            text = findings.render(records, claims, union, base=findings.relative(out_dir, readme), caveats=caveats)
             findings.update_readme(readme, text)
     return path
 

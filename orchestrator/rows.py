@@ -91,6 +91,7 @@ def run_schema() -> pa.Schema:
         ("spec_hash", pa.string()), ("spec_yaml", pa.string()), ("executor", pa.string()),
         ("host", pa.string()), ("code_version", pa.string()), ("packages", pa.string()),
         ("experiment", pa.string()), ("trial_fields", pa.string()),
+        ("cell_counts", pa.string()),  # JSON rows per cell at the run's end (orchestrator/completeness.py)
         ("attempts", pa.list_(pa.struct([
             ("attempt", pa.int64()), ("started_at", ts), ("ended_at", ts), ("status", pa.string()),
             ("host", pa.string()), ("pid", pa.int64()), ("executor", pa.string()),

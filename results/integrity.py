@@ -31,8 +31,9 @@ class CheckReport:
     Attributes:
         files: readable Parquet files per table.
         rows: rows per table.
-        quarantined: files found unreadable, now (or earlier) under ``quarantine/``.
-        schema_problems: tables whose files' column types cannot be reconciled.
+        quarantined: files found damaged, now (or earlier) under ``quarantine/``.
+        skipped: damaged files left in place (the store cannot be written), with why.
+        schema_problems: files whose column types cannot join their table's other files, with why.
         duplicates: ``(sweep, run_id, trial_id, copies)`` of trial ids stored more than once in a run.
         temp_files: temporary files with their age in seconds (a killed writer's, or one in progress).
         superseded: old part files a compaction replaced (skipped by readers).
@@ -42,6 +43,7 @@ class CheckReport:
     files: dict[str, int] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
     quarantined: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
     schema_problems: list[str] = field(default_factory=list)
     duplicates: list[tuple[str, str, str, int]] = field(default_factory=list)
     temp_files: list[tuple[str, float]] = field(default_factory=list)
@@ -50,31 +52,35 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return not (self.quarantined or self.schema_problems or self.duplicates or self.temp_files or self.orphans)
+        return not (self.quarantined or self.skipped or self.schema_problems or self.duplicates or self.temp_files or self.orphans)
 
 
 def check_store(store: ResultsStore) -> CheckReport:
-    """Verify a store: readable files, one schema per table, one row per trial id and run,
-    no temporary files. Unreadable files are moved to quarantine (as on any read).
+    """Verify a store: every page of every file read and checked (the record of checked
+    versions is ignored, and refreshed), one schema per table, one
+    row per trial id and run, no temporary files. Damaged files are moved to quarantine (as on
+    any read; skipped in place when the store cannot be written).
 
     Raises:
         StoreError: the store's root does not exist.
     """
     if not store.root.is_dir():
         raise StoreError(f"no store at {store.root}")
+    # Every file is read in full, whatever the record of checked files says (results/checked.py).
+    store.check_every_file = True
+    store._meta.clear()
+    store._unified.clear()
     report = CheckReport()
     for table in ("trials", "runs"):
         files = store._files(table)
         report.files[table] = len(files)
         report.rows[table] = sum(store.metadata(p).num_rows for p in files)
         listed = {p for p in (store.root / table).glob("*/*/*.parquet") if not p.name.startswith(".")}
-        report.superseded += sorted(str(p.relative_to(store.root)) for p in listed - set(files))
-        if files:
-            try:
-                store.schema(table, files)
-            except StoreError as exc:
-                report.schema_problems.append(str(exc))
-    if report.files["trials"] and not report.schema_problems:
+        report.superseded += sorted(str(p.relative_to(store.root)) for p in listed - set(files) - set(store.set_aside))
+    for path, why in sorted(store.set_aside.items(), key=lambda kv: str(kv[0])):
+        if not why.damaged or path.exists():  # a moved file is listed from quarantine/ below
+            (report.skipped if why.damaged else report.schema_problems).append(f"{path.relative_to(store.root)}: {why}")
+    if report.files["trials"]:
         dup = (store.scan_trials().group_by("sweep", "run_id", "trial_id").agg(copies=pl.len())
                .filter(pl.col("copies") > 1).sort("sweep", "run_id", "trial_id").collect())
         report.duplicates = [tuple(r) for r in dup.iter_rows()]
@@ -145,9 +151,12 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
 
 
 def _delete_superseded(store: ResultsStore, folder: Path) -> int:
-    """Delete part files a finished compaction replaced (left by a crash before deleting)."""
-    keep = set(store._files("trials", folder))
-    old = [p for p in folder.glob("*.parquet") if not p.name.startswith(".") and p not in keep]
+    """Delete part files a finished compaction replaced (left by a crash before deleting);
+    only files a readable compacted file names, never a file set aside."""
+    old = set()
+    for p in store._files("trials", folder):
+        old |= {folder / name for name in json.loads((store.metadata(p).metadata or {}).get(REPLACES_KEY, b"[]"))}
+    old = sorted(p for p in old if p.exists())
     for p in old:
         p.unlink(missing_ok=True)
     return len(old)

@@ -32,6 +32,7 @@ crash left them behind.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -39,24 +40,44 @@ import time
 import uuid
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from results.checked import CheckedFiles
 from results.errors import StoreError
+from results.schemas import POLARS_CASTS, unify
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 TMP_PREFIX = ".tmp-"
 QUARANTINE = "quarantine"
 # Parquet key-value metadata of a compacted file: JSON list of the file names it replaces.
 REPLACES_KEY = b"attnsweep.replaces"
+RACY_S = 2.0
+"""A file version changed less than this many seconds ago is not recorded as checked: a
+change within the file system clock's tick would keep its size and times."""
 PARTITION_SCHEMA = pa.schema([("sweep", pa.string()), ("run_id", pa.string())])
 
 
 class StoreWarning(UserWarning):
-    """A store file could not be read and was moved to the quarantine folder."""
+    """A store file was left out of a read: damaged (moved to the quarantine folder, or
+    skipped where it is in a store that cannot be written), or with a column type that
+    cannot join the other files'."""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Why a file is left out of reads: ``damaged`` (moved to quarantine, or skipped in
+    place), or not (its column types cannot join the other files')."""
+
+    reason: str
+    damaged: bool
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 class ResultsStore:
@@ -69,11 +90,20 @@ class ResultsStore:
         StoreError: a URI whose scheme no installed fsspec backend handles.
     """
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, check_every_file: bool = False):
         self.uri = str(root)
         self.root, self.local = store_root(root)
-        self._meta: dict[tuple, pq.FileMetaData] = {}
+        self.check_every_file = check_every_file
+        """Read every file in full, even versions the record of checked files knows."""
+        self._checked = CheckedFiles(enabled=self.local)
+        self._meta: dict[tuple, pq.FileMetaData | None] = {}
+        self._schemas: dict[int, tuple[pq.FileMetaData, pa.Schema]] = {}
+        self._unified: dict[tuple, tuple[pa.Schema, dict]] = {}
         self.quarantined: list[Path] = []
+        """Damaged files this object moved to ``quarantine/`` (their new paths)."""
+        self.set_aside: dict[Path, LeftOut] = {}
+        """Files a read of this object left out, with why: damaged (moved, or skipped in a
+        store that cannot be written) or with a column type that cannot join the others'."""
 
     # -- paths -------------------------------------------------------------------------
     def run_dir(self, table: str, sweep: str, run_id: str) -> Path:
@@ -126,61 +156,108 @@ class ResultsStore:
 
     # -- reading -----------------------------------------------------------------------
     def has_trials(self) -> bool:
-        """Whether any trial file exists."""
-        return bool(self._files("trials"))
+        """Whether any trial file exists (checks no file: a cheap look before a read)."""
+        base = self.root / "trials"
+        return base.exists() and any(not p.name.startswith(".") for p in base.glob("*/*/*.parquet"))
 
     def _files(self, table: str, folder: Path | None = None) -> list[Path]:
-        """The readable Parquet files of ``table`` (or of one run's ``folder``): temporary
-        files excluded, unreadable ones quarantined, files a compaction replaced skipped."""
+        """The files of ``table`` (or of one run's ``folder``) a read uses: every one
+        checked whole (:meth:`metadata`), temporary files excluded, files a compaction
+        replaced skipped, and files whose column types cannot join the others' set aside
+        (:attr:`set_aside`, with a :class:`StoreWarning`)."""
         found = folder.glob("*.parquet") if folder is not None else (self.root / table).glob("*/*/*.parquet")
         good = [p for p in sorted(found, key=str) if not p.name.startswith(".") and self.metadata(p) is not None]
+        self._checked.commit()
         replaced = set()
         for p in good:
             kv = self.metadata(p).metadata or {}
             if REPLACES_KEY in kv:
                 replaced |= {p.parent / name for name in json.loads(kv[REPLACES_KEY])}
-        return [p for p in good if p not in replaced]
+        good = [p for p in good if p not in replaced]
+        _, conflicts = self._unify(good)
+        for p, conflict in conflicts.items():
+            self._set_aside(p, f"{conflict} (fix or move the file; store check lists it)", damaged=False)
+        return [p for p in good if p not in conflicts]
 
     def metadata(self, path: Path) -> pq.FileMetaData | None:
-        """The Parquet footer of ``path``, or None after moving an unreadable file to quarantine."""
+        """The Parquet footer of ``path`` once every page of the file has been read and
+        checked (:func:`read_checked`), once per file version: a local version checked
+        before, by any process, is known from the record of checked files
+        (:mod:`results.checked`) and only its footer is read again. A damaged file gives
+        None: it is moved to ``quarantine/`` or, when the store cannot be written, skipped
+        where it is (:attr:`set_aside`)."""
         try:
             st = path.stat()
         except FileNotFoundError:
             return None
-        key = (str(path), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None))
+        key = (str(path), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None),
+               getattr(st, "st_ctime_ns", None), getattr(st, "st_ino", None))
         if key not in self._meta:
             try:
-                with path.open("rb") as fh:
-                    self._meta[key] = pq.read_metadata(fh)
-            except (OSError, pa.ArrowException) as exc:
-                self._quarantine(path, exc)
-                return None
+                if self.local and not self.check_every_file and self._checked.known(path, st):
+                    with path.open("rb") as fh:  # this version's pages were checked before
+                        self._meta[key] = pq.read_metadata(fh)
+                else:
+                    self._meta[key] = read_checked(path)
+                    # A version younger than the clock's tick could still change unseen ("racy").
+                    if self.local and time.time() - st.st_ctime > RACY_S:
+                        self._checked.add(path, st)
+            except Exception as exc:  # noqa: BLE001 - whatever a damaged file makes the reader raise
+                self._meta[key] = None
+                if self.local:
+                    self._checked.forget(path)
+                self._damaged(path, exc)
         return self._meta[key]
 
-    def _quarantine(self, path: Path, exc: BaseException) -> None:
+    def _damaged(self, path: Path, exc: BaseException) -> None:
         rel = path.relative_to(self.root)
         dest = self.root / QUARANTINE / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        reason = str(exc).strip() or type(exc).__name__
         try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
             path.rename(dest)
         except FileNotFoundError:
             return
+        except OSError as move:  # a read-only store (a snapshot, an archive, another user's)
+            self._set_aside(path, f"damaged ({reason}); skipped where it is, as the store cannot be written here "
+                                  f"({move.strerror or move})")
+            return
         self.quarantined.append(dest)
-        warnings.warn(f"unreadable Parquet file {rel} ({exc}) moved to {QUARANTINE}/{rel}; the rest of the store "
-                      "still reads", StoreWarning, stacklevel=4)
+        self._set_aside(path, f"damaged ({reason}); moved to {QUARANTINE}/{rel}")
+
+    def _set_aside(self, path: Path, reason: str, damaged: bool = True) -> None:
+        """Record why ``path`` is left out of reads, and say it once."""
+        if path not in self.set_aside:
+            self.set_aside[path] = LeftOut(reason, damaged)
+            warnings.warn(f"Parquet file {path.relative_to(self.root)} left out: {reason}; its rows are not read, "
+                          "the rest of the store still reads", StoreWarning, stacklevel=5)
+
+    def _unify(self, files: list[Path]) -> tuple[pa.Schema, dict]:
+        """:func:`results.schemas.unify` of ``files``, remembered for the same files."""
+        key = tuple(files)
+        if key not in self._unified:
+            self._unified[key] = unify([(p, self._arrow_schema(p), self.metadata(p).num_rows) for p in files])
+        return self._unified[key]
+
+    def _arrow_schema(self, path: Path) -> pa.Schema:
+        meta = self.metadata(path)
+        if id(meta) not in self._schemas:
+            self._schemas[id(meta)] = (meta, meta.schema.to_arrow_schema())  # meta kept: its id stays its own
+        return self._schemas[id(meta)][1]
 
     def schema(self, table: str, files: list[Path] | None = None) -> pa.Schema:
-        """The unified Arrow schema of ``table``'s files (without the partition columns).
+        """The unified Arrow schema of ``table``'s files (without the partition columns),
+        by :func:`results.schemas.unify`.
 
         Raises:
-            StoreError: two files give one column types that cannot be reconciled.
+            StoreError: ``files`` (given) include ones whose column types cannot join.
         """
         files = self._files(table) if files is None else files
-        try:
-            return pa.unify_schemas([self.metadata(p).schema.to_arrow_schema() for p in files],
-                                    promote_options="permissive")
-        except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
-            raise StoreError(f"the {table} files of the store at {self.root} have incompatible column types: {exc}") from exc
+        schema, conflicts = self._unify(files)
+        if conflicts:
+            path, conflict = next(iter(conflicts.items()))
+            raise StoreError(f"the {table} file {path} does not fit the others: {conflict}")
+        return schema
 
     def scan_trials(self) -> pl.LazyFrame:
         """All trial rows as a lazy frame, with ``sweep`` and ``run_id`` columns.
@@ -210,7 +287,7 @@ class ResultsStore:
             files, schema=schema, hive_partitioning=folder is None,
             hive_schema={"sweep": pl.String, "run_id": pl.String} if folder is None else None,
             try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore",
-            cast_options=pl.ScanCastOptions(integer_cast="allow-float", float_cast="upcast"),
+            cast_options=pl.ScanCastOptions(**POLARS_CASTS),
         )
 
     def arrow_dataset(self, table: str = "trials"):
@@ -265,8 +342,10 @@ class ResultsStore:
             StoreError: no such run.
         """
         path = self.run_dir("runs", sweep, run_id) / "run.parquet"
-        if not path.exists():
+        if not path.exists() and path not in self.set_aside:
             raise StoreError(f"no run {run_id!r} of sweep {sweep!r} in the store at {self.root}")
+        if self.metadata(path) is None:
+            raise StoreError(f"the record of run {run_id!r} of sweep {sweep!r} is {self.set_aside.get(path, 'gone')}")
         with path.open("rb") as fh:
             return pl.from_arrow(pq.read_table(fh)).row(0, named=True)
 
@@ -328,22 +407,55 @@ def store_root(root: str | os.PathLike) -> tuple[Path, bool]:
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
     """Write ``table`` to ``path`` so that readers see all of it or nothing: locally through
-    a temporary file in the same folder and a rename; on an object store in one PUT."""
+    a temporary file in the same folder and a rename; on an object store in one PUT.
+
+    Every page gets a CRC checksum, which :func:`read_checked` verifies."""
     if not isinstance(path, Path) or type(path).__module__.startswith("upath"):
         with path.open("wb") as fh:
-            pq.write_table(table, fh)
+            pq.write_table(table, fh, write_page_checksum=True)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     # Hidden and not ending in .parquet: no reader's glob or discovery picks it up.
     tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:8]}-{path.name}.partial")
     try:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, write_page_checksum=True)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def read_checked(path: Path) -> pq.FileMetaData:
+    """Read every page of the Parquet file at ``path`` and return its footer.
+
+    Pages written with a CRC checksum (every file this store writes: see
+    :func:`write_parquet_atomic`) are verified against it; every page is decompressed and
+    decoded, by pyarrow (which reads for DuckDB and remote stores) and by polars (which reads
+    local stores, and parses the footer more strictly); the rows decoded must add up to the
+    footer's count. Files written before page checksums get the decoding only. The file is
+    held in memory once, with one decoded copy of it.
+
+    A single changed byte anywhere in a file this store wrote either fails this or changes
+    no row a read returns (tests/results/test_damage.py tries every byte).
+
+    Raises:
+        Exception: the file is damaged (any error the Parquet readers raise on it:
+            ``OSError``, ``pyarrow.ArrowException``, ``UnicodeDecodeError``, polars'
+            ``ComputeError``...), or :class:`StoreError` when the row counts disagree.
+    """
+    with path.open("rb") as fh:
+        data = fh.read()
+    pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
+    meta = pf.metadata
+    rows = sum(pf.read_row_group(i).num_rows for i in range(meta.num_row_groups))
+    if rows != meta.num_rows:
+        raise StoreError(f"its pages hold {rows} rows, its footer says {meta.num_rows}")
+    # polars parses the footer and pages itself (local reads are polars'), and more strictly.
+    if pl.read_parquet(io.BytesIO(data), use_statistics=False).height != rows:
+        raise StoreError(f"polars reads another row count than its footer's {meta.num_rows}")
+    return meta
 
 
 def rows_to_table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:

@@ -1,0 +1,107 @@
+"""Whether the rows a read finds are all the rows a run wrote, and if not, where and why.
+
+At its end a run records how many rows it stored, in total and per cell (``cell_counts``
+in its ``runs`` record: rows per value of the trial settings that vary, the seed aside).
+``analyze``, ``report`` and ``replicate`` compare the rows they read with those counts, so a
+result computed from part of a run says so: which cells lack rows, how many, and why (a file
+left out as damaged or incompatible, moved to quarantine, or gone).
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from results import ResultsStore, StoreError
+from results.store import QUARANTINE
+
+NOT_COUNTED = ("seed", "fault")
+"""Trial settings the per-cell counts do not split by: a cell holds every seed."""
+
+SHOWN_CELLS = 12
+"""Incomplete cells named in a note at most (the rest are counted)."""
+
+
+def cell_counts(rows: pl.LazyFrame, fields: list[str]) -> str:
+    """The per-cell row counts a run record keeps, as JSON:
+    ``{"fields": [...], "cells": [[value, ..., rows], ...]}`` over the ``fields`` (trial
+    settings, :data:`NOT_COUNTED` aside) that take more than one value in ``rows``."""
+    fields = [f for f in fields if f not in NOT_COUNTED and f in rows.collect_schema()]
+    if not fields:
+        return json.dumps({"fields": [], "cells": [[rows.select(pl.len()).collect().item()]]})
+    unique = rows.select(pl.col(fields).n_unique()).collect().row(0, named=True)
+    varying = [f for f in fields if unique[f] > 1]
+    counts = rows.group_by(varying).len().sort(varying, nulls_last=True).collect() if varying else \
+        rows.select(pl.len()).collect()
+    return json.dumps({"fields": varying, "cells": [list(r) for r in counts.iter_rows()]})
+
+
+def incomplete_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
+    """A warning naming the cells of a run whose rows in the store are fewer (or more) than
+    the run recorded, and why; None when every recorded row is read, or while the run is
+    still running (its counts are not final; ``analyze.unfinished_note`` speaks then)."""
+    record = store.read_run(sweep, run_id)
+    if record["status"] == "running":
+        return None
+    try:
+        rows = store.scan_run_trials(sweep, run_id)
+    except StoreError:
+        rows = None
+    recorded = sum(record.get(k) or 0 for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
+    read = 0 if rows is None else rows.select(pl.len()).collect().item()
+    cells = _cells(record.get("cell_counts"), rows)
+    if read == recorded and not cells:
+        return None
+    shown = "; ".join(cells[:SHOWN_CELLS]) + (f"; and {len(cells) - SHOWN_CELLS} more cells" if len(cells) > SHOWN_CELLS else "")
+    where = f" (rows read / rows recorded: {shown})" if cells else ""
+    return (f"run {run_id} is incomplete: {read} of the {recorded} trial rows it recorded are read{where}; "
+            f"{_why(store, sweep, run_id, read > recorded)}")
+
+
+def _cells(counts_json: str | None, rows: pl.LazyFrame | None) -> list[str]:
+    """``"T=64, model=mlp: 38/40"`` for each recorded cell whose read count differs."""
+    if not counts_json:
+        return []
+    counts = json.loads(counts_json)
+    fields = counts["fields"]
+    if not fields:
+        return []
+    expected = pl.DataFrame(counts["cells"], schema=[*fields, "recorded"], orient="row", infer_schema_length=None)
+    if rows is None:
+        found = expected.select(fields).with_columns(read=pl.lit(0, pl.UInt32))
+    else:
+        found = rows.group_by(fields).agg(read=pl.len()).collect()
+        expected = expected.with_columns([pl.col(f).cast(found.schema[f]) for f in fields])
+    both = expected.join(found, on=fields, how="full", coalesce=True, nulls_equal=True)
+    both = both.with_columns(pl.col("recorded", "read").fill_null(0).cast(pl.Int64))
+    shown = [f for f in fields if f != "m"]
+    if not shown:  # m is the only axis: each m is a cell
+        shown = fields
+    off = pl.col("read") != pl.col("recorded")
+    detail = (pl.concat_str([pl.lit("m="), pl.col("m").cast(pl.String), pl.lit(": "), pl.col("read").cast(pl.String),
+                             pl.lit("/"), pl.col("recorded").cast(pl.String)]).filter(off)
+              if "m" in fields and shown != fields else pl.lit(None, pl.String).filter(off))
+    by_cell = (both.sort(fields, nulls_last=True).group_by(shown, maintain_order=True)
+               .agg(pl.col("read", "recorded").sum(), detail.alias("at")).filter(off))
+    return [", ".join(f"{f}={r[f]}" for f in shown) + f": {r['read']}/{r['recorded']}"
+            + (f" (at {', '.join(a for a in r['at'] if a)})" if any(r["at"]) else "")
+            for r in by_cell.iter_rows(named=True)]
+
+
+def _why(store: ResultsStore, sweep: str, run_id: str, extra: bool) -> str:
+    if extra:
+        return "more rows than the run wrote: a file was copied in or restored twice (attnsweep store check)"
+    folder = store.run_dir("trials", sweep, run_id)
+    left = {p.name: why for p, why in store.set_aside.items() if p.parent == folder}
+    quarantine = store.root / QUARANTINE / folder.relative_to(store.root)
+    earlier = [p for p in sorted(quarantine.glob("*.parquet")) if p.name not in left]
+    parts = []
+    if left:
+        parts.append("files left out of this read: " + "; ".join(f"{name}: {why}" for name, why in left.items()))
+    if earlier:
+        parts.append(f"{len(earlier)} damaged file(s) of this run were moved to {quarantine.relative_to(store.root)} "
+                     "by an earlier read")
+    if not parts:
+        return "its missing files were moved or deleted after it ended (attnsweep store check)"
+    return "; ".join(parts) + f" (attnsweep resume {run_id} reruns the missing trials of a grid sweep)"
