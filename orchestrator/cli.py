@@ -237,6 +237,9 @@ def replicate(
 JobAddressOpt = Annotated[str, typer.Option("--address", envvar="RAY_API_SERVER_ADDRESS",
                                              help="job server, e.g. http://127.0.0.1:8265 (env RAY_API_SERVER_ADDRESS)")]
 DEFAULT_JOB_ADDRESS = "http://127.0.0.1:8265"
+TimeoutOpt = Annotated[float, typer.Option("--timeout", envvar="ATTNSWEEP_TIMEOUT", min=0.1,
+                                           help="seconds each call to the job server may take (env ATTNSWEEP_TIMEOUT)")]
+DEFAULT_TIMEOUT = 30.0  # orchestrator.deadline.TIMEOUT_S, without importing it for --help
 
 
 @app.command()
@@ -248,15 +251,17 @@ def submit(
         help="results store as the cluster sees it (shared path or URI); default: the cluster's ATTNSWEEP_STORE")] = None,
     job_id: Annotated[str | None, typer.Option("--job-id", help="a job id of your own")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="follow the job's log to its end; exit 0 only if it succeeded")] = False,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
 ) -> None:
     """Submit a sweep as a Ray job to a cluster's job server; prints the job id."""
     from orchestrator import jobs
 
-    jid = jobs.submit(spec, address, store, job_id)
+    jid = jobs.submit(spec, address, store, job_id, timeout_s=timeout)
     out.print(jid, markup=False, highlight=False)
     if wait:
-        jobs.logs(address, jid, follow=True, write=lambda chunk: err.print(chunk, end="", markup=False, highlight=False))
-        state, message = jobs.status(address, jid)
+        jobs.logs(address, jid, follow=True, write=lambda chunk: err.print(chunk, end="", markup=False, highlight=False),
+                  timeout_s=timeout)
+        state, message = jobs.status(address, jid, timeout_s=timeout)
         err.print(f"job {jid}: {state}{': ' + message if message else ''}", markup=False, highlight=False)
         if state != "SUCCEEDED":
             raise typer.Exit(1)
@@ -264,11 +269,12 @@ def submit(
 
 @app.command()
 @_user_errors
-def status(job_id: Annotated[str, typer.Argument(help="job id from submit")], address: JobAddressOpt = DEFAULT_JOB_ADDRESS) -> None:
+def status(job_id: Annotated[str, typer.Argument(help="job id from submit")], address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
+           timeout: TimeoutOpt = DEFAULT_TIMEOUT) -> None:
     """Print a submitted job's status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED)."""
     from orchestrator import jobs
 
-    state, message = jobs.status(address, job_id)
+    state, message = jobs.status(address, job_id, timeout_s=timeout)
     out.print(f"{state}{': ' + message if message else ''}", markup=False, highlight=False)
 
 
@@ -278,20 +284,22 @@ def logs(
     job_id: Annotated[str, typer.Argument(help="job id from submit")],
     address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="stream until the job ends")] = False,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
 ) -> None:
     """Print a submitted job's log."""
     from orchestrator import jobs
 
-    jobs.logs(address, job_id, follow, write=lambda chunk: typer.echo(chunk, nl=False))
+    jobs.logs(address, job_id, follow, write=lambda chunk: typer.echo(chunk, nl=False), timeout_s=timeout)
 
 
 @app.command()
 @_user_errors
-def cancel(job_id: Annotated[str, typer.Argument(help="job id from submit")], address: JobAddressOpt = DEFAULT_JOB_ADDRESS) -> None:
+def cancel(job_id: Annotated[str, typer.Argument(help="job id from submit")], address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
+           timeout: TimeoutOpt = DEFAULT_TIMEOUT) -> None:
     """Stop a submitted job (finished trials stay in the store; resume the run later)."""
     from orchestrator import jobs
 
-    stopped = jobs.cancel(address, job_id)
+    stopped = jobs.cancel(address, job_id, timeout_s=timeout)
     out.print(f"job {job_id}: {'stopping' if stopped else 'had already ended'}", markup=False, highlight=False)
 
 

@@ -111,8 +111,13 @@ class RayExecutor(Executor):
             if not ray.is_initialized():
                 # address="local": always a new private cluster; None would join whatever
                 # RAY_ADDRESS or the last `ray start` on this machine points at.
-                ray.init(address="local", include_dashboard=False, log_to_driver=False,
-                         configure_logging=False) if address is None else ray.init(address=address, log_to_driver=False)
+                if address is None:
+                    ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+                else:  # a cluster that accepts the connection and never answers must not hang the run
+                    from orchestrator.deadline import default_timeout, within
+
+                    within(default_timeout(), f"the Ray cluster at {address}",
+                           lambda: ray.init(address=address, log_to_driver=False))
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RunError(f"cannot start or reach Ray at {address or 'a new local cluster'}: {exc}") from exc
         self.address = address
