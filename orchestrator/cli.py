@@ -54,13 +54,23 @@ def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
              max_trials: Annotated[int, typer.Option(min=1, help="refuse grids above this many trials")] = 1_000_000) -> None:
     """Check a spec and say what it would run; writes nothing."""
     from orchestrator.driver import spec_pack_sizer
-    from orchestrator.packing import make_packs
+    from orchestrator.packing import count_packs
     from orchestrator.spec import load_spec
 
     s = load_spec(spec, max_trials=max_trials)
     workers = s.resources.num_workers or max(1, int((os.cpu_count() or 1) / s.resources.cpus_per_worker))
     budget = s.execution.pack_memory_mb * 2**20
-    biggest = max(s.family.memory_bytes(c) for c in _one_per_shape(s))
+    biggest = 0
+    if not s.search.adaptive:  # one pass over the runs of one shape: pack count and memory (no trial list)
+        sizer = spec_pack_sizer(s, workers)
+
+        def size_of(cfg) -> int:
+            nonlocal biggest
+            biggest = max(biggest, s.family.memory_bytes(cfg))
+            return sizer(cfg)
+
+        n_packs, exact = count_packs(s, size_of)
+    biggest = max([biggest, *(s.family.memory_bytes(c) for c in _largest_trials(s))])
     if biggest > budget:
         err.print(f"warning: one trial needs about {biggest / 2**20:,.0f} MiB of training memory, more than "
                   f"execution.pack_memory_mb ({s.execution.pack_memory_mb:g}); such trials run one per pack and "
@@ -73,9 +83,8 @@ def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
                   f"{s.search.m.min}..{s.search.m.max}, to within {s.search.rel_tol:.0%}{tune}; at most "
                   f"{_plural(s.n_trials(), 'trial')}")
     else:
-        n_packs = sum(1 for _ in make_packs(((str(i), c) for i, c in enumerate(s.trials())),
-                                            spec_pack_sizer(s, workers), s.experiment))
-        out.print(f"[green]valid[/]: sweep {s.name!r}: {_plural(s.n_trials(), 'trial')} in {_plural(n_packs, 'pack')} "
+        packs = _plural(n_packs, "pack") if exact else f"about {n_packs:,} packs (estimated from a sample of its shapes)"
+        out.print(f"[green]valid[/]: sweep {s.name!r}: {_plural(s.n_trials(), 'trial')} in {packs} "
                   f"(for {_plural(workers, 'worker')} here)")
     for i in range(len(s.grids)):
         if len(s.grids) > 1:
@@ -388,16 +397,24 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _one_per_shape(s):
-    """One trial per distinct shape key (what the memory estimate depends on)."""
-    seen = set()
-    # An adaptive search's largest trials are at the top of its m range.
-    configs = (s.family.config(**cell, m=s.search.m.max, seed=s.seeds[0]) for cell in s.cells()) \
-        if s.search.adaptive else s.trials()
-    for c in configs:
-        if (key := c.shape_key()) not in seen:
-            seen.add(key)
-            yield c
+def _largest_trials(s):
+    """The trials whose memory the pack count did not already see: an adaptive search's at
+    the top of its m range; of a grid with more shapes than the count visits (a sample),
+    each block's trial with every numeric axis at its largest value (memory grows with each)."""
+    from orchestrator.packing import shape_groups
+
+    if s.search.adaptive:
+        yield from (s.family.config(**cell, m=s.search.m.max, seed=s.seeds[0]) for cell in s.cells())
+        return
+    if shape_groups(s)[2]:
+        return
+    for block in range(len(s.grids)):
+        top = {k: max(v) if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) else v[0]
+               for k, v in s.axes(block).items()}
+        try:
+            yield s.family.config(**s.fixed, **top)
+        except ValueError:  # the largest values together break a cross-field rule
+            pass
 
 
 def _check_paths(store: str, figures: Path | None) -> None:

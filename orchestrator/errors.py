@@ -10,13 +10,52 @@ class AttnsweepError(Exception):
     """Root of attnsweep's own errors."""
 
 
+SHOWN_VALUES = 3
+"""Values a message names when many values of one field break one rule (the rest are counted)."""
+
+
 class SpecError(AttnsweepError, ValueError):
-    """A sweep spec is invalid. The message names each bad field and what is allowed."""
+    """A sweep spec is invalid. The message names each bad field and what is allowed; many
+    values of one field that break the same rule (a long range) make one line, not one each.
+
+    Attributes:
+        problems: every problem, one line each (uncollapsed).
+    """
 
     def __init__(self, problems: list[str], source: str = "spec"):
         self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
+        shown = collapse(problems)
+        lines = "\n".join(f"  - {p}" for p in shown)
         super().__init__(f"{source} is invalid ({len(problems)} problem(s)):\n{lines}")
+
+
+def collapse(problems: list[str]) -> list[str]:
+    """``problems`` with each group of lines ``FIELD: value V: RULE`` that share FIELD and
+    RULE made one line naming how many values, the first few and the last."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    order: list[tuple[str, str] | str] = []
+    for p in problems:
+        field, sep, rest = p.partition(": value ")
+        value, sep2, rule = rest.partition(": ")
+        if not (sep and sep2):
+            order.append(p)
+            continue
+        key = (field, rule)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(value)
+    out = []
+    for item in order:
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        (field, rule), values = item, groups[item]
+        if len(values) <= SHOWN_VALUES + 1:
+            out += [f"{field}: value {v}: {rule}" for v in values]
+        else:
+            out.append(f"{field}: {len(values)} values: {rule} ({', '.join(values[:SHOWN_VALUES])}, ..., {values[-1]})")
+    return out
 
 
 class RunError(AttnsweepError):

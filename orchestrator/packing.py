@@ -11,6 +11,8 @@ of trials whose estimated training memory (:mod:`workers.memory`) fits
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -88,3 +90,76 @@ def make_packs(trials: Iterable[tuple[str, BaseModel]], pack_size: int | Callabl
         configs.append(cfg)
     if configs:
         yield Pack(tuple(ids), tuple(configs), experiment)
+
+
+PER_TRIAL_AXES = ("seed", "norm_bound", "fault")
+"""Axes that vary inside a pack (not in any experiment's ``shape_key``)."""
+
+
+def shape_groups(spec, limit: int = 20_000, seed: int = 0) -> tuple[Iterator[tuple[BaseModel, int]], int, bool]:
+    """The runs of consecutive trials of a grid spec that share a shape key, without
+    listing the trials: ``(groups, n_groups, exact)``.
+
+    ``groups`` yields ``(config, n)``: the first trial of a run and its length. The axes
+    that vary inside a pack (:data:`PER_TRIAL_AXES`) are the innermost of each grid block
+    (:meth:`orchestrator.spec.SweepSpec.axes`), so a run is one combination of the other
+    axes and ``n`` is the product of those axes' lengths. With more than ``limit`` runs,
+    ``groups`` yields a uniform random sample of ``limit`` of them (``exact`` False).
+    """
+    import random
+
+    blocks = []
+    for i in range(len(spec.grids)):
+        axes = spec.axes(i)
+        shape = {k: v for k, v in axes.items() if k not in PER_TRIAL_AXES}
+        inner = {k: v[0] for k, v in axes.items() if k in PER_TRIAL_AXES}
+        per_run = math.prod(len(v) for k, v in axes.items() if k in PER_TRIAL_AXES)
+        blocks.append((shape, inner, per_run, math.prod(len(v) for v in shape.values())))
+    total = sum(b[3] for b in blocks)
+
+    def config(shape: dict, inner: dict, index: int) -> BaseModel:
+        values = {}
+        for name in reversed(list(shape)):  # the last axis varies fastest
+            index, j = divmod(index, len(shape[name]))
+            values[name] = shape[name][j]
+        return spec.family.config(**spec.fixed, **values, **inner)
+
+    def every() -> Iterator[tuple[BaseModel, int]]:
+        for shape, inner, per_run, _ in blocks:
+            for values in itertools.product(*shape.values()):
+                yield spec.family.config(**spec.fixed, **dict(zip(shape, values)), **inner), per_run
+
+    def sample() -> Iterator[tuple[BaseModel, int]]:
+        rng = random.Random(seed)
+        for g in sorted(rng.sample(range(total), limit)):
+            for shape, inner, per_run, n in blocks:
+                if g < n:
+                    yield config(shape, inner, g), per_run
+                    break
+                g -= n
+
+    return (every() if total <= limit else sample()), total, total <= limit
+
+
+def count_packs(spec, size_of: Callable[[BaseModel], int], limit: int = 20_000) -> tuple[int, bool]:
+    """How many packs :func:`make_packs` cuts a grid spec's trials into, without listing
+    them: ``(n_packs, exact)``; beyond ``limit`` runs of one shape, an estimate from a
+    sample of them (``exact`` False).
+
+    Args:
+        size_of: the pack size of a run's first trial (e.g. :func:`pack_sizer`'s).
+    """
+    groups, total, exact = shape_groups(spec, limit)
+    if exact:
+        n, key, run = 0, None, 0
+        for cfg, per_run in groups:  # runs next to each other with one shape key are one run
+            k = cfg.shape_key()
+            if k != key and run:
+                n += -(-run // size)
+                run = 0
+            if not run:
+                key, size = k, size_of(cfg)
+            run += per_run
+        return n + (-(-run // size) if run else 0), True
+    packs = [-(-per_run // size_of(cfg)) for cfg, per_run in groups]
+    return round(total * sum(packs) / len(packs)), False
