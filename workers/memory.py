@@ -80,16 +80,25 @@ def symmetry_trial_bytes(cfg: SymmetryTrialConfig) -> int:
     return FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (data + acts))
 
 
-@functools.lru_cache(maxsize=1024)
+SMALL_MODEL_FLOATS = 4_000_000
+"""Models with at most about this many parameters are built on the CPU to be counted (a
+millisecond); larger ones on the meta device (no storage, but some 20 ms each)."""
+
+
+@functools.lru_cache(maxsize=4096)
 def _param_count(family: str, *args) -> int:
-    """Exact parameter count of a model, built on the meta device (no storage)."""
-    with torch.device("meta"):
-        if family == "boolean":
-            from workers.models import build_model
+    """Exact parameter count of a model, built on the CPU when it is surely small, else on
+    the meta device (no storage)."""
+    if family == "boolean":
+        from workers.models import build_model as build
 
-            model = build_model(*args)
-        else:
-            from workers.students import build_student
+        _, T, d, layers, _, width = args
+        wide = max(d, width)
+        small = 4 * (T + 2) * wide + 16 * layers * wide * wide <= SMALL_MODEL_FLOATS
+    else:
+        from workers.students import build_student as build
 
-            model = build_student(*args)
+        small = False
+    with torch.device("cpu" if small else "meta"):
+        model = build(*args)
     return sum(p.numel() for p in model.parameters())
