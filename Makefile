@@ -10,8 +10,9 @@ BIN    := $(VENV)/bin
 quickstart: $(VENV)/.installed
 	$(BIN)/attnsweep run sweeps/quickstart.yaml
 
+# make test ARGS="tests/results -x": a part of the suite, or any pytest arguments.
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(ARGS)
 
 setup: $(VENV)/.installed
 

@@ -37,7 +37,6 @@ CELLS = 40  # the grid of tiny-100k.yaml without its seeds
 
 
 def child(n: int, workers: str) -> dict:
-    import polars as pl
     import ray
     from rich.console import Console
 

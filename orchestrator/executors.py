@@ -112,7 +112,8 @@ class RayExecutor(Executor):
                 # address="local": always a new private cluster; None would join whatever
                 # RAY_ADDRESS or the last `ray start` on this machine points at.
                 if address is None:
-                    ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+                    ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False,
+                             object_store_memory=LOCAL_OBJECT_STORE_BYTES, _system_config=LOCAL_RAY_CONFIG)
                 else:  # a cluster that accepts the connection and never answers must not hang the run
                     from orchestrator.deadline import default_timeout, within
 
@@ -259,6 +260,16 @@ def is_lost(exc: BaseException) -> bool:
         ) if t is not None
     )
     return isinstance(exc, lost_types)
+
+
+LOCAL_OBJECT_STORE_BYTES = 512 * 2**20
+"""Object store of the embedded local Ray. Packs and their rows are small; Ray's default (30%
+of the machine's memory, in /dev/shm) would compete with every other Ray on the machine."""
+
+LOCAL_RAY_CONFIG = {"health_check_timeout_ms": 30_000, "health_check_failure_threshold": 20}
+"""The embedded Ray's node health checks, patient enough for a machine whose cores are all
+busy: by default a raylet that answers no check for about a minute (5 checks, 10 s each) is
+declared dead and exits, which a loaded laptop or CI runner can cause."""
 
 
 def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:

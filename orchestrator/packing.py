@@ -151,7 +151,7 @@ def count_packs(spec, size_of: Callable[[BaseModel], int], limit: int = 20_000) 
     """
     groups, total, exact = shape_groups(spec, limit)
     if exact:
-        n, key, run = 0, None, 0
+        n, key, run, size = 0, None, 0, 1
         for cfg, per_run in groups:  # runs next to each other with one shape key are one run
             k = cfg.shape_key()
             if k != key and run:

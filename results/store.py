@@ -21,13 +21,17 @@ written in one PUT, which readers also see whole or not at all; credentials come
 environment or the machine's role as fsspec and pyarrow find them, never from the store URI
 in specs or logs.
 
-Reading is defensive: a file whose Parquet footer cannot be read (zero bytes, truncated)
-is moved to ``quarantine/`` under the store root with a :class:`StoreWarning`, and the rest
-still reads. Files written by different versions read as one table: their schemas are
-unified (a column missing from older files reads as null, an int column that became a
-float reads as float, an all-null column takes the other files' type). A file written by
-``store compact`` names the files it replaces in its metadata; those are skipped if a
-crash left them behind.
+Reading is defensive: every file is read in full and checked before a read uses it (page
+CRC checksums, which every file written here carries, and a decode by pyarrow and by polars;
+:func:`read_checked`), once per file version (:mod:`results.checked`). A damaged file is
+moved to ``quarantine/`` under the store root with a :class:`StoreWarning` (skipped where it
+is when the store cannot be written), and the rest still reads. Files written by different
+versions read as one table (:mod:`results.schemas`): a column missing from older files reads
+as null, an int column that became a float reads as float, an all-null column takes the other
+files' type; a file whose column type cannot join the others' is set aside, named with the
+column and both types. :attr:`ResultsStore.set_aside` lists what a read left out and why. A
+file written by ``store compact`` names the files it replaces in its metadata; those are
+skipped if a crash left them behind.
 """
 
 from __future__ import annotations

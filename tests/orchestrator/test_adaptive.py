@@ -15,7 +15,7 @@ from orchestrator.analyze import analyze_run
 from orchestrator.driver import run_sweep
 from orchestrator.errors import SpecError
 from orchestrator.executors import LocalExecutor
-from orchestrator.spec import parse_spec, trial_id
+from orchestrator.spec import parse_spec
 from results import ResultsStore
 
 SPEC = """

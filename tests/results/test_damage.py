@@ -141,3 +141,37 @@ def test_what_merges_reads_in_polars_and_pyarrow(tmp_path, a, b):
     assert rows.schema["v"] == pl.from_arrow(schema.empty_table()).schema["v"]
     table = store.arrow_dataset("trials").to_table()
     assert table.num_rows == 4 and table.schema.field("v").type == schema.field("v").type
+
+
+def test_a_checked_version_is_remembered_and_a_changed_one_is_checked_again(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from results.checked import CheckedFiles
+
+    monkeypatch.setenv("ATTNSWEEP_CACHE_DIR", str(tmp_path / "cache"))
+    store = ResultsStore(tmp_path / "store")
+    path = write_parquet_atomic(_table(), store.run_dir("trials", "sw", "r1") / "part-1.parquet")
+    assert _read(store.root)[0] is not None
+    assert not CheckedFiles().known(path, path.stat())  # too young to be remembered (racy)
+    time.sleep(2.1)
+    assert _read(store.root)[0] is not None
+    assert CheckedFiles().known(path, path.stat())
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    st = path.stat()
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # the same size and mtime: ctime still moves
+    assert not CheckedFiles().known(path, path.stat())
+    rows, reader = _read(store.root)
+    assert rows is None and list(reader.set_aside) == [path]
+
+
+def test_the_record_can_be_turned_off(tmp_path, monkeypatch):
+    from results.checked import CheckedFiles
+
+    monkeypatch.setenv("ATTNSWEEP_CACHE_DIR", "off")
+    record = CheckedFiles()
+    record.add(tmp_path, tmp_path.stat())
+    record.commit()
+    assert not record.known(tmp_path, tmp_path.stat())

@@ -3,12 +3,10 @@ pyarrow and DuckDB, `check` and `compact`, and the run lock."""
 
 from __future__ import annotations
 
-import warnings
 
 import duckdb
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from results import ResultsStore
