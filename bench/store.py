@@ -9,7 +9,9 @@ temporary folder and times three things:
    batches of 5000 dicts; only ``TrialWriter.append`` and the final ``flush`` are timed
    (dict -> Arrow table, Parquet encoding, fsync, rename), not making the dicts. One pass:
    writing again would need another store of the same size.
-2. A filtered query (T == 1024, transformer; 4 columns), through ``results.run_query``
+2. The first query after the run, which reads every file in full to check it (page
+   checksums, decoding) and records the checked versions, and ``store check``, which
+   always reads everything. Then a filtered query (T == 1024, transformer; 4 columns), through ``results.run_query``
    (what ``attnsweep query`` runs) and through polars directly, ``--query-repeats`` times;
    each call scans the store afresh (new ResultsStore, new lazy scan; the OS file cache
    is warm).
@@ -46,6 +48,8 @@ import pyarrow as pa
 from orchestrator.analyze import CELL_FIELDS, analyze_run
 from orchestrator.rows import run_schema, trial_schema
 from results import ResultsStore, TrialWriter, critical_sample_sizes, run_query
+from results.integrity import check_store
+from results.store import RACY_S
 from workers import BooleanTrialConfig
 
 SWEEP, RUN_ID, BATCH = "bench-store", "run-0001", 5000
@@ -152,7 +156,7 @@ def timed(fn, repeats: int) -> dict:
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
-    return dict(median_s=statistics.median(times), times_s=times, result_rows=len(out) if out is not None else None)
+    return dict(median_s=statistics.median(times), times_s=times, result_rows=len(out) if hasattr(out, "__len__") else None)
 
 
 def main() -> None:
@@ -174,6 +178,13 @@ def main() -> None:
             where = (pl.col("T") == 1024) & (pl.col("model") == "transformer")
             return ResultsStore(root).scan_trials().filter(where).select(QUERY_COLS).collect()
 
+        # The first read checks every page of every file (results/store.py read_checked) and
+        # records the versions (results/checked.py, here in a fresh cache folder); later reads
+        # find them recorded. store check always reads everything.
+        os.environ["ATTNSWEEP_CACHE_DIR"] = str(root / "checked-cache")
+        time.sleep(RACY_S + 0.1)  # files younger than this are not recorded
+        first = timed(lambda: run_query(ResultsStore(root), SQL), 1)
+        check = timed(lambda: check_store(ResultsStore(root)), 1)
         sql = timed(lambda: run_query(ResultsStore(root), SQL), args.query_repeats)
         direct = timed(polars_query, args.query_repeats)
         analysis = timed(lambda: analyze_run(ResultsStore(root), RUN_ID, figures_dir=None).m_star, args.repeats)
@@ -188,6 +199,9 @@ def main() -> None:
          f"{w['write_s']:.1f} s = {w['rows_per_s']:,.0f} rows/s", "", None),
         ("(not timed above) making the row dicts", f"{w['make_dicts_s']:.1f} s", "", None),
         ("part files / bytes on disk", f"{w['part_files']} / {w['bytes'] / 2**20:.1f} MiB", "", None),
+        ("first query after the run: every file read in full and checked, then the query",
+         f"{first['median_s']:.3f} s", "", None),
+        ("store check (every file read in full, always)", f"{check['median_s']:.3f} s", "", None),
         (f"query T=1024, transformer via run_query (SQL), {q}",
          f"{sql['median_s']:.3f} s ({sql['result_rows']:,} rows)", "< 1 s", sql["median_s"] < 1),
         (f"same query via polars scan_trials().filter(), {q}",
@@ -201,7 +215,8 @@ def main() -> None:
         print(f"| {name} | {value} | {target} | {'' if ok is None else ('yes' if ok else 'NO')} |")
     print(f"\ntotal {total:.0f} s")
     args.out.write_text(json.dumps(dict(machine=info, rows=args.rows, write=w, query_sql=sql, query_polars=direct,
-                                        analyze_run=analysis, critical_sample_sizes=crit, total_s=total),
+                                        analyze_run=analysis, critical_sample_sizes=crit, total_s=total,
+                                        first_query=first, store_check=check),
                                    indent=2, default=str))
 
 

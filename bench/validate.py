@@ -26,9 +26,9 @@ SPECS = {
     "9x10^6 trials, 9,021 shapes": (
         "name: big\nseeds: 1000\ngrid:\n  T: {start: 8, stop: 1024, num: 100, scale: log}\n"
         "  m: {start: 8, stop: 4096, num: 100, scale: log}\nfixed: {task: and, s: 2, d: 8, heads: 1, n_test: 100}\n"),
-    "10^7 trials, 10^7 shapes (sampled)": (
+    "10^7 shapes, one seed each (sampled)": (
         "name: wide\nseeds: 1\ngrid:\n  T: {start: 8, stop: 8192, num: 1000, scale: log}\n"
-        "  m: {start: 8, stop: 1000000, num: 10000, scale: log}\nfixed: {task: and, s: 2, d: 8, heads: 1, n_test: 100}\n"),
+        "  m: {start: 8, stop: 100000000, num: 10000, scale: log}\nfixed: {task: and, s: 2, d: 8, heads: 1, n_test: 100}\n"),
 }
 
 

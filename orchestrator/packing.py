@@ -96,7 +96,8 @@ PER_TRIAL_AXES = ("seed", "norm_bound", "fault")
 """Axes that vary inside a pack (not in any experiment's ``shape_key``)."""
 
 
-def shape_groups(spec, limit: int = 20_000, seed: int = 0) -> tuple[Iterator[tuple[BaseModel, int]], int, bool]:
+def shape_groups(spec, limit: int = 20_000, sample: int = 2_000,
+                 seed: int = 0) -> tuple[Iterator[tuple[BaseModel, int]], int, bool]:
     """The runs of consecutive trials of a grid spec that share a shape key, without
     listing the trials: ``(groups, n_groups, exact)``.
 
@@ -104,7 +105,7 @@ def shape_groups(spec, limit: int = 20_000, seed: int = 0) -> tuple[Iterator[tup
     that vary inside a pack (:data:`PER_TRIAL_AXES`) are the innermost of each grid block
     (:meth:`orchestrator.spec.SweepSpec.axes`), so a run is one combination of the other
     axes and ``n`` is the product of those axes' lengths. With more than ``limit`` runs,
-    ``groups`` yields a uniform random sample of ``limit`` of them (``exact`` False).
+    ``groups`` yields a uniform random sample of ``sample`` of them (``exact`` False).
     """
     import random
 
@@ -129,19 +130,20 @@ def shape_groups(spec, limit: int = 20_000, seed: int = 0) -> tuple[Iterator[tup
             for values in itertools.product(*shape.values()):
                 yield spec.family.config(**spec.fixed, **dict(zip(shape, values)), **inner), per_run
 
-    def sample() -> Iterator[tuple[BaseModel, int]]:
+    def sampled() -> Iterator[tuple[BaseModel, int]]:
         rng = random.Random(seed)
-        for g in sorted(rng.sample(range(total), limit)):
+        for g in sorted(rng.sample(range(total), min(sample, total))):
             for shape, inner, per_run, n in blocks:
                 if g < n:
                     yield config(shape, inner, g), per_run
                     break
                 g -= n
 
-    return (every() if total <= limit else sample()), total, total <= limit
+    return (every() if total <= limit else sampled()), total, total <= limit
 
 
-def count_packs(spec, size_of: Callable[[BaseModel], int], limit: int = 20_000) -> tuple[int, bool]:
+def count_packs(spec, size_of: Callable[[BaseModel], int], limit: int = 20_000,
+                sample: int = 2_000) -> tuple[int, bool]:
     """How many packs :func:`make_packs` cuts a grid spec's trials into, without listing
     them: ``(n_packs, exact)``; beyond ``limit`` runs of one shape, an estimate from a
     sample of them (``exact`` False).
@@ -149,7 +151,7 @@ def count_packs(spec, size_of: Callable[[BaseModel], int], limit: int = 20_000) 
     Args:
         size_of: the pack size of a run's first trial (e.g. :func:`pack_sizer`'s).
     """
-    groups, total, exact = shape_groups(spec, limit)
+    groups, total, exact = shape_groups(spec, limit, sample)
     if exact:
         n, key, run, size = 0, None, 0, 1
         for cfg, per_run in groups:  # runs next to each other with one shape key are one run

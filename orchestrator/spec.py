@@ -25,6 +25,7 @@ bad value and what is allowed.
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import itertools
@@ -598,7 +599,8 @@ def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[st
             except ValidationError as exc:
                 for err in exc.errors():
                     problems.append(f"{where}.{key}: value {value!r}: {err['msg']}")
-        repeated = sorted({repr(v) for v in coerced if coerced.count(v) > 1})
+        counts = collections.Counter(coerced)  # axis values are scalars (hashable)
+        repeated = sorted({repr(v) for v in coerced if counts[v] > 1})
         if repeated:
             problems.append(f"{where}.{key}: repeated value(s) {', '.join(repeated)}; each trial would run twice")
         values[:] = coerced if len(coerced) == len(values) else values

@@ -44,7 +44,7 @@ def boolean_trial_bytes(cfg: BooleanTrialConfig) -> int:
     ``4 max(T, mlp_width)``; their data is the training set as float32. Measured against
     the peak RSS of real packs in tests/workers/test_memory.py.
     """
-    n_params = _param_count("boolean", cfg.model, cfg.T, cfg.d, cfg.layers, cfg.heads, cfg.mlp_width)
+    n_params = boolean_param_count(cfg.model, cfg.T, cfg.d, cfg.layers, cfg.heads, cfg.mlp_width)
     batch = min(cfg.m, cfg.batch_size or cfg.m)
     if cfg.model == "transformer" and cfg.layers == 1:
         acts = 32 * cfg.d + 8 * cfg.heads * (1 + cfg.d // cfg.heads)
@@ -80,6 +80,20 @@ def symmetry_trial_bytes(cfg: SymmetryTrialConfig) -> int:
     return FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (data + acts))
 
 
+def boolean_param_count(model: str, T: int, d: int, layers: int, heads: int, mlp_width: int) -> int:
+    """Exact parameter count of a sparse-Boolean model (workers/models.py) at context length T.
+
+    T enters both models only through one layer whose size is linear in T (the transformer's
+    ``(T + 1, d)`` position table, the MLP's first ``(T, width)`` weight), so the count is
+    affine in T: it is read off two models built at T = 2 and T = 3 (cached per architecture)
+    instead of one built at every T. tests/workers/test_memory.py checks it against models
+    built at the T asked for.
+    """
+    at2 = _param_count("boolean", model, 2, d, layers, heads, mlp_width)
+    at3 = _param_count("boolean", model, 3, d, layers, heads, mlp_width)
+    return at2 + (T - 2) * (at3 - at2)
+
+
 SMALL_MODEL_FLOATS = 4_000_000
 """Models with at most about this many parameters are built on the CPU to be counted (a
 millisecond); larger ones on the meta device (no storage, but some 20 ms each)."""
@@ -99,6 +113,9 @@ def _param_count(family: str, *args) -> int:
         from workers.students import build_student as build
 
         small = False
-    with torch.device("cpu" if small else "meta"):
+    if small:  # no device context: it intercepts every op, which costs more than the allocations
         model = build(*args)
+    else:
+        with torch.device("meta"):
+            model = build(*args)
     return sum(p.numel() for p in model.parameters())

@@ -91,3 +91,16 @@ def test_estimate_grows_linearly_in_T_for_the_one_layer_path():
     small = boolean_trial_bytes(BooleanTrialConfig(task="and", T=1024, s=3, m=256, seed=0))
     large = boolean_trial_bytes(BooleanTrialConfig(task="and", T=4096, s=3, m=256, seed=0))
     assert 3.5 < large / small < 4.1  # O(T H) per sample, not O(T d) per position
+
+
+@pytest.mark.parametrize("model", ["transformer", "mlp"])
+@pytest.mark.parametrize(("d", "layers", "heads", "width"), [(8, 1, 1, 64), (32, 2, 4, 256), (16, 3, 2, 8)])
+def test_the_affine_parameter_count_is_the_count_of_the_built_model(model, d, layers, heads, width):
+    import torch
+
+    from workers.memory import boolean_param_count
+
+    for T in (2, 3, 7, 64, 1000, 12345):
+        with torch.device("meta"):
+            built = build_model(model, T, d, layers, heads, width)
+        assert boolean_param_count(model, T, d, layers, heads, width) == sum(p.numel() for p in built.parameters())
