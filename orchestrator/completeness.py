@@ -45,18 +45,25 @@ def incomplete_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
     if record["status"] == "running":
         return None
     try:
-        rows = store.scan_run_trials(sweep, run_id)
+        rows = store.scan_run_trials(sweep, run_id, once=False)
     except StoreError:
         rows = None
     recorded = sum(record.get(k) or 0 for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
-    read = 0 if rows is None else rows.select(pl.len()).collect().item()
+    read, distinct = (0, 0) if rows is None else rows.select(pl.len(), pl.col("trial_id").n_unique()).collect().row(0)
+    if rows is not None and distinct < read:
+        rows = rows.unique(subset="trial_id")
     cells = _cells(record.get("cell_counts"), rows)
-    if read == recorded and not cells:
-        return None
+    repeated = (f"; {read - distinct} rows repeat a trial id already read (a file copied in or restored twice; "
+                "every analysis counts each trial once)") if distinct < read else ""
+    if distinct == recorded and not cells:
+        return f"run {run_id} holds {read} rows for its {recorded} trials{repeated}" if repeated else None
     shown = "; ".join(cells[:SHOWN_CELLS]) + (f"; and {len(cells) - SHOWN_CELLS} more cells" if len(cells) > SHOWN_CELLS else "")
-    where = f" (rows read / rows recorded: {shown})" if cells else ""
-    return (f"run {run_id} is incomplete: {read} of the {recorded} trial rows it recorded are read{where}; "
-            f"{_why(store, sweep, run_id, read > recorded)}")
+    where = f" (trials read / trials recorded: {shown})" if cells else ""
+    if distinct > recorded:
+        return (f"run {run_id} holds more trials than it recorded: {distinct} read, {recorded} recorded{where}{repeated}; "
+                "rows were added after it ended (attnsweep store check)")
+    return (f"run {run_id} is incomplete: {distinct} of the {recorded} trials it recorded are read{where}{repeated}; "
+            f"{_why(store, sweep, run_id)}")
 
 
 def _cells(counts_json: str | None, rows: pl.LazyFrame | None) -> list[str]:
@@ -89,9 +96,7 @@ def _cells(counts_json: str | None, rows: pl.LazyFrame | None) -> list[str]:
             for r in by_cell.iter_rows(named=True)]
 
 
-def _why(store: ResultsStore, sweep: str, run_id: str, extra: bool) -> str:
-    if extra:
-        return "more rows than the run wrote: a file was copied in or restored twice (attnsweep store check)"
+def _why(store: ResultsStore, sweep: str, run_id: str) -> str:
     folder = store.run_dir("trials", sweep, run_id)
     left = {p.name: why for p, why in store.set_aside.items() if p.parent == folder}
     quarantine = store.root / QUARANTINE / folder.relative_to(store.root)

@@ -319,8 +319,14 @@ class ResultsStore:
                           filesystem=fs, partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
                           partition_base_dir=str(base) if self.local else base.path)
 
-    def scan_run_trials(self, sweep: str, run_id: str) -> pl.LazyFrame:
+    def scan_run_trials(self, sweep: str, run_id: str, once: bool = True) -> pl.LazyFrame:
         """The trial rows of one run, with ``sweep`` and ``run_id`` columns.
+
+        Args:
+            once: one row per trial id: a run writes each trial once, so a repeated id is a
+                file copied in or restored twice; the row of the latest file is kept.
+                ``False``: every stored row (what ``store check`` and the completeness
+                check count).
 
         Raises:
             StoreError: the run has no trial files.
@@ -330,6 +336,8 @@ class ResultsStore:
             scan = self._scan("trials", folder)
         except StoreError:
             raise StoreError(f"run {run_id} of sweep {sweep} has no trials in the store at {self.root}") from None
+        if once:  # files are read in name order, and part names start with their write time
+            scan = scan.unique(subset="trial_id", keep="last", maintain_order=True)
         return scan.with_columns(sweep=pl.lit(sweep), run_id=pl.lit(run_id))
 
     def run_trial_ids(self, sweep: str, run_id: str) -> set[str]:

@@ -85,7 +85,7 @@ def test_damaged_pages_are_set_aside_never_counted_and_the_incomplete_cell_is_na
     analyze = _cli("analyze", cwd=work)
     assert analyze.returncode == 0 and "Traceback" not in analyze.stderr, analyze.stderr[-3000:]
     said = _flat(analyze.stderr)
-    assert "7 of the 8 trial rows it recorded are read" in said
+    assert "7 of the 8 trials it recorded are read" in said
     assert f"T={T}: 3/4" in said and "quarantine" in said
     assert f"T={24 - T}:" not in said  # the other cell is complete
 
@@ -153,7 +153,7 @@ def test_a_read_only_store_with_a_damaged_file_still_reads(work):
         assert "skipped where it is" in _flat(query.stderr) and victim.exists()
         analyze = _cli("analyze", "--figures", str(work / "figs"), cwd=work, prefix=prefix)
         assert analyze.returncode == 0 and "critical sample size" in analyze.stdout, analyze.stderr[-3000:]
-        assert "7 of the 8 trial rows" in _flat(analyze.stderr) and victim.name in analyze.stderr.replace("\n", "")
+        assert "7 of the 8 trials" in _flat(analyze.stderr) and victim.name in analyze.stderr.replace("\n", "")
         check = _cli("store", "check", cwd=work, prefix=prefix)
         assert check.returncode == 1 and "unreadable" in check.stdout and "Traceback" not in check.stderr
     finally:
@@ -173,3 +173,17 @@ def test_run_records_rows_per_cell(work):
     assert counts["fields"] == ["T", "m"]
     assert counts["cells"] == [list(r) for r in rows.iter_rows()] == [[8, 16, 2], [8, 32, 2], [16, 16, 2], [16, 32, 2]]
     assert pl.DataFrame(counts["cells"], orient="row")[:, -1].sum() == 8
+
+
+def test_a_part_file_copied_in_twice_is_counted_once_and_said(work, finished):
+    source = _files(work)[0]
+    shutil.copy(source, source.with_name("part-99999999999999999999-copy.parquet"))
+    twice = _cli("analyze", cwd=work)
+    once = _cli("analyze", cwd=finished)
+    assert twice.returncode == 0 and once.returncode == 0, twice.stderr[-3000:]
+    assert twice.stdout == once.stdout  # the same m* table: the repeated trial is counted once
+    assert "holds 9 rows for its 8 trials; 1 rows repeat a trial id" in _flat(twice.stderr)
+    query = _cli("query", "SELECT count(*) AS n FROM trials", "--format", "csv", cwd=work)
+    assert query.stdout.split() == ["n", "9"]  # query shows what is stored; store check names the duplicate
+    check = _cli("store", "check", cwd=work)
+    assert check.returncode == 1 and "duplicate" in check.stdout
