@@ -501,8 +501,11 @@ def report(
 @app.command()
 @_user_errors
 def query(
-    sql: Annotated[str, typer.Argument(help="one SELECT over the tables 'trials' and 'runs' (DuckDB SQL)")],
+    sql: Annotated[str | None, typer.Argument(
+        help="one SELECT over the tables 'trials' and 'runs' (DuckDB SQL); '-' reads it from stdin")] = None,
     store: StoreOpt = DEFAULT_STORE,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="read the SQL from this file")] = None,
+    schema: Annotated[bool, typer.Option("--schema", help="list the tables and their columns, then exit")] = False,
     format: Annotated[Literal["table", "csv", "json", "parquet"], typer.Option("--format", help="output format")] = "table",
     output: Annotated[Path | None, typer.Option(help="write to this file instead of stdout")] = None,
 ) -> None:
@@ -514,10 +517,31 @@ def query(
 
     from orchestrator.query_output import TABLE_ROWS, head, write_batches
     from results import ResultsStore, stream_query
+    from results.query import table_schemas
 
-    schema, batches = stream_query(ResultsStore(store), sql)
+    results = ResultsStore(store)
+    if schema:
+        tables = table_schemas(results)
+        if not tables:
+            raise AttnsweepError(f"the store at {store} is empty: run a sweep first")
+        for name, columns in tables.items():
+            out.print(f"{name} ({len(columns)} columns)", markup=False, highlight=False)
+            for f in columns:
+                out.print(f"  {f.name}: {f.type}", markup=False, highlight=False)
+        return
+    given = [x for x in (sql, file) if x is not None]
+    if len(given) != 1:
+        raise AttnsweepError("query: give the SQL as an argument, '-' for stdin, or --file FILE (one of them)")
+    if file is not None:
+        try:
+            sql = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AttnsweepError(f"--file: cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
+    elif sql == "-":
+        sql = sys.stdin.read()
+    schema_, batches = stream_query(results, sql)
     if format == "table":
-        df, more = head(schema, batches)
+        df, more = head(schema_, batches)
         with pl.Config(tbl_rows=TABLE_ROWS, tbl_cols=30, fmt_str_lengths=60):
             text = str(df)
         if more:
@@ -528,11 +552,11 @@ def query(
             typer.echo(text)
         return
     if output is None:
-        write_batches(schema, batches, format, sys.stdout.buffer)
+        write_batches(schema_, batches, format, sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return
     with output.open("wb") as fh:
-        write_batches(schema, batches, format, fh)
+        write_batches(schema_, batches, format, fh)
 
 
 def main() -> None:

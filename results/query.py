@@ -53,6 +53,12 @@ def _connect(store: ResultsStore):
     return con
 
 
+def _one_line(exc: Exception) -> str:
+    """DuckDB's message on one line: its lines joined, the caret under the query left out."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and set(ln.strip()) != {"^"}]
+    return "; ".join(lines)
+
+
 def _statement(con, sql: str) -> str:
     """The one SELECT statement of ``sql``, as DuckDB's parser reads it.
 
@@ -64,7 +70,7 @@ def _statement(con, sql: str) -> str:
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
-        raise QueryError(f"query failed: {exc}") from exc
+        raise QueryError(f"query failed: {_one_line(exc)}") from exc
     if len(statements) != 1:
         raise QueryError("query runs one statement: remove the ';' between statements" if statements
                          else "query runs one read-only statement: it must start with SELECT or WITH")
@@ -98,10 +104,11 @@ def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS) ->
         reader = con.sql(_statement(con, sql)).fetch_record_batch(batch_rows)
     except duckdb.PermissionException as exc:
         con.close()
-        raise QueryError(f"query reads only the store's tables 'trials' and 'runs', not files or the network ({exc})") from exc
+        raise QueryError("query reads only the store's tables 'trials' and 'runs', not files or the network "
+                         f"({_one_line(exc)})") from exc
     except duckdb.Error as exc:
         con.close()
-        raise QueryError(f"query failed: {exc}") from exc
+        raise QueryError(f"query failed: {_one_line(exc)}") from exc
     except BaseException:
         con.close()
         raise
@@ -114,12 +121,25 @@ def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS) ->
                 except StopIteration:
                     return
                 except (duckdb.Error, pa.ArrowException) as exc:
-                    raise QueryError(f"query failed: {exc}") from exc
+                    raise QueryError(f"query failed: {_one_line(exc)}") from exc
                 yield batch
         finally:
             con.close()
 
     return reader.schema, batches()
+
+
+def table_schemas(store: ResultsStore) -> dict[str, pa.Schema]:
+    """The Arrow schema of each table a query can read (``trials``, ``runs``), as the query
+    sees them (the store's unified schema plus ``sweep`` and ``run_id``); tables the store
+    does not hold yet are left out."""
+    out = {}
+    for name in ("trials", "runs"):
+        try:
+            out[name] = store.arrow_dataset(name).schema
+        except StoreError:
+            pass
+    return out
 
 
 def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:

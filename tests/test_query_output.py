@@ -84,3 +84,31 @@ def test_the_table_format_shows_at_most_200_rows_and_says_so(store):
     result = CliRunner().invoke(app, ["query", "SELECT r.range FROM range(1000) r", "--store", str(store)])
     assert result.exit_code == 0, result.output
     assert "shape: (200, 1)" in result.output and "first 200 rows shown" in result.output
+
+
+def test_the_sql_comes_from_an_argument_stdin_or_a_file(store, tmp_path):
+    runner = CliRunner()
+    sql = "SELECT count(*) AS n, max(seed) FROM trials"
+    argument = runner.invoke(app, ["query", sql, "--store", str(store), "--format", "csv"])
+    stdin = runner.invoke(app, ["query", "-", "--store", str(store), "--format", "csv"], input=sql)
+    (tmp_path / "q.sql").write_text("-- a comment line, as a file would have\n" + sql + "\n")
+    file = runner.invoke(app, ["query", "--file", str(tmp_path / "q.sql"), "--store", str(store), "--format", "csv"])
+    for result in (argument, stdin, file):
+        assert result.exit_code == 0, result.output
+        assert result.stdout.split() == ["n,max(seed)", "3,2"]  # columns named as SQL names them
+    both = runner.invoke(app, ["query", sql, "--file", str(tmp_path / "q.sql"), "--store", str(store)])
+    neither = runner.invoke(app, ["query", "--store", str(store)])
+    assert both.exit_code == 2 and neither.exit_code == 2
+
+
+def test_schema_lists_the_tables_and_errors_take_one_line(store):
+    runner = CliRunner()
+    listed = runner.invoke(app, ["query", "--schema", "--store", str(store)])
+    assert listed.exit_code == 0
+    assert "trials (4 columns)" in listed.stdout and "  support: list<item: int64>" in listed.stdout
+    assert "  run_id: string" in listed.stdout
+    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", "query", "SELECT nope FROM trials", "--store",
+                          str(store)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "COLUMNS": "400"})
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert 'Referenced column "nope" not found' in bad.stderr and "Candidate bindings" in bad.stderr
