@@ -344,6 +344,8 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     for sweep, run_id in report.orphans:
         out.print(f"[red]no run record[/]: run {run_id} of sweep {sweep} has trial rows but no readable run record "
                   "(analyze and resume need it)")
+    for path in report.stray:
+        out.print(f"[red]stray file[/]: {escape(path)} (not in a sweep=NAME/run_id=ID folder a run writes: not read)")
     for path in report.superseded:
         out.print(f"[yellow]superseded[/]: {path} (replaced by a compaction; skipped by readers; store compact deletes it)")
     if report.ok:
@@ -555,8 +557,14 @@ def query(
         write_batches(schema_, batches, format, sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return
-    with output.open("wb") as fh:
-        write_batches(schema_, batches, format, fh)
+    # Written aside and renamed at the end: a query that fails midway leaves no partial file.
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        with partial.open("wb") as fh:
+            write_batches(schema_, batches, format, fh)
+        partial.replace(output)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def main() -> None:

@@ -10,6 +10,8 @@ class AttnsweepError(Exception):
     """Root of attnsweep's own errors."""
 
 
+SHOWN_PROBLEMS = 50
+"""Problems a spec error lists at most (the rest are counted)."""
 SHOWN_VALUES = 3
 """Values a message names when many values of one field break one rule (the rest are counted)."""
 
@@ -25,6 +27,8 @@ class SpecError(AttnsweepError, ValueError):
     def __init__(self, problems: list[str], source: str = "spec"):
         self.problems = problems
         shown = collapse(problems)
+        if len(shown) > SHOWN_PROBLEMS:
+            shown = [*shown[:SHOWN_PROBLEMS], f"... and {len(shown) - SHOWN_PROBLEMS} more (fix these first)"]
         lines = "\n".join(f"  - {p}" for p in shown)
         super().__init__(f"{source} is invalid ({len(problems)} problem(s)):\n{lines}")
 

@@ -46,6 +46,8 @@ from workers import EXPERIMENTS, Experiment
 # Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
 INNER_AXES = ("norm_bound", "fault")
 MAX_SPEC_BYTES = 1_000_000
+MAX_GRID_BLOCKS = 1000
+"""Grid blocks a spec may have (each is checked against every other for overlap)."""
 
 
 class ExecutionSettings(BaseModel):
@@ -384,6 +386,9 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     if isinstance(raw_grid, list) and not raw_grid:
         problems.append("grid: an empty list of blocks; give at least one mapping")
     blocks = raw_grid if isinstance(raw_grid, list) else [raw_grid if raw_grid is not None else {}]
+    if len(blocks) > MAX_GRID_BLOCKS:
+        raise SpecError([f"grid: {len(blocks)} blocks, more than the {MAX_GRID_BLOCKS} allowed; give one block per "
+                         "set of axes (a block's axes already combine every value)"], source)
     chosen = _chosen_by_search(search, raw.get("search"))
     grids = [_grid_block(exp, f"grid[{i}]" if isinstance(raw_grid, list) else "grid", block, fixed, problems, chosen)
              for i, block in enumerate(blocks)]
@@ -629,9 +634,14 @@ def _overlaps(spec: SweepSpec) -> list[str]:
     blocks = [{f: {norm(v) for v in grid[f]} if f in grid else {norm(spec.fixed.get(f, defaults.get(f)))}
                for f in fields} for grid in spec.grids]
     per = 1 if spec.search.adaptive else len(spec.seeds)
+    # The settings that tell blocks apart first: most pairs then stop at the first field.
+    fields.sort(key=lambda f: -len({frozenset(b[f]) for b in blocks}))
     out = []
     for i, j in itertools.combinations(range(len(blocks)), 2):
-        shared = math.prod(len(blocks[i][f] & blocks[j][f]) for f in fields) * per
+        a, b = blocks[i], blocks[j]
+        if any(a[f].isdisjoint(b[f]) for f in fields):
+            continue
+        shared = math.prod(len(a[f] & b[f]) for f in fields) * per
         if shared:
             what = "cells" if spec.search.adaptive else "trials"
             out.append(f"grid: the blocks overlap: blocks {i} and {j} share {shared} {what}")

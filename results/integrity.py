@@ -38,6 +38,7 @@ class CheckReport:
         temp_files: temporary files with their age in seconds (a killed writer's, or one in progress).
         superseded: old part files a compaction replaced (skipped by readers).
         orphans: ``(sweep, run_id)`` with trial rows but no readable run record.
+        stray: Parquet files outside any valid ``sweep=<name>/run_id=<id>`` folder (not read).
     """
 
     files: dict[str, int] = field(default_factory=dict)
@@ -49,10 +50,12 @@ class CheckReport:
     temp_files: list[tuple[str, float]] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     orphans: list[tuple[str, str]] = field(default_factory=list)
+    stray: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.quarantined or self.skipped or self.schema_problems or self.duplicates or self.temp_files or self.orphans)
+        return not (self.quarantined or self.skipped or self.schema_problems or self.duplicates or self.temp_files or self.orphans
+                    or self.stray)
 
 
 def check_store(store: ResultsStore) -> CheckReport:
@@ -75,8 +78,10 @@ def check_store(store: ResultsStore) -> CheckReport:
         files = store._files(table)
         report.files[table] = len(files)
         report.rows[table] = sum(store.metadata(p).num_rows for p in files)
-        listed = {p for p in (store.root / table).glob("*/*/*.parquet") if not p.name.startswith(".")}
-        report.superseded += sorted(str(p.relative_to(store.root)) for p in listed - set(files) - set(store.set_aside))
+        base = store.root / table
+        report.stray += sorted(str(p.relative_to(store.root)) for p in base.rglob("*.parquet")
+                               if not p.name.startswith(".") and not _in_run_folder(p, base))
+    report.superseded = sorted(str(p.relative_to(store.root)) for p in store.superseded)
     for path, why in sorted(store.set_aside.items(), key=lambda kv: str(kv[0])):
         if not why.damaged or path.exists():  # a moved file is listed from quarantine/ below
             (report.skipped if why.damaged else report.schema_problems).append(f"{path.relative_to(store.root)}: {why}")
@@ -88,6 +93,11 @@ def check_store(store: ResultsStore) -> CheckReport:
         return folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
 
     recorded = {run_of(f.parent) for f in store._files("runs")}
+    for sweep, run_id in sorted(recorded):
+        try:
+            store.read_run(sweep, run_id)
+        except StoreError as exc:
+            report.schema_problems.append(str(exc))
     report.orphans = sorted({run_of(f.parent) for f in store._files("trials")} - recorded)
     qdir = store.root / QUARANTINE
     report.quarantined = sorted(str(p.relative_to(store.root)) for p in qdir.rglob("*") if p.is_file()) if qdir.exists() else []
@@ -150,13 +160,20 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
+def _in_run_folder(path: Path, base: Path) -> bool:
+    """Whether ``path`` is a file right inside a valid ``sweep=/run_id=`` folder of ``base``."""
+    from results.store import _partition_ok
+
+    return path.parent.parent.parent == base and _partition_ok(path.parent)
+
+
 def _delete_superseded(store: ResultsStore, folder: Path) -> int:
-    """Delete part files a finished compaction replaced (left by a crash before deleting);
-    only files a readable compacted file names, never a file set aside."""
-    old = set()
-    for p in store._files("trials", folder):
-        old |= {folder / name for name in json.loads((store.metadata(p).metadata or {}).get(REPLACES_KEY, b"[]"))}
-    old = sorted(p for p in old if p.exists())
+    """Delete part files a finished compaction replaced (left by a crash before deleting):
+    only files the store found replaced, i.e. named by a compacted file in the same folder
+    that holds every trial id of theirs; never a file set aside, never one elsewhere."""
+    store._files("trials", folder)
+    old = sorted(p for p in store.superseded if p.parent == folder and p.exists())
     for p in old:
         p.unlink(missing_ok=True)
+        del store.superseded[p]
     return len(old)

@@ -91,6 +91,7 @@ def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS) ->
     Returns:
         ``(schema, batches)``: the result's Arrow schema and an iterator of record batches
         (at most ``batch_rows`` rows each); the connection closes when it is exhausted.
+        Repeated column names get a suffix (:func:`unique_names`).
 
     Raises:
         QueryError: the statement is not a single SELECT, reads anything but the two
@@ -113,6 +114,8 @@ def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS) ->
         con.close()
         raise
 
+    names = unique_names(reader.schema.names)
+
     def batches() -> Iterator[pa.RecordBatch]:
         try:
             while True:
@@ -122,11 +125,27 @@ def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS) ->
                     return
                 except (duckdb.Error, pa.ArrowException) as exc:
                     raise QueryError(f"query failed: {_one_line(exc)}") from exc
-                yield batch
+                yield batch.rename_columns(names)
         finally:
             con.close()
 
-    return reader.schema, batches()
+    schema = pa.schema([f.with_name(n) for f, n in zip(reader.schema, names)], metadata=reader.schema.metadata)
+    return schema, batches()
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """Result column names made unique for the output formats (``SELECT 1 AS a, 2 AS a``
+    gives ``a`` and ``a_2``)."""
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        candidate, i = name, 1
+        while candidate in seen:
+            i += 1
+            candidate = f"{name}_{i}"
+        seen.add(candidate)
+        out.append(candidate)
+    return out
 
 
 def table_schemas(store: ResultsStore) -> dict[str, pa.Schema]:

@@ -40,6 +40,7 @@ import io
 import json
 import os
 import re
+import stat
 import time
 import uuid
 import warnings
@@ -60,6 +61,8 @@ TMP_PREFIX = ".tmp-"
 QUARANTINE = "quarantine"
 # Parquet key-value metadata of a compacted file: JSON list of the file names it replaces.
 REPLACES_KEY = b"attnsweep.replaces"
+RUN_COLUMNS = ("status", "started_at", "n_trials", "spec_hash", "spec_yaml")
+"""Columns without which a ``runs`` file is not the record of a run (:meth:`ResultsStore.read_run`)."""
 RACY_S = 2.0
 """A file version changed less than this many seconds ago is not recorded as checked: a
 change within the file system clock's tick would keep its size and times."""
@@ -106,6 +109,8 @@ class ResultsStore:
         self.quarantined: list[Path] = []
         """Damaged files this object moved to ``quarantine/`` (their new paths)."""
         self.set_aside: dict[Path, LeftOut] = {}
+        self.superseded: dict[Path, Path] = {}
+        """Files a compacted file replaces (and holds every row of), skipped by reads: old -> new."""
         """Files a read of this object left out, with why: damaged (moved, or skipped in a
         store that cannot be written) or with a column type that cannot join the others'."""
 
@@ -165,24 +170,59 @@ class ResultsStore:
         return base.exists() and any(not p.name.startswith(".") for p in base.glob("*/*/*.parquet"))
 
     def _files(self, table: str, folder: Path | None = None) -> list[Path]:
-        """The files of ``table`` (or of one run's ``folder``) a read uses: every one
-        checked whole (:meth:`metadata`), temporary files excluded, files a compaction
-        replaced skipped, and files whose column types cannot join the others' set aside
-        (:attr:`set_aside`, with a :class:`StoreWarning`)."""
-        found = folder.glob("*.parquet") if folder is not None else (self.root / table).glob("*/*/*.parquet")
-        good = [p for p in sorted(found, key=str) if not p.name.startswith(".") and self.metadata(p) is not None]
+        """The files of ``table`` (or of one run's ``folder``) a read uses: regular files in
+        ``sweep=<name>/run_id=<id>`` folders with valid names, every one checked whole
+        (:meth:`metadata`); temporary files excluded; files a compaction replaced skipped
+        (only when the compacted file holds every trial id of theirs); and set aside, with a
+        :class:`StoreWarning` (:attr:`set_aside`), files that lack the table's
+        :data:`REQUIRED` columns or whose column types cannot join the others'."""
+        found = folder.glob("*.parquet") if folder is not None else (self.root / table).glob("sweep=*/run_id=*/*.parquet")
+        good = []
+        for p in sorted(found, key=str):
+            if p.name.startswith(".") or not _partition_ok(p.parent):
+                continue  # temporary files; folders no run of ours could have (store check lists them)
+            if not self.local or stat.S_ISREG(p.lstat().st_mode):
+                if self.metadata(p) is not None:
+                    good.append(p)
+            elif p not in self.set_aside:  # a FIFO, a device, a link: never opened
+                self._set_aside(p, "not a regular file (the store writes only regular files), so it is not opened",
+                                damaged=False)
         self._checked.commit()
-        replaced = set()
-        for p in good:
-            kv = self.metadata(p).metadata or {}
-            if REPLACES_KEY in kv:
-                replaced |= {p.parent / name for name in json.loads(kv[REPLACES_KEY])}
-        good = [p for p in good if p not in replaced]
+        if table == "runs":
+            for p in good:
+                if self.metadata(p).num_rows != 1:
+                    self._set_aside(p, f"not a run record: it holds {self.metadata(p).num_rows} rows, a run record one",
+                                    damaged=False)
+        good = [p for p in good if p not in self.set_aside]
+        self.superseded = {**self.superseded, **self._replaced(good)}
+        good = [p for p in good if p not in self.superseded]
         _, conflicts = self._unify(good)
         for p, conflict in conflicts.items():
             self._set_aside(p, f"{conflict} (fix or move the file; store check lists it)", damaged=False)
         return [p for p in good if p not in conflicts]
 
+    def _replaced(self, files: list[Path]) -> dict[Path, Path]:
+        """``{old: compacted}`` for the files among ``files`` that a compacted file replaces:
+        named (a plain file name, in its own folder) in its metadata, and every trial id of
+        the old file in it. A name that is not plain, or a file whose rows the compacted
+        one does not hold, is not replaced (and stays read)."""
+        present = set(files)
+        out = {}
+        for p in files:
+            raw = (self.metadata(p).metadata or {}).get(REPLACES_KEY)
+            if raw is None:
+                continue
+            try:
+                names = [n for n in json.loads(raw) if isinstance(n, str)]
+            except ValueError:
+                names = []
+            olds = [p.parent / n for n in names if n == Path(n).name and not n.startswith(".") and n.endswith(".parquet")]
+            olds = [o for o in olds if o in present and o != p]
+            if not olds:
+                continue
+            held = set(_trial_ids(p))
+            out.update({o: p for o in olds if set(_trial_ids(o)) <= held})
+        return out
     def metadata(self, path: Path) -> pq.FileMetaData | None:
         """The Parquet footer of ``path`` once every page of the file has been read and
         checked (:func:`read_checked`), once per file version: a local version checked
@@ -336,7 +376,7 @@ class ResultsStore:
             scan = self._scan("trials", folder)
         except StoreError:
             raise StoreError(f"run {run_id} of sweep {sweep} has no trials in the store at {self.root}") from None
-        if once:  # files are read in name order, and part names start with their write time
+        if once and "trial_id" in scan.collect_schema():  # files are read in name order; part names start with their write time
             scan = scan.unique(subset="trial_id", keep="last", maintain_order=True)
         return scan.with_columns(sweep=pl.lit(sweep), run_id=pl.lit(run_id))
 
@@ -358,6 +398,13 @@ class ResultsStore:
             raise StoreError(f"no run {run_id!r} of sweep {sweep!r} in the store at {self.root}")
         if self.metadata(path) is None:
             raise StoreError(f"the record of run {run_id!r} of sweep {sweep!r} is {self.set_aside.get(path, 'gone')}")
+        if self.metadata(path).num_rows != 1:
+            raise StoreError(f"the record of run {run_id!r} of sweep {sweep!r} ({path}) is not a run record: it holds "
+                             f"{self.metadata(path).num_rows} rows, a run record one")
+        lacking = [c for c in RUN_COLUMNS if c not in self._arrow_schema(path).names]
+        if lacking:
+            raise StoreError(f"the record of run {run_id!r} of sweep {sweep!r} ({path}) is not a run record: it lacks "
+                             f"the column(s) {', '.join(lacking)}")
         with path.open("rb") as fh:
             return pl.from_arrow(pq.read_table(fh)).row(0, named=True)
 
@@ -439,6 +486,19 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
     return path
 
 
+def _partition_ok(folder: Path) -> bool:
+    """Whether ``folder`` is ``sweep=<name>/run_id=<id>`` with names a run of ours can have
+    (no ``%``: pyarrow would decode ``%32`` as ``2`` and merge the folder into another run)."""
+    sweep, run = folder.parent.name, folder.name
+    return (sweep.startswith("sweep=") and run.startswith("run_id=")
+            and bool(NAME_RE.match(sweep.removeprefix("sweep="))) and bool(NAME_RE.match(run.removeprefix("run_id="))))
+
+
+def _trial_ids(path: Path) -> list:
+    with path.open("rb") as fh:
+        return pq.read_table(fh, columns=["trial_id"])["trial_id"].to_pylist()
+
+
 def read_checked(path: Path) -> pq.FileMetaData:
     """Read every page of the Parquet file at ``path`` and return its footer.
 
@@ -458,7 +518,9 @@ def read_checked(path: Path) -> pq.FileMetaData:
             ``ComputeError``...), or :class:`StoreError` when the row counts disagree.
     """
     with path.open("rb") as fh:
-        data = fh.read()
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(0)
+        data = fh.read(size)
     pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
     meta = pf.metadata
     rows = sum(pf.read_row_group(i).num_rows for i in range(meta.num_row_groups))

@@ -187,3 +187,13 @@ def test_a_part_file_copied_in_twice_is_counted_once_and_said(work, finished):
     assert query.stdout.split() == ["n", "9"]  # query shows what is stored; store check names the duplicate
     check = _cli("store", "check", cwd=work)
     assert check.returncode == 1 and "duplicate" in check.stdout
+
+
+def test_a_trial_replaced_by_a_copy_of_another_is_said_and_counted_once(work):
+    files = _files(work)
+    T = _T_of(files[0])
+    shutil.copy(next(f for f in files[1:] if _T_of(f) == T), files[0])  # one trial gone, another twice
+    analyze = _cli("analyze", cwd=work)
+    said = _flat(analyze.stderr)
+    assert analyze.returncode == 0 and "is incomplete: 7 of the 8 trials it recorded are read" in said
+    assert f"T={T}: 3/4" in said and "1 rows repeat a trial id" in said

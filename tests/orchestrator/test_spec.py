@@ -266,3 +266,16 @@ def test_a_million_trial_grid_of_two_blocks_is_checked_for_overlap():
     # shifted to start at T = 508: T = 508..1007 (500 values) x 500 m in both
     with pytest.raises(SpecError, match="blocks 0 and 1 share 250000 trials"):
         parse_spec(text.replace("start: 2000, stop: 2999", "start: 508, stop: 1507"))
+
+
+def test_thousands_of_grid_blocks_are_refused_and_long_errors_are_capped():
+    from orchestrator.spec import MAX_GRID_BLOCKS
+
+    blocks = "".join(f"  - {{T: [{8 + i}], m: [16]}}\n" for i in range(MAX_GRID_BLOCKS + 1))
+    with pytest.raises(SpecError, match=f"{MAX_GRID_BLOCKS + 1} blocks, more than the {MAX_GRID_BLOCKS} allowed"):
+        parse_spec("name: b\nseeds: 1\ngrid:\n" + blocks + "fixed: {task: and, s: 2}\n")
+    many = "".join(f"  - {{q{i}: 1}}\n" for i in range(300))  # 300 unknown fields, and T missing in each
+    with pytest.raises(SpecError) as caught:
+        parse_spec("name: b\nseeds: 1\ngrid:\n" + many + "fixed: {task: and, s: 2}\n")
+    lines = str(caught.value).splitlines()
+    assert len(caught.value.problems) >= 300 and len(lines) == 52 and lines[-1].startswith("  - ... and ")

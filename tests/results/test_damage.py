@@ -175,3 +175,90 @@ def test_the_record_can_be_turned_off(tmp_path, monkeypatch):
     record.add(tmp_path, tmp_path.stat())
     record.commit()
     assert not record.known(tmp_path, tmp_path.stat())
+
+
+def _run_files(store, run, n=3):
+    return [write_parquet_atomic(_table().slice(i, 1), store.run_dir("trials", "sw", run) / f"part-{i}.parquet")
+            for i in range(n)]
+
+
+def test_a_compacted_file_replaces_only_files_whose_rows_it_holds_and_only_beside_it(tmp_path):
+    import json
+
+    from results.integrity import compact_store
+    from results.store import REPLACES_KEY
+
+    store = ResultsStore(tmp_path / "store")
+    files = _run_files(store, "r1")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    claim = [p.name for p in files[1:]] + ["../../../../victim.txt", str(victim), ".hidden.parquet"]
+    t = pq.read_table(files[0])
+    pq.write_table(t.replace_schema_metadata({**(t.schema.metadata or {}), REPLACES_KEY: json.dumps(claim).encode()}),
+                   files[0], write_page_checksum=True)
+    rows = ResultsStore(store.root).scan_trials().collect()
+    assert rows.height == 3  # it holds one row: it replaces nothing
+    assert check_store(ResultsStore(store.root)).superseded == []
+    compact_store(ResultsStore(store.root))
+    assert victim.read_text() == "precious" and ResultsStore(store.root).scan_trials().collect().height == 3
+
+
+def test_a_compaction_left_half_done_still_skips_the_files_it_holds(tmp_path):
+    from results.integrity import compact_store
+
+    store = ResultsStore(tmp_path / "store")
+    files = _run_files(store, "r1")
+    olds = {p.name: p.read_bytes() for p in files}
+    compact_store(store)
+    for name, data in olds.items():  # the old files back, as after a crash before their deletion
+        (store.run_dir("trials", "sw", "r1") / name).write_bytes(data)
+    fresh = ResultsStore(store.root)
+    assert fresh.scan_trials().collect().height == 3 and len(fresh.superseded) == 3
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_part_name_that_is_not_a_regular_file_is_never_opened(tmp_path, kind):
+    import os
+
+    store = ResultsStore(tmp_path / "store")
+    _run_files(store, "r1")
+    odd = store.run_dir("trials", "sw", "r1") / "part-odd.parquet"
+    {"fifo": lambda: os.mkfifo(odd), "device": lambda: odd.symlink_to("/dev/zero"), "directory": odd.mkdir}[kind]()
+    rows, reader = _read(store.root)  # a FIFO would block here, /dev/zero fill the memory
+    assert rows.height == 3 and "not a regular file" in str(reader.set_aside[odd])
+
+
+def test_folders_no_run_writes_are_not_read_and_store_check_names_them(tmp_path):
+    store = ResultsStore(tmp_path / "store")
+    files = _run_files(store, "r1")
+    for folder in ("junk/junk", "sweep=sw/run_id=%72%31"):  # %72%31 would decode to r1 and join that run
+        (store.root / "trials" / folder).mkdir(parents=True)
+        (store.root / "trials" / folder / "part-0.parquet").write_bytes(files[0].read_bytes())
+    assert ResultsStore(store.root).scan_trials().collect().height == 3
+    report = check_store(ResultsStore(store.root))
+    assert sorted(report.stray) == ["trials/junk/junk/part-0.parquet", "trials/sweep=sw/run_id=%72%31/part-0.parquet"]
+    assert not report.ok
+
+
+def test_a_run_record_that_is_not_one_is_set_aside_and_named(tmp_path):
+    from orchestrator.rows import run_schema
+
+    store = ResultsStore(tmp_path / "store")
+    _run_files(store, "r1")
+    _run_files(store, "r2")
+    record = {"status": "finished", "started_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "n_trials": 3,
+              "spec_hash": "x", "spec_yaml": "name: sw"}
+    store.write_run("sw", "r1", record, run_schema())
+    store.write_run("sw", "r2", record, run_schema())
+    bad = store.run_dir("runs", "sw", "r1") / "run.parquet"
+    pq.write_table(_table(), bad)  # trial rows over a run record: 3 rows, the "majority"
+    fresh = ResultsStore(store.root)
+    assert fresh.read_run("sw", "r2")["status"] == "finished"
+    with pytest.warns(StoreWarning, match="not a run record"):
+        assert fresh.latest_run() == ("sw", "r2")  # the good record is not outvoted in the runs table
+    with pytest.raises(StoreError, match="not a run record"):
+        fresh.read_run("sw", "r1")
+    pq.write_table(pa.table({"x": [1]}), bad)
+    with pytest.raises(StoreError, match="lacks the column"):
+        ResultsStore(store.root).read_run("sw", "r1")
+    assert not check_store(ResultsStore(store.root)).ok
