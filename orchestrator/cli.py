@@ -44,6 +44,9 @@ def _user_errors(fn):
         except OSError as exc:  # an output or figure path that cannot be written
             err.print(f"error: {exc.strerror or exc}: {exc.filename or ''}", markup=False, highlight=False, style="red")
             raise typer.Exit(2) from None
+        except ImportError as exc:  # e.g. an s3:// store without s3fs
+            err.print(f"error: a package this needs is not installed: {exc}", markup=False, highlight=False, style="red")
+            raise typer.Exit(2) from None
 
     return wrapper
 
@@ -246,7 +249,7 @@ def replicate(
 JobAddressOpt = Annotated[str, typer.Option("--address", envvar="RAY_API_SERVER_ADDRESS",
                                              help="job server, e.g. http://127.0.0.1:8265 (env RAY_API_SERVER_ADDRESS)")]
 DEFAULT_JOB_ADDRESS = "http://127.0.0.1:8265"
-TimeoutOpt = Annotated[float, typer.Option("--timeout", envvar="ATTNSWEEP_TIMEOUT", min=0.1,
+TimeoutOpt = Annotated[float, typer.Option("--timeout", envvar="ATTNSWEEP_TIMEOUT", min=0.1, max=86_400,
                                            help="seconds each call to the job server may take (env ATTNSWEEP_TIMEOUT)")]
 DEFAULT_TIMEOUT = 30.0  # orchestrator.deadline.TIMEOUT_S, without importing it for --help
 
@@ -368,6 +371,8 @@ def store_compact(
     from results.locks import RunLock, RunLockedError
 
     results = ResultsStore(store)
+    if results.local and not results.root.is_dir():
+        raise AttnsweepError(f"--store: no store at {store}")
     total = dict(runs=0, files_before=0, files_after=0, rows=0)
     folders = [f for f in sorted((results.root / "trials").glob("sweep=*/run_id=*"), key=str)
                if (not sweep or f.parent.name == f"sweep={sweep}") and (not run_id or f.name == f"run_id={run_id}")]
@@ -452,11 +457,19 @@ def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
     figures = figures or Path("figures") / sweep / run_id
     for note in run_caveats(store, sweep, run_id):
         err.print(f"warning: {note}", style="yellow", markup=False, highlight=False)
-    if store.read_run(sweep, run_id).get("experiment") == "symmetry":
-        settings = settings_of(store, sweep, run_id)
-        print_symmetry(analyze_symmetry_run(store, sweep, run_id, settings, figures), out, settings.target_error)
-    else:
-        print_analysis(analyze_run(store, run_id, figures), out)
+    def run(figures_dir):
+        if store.read_run(sweep, run_id).get("experiment") == "symmetry":
+            settings = settings_of(store, sweep, run_id)
+            print_symmetry(analyze_symmetry_run(store, sweep, run_id, settings, figures_dir), out, settings.target_error)
+        else:
+            print_analysis(analyze_run(store, run_id, figures_dir), out)
+
+    try:
+        run(figures)
+    except OSError as exc:  # the figure folder cannot be written: the analysis still prints
+        err.print(f"warning: no figures ({exc.strerror or exc}: {exc.filename or figures}); give --figures DIR",
+                  style="yellow", markup=False, highlight=False)
+        run(None)
 
 
 @app.command()
@@ -521,6 +534,7 @@ def query(
     from results import ResultsStore, stream_query
     from results.query import table_schemas
 
+    _check_paths(store, None)
     results = ResultsStore(store)
     if schema:
         tables = table_schemas(results)
