@@ -114,6 +114,8 @@ class RayExecutor(Executor):
                 if address is None:
                     ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False,
                              object_store_memory=LOCAL_OBJECT_STORE_BYTES, _system_config=LOCAL_RAY_CONFIG)
+                elif address == "auto":  # this machine's own cluster (a job's driver on the head): no deadline
+                    ray.init(address=address, log_to_driver=False)
                 else:  # a cluster that accepts the connection and never answers must not hang the run
                     from orchestrator.deadline import default_timeout, within
 
