@@ -30,8 +30,9 @@ def evolved(tmp_path):
                                                     "test_acc": pa.nulls(1, pa.null()), "new_col": ["x"]}))
     _part(store, "r2", "part-2.parquet", pa.table({"trial_id": ["d"], "epochs": pa.array([4], pa.int64()),
                                                     "test_acc": [1.0], "new_col": pa.nulls(1, pa.string())}))
-    for run in ("r1", "r2"):
-        store.write_run("sw", run, {"status": "finished"})
+    for run in ("r1", "r2"):  # a run record's columns (results/store.py RUN_COLUMNS)
+        store.write_run("sw", run, {"status": "finished", "started_at": 1.0, "n_trials": 2, "spec_hash": "h",
+                                    "spec_yaml": "name: sw"})
     return store
 
 
