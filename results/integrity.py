@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from results.errors import StoreError
-from results.store import QUARANTINE, REPLACES_KEY, ResultsStore, write_parquet_atomic
+from results.store import QUARANTINE, REPLACES_KEY, ResultsStore, partition_ok, write_parquet_atomic
 
 
 @dataclass
@@ -70,9 +70,7 @@ def check_store(store: ResultsStore) -> CheckReport:
     if not store.root.is_dir():
         raise StoreError(f"no store at {store.root}")
     # Every file is read in full, whatever the record of checked files says (results/checked.py).
-    store.check_every_file = True
-    store._meta.clear()
-    store._unified.clear()
+    store.check_every_version()
     report = CheckReport()
     for table in ("trials", "runs"):
         files = store._files(table)
@@ -162,9 +160,7 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
 
 def _in_run_folder(path: Path, base: Path) -> bool:
     """Whether ``path`` is a file right inside a valid ``sweep=/run_id=`` folder of ``base``."""
-    from results.store import _partition_ok
-
-    return path.parent.parent.parent == base and _partition_ok(path.parent)
+    return path.parent.parent.parent == base and partition_ok(path.parent)
 
 
 def _delete_superseded(store: ResultsStore, folder: Path) -> int:

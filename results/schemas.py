@@ -43,9 +43,7 @@ def _plain(t: pa.DataType) -> pa.DataType:
         t = t.value_type
     if pt.is_large_string(t) or pt.is_string_view(t):
         return pa.string()
-    if pt.is_large_list(t) or pt.is_list_view(t) or pt.is_large_list_view(t):
-        return pa.list_(_plain(t.value_type))
-    if pt.is_list(t):
+    if pt.is_list(t) or pt.is_large_list(t) or pt.is_list_view(t) or pt.is_large_list_view(t):
         return pa.list_(_plain(t.value_type))
     return t
 

@@ -179,7 +179,7 @@ class ResultsStore:
         found = folder.glob("*.parquet") if folder is not None else (self.root / table).glob("sweep=*/run_id=*/*.parquet")
         good = []
         for p in sorted(found, key=str):
-            if p.name.startswith(".") or not _partition_ok(p.parent):
+            if p.name.startswith(".") or not partition_ok(p.parent):
                 continue  # temporary files; folders no run of ours could have (store check lists them)
             if not self.local or stat.S_ISREG(p.lstat().st_mode):
                 if self.metadata(p) is not None:
@@ -275,6 +275,13 @@ class ResultsStore:
             self.set_aside[path] = LeftOut(reason, damaged)
             warnings.warn(f"Parquet file {path.relative_to(self.root)} left out: {reason}; its rows are not read, "
                           "the rest of the store still reads", StoreWarning, stacklevel=5)
+
+    def check_every_version(self) -> None:
+        """From now on read every file in full, whatever the record of checked versions
+        says, including files this object has already read (``store check``)."""
+        self.check_every_file = True
+        self._meta.clear()
+        self._unified.clear()
 
     def _unify(self, files: list[Path]) -> tuple[pa.Schema, dict]:
         """:func:`results.schemas.unify` of ``files``, remembered for the same files."""
@@ -486,7 +493,7 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
     return path
 
 
-def _partition_ok(folder: Path) -> bool:
+def partition_ok(folder: Path) -> bool:
     """Whether ``folder`` is ``sweep=<name>/run_id=<id>`` with names a run of ours can have
     (no ``%``: pyarrow would decode ``%32`` as ``2`` and merge the folder into another run)."""
     sweep, run = folder.parent.name, folder.name

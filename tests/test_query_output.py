@@ -112,3 +112,8 @@ def test_schema_lists_the_tables_and_errors_take_one_line(store):
                          env={**__import__("os").environ, "COLUMNS": "400"})
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert 'Referenced column "nope" not found' in bad.stderr and "Candidate bindings" in bad.stderr
+
+
+def test_a_sql_file_that_cannot_be_read_is_one_error(store, tmp_path):
+    result = CliRunner().invoke(app, ["query", "--file", str(tmp_path / "none.sql"), "--store", str(store)])
+    assert result.exit_code == 2 and "--file: cannot read" in result.output

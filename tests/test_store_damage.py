@@ -128,7 +128,7 @@ def test_one_file_with_a_string_metric_is_set_aside_and_everything_else_reads(wo
     assert check.returncode == 1 and "schema" in check.stdout and "test_acc is string" in check.stdout.replace("\n", " ")
 
 
-def _read_only(prefix_ok: bool):
+def _read_only():
     """A command prefix under which even root obeys file modes: without CAP_DAC_OVERRIDE."""
     if os.geteuid() != 0:
         return ()
@@ -143,7 +143,7 @@ def test_a_read_only_store_with_a_damaged_file_still_reads(work):
     store = work / "results-store"
     for p in [store, *store.rglob("*")]:
         p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
-    prefix = _read_only(True)
+    prefix = _read_only()
     try:
         probe = subprocess.run([*prefix, "touch", str(store / "probe")], capture_output=True)
         assert probe.returncode != 0, "the store should not be writable"

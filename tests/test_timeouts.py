@@ -73,3 +73,9 @@ def test_run_on_a_silent_cluster_address_ends_after_the_timeout(silent_server, t
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"no answer from the Ray cluster at {address} within 3 s" in " ".join(done.stderr.split())
     assert not (tmp_path / "s" / "runs").exists()  # nothing recorded: nothing ran
+
+
+@pytest.mark.parametrize("value", ["0", "inf", "soon"])
+def test_a_timeout_that_is_not_a_sane_number_of_seconds_is_refused(value):
+    done, _ = _cli("status", "raysubmit_x", "--timeout", value)
+    assert done.returncode == 2 and "--timeout" in done.stderr
