@@ -1,10 +1,15 @@
 """Job submission for real: a head node started with `ray start --head` (job server on a
 loopback port), a small sweep submitted through it with `attnsweep submit --wait`, the store
 checked, `status`/`logs` read back, then the cluster stopped through the pid that started it.
+
+`status`, `logs` and `cancel` call the job server's REST API without Ray; here they are
+compared with what Ray's own `JobSubmissionClient` answers about the same jobs (run in a
+subprocess that finds the token as `submit` does).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import jobs
+from orchestrator.errors import RunError
 from results import ResultsStore
 
 SPEC = ("name: jobsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
@@ -132,3 +139,106 @@ def test_cancel_stops_a_running_job_and_its_run_is_resumable(head, tmp_path):
         time.sleep(1)
     assert results.read_run(sweep, run_id)["status"] == "interrupted"
     assert 0 < results.scan_trials().collect().height < 64
+
+
+# Ray's own client, in a fresh process (Ray reads its token settings once per process): each
+# ("submit", entrypoint), ("status" | "logs" | "stop", job id) becomes its answer or {"error": ...}.
+_SDK = """
+import json, sys
+from orchestrator.jobs import _use_token_if_present
+_use_token_if_present()
+from ray.job_submission import JobSubmissionClient
+client = JobSubmissionClient(sys.argv[1])
+def answer(op, arg):
+    if op == "submit":
+        return client.submit_job(entrypoint=arg)
+    if op == "status":
+        info = client.get_job_info(arg)
+        return [info.status.value, info.message or ""]
+    return client.get_job_logs(arg) if op == "logs" else client.stop_job(arg)
+out = []
+for op, arg in json.loads(sys.argv[2]):
+    try:
+        out.append(answer(op, arg))
+    except Exception as exc:
+        out.append({"error": str(exc)})
+print(json.dumps(out))
+"""
+
+
+def _sdk(address: str, *calls: tuple[str, str]) -> list:
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    proc = subprocess.run([sys.executable, "-c", _SDK, address, json.dumps(calls)], capture_output=True, text=True,
+                          env=env, cwd=Path(__file__).resolve().parents[1], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _wait_for(address: str, job_id: str, states: set[str], timeout_s: float = 180) -> str:
+    deadline = time.time() + timeout_s
+    while (state := jobs.status(address, job_id)[0]) not in states and time.time() < deadline:
+        time.sleep(0.5)
+    return state
+
+
+@pytest.fixture(scope="module")
+def echo_job(head):
+    """A job submitted with Ray's client that printed a line and succeeded."""
+    (job_id,) = _sdk(head, ("submit", "echo attnsweep-rest-check"))
+    assert _wait_for(head, job_id, {"SUCCEEDED", "FAILED", "STOPPED"}) == "SUCCEEDED"
+    return job_id
+
+
+def test_status_logs_and_cancel_answer_as_rays_client_does(head, echo_job):
+    sleepers = _sdk(head, ("submit", "sleep 600"), ("submit", "sleep 600"))
+    try:
+        assert all(_wait_for(head, job, {"RUNNING", "FAILED"}) == "RUNNING" for job in sleepers)
+        unknown = "raysubmit_noSuchJob0123"
+        sdk_status, sdk_logs, sdk_running, *sdk_unknown = _sdk(
+            head, ("status", echo_job), ("logs", echo_job), ("status", sleepers[0]),
+            ("status", unknown), ("logs", unknown), ("stop", unknown))
+        assert jobs.status(head, echo_job) == tuple(sdk_status) == ("SUCCEEDED", sdk_status[1])
+        written: list[str] = []
+        jobs.logs(head, echo_job, write=written.append)
+        assert written == [sdk_logs] and "attnsweep-rest-check" in sdk_logs
+        assert jobs.status(head, sleepers[0]) == tuple(sdk_running) == ("RUNNING", sdk_running[1])
+        assert all("404" in said["error"] and "does not exist" in said["error"] for said in sdk_unknown)
+        for call in (jobs.status, lambda a, j: jobs.logs(a, j, write=written.append), jobs.cancel):
+            with pytest.raises(RunError) as caught:
+                call(head, unknown)
+            assert str(caught.value) == f"no job {unknown!r} at {head}"
+
+        assert jobs.cancel(head, sleepers[0]) is True  # running: stopped, as Ray's client stops the other
+        assert _sdk(head, ("stop", sleepers[1])) == [True]
+        assert all(_wait_for(head, job, {"STOPPED", "FAILED", "SUCCEEDED"}) == "STOPPED" for job in sleepers)
+        sdk_after = _sdk(head, ("status", sleepers[0]), ("status", sleepers[1]), ("stop", sleepers[0]), ("stop", echo_job))
+        assert [list(jobs.status(head, job)) for job in sleepers] == sdk_after[:2]
+        assert [jobs.cancel(head, sleepers[0]), jobs.cancel(head, echo_job)] == sdk_after[2:] == [False, False]
+    finally:
+        for job in sleepers:
+            jobs.cancel(head, job)
+
+
+_NO_RAY = """
+import json, sys
+from orchestrator import jobs
+address, job_id = sys.argv[1:]
+written = []
+jobs.logs(address, job_id, write=written.append)
+try:
+    jobs.status(address, "raysubmit_noSuchJob0123")
+except jobs.RunError as exc:
+    unknown = str(exc)
+print(json.dumps(dict(status=jobs.status(address, job_id), logs=written, stopped=jobs.cancel(address, job_id),
+                      unknown=unknown, ray=sorted(m for m in sys.modules if m == "ray" or m.startswith("ray.")))))
+"""
+
+
+def test_status_logs_and_cancel_never_import_ray(head, echo_job):
+    proc = subprocess.run([sys.executable, "-c", _NO_RAY, head, echo_job], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert said["ray"] == []
+    assert said["status"][0] == "SUCCEEDED" and "attnsweep-rest-check" in said["logs"][0] and said["stopped"] is False
+    assert said["unknown"] == f"no job 'raysubmit_noSuchJob0123' at {head}"
