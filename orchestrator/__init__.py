@@ -1,28 +1,16 @@
 """Sweep specs, trial expansion, packing, execution on Ray, and the CLI.
 
-The only package that ties a spec to workers and workers to the store.
+The only package that ties a spec to workers and workers to the store. Names load on first
+use (lazy_loader, Scientific Python SPEC 1): the CLI's light commands (``--help``,
+``validate``, ``query``, ``store check``, ``status``) never import torch or Ray.
 """
 
-from orchestrator.driver import RunSummary, new_run_id, run_sweep
-from orchestrator.errors import AttnsweepError, RunError, SpecError
-from orchestrator.executors import Executor, LocalExecutor, RayExecutor
-from orchestrator.packing import Pack, make_packs
-from orchestrator.spec import SweepSpec, load_spec, parse_spec, trial_id
+import lazy_loader as lazy
 
-__all__ = [
-    "AttnsweepError",
-    "Executor",
-    "LocalExecutor",
-    "Pack",
-    "RayExecutor",
-    "RunError",
-    "RunSummary",
-    "SpecError",
-    "SweepSpec",
-    "load_spec",
-    "make_packs",
-    "new_run_id",
-    "parse_spec",
-    "run_sweep",
-    "trial_id",
-]
+__getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
+    "driver": ["RunSummary", "new_run_id", "run_sweep"],
+    "errors": ["AttnsweepError", "RunError", "SpecError"],
+    "executors": ["Executor", "LocalExecutor", "RayExecutor"],
+    "packing": ["Pack", "make_packs"],
+    "spec": ["SweepSpec", "load_spec", "parse_spec", "trial_id"],
+})

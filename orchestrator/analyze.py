@@ -114,6 +114,39 @@ def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
     return [n for n in (unfinished_note(store, sweep, run_id), incomplete_note(store, sweep, run_id)) if n is not None]
 
 
+def boolean_verdicts(store: ResultsStore, runs: list[tuple[str, str, Analysis]], ci: float = 0.95,
+                     reference: Path | str | None = None) -> tuple[pl.DataFrame, list[dict], set[str]]:
+    """Claims L1-L4 and R (docs/claims.md 1a) judged on the m* tables of sparse-Boolean runs.
+
+    Args:
+        runs: ``(sweep, run_id, analysis)`` per run; where a cell is in several runs, the
+            first run's m* is used.
+        ci: the level of the bootstrap intervals.
+        reference: the paper's read-off for R (default :data:`results.verdicts.REFERENCE_CSV`).
+
+    Returns:
+        ``(table, verdicts, tuned)``: the union m* table (one row per cell, with its
+        bootstrap replicates and ``run_id``), one dict per claim (results/verdicts.py), and
+        the settings an adaptive search tuned per cell, which are choices, not axes: they do
+        not split the series and groups the claims compare.
+    """
+    from results import verdicts as boolean
+
+    tables, tuned = [], set()
+    for sweep, run_id, result in runs:
+        cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
+        table = boolean.with_replicates(result.m_star, result.replicates, cell)
+        tables.append(table.with_columns(run_id=pl.lit(run_id)))
+        tuned |= tuned_fields(store, sweep, run_id)
+    if not tables:
+        return pl.DataFrame(), boolean.verdicts(pl.DataFrame()), tuned
+    union = pl.concat(tables, how="diagonal_relaxed")
+    cell = [c for c in CELL_FIELDS if c in union.columns]
+    union = union.unique(subset=cell, keep="first", maintain_order=True)
+    claims = boolean.verdicts(union, [c for c in cell if c not in tuned], reference or boolean.REFERENCE_CSV, ci)
+    return union, claims, tuned
+
+
 def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame:
     """Add ``m_star_2x`` and ``budget`` to the m* table: for each cell with a budget-check
     twin (the same cell at twice ``max_epochs``), ``"ok"`` when the twin's m* lies inside

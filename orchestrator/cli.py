@@ -19,12 +19,26 @@ from orchestrator.errors import AttnsweepError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Sweeps of small attention models on Ray, results in Parquet, verdicts with polars.")
-err = Console(stderr=True)
-out = Console()
+WIDE = 100_000
+"""Columns of a console that is not a terminal (a log, a pipe, a file): nothing is wrapped
+or clipped, tables print at their natural width. ``COLUMNS`` set in the environment wins."""
+
+
+def _console(stderr: bool) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not (getattr(stream, "isatty", lambda: False)() or "COLUMNS" in os.environ)
+    return Console(stderr=stderr, width=WIDE if wide else None)
+
+
+err = _console(stderr=True)
+out = _console(stderr=False)
 
 # A string, not a Path: Path("") would silently become the current folder.
-StoreOpt = Annotated[str, typer.Option("--store", envvar="ATTNSWEEP_STORE",
-                                        help="results store directory (env ATTNSWEEP_STORE)")]
+StoreOpt = Annotated[str, typer.Option("--store", envvar="ATTNSWEEP_STORE", metavar="DIR",
+                                        help="results store directory or URI")]
+SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="sweep spec (YAML)")]
+MaxTrialsOpt = Annotated[int, typer.Option(min=1, metavar="N", help="refuse grids above this many trials")]
+DEFAULT_PROGRESS_INTERVAL = 10.0  # orchestrator.progress.PROGRESS_INTERVAL_S, without importing it for --help
 DEFAULT_STORE = "results-store"
 
 
@@ -53,11 +67,9 @@ def _user_errors(fn):
 
 @app.command()
 @_user_errors
-def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
-             max_trials: Annotated[int, typer.Option(min=1, help="refuse grids above this many trials")] = 1_000_000) -> None:
+def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000) -> None:
     """Check a spec and say what it would run; writes nothing."""
-    from orchestrator.driver import spec_pack_sizer
-    from orchestrator.packing import count_packs
+    from orchestrator.packing import count_packs, spec_pack_sizer
     from orchestrator.spec import load_spec
 
     s = load_spec(spec, max_trials=max_trials)
@@ -96,44 +108,50 @@ def validate(spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
             out.print(f"  {k}: {v if len(v) <= 12 else f'{v[:6]} ... ({len(v)} values)'}")
 
 
-AddressOpt = Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local Ray)")]
-LocalOpt = Annotated[bool, typer.Option("--local", help="run packs in this process, without Ray")]
-InFlightOpt = Annotated[int | None, typer.Option(min=1, help="packs submitted at once")]
-FiguresOpt = Annotated[Path | None, typer.Option(help="figure folder (default: figures/SWEEP/RUN_ID)")]
-AnalyzeOpt = Annotated[bool, typer.Option(help="print the m* table and fits at the end")]
+AddressOpt = Annotated[str | None, typer.Option(metavar="ADDRESS",
+                                                help="Ray cluster: auto or HOST:PORT (default: start a local Ray)")]
+LocalOpt = Annotated[bool, typer.Option("--local", metavar="", help="run packs in this process, without Ray")]
+InFlightOpt = Annotated[int | None, typer.Option(min=1, metavar="N", help="packs submitted at once")]
+FiguresOpt = Annotated[Path | None, typer.Option(metavar="DIR", help="figure folder (default: figures/SWEEP/RUN_ID)")]
+AnalyzeOpt = Annotated[bool, typer.Option(metavar="", help="print the m* table and fits at the end")]
+ProgressOpt = Annotated[float, typer.Option(
+    "--progress-interval", min=0.1, max=86_400, metavar="SECONDS", envvar="ATTNSWEEP_PROGRESS_INTERVAL",
+    help="seconds between progress lines when stderr is not a terminal (a log, a file)")]
 
 
 @app.command()
 @_user_errors
 def run(
-    spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
+    spec: SpecArg,
     store: StoreOpt = DEFAULT_STORE,
     address: AddressOpt = None,
     local: LocalOpt = False,
     max_in_flight: InFlightOpt = None,
-    max_trials: Annotated[int, typer.Option(min=1, help="refuse grids above this many trials")] = 1_000_000,
-    resume: Annotated[str | None, typer.Option(
+    max_trials: MaxTrialsOpt = 1_000_000,
+    resume: Annotated[str | None, typer.Option(metavar="RUN_ID",
         help="continue this run of the same spec: skip trials it already holds (also: attnsweep resume RUN_ID)")] = None,
     figures: FiguresOpt = None,
     analyze: AnalyzeOpt = True,
+    progress_interval: ProgressOpt = DEFAULT_PROGRESS_INTERVAL,
 ) -> None:
     """Run a sweep, stream its rows into the store, then print the analysis."""
     from orchestrator.spec import load_spec
 
     s = load_spec(spec, max_trials=max_trials)  # before anything is started or written
-    _execute(s, store, address, local, max_in_flight, figures, analyze, resume)
+    _execute(s, store, address, local, max_in_flight, figures, analyze, resume, progress_interval)
 
 
 @app.command()
 @_user_errors
 def resume(
-    run_id: Annotated[str, typer.Argument(help="the run to continue")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run to continue")],
     store: StoreOpt = DEFAULT_STORE,
     address: AddressOpt = None,
     local: LocalOpt = False,
     max_in_flight: InFlightOpt = None,
     figures: FiguresOpt = None,
     analyze: AnalyzeOpt = True,
+    progress_interval: ProgressOpt = DEFAULT_PROGRESS_INTERVAL,
 ) -> None:
     """Continue an interrupted or crashed run: only the trials it does not hold yet.
 
@@ -145,71 +163,69 @@ def resume(
     results = ResultsStore(store)
     sweep = results.sweep_of(run_id)
     s = parse_spec(results.read_run(sweep, run_id)["spec_yaml"], source=f"the spec of run {run_id}")
-    _execute(s, store, address, local, max_in_flight, figures, analyze, run_id)
+    _execute(s, store, address, local, max_in_flight, figures, analyze, run_id, progress_interval)
 
 
-def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyze: bool, resume_id: str | None) -> None:
+def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyze: bool, resume_id: str | None,
+             progress_interval: float) -> None:
+    """attnsweep run / resume: the Python API's run (attnsweep/api.py) with a terminal's
+    output around it, and SIGTERM ending the run as Ctrl-C does."""
     import signal
 
-    from orchestrator.driver import new_run_id, resumable_record, run_sweep
-    from results import ResultsStore
-    from results.locks import RunLock
+    from attnsweep import api
+    from orchestrator.driver import new_run_id
 
     _check_paths(store, figures)
-    results = ResultsStore(store)
     run_id = resume_id or new_run_id()
-    if resume_id is not None:  # refuse a wrong, held or finished run before starting Ray
-        record = resumable_record(s, results, resume_id)
-        with RunLock(results, s.name, resume_id):
-            pass
-        stored = len(results.run_trial_ids(s.name, resume_id))
-        if record["status"] == "finished" and (s.search.adaptive or stored >= s.n_trials()):
-            err.print(f"run {resume_id} is complete ({stored} trials); nothing to resume", markup=False)
-            if analyze:
-                _print_analysis(results, resume_id, figures or Path("figures") / s.name / resume_id)
-            return
-    executor = _executor(s, address, local)
 
     def stop(signum, frame):  # SIGTERM (a scheduler, `timeout`, `ray job stop`) ends the run like Ctrl-C
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        summary = run_sweep(s, results, executor, console=err, max_in_flight=max_in_flight,
-                            run_id=run_id, resume=resume_id is not None)
+        summary = api.run(s, store, address=address, local=local, max_in_flight=max_in_flight, resume=resume_id,
+                          run_id=run_id, progress_interval_s=progress_interval, console=err)
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
-                  + (f" --store {store}" if store != DEFAULT_STORE else ""))
+                  + (f" --store {store}" if store != DEFAULT_STORE else ""), soft_wrap=True)
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-        executor.shutdown()
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
-    err.print(f"[bold]run {summary.run_id}[/] of sweep {summary.sweep}: {counts}; "
-              f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s, "
-              f"workers idle {summary.idle_frac or 0:.0%} of the time; store {store}")
+    if summary.status == "complete":
+        err.print(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume", markup=False)
+    else:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
+        err.print(f"[bold]run {summary.run_id}[/] of sweep {summary.sweep}: {counts}; "
+                  f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s, "
+                  f"workers idle {summary.idle_frac or 0:.0%} of the time; store {store}", soft_wrap=True)
     if analyze:
-        _print_analysis(results, summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
+        from results import ResultsStore
+
+        _print_analysis(ResultsStore(store), summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
 
 
 @app.command()
 @_user_errors
 def replicate(
-    spec: Annotated[Path, typer.Argument(help="the pinned sweep spec (YAML)")],
-    baseline: Annotated[str, typer.Option(help="run id of the baseline run of this spec")],
+    spec: Annotated[Path, typer.Argument(metavar="SPEC", help="the pinned sweep spec (YAML)")],
+    baseline: Annotated[str, typer.Option(metavar="RUN_ID", help="run id of the baseline run of this spec")],
     store: StoreOpt = DEFAULT_STORE,
     address: AddressOpt = None,
     local: LocalOpt = False,
-    report: Annotated[Path | None, typer.Option(help="report folder (default: reports/SWEEP/NEW_RUN_ID)")] = None,
-    tolerance: Annotated[float, typer.Option(min=0, help="relative widening of the baseline intervals")] = 0.25,
-    alpha: Annotated[float, typer.Option(min=0, max=1, help="level of the Holm-corrected distribution tests")] = 0.01,
+    report: Annotated[Path | None, typer.Option(metavar="DIR",
+                                                help="report folder (default: reports/SWEEP/NEW_RUN_ID)")] = None,
+    tolerance: Annotated[float, typer.Option(min=0, metavar="FRACTION",
+                                             help="relative widening of the baseline intervals")] = 0.25,
+    alpha: Annotated[float, typer.Option(min=0, max=1, metavar="LEVEL",
+                                         help="level of the Holm-corrected distribution tests")] = 0.01,
+    progress_interval: ProgressOpt = DEFAULT_PROGRESS_INTERVAL,
 ) -> None:
     """Re-run a pinned sweep and compare it with a baseline run; exit 1 on a regression.
 
     Writes report.md (every comparison, the cells that moved, baseline and new figures side by side).
     """
+    from attnsweep import api
     from orchestrator.analyze import run_caveats
-    from orchestrator.driver import run_sweep
     from orchestrator.provenance import code_version
     from orchestrator.replicate import compare_runs, write_report
     from orchestrator.spec import load_spec
@@ -221,11 +237,7 @@ def replicate(
     if record["spec_hash"] != s.spec_hash():
         raise AttnsweepError(f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
                              f"this spec {s.spec_hash()}); replicate pins one spec")
-    executor = _executor(s, address, local)
-    try:
-        summary = run_sweep(s, results, executor, console=err)
-    finally:
-        executor.shutdown()
+    summary = api.run(s, store, address=address, local=local, progress_interval_s=progress_interval, console=err)
     folder = report or Path("reports") / s.name / summary.run_id
     comparisons = compare_runs(results, baseline, summary.run_id, tolerance, alpha, folder / "figures")
     header = dict(sweep=s.name, spec_hash=s.spec_hash(), baseline_code=record["code_version"],
@@ -246,23 +258,25 @@ def replicate(
         raise typer.Exit(1)
 
 
-JobAddressOpt = Annotated[str, typer.Option("--address", envvar="RAY_API_SERVER_ADDRESS",
-                                             help="job server, e.g. http://127.0.0.1:8265 (env RAY_API_SERVER_ADDRESS)")]
+JobAddressOpt = Annotated[str, typer.Option("--address", envvar="RAY_API_SERVER_ADDRESS", metavar="URL",
+                                             help="job server, e.g. http://127.0.0.1:8265")]
 DEFAULT_JOB_ADDRESS = "http://127.0.0.1:8265"
-TimeoutOpt = Annotated[float, typer.Option("--timeout", envvar="ATTNSWEEP_TIMEOUT", min=0.1, max=86_400,
-                                           help="seconds each call to the job server may take (env ATTNSWEEP_TIMEOUT)")]
+JobArg = Annotated[str, typer.Argument(metavar="JOB_ID", help="job id from submit")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", envvar="ATTNSWEEP_TIMEOUT", min=0.1, max=86_400, metavar="SECONDS",
+                                           help="seconds each call to the job server may take")]
 DEFAULT_TIMEOUT = 30.0  # orchestrator.deadline.TIMEOUT_S, without importing it for --help
 
 
 @app.command()
 @_user_errors
 def submit(
-    spec: Annotated[Path, typer.Argument(help="sweep spec (YAML)")],
+    spec: SpecArg,
     address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
-    store: Annotated[str | None, typer.Option(
+    store: Annotated[str | None, typer.Option(metavar="DIR",
         help="results store as the cluster sees it (shared path or URI); default: the cluster's ATTNSWEEP_STORE")] = None,
-    job_id: Annotated[str | None, typer.Option("--job-id", help="a job id of your own")] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="follow the job's log to its end; exit 0 only if it succeeded")] = False,
+    job_id: Annotated[str | None, typer.Option("--job-id", metavar="JOB_ID", help="a job id of your own")] = None,
+    wait: Annotated[bool, typer.Option("--wait", metavar="",
+                                       help="follow the job's log to its end; exit 0 only if it succeeded")] = False,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
 ) -> None:
     """Submit a sweep as a Ray job to a cluster's job server; prints the job id."""
@@ -281,7 +295,7 @@ def submit(
 
 @app.command()
 @_user_errors
-def status(job_id: Annotated[str, typer.Argument(help="job id from submit")], address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
+def status(job_id: JobArg, address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
            timeout: TimeoutOpt = DEFAULT_TIMEOUT) -> None:
     """Print a submitted job's status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED)."""
     from orchestrator import jobs
@@ -293,9 +307,9 @@ def status(job_id: Annotated[str, typer.Argument(help="job id from submit")], ad
 @app.command()
 @_user_errors
 def logs(
-    job_id: Annotated[str, typer.Argument(help="job id from submit")],
+    job_id: JobArg,
     address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="stream until the job ends")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-f", metavar="", help="stream until the job ends")] = False,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
 ) -> None:
     """Print a submitted job's log."""
@@ -306,7 +320,7 @@ def logs(
 
 @app.command()
 @_user_errors
-def cancel(job_id: Annotated[str, typer.Argument(help="job id from submit")], address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
+def cancel(job_id: JobArg, address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
            timeout: TimeoutOpt = DEFAULT_TIMEOUT) -> None:
     """Stop a submitted job (finished trials stay in the store; resume the run later)."""
     from orchestrator import jobs
@@ -361,8 +375,8 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
 @_user_errors
 def store_compact(
     store: StoreOpt = DEFAULT_STORE,
-    sweep: Annotated[str | None, typer.Option(help="only this sweep")] = None,
-    run_id: Annotated[str | None, typer.Option("--run", help="only this run")] = None,
+    sweep: Annotated[str | None, typer.Option(metavar="SWEEP", help="only this sweep")] = None,
+    run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="only this run")] = None,
 ) -> None:
     """Merge each run's part files into one file without changing a row (skips runs a
     driver is writing)."""
@@ -391,13 +405,6 @@ def store_compact(
             total[k] += getattr(rep, k)
     out.print(f"compacted {total['runs']} run(s): {total['files_before']} files -> {total['files_after']}, "
               f"{total['rows']} rows unchanged")
-
-
-def _executor(s, address: str | None, local: bool):
-    """The in-process executor with ``--local``, else Ray (embedded, or the cluster at ``address``)."""
-    from orchestrator.executors import LocalExecutor, RayExecutor
-
-    return LocalExecutor(s.execution, s.resources) if local else RayExecutor(s.execution, address, s.resources)
 
 
 def _plural(n: int, word: str) -> str:
@@ -436,15 +443,18 @@ def _check_paths(store: str, figures: Path | None) -> None:
 @app.command()
 @_user_errors
 def analyze(
+    run: Annotated[str | None, typer.Argument(metavar="RUN_ID", help="the run (default: the latest run)")] = None,
     store: StoreOpt = DEFAULT_STORE,
-    run_id: Annotated[str | None, typer.Option("--run", help="run id (default: the latest run)")] = None,
-    figures: Annotated[Path | None, typer.Option(help="figure folder (default: figures/SWEEP/RUN_ID)")] = None,
+    run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="the run, as an option")] = None,
+    figures: FiguresOpt = None,
 ) -> None:
-    """Print m* per cell with bootstrap intervals, the growth-law fits, and write figures."""
+    """Print m* per cell with bootstrap intervals, the growth-law fits (or S1-S4), and write figures."""
     from results import ResultsStore
 
+    if run is not None and run_id is not None and run != run_id:
+        raise AttnsweepError(f"two runs given ({run} and --run {run_id}): give one")
     _check_paths(store, figures)
-    _print_analysis(ResultsStore(store), run_id, figures)
+    _print_analysis(ResultsStore(store), run or run_id, figures)
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
@@ -475,12 +485,13 @@ def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
 @app.command()
 @_user_errors
 def report(
-    run_ids: Annotated[list[str], typer.Argument(help="the runs to report on (sparse-Boolean and symmetry)")],
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN_ID...", help="the runs to report on (sparse-Boolean and symmetry)")],
     store: StoreOpt = DEFAULT_STORE,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="report folder (default: reports/FIRST_RUN_ID)")] = None,
-    publish: Annotated[bool, typer.Option("--publish", help="also write the findings: every trial row as "
+    out_dir: Annotated[Path | None, typer.Option("--out", metavar="DIR",
+                                                 help="report folder (default: reports/FIRST_RUN_ID)")] = None,
+    publish: Annotated[bool, typer.Option("--publish", metavar="", help="also write the findings: every trial row as "
                                           "trials.parquet, m_star.csv, the m*-against-T figure, findings.md")] = False,
-    readme: Annotated[Path | None, typer.Option("--readme", help="also put the findings into this README, between "
+    readme: Annotated[Path | None, typer.Option("--readme", metavar="FILE", help="also put the findings into this README, between "
                                                 "its findings markers (appended if it has none); implies --publish")] = None,
 ) -> None:
     """Write the verdict report of runs: one self-contained report.html; prints its path.
@@ -516,13 +527,14 @@ def report(
 @app.command()
 @_user_errors
 def query(
-    sql: Annotated[str | None, typer.Argument(
+    sql: Annotated[str | None, typer.Argument(metavar="SQL",
         help="one SELECT over the tables 'trials' and 'runs' (DuckDB SQL); '-' reads it from stdin")] = None,
     store: StoreOpt = DEFAULT_STORE,
-    file: Annotated[Path | None, typer.Option("--file", "-f", help="read the SQL from this file")] = None,
-    schema: Annotated[bool, typer.Option("--schema", help="list the tables and their columns, then exit")] = False,
-    format: Annotated[Literal["table", "csv", "json", "parquet"], typer.Option("--format", help="output format")] = "table",
-    output: Annotated[Path | None, typer.Option(help="write to this file instead of stdout")] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", metavar="FILE", help="read the SQL from this file")] = None,
+    schema: Annotated[bool, typer.Option("--schema", metavar="", help="list the tables and their columns, then exit")] = False,
+    format: Annotated[Literal["table", "csv", "json", "parquet"], typer.Option(
+        "--format", metavar="table|csv|json|parquet", help="output format")] = "table",
+    output: Annotated[Path | None, typer.Option(metavar="FILE", help="write to this file instead of stdout")] = None,
 ) -> None:
     """Run a read-only SQL query over the store (DuckDB SQL; the engine has no file access).
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from rich.console import Console
 
 from orchestrator.executors import Executor, is_lost
-from orchestrator.packing import Pack, make_packs, pack_sizer
-from orchestrator.progress import SweepProgress
+from orchestrator.packing import Pack, make_packs, pack_sizer, spec_pack_sizer
+from orchestrator.progress import PROGRESS_INTERVAL_S, SweepProgress
 from orchestrator.provenance import code_version, host, package_versions
 from orchestrator.rows import run_schema, trial_schema
 from orchestrator.spec import SweepSpec, trial_id
@@ -81,6 +81,7 @@ def run_sweep(
     resume: bool = False,
     console: Console | None = None,
     max_in_flight: int | None = None,
+    progress_interval_s: float = PROGRESS_INTERVAL_S,
 ) -> RunSummary:
     """Run every trial of ``spec`` on ``executor`` and stream the rows into ``store``.
 
@@ -91,8 +92,11 @@ def run_sweep(
         run_id: id of this run (default: a new one).
         resume: continue run ``run_id``: trials it already holds (by trial id) are skipped,
             and the attempt is appended to its record.
-        console: where progress and the summary are shown (default: stderr).
+        console: where progress and the summary are shown (default: stderr): a live bar on
+            a terminal, else a plain line every ``progress_interval_s`` seconds
+            (:mod:`orchestrator.progress`).
         max_in_flight: packs submitted at once (default: the spec's, else 2 per worker).
+        progress_interval_s: seconds between plain progress lines.
 
     Returns:
         The run's summary (``counts`` are this attempt's). A KeyboardInterrupt is re-raised
@@ -111,7 +115,8 @@ def run_sweep(
     store.check_writable(spec.name, run_id)  # before anything trains: a refused write would lose its work
     with RunLock(store, spec.name, run_id):
         record, done_ids = _open_run(spec, store, run_id, resume)
-        return _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight)
+        return _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight,
+                           progress_interval_s)
 
 
 def resumable_record(spec: SweepSpec, store: ResultsStore, run_id: str) -> dict:
@@ -148,7 +153,8 @@ def _open_run(spec: SweepSpec, store: ResultsStore, run_id: str, resume: bool) -
     return record, done_ids
 
 
-def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight) -> RunSummary:
+def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight,
+                progress_interval_s: float = PROGRESS_INTERVAL_S) -> RunSummary:
     todo = None if spec.search.adaptive else spec.n_trials() - len(done_ids)
     summary = RunSummary(spec.name, run_id, todo or 0, slots=max(executor.slots(), 1))
     attempt = dict(attempt=len(record.get("attempts") or []) + 1, started_at=dt.datetime.now(dt.UTC),
@@ -160,7 +166,7 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
     store.write_run(spec.name, run_id, record, run_schema())
     writer = TrialWriter(store, spec.name, run_id, trial_schema(), spec.execution.flush_rows, spec.execution.flush_s)
     batches = TrialBatches(spec, executor, writer, summary, done_ids, console,
-                           max_in_flight or spec.execution.max_in_flight or 2 * executor.slots())
+                           max_in_flight or spec.execution.max_in_flight or 2 * executor.slots(), progress_interval_s)
     t0 = time.perf_counter()
     try:
         if spec.search.adaptive:
@@ -204,9 +210,10 @@ class TrialBatches:
     """
 
     def __init__(self, spec: SweepSpec, executor: Executor, writer: TrialWriter, summary: RunSummary,
-                 done_ids: set[str], console: Console, bound: int):
+                 done_ids: set[str], console: Console, bound: int, progress_interval_s: float = PROGRESS_INTERVAL_S):
         self.spec, self.executor, self.writer, self.summary = spec, executor, writer, summary
         self.done_ids, self.console, self.bound = done_ids, console, bound
+        self.progress_interval_s = progress_interval_s
         self.results: dict[str, dict] = {}
         """The run's rows by trial id, the columns an adaptive search decides on
         (:data:`RESULT_COLUMNS`); filled by :meth:`load_results` and as packs finish."""
@@ -247,7 +254,7 @@ class TrialBatches:
         retry: deque[Pack] = deque()  # singletons of a lost pack, run before new packs
         deaths: Counter = Counter()  # worker deaths per trial id, from lost packs
         in_flight: dict = {}
-        with SweepProgress(self.console, total, label) as progress:
+        with SweepProgress(self.console, total, label, self.progress_interval_s) as progress:
             exhausted = False
             while True:
                 while len(in_flight) < self.bound and (retry or not exhausted):
@@ -338,7 +345,7 @@ class TrialBatches:
                 del queue[j]
             return Pack(tuple(t for t, _ in chosen), tuple(c for _, c in chosen), self.spec.experiment)
 
-        with SweepProgress(self.console, None, label) as progress:
+        with SweepProgress(self.console, None, label, self.progress_interval_s) as progress:
             for i in range(len(flows)):
                 advance(i)
             while True:
@@ -365,12 +372,6 @@ class TrialBatches:
                         del waiting[i]
                         advance(i)
                 writer.maybe_flush()
-
-
-def spec_pack_sizer(spec: SweepSpec, workers: int | None = None):
-    """The pack-size rule of a spec on ``workers`` workers (see :func:`orchestrator.packing.pack_sizer`)."""
-    share = -(-spec.n_trials() // workers) if workers else None
-    return pack_sizer(spec.execution.pack_size, spec.experiment, spec.execution.pack_memory_mb, share)
 
 
 def _rows(pack: Pack, outcome: list[dict] | BaseException, deaths: Counter | None = None,

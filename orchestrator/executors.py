@@ -8,6 +8,8 @@ stays bounded while results stream back in completion order.
 from __future__ import annotations
 
 import abc
+import contextlib
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -112,8 +114,9 @@ class RayExecutor(Executor):
                 # address="local": always a new private cluster; None would join whatever
                 # RAY_ADDRESS or the last `ray start` on this machine points at.
                 if address is None:
-                    ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False,
-                             object_store_memory=LOCAL_OBJECT_STORE_BYTES, _system_config=LOCAL_RAY_CONFIG)
+                    with _quiet(AUTH_NOTICE_LOGGER):  # a notice about our private cluster, not the user's business
+                        ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False,
+                                 object_store_memory=LOCAL_OBJECT_STORE_BYTES, _system_config=LOCAL_RAY_CONFIG)
                 elif address == "auto":  # this machine's own cluster (a job's driver on the head): no deadline
                     ray.init(address=address, log_to_driver=False)
                 else:  # a cluster that accepts the connection and never answers must not hang the run
@@ -267,6 +270,23 @@ def is_lost(exc: BaseException) -> bool:
 LOCAL_OBJECT_STORE_BYTES = 512 * 2**20
 """Object store of the embedded local Ray. Packs and their rows are small; Ray's default (30%
 of the machine's memory, in /dev/shm) would compete with every other Ray on the machine."""
+
+AUTH_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+"""The logger of Ray's notice that a new local cluster uses token authentication (it keeps
+using it: only the notice is held back while the embedded Ray starts)."""
+
+
+@contextlib.contextmanager
+def _quiet(name: str):
+    """Hold back the warnings of logger ``name`` inside the block (errors still show)."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
 
 LOCAL_RAY_CONFIG = {"health_check_timeout_ms": 30_000, "health_check_failure_threshold": 20}
 """The embedded Ray's node health checks, patient enough for a machine whose cores are all

@@ -1,7 +1,7 @@
 """Sweeps as Ray jobs: submit a spec to a cluster's job server, follow it, cancel it.
 
 The job's working directory (Ray's runtime-environment ``working_dir``) holds only the
-spec and this project's four source packages, copied from the submitting checkout: the
+spec and this project's five source packages, copied from the submitting checkout: the
 cluster runs the submitter's code (its git commit is recorded in the run as usual) and
 never sees private files, virtual environments or local stores. Third-party packages
 (torch, ray, polars...) come from the cluster's own environment (cluster.yaml installs
@@ -42,7 +42,7 @@ from pathlib import Path
 from orchestrator.deadline import TIMEOUT_S, within
 from orchestrator.errors import RunError
 
-PACKAGES = ("orchestrator", "workers", "results", "tasks")
+PACKAGES = ("attnsweep", "orchestrator", "workers", "results", "tasks")
 ROOT = Path(__file__).resolve().parent.parent
 # What the job's command falls back to when no --store is given: the store the cluster
 # itself names (cluster.yaml exports ATTNSWEEP_STORE on every node).

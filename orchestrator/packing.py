@@ -15,10 +15,14 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from workers import EXPERIMENTS
+
+if TYPE_CHECKING:  # the spec imports this module
+    from orchestrator.spec import SweepSpec
 
 # Beyond about 256 tiny trials a pack no longer gets faster per trial (BENCHMARKS.md,
 # packed vs unpacked), and a lost worker would take more trials with it.
@@ -165,3 +169,9 @@ def count_packs(spec, size_of: Callable[[BaseModel], int], limit: int = 20_000,
         return n + (-(-run // size) if run else 0), True
     packs = [-(-per_run // size_of(cfg)) for cfg, per_run in groups]
     return round(total * sum(packs) / len(packs)), False
+
+
+def spec_pack_sizer(spec: SweepSpec, workers: int | None = None):
+    """The pack-size rule of a spec on ``workers`` workers (see :func:`pack_sizer`)."""
+    share = -(-spec.n_trials() // workers) if workers else None
+    return pack_sizer(spec.execution.pack_size, spec.experiment, spec.execution.pack_memory_mb, share)

@@ -1,7 +1,18 @@
-"""A live progress bar: done/failed counts, trials per second and ETA (rich)."""
+"""A sweep's progress where it is read: a live rich bar on a terminal (or in Jupyter), and
+elsewhere (a Ray job's log, cron, CI, a file) one plain line every ``interval_s`` seconds.
+
+A plain line has no control characters and is never wrapped or clipped; its fields are
+separated by ``" | "`` (:func:`progress_line` gives the format, :func:`parse_progress_line`
+reads it back)::
+
+    progress: quickstart 20261201-120000-abcdef | 312/1248 trials (25.0%) | done 280 | failed 32 | diverged 0 | lost 0 | 5.2 trials/s | elapsed 0:01:00 | ETA 0:03:00
+"""
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 from collections import Counter
 
 from rich.console import Console
@@ -11,6 +22,59 @@ from rich.progress import (
 )
 from rich.text import Text
 
+PROGRESS_INTERVAL_S = 10.0
+"""Default seconds between plain progress lines (``--progress-interval``)."""
+STATUSES = ("done", "failed", "diverged", "lost")
+PREFIX = "progress: "
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def progress_line(label: str, finished: int, total: int | None, counts: Counter, elapsed_s: float) -> str:
+    """One plain progress line (format in the module doc).
+
+    Args:
+        label: the sweep and run, e.g. ``"quickstart 20261201-120000-abcdef"``.
+        finished: trials with a row so far; ``total``: trials the run will have (None: not
+            known in advance, as in an adaptive search: no percentage and no ETA).
+        counts: trials per status (done, failed, diverged, lost).
+        elapsed_s: seconds since the run started. The rate is ``finished / elapsed_s``, the
+            ETA ``(total - finished) / rate`` (``-`` while nothing has finished).
+    """
+    rate = finished / elapsed_s if elapsed_s > 0 else 0.0
+    share = f"{finished}/{total} trials ({100 * finished / total:.1f}%)" if total else f"{finished} trials"
+    eta = _clock((total - finished) / rate) if total and rate > 0 else "-"
+    fields = [f"{PREFIX}{label}", share, *(f"{k} {counts.get(k, 0)}" for k in STATUSES),
+              f"{rate:.1f} trials/s", f"elapsed {_clock(elapsed_s)}", f"ETA {eta}"]
+    return " | ".join(fields)
+
+
+_SHARE = re.compile(r"(?P<finished>\d+)(?:/(?P<total>\d+))? trials(?: \([\d.]+%\))?")
+
+
+def parse_progress_line(line: str) -> dict:
+    """The fields of a :func:`progress_line` line: ``label``, ``finished``, ``total`` (None
+    when unknown), the four status counts, ``rate`` (trials per second), ``elapsed`` and
+    ``eta`` (as written, ``H:MM:SS`` or ``-``).
+
+    Raises:
+        ValueError: ``line`` is not a progress line.
+    """
+    parts = line.rstrip("\n").split(" | ")
+    if len(parts) != 9 or not parts[0].startswith(PREFIX):
+        raise ValueError(f"not a progress line: {line!r}")
+    share = _SHARE.fullmatch(parts[1])
+    counts = [p.split(" ") for p in parts[2:6]]
+    if share is None or [k for k, _ in counts] != list(STATUSES) or not parts[6].endswith(" trials/s"):
+        raise ValueError(f"not a progress line: {line!r}")
+    return dict(label=parts[0].removeprefix(PREFIX), finished=int(share["finished"]),
+                total=int(share["total"]) if share["total"] else None, **{k: int(v) for k, v in counts},
+                rate=float(parts[6].removesuffix(" trials/s")), elapsed=parts[7].removeprefix("elapsed "),
+                eta=parts[8].removeprefix("ETA "))
+
 
 class _RateColumn(ProgressColumn):
     def render(self, task) -> Text:
@@ -19,30 +83,66 @@ class _RateColumn(ProgressColumn):
 
 
 class SweepProgress:
-    """Context manager around a rich progress bar for ``total`` trials."""
+    """Context manager showing the progress of ``total`` trials (None: not known) on ``console``.
 
-    def __init__(self, console: Console, total: int, label: str):
-        self._progress = Progress(
-            SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("[green]done {task.fields[done]}[/] [red]failed {task.fields[failed]}[/]"
-                       " [yellow]diverged {task.fields[diverged]}[/] [magenta]lost {task.fields[lost]}[/]"),
-            _RateColumn(), TextColumn("ETA"), TimeRemainingColumn(), TimeElapsedColumn(),
-            console=console, transient=False, speed_estimate_period=60.0,
-        )
+    On a terminal or in Jupyter it is rich's live bar; elsewhere a plain line (module doc)
+    every ``interval_s`` seconds from a background thread, so a log shows the run moving even
+    while no pack finishes, and a last one when the run ends.
+    """
+
+    def __init__(self, console: Console, total: int | None, label: str, interval_s: float = PROGRESS_INTERVAL_S):
+        self._console, self._total, self._label, self._interval_s = console, total, label, interval_s
         self._counts: Counter = Counter()
-        self._task = self._progress.add_task(label, total=total, **self._fields())
+        self._finished = 0
+        self._live = console.is_terminal or console.is_jupyter
+        self._start = time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self._live:
+            self._progress = Progress(
+                SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("[green]done {task.fields[done]}[/] [red]failed {task.fields[failed]}[/]"
+                           " [yellow]diverged {task.fields[diverged]}[/] [magenta]lost {task.fields[lost]}[/]"),
+                _RateColumn(), TextColumn("ETA"), TimeRemainingColumn(), TimeElapsedColumn(),
+                console=console, transient=False, speed_estimate_period=60.0,
+            )
+            self._task = self._progress.add_task(label, total=total, **self._fields())
 
     def _fields(self) -> dict:
-        return {k: self._counts[k] for k in ("done", "failed", "diverged", "lost")}
+        return {k: self._counts[k] for k in STATUSES}
 
     def advance(self, n: int, statuses: Counter) -> None:
         """Record ``n`` finished trials with their statuses."""
         self._counts.update(statuses)
-        self._progress.update(self._task, advance=n, **self._fields())
+        self._finished += n
+        if self._live:
+            self._progress.update(self._task, advance=n, **self._fields())
+
+    def line(self) -> str:
+        """The plain progress line as of now."""
+        return progress_line(self._label, self._finished, self._total, self._counts, time.monotonic() - self._start)
+
+    def _print(self) -> None:
+        self._console.print(self.line(), markup=False, highlight=False, soft_wrap=True, emoji=False)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._print()
 
     def __enter__(self) -> SweepProgress:
-        self._progress.start()
+        self._start = time.monotonic()
+        if self._live:
+            self._progress.start()
+        else:
+            self._thread = threading.Thread(target=self._tick, daemon=True, name="attnsweep-progress")
+            self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._progress.stop()
+        if self._live:
+            self._progress.stop()
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._print()

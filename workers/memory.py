@@ -3,10 +3,10 @@
 The estimate is deliberately simple and errs high; it only has to rank settings and keep a
 pack inside its budget (``execution.pack_memory_mb``), not predict an allocator's peak:
 
-* parameters: counted exactly, by building the trial's model on the ``meta`` device (no
-  memory, no compute); each costs 5 float32 values in training: the weight, its gradient,
-  AdamW's two moments, and the copy :func:`workers.pack.masked_step` keeps of a finished
-  trial;
+* parameters: counted exactly, in closed form from the layers the models are made of
+  (:func:`boolean_param_count`, :func:`symmetry_param_count`; no torch, so ``validate``
+  stays light); each costs 5 float32 values in training: the weight, its gradient, AdamW's
+  two moments, and the copy :func:`workers.pack.masked_step` keeps of a finished trial;
 * data: the training set, as float32;
 * activations: per training sample, a count of float32 values per layer that the forward
   pass keeps for the backward pass (below), for one batch.
@@ -16,10 +16,6 @@ so it does not enter.
 """
 
 from __future__ import annotations
-
-import functools
-
-import torch
 
 from workers.config import BooleanTrialConfig, SymmetryTrialConfig
 
@@ -67,7 +63,7 @@ def symmetry_trial_bytes(cfg: SymmetryTrialConfig) -> int:
     student its ``(n + k)^2`` Gram matrices over 16 hidden units.
     """
     width = cfg.mlp_width if cfg.model == "mlp" and cfg.equivariance in ("none", "augment") else cfg.width
-    n_params = _param_count("symmetry", cfg.model, cfg.equivariance, cfg.n, cfg.k, cfg.d, width, cfg.heads)
+    n_params = symmetry_param_count(cfg.model, cfg.equivariance, cfg.n, cfg.k, cfg.d, width, cfg.heads)
     data = (2 * cfg.n + cfg.k) * cfg.d
     if cfg.equivariance == "augment":
         data = 2 * data + cfg.d * cfg.d
@@ -81,41 +77,43 @@ def symmetry_trial_bytes(cfg: SymmetryTrialConfig) -> int:
 
 
 def boolean_param_count(model: str, T: int, d: int, layers: int, heads: int, mlp_width: int) -> int:
-    """Exact parameter count of a sparse-Boolean model (workers/models.py) at context length T.
+    """Exact parameter count of a sparse-Boolean model of workers/models.py, in closed form.
 
-    T enters both models only through one layer whose size is linear in T (the transformer's
-    ``(T + 1, d)`` position table, the MLP's first ``(T, width)`` weight), so the count is
-    affine in T: it is read off two models built at T = 2 and T = 3 (cached per architecture)
-    instead of one built at every T. tests/workers/test_memory.py checks it against models
-    built at the T asked for.
+    :class:`~workers.models.CLSTransformer`: token table ``2d``, positions ``(T + 1) d``,
+    [CLS] ``d``, per block W_Q, W_K, W_V ``3 d^2`` (no biases), two LayerNorms ``4d`` and
+    the feed-forward layer ``d x 4d x d`` with biases ``8 d^2 + 5d``; final LayerNorm ``2d``
+    and readout ``d + 1``. :class:`~workers.models.MLP`: ``(T + 1) w``, then ``w^2 + w`` per
+    further hidden layer, then ``w + 1``. ``heads`` does not enter (heads split d). Checked
+    against built models in tests/workers/test_memory.py.
+
+    Raises:
+        ValueError: unknown model name.
     """
-    at2 = _param_count("boolean", model, 2, d, layers, heads, mlp_width)
-    at3 = _param_count("boolean", model, 3, d, layers, heads, mlp_width)
-    return at2 + (T - 2) * (at3 - at2)
+    if model == "transformer":
+        return (T + 1) * d + 6 * d + layers * (11 * d * d + 9 * d) + 1
+    if model == "mlp":
+        w = mlp_width
+        return (T + 1) * w + (layers - 1) * (w * w + w) + w + 1
+    raise ValueError(f"model must be 'transformer' or 'mlp', got {model!r}")
 
 
-SMALL_MODEL_FLOATS = 4_000_000
-"""Models with at most about this many parameters are built on the CPU to be counted (a
-millisecond); larger ones on the meta device (no storage, but some 20 ms each)."""
+def symmetry_param_count(model: str, equivariance: str, n: int, k: int, d: int, width: int, heads: int,
+                         hidden: int = 16) -> int:
+    """Exact parameter count of the symmetry student of workers/students.py, in closed form.
 
-
-@functools.lru_cache(maxsize=4096)
-def _param_count(family: str, *args) -> int:
-    """Exact parameter count of a model, built on the CPU when it is surely small, else on
-    the meta device (no storage)."""
-    if family == "boolean":
-        from workers.models import build_model as build
-
-        _, T, d, layers, _, width = args
-        wide = max(d, width)
-        small = 4 * (T + 2) * wide + 16 * layers * wide * wide <= SMALL_MODEL_FLOATS
-    else:
-        from workers.students import build_student as build
-
-        small = False
-    if small:  # no device context: it intercepts every op, which costs more than the allocations
-        model = build(*args)
-    else:
-        with torch.device("meta"):
-            model = build(*args)
-    return sum(p.numel() for p in model.parameters())
+    :class:`~workers.students.SeqTransformer` (width w): input projection ``d w + w``,
+    positions ``n w`` (not for ``equivariance="permutation"``), five LayerNorms ``10 w``,
+    self- and cross-attention ``2 x 4 w^2`` (no biases), feed-forward ``8 w^2 + 5 w``,
+    readout ``w d + d``. :class:`~workers.students.SeqMLP` (two hidden layers of width w):
+    ``(n + k) d w + w``, ``w^2 + w``, ``w n d + n d``.
+    :class:`~workers.students.InnerProductStudent`: two pair-score MLPs of ``5 H hidden``
+    each, the head weights a and c ``2H`` and lambda: ``10 H hidden + 2 H + 1``, whatever
+    n, k and d. Checked against built students in tests/workers/test_memory.py.
+    """
+    if equivariance == "orthogonal":
+        return 10 * heads * hidden + 2 * heads + 1
+    w = width
+    if model == "transformer":
+        positions = 0 if equivariance == "permutation" else n * w
+        return 16 * w * w + 2 * d * w + 16 * w + d + positions
+    return (n + k) * d * w + w + (w * w + w) + w * n * d + n * d

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator import SpecError, make_packs, parse_spec, trial_id
-from orchestrator.driver import spec_pack_sizer
-from orchestrator.packing import AUTO_PACK_MAX, auto_pack_size, count_packs
+from orchestrator.packing import AUTO_PACK_MAX, auto_pack_size, count_packs, spec_pack_sizer
 from workers.memory import boolean_trial_bytes
 
 SPEC = "name: p\nseeds: {seeds}\ngrid: {{T: [8, 16], m: [32]}}\nfixed: {{task: and, s: 2}}\n"

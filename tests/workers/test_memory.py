@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from workers import BooleanTrialConfig, SymmetryTrialConfig, build_model, build_student
@@ -95,7 +97,7 @@ def test_estimate_grows_linearly_in_T_for_the_one_layer_path():
 
 @pytest.mark.parametrize("model", ["transformer", "mlp"])
 @pytest.mark.parametrize(("d", "layers", "heads", "width"), [(8, 1, 1, 64), (32, 2, 4, 256), (16, 3, 2, 8)])
-def test_the_affine_parameter_count_is_the_count_of_the_built_model(model, d, layers, heads, width):
+def test_the_closed_form_parameter_count_is_the_count_of_the_built_model(model, d, layers, heads, width):
     import torch
 
     from workers.memory import boolean_param_count
@@ -104,3 +106,33 @@ def test_the_affine_parameter_count_is_the_count_of_the_built_model(model, d, la
         with torch.device("meta"):
             built = build_model(model, T, d, layers, heads, width)
         assert boolean_param_count(model, T, d, layers, heads, width) == sum(p.numel() for p in built.parameters())
+
+
+@pytest.mark.parametrize(("model", "equivariance"), [("transformer", "none"), ("transformer", "augment"),
+                                                     ("transformer", "permutation"), ("mlp", "none"),
+                                                     ("mlp", "augment"), ("transformer", "orthogonal")])
+@pytest.mark.parametrize(("n", "k", "d", "width", "heads"), [(6, 4, 8, 32, 4), (3, 1, 64, 16, 2), (12, 9, 5, 8, 1)])
+def test_the_closed_form_student_count_is_the_count_of_the_built_student(model, equivariance, n, k, d, width, heads):
+    import torch
+
+    from workers.memory import symmetry_param_count
+    from workers.students import build_student
+
+    with torch.device("meta"):
+        built = build_student(model, equivariance, n, k, d, width, heads)
+    assert symmetry_param_count(model, equivariance, n, k, d, width, heads) == sum(
+        p.numel() for p in built.parameters())
+
+
+def test_a_spec_is_checked_and_sized_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from orchestrator.spec import load_spec; from orchestrator.packing import count_packs, "
+            "spec_pack_sizer; s = load_spec('sweeps/quickstart.yaml'); "
+            "print(count_packs(s, spec_pack_sizer(s, 2))[0]); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray', 'polars', 'scipy')))")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
+    n_packs, loaded = out.splitlines()
+    assert int(n_packs) > 0 and loaded == "[]"

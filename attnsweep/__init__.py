@@ -1,0 +1,21 @@
+"""attnsweep from Python (a notebook, a script): the code paths the CLI uses, as functions.
+
+    import attnsweep
+
+    store = attnsweep.open_store("results-store")
+    store.trials(run="20261201-094653-8ad4a6")   # polars LazyFrame, one row per trial
+    result = store.analyze("20261201-094653-8ad4a6")
+    result.m_star, result.verdict_table()        # polars DataFrames
+    result.show()                                # the run's figures, inline
+
+    summary = attnsweep.run("sweeps/quickstart.yaml", store="results-store")
+    attnsweep.resume(summary.run_id, store="results-store")
+
+Names load on first use (lazy_loader): ``import attnsweep`` imports neither torch nor Ray.
+"""
+
+import lazy_loader as lazy
+
+__getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
+    "api": ["RunAnalysis", "Store", "open_store", "resume", "run"],
+})

@@ -1,0 +1,293 @@
+"""The Python API: open a store, read its tables, analyse a run, run or resume a sweep.
+
+Every function here is what a CLI command runs (``attnsweep run``, ``resume``, ``analyze``),
+without the terminal output: results come back as polars frames and dataclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import AttnsweepError
+from orchestrator.progress import PROGRESS_INTERVAL_S
+
+if TYPE_CHECKING:
+    import polars as pl
+    from rich.console import Console
+
+    from orchestrator.driver import RunSummary
+    from orchestrator.spec import SweepSpec
+
+DEFAULT_STORE = "results-store"
+"""The store a CLI command uses without ``--store``."""
+
+
+def open_store(path: str | Path = DEFAULT_STORE) -> Store:
+    """The results store at ``path`` (a folder, or an fsspec URI such as ``s3://bucket/store``).
+
+    Nothing is read until a table is asked for; a folder that does not exist yet is an
+    empty store.
+
+    Raises:
+        AttnsweepError: ``path`` is empty, or exists and is not a folder.
+    """
+    return Store(path)
+
+
+class Store:
+    """A results store, read as the CLI reads it: every file checked once per version,
+    damaged files set aside with a warning (results/store.py).
+
+    Args:
+        path: the store's folder or URI.
+
+    Raises:
+        AttnsweepError: ``path`` is empty, or exists and is not a folder.
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_STORE):
+        from results import ResultsStore
+
+        text = str(path)
+        if not text.strip():
+            raise AttnsweepError("store: an empty path; give a folder (default results-store)")
+        if "://" not in text and Path(text).exists() and not Path(text).is_dir():
+            raise AttnsweepError(f"store: {text} exists and is not a folder")
+        self.path = text
+        self.results: ResultsStore = ResultsStore(text)
+        """The underlying :class:`results.ResultsStore`."""
+
+    def __repr__(self) -> str:
+        return f"Store({self.path!r})"
+
+    def trials(self, sweep: str | None = None, run: str | None = None) -> pl.LazyFrame:
+        """Trial rows (one per trial, config and results, plus ``sweep`` and ``run_id``), as a
+        polars LazyFrame; ``sweep`` and ``run`` filter them.
+
+        A trial id stored twice in a run (a copied file) is read once, the latest copy, as
+        every analysis reads it; ``attnsweep query`` shows the stored rows as they are.
+
+        Raises:
+            results.StoreError: the store holds no trials, or no run ``run`` (of ``sweep``).
+        """
+        import polars as pl
+
+        if run is not None:
+            sweep_of_run = self.results.sweep_of(run)
+            if sweep is not None and sweep != sweep_of_run:
+                raise AttnsweepError(f"run {run} is a run of sweep {sweep_of_run!r}, not {sweep!r}")
+            return self.results.scan_run_trials(sweep_of_run, run)
+        scan = self.results.scan_trials()
+        if sweep is not None:
+            scan = scan.filter(pl.col("sweep") == sweep)
+        if "trial_id" in scan.collect_schema():
+            scan = scan.unique(subset=["sweep", "run_id", "trial_id"], keep="last", maintain_order=True)
+        return scan
+
+    def runs(self, sweep: str | None = None, run: str | None = None) -> pl.LazyFrame:
+        """Run records (one row per run: spec, status, counts, provenance, attempts), as a
+        polars LazyFrame, ordered by start time; ``sweep`` and ``run`` filter them.
+
+        Raises:
+            results.StoreError: the store holds no runs.
+        """
+        import polars as pl
+
+        scan = self.results.scan_runs()
+        if sweep is not None:
+            scan = scan.filter(pl.col("sweep") == sweep)
+        if run is not None:
+            scan = scan.filter(pl.col("run_id") == run)
+        return scan.sort("started_at")
+
+    def latest_run(self, sweep: str | None = None) -> str:
+        """The id of the run that started last (of ``sweep``, if given).
+
+        Raises:
+            results.StoreError: no runs (of that sweep).
+        """
+        from results import StoreError
+
+        ids = self.runs(sweep).select("run_id").collect()["run_id"]
+        if ids.is_empty():
+            raise StoreError(f"no run of sweep {sweep!r} in the store at {self.path}")
+        return ids[-1]
+
+    def analyze(self, run: str | None = None, figures: str | Path | None = None) -> RunAnalysis:
+        """Analyse a run as ``attnsweep analyze`` does: m* per cell with bootstrap intervals,
+        the verdicts of its experiment (L1-L4 and R for a sparse-Boolean run, S1-S4 for a
+        symmetry run; docs/claims.md), and its figures.
+
+        Args:
+            run: the run id (default: the latest run).
+            figures: the folder for the PNG figures (default ``figures/SWEEP/RUN_ID``).
+
+        Raises:
+            results.StoreError: no such run, or it has no trained trials.
+            OSError: the figure folder cannot be written.
+        """
+        from orchestrator.analyze import analyze_run, run_caveats, settings_of
+
+        if run is None:
+            run = self.latest_run()
+        sweep = self.results.sweep_of(run)
+        record = self.results.read_run(sweep, run)
+        folder = Path(figures) if figures is not None else Path("figures") / sweep / run
+        settings = settings_of(self.results, sweep, run)
+        experiment = record.get("experiment") or "sparse_boolean"
+        if experiment == "symmetry":
+            from orchestrator.analyze_symmetry import analyze_symmetry_run
+
+            detail = analyze_symmetry_run(self.results, sweep, run, settings, folder)
+            verdicts = detail.verdicts
+        else:
+            from orchestrator.analyze import boolean_verdicts
+
+            detail = analyze_run(self.results, run, folder, settings)
+            verdicts = boolean_verdicts(self.results, [(sweep, run, detail)], settings.ci)[1]
+        return RunAnalysis(sweep, run, experiment, detail.m_star, verdicts, list(detail.figures),
+                           run_caveats(self.results, sweep, run), detail)
+
+
+@dataclass
+class RunAnalysis:
+    """What :meth:`Store.analyze` found for one run.
+
+    Attributes:
+        m_star: one row per cell: ``m_star`` (the critical sample size, the smallest m
+            whose success rate over seeds reaches the spec's threshold, results/critical.py),
+            its bootstrap interval ``ci_lo``/``ci_hi`` and ``censored`` (``below``/``above``:
+            m* outside the m tried).
+        verdicts: one dict per claim (``claim``, ``verdict``, ``statistic``, ``interval``,
+            ``why``), as the report shows them.
+        figures: the PNG files written.
+        caveats: what a reader must know (an unfinished run, missing rows), else empty.
+        detail: the full analysis (:class:`orchestrator.analyze.Analysis`: fits and checks;
+            or :class:`orchestrator.analyze_symmetry.SymmetryAnalysis`: the error tables).
+    """
+
+    sweep: str
+    run_id: str
+    experiment: str
+    m_star: pl.DataFrame
+    verdicts: list[dict]
+    figures: list[Path] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+    detail: Any = None
+
+    def verdict_table(self) -> pl.DataFrame:
+        """The verdicts as a DataFrame: claim, verdict, statistic, interval, why."""
+        import polars as pl
+
+        return pl.DataFrame(self.verdicts).select("claim", "verdict", "statistic", "interval", "why")
+
+    def show(self) -> None:
+        """Display the run's figures inline (in Jupyter or IPython).
+
+        Raises:
+            ImportError: IPython is not installed.
+        """
+        from IPython.display import Image, display
+
+        for path in self.figures:
+            display(Image(filename=str(path)))
+
+
+def run(
+    spec: str | Path | Mapping | SweepSpec,
+    store: str | Path = DEFAULT_STORE,
+    *,
+    address: str | None = None,
+    local: bool = False,
+    max_in_flight: int | None = None,
+    max_trials: int = 1_000_000,
+    resume: str | None = None,
+    run_id: str | None = None,
+    progress_interval_s: float = PROGRESS_INTERVAL_S,
+    console: Console | None = None,
+) -> RunSummary:
+    """Run a sweep as ``attnsweep run`` does and stream its rows into ``store``.
+
+    Args:
+        spec: a spec file, the spec as a dict (what the YAML holds), or a parsed spec.
+        store: the results store.
+        address: a Ray cluster (``auto``, ``HOST:PORT``); None: an embedded local Ray,
+            started and stopped by the run.
+        local: no Ray: packs run in this process.
+        max_in_flight: packs submitted at once (default: the spec's, else 2 per worker).
+        max_trials: refuse grids above this many trials.
+        resume: continue this run of the same spec (trials it holds are skipped).
+        run_id: the new run's id (default: a fresh one, ``YYYYmmdd-HHMMSS-xxxxxx``).
+        progress_interval_s: seconds between progress lines when the console is not a
+            terminal (on a terminal and in Jupyter: a live bar).
+        console: where progress goes (default: stderr).
+
+    Returns:
+        The run's summary: ``run_id``, ``counts`` per status, ``wall_s`` (seconds) and
+        ``status`` (``finished``, ``failed``; ``complete`` when a resume found nothing left
+        to run: it returns at once, with empty ``counts``).
+
+    Raises:
+        orchestrator.SpecError: the spec is invalid (nothing is started or written).
+        orchestrator.RunError: Ray cannot be started or reached, or ``resume`` names a run
+            of another spec.
+        results.StoreError: the store cannot be written.
+        KeyboardInterrupt: re-raised after the finished trials are saved; resume the run.
+    """
+    from orchestrator.spec import load_spec, parse_spec
+
+    if isinstance(spec, Mapping):
+        import yaml
+
+        spec = parse_spec(yaml.safe_dump(dict(spec), sort_keys=False), source="the spec dict", max_trials=max_trials)
+    elif isinstance(spec, (str, Path)):
+        spec = load_spec(spec, max_trials=max_trials)
+    if resume is not None and run_id not in (None, resume):
+        raise AttnsweepError(f"run_id {run_id!r} and resume {resume!r}: a resumed run keeps its id; give one of them")
+    return _execute(spec, Store(store), address, local, max_in_flight, resume, resume or run_id, progress_interval_s,
+                    console)
+
+
+def resume(run_id: str, store: str | Path = DEFAULT_STORE, *, address: str | None = None, local: bool = False,
+           max_in_flight: int | None = None, progress_interval_s: float = PROGRESS_INTERVAL_S,
+           console: Console | None = None) -> RunSummary:
+    """Continue an interrupted or crashed run with the spec stored in its record (as
+    ``attnsweep resume``): only the trials it does not hold yet run.
+
+    Raises:
+        results.StoreError: no such run.
+        orchestrator.RunError: as :func:`run`.
+    """
+    from orchestrator.spec import parse_spec
+
+    results = Store(store)
+    record = results.results.read_run(results.results.sweep_of(run_id), run_id)
+    spec = parse_spec(record["spec_yaml"], source=f"the spec of run {run_id}")
+    return _execute(spec, results, address, local, max_in_flight, run_id, run_id, progress_interval_s, console)
+
+
+def _execute(spec: SweepSpec, store: Store, address, local: bool, max_in_flight, resume_id: str | None,
+             run_id: str | None, progress_interval_s: float, console) -> RunSummary:
+    from orchestrator.driver import RunSummary, new_run_id, resumable_record, run_sweep
+    from orchestrator.executors import LocalExecutor, RayExecutor
+    from results.locks import RunLock
+
+    results = store.results
+    if resume_id is not None:  # refuse a wrong, held or finished run before starting Ray
+        record = resumable_record(spec, results, resume_id)
+        with RunLock(results, spec.name, resume_id):
+            pass
+        stored = len(results.run_trial_ids(spec.name, resume_id))
+        if record["status"] == "finished" and (spec.search.adaptive or stored >= spec.n_trials()):
+            return RunSummary(spec.name, resume_id, stored, status="complete")
+    executor = (LocalExecutor(spec.execution, spec.resources) if local
+                else RayExecutor(spec.execution, address, spec.resources))
+    try:
+        return run_sweep(spec, results, executor, console=console, max_in_flight=max_in_flight,
+                         run_id=run_id or new_run_id(), resume=resume_id is not None,
+                         progress_interval_s=progress_interval_s)
+    finally:
+        executor.shutdown()

@@ -1,0 +1,64 @@
+"""Progress where it is read: with stderr a file, a sweep writes plain progress lines (no
+control characters, never wrapped), its result tables print at full width, and the
+embedded Ray keeps its token notice to itself."""
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import DEFAULT_PROGRESS_INTERVAL
+from orchestrator.progress import PROGRESS_INTERVAL_S, parse_progress_line, progress_line
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")  # every control character but the newline
+
+
+def test_a_line_reads_back_with_its_rate_and_eta():
+    line = progress_line("quickstart 20261201-120000-abcdef", 300, 1200,
+                         Counter(done=280, failed=15, diverged=4, lost=1), 60.0)
+    fields = parse_progress_line(line)
+    assert fields == dict(label="quickstart 20261201-120000-abcdef", finished=300, total=1200, done=280, failed=15,
+                          diverged=4, lost=1, rate=5.0, elapsed="0:01:00", eta="0:03:00")  # 900 left at 5/s
+    assert "(25.0%)" in line and not CONTROL.search(line)
+
+
+def test_without_a_total_or_a_finished_trial_there_is_no_eta():
+    fields = parse_progress_line(progress_line("s r: adaptive search", 0, None, Counter(), 12.0))
+    assert (fields["finished"], fields["total"], fields["rate"], fields["eta"]) == (0, None, 0.0, "-")
+    with pytest.raises(ValueError, match="not a progress line"):
+        parse_progress_line("run 20261201 of sweep x: done 3")
+
+
+def test_the_cli_default_is_the_progress_default():
+    assert DEFAULT_PROGRESS_INTERVAL == PROGRESS_INTERVAL_S
+
+
+def test_a_sweep_logged_to_files_shows_progress_lines_then_full_tables(tmp_path):
+    err, out = tmp_path / "err.log", tmp_path / "out.log"
+    with err.open("w") as e, out.open("w") as o:
+        proc = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(ROOT / "tests/specs/symtiny.yaml"),
+             "--store", str(tmp_path / "store"), "--figures", str(tmp_path / "figures"), "--progress-interval", "1"],
+            stdout=o, stderr=e, cwd=tmp_path, timeout=900, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    log = err.read_text()
+    assert proc.returncode == 0, log[-3000:]
+    assert not CONTROL.search(log) and not CONTROL.search(out.read_text())
+    lines = log.splitlines()
+    summary = next(i for i, ln in enumerate(lines) if re.match(r"run \S+ of sweep symtiny: ", ln))
+    progress = [parse_progress_line(ln) for ln in lines[:summary] if ln.startswith("progress: ")]
+    assert len(progress) >= 2
+    last = progress[-1]
+    assert last["finished"] == last["total"] == 24  # the spec's 2 teachers x 2 m x 3 students x 2 seeds
+    assert last["done"] + last["failed"] + last["diverged"] + last["lost"] == 24
+    assert [p["finished"] for p in progress] == sorted(p["finished"] for p in progress)
+    assert "workers idle" in lines[summary]  # the summary is one line, not wrapped at 80 columns
+    assert "Token authentication" not in log
+    tables = out.read_text()
+    widths = {len(ln) for ln in tables.splitlines() if ln.startswith("┃")}
+    assert widths and max(widths) > 80  # the error table at its natural width, not clipped to 80 columns
+    assert "…" not in tables
