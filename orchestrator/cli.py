@@ -17,7 +17,7 @@ from rich.console import Console
 
 from orchestrator.errors import AttnsweepError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Sweeps of small attention models on Ray, results in Parquet, verdicts with polars.")
 WIDE = 100_000
 """Columns of a console that is not a terminal (a log, a pipe, a file): nothing is wrapped
