@@ -74,7 +74,7 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     for r in result.m_star.iter_rows(named=True):
         above, below = r["censored"] == "above", r["censored"] == "below"
         t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes),
-                  "> max" if above else (f"≤{r['m_min']}" if below else f"{r['m_star']:.1f}"),
+                  f"> {r['m_max']}" if above else (f"≤ {r['m_min']}" if below else f"{r['m_star']:.1f}"),
                   "-" if above or below or math.isnan(r["ci_lo"]) else f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}",
                   "-" if above else f"{r['m_star_grid']:.0f}", str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
     console.print(t)

@@ -42,12 +42,12 @@ NO_RUN = "no run of this experiment given"
 CAPTIONS = {
     "m_star_vs_T": "m* against T (log axis) with 95% bootstrap intervals and the three fitted growth laws; "
                    "triangles: m* beyond the largest m tried",
-    "success_rate_grid": "Success rate over seeds on the (T, m) grid; white: no trial trained there (e.g. no "
-                         "unambiguous training set of that size)",
+    "success_rate_grid": "Success rate over seeds on the (T, m) grid; white: no trained trial there (every trial "
+                         "failed before training, e.g. no unambiguous training set of that size, or none was run)",
     "success_rate_curves": "Success rate over seeds against m, one line per T; dashed: the rate that defines m*",
     "test_error_vs_m": "Relative test error against m per student (mean and 95% interval over seeds)",
-    "orthogonal_error": "O(d) equivariance error E (float64) per student",
-    "permutation_error": "Permutation equivariance error per student",
+    "orthogonal_error": "O(d) equivariance error E (float64) per student; a slot marked n/a has no box and says why",
+    "permutation_error": "Permutation equivariance error per student; a slot marked n/a has no box and says why",
 }
 
 
@@ -186,9 +186,14 @@ def _label(df: pl.DataFrame, cols: list[str]) -> pl.Expr:
     return pl.concat_str([pl.lit(f"{c}=") + pl.col(c).cast(pl.String).fill_null("none") for c in cols], separator=", ")
 
 
+# Columns of the m* tables that hold words, not numbers: left-aligned on the page.
+TEXT_COLUMNS = ("budget", "tuning")
+
+
 def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     """An m* table as strings: the cell columns that vary (``fixed`` names the others), m*,
-    its interval, grid m*, seeds, m range, and ``budget`` when the table has it."""
+    its interval, grid m*, seeds, m range, and ``budget`` when the table has it; ``numeric``
+    says per column whether it holds numbers (right-aligned) or text (left-aligned)."""
     always = ("T", "model", "teacher", "student")
     shown = [c for c in cell if c in m_star.columns and (m_star[c].n_unique() > 1 or c in always)]
     fixed = ", ".join(f"{c}={m_star[c][0]}" for c in cell if c in m_star.columns and c not in shown and c != "run_id")
@@ -198,30 +203,44 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
         extra += ["m_star_default", "m_star_tuned", "tuning"]
     rows = []
     for r in m_star.iter_rows(named=True):
-        above, below = r["censored"] == "above", r["censored"] == "below"
+        above = r["censored"] == "above"
         finite = not (r["ci_lo"] is None or math.isnan(r["ci_lo"]))
         rows.append([*("none" if r[c] is None else f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])
                        for c in shown),
-                     f"> {r['m_max']}" if above else (f"≤ {r['m_min']}" if below else f"{r['m_star']:.1f}"),
+                     _bound(r["m_star"], r["censored"], r["m_min"], r["m_max"]),
                      f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if finite and not above else "-",
                      "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
                      str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}", *(_cell(r, c) for c in extra)])
     names = {"m_star_2x": "m* at 2x epochs", "m_star_default": "m* spec settings", "m_star_tuned": "m* tuned"}
+    numeric = [*(m_star[c].dtype.is_numeric() for c in shown), True, True, True, True, True,
+               *(c not in TEXT_COLUMNS for c in extra)]
     return dict(columns=[*shown, "m*", "95% CI", "grid m*", "seeds", "m range", *(names.get(c, c) for c in extra)],
-                rows=rows, fixed=fixed)
+                rows=rows, fixed=fixed, numeric=numeric)
+
+
+def _bound(m_star: float | None, censored: str | None, m_min: int | None, m_max: int | None) -> str:
+    """An m* as the page shows it in both experiments' tables (and ``attnsweep analyze`` in a
+    symmetry run's): ``≤ 8`` at or below the smallest m tried (8), ``> 1024`` beyond the
+    largest (1024; ``> max`` where it is not known), else the value to one decimal (``-``
+    where there is none)."""
+    if censored == "above":
+        return f"> {m_max}" if m_max is not None else "> max"
+    if censored == "below":
+        return f"≤ {m_min if m_min is not None else f'{m_star:.0f}'}"
+    return "-" if m_star is None or math.isnan(m_star) else f"{m_star:.1f}"
 
 
 def _cell(row: dict, column: str) -> str:
-    """The budget check's columns: ``-`` where a cell was not checked, ``> max`` beyond the grid."""
+    """The budget check's and the tuning's columns: ``-`` where a cell was not checked or
+    tuned; a censored m* as :func:`_bound` writes it (``> max`` beyond the grid, since the
+    row's ``m_max`` is that of the m* the verdicts use, not necessarily of this column's)."""
     if column == "m_star_2x":
         if row.get("budget") in (None, "not checked"):
             return "-"
         return "> max" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}"
     if column in ("m_star_default", "m_star_tuned"):
-        censored = row.get(column.replace("m_star", "censored"))
-        if censored == "above":
-            return "> max"
-        return "-" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}" + ("≤" if censored == "below" else "")
+        # A censored-below m* is the smallest m of its own search (results/critical.py).
+        return _bound(row[column], row.get(column.replace("m_star", "censored")), None, None)
     return str(row[column])
 
 
@@ -237,11 +256,22 @@ def _run_view(run: _Run) -> dict:
                        if rec.get(k) is not None)
     return dict(
         run_id=run.run_id, sweep=run.sweep, experiment=run.experiment, status=rec.get("status"),
-        started=str(rec.get("started_at")), ended=str(rec.get("ended_at")), n_trials=rec.get("n_trials"),
+        started=_utc_minute(rec.get("started_at")), ended=_utc_minute(rec.get("ended_at")),
+        n_trials=rec.get("n_trials"),
         counts=counts, code_version=rec.get("code_version"), hosts=", ".join(dict.fromkeys(h for h in hosts if h)),
         packages=packages, spec_yaml=rec.get("spec_yaml") or "",
         figures=[(CAPTIONS.get(p.stem, p.stem.replace("_", " ")), _data_uri(p)) for p in run.figures],
     )
+
+
+def _utc_minute(when: dt.datetime | None) -> str:
+    """A run record's time in UTC to the minute, e.g. ``2026-12-01 09:46 UTC`` (``-`` when
+    unset, e.g. a run still running has no end); a naive time is taken to be UTC, as the
+    store writes them."""
+    if when is None:
+        return "-"
+    when = when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
+    return f"{when:%Y-%m-%d %H:%M} UTC"
 
 
 def _data_uri(png: Path) -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
 import matplotlib.colors
+import matplotlib.patches
 import matplotlib.ticker
+import matplotlib.transforms
 
 matplotlib.use("Agg")  # no display on workers or CI
 import matplotlib.pyplot as plt  # noqa: E402
@@ -77,8 +80,16 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
     return path
 
 
+NO_TRAINED_TRIAL = ("white: no trained trial at this (T, m): every trial there failed before training\n"
+                    "(e.g. no unambiguous training set of m samples exists for this T), or none was run")
+
+
 def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
     """Heatmaps of the success rate over the (T, m) grid, one panel per ``facet`` value.
+
+    A (T, m) without a row in ``rates`` is drawn white, and a legend below the panels says
+    what white means (:data:`NO_TRAINED_TRIAL`): ``rates`` counts trained trials only (done
+    or diverged; results/critical.py), so such a cell had only failed trials, or none.
 
     Args:
         rates: rows with ``T``, ``m``, ``rate`` and the ``facet`` column.
@@ -86,20 +97,23 @@ def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
     sns.set_theme(style="white")
     values = rates[facet].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(1, len(values), figsize=(5 * len(values), 4), squeeze=False)
+    empty = False
     for ax, value in zip(axes[0], values):
         part = rates.filter(pl.col(facet) == value).group_by("T", "m").agg(pl.col("rate").mean())
         pivot = part.sort("m").pivot(on="T", index="m", values="rate", sort_columns=True).sort("m", descending=True)
         cols = sorted((c for c in pivot.columns if c != "m"), key=int)
-        sns.heatmap(pivot.select(cols).to_numpy(), ax=ax, vmin=0, vmax=1, cmap="viridis",
+        grid = pivot.select(cols).to_numpy().astype(float)  # (m, T); NaN: no trained trial
+        empty |= bool(np.isnan(grid).any())
+        sns.heatmap(grid, ax=ax, vmin=0, vmax=1, cmap="viridis",
                     xticklabels=cols, yticklabels=pivot["m"].to_list(), cbar_kws={"label": "success rate"})
         ax.set_xlabel("T")
         ax.set_ylabel("m")
         ax.set_title(str(value))
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    if empty:  # below the panels; bbox_inches="tight" (_save) grows the image to hold it
+        swatch = matplotlib.patches.Patch(facecolor="white", edgecolor="0.3", label=NO_TRAINED_TRIAL)
+        fig.legend(handles=[swatch], loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False)
+    return _save(fig, path)
 
 
 def plot_success_curves(rates: pl.DataFrame, facet: str, path: Path, success_frac: float = 0.5) -> Path:
@@ -136,15 +150,66 @@ def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
     return _save(grid.figure, path)
 
 
+# Students in the order the symmetry claims name them (results/symmetry.py); others follow.
+STUDENT_ORDER = ("inner-product", "transformer", "mlp", "transformer + rotations", "mlp + rotations",
+                 "transformer, no positions")
+# Room above the largest box and below the smallest: this fraction of the (log) axis height,
+# and at least half a decade; matplotlib's 5% margin left boxes near 1 against the top edge.
+HEADROOM = 0.12
+
+
 def plot_equivariance_errors(trials: pl.DataFrame, column: str, path: Path, label: str | None = None) -> Path:
     """Distribution of an equivariance error per student (log scale), one panel per teacher.
-    ``trials``: rows with ``teacher``, ``student`` and ``column``."""
+
+    Every student of ``trials`` has a slot in every panel; a slot with no box says why in
+    it (:func:`_why_empty`): no finished trial of that student with that teacher (the sweep
+    did not train it there, or none finished), the error not recorded, or an error of exactly
+    0 (no point on a log axis). The y axis leaves room above the largest box and below the
+    smallest (:data:`HEADROOM`), so boxes near an end are not squashed against it.
+
+    Args:
+        trials: the finished trials: rows with ``teacher``, ``student`` and ``column``.
+    """
     sns.set_theme(style="whitegrid")
-    data = trials.filter(pl.col(column) > 0).select("teacher", "student", column).to_pandas()
-    grid = sns.catplot(data=data, x="student", y=column, col="teacher", kind="box", height=3.8, aspect=1.2)
+    seen = trials["student"].unique(maintain_order=True).to_list()
+    order = [s for s in STUDENT_ORDER if s in seen] + [s for s in seen if s not in STUDENT_ORDER]
+    teachers = trials["teacher"].unique(maintain_order=True).to_list()
+    shown = trials.filter(pl.col(column) > 0).select("teacher", "student", column)
+    values = shown[column].drop_nans().drop_nulls()
+    if values.is_empty():  # no box anywhere (seaborn's boxplot fails on that): the slots and their notes
+        grid = sns.FacetGrid(trials.select("teacher").to_pandas(), col="teacher", col_order=teachers,
+                             height=3.8, aspect=1.2)
+        grid.set(xticks=range(len(order)), xticklabels=order, xlim=(-0.5, len(order) - 0.5), xlabel="student")
+    else:
+        grid = sns.catplot(data=shown.to_pandas(), x="student", y=column, col="teacher", kind="box", order=order,
+                           col_order=teachers, height=3.8, aspect=1.2)
     grid.set(yscale="log", ylabel=label or column)
+    if not values.is_empty():
+        lo, hi = math.log10(values.min()), math.log10(values.max())
+        pad = max(0.5, HEADROOM * (hi - lo) / (1 - 2 * HEADROOM))  # pad / (hi - lo + 2 pad) = HEADROOM
+        grid.set(ylim=(10 ** (lo - pad), 10 ** (hi + pad)))
+    for ax, teacher in zip(grid.axes.flat, teachers):
+        at_slot = matplotlib.transforms.blended_transform_factory(ax.transData, ax.transAxes)
+        for i, student in enumerate(order):
+            why = _why_empty(trials.filter((pl.col("teacher") == teacher) & (pl.col("student") == student)), column)
+            if why:
+                ax.text(i, 0.5, f"n/a:\n{why}", transform=at_slot, ha="center", va="center", fontsize=7,
+                        color="0.3", gid="n/a", bbox=dict(facecolor="white", edgecolor="none", pad=1))
     grid.set_xticklabels(rotation=30, ha="right")
     return _save(grid.figure, path)
+
+
+def _why_empty(rows: pl.DataFrame, column: str) -> str | None:
+    """Why a (teacher, student) slot of :func:`plot_equivariance_errors` has no box (None
+    when it has one), in lines short enough for the slot's width."""
+    if rows.is_empty():
+        return "no finished\ntrial with\nthis teacher"
+    values = rows[column].drop_nulls().drop_nans()
+    if values.is_empty():
+        return "error not\nrecorded"
+    if (values <= 0).all():
+        return "exactly 0 in\nevery trial:\nnot on a\nlog axis"
+    return None
 
 
 def _save(fig, path: Path) -> Path:

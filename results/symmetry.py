@@ -162,7 +162,7 @@ def _m(r: dict) -> str:
     if r["censored"] == "above":
         return f"> {r['m_max']}"
     if r["censored"] == "below":
-        return f"<= {r['m_min']}"
+        return f"≤ {r['m_min']}"
     return f"{r['m_star']:.0f} ({r['ci_lo']:.0f} .. {r['ci_hi']:.0f})"
 
 
