@@ -144,10 +144,10 @@ class Store:
             detail = analyze_symmetry_run(self.results, sweep, run, settings, folder)
             verdicts = detail.verdicts
         else:
-            from orchestrator.analyze import boolean_verdicts
+            from orchestrator.analyze import boolean_verdicts, m_star_table, tuned_fields
 
             detail = analyze_run(self.results, run, folder, settings)
-            verdicts = boolean_verdicts(self.results, [(sweep, run, detail)], settings.ci)[1]
+            _, verdicts = boolean_verdicts([m_star_table(detail)], tuned_fields(self.results, sweep, run), settings.ci)
         return RunAnalysis(sweep, run, experiment, detail.m_star, verdicts, list(detail.figures),
                            run_caveats(self.results, sweep, run), detail)
 

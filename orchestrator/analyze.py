@@ -23,6 +23,7 @@ from orchestrator.analyze_tuning import choose_m_star, tuning_choices
 from orchestrator.rows import trial_schema
 from orchestrator.spec import AnalysisSettings, SearchSettings
 from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
+from results.critical import format_m_star
 from results.figures import plot_m_star, plot_success_curves, plot_success_grid
 from workers import BooleanTrialConfig
 
@@ -114,37 +115,39 @@ def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
     return [n for n in (unfinished_note(store, sweep, run_id), incomplete_note(store, sweep, run_id)) if n is not None]
 
 
-def boolean_verdicts(store: ResultsStore, runs: list[tuple[str, str, Analysis]], ci: float = 0.95,
-                     reference: Path | str | None = None) -> tuple[pl.DataFrame, list[dict], set[str]]:
+def m_star_table(result: Analysis) -> pl.DataFrame:
+    """A run's m* table as the verdicts read it: one row per cell, with its bootstrap
+    ``replicates`` (results/verdicts.py) and its ``run_id``."""
+    from results import verdicts as boolean
+
+    cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
+    table = boolean.with_replicates(result.m_star, result.replicates, cell)
+    return table.with_columns(run_id=pl.lit(result.run_id))
+
+
+def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.95,
+                     reference: Path | str | None = None) -> tuple[pl.DataFrame, list[dict]]:
     """Claims L1-L4 and R (docs/claims.md 1a) judged on the m* tables of sparse-Boolean runs.
 
     Args:
-        runs: ``(sweep, run_id, analysis)`` per run; where a cell is in several runs, the
-            first run's m* is used.
+        tables: each run's :func:`m_star_table`; where a cell is in several, the first is used.
+        tuned: settings an adaptive search tuned per cell (:func:`tuned_fields`): choices,
+            not axes, so they do not split the series and groups the claims compare.
         ci: the level of the bootstrap intervals.
         reference: the paper's read-off for R (default :data:`results.verdicts.REFERENCE_CSV`).
 
     Returns:
-        ``(table, verdicts, tuned)``: the union m* table (one row per cell, with its
-        bootstrap replicates and ``run_id``), one dict per claim (results/verdicts.py), and
-        the settings an adaptive search tuned per cell, which are choices, not axes: they do
-        not split the series and groups the claims compare.
+        ``(union, verdicts)``: the union m* table (one row per cell) and one dict per claim
+        (``claim``, ``statistic``, ``interval``, ``verdict``, ``why``).
     """
     from results import verdicts as boolean
 
-    tables, tuned = [], set()
-    for sweep, run_id, result in runs:
-        cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
-        table = boolean.with_replicates(result.m_star, result.replicates, cell)
-        tables.append(table.with_columns(run_id=pl.lit(run_id)))
-        tuned |= tuned_fields(store, sweep, run_id)
     if not tables:
-        return pl.DataFrame(), boolean.verdicts(pl.DataFrame()), tuned
+        return pl.DataFrame(), boolean.verdicts(pl.DataFrame())
     union = pl.concat(tables, how="diagonal_relaxed")
     cell = [c for c in CELL_FIELDS if c in union.columns]
     union = union.unique(subset=cell, keep="first", maintain_order=True)
-    claims = boolean.verdicts(union, [c for c in cell if c not in tuned], reference or boolean.REFERENCE_CSV, ci)
-    return union, claims, tuned
+    return union, boolean.verdicts(union, [c for c in cell if c not in tuned], reference or boolean.REFERENCE_CSV, ci)
 
 
 def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame:
@@ -348,21 +351,14 @@ def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
 def _fmt(row: dict) -> str:
     if row["censored"] == "above":
         return f"> {row['m_max']} (no m of the grid reached the success rate)"
+    if row["censored"] == "below":
+        return f"≤ {row['m_min']} (at or below the smallest m)"
     lo, hi = row["ci_lo"], row["ci_hi"]
-    return f"{row['m_star']:.1f} (CI {lo:.1f} .. {hi:.1f})" + (" (at or below the smallest m)" if row["censored"] == "below" else "")
+    return f"{row['m_star']:.1f} (CI {lo:.1f} .. {hi:.1f})"
 
 
 def _show(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def _num(x: float | None, censored: str | None = "") -> str:
-    """An m* as the m* table shows it: ``> max`` beyond the range, ``≤`` at its start."""
-    if censored == "above":
-        return "> max"
-    if x is None or math.isnan(x):
-        return "-"
-    return f"{x:.1f}" + ("≤" if censored == "below" else "")
 
 
 def print_analysis(result: Analysis, console: Console) -> None:
@@ -374,7 +370,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
     for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range", *(["m* at 2x epochs"] if checked else [])]:
         t.add_column(c, justify="right" if c not in shown else "left", no_wrap=c in ("95% CI", "m range"))
     for r in result.m_star.iter_rows(named=True):
-        m = "> max" if r["censored"] == "above" else f"{r['m_star']:.1f}" + ("≤" if r["censored"] == "below" else "")
+        m = format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"])
         ci = f"{r['ci_lo']:.1f}..{r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) and r["censored"] != "above" else "-"
         grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
         twin = []
@@ -397,8 +393,8 @@ def print_analysis(result: Analysis, console: Console) -> None:
             ch = choice.get(tuple(r[k] for k in keys)) if choice else None
             ch_cols = ([str(ch["probe_m"]), f"{ch['beats_default']:.0%}", f"{ch['win_frac']:.0%}"] if ch
                        else ["-", "-", "-"])
-            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), _num(r["m_star_default"], r["censored_default"]),
-                      _num(r["m_star_tuned"], r["censored_tuned"]),
+            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), format_m_star(r["m_star_default"], r["censored_default"]),
+                      format_m_star(r["m_star_tuned"], r["censored_tuned"]),
                       r["tuning"], *ch_cols, *[f"{r[c]:.2g}" for c in tuned])
         console.print(u)
     for label, fit in result.fits.items():

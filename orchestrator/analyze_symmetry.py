@@ -15,6 +15,7 @@ from orchestrator.analyze import search_rows
 from orchestrator.spec import AnalysisSettings
 from workers import SymmetryTrialConfig
 from results import ResultsStore, StoreError
+from results.critical import format_m_star
 from results.figures import plot_equivariance_errors, plot_test_error
 from results.symmetry import critical_sizes, verdicts, with_student
 
@@ -74,7 +75,7 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     for r in result.m_star.iter_rows(named=True):
         above, below = r["censored"] == "above", r["censored"] == "below"
         t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes),
-                  f"> {r['m_max']}" if above else (f"≤ {r['m_min']}" if below else f"{r['m_star']:.1f}"),
+                  format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"]),
                   "-" if above or below or math.isnan(r["ci_lo"]) else f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}",
                   "-" if above else f"{r['m_star_grid']:.0f}", str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
     console.print(t)

@@ -278,11 +278,14 @@ def submit(
     wait: Annotated[bool, typer.Option("--wait", metavar="",
                                        help="follow the job's log to its end; exit 0 only if it succeeded")] = False,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    progress_interval: Annotated[float, typer.Option(
+        "--progress-interval", min=0.1, max=86_400, metavar="SECONDS",
+        help="seconds between the progress lines in the job's log")] = DEFAULT_PROGRESS_INTERVAL,
 ) -> None:
     """Submit a sweep as a Ray job to a cluster's job server; prints the job id."""
     from orchestrator import jobs
 
-    jid = jobs.submit(spec, address, store, job_id, timeout_s=timeout)
+    jid = jobs.submit(spec, address, store, job_id, timeout_s=timeout, progress_interval_s=progress_interval)
     out.print(jid, markup=False, highlight=False)
     if wait:
         jobs.logs(address, jid, follow=True, write=lambda chunk: err.print(chunk, end="", markup=False, highlight=False),

@@ -70,7 +70,7 @@ def client(address: str, timeout_s: float = TIMEOUT_S):
 
 
 def submit(spec_path: Path, address: str, store: str | None = None, submission_id: str | None = None,
-           timeout_s: float = TIMEOUT_S) -> str:
+           timeout_s: float = TIMEOUT_S, progress_interval_s: float | None = None) -> str:
     """Validate ``spec_path`` here, then submit it as a Ray job; returns the job id.
 
     Args:
@@ -81,6 +81,8 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         submission_id: a job id of your own (default: Ray's).
         timeout_s: the deadline of each call to the job server, in seconds (the upload of
             the working directory included).
+        progress_interval_s: seconds between the progress lines in the job's log (None:
+            the driver's default, 10 s).
 
     Raises:
         SpecError: the spec is invalid (nothing is submitted).
@@ -102,6 +104,8 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         # No figures on the cluster (they would land in the job's temporary directory):
         # analyze the run from any machine that reaches the store.
         entrypoint = f"python -m orchestrator.cli run spec.yaml --address auto --store {target} --no-analyze"
+        if progress_interval_s is not None:
+            entrypoint += f" --progress-interval {float(progress_interval_s):g}"
         # A head that has just started answers before its job agent is ready ("try again later").
         for wait_s in (1, 2, 4, 8, 16, 32, None):
             try:

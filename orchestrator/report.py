@@ -28,11 +28,13 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from orchestrator.analyze import CELL_FIELDS, analyze_run, run_caveats, settings_of, tuned_fields
+from orchestrator.analyze import (CELL_FIELDS, analyze_run, boolean_verdicts, m_star_table, run_caveats, settings_of,
+                                  tuned_fields)
 from orchestrator import findings
 from orchestrator.analyze_symmetry import analyze_symmetry_run
 from orchestrator.errors import AttnsweepError
 from results import ResultsStore
+from results.critical import format_m_star
 from results import symmetry as sym
 from results import verdicts as boolean
 from results.figures import plot_reference
@@ -109,23 +111,16 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
             run.verdicts = [dict(v, claim=v["claim"].replace(":", f"{tag}:", 1)) for v in result.verdicts]
         else:
             result = analyze_run(store, run.run_id, figures / run.run_id, settings)
-            cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
-            run.m_star = boolean.with_replicates(result.m_star, result.replicates, cell)
-            run.m_star = run.m_star.with_columns(run_id=pl.lit(run.run_id))
+            run.m_star = m_star_table(result)
             run.figures = result.figures
             tuned |= tuned_fields(store, run.sweep, run.run_id)
             if not boolean_tables:
                 ci = settings.ci
             boolean_tables.append(run.m_star)
-    union = (pl.concat(boolean_tables, how="diagonal_relaxed") if boolean_tables else pl.DataFrame())
+    union, claims = boolean_verdicts(boolean_tables, tuned, ci, reference)
     cell = [c for c in CELL_FIELDS if c in union.columns]
-    if boolean_tables:
-        union = union.unique(subset=cell, keep="first", maintain_order=True)
-        # Settings an adaptive search tuned per cell (lr, weight decay) are choices, not axes:
-        # they do not split the series and groups the claims compare.
-        claims = boolean.verdicts(union, [c for c in cell if c not in tuned], reference, ci)
-    else:
-        claims = _missing(boolean.verdicts(pl.DataFrame()))
+    if not boolean_tables:
+        claims = _missing(claims)
     symmetry_runs = [r for r in runs if r.experiment == "symmetry"]
     claims += [v for r in symmetry_runs for v in r.verdicts] or _missing(_empty_symmetry_verdicts())
     ours = boolean.reference_cells(union)
@@ -207,7 +202,7 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
         finite = not (r["ci_lo"] is None or math.isnan(r["ci_lo"]))
         rows.append([*("none" if r[c] is None else f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])
                        for c in shown),
-                     _bound(r["m_star"], r["censored"], r["m_min"], r["m_max"]),
+                     format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"]),
                      f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if finite and not above else "-",
                      "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
                      str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}", *(_cell(r, c) for c in extra)])
@@ -216,18 +211,6 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
                *(c not in TEXT_COLUMNS for c in extra)]
     return dict(columns=[*shown, "m*", "95% CI", "grid m*", "seeds", "m range", *(names.get(c, c) for c in extra)],
                 rows=rows, fixed=fixed, numeric=numeric)
-
-
-def _bound(m_star: float | None, censored: str | None, m_min: int | None, m_max: int | None) -> str:
-    """An m* as the page shows it in both experiments' tables (and ``attnsweep analyze`` in a
-    symmetry run's): ``≤ 8`` at or below the smallest m tried (8), ``> 1024`` beyond the
-    largest (1024; ``> max`` where it is not known), else the value to one decimal (``-``
-    where there is none)."""
-    if censored == "above":
-        return f"> {m_max}" if m_max is not None else "> max"
-    if censored == "below":
-        return f"≤ {m_min if m_min is not None else f'{m_star:.0f}'}"
-    return "-" if m_star is None or math.isnan(m_star) else f"{m_star:.1f}"
 
 
 def _cell(row: dict, column: str) -> str:
@@ -240,7 +223,7 @@ def _cell(row: dict, column: str) -> str:
         return "> max" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}"
     if column in ("m_star_default", "m_star_tuned"):
         # A censored-below m* is the smallest m of its own search (results/critical.py).
-        return _bound(row[column], row.get(column.replace("m_star", "censored")), None, None)
+        return format_m_star(row[column], row.get(column.replace("m_star", "censored")), None, None)
     return str(row[column])
 
 

@@ -144,6 +144,19 @@ def critical_sample_sizes(
     return table, reps
 
 
+def format_m_star(m_star: float | None, censored: str | None, m_min: int | None = None, m_max: int | None = None,
+                  digits: int = 1) -> str:
+    """An m* as every table and verdict writes it: ``≤ 8`` at or below the smallest m tried
+    (``m_min`` = 8; the m* itself where ``m_min`` is not known), ``> 1024`` beyond the largest
+    (``> max`` where ``m_max`` is not known), else the value to ``digits`` decimals (``-``
+    where there is none, e.g. a cell not checked)."""
+    if censored == "above":
+        return f"> {m_max}" if m_max is not None else "> max"
+    if censored == "below":
+        return f"≤ {m_min if m_min is not None else f'{m_star:.0f}'}"
+    return "-" if m_star is None or math.isnan(m_star) else f"{m_star:.{digits}f}"
+
+
 def _cell_hash(key: tuple) -> int:
     """A 63-bit integer naming a cell's values, the same in every process (unlike hash())."""
     text = json.dumps([v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for v in key])

@@ -27,7 +27,7 @@ import math
 import numpy as np
 import polars as pl
 
-from results.critical import critical_sample_sizes
+from results.critical import critical_sample_sizes, format_m_star
 
 ROUNDOFF = 1e-10
 GAP = 1e4
@@ -159,10 +159,8 @@ def _below(a: dict, b: dict) -> bool:
 
 
 def _m(r: dict) -> str:
-    if r["censored"] == "above":
-        return f"> {r['m_max']}"
-    if r["censored"] == "below":
-        return f"≤ {r['m_min']}"
+    if r["censored"]:
+        return format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"])
     return f"{r['m_star']:.0f} ({r['ci_lo']:.0f} .. {r['ci_hi']:.0f})"
 
 

@@ -41,6 +41,7 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
+from results.critical import format_m_star
 from results.fits import compare_growth
 
 ATTENTION, BASELINE = "transformer", "mlp"
@@ -476,9 +477,7 @@ def _label(key: dict) -> str:
 
 
 def _show(row: dict) -> str:
-    if row["censored"] == "above":
-        return f"> {row['m_max']}"
-    return f"<= {row['m_min']}" if row["censored"] == "below" else f"{row['m_star']:.0f}"
+    return format_m_star(row["m_star"], row["censored"], row["m_min"], row["m_max"], digits=0)
 
 
 def _name(row: dict) -> str:

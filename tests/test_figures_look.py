@@ -164,3 +164,25 @@ def test_run_times_show_utc_to_the_minute():
     page = _page(None, [], runs=[view])
     assert "2026-12-01 09:46 UTC / 2026-12-01 10:05 UTC" in page
     assert "+00:00" not in page and "53.123456" not in page
+
+
+def test_print_analysis_writes_bounds_as_the_page_does():
+    from orchestrator.analyze import Analysis, print_analysis
+
+    m_star = _boolean_m_star()
+    console = Console(record=True, width=200)
+    print_analysis(Analysis("sw", "run", m_star.with_columns(series=pl.lit("transformer")), varying=["T"]), console)
+    lines = console.export_text().splitlines()
+    row = {T: next(ln for ln in lines if re.match(rf"│\s+{T} │", ln)) for T in (8, 16, 32)}
+    assert "≤ 8" in row[8] and "> 1024" in row[32] and "8.0≤" not in row[8] and "> max" not in row[32]
+
+
+def test_one_formatter_writes_every_bound():
+    from results.critical import format_m_star
+
+    assert format_m_star(8.0, "below", 8, 1024) == "≤ 8"
+    assert format_m_star(None, "above", 8, 1024) == "> 1024"
+    assert format_m_star(float("nan"), "above") == "> max"
+    assert format_m_star(11.0, "below") == "≤ 11"  # the smallest m of the cell's own search
+    assert format_m_star(37.26, "", 8, 1024) == "37.3" and format_m_star(37.26, None, digits=0) == "37"
+    assert format_m_star(float("nan"), "") == "-"

@@ -23,6 +23,7 @@ import pytest
 
 from orchestrator import jobs
 from orchestrator.errors import RunError
+from orchestrator.progress import parse_progress_line
 from results import ResultsStore
 
 SPEC = ("name: jobsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
@@ -85,7 +86,8 @@ def head(tmp_path_factory):
 def test_submit_wait_then_status_and_logs(head, tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
     store = tmp_path / "store"
-    proc = _cli("submit", "spec.yaml", "--address", head, "--store", str(store), "--wait", cwd=tmp_path)
+    proc = _cli("submit", "spec.yaml", "--address", head, "--store", str(store), "--wait", "--progress-interval", "0.5",
+                cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     job_id = proc.stdout.strip().splitlines()[0]
     assert "SUCCEEDED" in proc.stderr
@@ -95,6 +97,10 @@ def test_submit_wait_then_status_and_logs(head, tmp_path):
     assert status.returncode == 0 and status.stdout.startswith("SUCCEEDED")
     logs = _cli("logs", job_id, "--address", head, cwd=tmp_path)
     assert logs.returncode == 0 and "run " in logs.stdout and "done 4" in logs.stdout
+    # the job's log is not a terminal: plain progress lines, the last one at 4 of 4 trials
+    progress = [parse_progress_line(ln) for ln in logs.stdout.splitlines() if ln.startswith("progress: ")]
+    assert len(progress) >= 2 and progress[-1]["finished"] == progress[-1]["total"] == 4
+    assert "progress: " in proc.stderr  # --wait followed them as they came
 
 
 def test_bad_spec_is_refused_before_submitting_and_unknown_jobs_exit_2(head, tmp_path):
