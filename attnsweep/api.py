@@ -6,6 +6,8 @@ without the terminal output: results come back as polars frames and dataclasses.
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,7 +237,9 @@ def run(
         orchestrator.RunError: Ray cannot be started or reached, or ``resume`` names a run
             of another spec.
         results.StoreError: the store cannot be written.
-        KeyboardInterrupt: re-raised after the finished trials are saved; resume the run.
+        KeyboardInterrupt: Ctrl-C, or SIGTERM while the sweep runs (from the main thread):
+            re-raised after the finished trials are saved and the run is recorded as
+            interrupted; resume it.
     """
     from orchestrator.spec import load_spec, parse_spec
 
@@ -285,9 +289,26 @@ def _execute(spec: SweepSpec, store: Store, address, local: bool, max_in_flight,
             return RunSummary(spec.name, resume_id, stored, status="complete")
     executor = (LocalExecutor(spec.execution, spec.resources) if local
                 else RayExecutor(spec.execution, address, spec.resources))
+    # After the executor: ray.init installs a SIGTERM handler of its own (sys.exit), which
+    # would end the run as failed instead of interrupted and resumable.
+    previous = _sigterm_interrupts()
     try:
         return run_sweep(spec, results, executor, console=console, max_in_flight=max_in_flight,
                          run_id=run_id or new_run_id(), resume=resume_id is not None,
                          progress_interval_s=progress_interval_s)
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         executor.shutdown()
+
+
+def _sigterm_interrupts():
+    """Make SIGTERM (a scheduler, ``timeout``, ``ray job stop``) end the run as Ctrl-C does;
+    returns the handler it replaced (None off the main thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, stop)

@@ -168,20 +168,13 @@ def resume(
 
 def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyze: bool, resume_id: str | None,
              progress_interval: float) -> None:
-    """attnsweep run / resume: the Python API's run (attnsweep/api.py) with a terminal's
-    output around it, and SIGTERM ending the run as Ctrl-C does."""
-    import signal
-
+    """attnsweep run / resume: the Python API's run (attnsweep/api.py; SIGTERM ends it as
+    Ctrl-C does) with a terminal's output around it."""
     from attnsweep import api
     from orchestrator.driver import new_run_id
 
     _check_paths(store, figures)
     run_id = resume_id or new_run_id()
-
-    def stop(signum, frame):  # SIGTERM (a scheduler, `timeout`, `ray job stop`) ends the run like Ctrl-C
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, stop)
     try:
         summary = api.run(s, store, address=address, local=local, max_in_flight=max_in_flight, resume=resume_id,
                           run_id=run_id, progress_interval_s=progress_interval, console=err)
@@ -189,8 +182,6 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
         err.print(f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
                   + (f" --store {store}" if store != DEFAULT_STORE else ""), soft_wrap=True)
         raise typer.Exit(130) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if summary.status == "complete":
         err.print(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume", markup=False)
     else:
