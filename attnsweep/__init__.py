@@ -18,4 +18,6 @@ import lazy_loader as lazy
 
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
     "api": ["RunAnalysis", "Store", "open_store", "resume", "run"],
+    # What the functions raise, to catch in a notebook: except attnsweep.SpecError
+    "errors": ["AttnsweepError", "QueryError", "RunError", "SpecError", "StoreError"],
 })

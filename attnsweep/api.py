@@ -73,9 +73,12 @@ class Store:
         every analysis reads it; ``attnsweep query`` shows the stored rows as they are.
 
         Raises:
-            results.StoreError: the store holds no trials, or no run ``run`` (of ``sweep``).
+            results.StoreError: the store holds no trials, no run of ``sweep``, or no run ``run``.
+            AttnsweepError: ``run`` is a run of another sweep than ``sweep``.
         """
         import polars as pl
+
+        from results import StoreError
 
         if run is not None:
             sweep_of_run = self.results.sweep_of(run)
@@ -84,6 +87,8 @@ class Store:
             return self.results.scan_run_trials(sweep_of_run, run)
         scan = self.results.scan_trials()
         if sweep is not None:
+            if self.runs(sweep).select("run_id").collect().is_empty():
+                raise StoreError(f"no run of sweep {sweep!r} in the store at {self.path}")
             scan = scan.filter(pl.col("sweep") == sweep)
         if "trial_id" in scan.collect_schema():
             scan = scan.unique(subset=["sweep", "run_id", "trial_id"], keep="last", maintain_order=True)
@@ -187,13 +192,17 @@ class RunAnalysis:
         return pl.DataFrame(self.verdicts).select("claim", "verdict", "statistic", "interval", "why")
 
     def show(self) -> None:
-        """Display the run's figures inline (in Jupyter or IPython).
-
-        Raises:
-            ImportError: IPython is not installed.
-        """
-        from IPython.display import Image, display
-
+        """Display the run's figures inline in Jupyter or IPython; elsewhere (a script)
+        print their paths."""
+        try:
+            from IPython import get_ipython
+            from IPython.display import Image, display
+        except ImportError:
+            get_ipython = None
+        if get_ipython is None or get_ipython() is None:
+            for path in self.figures:
+                print(path)
+            return
         for path in self.figures:
             display(Image(filename=str(path)))
 
@@ -229,10 +238,11 @@ def run(
 
     Returns:
         The run's summary: ``run_id``, ``counts`` per status, ``wall_s`` (seconds) and
-        ``status`` (``finished``, ``failed``; ``complete`` when a resume found nothing left
-        to run: it returns at once, with empty ``counts``).
+        ``status`` (``finished`` or ``failed``). A resume of a run that holds every trial
+        returns at once: ``already_complete`` true, ``counts`` empty.
 
     Raises:
+        TypeError: ``spec`` is none of a path, a dict or a parsed spec.
         orchestrator.SpecError: the spec is invalid (nothing is started or written).
         orchestrator.RunError: Ray cannot be started or reached, or ``resume`` names a run
             of another spec.
@@ -243,12 +253,16 @@ def run(
     """
     from orchestrator.spec import load_spec, parse_spec
 
+    from orchestrator.spec import SweepSpec
+
     if isinstance(spec, Mapping):
         import yaml
 
         spec = parse_spec(yaml.safe_dump(dict(spec), sort_keys=False), source="the spec dict", max_trials=max_trials)
     elif isinstance(spec, (str, Path)):
         spec = load_spec(spec, max_trials=max_trials)
+    elif not isinstance(spec, SweepSpec):
+        raise TypeError(f"spec: give a spec file's path, the spec as a dict, or a parsed spec; got {type(spec).__name__}")
     if resume is not None and run_id not in (None, resume):
         raise AttnsweepError(f"run_id {run_id!r} and resume {resume!r}: a resumed run keeps its id; give one of them")
     return _execute(spec, Store(store), address, local, max_in_flight, resume, resume or run_id, progress_interval_s,
@@ -286,7 +300,7 @@ def _execute(spec: SweepSpec, store: Store, address, local: bool, max_in_flight,
             pass
         stored = len(results.run_trial_ids(spec.name, resume_id))
         if record["status"] == "finished" and (spec.search.adaptive or stored >= spec.n_trials()):
-            return RunSummary(spec.name, resume_id, stored, status="complete")
+            return RunSummary(spec.name, resume_id, stored, status="finished", already_complete=True)
     executor = (LocalExecutor(spec.execution, spec.resources) if local
                 else RayExecutor(spec.execution, address, spec.resources))
     # After the executor: ray.init installs a SIGTERM handler of its own (sys.exit), which

@@ -371,7 +371,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
         t.add_column(c, justify="right" if c not in shown else "left", no_wrap=c in ("95% CI", "m range"))
     for r in result.m_star.iter_rows(named=True):
         m = format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"])
-        ci = f"{r['ci_lo']:.1f}..{r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) and r["censored"] != "above" else "-"
+        ci = f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) and r["censored"] != "above" else "-"
         grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
         twin = []
         if checked:

@@ -71,7 +71,8 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     t = Table(title=escape(f"m* (relative test error <= {target_error:g}; {fixed}) — sweep {result.sweep}, "
                            f"run {result.run_id}"))
     for c in ("teacher", "student", *shapes, "m*", "CI", "grid m*", "seeds", "m range"):
-        t.add_column(c, min_width=13 if c == "student" else None)
+        t.add_column(c, min_width=13 if c == "student" else None,
+                     justify="left" if c in ("teacher", "student") else "right")
     for r in result.m_star.iter_rows(named=True):
         above, below = r["censored"] == "above", r["censored"] == "below"
         t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes),
@@ -81,7 +82,7 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     console.print(t)
     e = Table(title="median over seeds: relative test error, O(d) equivariance error E (float64), permutation error")
     for c in ("teacher", "student", "m", "test error", "E", "perm E"):
-        e.add_column(c)
+        e.add_column(c, justify="left" if c in ("teacher", "student") else "right")
     for r in result.errors.iter_rows(named=True):
         e.add_row(r["teacher"], r["student"], str(r["m"]), *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")))
     console.print(e)

@@ -105,7 +105,10 @@ def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000) -> None:
         if len(s.grids) > 1:
             out.print(f"  grid block {i}:")
         for k, v in s.axes(i).items():
-            out.print(f"  {k}: {v if len(v) <= 12 else f'{v[:6]} ... ({len(v)} values)'}")
+            shown = v if len(v) <= 12 else [*v[:6], "..."]
+            values = ", ".join("null" if x is None else str(x) for x in shown)
+            out.print(f"  {'  ' if len(s.grids) > 1 else ''}{k}: [{values}]" + (f" ({len(v)} values)" if len(v) > 12 else ""),
+                      markup=False, highlight=False)
 
 
 AddressOpt = Annotated[str | None, typer.Option(metavar="ADDRESS",
@@ -182,7 +185,7 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
         err.print(f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
                   + (f" --store {store}" if store != DEFAULT_STORE else ""), soft_wrap=True)
         raise typer.Exit(130) from None
-    if summary.status == "complete":
+    if summary.already_complete:
         err.print(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume", markup=False)
     else:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
@@ -564,7 +567,11 @@ def query(
     schema_, batches = stream_query(results, sql)
     if format == "table":
         df, more = head(schema_, batches)
-        with pl.Config(tbl_rows=TABLE_ROWS, tbl_cols=30, fmt_str_lengths=60):
+        if output is None and sys.stdout.isatty():  # a terminal: polars fits the table to it
+            config = dict(tbl_cols=30, fmt_str_lengths=60)
+        else:  # a file or a pipe: every column, every character
+            config = dict(tbl_cols=-1, fmt_str_lengths=10_000, tbl_width_chars=65_535)  # polars: at most u16
+        with pl.Config(tbl_rows=TABLE_ROWS, **config):
             text = str(df)
         if more:
             text += f"\n(first {TABLE_ROWS} rows shown; --format csv, json or parquet writes them all)"

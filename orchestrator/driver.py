@@ -47,6 +47,8 @@ class RunSummary:
     """Worker-seconds spent training this attempt's packs (the sum of their wall times)."""
     slots: int = 1
     """Packs the executor runs at once."""
+    already_complete: bool = False
+    """A resume found every trial of the run stored: nothing ran."""
 
     @property
     def trials_per_s(self) -> float:

@@ -26,7 +26,8 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
 
     Args:
         m_star: rows with ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``censored``, ``m_max``
-            and the ``hue`` column.
+            (and ``m_min``) and the ``hue`` column. A cell beyond the grid is a triangle up
+            at the largest m tried, one at or below it a triangle down at the smallest.
         fits: per hue value, the table of :func:`results.fits.compare_growth`.
         hue: column that tells series apart (e.g. ``"model"``).
         path: PNG to write.
@@ -49,7 +50,11 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         above = m_star.filter((pl.col(hue) == value) & (pl.col("censored") == "above"))
         if not above.is_empty():  # m* beyond the grid: a triangle at the largest m tried
             ax.scatter(above["T"], above["m_max"], marker="^", color=color, label=f"{value}: m* > largest m")
-        part = m_star.filter((pl.col(hue) == value) & pl.col("m_star").is_not_nan()).sort("T")
+        below = m_star.filter((pl.col(hue) == value) & (pl.col("censored") == "below"))
+        if not below.is_empty() and "m_min" in below.columns:  # m* at or below the grid: a triangle at its smallest m
+            ax.scatter(below["T"], below["m_min"], marker="v", color=color, label=f"{value}: m* ≤ smallest m")
+        part = m_star.filter((pl.col(hue) == value) & pl.col("m_star").is_not_nan()
+                             & ((pl.col("censored") != "below") if "m_min" in m_star.columns else True)).sort("T")
         if part.is_empty():
             continue
         T, y = part["T"].to_numpy(), part["m_star"].to_numpy()
@@ -203,7 +208,7 @@ def _why_empty(rows: pl.DataFrame, column: str) -> str | None:
     """Why a (teacher, student) slot of :func:`plot_equivariance_errors` has no box (None
     when it has one), in lines short enough for the slot's width."""
     if rows.is_empty():
-        return "no finished\ntrial with\nthis teacher"
+        return "none run or\nfinished with\nthis teacher"
     values = rows[column].drop_nulls().drop_nans()
     if values.is_empty():
         return "error not\nrecorded"

@@ -36,8 +36,9 @@ def test_the_readme_example_runs_as_written(tmp_path):
         assert re.search(rf"│ {claim}: ", out), claim
     figures = tmp_path / "figures" / "notebook" / run_id
     assert sorted(p.name for p in figures.glob("*.png")) == ["m_star_vs_T.png", "success_rate_grid.png"]
-    assert out.count("IPython.core.display.Image object") == 2  # show() displayed each figure
-    assert out.rstrip().endswith("complete")  # the resume found nothing left to run
+    assert [ln for ln in out.splitlines() if ln.endswith(".png")] == [  # show() in a script: the paths
+        str(Path("figures") / "notebook" / run_id / name) for name in ("m_star_vs_T.png", "success_rate_grid.png")]
+    assert out.rstrip().endswith("True")  # the resume found nothing left to run
 
 
 def test_a_spec_dict_with_a_bad_field_names_it_and_writes_nothing(tmp_path):
@@ -46,6 +47,17 @@ def test_a_spec_dict_with_a_bad_field_names_it_and_writes_nothing(tmp_path):
         attnsweep.run({"name": "x", "seeds": -1, "grid": {"T": [8], "m": [8]}, "fixed": {"task": "and", "s": 1}},
                       store=store, local=True)
     assert not store.exists()
+
+
+def test_a_spec_of_another_type_is_a_type_error(tmp_path):
+    with pytest.raises(TypeError, match="spec: give a spec file's path, the spec as a dict"):
+        attnsweep.run(["sweeps/quickstart.yaml"], store=tmp_path / "store")
+
+
+def test_the_errors_are_the_packages_own(tmp_path):
+    assert attnsweep.SpecError is SpecError and issubclass(attnsweep.SpecError, attnsweep.AttnsweepError)
+    with pytest.raises(attnsweep.StoreError):
+        attnsweep.open_store(tmp_path / "empty").latest_run("nosuch")
 
 
 def test_a_store_path_that_is_a_file_is_refused(tmp_path):

@@ -117,3 +117,12 @@ def test_schema_lists_the_tables_and_errors_take_one_line(store):
 def test_a_sql_file_that_cannot_be_read_is_one_error(store, tmp_path):
     result = CliRunner().invoke(app, ["query", "--file", str(tmp_path / "none.sql"), "--store", str(store)])
     assert result.exit_code == 2 and "--file: cannot read" in result.output
+
+
+def test_the_table_format_off_a_terminal_shows_every_column_and_character(store):
+    columns = ", ".join(f"seed AS column_{i}" for i in range(40))
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "query",
+                           f"SELECT repeat('x', 300) AS long, {columns} FROM trials", "--store", str(store)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # stdout a pipe, not a terminal
+    assert proc.returncode == 0, proc.stderr
+    assert "x" * 300 in proc.stdout and "column_39" in proc.stdout and "…" not in proc.stdout

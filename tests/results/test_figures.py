@@ -126,7 +126,7 @@ def test_empty_student_slots_say_why(drawn, tmp_path):
     figures.plot_equivariance_errors(trials, "eq", tmp_path / "eq.png")
     figures.plot_equivariance_errors(trials, "perm", tmp_path / "perm.png")
     eq, perm = (_notes(fig) for fig in drawn())
-    none_there = "n/a:\nno finished\ntrial with\nthis teacher"
+    none_there = "n/a:\nnone run or\nfinished with\nthis teacher"
     zero = "n/a:\nexactly 0 in\nevery trial:\nnot on a\nlog axis"
     assert eq == {("control", "transformer, no positions"): none_there}
     assert perm == {("control", "transformer, no positions"): none_there,
@@ -150,4 +150,4 @@ def test_a_column_with_no_box_anywhere_still_draws_its_slots(drawn, tmp_path):
     assert notes == {("equivariant", "inner-product"): zero, ("equivariant", "transformer"): unrecorded,
                      ("equivariant", "transformer, no positions"): zero, ("control", "inner-product"): zero,
                      ("control", "transformer"): unrecorded,
-                     ("control", "transformer, no positions"): "n/a:\nno finished\ntrial with\nthis teacher"}
+                     ("control", "transformer, no positions"): "n/a:\nnone run or\nfinished with\nthis teacher"}
