@@ -151,3 +151,18 @@ def test_a_column_with_no_box_anywhere_still_draws_its_slots(drawn, tmp_path):
                      ("equivariant", "transformer, no positions"): zero, ("control", "inner-product"): zero,
                      ("control", "transformer"): unrecorded,
                      ("control", "transformer, no positions"): "n/a:\nnone run or\nfinished with\nthis teacher"}
+
+
+def test_m_star_at_or_below_the_grid_is_a_down_triangle_at_the_smallest_m(drawn, tmp_path):
+    nan = float("nan")
+    table = pl.DataFrame(dict(T=[8, 16, 32, 64], m_star=[8.0, 20.0, 40.0, nan], ci_lo=[8.0, 15.0, 30.0, nan],
+                              ci_hi=[8.0, 25.0, 50.0, nan], censored=["below", "", "", "above"], m_min=[8] * 4,
+                              m_max=[128] * 4, model=["transformer"] * 4))
+    figures.plot_m_star(table, {}, "model", tmp_path / "m.png")
+    (ax,) = drawn()[-1].axes
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["transformer: m* > largest m", "transformer: m* ≤ smallest m", "transformer"]
+    below = next(c for c in ax.collections if c.get_label() == "transformer: m* ≤ smallest m")
+    assert below.get_offsets().tolist() == [[8.0, 8.0]]  # at T = 8, m = the smallest m tried
+    points = next(c for c in ax.containers if c.get_label() == "transformer").lines[0]
+    assert points.get_xdata().tolist() == [16, 32]  # the censored cells are not drawn as measured points
