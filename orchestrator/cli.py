@@ -482,7 +482,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
 @app.command()
 @_user_errors
 def report(
-    run_ids: Annotated[list[str], typer.Argument(metavar="RUN_ID...", help="the runs to report on (sparse-Boolean and symmetry)")],
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN_ID", help="the runs to report on (sparse-Boolean and symmetry)")],
     store: StoreOpt = DEFAULT_STORE,
     out_dir: Annotated[Path | None, typer.Option("--out", metavar="DIR",
                                                  help="report folder (default: reports/FIRST_RUN_ID)")] = None,
