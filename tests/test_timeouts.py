@@ -4,10 +4,8 @@ it gives up after its --timeout (or ATTNSWEEP_TIMEOUT) with exit 2, naming the a
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,30 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture()
-def silent_server():
+def silent_server(tcp_server):
     """A TCP server on localhost that accepts connections, reads, and never writes a byte."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def serve():
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(conn)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    listener.close()
-    for conn in held:
-        conn.close()
+    return tcp_server(lambda conn, stop: None)  # the connection stays open until the test ends
 
 
 def _cli(*args, env=None):

@@ -216,37 +216,20 @@ def test_a_redirect_is_not_followed_so_the_token_goes_nowhere_else(serve, monkey
 
 
 @pytest.fixture()
-def trickling_server():
+def trickling_server(tcp_server):
     """Answers with headers promising 10,000 bytes, then sends one byte every 0.2 s: no single
     socket read waits long, so only an overall deadline ends the call."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
 
-    def serve(conn):
-        with conn:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{")
-            while not stop.wait(0.2):
-                try:
-                    conn.sendall(b" ")
-                except OSError:
-                    return
-
-    def accept():
-        listener.settimeout(0.2)
-        while not stop.is_set():
+    def serve(conn, stop):
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{")
+        while not stop.wait(0.2):
             try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
+                conn.sendall(b" ")
             except OSError:
                 return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    listener.close()
+    return tcp_server(serve)
 
 
 @pytest.mark.parametrize("call", ["status", "logs", "cancel"])
