@@ -1,5 +1,6 @@
-"""A sweep's progress where it is read: a live rich bar on a terminal (or in Jupyter), and
-elsewhere (a Ray job's log, cron, CI, a file) one plain line every ``interval_s`` seconds.
+"""A sweep's progress where it is read: a live rich bar on a terminal (or in Jupyter with
+ipywidgets), and elsewhere (a Ray job's log, cron, CI, a file, Jupyter without ipywidgets)
+one plain line every ``interval_s`` seconds.
 
 A plain line has no control characters and is never wrapped or clipped; its fields are
 separated by ``" | "`` (:func:`progress_line` gives the format, :func:`parse_progress_line`
@@ -10,6 +11,7 @@ reads it back)::
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import threading
 import time
@@ -85,7 +87,8 @@ class _RateColumn(ProgressColumn):
 class SweepProgress:
     """Context manager showing the progress of ``total`` trials (None: not known) on ``console``.
 
-    On a terminal or in Jupyter it is rich's live bar; elsewhere a plain line (module doc)
+    On a terminal, or in Jupyter with ipywidgets (rich's bar needs them there), it is rich's
+    live bar; elsewhere a plain line (module doc)
     every ``interval_s`` seconds from a background thread, so a log shows the run moving even
     while no pack finishes, and a last one when the run ends.
     """
@@ -94,7 +97,7 @@ class SweepProgress:
         self._console, self._total, self._label, self._interval_s = console, total, label, interval_s
         self._counts: Counter = Counter()
         self._finished = 0
-        self._live = console.is_terminal or console.is_jupyter
+        self._live = console.is_terminal or (console.is_jupyter and importlib.util.find_spec("ipywidgets") is not None)
         self._start = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

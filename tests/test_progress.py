@@ -62,3 +62,24 @@ def test_a_sweep_logged_to_files_shows_progress_lines_then_full_tables(tmp_path)
     widths = {len(ln) for ln in tables.splitlines() if ln.startswith("┃")}
     assert widths and max(widths) > 80  # the error table at its natural width, not clipped to 80 columns
     assert "…" not in tables
+
+
+def test_a_file_or_jupyter_without_ipywidgets_gets_plain_lines(tmp_path, monkeypatch):
+    import importlib.util
+    import io
+    import time
+
+    from rich.console import Console
+
+    from orchestrator.progress import SweepProgress
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ipywidgets" else real(name, *a))
+    for console in (Console(file=io.StringIO()), Console(file=io.StringIO(), force_jupyter=True)):
+        printed = []  # in Jupyter rich displays its output instead of writing the file
+        monkeypatch.setattr(console, "print", lambda text, **kw: printed.append(text))
+        with SweepProgress(console, 4, "sw run", interval_s=0.05) as progress:
+            progress.advance(3, Counter(done=2, failed=1))
+            time.sleep(0.3)
+        lines = [parse_progress_line(text) for text in printed]
+        assert len(lines) >= 2 and (lines[-1]["finished"], lines[-1]["done"], lines[-1]["failed"]) == (3, 2, 1)
