@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from worktree import checkout
+
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = "import sys; from orchestrator.cli import main; sys.argv[0] = 'attnsweep'; main()"
 
@@ -72,28 +74,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--out", type=Path, default=Path("bench-startup.json"))
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        before = Path(tmp) / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=ROOT, check=True,
-                       capture_output=True)
-        try:
-            store = _store(Path(tmp) / "store")
-            rows = {}
-            py = sys.executable
-            base = {"python -c 'import typer'": [py, "-c", "import typer"],
-                    "python -c 'import polars, pyarrow'": [py, "-c", "import polars, pyarrow"]}
-            for name, argv in base.items():
-                rows[name] = dict(after=statistics.median(_time(argv, ROOT) for _ in range(args.repeat)))
-            for name, cli_args in commands(store).items():
-                times: dict[str, list[float]] = {"before": [], "after": []}
-                for _ in range(args.repeat):
-                    for label, cwd in (("before", before), ("after", ROOT)):
-                        times[label].append(_time([py, "-c", ENTRY, *cli_args], cwd))
-                rows[name] = {k: statistics.median(v) for k, v in times.items()}
-                print(f"{name:45s} before {rows[name]['before']:6.2f} s  after {rows[name]['after']:6.2f} s  "
-                      f"({rows[name]['before'] / rows[name]['after']:.1f}x)", flush=True)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, capture_output=True)
+    with tempfile.TemporaryDirectory() as tmp, checkout(args.before) as before:
+        store = _store(Path(tmp) / "store")
+        rows = {}
+        py = sys.executable
+        base = {"python -c 'import typer'": [py, "-c", "import typer"],
+                "python -c 'import polars, pyarrow'": [py, "-c", "import polars, pyarrow"]}
+        for name, argv in base.items():
+            rows[name] = dict(after=statistics.median(_time(argv, ROOT) for _ in range(args.repeat)))
+        for name, cli_args in commands(store).items():
+            times: dict[str, list[float]] = {"before": [], "after": []}
+            for _ in range(args.repeat):
+                for label, cwd in (("before", before), ("after", ROOT)):
+                    times[label].append(_time([py, "-c", ENTRY, *cli_args], cwd))
+            rows[name] = {k: statistics.median(v) for k, v in times.items()}
+            print(f"{name:45s} before {rows[name]['before']:6.2f} s  after {rows[name]['after']:6.2f} s  "
+                  f"({rows[name]['before'] / rows[name]['after']:.1f}x)", flush=True)
     for name in base:
         print(f"{name:45s} {rows[name]['after']:6.2f} s")
     machine = dict(python=platform.python_version(), cpus=os.cpu_count(), platform=platform.platform())

@@ -91,9 +91,8 @@ def _fit(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device
     for epoch in range(cfg.max_epochs):
         if cfg.equivariance == "augment":
             # A fresh Haar rotation per sample and step: (X Q^T, K Q^T) -> Y Q^T.
-            Q = haar_orthogonal(cfg.d, P * cfg.m, rot_gen, dtype=X.dtype).to(dev).view(P, cfg.m, 1, cfg.d, cfg.d)
-            rot = lambda t: (t.unsqueeze(-2) @ Q.transpose(-1, -2)).squeeze(-2)  # noqa: E731
-            xb, kb, yb = rot(X), rot(K), rot(Y)
+            Q = haar_orthogonal(cfg.d, P * cfg.m, rot_gen, dtype=X.dtype).to(dev).view(P, cfg.m, cfg.d, cfg.d)
+            xb, kb, yb = rotate_rows(X, Q), rotate_rows(K, Q), rotate_rows(Y, Q)
         else:
             xb, kb, yb = X, K, Y
         with autocast(dev, cfg.precision):
@@ -126,6 +125,16 @@ def _fit(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device
             p_j = {k: v[j].detach() for k, v in params.items()}
             b_j = {k: v[j] for k, v in buffers.items()}
             row.update(_equivariance(base, p_j, b_j, Xt[j, :EQUIVARIANCE_SAMPLES], Kt[j, :EQUIVARIANCE_SAMPLES], c))
+
+
+def rotate_rows(t: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
+    """Every row x of each sample mapped to Q x by that sample's rotation: ``t`` ``(P, m, r, d)``,
+    ``Q`` ``(P, m, d, d)`` -> ``(P, m, r, d)``, i.e. ``t Q^T`` per sample.
+
+    One ``(r, d) @ (d, d)`` product per sample, not one ``(1, d) @ (d, d)`` per row: the same
+    numbers, 8x faster for a pack of 3 at m = 128, n = 12, d = 32 (BENCHMARKS.md).
+    """
+    return t @ Q.transpose(-1, -2)
 
 
 def _relative_error(forward, params, buffers, X, K, Y, chunk: int = 512) -> torch.Tensor:

@@ -269,3 +269,30 @@ def test_error_measures_validate_inputs():
         permutation_equivariance_error(student, X[0], K)
     with pytest.raises(ValueError, match="zero"):
         orthogonal_equivariance_error(lambda X, K: torch.zeros_like(X), X, K)
+
+
+def _pair_scores_naive(score, U, V):
+    """The pair-score MLP as written in its definition: per pair, w2 . gelu(w1 . (u.v, |u|^2, |v|^2) + b1)."""
+    b, p, q, H = U.shape[0], U.shape[1], V.shape[1], score.w1.shape[0]
+    out = torch.empty(b, H, p, q, dtype=U.dtype)
+    for s in range(b):
+        for i in range(p):
+            for j in range(q):
+                x = torch.stack([U[s, i] @ V[s, j], U[s, i] @ U[s, i], V[s, j] @ V[s, j]])  # (3,)
+                for h in range(H):
+                    out[s, h, i, j] = torch.nn.functional.gelu(x @ score.w1[h] + score.b1[h]) @ score.w2[h]
+    return out
+
+
+def test_pair_scores_equal_the_definition_in_float64_values_and_gradients():
+    from workers.students import PairScore
+
+    torch.manual_seed(3)
+    score = PairScore(heads=3, hidden=5).double()
+    U, V = torch.randn(2, 4, 6, dtype=torch.float64), torch.randn(2, 3, 6, dtype=torch.float64)
+    fast, naive = score(U, V), _pair_scores_naive(score, U, V)
+    torch.testing.assert_close(fast, naive, rtol=1e-12, atol=1e-12)
+    weights = torch.randn_like(fast)
+    grads = [torch.autograd.grad((f * weights).sum(), list(score.parameters())) for f in (fast, naive)]
+    for g_fast, g_naive in zip(*grads):
+        torch.testing.assert_close(g_fast, g_naive, rtol=1e-10, atol=1e-12)

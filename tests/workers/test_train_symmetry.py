@@ -1,6 +1,7 @@
 """Packed training of symmetry trials: equivariance of the students, faults, packing."""
 
 import pytest
+import torch
 
 from workers import SymmetryTrialConfig
 from workers.train_symmetry import train_symmetry_pack
@@ -45,3 +46,15 @@ def test_faults_stay_in_their_trial():
 def test_mismatched_pack_is_refused():
     with pytest.raises(ValueError, match="shape_key"):
         train_symmetry_pack([cfg(), cfg(m=8)])
+
+
+def test_rotate_rows_maps_each_row_by_its_samples_rotation_in_float64():
+    from workers.equivariance import haar_orthogonal
+    from workers.train_symmetry import rotate_rows
+
+    P, m, r, d = 2, 3, 4, 5
+    t = torch.randn(P, m, r, d, dtype=torch.float64)
+    Q = haar_orthogonal(d, P * m, torch.Generator().manual_seed(0), dtype=torch.float64).view(P, m, d, d)
+    expected = torch.stack([torch.stack([torch.stack([Q[a, b] @ t[a, b, i] for i in range(r)]) for b in range(m)])
+                            for a in range(P)])
+    torch.testing.assert_close(rotate_rows(t, Q), expected, rtol=1e-13, atol=1e-13)
