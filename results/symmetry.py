@@ -46,11 +46,37 @@ def with_student(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
 
 
 def critical_sizes(trials: pl.DataFrame, target_error: float, n_boot: int, ci: float) -> pl.DataFrame:
-    """m* per (teacher, student, n, k, d) with success = relative test error <= target."""
-    table, _ = critical_sample_sizes(
-        with_student(trials), CELL, success=pl.col("test_error") <= target_error, n_boot=n_boot, ci=ci,
-    )
-    return table.sort(CELL)
+    """m* per (teacher, student, n, k, d) with success = relative test error <= target.
+
+    The interval is the percentile bootstrap over seeds (results/critical.py), except where
+    that has zero width: when every seed fails at one m tried and succeeds at the next, each
+    replicate gives the same m*, though the grid only says that m* lies between those two m.
+    There ``ci_lo`` .. ``ci_hi`` is that bracket (the largest m tried below ``m_star_grid``,
+    and ``m_star_grid``), so no comparison rests on an interval the data cannot give.
+    """
+    labelled = with_student(trials)
+    table, _ = critical_sample_sizes(labelled, CELL, success=pl.col("test_error") <= target_error,
+                                     n_boot=n_boot, ci=ci)
+    return bracket_degenerate(table, labelled.select(*CELL, "m").unique().collect()).sort(CELL)
+
+
+def bracket_degenerate(table: pl.DataFrame, tried: pl.DataFrame) -> pl.DataFrame:
+    """``table`` (m* per cell) with each zero-width interval of an uncensored m* replaced by
+    the grid bracket described in :func:`critical_sizes`.
+
+    Args:
+        tried: the ``(cell..., m)`` pairs tried, one row each.
+    """
+    uncensored = pl.col("censored").fill_null("") == ""
+    width = pl.col("ci_hi") - pl.col("ci_lo")
+    degenerate = uncensored & (pl.col("ci_lo").is_nan() | (width <= 1e-9 * pl.col("m_star").abs()))
+    below = (tried.join(table.select(*CELL, "m_star_grid"), on=CELL, how="inner", nulls_equal=True)
+             .filter(pl.col("m") < pl.col("m_star_grid")).group_by(CELL).agg(pl.col("m").max().alias("m_below")))
+    joined = table.join(below, on=CELL, how="left", nulls_equal=True)
+    lo = pl.min_horizontal(pl.col("m_below").fill_null(pl.col("m_min")).cast(pl.Float64), pl.col("m_star"))
+    hi = pl.max_horizontal(pl.col("m_star_grid"), pl.col("m_star"))
+    return joined.with_columns(ci_lo=pl.when(degenerate).then(lo).otherwise(pl.col("ci_lo")),
+                               ci_hi=pl.when(degenerate).then(hi).otherwise(pl.col("ci_hi"))).drop("m_below")
 
 
 def log_slope(df: pl.DataFrame, column: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
@@ -143,14 +169,15 @@ def _s2(m_star: pl.DataFrame) -> dict:
         return _verdict(claim, "-", "-", "inconclusive", "needs inner-product, transformer and MLP trials on both teachers")
     verdict = "inconclusive" if missing else ("supported" if ok else "not supported")
     return _verdict(claim, "; ".join(parts), "m* with 95% CI per student", verdict,
-                    "wins = its interval lies below the other's (or the other's m* is beyond the grid)"
+                    "wins = its interval lies below the other's (or the other's m* is beyond the grid); a "
+                    "zero-width bootstrap interval is widened to the two m tried that bracket it"
                     + ("; a teacher is missing" if missing else ""))
 
 
 def _below(a: dict, b: dict) -> bool:
-    """Whether cell a's m* is clearly below cell b's: intervals apart and the grid m* (the
-    first m where half the seeds succeed) ordered too, since a bootstrap over a few seeds
-    whose outcomes separate perfectly between two grid points gives a zero-width interval."""
+    """Whether cell a's m* is clearly below cell b's: intervals apart (a zero-width one is
+    already the grid bracket, :func:`critical_sizes`) and the grid m* (the first m where half
+    the seeds succeed) ordered too."""
     if a["censored"] == "above":
         return False
     if b["censored"] == "above":

@@ -74,3 +74,34 @@ def test_missing_students_are_inconclusive():
     got = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)
     assert got[0]["verdict"] == got[1]["verdict"] == "inconclusive"
     assert np.isfinite(float(got[2]["statistic"].split("=")[1]))
+
+
+def test_a_zero_width_interval_becomes_the_bracketing_grid_points():
+    # Every seed of the transformer fails at m = 16 and succeeds at m = 64 (the constructed run):
+    # the bootstrap repeats one m*, but the grid only says 16 < m* <= 64.
+    trials = _trials()
+    m_star = critical_sizes(trials, target_error=0.05, n_boot=200, ci=0.95)
+    row = m_star.filter((pl.col("teacher") == "equivariant") & (pl.col("student") == "transformer")).row(0, named=True)
+    assert row["censored"] == "" and (row["ci_lo"], row["ci_hi"]) == (16.0, 64.0)
+    assert 16 <= row["m_star"] <= 64
+
+
+def test_s2_is_not_won_on_brackets_that_touch():
+    # Equivariant teacher: the inner-product student succeeds from m = 64, the transformer from
+    # m = 256, every seed alike: zero-width bootstrap intervals that looked apart (about 31 vs
+    # 127); as brackets, 16 .. 64 and 64 .. 256, they are not.
+    rows = []
+    for teacher in ("equivariant", "control"):
+        for m in (4, 16, 64, 256):
+            for seed in range(3):
+                base = dict(teacher=teacher, n=6, k=4, d=8, m=m, seed=seed, status="done", perm_error_median=0.1 / m,
+                            eq_error_median=0.1, eq_error_max=0.2)
+                first = {("equivariant", "orthogonal"): 64, ("equivariant", "none"): 256, ("control", "none"): 16}
+                for model, eq in (("transformer", "orthogonal"), ("transformer", "none"), ("mlp", "none")):
+                    ok = model == "transformer" and m >= first.get((teacher, eq), 10**9)
+                    rows.append(dict(base, model=model, equivariance=eq, test_error=0.01 if ok else 0.5))
+    trials = pl.DataFrame(rows)
+    m_star = critical_sizes(trials, target_error=0.05, n_boot=200, ci=0.95)
+    s2 = verdicts(trials, m_star, n_boot=200)[1]
+    assert "inner-product" in s2["statistic"] and "(16 .. 64)" in s2["statistic"] and "(64 .. 256)" in s2["statistic"]
+    assert s2["verdict"] != "supported"
