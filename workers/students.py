@@ -131,20 +131,17 @@ class PairScore(nn.Module):
         self.w2 = nn.Parameter(torch.empty(heads, hidden).uniform_(-hidden**-0.5, hidden**-0.5))
 
     def forward(self, U: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-        """``U`` ``(b, p, d)``, ``V`` ``(b, q, d)`` -> scores ``(b, H, p, q)``.
-
-        The first layer, ``w1 . (u.v, |u|^2, |v|^2) + b1``, is summed from its parts: the
-        |u|^2 term and the bias per row of U ``(b, H, p, hidden)``, the |v|^2 term per row of
-        V ``(b, H, q, hidden)``, and only u.v per pair; exactly the stacked-feature product,
-        without the ``(b, p, q, 3)`` features or a contraction over 3 (tests/workers/test_students.py).
-        """
-        w_uv, w_u, w_v = self.w1[:, 0], self.w1[:, 1], self.w1[:, 2]  # (H, hidden) each
-        rows = (U * U).sum(-1)[:, None, :, None] * w_u[None, :, None, :] + self.b1[None, :, None, :]  # (b, H, p, u)
-        cols = (V * V).sum(-1)[:, None, :, None] * w_v[None, :, None, :]  # (b, H, q, u)
-        uv = U @ V.transpose(-1, -2)  # (b, p, q)
-        pre = torch.addcmul(rows[:, :, :, None, :] + cols[:, :, None, :, :], uv[:, None, :, :, None],
-                            w_uv[None, :, None, None, :])  # (b, H, p, q, u)
-        return torch.einsum("bhpqu,hu->bhpq", F.gelu(pre), self.w2)
+        """``U`` ``(b, p, d)``, ``V`` ``(b, q, d)`` -> scores ``(b, H, p, q)``."""
+        feats = torch.stack(
+            [
+                U @ V.transpose(-1, -2),  # (b, p, q)
+                (U * U).sum(-1, keepdim=True).expand(-1, -1, V.shape[-2]),
+                (V * V).sum(-1)[:, None, :].expand(-1, U.shape[-2], -1),
+            ],
+            dim=-1,
+        )  # (b, p, q, 3)
+        h = F.gelu(torch.einsum("bpqf,hfu->bhpqu", feats, self.w1) + self.b1[:, None, None, :])
+        return torch.einsum("bhpqu,hu->bhpq", h, self.w2)
 
 
 class InnerProductStudent(nn.Module):

@@ -132,7 +132,7 @@ def rotate_rows(t: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
     ``Q`` ``(P, m, d, d)`` -> ``(P, m, r, d)``, i.e. ``t Q^T`` per sample.
 
     One ``(r, d) @ (d, d)`` product per sample, not one ``(1, d) @ (d, d)`` per row: the same
-    numbers, 8x faster for a pack of 3 at m = 128, n = 12, d = 32 (BENCHMARKS.md).
+    numbers; an augmented pack trains about 10% faster (BENCHMARKS.md).
     """
     return t @ Q.transpose(-1, -2)
 
