@@ -59,9 +59,9 @@ def test_a_sweep_logged_to_files_shows_progress_lines_then_full_tables(tmp_path)
     assert "workers idle" in lines[summary]  # the summary is one line, not wrapped at 80 columns
     assert "Token authentication" not in log
     tables = out.read_text()
-    widths = {len(ln) for ln in tables.splitlines() if ln.startswith("┃")}
-    assert widths and max(widths) > 80  # the error table at its natural width, not clipped to 80 columns
-    assert "…" not in tables
+    verdict_lines = [ln for ln in tables.splitlines() if ln[:3] in ("S1:", "S2:", "S3:", "S4:")]
+    assert len(verdict_lines) == 4 and min(map(len, verdict_lines)) > 80  # each one line, not wrapped at 80
+    assert any(ln.startswith("┃") for ln in tables.splitlines()) and "…" not in tables  # tables, none clipped
 
 
 def test_a_file_or_jupyter_without_ipywidgets_gets_plain_lines(tmp_path, monkeypatch):
