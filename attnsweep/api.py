@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from orchestrator.driver import RunSummary
     from orchestrator.spec import SweepSpec
+    from results import ResultsStore
 
 DEFAULT_STORE = "results-store"
 """The store a CLI command uses without ``--store``."""
@@ -279,12 +280,21 @@ def resume(run_id: str, store: str | Path = DEFAULT_STORE, *, address: str | Non
         results.StoreError: no such run.
         orchestrator.RunError: as :func:`run`.
     """
+    results = Store(store)
+    spec = stored_spec(results.results, run_id)
+    return _execute(spec, results, address, local, max_in_flight, run_id, run_id, progress_interval_s, console)
+
+
+def stored_spec(results: ResultsStore, run_id: str) -> SweepSpec:
+    """The spec stored in run ``run_id``'s record, parsed.
+
+    Raises:
+        results.StoreError: no such run.
+    """
     from orchestrator.spec import parse_spec
 
-    results = Store(store)
-    record = results.results.read_run(results.results.sweep_of(run_id), run_id)
-    spec = parse_spec(record["spec_yaml"], source=f"the spec of run {run_id}")
-    return _execute(spec, results, address, local, max_in_flight, run_id, run_id, progress_interval_s, console)
+    record = results.read_run(results.sweep_of(run_id), run_id)
+    return parse_spec(record["spec_yaml"], source=f"the spec of run {run_id}")
 
 
 def _execute(spec: SweepSpec, store: Store, address, local: bool, max_in_flight, resume_id: str | None,

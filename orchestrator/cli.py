@@ -160,12 +160,10 @@ def resume(
 
     The spec is the one stored in the run's record; the attempt is added to it.
     """
-    from orchestrator.spec import parse_spec
+    from attnsweep.api import stored_spec
     from results import ResultsStore
 
-    results = ResultsStore(store)
-    sweep = results.sweep_of(run_id)
-    s = parse_spec(results.read_run(sweep, run_id)["spec_yaml"], source=f"the spec of run {run_id}")
+    s = stored_spec(ResultsStore(store), run_id)
     _execute(s, store, address, local, max_in_flight, figures, analyze, run_id, progress_interval)
 
 

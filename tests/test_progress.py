@@ -83,3 +83,13 @@ def test_a_file_or_jupyter_without_ipywidgets_gets_plain_lines(tmp_path, monkeyp
             time.sleep(0.3)
         lines = [parse_progress_line(text) for text in printed]
         assert len(lines) >= 2 and (lines[-1]["finished"], lines[-1]["done"], lines[-1]["failed"]) == (3, 2, 1)
+
+
+@pytest.mark.parametrize(("args", "env"), [(["--progress-interval", "0"], {}), (["--progress-interval", "soon"], {}),
+                                           ([], {"ATTNSWEEP_PROGRESS_INTERVAL": "-3"})])
+def test_a_progress_interval_that_is_not_a_sane_number_is_one_error(tmp_path, args, env):
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(ROOT / "tests/specs/symtiny.yaml"),
+                           "--store", str(tmp_path / "store"), *args], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120, env={**os.environ, **env})
+    assert proc.returncode == 2 and "progress-interval" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "store").exists()  # refused before anything started
