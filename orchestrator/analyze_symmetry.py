@@ -16,8 +16,9 @@ from orchestrator.spec import AnalysisSettings
 from workers import SymmetryTrialConfig
 from results import ResultsStore, StoreError
 from results.critical import format_m_star
-from results.figures import plot_equivariance_errors, plot_test_error
-from results.symmetry import critical_sizes, verdicts, with_student
+from results import symmetry_scale as scale
+from results.figures import plot_advantage, plot_equivariance_errors, plot_error_against_m, plot_test_error
+from results.symmetry import critical_sizes_and_replicates, verdicts, with_student
 
 
 @dataclass
@@ -30,6 +31,36 @@ class SymmetryAnalysis:
     errors: pl.DataFrame
     verdicts: list[dict]
     figures: list[Path] = field(default_factory=list)
+    scale: ScaleAnalysis | None = None
+
+
+@dataclass
+class ScaleAnalysis:
+    """A run over more than one (n, k, d) group (results/symmetry_scale.py): S1-S4 per group,
+    S2's advantage per group and its slopes along d, n and k, the generic student's E
+    against m per group. The slopes are measurements: the paper claims nothing about them."""
+
+    groups: pl.DataFrame
+    advantage: pl.DataFrame
+    advantage_slopes: pl.DataFrame
+    error_slopes: pl.DataFrame
+    error_medians: pl.DataFrame
+    center: dict[str, int]
+
+    def measurements(self) -> list[dict]:
+        """The slopes as records (``measurement``, ``statistic``, ``interval``, ``note``),
+        for verdicts.json and the findings."""
+        out = []
+        for r in self.advantage_slopes.iter_rows(named=True):
+            out.append(dict(measurement=f"S2 advantage of the inner-product student over the {r['student']} "
+                                        f"against {r['axis']} ({r['fixed']})",
+                            statistic=_slope_text(r, f"advantage ~ {r['axis']}^slope"),
+                            interval=_interval(r), note=_slope_note(r)))
+        for r in self.error_slopes.iter_rows(named=True):
+            out.append(dict(measurement=f"E of the generic transformer against m (d={r['d']}, n={r['n']}, k={r['k']})",
+                            statistic=_slope_text(r, "E ~ m^slope"), interval=_interval(r),
+                            note=f"m {r['m_min']}..{r['m_max']}; equivariant teacher; median float64 E per trial"))
+        return out
 
 
 def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings: AnalysisSettings,
@@ -44,7 +75,7 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
     trials = search_rows(store.scan_run_trials(sweep, run_id), cell).collect()  # tuning rows stay out
     if trials.filter(pl.col("status") == "done").is_empty():
         raise StoreError(f"run {run_id} has no trained trials to analyse")
-    m_star = critical_sizes(trials, settings.target_error, settings.n_boot, settings.ci)
+    m_star, replicates = critical_sizes_and_replicates(trials, settings.target_error, settings.n_boot, settings.ci)
     labelled = with_student(trials).filter(pl.col("status") == "done").collect()
     errors = (
         labelled.group_by("teacher", "student", "m")
@@ -53,6 +84,10 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
         .sort("teacher", "student", "m")
     )
     result = SymmetryAnalysis(sweep, run_id, m_star, errors, verdicts(trials, m_star, settings.n_boot, settings.ci))
+    if len(scale.groups(trials)) > 1:
+        result.scale = _scale(trials, m_star, replicates, settings)
+        texts = {v["claim"].split(":", 1)[0]: v["claim"] for v in result.verdicts}
+        result.verdicts = scale.overall_verdicts(result.scale.groups, texts)
     if figures_dir is not None:
         figures_dir = Path(figures_dir)
         result.figures.append(plot_test_error(labelled, figures_dir / "test_error_vs_m.png"))
@@ -60,7 +95,45 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
             labelled, "eq_error_median", figures_dir / "orthogonal_error.png", "O(d) equivariance error E (float64)"))
         result.figures.append(plot_equivariance_errors(
             labelled, "perm_error_median", figures_dir / "permutation_error.png", "permutation equivariance error"))
+        if result.scale is not None:
+            result.figures.append(plot_advantage(result.scale.advantage, result.scale.center,
+                                                 figures_dir / "advantage_vs_size.png"))
+            result.figures.append(plot_error_against_m(result.scale.error_medians, result.scale.center,
+                                                       figures_dir / "error_vs_m_by_d.png"))
     return result
+
+
+def _scale(trials: pl.DataFrame, m_star: pl.DataFrame, replicates: dict, settings: AnalysisSettings) -> ScaleAnalysis:
+    slopes, medians = scale.error_against_m(trials, settings.n_boot, settings.ci)
+    return ScaleAnalysis(
+        groups=scale.group_verdicts(trials, m_star, settings.n_boot, settings.ci),
+        advantage=scale.advantage(m_star, replicates, settings.ci),
+        advantage_slopes=scale.advantage_slopes(m_star, replicates, settings.ci),
+        error_slopes=slopes, error_medians=medians, center=scale.center(trials),
+    )
+
+
+def _slope_text(r: dict, law: str) -> str:
+    return "no slope" if math.isnan(r["slope"]) else f"slope {r['slope']:.2f} ({law})"
+
+
+def _interval(r: dict) -> str:
+    if math.isnan(r["ci_lo"]):
+        return "-"
+    return f"CI {_num(r['ci_lo'])} .. {_num(r['ci_hi'])}"
+
+
+def _num(v: float) -> str:
+    return ("-inf" if v < 0 else "inf") if math.isinf(v) else f"{v:.2f}"
+
+
+def _slope_note(r: dict) -> str:
+    parts = [f"{r['axis']} = {r['values']}" if r["values"] else "no value with a number"]
+    if r["left_out"]:
+        parts.append(f"left out (a bound, not a number): {r['left_out']}")
+    if r["censored_share"] and not math.isnan(r["censored_share"]):
+        parts.append(f"{r['censored_share']:.0%} of replicates had an m* beyond the grid (slope +-inf there)")
+    return "; ".join(parts)
 
 
 def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: float) -> None:
@@ -86,11 +159,41 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     for r in result.errors.iter_rows(named=True):
         e.add_row(r["teacher"], r["student"], str(r["m"]), *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")))
     console.print(e)
+    if result.scale is not None:
+        print_scale(result.scale, console)
     for v in result.verdicts:
         numbers = "" if v["statistic"] == "-" else f"{escape(v['statistic'])}; {escape(v['interval'])} "
         console.print(f"[bold]{escape(v['claim'])}[/]: {v['verdict']} — {numbers}({escape(v['why'])})")
     for p in result.figures:
         console.print(f"figure: {p}")
+
+
+def print_scale(sc: ScaleAnalysis, console: Console) -> None:
+    """S1-S4 per (d, n, k) group, S2's advantage per group and the measured slopes."""
+    g = Table(title="S1-S4 per (d, n, k) group")
+    for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval"):
+        g.add_column(c, justify="right" if c in ("d", "n", "k") else "left")
+    for r in sc.groups.iter_rows(named=True):
+        g.add_row(*(escape(str(r[c])) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")))
+    console.print(g)
+    a = Table(title="S2's advantage: m* of the generic student / m* of the inner-product student (equivariant "
+                    "teacher; 95% CI)")
+    for c in ("d", "n", "k", "student", "m*", "m* inner-product", "advantage"):
+        a.add_column(c, justify="left" if c == "student" else "right")
+    for r in sc.advantage.iter_rows(named=True):
+        a.add_row(str(r["d"]), str(r["n"]), str(r["k"]), r["student"], _m(r["m_star"]), _m(r["m_star_baseline"]),
+                  escape(r["text"]))
+    console.print(a)
+    m = Table(title="measured across scale (no claim of the paper; log-log slopes, 95% bootstrap CI)")
+    for c in ("measurement", "statistic", "interval", "note"):
+        m.add_column(c)
+    for r in sc.measurements():
+        m.add_row(*(escape(r[c]) for c in ("measurement", "statistic", "interval", "note")))
+    console.print(m)
+
+
+def _m(v: float) -> str:
+    return "-" if v is None or math.isnan(v) else f"{v:.1f}"
 
 
 def _sci(v) -> str:

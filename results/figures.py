@@ -268,3 +268,70 @@ def plot_reference(ours: pl.DataFrame, reference: pl.DataFrame, path: Path) -> P
     ax.set_title("Transformer, 3-way AND: ours against the paper (95% intervals)", fontsize=10)
     ax.legend(fontsize=7)
     return _save(fig, path)
+
+
+def plot_advantage(advantage: pl.DataFrame, center: dict[str, int], path: Path) -> Path:
+    """S2's advantage (m* of a generic student / m* of the inner-product student) against
+    each size, one panel per axis d, n, k along the line through ``center`` (the other two
+    sizes held there), log-log, one colour per generic student; a bar is the 95% interval,
+    a triangle up a lower bound (the generic m* beyond the largest m tried).
+
+    Args:
+        advantage: :func:`results.symmetry_scale.advantage`.
+        center: the sizes the lines share (:func:`results.symmetry_scale.center`).
+    """
+    sns.set_theme(style="whitegrid")
+    axes_names = [a for a in ("d", "n", "k") if a in center]
+    fig, axes = plt.subplots(1, len(axes_names), figsize=(4.2 * len(axes_names), 3.8), squeeze=False)
+    students = advantage["student"].unique(maintain_order=True).to_list()
+    palette = dict(zip(students, sns.color_palette()))
+    for ax, axis in zip(axes[0], axes_names):
+        rest = [a for a in axes_names if a != axis]
+        line = advantage.filter(pl.all_horizontal([pl.col(a) == center[a] for a in rest]) if rest else pl.lit(True))
+        for student in students:
+            part = line.filter(pl.col("student") == student).sort(axis)
+            exact = part.filter(pl.col("bound") == "exact")
+            if not exact.is_empty():
+                y = exact["ratio"].to_numpy()
+                err = [np.maximum(y - exact["ci_lo"].to_numpy(), 0), np.maximum(exact["ci_hi"].to_numpy() - y, 0)]
+                err = [np.where(np.isfinite(e), e, 0) for e in err]
+                ax.errorbar(exact[axis], y, yerr=err, fmt="o-", color=palette[student], capsize=3, label=student)
+            lower = part.filter(pl.col("bound") == "lower")
+            if not lower.is_empty():
+                ax.scatter(lower[axis], lower["ratio"], marker="^", color=palette[student], s=50,
+                           label=f"{student}: lower bound")
+        ax.set(xscale="log", yscale="log", xlabel=axis, title=", ".join(f"{a}={center[a]}" for a in rest))
+        ticks = sorted(line[axis].unique().to_list())
+        ax.set_xticks(ticks)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axes[0][0].set_ylabel("advantage: m* generic / m* inner-product")
+    handles = {h.get_label(): h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]}
+    fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
+    fig.suptitle("S2's advantage on the equivariant teacher against each size (95% intervals)", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_error_against_m(medians: pl.DataFrame, center: dict[str, int], path: Path) -> Path:
+    """E of the generic transformer (equivariant teacher; median over seeds, bars: the
+    quartiles) against m, one line per d at the ``center``'s n and k, log-log.
+
+    Args:
+        medians: the second table of :func:`results.symmetry_scale.error_against_m`.
+    """
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    line = medians.filter((pl.col("n") == center.get("n")) & (pl.col("k") == center.get("k")) & (pl.col("E") > 0))
+    ds = sorted(line["d"].unique().to_list())
+    palette = dict(zip(ds, sns.color_palette("viridis", len(ds))))
+    for d in ds:
+        part = line.filter(pl.col("d") == d).sort("m")
+        y = part["E"].to_numpy()
+        err = [np.maximum(y - part["E_lo"].to_numpy(), 0), np.maximum(part["E_hi"].to_numpy() - y, 0)]
+        ax.errorbar(part["m"], y, yerr=err, fmt="o-", color=palette[d], capsize=2, markersize=4, label=f"d={d}")
+    ax.set(xscale="log", yscale="log", xlabel="training samples m", ylabel="O(d) equivariance error E (float64)",
+           title=f"generic transformer, equivariant teacher (n={center.get('n')}, k={center.get('k')})")
+    ax.title.set_fontsize(10)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

@@ -54,10 +54,17 @@ def critical_sizes(trials: pl.DataFrame, target_error: float, n_boot: int, ci: f
     There ``ci_lo`` .. ``ci_hi`` is that bracket (the largest m tried below ``m_star_grid``,
     and ``m_star_grid``), so no comparison rests on an interval the data cannot give.
     """
+    return critical_sizes_and_replicates(trials, target_error, n_boot, ci)[0]
+
+
+def critical_sizes_and_replicates(trials: pl.DataFrame, target_error: float, n_boot: int,
+                                  ci: float) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
+    """:func:`critical_sizes` and each cell's ``(n_boot,)`` bootstrap m* (+inf: beyond the
+    grid), keyed by the tuple of its :data:`CELL` values (results/critical.py)."""
     labelled = with_student(trials)
-    table, _ = critical_sample_sizes(labelled, CELL, success=pl.col("test_error") <= target_error,
-                                     n_boot=n_boot, ci=ci)
-    return bracket_degenerate(table, labelled.select(*CELL, "m").unique().collect()).sort(CELL)
+    table, reps = critical_sample_sizes(labelled, CELL, success=pl.col("test_error") <= target_error,
+                                        n_boot=n_boot, ci=ci)
+    return bracket_degenerate(table, labelled.select(*CELL, "m").unique().collect()).sort(CELL), reps
 
 
 def bracket_degenerate(table: pl.DataFrame, tried: pl.DataFrame) -> pl.DataFrame:

@@ -1,0 +1,300 @@
+"""The symmetry claims across scale: S1-S4 per (d, n, k) group, S2's advantage and how it
+changes with d, n and k, and the generic student's equivariance error E against m per group
+(docs/claims.md 1b; Ma & Ying, arXiv 2210.06741).
+
+A *group* is one (n, k, d): every cell of a symmetry run with those sizes (both teachers,
+every student). S1-S4 are judged in each group exactly as :func:`results.symmetry.verdicts`
+judges a one-size run. The paper makes no claim about how the numbers below change with
+size, so they are measurements with intervals, not verdicts:
+
+* *advantage*: on the equivariant teacher, m* of a generic student (the transformer, and the
+  transformer trained on rotated samples) divided by m* of the inner-product student in the
+  same group. Its interval pairs the two cells' bootstrap replicates (results/critical.py;
+  a bracketed cell's widened as below); the cells are resampled independently (their seeds
+  are separate draws).
+* *advantage slope* along an axis a in (d, n, k): over the groups that differ only in a (a
+  *line*), the OLS slope of ln(advantage) on ln(a), i.e. advantage ~ a^slope; its interval
+  is the percentile interval of the slope over the paired replicates.
+* *E slope*: per group, the OLS slope of log10 E (the generic transformer's median float64
+  O(d) error, on the equivariant teacher) on log10 m with a seed-bootstrap interval
+  (:func:`results.symmetry.log_slope`), and E's median at each m tried in every cell.
+
+Censoring: an m* beyond the largest m tried makes its advantage a lower bound (``> x``), and
+such a cell is left out of a slope (named in ``left_out``). An inner-product m* at the
+smallest m tried is exact when that m is 1 (no fewer samples exist) and else makes the
+advantage a lower bound too. A cell whose bootstrap interval was widened to its grid
+bracket (:func:`results.symmetry.bracket_degenerate`) has replicates that all repeat one
+value; for the advantage's and the slope's intervals each such replicate is instead drawn log-uniformly inside
+the bracket, so the slope's interval carries what the grid cannot resolve.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+from results.critical import _cell_hash
+from results.symmetry import CELL, log_slope, verdicts, with_student
+
+GROUP = ["n", "k", "d"]
+AXES = ("d", "n", "k")
+BASELINE = "inner-product"
+COMPARED = ("transformer", "transformer + rotations")
+CLAIMS = ("S1", "S2", "S3", "S4")
+
+
+def groups(trials: pl.DataFrame) -> list[tuple[int, int, int]]:
+    """The (n, k, d) groups of a run's trials, sorted."""
+    return [tuple(r) for r in trials.select(GROUP).unique().sort(["d", "n", "k"]).iter_rows()]
+
+
+def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: float) -> pl.DataFrame:
+    """S1-S4 in each (n, k, d) group.
+
+    Args:
+        trials: the run's trial rows (as :func:`results.symmetry.verdicts` takes them).
+        m_star: :func:`results.symmetry.critical_sizes` of those rows.
+
+    Returns:
+        One row per (group, claim): ``n``, ``k``, ``d``, ``claim`` (S1..S4), ``verdict``,
+        ``statistic``, ``interval``, ``why``; sorted by d, n, k and claim.
+    """
+    rows = []
+    for n, k, d in groups(trials):
+        sel = (pl.col("n") == n) & (pl.col("k") == k) & (pl.col("d") == d)
+        for v in verdicts(trials.filter(sel), m_star.filter(sel), n_boot, ci):
+            rows.append(dict(n=n, k=k, d=d, claim=v["claim"].split(":", 1)[0], verdict=v["verdict"],
+                             statistic=v["statistic"], interval=v["interval"], why=v["why"]))
+    schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, claim=pl.String, verdict=pl.String, statistic=pl.String,
+                  interval=pl.String, why=pl.String)
+    return pl.DataFrame(rows, schema=schema)
+
+
+def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[dict]:
+    """S1-S4 across all groups of :func:`group_verdicts`: supported when supported in every
+    group, not supported when not supported in any, else inconclusive (a claim about every
+    size holds only where it holds at each size tried).
+
+    Args:
+        texts: each claim's full text by its short name (``S1`` -> ``S1: ...``).
+    """
+    out = []
+    for claim in CLAIMS:
+        part = table.filter(pl.col("claim") == claim)
+        counts = {v: part.filter(pl.col("verdict") == v).height for v in ("supported", "not supported", "inconclusive")}
+        total = part.height
+        if total and counts["supported"] == total:
+            verdict = "supported"
+        elif counts["not supported"]:
+            verdict = "not supported"
+        else:
+            verdict = "inconclusive"
+        others = [f"{_group_name(r)}: {r['verdict']}" for r in part.filter(pl.col("verdict") != "supported")
+                  .iter_rows(named=True)]
+        statistic = f"supported in {counts['supported']} of {total} (d, n, k) groups" + (
+            f" ({'; '.join(others)})" if others else "")
+        out.append(dict(claim=texts[claim].replace(":", " at every (d, n, k):", 1), statistic=statistic,
+                        interval="each group's interval in the per-group table", verdict=verdict,
+                        why="supported when supported in every group; not supported when not supported in any"))
+    return out
+
+
+def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float, seed: int = 0) -> pl.DataFrame:
+    """S2's advantage per group and generic student, on the equivariant teacher.
+
+    Args:
+        m_star: :func:`results.symmetry.critical_sizes` (its bracketed intervals).
+        replicates: the ``(n_boot,)`` bootstrap m* of each cell (+inf: beyond the grid),
+            keyed by its :data:`results.symmetry.CELL` values, as critical_sizes returns them.
+
+    Returns:
+        One row per (group, student in :data:`COMPARED`): ``n``, ``k``, ``d``, ``student``,
+        ``m_star`` (the student's), ``m_star_baseline``, ``ratio`` (NaN where there is none),
+        ``bound`` (``exact``; ``lower`` or ``upper``: the ratio is at least or at most ``ratio``;
+        ``none``: no number),
+        ``ci_lo``, ``ci_hi`` (percentile interval of the paired replicates' ratio; NaN when
+        there are no replicates), ``text`` (e.g. ``38.2 (29.1 .. 51.0)`` or ``> 256``).
+    """
+    eq = m_star.filter(pl.col("teacher") == "equivariant")
+    rows = []
+    for n, k, d in [tuple(r) for r in eq.select(GROUP).unique().sort(["d", "n", "k"]).iter_rows()]:
+        sel = eq.filter((pl.col("n") == n) & (pl.col("k") == k) & (pl.col("d") == d))
+        base = sel.filter(pl.col("student") == BASELINE)
+        if base.is_empty():
+            continue
+        b = base.row(0, named=True)
+        for student in COMPARED:
+            other = sel.filter(pl.col("student") == student)
+            if other.is_empty():
+                continue
+            o = other.row(0, named=True)
+            ratio, bound = _ratio(o, b)
+            lo = hi = math.nan
+            r = _paired(o, b, replicates, seed)
+            if r is not None and bound != "none":
+                q = [round(50 * (1 - ci), 9), round(50 * (1 + ci), 9)]
+                lo, hi = (float(x) for x in np.percentile(r[~np.isnan(r)], q, method="inverted_cdf"))
+            rows.append(dict(n=n, k=k, d=d, student=student, m_star=_finite(o), m_star_baseline=_finite(b),
+                             ratio=ratio, bound=bound, ci_lo=lo, ci_hi=hi, text=_ratio_text(ratio, bound, lo, hi)))
+    schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, student=pl.String, m_star=pl.Float64,
+                  m_star_baseline=pl.Float64, ratio=pl.Float64, bound=pl.String, ci_lo=pl.Float64,
+                  ci_hi=pl.Float64, text=pl.String)
+    return pl.DataFrame(rows, schema=schema)
+
+
+def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float,
+                     seed: int = 0) -> pl.DataFrame:
+    """How S2's advantage changes along each axis: advantage ~ axis^slope along each line.
+
+    Returns:
+        One row per (student, axis, line): ``student``, ``axis``, ``fixed`` (the other two
+        sizes, e.g. ``n=6, k=4``), ``values`` (the axis values used), ``slope``, ``ci_lo``,
+        ``ci_hi``, ``censored_share`` (fraction of replicates in which a used cell's m* was
+        beyond the grid; their slope is +-inf and counts as such in the percentiles),
+        ``left_out`` (the axis values whose advantage is a bound, not a number); lines with
+        fewer than two usable values give a NaN slope and say so in ``left_out``.
+    """
+    adv = advantage(m_star, replicates, ci, seed)
+    rows = []
+    for student in COMPARED:
+        part = adv.filter(pl.col("student") == student)
+        for axis in AXES:
+            rest = [a for a in AXES if a != axis]
+            for key, line in part.group_by(rest, maintain_order=True):
+                if line[axis].n_unique() < 2:
+                    continue
+                line = line.sort(axis)
+                used = line.filter(pl.col("bound") == "exact")
+                left = line.filter(pl.col("bound") != "exact")
+                fixed = ", ".join(f"{a}={v}" for a, v in zip(rest, key))
+                row = dict(student=student, axis=axis, fixed=fixed, values=", ".join(str(v) for v in used[axis]),
+                           slope=math.nan, ci_lo=math.nan, ci_hi=math.nan, censored_share=math.nan,
+                           left_out="; ".join(f"{axis}={r[axis]}: {r['text']}" for r in left.iter_rows(named=True)))
+                if used.height >= 2:
+                    x = np.log(used[axis].to_numpy().astype(float))
+                    w = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = w . y
+                    y = np.log(used["ratio"].to_numpy())
+                    row["slope"] = float(w @ y)
+                    reps = _line_replicates(used, m_star, replicates, seed)
+                    if reps is not None:
+                        with np.errstate(divide="ignore", invalid="ignore"):
+                            logs = np.log(reps)  # (R, cells); +inf where a cell's m* is beyond the grid
+                            # +-inf by the sign of the censored cell's weight; NaN where two cancel.
+                            s = (logs * w).sum(1)
+                        finite = np.isfinite(logs).all(1)
+                        ok = s[~np.isnan(s)]
+                        q = [round(50 * (1 - ci), 9), round(50 * (1 + ci), 9)]
+                        if ok.size:
+                            row["ci_lo"], row["ci_hi"] = (float(v) for v in np.percentile(ok, q, method="inverted_cdf"))
+                        row["censored_share"] = float(np.mean(~finite))
+                elif not row["left_out"]:
+                    row["left_out"] = "fewer than two values"
+                rows.append(row)
+    schema = dict(student=pl.String, axis=pl.String, fixed=pl.String, values=pl.String, slope=pl.Float64,
+                  ci_lo=pl.Float64, ci_hi=pl.Float64, censored_share=pl.Float64, left_out=pl.String)
+    return pl.DataFrame(rows, schema=schema)
+
+
+def error_against_m(trials: pl.DataFrame, n_boot: int, ci: float) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """E of the generic transformer on the equivariant teacher against m, per group.
+
+    Returns:
+        ``(slopes, medians)``: ``slopes`` one row per group: ``n``, ``k``, ``d``, ``slope``
+        (of log10 E on log10 m), ``ci_lo``, ``ci_hi``, ``m_min``, ``m_max``; ``medians`` one
+        row per (group, m): ``n``, ``k``, ``d``, ``m``, ``trials``, ``E`` (median over seeds of
+        each trial's median float64 error), ``E_lo``, ``E_hi`` (the quartiles).
+    """
+    rows = with_student(trials).filter((pl.col("status") == "done") & (pl.col("student") == "transformer")
+                                       & (pl.col("teacher") == "equivariant")).collect()
+    out = []
+    for n, k, d in groups(rows) if not rows.is_empty() else []:
+        part = rows.filter((pl.col("n") == n) & (pl.col("k") == k) & (pl.col("d") == d))
+        b, lo, hi = log_slope(part, "eq_error_median", n_boot, ci)
+        out.append(dict(n=n, k=k, d=d, slope=b, ci_lo=lo, ci_hi=hi, m_min=int(part["m"].min()),
+                        m_max=int(part["m"].max())))
+    slopes = pl.DataFrame(out, schema=dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, slope=pl.Float64, ci_lo=pl.Float64,
+                                           ci_hi=pl.Float64, m_min=pl.Int64, m_max=pl.Int64))
+    e = pl.col("eq_error_median")
+    medians = (rows.group_by(*GROUP, "m").agg(trials=pl.len(), E=e.median(), E_lo=e.quantile(0.25, "linear"),
+                                               E_hi=e.quantile(0.75, "linear")).sort("d", "n", "k", "m"))
+    return slopes, medians
+
+
+def center(trials: pl.DataFrame) -> dict[str, int]:
+    """The sizes the blocks share: per axis, the value in the most groups (the smallest on
+    a tie); for a one-axis-at-a-time design, the point the lines cross."""
+    g = pl.DataFrame(groups(trials), schema=GROUP, orient="row")
+    return {a: int(g.group_by(a).len().sort(["len", a], descending=[True, False])[a][0]) for a in AXES}
+
+
+def _ratio(o: dict, b: dict) -> tuple[float, str]:
+    """The advantage of cell ``o`` over baseline ``b`` and whether it is exact or a bound."""
+    if b["censored"] == "above":
+        return math.nan, "none"
+    base = b["m_star"]
+    lower = b["censored"] == "below" and b["m_min"] > 1
+    if o["censored"] == "above":
+        return o["m_max"] / base, "lower"
+    if o["censored"] == "below" and o["m_min"] > 1:
+        return o["m_star"] / base, "none" if lower else "upper"
+    return o["m_star"] / base, "lower" if lower else "exact"
+
+
+def _ratio_text(ratio: float, bound: str, lo: float, hi: float) -> str:
+    if bound == "none":
+        return "-"
+    if bound == "lower":
+        return f"> {ratio:.3g}"
+    if bound == "upper":
+        return f"≤ {ratio:.3g}"
+    interval = "" if math.isnan(lo) else f" ({lo:.3g} .. {'inf' if math.isinf(hi) else f'{hi:.3g}'})"
+    return f"{ratio:.3g}{interval}"
+
+
+def _finite(r: dict) -> float:
+    return math.nan if r["m_star"] is None else float(r["m_star"])
+
+
+def _replicates(r: dict, replicates: dict[tuple, np.ndarray]) -> np.ndarray | None:
+    return replicates.get(tuple(r[c] for c in CELL))
+
+
+def _paired(o: dict, b: dict, replicates: dict, seed: int) -> np.ndarray | None:
+    """``(R,)`` replicates of cell o's m* over baseline b's, each cell's widened by :func:`_widen`."""
+    ro, rb = _replicates(o, replicates), _replicates(b, replicates)
+    if ro is None or rb is None:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _widen(o, ro, seed) / _widen(b, rb, seed)
+
+
+def _line_replicates(used: pl.DataFrame, m_star: pl.DataFrame, replicates: dict, seed: int) -> np.ndarray | None:
+    """``(R, cells)`` paired replicates of each used cell's advantage (:func:`_paired`)."""
+    eq = m_star.filter(pl.col("teacher") == "equivariant")
+    cols = []
+    for r in used.iter_rows(named=True):
+        at = eq.filter((pl.col("n") == r["n"]) & (pl.col("k") == r["k"]) & (pl.col("d") == r["d"]))
+        pair = _paired(at.filter(pl.col("student") == r["student"]).row(0, named=True),
+                       at.filter(pl.col("student") == BASELINE).row(0, named=True), replicates, seed)
+        if pair is None:
+            return None
+        cols.append(pair)
+    return np.stack(cols, 1)
+
+
+def _widen(cell: dict, reps: np.ndarray, seed: int) -> np.ndarray:
+    """A bracketed cell's replicates redrawn log-uniformly in its bracket; others as they are."""
+    finite = reps[np.isfinite(reps)]
+    if cell["censored"] or finite.size != reps.size or np.ptp(reps) > 1e-9 * abs(reps[0]) \
+            or not cell["ci_hi"] > cell["ci_lo"]:
+        return reps
+    rng = np.random.default_rng([seed, _cell_hash(tuple(cell[c] for c in CELL))])
+    return np.exp(rng.uniform(math.log(cell["ci_lo"]), math.log(cell["ci_hi"]), reps.size))
+
+
+def _group_name(r: dict) -> str:
+    return f"d={r['d']}, n={r['n']}, k={r['k']}"
+
+

@@ -1,0 +1,162 @@
+"""The symmetry statistics across scale (results/symmetry_scale.py) on constructed runs whose
+answers follow from how they are built, not from the code under test."""
+
+import math
+
+import polars as pl
+import pytest
+
+from results import symmetry_scale as scale
+from results.symmetry import critical_sizes_and_replicates, verdicts
+
+# One axis at a time around (d, n, k) = (8, 6, 4), as sweeps/symmetry-scale.yaml runs it.
+GROUPS = [(6, 4, 4), (6, 4, 8), (6, 4, 16), (3, 4, 8), (12, 4, 8), (6, 2, 8), (6, 8, 8)]  # (n, k, d)
+# Seed s of the generic transformer succeeds from m = d * THRESHOLDS[s]: its cell, tried at
+# m = d * BASE, is the d = 1 cell with every m scaled by d, and m* is fitted on ln m, so m*
+# scales by d exactly; n and k change nothing.
+THRESHOLDS = (2, 3, 3, 4, 6)
+BASE = (1, 2, 3, 4, 6, 8)
+
+
+def _run(transformer_thresholds=THRESHOLDS, rising_error_at=None):
+    """A symmetry run over GROUPS, 5 seeds.
+
+    * inner-product: exact (E 1e-15), learns the equivariant teacher from m = 1, never the control;
+    * transformer: success from m = d * threshold (equivariant teacher only); E = 0.5 m^-0.5
+      times a per-seed constant (so the log-log slope is -0.5 exactly), rising as m^+0.5 in
+      the group ``rising_error_at``;
+    * transformer + rotations: success from m = 4 d, tried at m = d/2 * (1, 2, 4, 8) up to 32 (so
+      beyond the grid at d = 16);
+    * mlp: never learns.
+    """
+    rows = []
+    for n, k, d in GROUPS:
+        for teacher in ("equivariant", "control"):
+            eq = teacher == "equivariant"
+            for seed, t in enumerate(transformer_thresholds):
+                base = dict(teacher=teacher, n=n, k=k, d=d, seed=seed, status="done")
+                for m in (1, 2, 4):
+                    rows.append(dict(base, m=m, model="transformer", equivariance="orthogonal",
+                                     test_error=1e-3 if eq else 0.9, eq_error_median=1e-15, eq_error_max=2e-15,
+                                     perm_error_median=1e-15))
+                power = 0.5 if (n, k, d) == rising_error_at else -0.5
+                for m in (d * b for b in BASE):
+                    e = 0.5 * m ** power * (1 + 0.1 * seed)
+                    rows.append(dict(base, m=m, model="transformer", equivariance="none",
+                                     test_error=0.01 if eq and m >= d * t else 0.5, eq_error_median=e,
+                                     eq_error_max=2 * e, perm_error_median=e))
+                    rows.append(dict(base, m=m, model="mlp", equivariance="none", test_error=0.7,
+                                     eq_error_median=1.0, eq_error_max=1.0, perm_error_median=1.0))
+                if eq:
+                    for m in (d // 2 * b for b in (1, 2, 4, 8) if d // 2 * b <= 32):  # scaled copies, up to 32
+                        rows.append(dict(base, m=m, model="transformer", equivariance="augment",
+                                         test_error=0.01 if m >= 4 * d else 0.5, eq_error_median=0.1,
+                                         eq_error_max=0.2, perm_error_median=0.1))
+    return pl.DataFrame(rows)
+
+
+def _analyse(trials):
+    m_star, reps = critical_sizes_and_replicates(trials, 0.05, 400, 0.95)
+    return m_star, reps
+
+
+def test_every_claim_is_judged_in_every_group():
+    trials = _run()
+    m_star, _ = _analyse(trials)
+    table = scale.group_verdicts(trials, m_star, 200, 0.95)
+    assert table.height == len(GROUPS) * 4
+    assert set(table.select("n", "k", "d").iter_rows()) == set(GROUPS)
+    assert table["verdict"].to_list() == ["supported"] * table.height
+    # Each group's verdict is the one-size verdict of that group's rows alone.
+    n, k, d = 6, 4, 16
+    alone = trials.filter((pl.col("n") == n) & (pl.col("k") == k) & (pl.col("d") == d))
+    one = verdicts(alone, m_star.filter((pl.col("n") == n) & (pl.col("k") == k) & (pl.col("d") == d)), 200)
+    got = table.filter((pl.col("d") == d) & (pl.col("n") == n) & (pl.col("k") == k)).sort("claim")
+    assert got["statistic"].to_list() == [v["statistic"] for v in one]
+    overall = scale.overall_verdicts(table, {c: f"{c}: text" for c in scale.CLAIMS})
+    assert [v["verdict"] for v in overall] == ["supported"] * 4
+    assert overall[0]["statistic"] == f"supported in {len(GROUPS)} of {len(GROUPS)} (d, n, k) groups"
+
+
+def test_one_failing_group_makes_the_claim_not_supported_across_scale():
+    trials = _run(rising_error_at=(6, 4, 16))
+    m_star, _ = _analyse(trials)
+    table = scale.group_verdicts(trials, m_star, 200, 0.95)
+    s3 = table.filter(pl.col("claim") == "S3")
+    assert s3.filter(pl.col("d") == 16)["verdict"].to_list() == ["not supported"]
+    assert s3.filter(pl.col("d") != 16)["verdict"].unique().to_list() == ["supported"]
+    overall = {v["claim"].split(" ")[0]: v for v in scale.overall_verdicts(table, {c: f"{c}: t" for c in scale.CLAIMS})}
+    assert overall["S3"]["verdict"] == "not supported"
+    assert "d=16, n=6, k=4: not supported" in overall["S3"]["statistic"]
+    assert overall["S1"]["verdict"] == "supported"
+
+
+def test_advantage_scales_as_built():
+    m_star, reps = _analyse(_run())
+    adv = scale.advantage(m_star, reps, 0.95)
+    tr = adv.filter(pl.col("student") == "transformer")
+    assert tr["bound"].unique().to_list() == ["exact"]  # the inner-product m* is 1: exact, no fewer samples exist
+    assert tr["m_star_baseline"].unique().to_list() == [1.0]
+    by_d = {r["d"]: r["ratio"] for r in tr.filter((pl.col("n") == 6) & (pl.col("k") == 4)).iter_rows(named=True)}
+    assert by_d[8] / by_d[4] == pytest.approx(2, rel=1e-9) and by_d[16] / by_d[8] == pytest.approx(2, rel=1e-9)
+    assert all(r["ci_lo"] <= r["ratio"] <= r["ci_hi"] for r in tr.iter_rows(named=True))
+    aug = adv.filter(pl.col("student") == "transformer + rotations").sort("d")
+    at16 = aug.filter((pl.col("d") == 16)).row(0, named=True)
+    assert at16["bound"] == "lower" and at16["ratio"] == 32 and at16["text"] == "> 32"
+
+
+def test_advantage_slopes_recover_the_built_exponents():
+    m_star, reps = _analyse(_run())
+    slopes = scale.advantage_slopes(m_star, reps, 0.95)
+    tr = {r["axis"]: r for r in slopes.filter(pl.col("student") == "transformer").iter_rows(named=True)}
+    assert set(tr) == {"d", "n", "k"}
+    assert tr["d"]["slope"] == pytest.approx(1.0, abs=1e-9) and tr["d"]["fixed"] == "n=6, k=4"
+    assert tr["d"]["ci_lo"] <= 1.0 <= tr["d"]["ci_hi"]
+    assert tr["n"]["slope"] == pytest.approx(0.0, abs=1e-9) and tr["k"]["slope"] == pytest.approx(0.0, abs=1e-9)
+    assert tr["d"]["values"] == "4, 8, 16" and tr["d"]["left_out"] == ""
+    aug = slopes.filter((pl.col("student") == "transformer + rotations") & (pl.col("axis") == "d")).row(0, named=True)
+    # m* = 4 d at d = 4 and 8 (slope 1 between them); d = 16 is beyond the grid and left out.
+    assert aug["values"] == "4, 8" and aug["slope"] == pytest.approx(1.0, abs=1e-9)
+    assert aug["left_out"] == "d=16: > 32"
+
+
+def test_a_bracketed_cell_gives_the_advantage_an_interval_of_nonzero_width():
+    # Every seed flips between the same two m: the bootstrap repeats one m*, the table
+    # widens it to the two m tried around it, and the advantage's interval follows.
+    trials = _run(transformer_thresholds=(3, 3, 3, 3, 3))
+    m_star, reps = _analyse(trials)
+    cell = m_star.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")
+                         & (pl.col("d") == 8) & (pl.col("n") == 6) & (pl.col("k") == 4)).row(0, named=True)
+    assert (cell["ci_lo"], cell["ci_hi"]) == (16.0, 24.0)  # m = 8 * 2 fails, 8 * 3 succeeds
+    r = scale.advantage(m_star, reps, 0.95).filter((pl.col("student") == "transformer") & (pl.col("d") == 8)
+                                                   & (pl.col("n") == 6) & (pl.col("k") == 4)).row(0, named=True)
+    assert 16 <= r["ci_lo"] < r["ci_hi"] <= 24
+    slope = scale.advantage_slopes(m_star, reps, 0.95).filter((pl.col("student") == "transformer")
+                                                              & (pl.col("axis") == "d")).row(0, named=True)
+    assert slope["ci_hi"] - slope["ci_lo"] > 0.1
+
+
+def test_error_slopes_per_group():
+    slopes, medians = scale.error_against_m(_run(rising_error_at=(3, 4, 8)), 200, 0.95)
+    assert slopes.height == len(GROUPS)
+    for r in slopes.iter_rows(named=True):
+        want = 0.5 if (r["n"], r["k"], r["d"]) == (3, 4, 8) else -0.5
+        assert r["slope"] == pytest.approx(want, abs=1e-9) and r["m_min"] == r["d"] and r["m_max"] == 8 * r["d"]
+    at = medians.filter((pl.col("d") == 4) & (pl.col("n") == 6) & (pl.col("k") == 4) & (pl.col("m") == 16))
+    # median over seeds 0..4 of 0.5 * 16^-0.5 * (1 + 0.1 s) is seed 2's
+    assert at["E"][0] == pytest.approx(0.5 * 16 ** -0.5 * 1.2) and at["trials"][0] == 5
+
+
+def test_center_is_where_the_lines_cross():
+    assert scale.center(_run()) == {"d": 8, "n": 6, "k": 4}
+
+
+def test_a_censored_baseline_gives_no_advantage():
+    trials = _run().with_columns(test_error=pl.when(pl.col("equivariance") == "orthogonal").then(0.9)
+                                 .otherwise(pl.col("test_error")))
+    m_star, reps = _analyse(trials)
+    adv = scale.advantage(m_star, reps, 0.95)
+    assert adv["bound"].unique().to_list() == ["none"] and adv["ratio"].is_nan().all()
+    slopes = scale.advantage_slopes(m_star, reps, 0.95)
+    assert slopes["slope"].is_nan().all()
+    assert math.isnan(slopes["ci_lo"][0])
