@@ -480,43 +480,69 @@ def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
 @app.command()
 @_user_errors
 def report(
-    run_ids: Annotated[list[str], typer.Argument(metavar="RUN_ID", help="the runs to report on (sparse-Boolean and symmetry)")],
+    run_ids: Annotated[list[str] | None, typer.Argument(metavar="RUN_ID", help="the runs to report on (sparse-Boolean "
+                                                        "and symmetry; with --from: default every run there)")] = None,
     store: StoreOpt = DEFAULT_STORE,
     out_dir: Annotated[Path | None, typer.Option("--out", metavar="DIR",
-                                                 help="report folder (default: reports/FIRST_RUN_ID)")] = None,
+                                                 help="report folder (default: reports/FIRST_RUN_ID; with --from: "
+                                                      "that folder)")] = None,
     publish: Annotated[bool, typer.Option("--publish", metavar="", help="also write the findings: every trial row as "
-                                          "trials.parquet, m_star.csv, the m*-against-T figure, findings.md")] = False,
+                                          "trials.parquet, the run records as runs.parquet, the m* tables, the "
+                                          "figures, findings.md")] = False,
     readme: Annotated[Path | None, typer.Option("--readme", metavar="FILE", help="also put the findings into this README, between "
                                                 "its findings markers (appended if it has none); implies --publish")] = None,
+    from_folder: Annotated[Path | None, typer.Option("--from", metavar="DIR", help="make the report and findings again "
+                                                     "from a published folder's runs.parquet and trials.parquet "
+                                                     "instead of a store; implies --publish")] = None,
 ) -> None:
     """Write the verdict report of runs: one self-contained report.html; prints its path.
 
     Verdicts L1-L4, R and S1-S4 are computed from the store now; also figures, m*, provenance.
     To publish a run: attnsweep report RUN_ID --out docs/findings --readme README.md
+    To make published findings again from their trial rows: attnsweep report --from docs/findings/symmetry
     """
     import json
+    import tempfile
 
     from orchestrator.report import build_report, summary
     from results import ResultsStore
 
-    out_dir = out_dir or Path("reports") / run_ids[0]
-    _check_paths(store, None)
+    if not run_ids and from_folder is None:
+        raise AttnsweepError("give at least one run id, or --from a published findings folder "
+                             "(attnsweep query \"SELECT run_id, sweep FROM runs\" lists the runs)")
+    if from_folder is not None and not from_folder.is_dir():
+        raise AttnsweepError(f"--from: {from_folder} is not a directory")
+    out_dir = out_dir or from_folder or Path("reports") / run_ids[0]
+    if from_folder is None:
+        _check_paths(store, None)
     if out_dir.exists() and not out_dir.is_dir():
         raise AttnsweepError(f"--out: {out_dir} exists and is not a directory")
     if readme is not None:  # every problem with the README is found before anything is written
-        from orchestrator.findings import check_readme
+        from orchestrator.findings import SYMMETRY_END, SYMMETRY_START, check_readme
 
         check_readme(readme)
-    try:
-        path = build_report(ResultsStore(store), run_ids, out_dir, publish=publish, readme=readme)
-    except OSError as exc:  # the folder cannot be made or written
-        raise AttnsweepError(f"--out: cannot write the report to {out_dir}: {exc.strerror or exc}") from exc
+        check_readme(readme, SYMMETRY_START, SYMMETRY_END)
+    with tempfile.TemporaryDirectory(prefix="attnsweep-findings-") as scratch:
+        if from_folder is not None:
+            from orchestrator.findings import load
+
+            store, publish = str(Path(scratch) / "store"), True
+            loaded = load(from_folder, ResultsStore(store))
+            run_ids = run_ids or loaded
+        path = _report(build_report, ResultsStore(store), run_ids, out_dir, publish, readme)
     written = json.loads((path.parent / "verdicts.json").read_text())
     for caveat in written["caveats"]:
         err.print(f"warning: {caveat}", style="yellow", markup=False)
     verdicts = written["verdicts"]
     out.print(str(path), markup=False, highlight=False, soft_wrap=True)
     out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _report(build_report, store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None) -> Path:
+    try:
+        return build_report(store, run_ids, out_dir, publish=publish, readme=readme)
+    except OSError as exc:  # the folder cannot be made or written
+        raise AttnsweepError(f"--out: cannot write the report to {out_dir}: {exc.strerror or exc}") from exc
 
 
 @app.command()

@@ -23,43 +23,124 @@ import os
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from orchestrator.analyze_symmetry import SymmetryAnalysis
 from orchestrator.errors import AttnsweepError
+from orchestrator.rows import run_schema, trial_schema
 from results import ResultsStore
 from results import verdicts as boolean
 from results.figures import plot_m_star
 
 FIGURE = "m_star_vs_T.png"
+TRIALS, RUNS = "trials.parquet", "runs.parquet"
 START = "<!-- attnsweep findings: made by `attnsweep report --publish --readme`; edits here are overwritten -->"
 END = "<!-- /attnsweep findings -->"
+SYMMETRY_START = ("<!-- attnsweep findings (symmetry): made by `attnsweep report --publish --readme`; edits here are "
+                  "overwritten -->")
+SYMMETRY_END = "<!-- /attnsweep findings (symmetry) -->"
 CLAIMS = ("L1", "L2", "L3", "L4", "R")
 
 
-def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, union: pl.DataFrame,
-            claims: list[dict], reference: Path | str, ci: float, caveats: list[str] = ()) -> Path:
-    """Write trials.parquet, the m*-against-T figure and findings.md into ``out_dir``.
+def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, union: pl.DataFrame | None,
+            claims: list[dict], reference: Path | str, ci: float, caveats: list[str] = (),
+            symmetry: list[SymmetryAnalysis] = ()) -> Path:
+    """Write trials.parquet, runs.parquet, the m*-against-T figure (with sparse-Boolean runs)
+    and findings.md into ``out_dir``.
 
     Args:
         runs: ``(sweep, run_id)`` of the runs, in the report's order.
         union: the report's m* table of the sparse-Boolean runs (one row per cell, with a
-            ``replicates`` list column).
+            ``replicates`` list column); None when the report has none.
         claims: the report's verdicts (dicts with ``claim``, ``verdict``, ``statistic``,
             ``interval``, ``why``), as written to verdicts.json.
         reference: the paper's read-off (CSV).
         ci: the intervals' coverage.
         caveats: warnings the page must carry (a run unfinished or incomplete).
+        symmetry: the analyses of the report's symmetry runs (their figures are in
+            ``out_dir/figures/RUN_ID/``).
 
     Returns:
         The path of findings.md.
     """
     out_dir = Path(out_dir)
     frames = [store.scan_run_trials(sweep, run_id).collect() for sweep, run_id in runs]
-    pl.concat(frames, how="diagonal_relaxed").write_parquet(out_dir / "trials.parquet", statistics=True)
-    plot_main_series(union, boolean.read_reference(reference), out_dir / FIGURE, ci)
+    pl.concat(frames, how="diagonal_relaxed").write_parquet(out_dir / TRIALS, statistics=True)
+    write_runs(store, runs, out_dir / RUNS)
+    if union is not None:
+        plot_main_series(union, boolean.read_reference(reference), out_dir / FIGURE, ci)
     path = out_dir / "findings.md"
     records = run_records(store, runs)
-    path.write_text(render(records, claims, union, base="", caveats=caveats), encoding="utf-8")
+    parts = []
+    if union is not None:
+        parts.append(render(records, claims, union, base="", caveats=caveats))
+    if symmetry:
+        parts.append(render_symmetry(records, claims, symmetry, base="", caveats=caveats, out_dir=out_dir, full=True))
+    path.write_text("\n".join(parts), encoding="utf-8")
     return path
+
+
+def update_readmes(readme: Path, store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path,
+                   union: pl.DataFrame | None, claims: list[dict], caveats: list[str],
+                   symmetry: list[SymmetryAnalysis]) -> None:
+    """Put the findings into ``readme``: the sparse-Boolean part between :data:`START` and
+    :data:`END`, the symmetry part between :data:`SYMMETRY_START` and :data:`SYMMETRY_END`;
+    a part the report has no run for is left as it is.
+
+    Raises:
+        AttnsweepError: as :func:`update_readme`.
+    """
+    records = run_records(store, runs)
+    base = relative(out_dir, readme)
+    if union is not None:
+        update_readme(readme, render(records, claims, union, base=base, caveats=caveats))
+    if symmetry:
+        update_readme(readme, render_symmetry(records, claims, symmetry, base=base, caveats=caveats, out_dir=out_dir),
+                      SYMMETRY_START, SYMMETRY_END)
+
+
+def write_runs(store: ResultsStore, runs: list[tuple[str, str]], path: Path) -> Path:
+    """The runs' records (the store's ``runs`` rows, with ``sweep`` and ``run_id``) as one
+    Parquet file: with trials.parquet, all :func:`load` needs to rebuild a store."""
+    schema = run_schema().append(pa.field("sweep", pa.string())).append(pa.field("run_id", pa.string()))
+    rows = [{**{k: v for k, v in store.read_run(sweep, run_id).items() if k in schema.names}, "sweep": sweep,
+             "run_id": run_id} for sweep, run_id in runs]
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    return path
+
+
+def load(folder: Path, store: ResultsStore) -> list[str]:
+    """Write the runs of a published findings folder (its runs.parquet and trials.parquet)
+    into ``store``, as the driver wrote them.
+
+    Returns:
+        The run ids, in the folder's order.
+
+    Raises:
+        AttnsweepError: the folder lacks either file, or they do not hold the same runs.
+    """
+    folder = Path(folder)
+    missing = [name for name in (RUNS, TRIALS) if not (folder / name).is_file()]
+    if missing:
+        raise AttnsweepError(f"--from: {folder} has no {' or '.join(missing)} (a folder written by "
+                             "`attnsweep report ... --publish` has both)")
+    runs = pq.read_table(folder / RUNS)
+    trials = pq.read_table(folder / TRIALS)
+    schema = trial_schema()
+    ids = []
+    for rec in runs.to_pylist():
+        sweep, run_id = rec.pop("sweep"), rec.pop("run_id")
+        rows = trials.filter(pc.and_(pc.equal(trials["sweep"], sweep), pc.equal(trials["run_id"], run_id)))
+        if rows.num_rows == 0:
+            raise AttnsweepError(f"--from: {folder / TRIALS} has no trial rows of run {run_id} (sweep {sweep})")
+        columns = [rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+                   for f in schema]
+        store.write_trials(sweep, run_id, pa.Table.from_arrays(columns, schema=schema))
+        store.write_run(sweep, run_id, rec, run_schema())
+        ids.append(run_id)
+    return ids
 
 
 def run_records(store: ResultsStore, runs: list[tuple[str, str]]) -> list[dict]:
@@ -98,10 +179,8 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
 
     lines = ["## What attnsweep found", ""]
     for rec in records:
-        counts = ", ".join(f"{rec[k]} {k.removeprefix('n_')}" for k in ("n_done", "n_failed", "n_diverged", "n_lost")
-                           if rec.get(k))
-        lines.append(f"Run `{rec['run_id']}` of sweep `{rec['sweep']}` ({rec.get('n_trials')} trials: {counts}; "
-                     f"{rec.get('status')}; {_when(rec)}; code version `{rec.get('code_version')}`).")
+        if rec.get("experiment") != "symmetry":
+            lines.append(_run_line(rec))
     lines += [line for c in caveats for line in ("", f"**Warning:** {c}. The verdicts below are computed from the "
                                                  "trials read.")]
     lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
@@ -120,7 +199,88 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     return "\n".join(lines)
 
 
-def check_readme(readme: Path) -> str:
+def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[SymmetryAnalysis], base: str,
+                    caveats: list[str] = (), out_dir: Path | None = None, full: bool = False) -> str:
+    """The symmetry findings as Markdown: per symmetry run, its S1-S4 verdicts (across
+    groups for a multi-size run), S1-S4 per (d, n, k) group with the S2 advantage and S3's
+    E slope, the slopes measured across scale and the two figures; ``base`` as for
+    :func:`render`, ``out_dir`` the findings folder (for the figures' paths); ``full`` adds
+    every group's verdicts with their statistics and intervals (findings.md has them, the
+    README links to them)."""
+    def link(name: str) -> str:
+        return f"{base}/{name}" if base else name
+
+    folder = Path(out_dir) if out_dir is not None else None
+    by_id = {rec["run_id"]: rec for rec in records}
+    lines = ["## What attnsweep found: the symmetry claims", ""]
+    for a in symmetry:
+        lines.append(_run_line(by_id[a.run_id]))
+    lines += [line for c in caveats for line in ("", f"**Warning:** {c}. The verdicts below are computed from the "
+                                                 "trials read.")]
+    lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
+              "[--readme README.md]`; `attnsweep report --from FOLDER [--readme README.md]` makes it again from the "
+              "folder's committed trial rows. Regenerate it, do not edit it.", ""]
+    for a in symmetry:
+        lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
+        for v in a.verdicts:
+            lines.append("| " + " | ".join(_cell(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why"))
+                         + " |")
+        if a.scale is None:
+            lines.append("")
+            continue
+        sc = a.scale
+        figures = {p.stem: p for p in a.figures}
+        if folder is not None and "advantage_vs_size" in figures:
+            rel = Path(os.path.relpath(figures["advantage_vs_size"], folder)).as_posix()
+            lines += ["", f"![S2's advantage against d, n and k]({link(rel)})", "",
+                      "S2's advantage: m* of the generic transformer (and of the transformer trained on rotated "
+                      "samples) over m* of the inner-product student, on the equivariant teacher, against each size "
+                      f"with the other two held at {', '.join(f'{k}={v}' for k, v in sc.center.items())}; bars: 95% "
+                      "intervals (paired bootstrap replicates); triangles: lower bounds (the generic m* beyond the "
+                      "largest m tried)."]
+        where = "below" if full else f"in [findings]({link('findings.md')})"
+        lines += ["", f"Per (d, n, k) group (each verdict's statistic and interval are {where}, in the "
+                  f"[report]({link('report.html')}) and in [verdicts]({link('verdicts.json')})):", "",
+                  "| d | n | k | S1 | S2 | S3 | S4 | advantage, transformer | advantage, + rotations | E slope (S3) |",
+                  "|---:|---:|---:|---|---|---|---|---:|---:|---:|"]
+        adv = {(r["n"], r["k"], r["d"], r["student"]): r["text"] for r in sc.advantage.iter_rows(named=True)}
+        slopes = {(r["n"], r["k"], r["d"]): r for r in sc.error_slopes.iter_rows(named=True)}
+        for (n, k, d), part in sc.groups.group_by(["n", "k", "d"], maintain_order=True):
+            verdict = dict(zip(part["claim"], part["verdict"]))
+            e = slopes.get((n, k, d))
+            e_text = "-" if e is None or e["slope"] != e["slope"] else \
+                f"{e['slope']:.2f} ({e['ci_lo']:.2f} .. {e['ci_hi']:.2f})"
+            lines.append(f"| {d} | {n} | {k} | " + " | ".join(verdict.get(c, "-") for c in ("S1", "S2", "S3", "S4"))
+                         + f" | {_cell(adv.get((n, k, d, 'transformer'), '-'))}"
+                         + f" | {_cell(adv.get((n, k, d, 'transformer + rotations'), '-'))} | {e_text} |")
+        lines += ["", "Measured across scale (the paper makes no claim about these; log-log slopes, 95% bootstrap "
+                  "intervals):", "", "| measurement | statistic | interval | note |", "|---|---|---|---|"]
+        for m in sc.measurements():
+            lines.append("| " + " | ".join(_cell(m[c]) for c in ("measurement", "statistic", "interval", "note")) + " |")
+        if folder is not None and "error_vs_m_by_d" in figures:
+            rel = Path(os.path.relpath(figures["error_vs_m_by_d"], folder)).as_posix()
+            lines += ["", f"![E against m per d]({link(rel)})"]
+        if full:
+            lines += ["", "Every group's verdicts:", "", "| d | n | k | claim | verdict | statistic | interval |",
+                      "|---:|---:|---:|---|---|---|---|"]
+            for r in sc.groups.iter_rows(named=True):
+                lines.append("| " + " | ".join(_cell(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic",
+                                                                       "interval")) + " |")
+        lines.append("")
+    lines += [f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
+              f"[m* table]({link('m_star_symmetry.csv')}), [every trial row]({link(TRIALS)}), "
+              f"[run records]({link(RUNS)}).", ""]
+    return "\n".join(lines)
+
+
+def _run_line(rec: dict) -> str:
+    counts = ", ".join(f"{rec[k]} {k.removeprefix('n_')}" for k in ("n_done", "n_failed", "n_diverged", "n_lost")
+                       if rec.get(k))
+    return (f"Run `{rec['run_id']}` of sweep `{rec['sweep']}` ({rec.get('n_trials')} trials: {counts}; "
+            f"{rec.get('status')}; {_when(rec)}; code version `{rec.get('code_version')}`).")
+
+
+def check_readme(readme: Path, start: str = START, end: str = END) -> str:
     """Read a README that is to receive the findings, before anything is written.
 
     The markers count only as whole lines: none (the section is appended), or one
@@ -146,27 +306,27 @@ def check_readme(readme: Path) -> str:
         raise AttnsweepError(f"--readme: cannot read {readme}: {exc.strerror or exc}") from exc
     if not os.access(readme, os.W_OK):
         raise AttnsweepError(f"--readme: {readme} is not writable")
-    starts, ends = _marker_lines(text)
+    starts, ends = _marker_lines(text, start, end)
     if (len(starts), len(ends)) not in ((0, 0), (1, 1)) or (starts and starts[0] > ends[0]):
         raise AttnsweepError(
             f"--readme: {readme} needs no findings marker lines, or exactly these two, in this order, "
-            f"each on a line of its own (found {len(starts)} start and {len(ends)} end line(s)):\n{START}\n{END}")
+            f"each on a line of its own (found {len(starts)} start and {len(ends)} end line(s)):\n{start}\n{end}")
     return text
 
 
-def update_readme(readme: Path, markdown: str) -> None:
-    """Replace the lines between the :data:`START` and :data:`END` lines of ``readme`` with
+def update_readme(readme: Path, markdown: str, start: str = START, end: str = END) -> None:
+    """Replace the lines between the ``start`` and ``end`` lines of ``readme`` with
     ``markdown`` (appended at the end, with the markers, when the README has none), keeping
     the README's line endings.
 
     Raises:
         AttnsweepError: as :func:`check_readme`, or the README cannot be written.
     """
-    text = check_readme(readme)
+    text = check_readme(readme, start, end)
     newline = "\r\n" if "\r\n" in text else "\n"
-    block = newline.join([START, *markdown.rstrip("\n").split("\n"), END]) + newline
+    block = newline.join([start, *markdown.rstrip("\n").split("\n"), end]) + newline
     lines = text.splitlines(keepends=True)
-    starts, ends = _marker_lines(text)
+    starts, ends = _marker_lines(text, start, end)
     if starts:
         text = "".join(lines[:starts[0]]) + block + "".join(lines[ends[0] + 1:])
     else:
@@ -178,10 +338,10 @@ def update_readme(readme: Path, markdown: str) -> None:
         raise AttnsweepError(f"--readme: cannot write {readme}: {exc.strerror or exc}") from exc
 
 
-def _marker_lines(text: str) -> tuple[list[int], list[int]]:
-    """Indices of the lines that are exactly the START and the END marker."""
+def _marker_lines(text: str, start: str = START, end: str = END) -> tuple[list[int], list[int]]:
+    """Indices of the lines that are exactly the start and the end marker."""
     lines = [line.rstrip("\r\n").strip() for line in text.splitlines()]
-    return [i for i, line in enumerate(lines) if line == START], [i for i, line in enumerate(lines) if line == END]
+    return [i for i, line in enumerate(lines) if line == start], [i for i, line in enumerate(lines) if line == end]
 
 
 def relative(folder: Path, readme: Path) -> str:
@@ -189,10 +349,10 @@ def relative(folder: Path, readme: Path) -> str:
     return Path(os.path.relpath(Path(folder).resolve(), Path(readme).resolve().parent)).as_posix()
 
 
-def read_section(readme: Path) -> str:
+def read_section(readme: Path, start: str = START, end: str = END) -> str:
     """The Markdown between the marker lines of ``readme`` ("" when it has none)."""
     text = Path(readme).read_text(encoding="utf-8")
-    starts, ends = _marker_lines(text)
+    starts, ends = _marker_lines(text, start, end)
     if not starts or not ends:
         return ""
     return "\n".join(text.splitlines()[starts[0] + 1:ends[0]]).strip("\n")

@@ -12,6 +12,9 @@ sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
 * ``out_dir/verdicts.json``: the verdicts and run ids, for scripts;
 * ``out_dir/figures/``: the PNG files the page embeds;
 * ``out_dir/m_star.csv``: the m* table of the sparse-Boolean runs (one row per cell);
+* ``out_dir/m_star_symmetry.csv``: the m* table of the symmetry runs (one row per cell and run);
+* in ``verdicts.json``, ``groups`` and ``measurements``: a multi-size symmetry run's S1-S4 per
+  (d, n, k) group and its slopes across scale;
 * with ``publish``: the findings of orchestrator/findings.py (trials.parquet, the
   m*-against-T figure, findings.md), and with ``readme`` the same findings in a README.
 """
@@ -31,7 +34,7 @@ import polars as pl
 from orchestrator.analyze import (CELL_FIELDS, analyze_run, boolean_verdicts, m_star_table, run_caveats, settings_of,
                                   tuned_fields)
 from orchestrator import findings
-from orchestrator.analyze_symmetry import analyze_symmetry_run
+from orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
 from orchestrator.errors import AttnsweepError
 from results import ResultsStore
 from results.critical import format_m_star
@@ -40,6 +43,7 @@ from results import verdicts as boolean
 from results.figures import plot_reference
 
 TEMPLATES = Path(__file__).parent / "templates"
+SYMMETRY_CSV = "m_star_symmetry.csv"
 NO_RUN = "no run of this experiment given"
 CAPTIONS = {
     "m_star_vs_T": "m* against T (log axis) with 95% bootstrap intervals and the three fitted growth laws; "
@@ -50,6 +54,11 @@ CAPTIONS = {
     "test_error_vs_m": "Relative test error against m per student (mean and 95% interval over seeds)",
     "orthogonal_error": "O(d) equivariance error E (float64) per student; a slot marked n/a has no box and says why",
     "permutation_error": "Permutation equivariance error per student; a slot marked n/a has no box and says why",
+    "advantage_vs_size": "S2's advantage (m* of a generic student / m* of the inner-product student, equivariant "
+                         "teacher) against d, n and k, the other two sizes held at the centre; bars: 95% intervals; "
+                         "triangles: lower bounds (the generic m* beyond the largest m tried)",
+    "error_vs_m_by_d": "O(d) equivariance error E of the generic transformer (equivariant teacher) against m, one line "
+                       "per d; median over seeds, bars: quartiles",
 }
 
 
@@ -64,6 +73,7 @@ class _Run:
     figures: list[Path] = field(default_factory=list)
     m_star: pl.DataFrame | None = None
     verdicts: list[dict] = field(default_factory=list)
+    symmetry: SymmetryAnalysis | None = None
 
 
 def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
@@ -106,7 +116,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         settings = settings_of(store, run.sweep, run.run_id)
         if run.experiment == "symmetry":
             result = analyze_symmetry_run(store, run.sweep, run.run_id, settings, figures / run.run_id)
-            run.m_star, run.figures = result.m_star, result.figures
+            run.m_star, run.figures, run.symmetry = result.m_star, result.figures, result
             tag = f" [run {run.run_id}]" if several_symmetry else ""
             run.verdicts = [dict(v, claim=v["claim"].replace(":", f"{tag}:", 1)) for v in result.verdicts]
         else:
@@ -136,22 +146,33 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         runs=[_run_view(r) for r in runs], verdicts=claims, r_plot=_data_uri(r_plot),
         boolean_table=_table(union, [*cell, "run_id"]) if boolean_tables else None,
         symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
+        scale=[_scale_view(r) for r in symmetry_runs if r.symmetry.scale is not None],
         reference=Path(reference).name, margin=boolean.EQUIVALENCE,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
+    measurements = [dict(m, run_id=r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
+                    for m in r.symmetry.scale.measurements()]
     record = dict(runs=run_ids, generated=generated, verdicts=claims, caveats=caveats)
+    if measurements:
+        record["groups"] = [dict(g, run_id=r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
+                            for g in r.symmetry.scale.groups.iter_rows(named=True)]
+        record["measurements"] = measurements
     (out_dir / "verdicts.json").write_text(json.dumps(record, indent=2))
     if boolean_tables:  # the m* table for anyone's own analysis (replicates stay in the store's rows)
         union.drop("replicates", strict=False).write_csv(out_dir / "m_star.csv")
+    if symmetry_runs:
+        pl.concat([r.m_star.with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
+                  how="diagonal_relaxed").write_csv(out_dir / SYMMETRY_CSV)
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
     if publish or readme is not None:
         runs_ = [(r.sweep, r.run_id) for r in runs]
-        findings.publish(store, runs_, out_dir, union, claims, reference, ci, caveats)
+        symmetry = [r.symmetry for r in symmetry_runs]
+        findings.publish(store, runs_, out_dir, union if boolean_tables else None, claims, reference, ci, caveats,
+                         symmetry)
         if readme is not None:
-            records = findings.run_records(store, runs_)
-            text = findings.render(records, claims, union, base=findings.relative(out_dir, readme), caveats=caveats)
-            findings.update_readme(readme, text)
+            findings.update_readmes(readme, store, runs_, out_dir, union if boolean_tables else None, claims,
+                                    caveats, symmetry)
     return path
 
 
@@ -225,6 +246,21 @@ def _cell(row: dict, column: str) -> str:
         # A censored-below m* is the smallest m of its own search (results/critical.py).
         return format_m_star(row[column], row.get(column.replace("m_star", "censored")), None, None)
     return str(row[column])
+
+
+def _scale_view(run: _Run) -> dict:
+    """A multi-size symmetry run's tables across scale as strings (orchestrator/analyze_symmetry.py)."""
+    sc = run.symmetry.scale
+    groups = [[str(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]
+              for r in sc.groups.iter_rows(named=True)]
+    advantage = [[str(r["d"]), str(r["n"]), str(r["k"]), r["student"], _num(r["m_star"]), _num(r["m_star_baseline"]),
+                  r["text"]] for r in sc.advantage.iter_rows(named=True)]
+    measured = [[m[c] for c in ("measurement", "statistic", "interval", "note")] for m in sc.measurements()]
+    return dict(run_id=run.run_id, groups=groups, advantage=advantage, measured=measured)
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None or math.isnan(v) else f"{v:.1f}"
 
 
 def _run_view(run: _Run) -> dict:

@@ -95,7 +95,7 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[dict]:
                   .iter_rows(named=True)]
         statistic = f"supported in {counts['supported']} of {total} (d, n, k) groups" + (
             f" ({'; '.join(others)})" if others else "")
-        out.append(dict(claim=texts[claim].replace(":", " at every (d, n, k):", 1), statistic=statistic,
+        out.append(dict(claim=f"{texts[claim]}, in every (d, n, k) group", statistic=statistic,
                         interval="each group's interval in the per-group table", verdict=verdict,
                         why="supported when supported in every group; not supported when not supported in any"))
     return out

@@ -85,7 +85,7 @@ def test_one_failing_group_makes_the_claim_not_supported_across_scale():
     s3 = table.filter(pl.col("claim") == "S3")
     assert s3.filter(pl.col("d") == 16)["verdict"].to_list() == ["not supported"]
     assert s3.filter(pl.col("d") != 16)["verdict"].unique().to_list() == ["supported"]
-    overall = {v["claim"].split(" ")[0]: v for v in scale.overall_verdicts(table, {c: f"{c}: t" for c in scale.CLAIMS})}
+    overall = {v["claim"].split(":")[0]: v for v in scale.overall_verdicts(table, {c: f"{c}: t" for c in scale.CLAIMS})}
     assert overall["S3"]["verdict"] == "not supported"
     assert "d=16, n=6, k=4: not supported" in overall["S3"]["statistic"]
     assert overall["S1"]["verdict"] == "supported"

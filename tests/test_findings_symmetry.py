@@ -1,0 +1,132 @@
+"""Publishing a symmetry run over more than one size: the report, verdicts.json, the m* CSV,
+every trial row and the run records go into the findings folder, the README gets the
+symmetry part between its own markers (leaving the sparse-Boolean part alone), and
+`attnsweep report --from FOLDER` makes the same numbers again from the committed rows."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from orchestrator.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section
+
+# Two sizes (d = 4, 8), every student, both teachers: 2 groups x 7 cells x 2 m x 2 seeds = 56 trials.
+SPEC = """
+name: sym-pub
+experiment: symmetry
+seeds: 2
+grid:
+  - {teacher: [equivariant, control], d: [4, 8], m: [2, 8], equivariance: [orthogonal]}
+  - {teacher: [equivariant, control], d: [4, 8], m: [2, 8], model: [transformer, mlp], equivariance: [none]}
+  - {teacher: [equivariant], d: [4, 8], m: [2, 8], model: [transformer], equivariance: [augment]}
+fixed: {n: 3, k: 2, width: 8, heads: 2, max_epochs: 40, n_test: 64, n_q: 2}
+analysis: {target_error: 0.05, n_boot: 100}
+"""
+BOOLEAN_PART = "the sparse-Boolean part, which a symmetry report must not touch"
+README = f"""# A project
+
+{START}
+{BOOLEAN_PART}
+{END}
+
+{SYMMETRY_START}
+stale symmetry text
+{SYMMETRY_END}
+
+Text after.
+"""
+
+
+def _cli(*args, cwd):
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sympub")
+    (root / "sym.yaml").write_text(SPEC)
+    proc = _cli("run", "sym.yaml", "--store", "store", "--no-analyze", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", proc.stderr).group(1)
+    (root / "README.md").write_text(README)
+    proc = _cli("report", run_id, "--store", "store", "--out", "docs/findings/symmetry", "--readme", "README.md",
+                cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, run_id
+
+
+def test_the_folder_holds_what_the_issue_names(published):
+    root, run_id = published
+    folder = root / "docs/findings/symmetry"
+    for name in ("report.html", "verdicts.json", "m_star_symmetry.csv", "trials.parquet", "runs.parquet", "findings.md",
+                 f"figures/{run_id}/advantage_vs_size.png", f"figures/{run_id}/error_vs_m_by_d.png"):
+        assert (folder / name).is_file(), name
+    stored = pl.scan_parquet(str(root / "store" / "trials" / "**" / "*.parquet")).collect()
+    rows = pl.read_parquet(folder / "trials.parquet")
+    assert rows.height == stored.height == 56 and sorted(rows["trial_id"]) == sorted(stored["trial_id"])
+    runs = pl.read_parquet(folder / "runs.parquet")
+    assert runs["run_id"].to_list() == [run_id] and runs["experiment"].to_list() == ["symmetry"]
+    # The m* table: one row per (teacher, student, n, k, d) cell, 14 of them.
+    table = pl.read_csv(folder / "m_star_symmetry.csv")
+    assert table.height == 14 and set(table["d"]) == {4, 8}
+
+
+def test_every_claim_is_stated_per_group_and_across_groups(published):
+    root, _ = published
+    written = json.loads((root / "docs/findings/symmetry/verdicts.json").read_text())
+    claims = [v["claim"] for v in written["verdicts"] if v["claim"].startswith("S")]
+    assert [c.split(":")[0] for c in claims] == ["S1", "S2", "S3", "S4"]
+    assert all(c.endswith("in every (d, n, k) group") for c in claims)
+    groups = written["groups"]
+    assert sorted((g["d"], g["claim"]) for g in groups) == [(d, f"S{i}") for d in (4, 8) for i in range(1, 5)]
+    assert all(g["verdict"] in ("supported", "not supported", "inconclusive") and g["interval"] for g in groups)
+    findings = (root / "docs/findings/symmetry/findings.md").read_text()
+    for g in groups:  # findings.md states every group's verdict with its statistic and interval
+        cells = [str(g[c]).replace("|", "\\|") for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]
+        assert "| " + " | ".join(cells) + " |" in findings
+    measured = [m["measurement"] for m in written["measurements"]]
+    assert any("against d (n=3, k=2)" in m for m in measured)
+    assert sum("E of the generic transformer against m" in m for m in measured) == 2
+    page = (root / "docs/findings/symmetry/report.html").read_text()
+    assert "S1-S4 per (d, n, k) group" in page and "S2&#39;s advantage" in page
+
+
+def test_the_readme_gets_the_symmetry_part_and_keeps_the_other(published):
+    root, run_id = published
+    assert read_section(root / "README.md").strip() == BOOLEAN_PART
+    section = read_section(root / "README.md", SYMMETRY_START, SYMMETRY_END)
+    assert "stale" not in section and run_id in section
+    groups = [line for line in section.splitlines() if re.match(r"\| [48] \| 3 \| 2 \|", line)]
+    assert len(groups) == 2  # one row per (d, n, k) group
+    verdicts = {v["claim"].split(":", 1)[0]: v["verdict"]
+                for v in json.loads((root / "docs/findings/symmetry/verdicts.json").read_text())["verdicts"]}
+    for claim in ("S1", "S2", "S3", "S4"):
+        assert f"| {claim}: " in section and verdicts[claim] in section
+    assert f"figures/{run_id}/advantage_vs_size.png" in section
+
+
+def test_the_findings_come_back_from_the_committed_rows(published, tmp_path):
+    root, _ = published
+    folder = root / "docs/findings/symmetry"
+    again = tmp_path / "again"
+    proc = _cli("report", "--from", str(folder), "--out", str(again), cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before, after = (json.loads((f / "verdicts.json").read_text()) for f in (folder, again))
+    assert after["verdicts"] == before["verdicts"] and after["measurements"] == before["measurements"]
+    assert (again / "findings.md").read_text() == (folder / "findings.md").read_text()
+    assert (again / "m_star_symmetry.csv").read_text() == (folder / "m_star_symmetry.csv").read_text()
+    a, b = (pl.read_parquet(f / "trials.parquet").sort("trial_id") for f in (folder, again))
+    assert a.equals(b)
+
+
+def test_from_a_folder_without_the_rows_is_one_clear_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    proc = _cli("report", "--from", "empty", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "runs.parquet" in proc.stderr and "trials.parquet" in proc.stderr and "Traceback" not in proc.stderr
