@@ -174,7 +174,10 @@ class RunAnalysis:
         figures: the PNG files written.
         caveats: what a reader must know (an unfinished run, missing rows), else empty.
         detail: the full analysis (:class:`orchestrator.analyze.Analysis`: fits and checks;
-            or :class:`orchestrator.analyze_symmetry.SymmetryAnalysis`: the error tables).
+            or :class:`orchestrator.analyze_symmetry.SymmetryAnalysis`: the error tables,
+            and for a run over several (n, k, d) its ``scale``: S1-S4 per group in
+            ``scale.groups``, S2's advantage in ``scale.advantage``, the slopes across scale
+            in ``scale.advantage_slopes`` and ``scale.error_slopes``, polars DataFrames).
     """
 
     sweep: str

@@ -181,7 +181,7 @@ def print_scale(sc: ScaleAnalysis, console: Console) -> None:
     for c in ("d", "n", "k", "student", "m*", "m* inner-product", "advantage"):
         a.add_column(c, justify="left" if c == "student" else "right")
     for r in sc.advantage.iter_rows(named=True):
-        a.add_row(str(r["d"]), str(r["n"]), str(r["k"]), r["student"], _m(r["m_star"]), _m(r["m_star_baseline"]),
+        a.add_row(str(r["d"]), str(r["n"]), str(r["k"]), r["student"], r["m_star_text"], r["baseline_text"],
                   escape(r["text"]))
     console.print(a)
     m = Table(title="measured across scale (no claim of the paper; log-log slopes, 95% bootstrap CI)")
@@ -190,10 +190,6 @@ def print_scale(sc: ScaleAnalysis, console: Console) -> None:
     for r in sc.measurements():
         m.add_row(*(escape(r[c]) for c in ("measurement", "statistic", "interval", "note")))
     console.print(m)
-
-
-def _m(v: float) -> str:
-    return "-" if v is None or math.isnan(v) else f"{v:.1f}"
 
 
 def _sci(v) -> str:

@@ -253,14 +253,10 @@ def _scale_view(run: _Run) -> dict:
     sc = run.symmetry.scale
     groups = [[str(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]
               for r in sc.groups.iter_rows(named=True)]
-    advantage = [[str(r["d"]), str(r["n"]), str(r["k"]), r["student"], _num(r["m_star"]), _num(r["m_star_baseline"]),
-                  r["text"]] for r in sc.advantage.iter_rows(named=True)]
+    advantage = [[str(r["d"]), str(r["n"]), str(r["k"]), r["student"], r["m_star_text"], r["baseline_text"], r["text"]]
+                 for r in sc.advantage.iter_rows(named=True)]
     measured = [[m[c] for c in ("measurement", "statistic", "interval", "note")] for m in sc.measurements()]
     return dict(run_id=run.run_id, groups=groups, advantage=advantage, measured=measured)
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None or math.isnan(v) else f"{v:.1f}"
 
 
 def _run_view(run: _Run) -> dict:

@@ -159,7 +159,7 @@ def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
 
 def _s2(m_star: pl.DataFrame) -> dict:
     claim = "S2: the inner-product student needs fewer samples on the equivariant teacher, not on the control"
-    parts, ok, missing = [], True, False
+    parts, ok, missing, unknown = [], True, False, []
     for teacher, should_win in (("equivariant", True), ("control", False)):
         t = m_star.filter(pl.col("teacher") == teacher)
         orth = t.filter(pl.col("student") == "inner-product")
@@ -169,16 +169,21 @@ def _s2(m_star: pl.DataFrame) -> dict:
             continue
         o = orth.row(0, named=True)
         for r in others.iter_rows(named=True):
+            parts.append(f"{teacher}: inner-product {_m(o)} vs {r['student']} {_m(r)}")
+            if should_win and o["censored"] == "above" and r["censored"] == "above":
+                unknown.append(r["student"])  # both beyond the grid: no order can be read off
+                continue
             wins = _below(o, r)
             ok &= wins if should_win else not wins
-            parts.append(f"{teacher}: inner-product {_m(o)} vs {r['student']} {_m(r)}")
     if missing and not parts:
         return _verdict(claim, "-", "-", "inconclusive", "needs inner-product, transformer and MLP trials on both teachers")
-    verdict = "inconclusive" if missing else ("supported" if ok else "not supported")
+    verdict = "not supported" if not ok else ("inconclusive" if missing or unknown else "supported")
     return _verdict(claim, "; ".join(parts), "m* with 95% CI per student", verdict,
                     "wins = its interval lies below the other's (or the other's m* is beyond the grid); a "
                     "zero-width bootstrap interval is widened to the two m tried that bracket it"
-                    + ("; a teacher is missing" if missing else ""))
+                    + ("; a teacher is missing" if missing else "")
+                    + (f"; on the equivariant teacher both m* are beyond the grid for {', '.join(unknown)}"
+                       if unknown else ""))
 
 
 def _below(a: dict, b: dict) -> bool:

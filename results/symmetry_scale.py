@@ -35,7 +35,7 @@ import math
 import numpy as np
 import polars as pl
 
-from results.critical import _cell_hash
+from results.critical import _cell_hash, format_m_star
 from results.symmetry import CELL, log_slope, verdicts, with_student
 
 GROUP = ["n", "k", "d"]
@@ -111,7 +111,8 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
 
     Returns:
         One row per (group, student in :data:`COMPARED`): ``n``, ``k``, ``d``, ``student``,
-        ``m_star`` (the student's), ``m_star_baseline``, ``ratio`` (NaN where there is none),
+        ``m_star`` (the student's), ``m_star_baseline``, ``m_star_text`` and
+        ``baseline_text`` (as tables write them, e.g. ``> 256``, ``≤ 1``), ``ratio`` (NaN where there is none),
         ``bound`` (``exact``; ``lower`` or ``upper``: the ratio is at least or at most ``ratio``;
         ``none``: no number),
         ``ci_lo``, ``ci_hi`` (percentile interval of the paired replicates' ratio; NaN when
@@ -137,9 +138,10 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
                 q = [round(50 * (1 - ci), 9), round(50 * (1 + ci), 9)]
                 lo, hi = (float(x) for x in np.percentile(r[~np.isnan(r)], q, method="inverted_cdf"))
             rows.append(dict(n=n, k=k, d=d, student=student, m_star=_finite(o), m_star_baseline=_finite(b),
+                             m_star_text=_m_text(o), baseline_text=_m_text(b),
                              ratio=ratio, bound=bound, ci_lo=lo, ci_hi=hi, text=_ratio_text(ratio, bound, lo, hi)))
     schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, student=pl.String, m_star=pl.Float64,
-                  m_star_baseline=pl.Float64, ratio=pl.Float64, bound=pl.String, ci_lo=pl.Float64,
+                  m_star_baseline=pl.Float64, m_star_text=pl.String, baseline_text=pl.String, ratio=pl.Float64, bound=pl.String, ci_lo=pl.Float64,
                   ci_hi=pl.Float64, text=pl.String)
     return pl.DataFrame(rows, schema=schema)
 
@@ -251,6 +253,10 @@ def _ratio_text(ratio: float, bound: str, lo: float, hi: float) -> str:
         return f"≤ {ratio:.3g}"
     interval = "" if math.isnan(lo) else f" ({lo:.3g} .. {'inf' if math.isinf(hi) else f'{hi:.3g}'})"
     return f"{ratio:.3g}{interval}"
+
+
+def _m_text(r: dict) -> str:
+    return format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"])
 
 
 def _finite(r: dict) -> float:

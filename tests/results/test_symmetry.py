@@ -105,3 +105,13 @@ def test_s2_is_not_won_on_brackets_that_touch():
     s2 = verdicts(trials, m_star, n_boot=200)[1]
     assert "inner-product" in s2["statistic"] and "(16 .. 64)" in s2["statistic"] and "(64 .. 256)" in s2["statistic"]
     assert s2["verdict"] != "supported"
+
+
+def test_s2_is_inconclusive_when_both_students_are_beyond_the_grid_on_the_equivariant_teacher():
+    # No student learns the equivariant teacher at any m tried: no order of m* can be read
+    # off, so S2 is neither supported nor refuted (it used to read as not supported).
+    trials = _trials().with_columns(test_error=pl.when(pl.col("teacher") == "equivariant").then(0.9)
+                                    .otherwise(pl.col("test_error")))
+    s2 = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)[1]
+    assert s2["verdict"] == "inconclusive"
+    assert "both m* are beyond the grid for mlp, transformer" in s2["why"]
