@@ -281,25 +281,33 @@ def plot_advantage(advantage: pl.DataFrame, center: dict[str, int], path: Path) 
         center: the sizes the lines share (:func:`results.symmetry_scale.center`).
     """
     sns.set_theme(style="whitegrid")
-    axes_names = [a for a in ("d", "n", "k") if a in center]
+
+    def line_of(axis: str) -> pl.DataFrame:
+        rest = [a for a in ("d", "n", "k") if a != axis and a in center]
+        return advantage.filter(pl.all_horizontal([pl.col(a) == center[a] for a in rest])) if rest else advantage
+
+    # A size the run did not vary gets no panel.
+    axes_names = [a for a in ("d", "n", "k") if a in center and line_of(a)[a].n_unique() > 1] or ["d"]
     fig, axes = plt.subplots(1, len(axes_names), figsize=(4.2 * len(axes_names), 3.8), squeeze=False)
     students = advantage["student"].unique(maintain_order=True).to_list()
     palette = dict(zip(students, sns.color_palette()))
     for ax, axis in zip(axes[0], axes_names):
-        rest = [a for a in axes_names if a != axis]
-        line = advantage.filter(pl.all_horizontal([pl.col(a) == center[a] for a in rest]) if rest else pl.lit(True))
-        for student in students:
+        rest = [a for a in ("d", "n", "k") if a != axis and a in center]
+        line = line_of(axis)
+        for i, student in enumerate(students):
+            dodge = 1.04 ** (i - (len(students) - 1) / 2)  # side by side, not on top of each other
             part = line.filter(pl.col("student") == student).sort(axis)
             exact = part.filter(pl.col("bound") == "exact")
             if not exact.is_empty():
                 y = exact["ratio"].to_numpy()
                 err = [np.maximum(y - exact["ci_lo"].to_numpy(), 0), np.maximum(exact["ci_hi"].to_numpy() - y, 0)]
                 err = [np.where(np.isfinite(e), e, 0) for e in err]
-                ax.errorbar(exact[axis], y, yerr=err, fmt="o-", color=palette[student], capsize=3, label=student)
+                ax.errorbar(exact[axis].to_numpy() * dodge, y, yerr=err, fmt="o-", color=palette[student], capsize=3,
+                            label=student)
             lower = part.filter(pl.col("bound") == "lower")
             if not lower.is_empty():
-                ax.scatter(lower[axis], lower["ratio"], marker="^", color=palette[student], s=50,
-                           label=f"{student}: lower bound")
+                ax.scatter(lower[axis].to_numpy() * dodge, lower["ratio"], marker="^", color=palette[student], s=50,
+                           label=f"{student}: lower bound (m* beyond the grid)")
         ax.set(xscale="log", yscale="log", xlabel=axis, title=", ".join(f"{a}={center[a]}" for a in rest))
         ticks = sorted(line[axis].unique().to_list())
         ax.set_xticks(ticks)
@@ -333,5 +341,7 @@ def plot_error_against_m(medians: pl.DataFrame, center: dict[str, int], path: Pa
     ax.set(xscale="log", yscale="log", xlabel="training samples m", ylabel="O(d) equivariance error E (float64)",
            title=f"generic transformer, equivariant teacher (n={center.get('n')}, k={center.get('k')})")
     ax.title.set_fontsize(10)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 1, 10, 100 rather than 10^0
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend(fontsize=8)
     return _save(fig, path)
