@@ -67,7 +67,8 @@ def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, uni
     """
     out_dir = Path(out_dir)
     frames = [store.scan_run_trials(sweep, run_id).collect() for sweep, run_id in runs]
-    pl.concat(frames, how="diagonal_relaxed").write_parquet(out_dir / TRIALS, statistics=True)
+    # Sorted, so the file made again from its own rows (``report --from``) is the same file.
+    pl.concat(frames, how="diagonal_relaxed").sort("run_id", "trial_id").write_parquet(out_dir / TRIALS, statistics=True)
     write_runs(store, runs, out_dir / RUNS)
     if union is not None:
         plot_main_series(union, boolean.read_reference(reference), out_dir / FIGURE, ci)
