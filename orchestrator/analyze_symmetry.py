@@ -77,11 +77,12 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
         raise StoreError(f"run {run_id} has no trained trials to analyse")
     m_star, replicates = critical_sizes_and_replicates(trials, settings.target_error, settings.n_boot, settings.ci)
     labelled = with_student(trials).filter(pl.col("status") == "done").collect()
+    sizes = [c for c in ("d", "n", "k") if labelled[c].n_unique() > 1]  # a multi-size run's medians stay per size
     errors = (
-        labelled.group_by("teacher", "student", "m")
+        labelled.group_by("teacher", "student", *sizes, "m")
         .agg(pl.len().alias("trials"), pl.col("test_error").median(), pl.col("eq_error_median").median(),
              pl.col("perm_error_median").median())
-        .sort("teacher", "student", "m")
+        .sort("teacher", "student", *sizes, "m")
     )
     result = SymmetryAnalysis(sweep, run_id, m_star, errors, verdicts(trials, m_star, settings.n_boot, settings.ci))
     if len(scale.groups(trials)) > 1:
@@ -140,8 +141,8 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     """The m* table, the error table and the verdicts."""
     # Sizes that do not vary go into the title, so the table fits a terminal.
     shapes = [c for c in ("n", "k", "d") if result.m_star[c].n_unique() > 1]
-    fixed = ", ".join(f"{c}={result.m_star[c][0]}" for c in ("n", "k", "d") if c not in shapes)
-    t = Table(title=escape(f"m* (relative test error <= {target_error:g}; {fixed}) — sweep {result.sweep}, "
+    fixed = "".join(f"; {c}={result.m_star[c][0]}" for c in ("n", "k", "d") if c not in shapes)
+    t = Table(title=escape(f"m* (relative test error <= {target_error:g}{fixed}) — sweep {result.sweep}, "
                            f"run {result.run_id}"))
     for c in ("teacher", "student", *shapes, "m*", "CI", "grid m*", "seeds", "m range"):
         t.add_column(c, min_width=13 if c == "student" else None,
@@ -154,10 +155,12 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
                   "-" if above else f"{r['m_star_grid']:.0f}", str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
     console.print(t)
     e = Table(title="median over seeds: relative test error, O(d) equivariance error E (float64), permutation error")
-    for c in ("teacher", "student", "m", "test error", "E", "perm E"):
+    sizes = [c for c in ("d", "n", "k") if c in result.errors.columns]
+    for c in ("teacher", "student", *sizes, "m", "test error", "E", "perm E"):
         e.add_column(c, justify="left" if c in ("teacher", "student") else "right")
     for r in result.errors.iter_rows(named=True):
-        e.add_row(r["teacher"], r["student"], str(r["m"]), *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")))
+        e.add_row(r["teacher"], r["student"], *(str(r[c]) for c in sizes), str(r["m"]),
+                  *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")))
     console.print(e)
     if result.scale is not None:
         print_scale(result.scale, console)

@@ -136,14 +136,16 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     ours = boolean.reference_cells(union)
     if not ours.is_empty():  # one colour per series (tuned settings do not make one)
         ours = ours.with_columns(series=_label(ours, [c for c in [*cell, "run_id"] if c not in ("T", *tuned)]))
-    r_plot = plot_reference(ours, boolean.read_reference(reference), figures / "reference_3way_and.png")
+    # The R plot compares sparse-Boolean cells with the paper: a report without them has none.
+    r_plot = plot_reference(ours, boolean.read_reference(reference), figures / "reference_3way_and.png") \
+        if boolean_tables else None
 
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     caveats = [note for r in runs for note in run_caveats(store, r.sweep, r.run_id)]
     page = _template().render(
         caveats=caveats,
         title=f"attnsweep verdict report: {', '.join(run_ids)}", generated=generated,
-        runs=[_run_view(r) for r in runs], verdicts=claims, r_plot=_data_uri(r_plot),
+        runs=[_run_view(r) for r in runs], verdicts=claims, r_plot=_data_uri(r_plot) if r_plot else None,
         boolean_table=_table(union, [*cell, "run_id"]) if boolean_tables else None,
         symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
         scale=[_scale_view(r) for r in symmetry_runs if r.symmetry.scale is not None],

@@ -341,7 +341,7 @@ def plot_error_against_m(medians: pl.DataFrame, center: dict[str, int], path: Pa
     ax.set(xscale="log", yscale="log", xlabel="training samples m", ylabel="O(d) equivariance error E (float64)",
            title=f"generic transformer, equivariant teacher (n={center.get('n')}, k={center.get('k')})")
     ax.title.set_fontsize(10)
-    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 1, 10, 100 rather than 10^0
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # 1, 10, 100, not 10^0
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend(fontsize=8)
     return _save(fig, path)

@@ -174,5 +174,6 @@ def test_a_symmetry_run_alone_lists_the_sparse_boolean_claims_as_not_given(repor
     for claim in ("L1:", "L2:", "L3:", "L4:", "R:"):
         row = re.search(rf"<td>{claim}.*?</tr>", page, re.S).group(0)
         assert "inconclusive" in row and "no run of this experiment given" in row
-    assert "no cell of ours" not in page  # the R plot says it in its image, not in the page text
-    assert len(re.findall(r'<img src="data:image/png;base64,', page)) == 1 + 3
+    # No sparse-Boolean cell, so no R plot: only the symmetry run's three figures.
+    assert "R: ours against the paper" not in page
+    assert len(re.findall(r'<img src="data:image/png;base64,', page)) == 3
