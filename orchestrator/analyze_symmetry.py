@@ -72,7 +72,9 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
         StoreError: the run has no trained trials.
     """
     cell = [f for f in SymmetryTrialConfig.model_fields if f not in ("m", "seed", "fault")]
-    trials = search_rows(store.scan_run_trials(sweep, run_id), cell).collect()  # tuning rows stay out
+    # Tuning rows stay out; sorted, so that figures and tables do not depend on the order
+    # the store's files are read in (a run rebuilt by `report --from` gives the same files).
+    trials = search_rows(store.scan_run_trials(sweep, run_id), cell).collect().sort("trial_id")
     if trials.filter(pl.col("status") == "done").is_empty():
         raise StoreError(f"run {run_id} has no trained trials to analyse")
     m_star, replicates = critical_sizes_and_replicates(trials, settings.target_error, settings.n_boot, settings.ci)

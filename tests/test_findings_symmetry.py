@@ -143,5 +143,7 @@ def test_one_command_makes_the_committed_findings_and_readme_again(published, tm
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (copy / "README.md").read_text() == (root / "README.md").read_text()
     folder = "docs/findings/symmetry"
-    for name in ("findings.md", "m_star_symmetry.csv", "trials.parquet", "runs.parquet"):
+    figures = sorted(p.relative_to(root / folder).as_posix() for p in (root / folder / "figures").rglob("*.png"))
+    assert len(figures) == 5
+    for name in ("findings.md", "m_star_symmetry.csv", "trials.parquet", "runs.parquet", *figures):
         assert (copy / folder / name).read_bytes() == (root / folder / name).read_bytes(), name
