@@ -268,7 +268,10 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
                 lines.append("| " + " | ".join(_cell(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic",
                                                                        "interval")) + " |")
         lines.append("")
-    lines += [f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
+    lines += ["The training budget of a symmetry run is not checked (the sparse-Boolean search's check at twice "
+              "the epochs has no symmetry counterpart): a generic student's m* here is the m* at the spec's "
+              "`max_epochs` (in the report's spec), and more epochs may lower it.", "",
+              f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
               f"[m* table]({link('m_star_symmetry.csv')}), [every trial row]({link(TRIALS)}), "
               f"[run records]({link(RUNS)}).", ""]
     return "\n".join(lines)
