@@ -133,7 +133,7 @@ def _num(v: float) -> str:
 def _slope_note(r: dict) -> str:
     parts = [f"{r['axis']} = {r['values']}" if r["values"] else "no value with a number"]
     if r["left_out"]:
-        parts.append(f"left out (a bound, not a number): {r['left_out']}")
+        parts.append(f"left out (a bound or none, not a number): {r['left_out']}")
     if r["censored_share"] and not math.isnan(r["censored_share"]):
         parts.append(f"{r['censored_share']:.0%} of replicates had an m* beyond the grid (slope +-inf there)")
     return "; ".join(parts)
@@ -150,10 +150,10 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
         t.add_column(c, min_width=13 if c == "student" else None,
                      justify="left" if c in ("teacher", "student") else "right")
     for r in result.m_star.iter_rows(named=True):
-        above, below = r["censored"] == "above", r["censored"] == "below"
+        above = r["censored"] == "above"
         t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes),
                   format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"]),
-                  "-" if above or below or math.isnan(r["ci_lo"]) else f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}",
+                  "-" if above or math.isnan(r["ci_lo"]) else f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}",
                   "-" if above else f"{r['m_star_grid']:.0f}", str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
     console.print(t)
     e = Table(title="median over seeds: relative test error, O(d) equivariance error E (float64), permutation error")

@@ -493,7 +493,7 @@ def report(
                                                 "its findings markers (appended if it has none); implies --publish")] = None,
     from_folder: Annotated[Path | None, typer.Option("--from", metavar="DIR", help="make the report and findings again "
                                                      "from a published folder's runs.parquet and trials.parquet "
-                                                     "instead of a store; implies --publish")] = None,
+                                                     "instead of a store (--store is not read); implies --publish")] = None,
 ) -> None:
     """Write the verdict report of runs: one self-contained report.html; prints its path.
 
@@ -528,6 +528,10 @@ def report(
 
             store, publish = str(Path(scratch) / "store"), True
             loaded = load(from_folder, ResultsStore(store))
+            unknown = [r for r in run_ids or [] if r not in loaded]
+            if unknown:
+                raise AttnsweepError(f"--from: {from_folder} holds no run {', '.join(unknown)} "
+                                     f"(it holds {', '.join(loaded)})")
             run_ids = run_ids or loaded
         path = _report(build_report, ResultsStore(store), run_ids, out_dir, publish, readme)
     written = json.loads((path.parent / "verdicts.json").read_text())

@@ -67,8 +67,10 @@ def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, uni
     """
     out_dir = Path(out_dir)
     frames = [store.scan_run_trials(sweep, run_id).collect() for sweep, run_id in runs]
-    # Sorted, so the file made again from its own rows (``report --from``) is the same file.
-    pl.concat(frames, how="diagonal_relaxed").sort("run_id", "trial_id").write_parquet(out_dir / TRIALS, statistics=True)
+    # Sorted, so the file made again from its own rows (``report --from``) is the same file;
+    # page checksums, so that :func:`load` finds a damaged page instead of reading it.
+    rows = pl.concat(frames, how="diagonal_relaxed").sort("run_id", "trial_id")
+    pq.write_table(rows.to_arrow(), out_dir / TRIALS, write_page_checksum=True, write_statistics=True)
     write_runs(store, runs, out_dir / RUNS)
     if union is not None:
         plot_main_series(union, boolean.read_reference(reference), out_dir / FIGURE, ci)
@@ -108,7 +110,7 @@ def write_runs(store: ResultsStore, runs: list[tuple[str, str]], path: Path) -> 
     schema = run_schema().append(pa.field("sweep", pa.string())).append(pa.field("run_id", pa.string()))
     rows = [{**{k: v for k, v in store.read_run(sweep, run_id).items() if k in schema.names}, "sweep": sweep,
              "run_id": run_id} for sweep, run_id in runs]
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, write_page_checksum=True)
     return path
 
 
@@ -125,10 +127,17 @@ def load(folder: Path, store: ResultsStore) -> list[str]:
     folder = Path(folder)
     missing = [name for name in (RUNS, TRIALS) if not (folder / name).is_file()]
     if missing:
-        raise AttnsweepError(f"--from: {folder} has no {' or '.join(missing)} (a folder written by "
-                             "`attnsweep report ... --publish` has both)")
-    runs = pq.read_table(folder / RUNS)
-    trials = pq.read_table(folder / TRIALS)
+        raise AttnsweepError(f"--from: {folder} has no {' or '.join(missing)} (`attnsweep report RUN_ID --publish` "
+                             "writes both; a folder published before runs.parquet existed is remade from its store)")
+    runs, trials = _read(folder / RUNS, run_schema()), _read(folder / TRIALS, trial_schema())
+    if runs.num_rows == 0:
+        raise AttnsweepError(f"--from: {folder / RUNS} holds no run")
+    listed = set(zip(runs["sweep"].to_pylist(), runs["run_id"].to_pylist()))
+    other = sorted({f"{r} (sweep {s})" for s, r in zip(trials["sweep"].to_pylist(), trials["run_id"].to_pylist())
+                    if (s, r) not in listed})
+    if other:
+        raise AttnsweepError(f"--from: {folder / TRIALS} holds rows of run(s) that {folder / RUNS} does not list: "
+                             f"{', '.join(other)}")
     schema = trial_schema()
     ids = []
     for rec in runs.to_pylist():
@@ -136,12 +145,37 @@ def load(folder: Path, store: ResultsStore) -> list[str]:
         rows = trials.filter(pc.and_(pc.equal(trials["sweep"], sweep), pc.equal(trials["run_id"], run_id)))
         if rows.num_rows == 0:
             raise AttnsweepError(f"--from: {folder / TRIALS} has no trial rows of run {run_id} (sweep {sweep})")
-        columns = [rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
-                   for f in schema]
+        columns = [rows[f.name].cast(f.type) for f in schema]
         store.write_trials(sweep, run_id, pa.Table.from_arrays(columns, schema=schema))
         store.write_run(sweep, run_id, rec, run_schema())
         ids.append(run_id)
     return ids
+
+
+def _read(path: Path, schema: pa.Schema) -> pa.Table:
+    """A published Parquet file, its page checksums verified, with every column of
+    ``schema`` (and ``sweep``, ``run_id``) of a type that casts to the schema's.
+
+    Raises:
+        AttnsweepError: the file is damaged, not Parquet, or not this kind of file.
+    """
+    try:
+        table = pq.read_table(path, page_checksum_verification=True)
+    except (pa.ArrowException, OSError) as exc:
+        raise AttnsweepError(f"--from: {path} cannot be read as Parquet (damaged or not a published file): "
+                             f"{exc}") from exc
+    missing = [f.name for f in [*schema, pa.field("sweep", pa.string()), pa.field("run_id", pa.string())]
+               if f.name not in table.column_names]
+    if missing:
+        raise AttnsweepError(f"--from: {path} lacks the column(s) {', '.join(missing)}: it is not the {path.name} "
+                             "that `attnsweep report --publish` writes")
+    for f in schema:
+        try:
+            table[f.name].cast(f.type)
+        except (pa.ArrowException, TypeError) as exc:
+            raise AttnsweepError(f"--from: {path}: column {f.name} is {table[f.name].type}, not {f.type}: it is not "
+                                 f"the {path.name} that `attnsweep report --publish` writes") from exc
+    return table
 
 
 def run_records(store: ResultsStore, runs: list[tuple[str, str]]) -> list[dict]:
@@ -222,6 +256,8 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
               "[--readme README.md]`; `attnsweep report --from FOLDER [--readme README.md]` makes it again from the "
               "folder's committed trial rows. Regenerate it, do not edit it.", ""]
     for a in symmetry:
+        if len(symmetry) > 1:
+            lines += [f"### Run `{a.run_id}` (sweep `{a.sweep}`)", ""]
         lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
         for v in a.verdicts:
             lines.append("| " + " | ".join(_cell(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why"))
@@ -236,7 +272,8 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
             lines += ["", f"![S2's advantage against d, n and k]({link(rel)})", "",
                       "S2's advantage: m* of the generic transformer (and of the transformer trained on rotated "
                       "samples) over m* of the inner-product student, on the equivariant teacher, against each size "
-                      f"with the other two held at {', '.join(f'{k}={v}' for k, v in sc.center.items())}; bars: 95% "
+                      "the run varies, the others held at the centre "
+                      f"({', '.join(f'{k}={v}' for k, v in sc.center.items())}); bars: 95% "
                       "intervals (paired bootstrap replicates); triangles: lower bounds (the generic m* beyond the "
                       "largest m tried)."]
         where = "below" if full else f"in [findings]({link('findings.md')})"

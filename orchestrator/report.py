@@ -13,8 +13,8 @@ sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
 * ``out_dir/figures/``: the PNG files the page embeds;
 * ``out_dir/m_star.csv``: the m* table of the sparse-Boolean runs (one row per cell);
 * ``out_dir/m_star_symmetry.csv``: the m* table of the symmetry runs (one row per cell and run);
-* in ``verdicts.json``, ``groups`` and ``measurements``: a multi-size symmetry run's S1-S4 per
-  (d, n, k) group and its slopes across scale;
+* in ``verdicts.json``, ``groups``, ``advantage`` and ``measurements``: a multi-size symmetry
+  run's S1-S4 per (d, n, k) group, S2's advantage per group and the slopes across scale;
 * with ``publish``: the findings of orchestrator/findings.py (trials.parquet, the
   m*-against-T figure, findings.md), and with ``readme`` the same findings in a README.
 """
@@ -158,6 +158,11 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     if measurements:
         record["groups"] = [dict(g, run_id=r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
                             for g in r.symmetry.scale.groups.iter_rows(named=True)]
+        # A missing or unbounded number is null here (JSON has no NaN or inf); ``text`` says which.
+        record["advantage"] = [{k: None if isinstance(v, float) and not math.isfinite(v) else v
+                                for k, v in dict(a, run_id=r.run_id).items()}
+                               for r in symmetry_runs if r.symmetry.scale is not None
+                               for a in r.symmetry.scale.advantage.iter_rows(named=True)]
         record["measurements"] = measurements
     (out_dir / "verdicts.json").write_text(json.dumps(record, indent=2))
     if boolean_tables:  # the m* table for anyone's own analysis (replicates stay in the store's rows)

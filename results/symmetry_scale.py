@@ -155,7 +155,7 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
         sizes, e.g. ``n=6, k=4``), ``values`` (the axis values used), ``slope``, ``ci_lo``,
         ``ci_hi``, ``censored_share`` (fraction of replicates in which a used cell's m* was
         beyond the grid; their slope is +-inf and counts as such in the percentiles),
-        ``left_out`` (the axis values whose advantage is a bound, not a number); lines with
+        ``left_out`` (the axis values whose advantage is a bound or none, not a number); lines with
         fewer than two usable values give a NaN slope and say so in ``left_out``.
     """
     adv = advantage(m_star, replicates, ci, seed)
@@ -246,7 +246,7 @@ def _ratio(o: dict, b: dict) -> tuple[float, str]:
 
 def _ratio_text(ratio: float, bound: str, lo: float, hi: float) -> str:
     if bound == "none":
-        return "-"
+        return "none (no inner-product m* within the grid)"
     if bound == "lower":
         return f"> {ratio:.3g}"
     if bound == "upper":

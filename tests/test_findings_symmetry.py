@@ -147,3 +147,75 @@ def test_one_command_makes_the_committed_findings_and_readme_again(published, tm
     assert len(figures) == 5
     for name in ("findings.md", "m_star_symmetry.csv", "trials.parquet", "runs.parquet", *figures):
         assert (copy / folder / name).read_bytes() == (root / folder / name).read_bytes(), name
+
+
+def _folder_copy(published, tmp_path, name="bad"):
+    import shutil
+
+    root, _ = published
+    target = tmp_path / name
+    shutil.copytree(root / "docs/findings/symmetry", target)
+    return root, target
+
+
+def _refused(root, folder, *words):
+    proc = _cli("report", "--from", str(folder), "--out", str(folder.parent / "out"), cwd=root)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+    assert not (folder.parent / "out").exists()  # nothing written
+
+
+def test_a_changed_byte_in_a_published_data_page_is_refused(published, tmp_path):
+    import pyarrow.parquet as pq
+
+    root, folder = _folder_copy(published, tmp_path)
+    path = folder / "trials.parquet"
+    meta = pq.ParquetFile(path).metadata
+    column = meta.row_group(0).column(meta.schema.names.index("test_error"))
+    clean = path.read_bytes()
+    before = pq.read_table(path)["test_error"]
+    # A byte of the page whose flip still decodes, to other numbers: only the checksum tells.
+    for at in range(column.data_page_offset + column.total_compressed_size - 1, column.data_page_offset, -1):
+        data = bytearray(clean)
+        data[at] ^= 0x01
+        path.write_bytes(bytes(data))
+        try:
+            if not pq.read_table(path)["test_error"].equals(before):
+                break
+        except Exception:  # noqa: BLE001 - this flip broke the decoding itself; try the next byte
+            continue
+    else:
+        pytest.fail("no byte of the page changes the values silently")
+    _refused(root, folder, "trials.parquet", "cannot be read")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "swapped", "column dropped", "foreign run"])
+def test_a_damaged_or_foreign_published_file_is_one_clear_error(published, tmp_path, damage):
+    import pyarrow.parquet as pq
+
+    root, folder = _folder_copy(published, tmp_path)
+    trials, runs = folder / "trials.parquet", folder / "runs.parquet"
+    if damage == "truncated":
+        trials.write_bytes(trials.read_bytes()[: trials.stat().st_size // 2])
+    elif damage == "empty":
+        runs.write_bytes(b"")
+    elif damage == "swapped":
+        a, b = trials.read_bytes(), runs.read_bytes()
+        trials.write_bytes(b)
+        runs.write_bytes(a)
+    elif damage == "column dropped":
+        pq.write_table(pq.read_table(trials).drop_columns(["test_error"]), trials)
+    else:
+        t = pl.read_parquet(trials)
+        pl.concat([t, t.head(3).with_columns(run_id=pl.lit("20990101-000000-abcdef"))]).write_parquet(trials)
+    words = {"column dropped": ["test_error"], "foreign run": ["20990101-000000-abcdef", "does not list"]}
+    _refused(root, folder, *words.get(damage, ["parquet"]))
+
+
+def test_from_with_a_run_the_folder_does_not_hold_names_what_it_holds(published, tmp_path):
+    root, run_id = published
+    proc = _cli("report", "--from", "docs/findings/symmetry", "nosuchrun", "--out", str(tmp_path / "o"), cwd=root)
+    assert proc.returncode == 2 and "holds no run nosuchrun" in proc.stderr and run_id in proc.stderr
+    assert "attnsweep-findings-" not in proc.stderr  # not the scratch store's path
