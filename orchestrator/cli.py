@@ -511,7 +511,8 @@ def report(
         raise AttnsweepError("give at least one run id, or --from a published findings folder "
                              "(attnsweep query \"SELECT run_id, sweep FROM runs\" lists the runs)")
     if from_folder is not None and not from_folder.is_dir():
-        raise AttnsweepError(f"--from: {from_folder} is not a directory")
+        raise AttnsweepError(f"--from: {from_folder} " + ("is not a directory" if from_folder.exists()
+                                                          else "does not exist"))
     out_dir = out_dir or from_folder or Path("reports") / run_ids[0]
     if from_folder is None:
         _check_paths(store, None)

@@ -12,7 +12,7 @@ import sys
 import polars as pl
 import pytest
 
-from orchestrator.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section
+from orchestrator.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section, write_sums
 
 # Two sizes (d = 4, 8), every student, both teachers: 2 groups x 7 cells x 2 m x 2 seeds = 56 trials.
 SPEC = """
@@ -64,7 +64,8 @@ def published(tmp_path_factory):
 def test_the_folder_holds_what_the_issue_names(published):
     root, run_id = published
     folder = root / "docs/findings/symmetry"
-    for name in ("report.html", "verdicts.json", "m_star_symmetry.csv", "trials.parquet", "runs.parquet", "findings.md",
+    for name in ("report.html", "verdicts.json", "m_star_symmetry.csv", "trials.parquet", "runs.parquet", "SHA256SUMS",
+                 "findings.md",
                  f"figures/{run_id}/advantage_vs_size.png", f"figures/{run_id}/error_vs_m_by_d.png"):
         assert (folder / name).is_file(), name
     stored = pl.scan_parquet(str(root / "store" / "trials" / "**" / "*.parquet")).collect()
@@ -145,7 +146,7 @@ def test_one_command_makes_the_committed_findings_and_readme_again(published, tm
     folder = "docs/findings/symmetry"
     figures = sorted(p.relative_to(root / folder).as_posix() for p in (root / folder / "figures").rglob("*.png"))
     assert len(figures) == 5
-    for name in ("findings.md", "m_star_symmetry.csv", "trials.parquet", "runs.parquet", *figures):
+    for name in ("findings.md", "m_star_symmetry.csv", "trials.parquet", "runs.parquet", "SHA256SUMS", *figures):
         assert (copy / folder / name).read_bytes() == (root / folder / name).read_bytes(), name
 
 
@@ -188,10 +189,13 @@ def test_a_changed_byte_in_a_published_data_page_is_refused(published, tmp_path)
             continue
     else:
         pytest.fail("no byte of the page changes the values silently")
+    _refused(root, folder, "trials.parquet", "SHA256SUMS")
+    write_sums(folder)  # a folder whose digests were made again over the damage: the page checksum still tells
     _refused(root, folder, "trials.parquet", "cannot be read")
 
 
-@pytest.mark.parametrize("damage", ["truncated", "empty", "swapped", "column dropped", "foreign run"])
+@pytest.mark.parametrize("damage", ["truncated", "empty", "swapped", "column dropped", "foreign run",
+                                    "name not UTF-8", "run_id not a string"])
 def test_a_damaged_or_foreign_published_file_is_one_clear_error(published, tmp_path, damage):
     import pyarrow.parquet as pq
 
@@ -207,10 +211,23 @@ def test_a_damaged_or_foreign_published_file_is_one_clear_error(published, tmp_p
         runs.write_bytes(a)
     elif damage == "column dropped":
         pq.write_table(pq.read_table(trials).drop_columns(["test_error"]), trials)
+    elif damage == "name not UTF-8":  # one byte of a column name in the footer
+        data = bytearray(trials.read_bytes())
+        at = data.rindex(b"eq_error_max")
+        data[at] = 0x9E
+        trials.write_bytes(bytes(data))
+    elif damage == "run_id not a string":
+        t = pq.read_table(trials)
+        i = t.column_names.index("run_id")
+        pq.write_table(t.set_column(i, "run_id", t["run_id"].cast("binary")), trials)
     else:
         t = pl.read_parquet(trials)
         pl.concat([t, t.head(3).with_columns(run_id=pl.lit("20990101-000000-abcdef"))]).write_parquet(trials)
-    words = {"column dropped": ["test_error"], "foreign run": ["20990101-000000-abcdef", "does not list"]}
+    if damage != "name not UTF-8":  # the others as a folder made consistent again: each has its own check
+        _refused(root, folder, "does not match its SHA-256")
+        write_sums(folder)
+    words = {"column dropped": ["test_error"], "foreign run": ["20990101-000000-abcdef", "does not list"],
+             "name not UTF-8": ["trials.parquet", "SHA256SUMS"], "run_id not a string": ["run_id", "not string"]}
     _refused(root, folder, *words.get(damage, ["parquet"]))
 
 
