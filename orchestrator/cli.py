@@ -504,7 +504,7 @@ def report(
     import json
     import tempfile
 
-    from orchestrator.report import build_report, summary
+    from orchestrator.report import summary
     from results import ResultsStore
 
     if not run_ids and from_folder is None:
@@ -534,7 +534,7 @@ def report(
                 raise AttnsweepError(f"--from: {from_folder} holds no run {', '.join(unknown)} "
                                      f"(it holds {', '.join(loaded)})")
             run_ids = run_ids or loaded
-        path = _report(build_report, ResultsStore(store), run_ids, out_dir, publish, readme)
+        path = _report(ResultsStore(store), run_ids, out_dir, publish, readme)
     written = json.loads((path.parent / "verdicts.json").read_text())
     for caveat in written["caveats"]:
         err.print(f"warning: {caveat}", style="yellow", markup=False)
@@ -543,7 +543,9 @@ def report(
     out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _report(build_report, store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None) -> Path:
+def _report(store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None) -> Path:
+    from orchestrator.report import build_report
+
     try:
         return build_report(store, run_ids, out_dir, publish=publish, readme=readme)
     except OSError as exc:  # the folder cannot be made or written

@@ -131,10 +131,8 @@ def critical_sample_sizes(
             bk, bn = both[:, : len(ms)], both[:, len(ms):].astype(np.int64)
             b = _m_star(ms, bk, bn, success_frac)
             vals = np.where(b["censored"] == "above", np.inf, b["m_star"])
-            with np.errstate(invalid="ignore"):  # inf - inf between censored replicates
-                q = [round(50 * (1 - ci), 9), round(50 * (1 + ci), 9)]  # 2.4999.. would pick another order statistic
-                lo, hi = np.percentile(vals, q, method="inverted_cdf")
-            row.update(ci_lo=float(lo), ci_hi=float(hi))
+            lo, hi = percentile_interval(vals, ci)
+            row.update(ci_lo=lo, ci_hi=hi)
             reps[tuple(key)] = vals
         else:
             row.update(ci_lo=math.nan, ci_hi=math.nan)
@@ -142,6 +140,19 @@ def critical_sample_sizes(
     schema_extra = {"m_star": pl.Float64, "m_star_grid": pl.Float64, "ci_lo": pl.Float64, "ci_hi": pl.Float64}
     table = pl.DataFrame(out, infer_schema_length=None) if out else pl.DataFrame(schema={**{c: data.schema[c] for c in cell}, **schema_extra})
     return table, reps
+
+
+def percentile_interval(values: np.ndarray, ci: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap replicates ``values`` ``(R,)`` with coverage
+    ``ci``, as order statistics (no interpolation: an end may be +-inf, never NaN from
+    inf - inf); NaN replicates are left out, and with none left both ends are NaN."""
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return math.nan, math.nan
+    q = [round(50 * (1 - ci), 9), round(50 * (1 + ci), 9)]  # 2.4999.. would pick another order statistic
+    with np.errstate(invalid="ignore"):  # inf - inf between censored replicates
+        lo, hi = np.percentile(values, q, method="inverted_cdf")
+    return float(lo), float(hi)
 
 
 def format_m_star(m_star: float | None, censored: str | None, m_min: int | None = None, m_max: int | None = None,

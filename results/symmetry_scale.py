@@ -35,7 +35,7 @@ import math
 import numpy as np
 import polars as pl
 
-from results.critical import _cell_hash, format_m_star
+from results.critical import _cell_hash, format_m_star, percentile_interval
 from results.symmetry import CELL, log_slope, verdicts, with_student
 
 GROUP = ["n", "k", "d"]
@@ -63,7 +63,7 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
     """
     rows = []
     for n, k, d in groups(trials):
-        sel = (pl.col("n") == n) & (pl.col("k") == k) & (pl.col("d") == d)
+        sel = _in_group(n, k, d)
         for v in verdicts(trials.filter(sel), m_star.filter(sel), n_boot, ci):
             rows.append(dict(n=n, k=k, d=d, claim=v["claim"].split(":", 1)[0], verdict=v["verdict"],
                              statistic=v["statistic"], interval=v["interval"], why=v["why"]))
@@ -118,10 +118,17 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
         ``ci_lo``, ``ci_hi`` (percentile interval of the paired replicates' ratio; NaN when
         there are no replicates), ``text`` (e.g. ``38.2 (29.1 .. 51.0)`` or ``> 256``).
     """
+    return _advantage(m_star, replicates, ci, seed)[0]
+
+
+def _advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float,
+               seed: int) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
+    """:func:`advantage` and the ``(R,)`` paired replicates of each of its rows' ratio, keyed
+    by ``(n, k, d, student)``."""
     eq = m_star.filter(pl.col("teacher") == "equivariant")
-    rows = []
+    rows, reps = [], {}
     for n, k, d in [tuple(r) for r in eq.select(GROUP).unique().sort(["d", "n", "k"]).iter_rows()]:
-        sel = eq.filter((pl.col("n") == n) & (pl.col("k") == k) & (pl.col("d") == d))
+        sel = eq.filter(_in_group(n, k, d))
         base = sel.filter(pl.col("student") == BASELINE)
         if base.is_empty():
             continue
@@ -134,16 +141,17 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
             ratio, bound = _ratio(o, b)
             lo = hi = math.nan
             r = _paired(o, b, replicates, seed)
-            if r is not None and bound != "none":
-                q = [round(50 * (1 - ci), 9), round(50 * (1 + ci), 9)]
-                lo, hi = (float(x) for x in np.percentile(r[~np.isnan(r)], q, method="inverted_cdf"))
+            if r is not None:
+                reps[(n, k, d, student)] = r
+                if bound != "none":
+                    lo, hi = percentile_interval(r, ci)
             rows.append(dict(n=n, k=k, d=d, student=student, m_star=_finite(o), m_star_baseline=_finite(b),
                              m_star_text=_m_text(o), baseline_text=_m_text(b),
                              ratio=ratio, bound=bound, ci_lo=lo, ci_hi=hi, text=_ratio_text(ratio, bound, lo, hi)))
     schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, student=pl.String, m_star=pl.Float64,
-                  m_star_baseline=pl.Float64, m_star_text=pl.String, baseline_text=pl.String, ratio=pl.Float64, bound=pl.String, ci_lo=pl.Float64,
-                  ci_hi=pl.Float64, text=pl.String)
-    return pl.DataFrame(rows, schema=schema)
+                  m_star_baseline=pl.Float64, m_star_text=pl.String, baseline_text=pl.String, ratio=pl.Float64,
+                  bound=pl.String, ci_lo=pl.Float64, ci_hi=pl.Float64, text=pl.String)
+    return pl.DataFrame(rows, schema=schema), reps
 
 
 def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float,
@@ -158,7 +166,7 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
         ``left_out`` (the axis values whose advantage is a bound or none, not a number); lines with
         fewer than two usable values give a NaN slope and say so in ``left_out``.
     """
-    adv = advantage(m_star, replicates, ci, seed)
+    adv, paired = _advantage(m_star, replicates, ci, seed)
     rows = []
     for student in COMPARED:
         part = adv.filter(pl.col("student") == student)
@@ -179,18 +187,15 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
                     w = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = w . y
                     y = np.log(used["ratio"].to_numpy())
                     row["slope"] = float(w @ y)
-                    reps = _line_replicates(used, m_star, replicates, seed)
-                    if reps is not None:
+                    keys = [(r["n"], r["k"], r["d"], student) for r in used.iter_rows(named=True)]
+                    if all(key in paired for key in keys):
+                        reps = np.stack([paired[key] for key in keys], 1)  # (R, cells)
                         with np.errstate(divide="ignore", invalid="ignore"):
                             logs = np.log(reps)  # (R, cells); +inf where a cell's m* is beyond the grid
                             # +-inf by the sign of the censored cell's weight; NaN where two cancel.
                             s = (logs * w).sum(1)
-                        finite = np.isfinite(logs).all(1)
-                        ok = s[~np.isnan(s)]
-                        q = [round(50 * (1 - ci), 9), round(50 * (1 + ci), 9)]
-                        if ok.size:
-                            row["ci_lo"], row["ci_hi"] = (float(v) for v in np.percentile(ok, q, method="inverted_cdf"))
-                        row["censored_share"] = float(np.mean(~finite))
+                        row["ci_lo"], row["ci_hi"] = percentile_interval(s, ci)
+                        row["censored_share"] = float(np.mean(~np.isfinite(logs).all(1)))
                 elif not row["left_out"]:
                     row["left_out"] = "fewer than two values"
                 rows.append(row)
@@ -212,7 +217,7 @@ def error_against_m(trials: pl.DataFrame, n_boot: int, ci: float) -> tuple[pl.Da
                                        & (pl.col("teacher") == "equivariant")).collect()
     out = []
     for n, k, d in groups(rows) if not rows.is_empty() else []:
-        part = rows.filter((pl.col("n") == n) & (pl.col("k") == k) & (pl.col("d") == d))
+        part = rows.filter(_in_group(n, k, d))
         b, lo, hi = log_slope(part, "eq_error_median", n_boot, ci)
         out.append(dict(n=n, k=k, d=d, slope=b, ci_lo=lo, ci_hi=hi, m_min=int(part["m"].min()),
                         m_max=int(part["m"].max())))
@@ -276,20 +281,6 @@ def _paired(o: dict, b: dict, replicates: dict, seed: int) -> np.ndarray | None:
         return _widen(o, ro, seed) / _widen(b, rb, seed)
 
 
-def _line_replicates(used: pl.DataFrame, m_star: pl.DataFrame, replicates: dict, seed: int) -> np.ndarray | None:
-    """``(R, cells)`` paired replicates of each used cell's advantage (:func:`_paired`)."""
-    eq = m_star.filter(pl.col("teacher") == "equivariant")
-    cols = []
-    for r in used.iter_rows(named=True):
-        at = eq.filter((pl.col("n") == r["n"]) & (pl.col("k") == r["k"]) & (pl.col("d") == r["d"]))
-        pair = _paired(at.filter(pl.col("student") == r["student"]).row(0, named=True),
-                       at.filter(pl.col("student") == BASELINE).row(0, named=True), replicates, seed)
-        if pair is None:
-            return None
-        cols.append(pair)
-    return np.stack(cols, 1)
-
-
 def _widen(cell: dict, reps: np.ndarray, seed: int) -> np.ndarray:
     """A bracketed cell's replicates redrawn log-uniformly in its bracket; others as they are."""
     finite = reps[np.isfinite(reps)]
@@ -298,6 +289,10 @@ def _widen(cell: dict, reps: np.ndarray, seed: int) -> np.ndarray:
         return reps
     rng = np.random.default_rng([seed, _cell_hash(tuple(cell[c] for c in CELL))])
     return np.exp(rng.uniform(math.log(cell["ci_lo"]), math.log(cell["ci_hi"]), reps.size))
+
+
+def _in_group(n: int, k: int, d: int) -> pl.Expr:
+    return (pl.col("n") == n) & (pl.col("k") == k) & (pl.col("d") == d)
 
 
 def _group_name(r: dict) -> str:
