@@ -23,7 +23,7 @@ from orchestrator.analyze_tuning import choose_m_star, tuning_choices
 from orchestrator.rows import trial_schema
 from orchestrator.spec import AnalysisSettings, SearchSettings
 from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
-from results.critical import format_m_star
+from results.critical import format_m_star, resolve_bounds
 from results.figures import plot_m_star, plot_success_curves, plot_success_grid
 from workers import BooleanTrialConfig
 
@@ -151,24 +151,28 @@ def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.
 
 
 def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame:
-    """Add ``m_star_2x`` and ``budget`` to the m* table: for each cell with a budget-check
-    twin (the same cell at twice ``max_epochs``), ``"ok"`` when the twin's m* lies inside
-    the cell's interval (both censored on the same side also counts), else
-    ``"budget-limited"``: more training moved m*, so m* measured the budget, not the
-    samples. Cells without a twin: ``"not checked"``."""
-    table = table.with_columns(m_star_2x=pl.lit(None, pl.Float64), budget=pl.lit("not checked"))
+    """Add ``m_star_2x``, ``bound_2x`` and ``budget`` to the m* table: for each cell with a
+    budget-check twin (the same cell at twice ``max_epochs``), ``"ok"`` when the twin's m*
+    lies inside the cell's interval (both beyond the grid on the same side also counts),
+    else ``"budget-limited"``: more training moved m*, so m* measured the budget, not the
+    samples. Cells without a twin: ``"not checked"``. The bounds and flags are then
+    resolved again (results/critical.py, :func:`results.critical.resolve_bounds`): the
+    check overrides the rows' own out-of-epochs rule where it ran."""
+    table = table.with_columns(m_star_2x=pl.lit(None, pl.Float64), bound_2x=pl.lit(None, pl.String),
+                               budget=pl.lit("not checked"))
     if budget is None or budget.is_empty():
-        return table
+        return resolve_bounds(table)
     keys = [c for c in cols if c != "max_epochs"]
     twin = budget.select(*keys, max_epochs=pl.col("max_epochs") // 2, m_star_2x_=pl.col("m_star"),
-                         censored_2x=pl.col("censored"))
-    joined = table.drop("m_star_2x").join(twin, on=[*keys, "max_epochs"], how="left", nulls_equal=True)
+                         censored_2x=pl.col("censored"), bound_2x_=pl.col("bound"))
+    joined = table.drop("m_star_2x", "bound_2x").join(twin, on=[*keys, "max_epochs"], how="left", nulls_equal=True)
     inside = (pl.col("m_star_2x_") >= pl.col("ci_lo")) & (pl.col("m_star_2x_") <= pl.col("ci_hi"))
     same_side = (pl.col("censored") != "") & (pl.col("censored") == pl.col("censored_2x"))
     verdict = (pl.when(pl.col("censored_2x").is_null()).then(pl.lit("not checked"))
                .when(same_side | ((pl.col("censored_2x") != "above") & inside.fill_null(False)))
                .then(pl.lit("ok")).otherwise(pl.lit("budget-limited")))
-    return joined.with_columns(budget=verdict, m_star_2x=pl.col("m_star_2x_")).drop("m_star_2x_", "censored_2x")
+    joined = joined.with_columns(budget=verdict, m_star_2x=pl.col("m_star_2x_"), bound_2x=pl.col("bound_2x_"))
+    return resolve_bounds(joined.drop("m_star_2x_", "censored_2x", "bound_2x_"))
 
 
 def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Path | None = None,
@@ -189,7 +193,8 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     names = set(trial_schema().names)
     trials = store.scan_run_trials(sweep, run_id)
     cols = [c for c in CELL_FIELDS if c in names]
-    every = trials.select([*cols, "m", "seed", "status", "test_acc", "search_phase", "error_type"]).collect()
+    every = trials.select([*cols, "m", "seed", "status", "test_acc", "train_acc", "converged", "search_phase",
+                           "error_type"]).collect()
     data = search_rows(every, cols).collect()
     if data.filter(pl.col("status").is_in(["done", "diverged"])).is_empty():
         errors = data.filter(pl.col("status") == "failed").group_by("error_type").len().sort("len", descending=True)
@@ -245,8 +250,8 @@ def _fits(table: pl.DataFrame, reps: dict, cols: list[str], ci: float) -> dict[s
     """The growth-law fits (results/fits.py) of each series with m* known at >= 3 values of T."""
     fits = {}
     for (label,), part in table.group_by(["series"], maintain_order=True):
-        # Censored cells carry a bound, not a value: they stay out of the fits.
-        finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("censored") == ""))
+        # A bound is not a value (results/critical.py): only exact m* enter the fits.
+        finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("bound") == "exact"))
         if finite["T"].n_unique() < 3:
             continue
         T = finite["T"].to_numpy()
@@ -326,8 +331,11 @@ _ARCH_FIELDS = ("model", "T", "d", "layers", "heads", "mlp_width")
 
 
 def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
-    """At the largest T with an MLP cell: yes when the transformer's interval lies below the
-    MLP's (or below the grid's end when the MLP's m* is beyond it), no when its m* is not lower."""
+    """At the largest T with an MLP cell: yes when the transformer's m* lies below the MLP's
+    (results/symmetry.py's order of two m*, their bounds included), no when it lies at or
+    above, inconclusive when the two overlap."""
+    from results.symmetry import _order
+
     T_max = part.filter(pl.col("model") == "mlp")["T"].max()
     if T_max is None:
         return None
@@ -336,25 +344,34 @@ def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
     if tr.is_empty() or mlp.is_empty():
         return None
     tr, mlp = tr.row(0, named=True), mlp.row(0, named=True)
-    mlp_val = math.inf if mlp["censored"] == "above" else mlp["m_star"]
-    tr_hi = tr["m_star"] if math.isnan(tr["ci_hi"]) else tr["ci_hi"]
-    mlp_lo = mlp_val if math.isnan(mlp["ci_lo"]) or mlp["censored"] == "above" else mlp["ci_lo"]
-    fewer = tr["censored"] != "above" and tr_hi < mlp_lo
-    not_fewer = (tr["censored"] == "above" and mlp["censored"] != "above") or tr["m_star"] >= mlp_val
+    order = _order(tr, mlp)
     return dict(
         check=f"transformer needs fewer samples than the MLP at T={T_max}{where}",
-        verdict="yes" if fewer else ("no" if not_fewer else "inconclusive"),
+        verdict={"below": "yes", "above": "no"}.get(order, "inconclusive"),
         detail=f"transformer m* {_fmt(tr)}; MLP m* {_fmt(mlp)}",
     )
 
 
 def _fmt(row: dict) -> str:
-    if row["censored"] == "above":
-        return f"> {row['m_max']} (no m of the grid reached the success rate)"
-    if row["censored"] == "below":
-        return f"≤ {row['m_min']} (at or below the smallest m)"
+    if row["bound"] == "lower":
+        return f"{format_m_star(row['m_star'], row['bound'])} (no m tried reached the success rate)"
+    if row["bound"] != "exact":
+        return format_m_star(row["m_star"], row["bound"]) + _flag_note(row)
     lo, hi = row["ci_lo"], row["ci_hi"]
-    return f"{row['m_star']:.1f} (CI {lo:.1f} .. {hi:.1f})"
+    return f"{row['m_star']:.1f} (CI {lo:.1f} .. {hi:.1f})" + _flag_note(row)
+
+
+def _flag_note(row: dict) -> str:
+    return f" [{row['flags']}]" if row.get("flags") else ""
+
+
+def interval_text(row: dict) -> str:
+    """An m*'s interval as the tables write it: ``lo .. hi`` (``inf`` for an open end of a
+    lower bound), ``-`` where there is none."""
+    lo, hi = row["ci_lo"], row["ci_hi"]
+    if lo is None or math.isnan(lo):
+        return "-"
+    return f"{lo:.1f} .. {'inf' if math.isinf(hi) else f'{hi:.1f}'}"
 
 
 def _show(value) -> str:
@@ -367,19 +384,20 @@ def print_analysis(result: Analysis, console: Console) -> None:
     shown = [c for c in result.varying if c != "T" and c not in tuned]
     checked = "budget" in result.m_star.columns and (result.m_star["budget"] != "not checked").any()
     t = Table(title=f"critical sample size m* — sweep {result.sweep}, run {result.run_id}")
-    for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range", *(["m* at 2x epochs"] if checked else [])]:
-        t.add_column(c, justify="right" if c not in shown else "left", no_wrap=c in ("95% CI", "m range"))
+    flagged = "flags" in result.m_star.columns and (result.m_star["flags"].fill_null("") != "").any()
+    for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range", *(["m* at 2x epochs"] if checked else []),
+              *(["flags"] if flagged else [])]:
+        t.add_column(c, justify="right" if c not in (*shown, "flags") else "left",
+                     no_wrap=c in ("95% CI", "m range"))
     for r in result.m_star.iter_rows(named=True):
-        m = format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"])
-        ci = f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if not math.isnan(r["ci_lo"]) and r["censored"] != "above" else "-"
+        m = format_m_star(r["m_star"], r["bound"])
         grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
         twin = []
         if checked:
-            twin = ["-" if r["budget"] == "not checked" else
-                    ("> max" if r["m_star_2x"] is None or math.isnan(r["m_star_2x"]) else f"{r['m_star_2x']:.1f}")
+            twin = ["-" if r["budget"] == "not checked" else format_m_star(r["m_star_2x"], r["bound_2x"])
                     + f" ({r['budget']})"]
-        t.add_row(*[_show(r[c]) for c in shown], str(r["T"]), m, ci, grid, str(r["n_seeds"]),
-                  f"{r['m_min']}..{r['m_max']}", *twin)
+        t.add_row(*[_show(r[c]) for c in shown], str(r["T"]), m, interval_text(r), grid, str(r["n_seeds"]),
+                  f"{r['m_min']}..{r['m_max']}", *twin, *([r["flags"] or ""] if flagged else []))
     console.print(t)
     if tuned:
         u = Table(title="tuned against the spec's settings: m* of each, and the settings the verdicts use")
@@ -393,8 +411,8 @@ def print_analysis(result: Analysis, console: Console) -> None:
             ch = choice.get(tuple(r[k] for k in keys)) if choice else None
             ch_cols = ([str(ch["probe_m"]), f"{ch['beats_default']:.0%}", f"{ch['win_frac']:.0%}"] if ch
                        else ["-", "-", "-"])
-            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), format_m_star(r["m_star_default"], r["censored_default"]),
-                      format_m_star(r["m_star_tuned"], r["censored_tuned"]),
+            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), format_m_star(r["m_star_default"], r["bound_default"]),
+                      format_m_star(r["m_star_tuned"], r["bound_tuned"]),
                       r["tuning"], *ch_cols, *[f"{r[c]:.2g}" for c in tuned])
         console.print(u)
     for label, fit in result.fits.items():

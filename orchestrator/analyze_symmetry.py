@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.analyze import search_rows
+from orchestrator.analyze import interval_text, search_rows
 from orchestrator.spec import AnalysisSettings
 from workers import SymmetryTrialConfig
 from results import ResultsStore, StoreError
@@ -146,15 +146,15 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     fixed = "".join(f"; {c}={result.m_star[c][0]}" for c in ("n", "k", "d") if c not in shapes)
     t = Table(title=escape(f"m* (relative test error <= {target_error:g}{fixed}) — sweep {result.sweep}, "
                            f"run {result.run_id}"))
-    for c in ("teacher", "student", *shapes, "m*", "CI", "grid m*", "seeds", "m range"):
+    flagged = (result.m_star["flags"].fill_null("") != "").any()
+    for c in ("teacher", "student", *shapes, "m*", "CI", "grid m*", "seeds", "m range", *(["flags"] if flagged else [])):
         t.add_column(c, min_width=13 if c == "student" else None,
-                     justify="left" if c in ("teacher", "student") else "right")
+                     justify="left" if c in ("teacher", "student", "flags") else "right")
     for r in result.m_star.iter_rows(named=True):
-        above = r["censored"] == "above"
-        t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes),
-                  format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"]),
-                  "-" if above or math.isnan(r["ci_lo"]) else f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}",
-                  "-" if above else f"{r['m_star_grid']:.0f}", str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}")
+        grid = r["m_star_grid"]
+        t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes), format_m_star(r["m_star"], r["bound"]),
+                  interval_text(r), "-" if grid is None or math.isnan(grid) else f"{grid:.0f}", str(r["n_seeds"]),
+                  f"{r['m_min']}..{r['m_max']}", *([r["flags"] or ""] if flagged else []))
     console.print(t)
     e = Table(title="median over seeds: relative test error, O(d) equivariance error E (float64), permutation error")
     sizes = [c for c in ("d", "n", "k") if c in result.errors.columns]

@@ -88,34 +88,39 @@ def choose_m_star(default: pl.DataFrame, tuned_table: pl.DataFrame | None, cell:
         ``default``'s rows, replaced by the tuned row where tuning was adopted and did not
         make m* worse, with columns ``settings`` (``default`` or ``tuned``),
         ``m_star_default``, ``m_star_tuned`` (null where not adopted), their ``censored``
-        marks ``censored_default`` and ``censored_tuned``, and ``tuning`` (one of
+        marks ``censored_default`` and ``censored_tuned`` and bounds ``bound_default`` and
+        ``bound_tuned`` (results/critical.py), and ``tuning`` (one of
         :data:`TUNING_STATES`).
     """
     base = [c for c in cell if c not in tuned]
     state = pl.lit("spec kept" if tuning_ran else "not tuned")
     out = default.with_columns(settings=pl.lit("default"), m_star_default=pl.col("m_star"),
                                m_star_tuned=pl.lit(None, pl.Float64), censored_default=pl.col("censored"),
-                               censored_tuned=pl.lit(None, pl.String), tuning=state)
+                               censored_tuned=pl.lit(None, pl.String), bound_default=pl.col("bound"),
+                               bound_tuned=pl.lit(None, pl.String), tuning=state)
     if tuned_table is None or tuned_table.is_empty():
         return out
-    ref = default.select(*base, d_m=pl.col("m_star"), d_hi=pl.col("ci_hi"), d_cens=pl.col("censored"))
+    ref = default.select(*base, d_m=pl.col("m_star"), d_hi=pl.col("ci_hi"), d_cens=pl.col("censored"),
+                         d_bound=pl.col("bound"))
     t = tuned_table.join(ref, on=base, how="left", nulls_equal=True)
-    # Censored m* are NaN with an infinite interval (and polars orders NaN above inf): compare
-    # values only where both are measured.
-    measured = (pl.col("censored") == "") & (pl.col("d_cens") == "")
+    # A bound is not a value (results/critical.py): compare values only where both are exact.
+    measured = (pl.col("bound") == "exact") & (pl.col("d_bound") == "exact")
     worse = ((measured & (pl.col("m_star") > pl.col("d_hi"))).fill_null(False)
              | ((pl.col("censored") == "above") & (pl.col("d_cens") != "above")))
     t = t.with_columns(worse=worse, m_star_default=pl.col("d_m"), m_star_tuned=pl.col("m_star"),
-                       censored_default=pl.col("d_cens"), censored_tuned=pl.col("censored"))
-    used = (t.filter(~pl.col("worse")).drop("d_m", "d_hi", "d_cens", "worse")
+                       censored_default=pl.col("d_cens"), censored_tuned=pl.col("censored"),
+                       bound_default=pl.col("d_bound"), bound_tuned=pl.col("bound"))
+    used = (t.filter(~pl.col("worse")).drop("d_m", "d_hi", "d_cens", "d_bound", "worse")
             .with_columns(settings=pl.lit("tuned"), tuning=pl.lit("tuned")))
     worse_keys = t.filter(pl.col("worse")).select(*base, m_star_tuned_=pl.col("m_star_tuned"),
-                                                  censored_tuned_=pl.col("censored_tuned"), worse_=pl.lit(True))
+                                                  censored_tuned_=pl.col("censored_tuned"),
+                                                  bound_tuned_=pl.col("bound_tuned"), worse_=pl.lit(True))
     kept = (out.join(used.select(base), on=base, how="anti", nulls_equal=True)
             .join(worse_keys, on=base, how="left", nulls_equal=True)
             .with_columns(m_star_tuned=pl.coalesce("m_star_tuned_", "m_star_tuned"),
                           censored_tuned=pl.coalesce("censored_tuned_", "censored_tuned"),
+                          bound_tuned=pl.coalesce("bound_tuned_", "bound_tuned"),
                           tuning=pl.when(pl.col("worse_").fill_null(False))
                           .then(pl.lit("worse: spec used")).otherwise(pl.col("tuning")))
-            .drop("m_star_tuned_", "censored_tuned_", "worse_"))
+            .drop("m_star_tuned_", "censored_tuned_", "bound_tuned_", "worse_"))
     return pl.concat([kept, used.select(kept.columns)], how="vertical_relaxed")

@@ -32,6 +32,7 @@ from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of
 from orchestrator.analyze_symmetry import analyze_symmetry_run
 from orchestrator.errors import RunError
 from results import ResultsStore
+from results.critical import format_m_star
 from results.symmetry import CELL as SYMMETRY_CELL
 
 
@@ -89,8 +90,8 @@ def _m_star(base: pl.DataFrame, new: pl.DataFrame, cell: list[str], tol: float) 
         if r.get("censored_new") is None:
             out.append(Comparison("m*", what, _fmt_m(r, ""), "missing", False))
             continue
-        if r["censored"] == "above" or r["censored_new"] == "above":
-            ok = r["censored"] == r["censored_new"]
+        if r.get("bound") == "lower" or r.get("bound_new") == "lower":  # beyond the grid: both must be
+            ok = r.get("bound") == r.get("bound_new")
         else:
             lo, hi = r["ci_lo"], r["ci_hi"]
             if lo is None or math.isnan(lo) or hi is None or math.isnan(hi):
@@ -101,8 +102,9 @@ def _m_star(base: pl.DataFrame, new: pl.DataFrame, cell: list[str], tol: float) 
 
 
 def _fmt_m(r: dict, suffix: str) -> str:
-    if r.get(f"censored{suffix}") == "above":
-        return f"> {r.get(f'm_max{suffix}')}"
+    bound = r.get(f"bound{suffix}")
+    if bound != "exact":
+        return format_m_star(r.get(f"m_star{suffix}"), bound)
     lo, hi = r.get(f"ci_lo{suffix}"), r.get(f"ci_hi{suffix}")
     ci = f" [{lo:.1f}, {hi:.1f}]" if lo is not None and not math.isnan(lo) else ""
     return f"{r[f'm_star{suffix}']:.1f}{ci}"

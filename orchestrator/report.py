@@ -31,8 +31,8 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from orchestrator.analyze import (CELL_FIELDS, analyze_run, boolean_verdicts, m_star_table, run_caveats, settings_of,
-                                  tuned_fields)
+from orchestrator.analyze import (CELL_FIELDS, analyze_run, boolean_verdicts, interval_text, m_star_table,
+                                  run_caveats, settings_of, tuned_fields)
 from orchestrator import findings
 from orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
 from orchestrator.errors import AttnsweepError
@@ -210,7 +210,7 @@ def _label(df: pl.DataFrame, cols: list[str]) -> pl.Expr:
 
 
 # Columns of the m* tables that hold words, not numbers: left-aligned on the page.
-TEXT_COLUMNS = ("budget", "tuning")
+TEXT_COLUMNS = ("budget", "tuning", "flags")
 
 
 def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
@@ -224,14 +224,13 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     extra = ["m_star_2x", "budget"] if checked else []  # a grid sweep has no budget check
     if "tuning" in m_star.columns and (m_star["tuning"] != "not tuned").any():
         extra += ["m_star_default", "m_star_tuned", "tuning"]
+    if "flags" in m_star.columns and (m_star["flags"].fill_null("") != "").any():
+        extra += ["flags"]
     rows = []
     for r in m_star.iter_rows(named=True):
-        above = r["censored"] == "above"
-        finite = not (r["ci_lo"] is None or math.isnan(r["ci_lo"]))
         rows.append([*("none" if r[c] is None else f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])
                        for c in shown),
-                     format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"]),
-                     f"{r['ci_lo']:.1f} .. {r['ci_hi']:.1f}" if finite and not above else "-",
+                     format_m_star(r["m_star"], r["bound"]), interval_text(r),
                      "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
                      str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}", *(_cell(r, c) for c in extra)])
     names = {"m_star_2x": "m* at 2x epochs", "m_star_default": "m* spec settings", "m_star_tuned": "m* tuned"}
@@ -242,17 +241,15 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
 
 
 def _cell(row: dict, column: str) -> str:
-    """The budget check's and the tuning's columns: ``-`` where a cell was not checked or
-    tuned; a censored m* as :func:`_bound` writes it (``> max`` beyond the grid, since the
-    row's ``m_max`` is that of the m* the verdicts use, not necessarily of this column's)."""
+    """The budget check's, the tuning's and the flags' columns: ``-`` where a cell was not
+    checked or tuned; an m* as :func:`results.critical.format_m_star` writes it, by its bound."""
     if column == "m_star_2x":
         if row.get("budget") in (None, "not checked"):
             return "-"
-        return "> max" if row[column] is None or math.isnan(row[column]) else f"{row[column]:.1f}"
+        return format_m_star(row[column], row.get("bound_2x"))
     if column in ("m_star_default", "m_star_tuned"):
-        # A censored-below m* is the smallest m of its own search (results/critical.py).
-        return format_m_star(row[column], row.get(column.replace("m_star", "censored")), None, None)
-    return str(row[column])
+        return format_m_star(row[column], row.get(column.replace("m_star", "bound")))
+    return str(row[column] or "")
 
 
 def _scale_view(run: _Run) -> dict:

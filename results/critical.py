@@ -1,26 +1,68 @@
-"""The critical sample size m* of a cell, with a bootstrap interval over seeds.
+"""The critical sample size m* of a cell, its interval, and what the rows allow it to say.
 
-Definition (used everywhere in attnsweep; docs/claims.md section 1a):
+Definition (used everywhere in attnsweep; docs/claims.md section 2, "Censoring"):
 
-* A trial *succeeds* when it finished training (status ``done``) with test accuracy
-  >= ``acc_threshold`` (default 0.95). Diverged trials count as failures. Failed trials
-  (no training happened, e.g. no unambiguous training set could be drawn) are left out.
+* A trial *succeeds* when it finished training (status ``done``) and reached the success
+  measure (test accuracy >= ``acc_threshold``, default 0.95; or the expression given as
+  ``success``). Diverged trials count as failures. Failed trials (no training happened,
+  e.g. no unambiguous training set could be drawn) are left out.
 * A *cell* is every setting but m and the seed. Its success rate at m is the fraction
   of its seeds that succeed.
-* ``m_star_grid``: the smallest m of the grid whose success rate is >= ``success_frac``
+* ``m_star_grid``: the smallest m tried whose success rate is >= ``success_frac``
   (default 1/2).
-* ``m_star``: the refinement: a logistic fit of success on ln m,
+* The estimate: a logistic fit of success on ln m,
   P(success | m) = sigmoid(a + b (ln m - mean ln m)), by penalised maximum likelihood
   (ridge ``RIDGE`` on a and b, which keeps the fit finite when the outcomes separate
-  perfectly), and m* solves P = success_frac: ln m* = mean ln m + (logit(frac) - a) / b.
-  It is clamped to the grid's range. When b <= 0 the fit says nothing, and m_star is
+  perfectly), and m* solves P = success_frac: ln m* = mean ln m + (logit(frac) - a) / b,
+  clamped to the range of m tried. When b <= 0 the fit says nothing, and the estimate is
   m_star_grid.
-* ``censored``: ``"above"`` when no m reaches the rate (m* > max m; m_star is NaN),
-  ``"below"`` when the smallest m already does (m* <= min m; m_star is min m).
-* ``ci_lo``/``ci_hi``: percentile bootstrap interval: the seeds of the cell are resampled
-  with replacement (each seed keeps its outcomes at every m) ``n_boot`` times and m* is
-  recomputed; a replicate censored above counts as +inf, and the percentiles are
-  order statistics (no interpolation, so an interval end is +inf rather than NaN).
+* *The floor*: no training set has fewer than one sample, so m* >= 1, and a cell that
+  reaches the rate at m = 1 has m* = 1 exactly (not a bound).
+
+What a cell's rows allow m* to be (the ``bound`` column; one rule for every derived
+quantity, docs/claims.md 2):
+
+* ``exact``: m* is the estimate, with its interval.
+* ``lower``: m* > ``m_star``: no m tried reaches the rate (``censored = "above"``; m_star is
+  the largest m tried), or the only m that could reach it had every trial that ran out of
+  epochs succeeded lie above ``m_star`` (below).
+* ``upper``: m* <= ``m_star``: the smallest m tried already reaches the rate
+  (``censored = "below"``, m_star = that m, > 1), or the cell is budget-limited (below): more
+  training can only add successes, so the sample-limited m* is at most the estimate.
+* ``none``: no number (a cell beyond the grid whose every m could have reached the rate had
+  its trials not run out of epochs).
+
+*Budget-limited* (the ``out_of_epochs`` column, from the rows alone): a trial *ran out of
+epochs* when it finished without success, without stopping early (``converged`` false) and
+without reaching the success measure even on its own training set (``fitted`` false). A cell
+is out of epochs when, at some m tried below ``m_star_grid`` (at any m for a cell beyond the
+grid), its successes plus the trials that ran out of epochs reach ``success_frac``: had those
+trials trained longer and succeeded, m* would be smaller. The budget check at twice the
+epochs (orchestrator/analyze.py, ``budget`` column) overrides this rule where it ran:
+``"ok"`` clears it, ``"budget-limited"`` sets it.
+
+*Non-monotone* (``non_monotone``): the success rate reaches ``success_frac`` at some m and
+falls below it at a larger m tried. m* keeps its value (the first crossing) and the flag.
+
+Intervals (``ci_lo``/``ci_hi``, level ``ci``): for an exact m*, the hull of three intervals,
+each a reading of what the rows allow (their coverage was measured by simulation with 4-32
+seeds, bench/interval_coverage.py, table in docs/claims.md 2):
+
+1. the percentile bootstrap over seeds: the seeds of the cell are resampled with replacement
+   (each seed keeps its outcomes at every m) ``n_boot`` times and m* is recomputed; a
+   replicate beyond the grid counts as +inf; percentiles are order statistics;
+2. the grid bracket: the largest m tried below ``m_star_grid`` and ``m_star_grid`` itself
+   (the grid cannot place m* more finely; with few seeds every replicate can repeat one
+   value, and the bootstrap alone then has zero width);
+3. the profile-likelihood interval of m* under the logistic model (Wilks: the m* whose
+   profile deviance is within the chi-square(1) quantile of the best), which widens with few
+   seeds where the bootstrap does not.
+
+A bound's interval: ``lower``: from the bootstrap's lower end (or the bound) to +inf;
+``upper``: from 1 (or, budget-limited, the largest m below the m an optimistic count
+reaches) to the larger of the bound and the bootstrap's upper end; ``none``: 1 .. +inf.
+``few-seeds`` is flagged below :data:`FEW_SEEDS` seeds, where the simulated coverage of the
+interval falls short of its level.
 """
 
 from __future__ import annotations
@@ -37,21 +79,43 @@ NEWTON_STEPS = 60
 
 SUCCESS_STATUSES = ("done",)
 TRAINED_STATUSES = ("done", "diverged")
+BOUNDS = ("exact", "lower", "upper", "none")
+"""What an m* (or any number computed from m*) is: the value itself, or a bound on it."""
+FLAGS = ("non-monotone", "out-of-epochs", "budget-limited", "few-seeds")
+"""Flags a cell's m* can carry (module docstring), in the order they are listed."""
+FEW_SEEDS = 8
+"""Below this many seeds the interval's simulated coverage falls short of 95%
+(docs/claims.md 2, bench/interval_coverage.py), and a cell is flagged ``few-seeds``."""
+
+_PROFILE_SLOPES = np.geomspace(0.05, 300.0, 96)
+"""Logistic slopes over which the profile likelihood is maximised (per unit of ln m)."""
+_PROFILE_STEP = 0.01
+"""Spacing of the candidate ln m* of the profile likelihood (a 1% step in m*)."""
 
 
 def outcomes(trials: pl.LazyFrame | pl.DataFrame, acc_threshold: float = 0.95,
-             success: pl.Expr | None = None) -> pl.LazyFrame:
-    """The trials that trained, with a boolean ``success`` column.
+             success: pl.Expr | None = None, fitted: pl.Expr | None = None) -> pl.LazyFrame:
+    """The trials that trained, with boolean ``success`` and ``out_of_epochs`` columns.
 
     Args:
         acc_threshold: success is ``test_acc >= acc_threshold`` ...
         success: ... unless this expression says otherwise (e.g. a test error below a target).
+        fitted: whether a trial reached the success measure on its training set (default
+            ``train_acc >= acc_threshold``); with ``converged`` it decides ``out_of_epochs``
+            (the trial failed, did not stop early and did not fit its training set). Rows
+            without a ``converged`` column never ran out of epochs.
     """
+    trials = trials.lazy()
+    names = trials.collect_schema().names()
     reached = success if success is not None else pl.col("test_acc") >= acc_threshold
+    if fitted is None:
+        fitted = pl.col("train_acc") >= acc_threshold if "train_acc" in names else pl.lit(True)
+    ran_out = ((pl.col("status") == "done") & ~pl.col("success") & (pl.col("converged") == False)  # noqa: E712
+               & ~fitted.fill_null(False)) if "converged" in names else pl.lit(False)
     return (
-        trials.lazy()
-        .filter(pl.col("status").is_in(TRAINED_STATUSES))
+        trials.filter(pl.col("status").is_in(TRAINED_STATUSES))
         .with_columns(success=(pl.col("status") == "done") & reached.fill_null(False))
+        .with_columns(out_of_epochs=ran_out.fill_null(False))
     )
 
 
@@ -77,11 +141,13 @@ def critical_sample_sizes(
     ci: float = 0.95,
     seed: int = 0,
     success: pl.Expr | None = None,
+    fitted: pl.Expr | None = None,
 ) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
-    """m* per cell with its bootstrap interval.
+    """m* per cell with its interval, bound and flags (module docstring).
 
     Args:
-        trials: rows with the ``cell`` columns, ``m``, ``seed``, ``status``, ``test_acc``.
+        trials: rows with the ``cell`` columns, ``m``, ``seed``, ``status``, ``test_acc``
+            (and ``converged``, ``train_acc`` for the out-of-epochs rule).
         cell: the columns that identify a cell (every setting but m and seed).
         acc_threshold: test accuracy a trial must reach to succeed.
         success_frac: success rate that defines m*.
@@ -91,14 +157,23 @@ def critical_sample_sizes(
             and its cell values, so a cell's interval depends neither on the order of the
             rows (which the store does not fix) nor on the other cells of the table.
         success: success expression replacing ``test_acc >= acc_threshold`` (see outcomes).
+        fitted: "fit its training set" expression (see :func:`outcomes`).
 
     Returns:
         ``(table, replicates)``: one row per cell with ``cell`` columns, ``m_star``,
-        ``m_star_grid``, ``ci_lo``, ``ci_hi``, ``censored``, ``n_seeds``, ``m_min``,
-        ``m_max``, ``n_trials``; and the ``(n_boot,)`` bootstrap m* of each cell, keyed by
-        the tuple of its cell values.
+        ``bound``, ``ci_lo``, ``ci_hi``, ``flags`` (``; ``-joined :data:`FLAGS`, "" when
+        none), ``m_star_grid``, ``censored`` ("", "above", "below": m* relative to the m
+        tried), ``non_monotone``, ``out_of_epochs``, ``m_floor_if_fit`` (the largest m
+        below the first m that an optimistic count, every trial that ran out of epochs a
+        success, brings to the rate; null when there is none), ``n_seeds``, ``m_min``,
+        ``m_max``, ``n_trials``; and the ``(n_boot,)`` bootstrap m* of each cell (+inf beyond the grid),
+        keyed by the tuple of its cell values. ``ci_lo_exact``/``ci_hi_exact`` keep the
+        interval the rows give if m* is read as exact (the hull for a cell inside the grid,
+        the bootstrap's for one outside it), from which :func:`resolve_bounds` derives
+        ``ci_lo``/``ci_hi``.
     """
-    data = outcomes(trials, acc_threshold, success).select([*cell, "m", "seed", "success"]).collect()
+    data = (outcomes(trials, acc_threshold, success, fitted)
+            .select([*cell, "m", "seed", "success", "out_of_epochs"]).collect())
     out, reps = [], {}
     for key, group in data.group_by(cell, maintain_order=True):
         rng = np.random.default_rng([seed, _cell_hash(key)])
@@ -106,17 +181,28 @@ def critical_sample_sizes(
         seeds = group["seed"].unique().sort().to_numpy()
         # (seeds, ms) outcome matrix; NaN where a seed has no trained trial at that m.
         mat = np.full((len(seeds), len(ms)), np.nan)
+        ran = np.zeros((len(seeds), len(ms)))
         si = np.searchsorted(seeds, group["seed"].to_numpy())
         mi = np.searchsorted(ms, group["m"].to_numpy())
         mat[si, mi] = group["success"].to_numpy().astype(float)
-        k = np.nansum(mat, 0)[None]
-        n = np.sum(~np.isnan(mat), 0)[None]
-        point = _m_star(ms, k, n, success_frac)
+        ran[si, mi] = group["out_of_epochs"].to_numpy().astype(float)
+        k = np.nansum(mat, 0)
+        n = np.sum(~np.isnan(mat), 0)
+        point = _m_star(ms, k[None], n[None], success_frac)
+        grid, censored = point["m_star_grid"][0], point["censored"][0]
+        rate = np.where(n > 0, k / np.maximum(n, 1), np.nan)
+        reached = rate >= success_frac
+        first = int(np.argmax(reached)) if reached.any() else len(ms)
+        non_monotone = bool(reached.any() and (rate[first + 1:] < success_frac).any())
+        optimistic = (k + ran.sum(0)) >= success_frac * n
+        opt_first = int(np.argmax(optimistic & (n > 0))) if (optimistic & (n > 0)).any() else len(ms)
+        out_of_epochs = opt_first < first
         row = dict(zip(cell, key))
         row.update(
-            m_star=point["m_star"][0], m_star_grid=point["m_star_grid"][0],
-            censored=point["censored"][0], n_seeds=len(seeds), m_min=int(ms[0]),
-            m_max=int(ms[-1]), n_trials=len(group),
+            m_star=point["m_star"][0], m_star_grid=grid, censored=censored, non_monotone=non_monotone,
+            out_of_epochs=bool(out_of_epochs), m_floor_if_fit=float(ms[opt_first - 1]) if 0 < opt_first else None,
+            n_seeds=len(seeds), m_min=int(ms[0]), m_max=int(ms[-1]), n_trials=len(group),
+            ci_lo_exact=math.nan, ci_hi_exact=math.nan,
         )
         if n_boot > 0:
             pick = rng.integers(0, len(seeds), size=(n_boot, len(seeds)))
@@ -132,14 +218,97 @@ def critical_sample_sizes(
             b = _m_star(ms, bk, bn, success_frac)
             vals = np.where(b["censored"] == "above", np.inf, b["m_star"])
             lo, hi = percentile_interval(vals, ci)
-            row.update(ci_lo=lo, ci_hi=hi)
+            if censored == "":
+                below = ms[ms < grid]
+                p_lo, p_hi = profile_interval(ms, k, n, success_frac, ci)
+                lo = min(lo, float(below[-1]) if below.size else lo, p_lo)
+                hi = max(hi, float(grid), p_hi)
+            row.update(ci_lo_exact=lo, ci_hi_exact=hi)
             reps[tuple(key)] = vals
-        else:
-            row.update(ci_lo=math.nan, ci_hi=math.nan)
         out.append(row)
-    schema_extra = {"m_star": pl.Float64, "m_star_grid": pl.Float64, "ci_lo": pl.Float64, "ci_hi": pl.Float64}
-    table = pl.DataFrame(out, infer_schema_length=None) if out else pl.DataFrame(schema={**{c: data.schema[c] for c in cell}, **schema_extra})
-    return table, reps
+    schema_extra = {"m_star": pl.Float64, "m_star_grid": pl.Float64, "censored": pl.String, "non_monotone": pl.Boolean, "out_of_epochs": pl.Boolean,
+                    "m_floor_if_fit": pl.Float64, "n_seeds": pl.Int64, "m_min": pl.Int64, "m_max": pl.Int64,
+                    "n_trials": pl.Int64, "ci_lo_exact": pl.Float64, "ci_hi_exact": pl.Float64}
+    if out:
+        table = pl.DataFrame(out, schema_overrides={c: t for c, t in schema_extra.items()}, infer_schema_length=None)
+    else:
+        table = pl.DataFrame(schema={**{c: data.schema[c] for c in cell}, **schema_extra})
+    return resolve_bounds(table), reps
+
+
+def resolve_bounds(table: pl.DataFrame) -> pl.DataFrame:
+    """``bound``, ``m_star``, ``ci_lo``/``ci_hi`` and ``flags`` of an m* table from its
+    ``censored``, ``non_monotone``, ``out_of_epochs``, ``m_floor_if_fit``, ``n_seeds`` and,
+    when present, ``budget`` (the check at twice the epochs: ``"ok"``, ``"budget-limited"``
+    or ``"not checked"``), by the rules of the module docstring. Applying it twice changes
+    nothing, so a caller that adds ``budget`` applies it again."""
+    if table.is_empty():
+        return table.with_columns(bound=pl.lit(None, pl.String), flags=pl.lit(None, pl.String))
+    budget = pl.col("budget") if "budget" in table.columns else pl.lit("not checked")
+    limited = (budget == "budget-limited") | (pl.col("out_of_epochs") & (budget != "ok"))
+    floor = pl.col("m_floor_if_fit")
+    above, below, inside = (pl.col("censored") == c for c in ("above", "below", ""))
+    bound = (pl.when(above & limited & floor.is_null()).then(pl.lit("none"))
+             .when(above).then(pl.lit("lower"))
+             .when(below).then(pl.lit("upper"))
+             .when(inside & limited).then(pl.lit("upper"))
+             .otherwise(pl.lit("exact")))
+    # A budget-limited estimate keeps its value (it is the bound); beyond the grid the bound
+    # is the largest m tried, or where trials ran out of epochs, the m below the optimistic count.
+    value = (pl.when(above & limited).then(floor).when(above).then(pl.col("m_max").cast(pl.Float64))
+             .when(below).then(pl.col("m_min").cast(pl.Float64)).otherwise(pl.col("m_star")))
+    lo, hi = pl.col("ci_lo_exact"), pl.col("ci_hi_exact")
+    no_ci = lo.is_nan()
+    ci_lo = (pl.when(no_ci).then(pl.lit(math.nan))
+             .when(pl.col("bound") == "lower").then(pl.min_horizontal(lo, pl.col("m_star")))
+             .when(pl.col("bound") == "none").then(pl.lit(1.0))
+             .when(below).then(pl.lit(1.0))
+             .when(pl.col("bound") == "upper").then(pl.min_horizontal(lo, floor.fill_null(1.0)))
+             .otherwise(lo))
+    ci_hi = (pl.when(no_ci).then(pl.lit(math.nan))
+             .when(pl.col("bound").is_in(["lower", "none"])).then(pl.lit(math.inf))
+             .when(below).then(pl.max_horizontal(hi, pl.col("m_star")))
+             .otherwise(hi))
+    flags = pl.concat_list([
+        pl.when(pl.col("non_monotone")).then(pl.lit("non-monotone")),
+        pl.when(pl.col("out_of_epochs") & (budget != "ok") & (budget != "budget-limited")).then(pl.lit("out-of-epochs")),
+        pl.when(budget == "budget-limited").then(pl.lit("budget-limited")),
+        pl.when(pl.col("n_seeds") < FEW_SEEDS).then(pl.lit("few-seeds")),
+    ]).list.drop_nulls().list.join("; ")
+    return (table.with_columns(bound=bound, m_star=value)
+            .with_columns(ci_lo=ci_lo, ci_hi=ci_hi, flags=flags))
+
+
+def profile_interval(ms: np.ndarray, k: np.ndarray, n: np.ndarray, frac: float = 0.5,
+                     ci: float = 0.95) -> tuple[float, float]:
+    """The profile-likelihood interval of m* under the logistic model of the module
+    docstring, P(success | m) = sigmoid(logit(frac) + beta (ln m - ln m*)), beta >= 0.
+
+    The set of m* whose profile log-likelihood (maximised over the slope beta) is within
+    chi2_1(ci) / 2 of the maximum (Wilks 1938), searched on a grid of ln m* with step
+    :data:`_PROFILE_STEP` from one e-fold below the smallest m tried to one above the
+    largest (an end of the search range means "at least that far").
+
+    Args:
+        ms: ``(K,)`` sorted sample sizes; k, n: ``(K,)`` successes and trained trials.
+
+    Returns:
+        ``(lo, hi)`` in samples (``lo`` at least 1).
+    """
+    from scipy.stats import chi2  # here: reading the store must not import scipy (results/__init__.py)
+
+    x = np.log(np.asarray(ms, float))
+    keep = np.asarray(n) > 0
+    x, k, n = x[keep], np.asarray(k, float)[keep], np.asarray(n, float)[keep]
+    if x.size == 0:
+        return math.nan, math.nan
+    c = np.arange(x[0] - 1.0, x[-1] + 1.0 + _PROFILE_STEP, _PROFILE_STEP)  # candidate ln m*
+    shift = math.log(frac / (1 - frac))
+    z = _PROFILE_SLOPES[:, None, None] * (x[None, None, :] - c[None, :, None]) + shift  # (B, C, K)
+    ll = (k * -np.logaddexp(0, -z) + (n - k) * -np.logaddexp(0, z)).sum(-1)  # (B, C)
+    profile = ll.max(0)
+    inside = c[profile >= profile.max() - chi2.ppf(ci, 1) / 2]
+    return max(1.0, math.exp(inside.min())), math.exp(inside.max())
 
 
 def percentile_interval(values: np.ndarray, ci: float) -> tuple[float, float]:
@@ -155,17 +324,25 @@ def percentile_interval(values: np.ndarray, ci: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def format_m_star(m_star: float | None, censored: str | None, m_min: int | None = None, m_max: int | None = None,
-                  digits: int = 1) -> str:
-    """An m* as every table and verdict writes it: ``≤ 8`` at or below the smallest m tried
-    (``m_min`` = 8; the m* itself where ``m_min`` is not known), ``> 1024`` beyond the largest
-    (``> max`` where ``m_max`` is not known), else the value to ``digits`` decimals (``-``
-    where there is none, e.g. a cell not checked)."""
-    if censored == "above":
-        return f"> {m_max}" if m_max is not None else "> max"
-    if censored == "below":
-        return f"≤ {m_min if m_min is not None else f'{m_star:.0f}'}"
-    return "-" if m_star is None or math.isnan(m_star) else f"{m_star:.{digits}f}"
+def format_m_star(m_star: float | None, bound: str | None, digits: int = 1) -> str:
+    """An m* (or a quantity derived from it) as every table and verdict writes it, by its
+    ``bound`` (:data:`BOUNDS`): ``45.2`` (exact, to ``digits`` decimals), ``> 1024``
+    (lower), ``≤ 8`` (upper), ``unknown`` (none); ``-`` where there is no value at all
+    (e.g. a cell not checked)."""
+    if bound == "none":
+        return "unknown"
+    if m_star is None or (isinstance(m_star, float) and math.isnan(m_star)):
+        return "-"
+    if bound == "lower":
+        return f"> {_short(m_star)}"
+    if bound == "upper":
+        return f"≤ {_short(m_star)}"
+    return f"{m_star:.{digits}f}"
+
+
+def _short(value: float) -> str:
+    """A bound's value: an integer as an integer, else 3 significant digits."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.3g}"
 
 
 def _cell_hash(key: tuple) -> int:
@@ -175,7 +352,7 @@ def _cell_hash(key: tuple) -> int:
 
 
 def _m_star(ms: np.ndarray, k: np.ndarray, n: np.ndarray, frac: float) -> dict[str, np.ndarray]:
-    """m* for R replicates at once.
+    """m* for R replicates at once (the floor rule of the module docstring included).
 
     Args:
         ms: ``(K,)`` sorted sample sizes; k, n: ``(R, K)`` successes and trials.
@@ -189,7 +366,8 @@ def _m_star(ms: np.ndarray, k: np.ndarray, n: np.ndarray, frac: float) -> dict[s
     any_reached = reached.any(1)
     first = np.argmax(reached, 1)
     grid = np.where(any_reached, ms[first].astype(float), np.nan)
-    censored = np.where(~any_reached, "above", np.where(first == 0, "below", ""))
+    at_floor = ms[0] <= 1  # m = 1 reached: m* = 1 exactly, nothing is below it
+    censored = np.where(~any_reached, "above", np.where((first == 0) & ~at_floor, "below", ""))
 
     x = np.log(ms.astype(float))
     xbar = x.mean()
@@ -198,7 +376,8 @@ def _m_star(ms: np.ndarray, k: np.ndarray, n: np.ndarray, frac: float) -> dict[s
         log_m = xbar + (math.log(frac / (1 - frac)) - a) / b
     fit = np.exp(np.clip(log_m, x[0], x[-1]))
     m_star = np.where(b > 0, fit, grid)
-    m_star = np.where(censored == "above", np.nan, np.where(censored == "below", float(ms[0]), m_star))
+    m_star = np.where(any_reached & (first == 0), float(ms[0]), m_star)  # at the first m tried: that m
+    m_star = np.where(censored == "above", np.nan, m_star)
     return {"m_star": m_star, "m_star_grid": grid, "censored": censored}
 
 

@@ -25,9 +25,10 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
     """m* against T (log x axis) with bootstrap intervals and the fitted growth laws.
 
     Args:
-        m_star: rows with ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``censored``, ``m_max``
-            (and ``m_min``) and the ``hue`` column. A cell beyond the grid is a triangle up
-            at the largest m tried, one at or below it a triangle down at the smallest.
+        m_star: rows with ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``bound`` (or
+            ``censored``, ``m_min``, ``m_max``) and the ``hue`` column (results/critical.py).
+            A lower bound (beyond the grid) is a triangle up at the bound, an upper bound (at
+            or below the grid, or budget-limited) a triangle down; no line or fit uses them.
         fits: per hue value, the table of :func:`results.fits.compare_growth`.
         hue: column that tells series apart (e.g. ``"model"``).
         path: PNG to write.
@@ -45,16 +46,18 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
                     zorder=3, label="Edelman et al. 2022, transformer (read-off of their figure)")
     if title:
         ax.set_title(title, fontsize=10)
+    m_star = _with_bound(m_star)
     palette = dict(zip(m_star[hue].unique(maintain_order=True).to_list(), sns.color_palette()))
     for value, color in palette.items():
-        above = m_star.filter((pl.col(hue) == value) & (pl.col("censored") == "above"))
-        if not above.is_empty():  # m* beyond the grid: a triangle at the largest m tried
-            ax.scatter(above["T"], above["m_max"], marker="^", color=color, label=f"{value}: m* > largest m")
-        below = m_star.filter((pl.col(hue) == value) & (pl.col("censored") == "below"))
-        if not below.is_empty() and "m_min" in below.columns:  # m* at or below the grid: a triangle at its smallest m
-            ax.scatter(below["T"], below["m_min"], marker="v", color=color, label=f"{value}: m* ≤ smallest m")
+        above = m_star.filter((pl.col(hue) == value) & (pl.col("bound") == "lower"))
+        if not above.is_empty():  # m* above a bound (beyond the grid): a triangle up at the bound
+            ax.scatter(above["T"], above["m_star"], marker="^", color=color, label=f"{value}: m* > bound (beyond the grid)")
+        below = m_star.filter((pl.col(hue) == value) & (pl.col("bound") == "upper"))
+        if not below.is_empty():  # m* at or below a bound: a triangle down at the bound
+            ax.scatter(below["T"], below["m_star"], marker="v", color=color,
+                       label=f"{value}: m* ≤ bound (smallest m tried, or budget-limited)")
         part = m_star.filter((pl.col(hue) == value) & pl.col("m_star").is_not_nan()
-                             & ((pl.col("censored") != "below") if "m_min" in m_star.columns else True)).sort("T")
+                             & (pl.col("bound") == "exact")).sort("T")
         if part.is_empty():
             continue
         T, y = part["T"].to_numpy(), part["m_star"].to_numpy()
@@ -225,14 +228,24 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def _with_bound(m_star: pl.DataFrame) -> pl.DataFrame:
+    """``m_star`` with ``bound`` (results/critical.py), derived from ``censored`` where a
+    table made without it lacks it (a bound's value then in ``m_star``)."""
+    if "bound" in m_star.columns or m_star.is_empty():
+        return m_star
+    from results.verdicts import normalized
+
+    return normalized(m_star)
+
+
 def plot_reference(ours: pl.DataFrame, reference: pl.DataFrame, path: Path) -> Path:
     """Our m* against T beside the paper's read-off (Edelman et al., ICML 2022, section 5,
     figure "Transformer, 3-way AND"), both with their intervals, on linear axes as in the paper.
 
     Args:
         ours: our cells of that setting (``results.verdicts.reference_cells``): rows with
-            ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``censored``, ``m_max`` and optionally
-            ``series`` (one colour each); may be empty.
+            ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``bound`` (or ``censored``) and
+            optionally ``series`` (one colour each); may be empty. Bounds are triangles.
         reference: the read-off (``results.verdicts.read_reference``): ``T``,
             ``critical_m``, ``err_lo``, ``err_hi``.
         path: PNG to write.
@@ -245,14 +258,18 @@ def plot_reference(ours: pl.DataFrame, reference: pl.DataFrame, path: Path) -> P
                 color="0.35", capsize=3, label="Edelman et al. 2022 (read-off of their figure)")
     if "series" not in ours.columns and not ours.is_empty():
         ours = ours.with_columns(series=pl.lit("ours"))
+    ours = _with_bound(ours)
     palette = sns.color_palette()
     groups = [] if ours.is_empty() else ours.sort("T").group_by(["series"], maintain_order=True)
     for i, ((label,), part) in enumerate(groups):
         color = palette[i % len(palette)]
-        above = part.filter(pl.col("censored") == "above")
-        if not above.is_empty():  # beyond the grid: a triangle at the largest m tried
-            ax.scatter(above["T"], above["m_max"], marker="^", color=color, label=f"ours [{label}]: m* > largest m")
-        part = part.filter(pl.col("m_star").is_not_nan())
+        above = part.filter(pl.col("bound") == "lower")
+        if not above.is_empty():  # beyond the grid: a triangle up at the bound
+            ax.scatter(above["T"], above["m_star"], marker="^", color=color, label=f"ours [{label}]: m* > bound")
+        below = part.filter(pl.col("bound") == "upper")
+        if not below.is_empty():
+            ax.scatter(below["T"], below["m_star"], marker="v", color=color, label=f"ours [{label}]: m* ≤ bound")
+        part = part.filter(pl.col("m_star").is_not_nan() & (pl.col("bound") == "exact"))
         if part.is_empty():
             continue
         y = part["m_star"].to_numpy()

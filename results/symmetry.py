@@ -1,23 +1,33 @@
 """Verdicts S1-S4 of the symmetry experiment (docs/claims.md 1b; Ma & Ying, arXiv 2210.06741).
 
 Input: the trial rows of a symmetry run (columns ``teacher``, ``model``, ``equivariance``,
-``n``, ``k``, ``d``, ``m``, ``seed``, ``status``, ``test_error``, ``eq_error_median``,
-``eq_error_max``, ``perm_error_median``). A *student* is (model, equivariance):
-``inner-product`` (equivariance ``orthogonal``), ``transformer``/``mlp`` (``none``), the
-same ``+ rotations`` (``augment``) and ``transformer, no positions`` (``permutation``).
+``n``, ``k``, ``d``, ``m``, ``seed``, ``status``, ``test_error``, ``train_error``,
+``converged``, ``eq_error_median``, ``eq_error_max``, ``perm_error_median``). A *student* is
+(model, equivariance): ``inner-product`` (equivariance ``orthogonal``),
+``transformer``/``mlp`` (``none``), the same ``+ rotations`` (``augment``) and
+``transformer, no positions`` (``permutation``).
 
 * S1: the inner-product student is exactly O(d)-equivariant: the largest float64 error E
   over all its trials is below ``ROUNDOFF`` (1e-10), and the generic transformer's median E
   on the equivariant teacher at the smallest m is at least ``GAP`` (1e4) times larger
   (bootstrap CI over its trials).
 * S2: on the equivariant teacher the inner-product student's m* (results/critical.py, with
-  success = relative test error <= target) lies below the generic transformer's and the
-  MLP's (intervals apart and grid m* ordered, or theirs beyond the grid); on the control
-  teacher it does not (its m* is beyond the grid or not lower).
+  success = relative test error <= target, and its bounds) lies below the generic
+  transformer's and the MLP's: supported when its interval lies below each of theirs (a
+  lower bound's interval starts at the bound) and the grid m* are ordered the same way; not
+  supported when, for some student, it lies at or above; inconclusive when the intervals
+  overlap or a number is missing. On the control teacher it must not win (no student's
+  interval lies above its own).
 * S3: the generic transformer's E falls as m grows: the OLS slope of log10 E on log10 m,
-  with a bootstrap CI over seeds, is below 0.
+  with a bootstrap CI over seeds, lies below -``EFFECT_SLOPE`` (E falls by at least a
+  factor 1.12 per tenfold m; results/verdicts.py); not supported when the interval lies
+  above it (flat or rising).
 * S4: the same for the permutation error of the generic transformer with positions, on
   the equivariant teacher (which is permutation-equivariant).
+
+Each verdict is a dict as :mod:`results.verdicts` describes (``id``, ``claim``,
+``verdict``, ``statistic``, ``interval``, ``why``, ``series`` with ``numbers``,
+``not_judged``, ``flags``).
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ import numpy as np
 import polars as pl
 
 from results.critical import critical_sample_sizes, format_m_star
+from results.verdicts import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, _split,
+                              quantity)
 
 ROUNDOFF = 1e-10
 GAP = 1e4
@@ -46,14 +58,9 @@ def with_student(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
 
 
 def critical_sizes(trials: pl.DataFrame, target_error: float, n_boot: int, ci: float) -> pl.DataFrame:
-    """m* per (teacher, student, n, k, d) with success = relative test error <= target.
-
-    The interval is the percentile bootstrap over seeds (results/critical.py), except where
-    that has zero width: when every seed fails at one m tried and succeeds at the next, each
-    replicate gives the same m*, though the grid only says that m* lies between those two m.
-    There ``ci_lo`` .. ``ci_hi`` is that bracket (the largest m tried below ``m_star_grid``,
-    and ``m_star_grid``), so no comparison rests on an interval the data cannot give.
-    """
+    """m* per (teacher, student, n, k, d) with success = relative test error <= target
+    (results/critical.py: its interval, bound and flags; a trial has fit its training set
+    when its training error is at or below the target)."""
     return critical_sizes_and_replicates(trials, target_error, n_boot, ci)[0]
 
 
@@ -62,28 +69,10 @@ def critical_sizes_and_replicates(trials: pl.DataFrame, target_error: float, n_b
     """:func:`critical_sizes` and each cell's ``(n_boot,)`` bootstrap m* (+inf: beyond the
     grid), keyed by the tuple of its :data:`CELL` values (results/critical.py)."""
     labelled = with_student(trials)
+    fitted = (pl.col("train_error") <= target_error) if "train_error" in labelled.collect_schema().names() else None
     table, reps = critical_sample_sizes(labelled, CELL, success=pl.col("test_error") <= target_error,
-                                        n_boot=n_boot, ci=ci)
-    return bracket_degenerate(table, labelled.select(*CELL, "m").unique().collect()).sort(CELL), reps
-
-
-def bracket_degenerate(table: pl.DataFrame, tried: pl.DataFrame) -> pl.DataFrame:
-    """``table`` (m* per cell) with each zero-width interval of an uncensored m* replaced by
-    the grid bracket described in :func:`critical_sizes`.
-
-    Args:
-        tried: the ``(cell..., m)`` pairs tried, one row each.
-    """
-    uncensored = pl.col("censored").fill_null("") == ""
-    width = pl.col("ci_hi") - pl.col("ci_lo")
-    degenerate = uncensored & (pl.col("ci_lo").is_nan() | (width <= 1e-9 * pl.col("m_star").abs()))
-    below = (tried.join(table.select(*CELL, "m_star_grid"), on=CELL, how="inner", nulls_equal=True)
-             .filter(pl.col("m") < pl.col("m_star_grid")).group_by(CELL).agg(pl.col("m").max().alias("m_below")))
-    joined = table.join(below, on=CELL, how="left", nulls_equal=True)
-    lo = pl.min_horizontal(pl.col("m_below").fill_null(pl.col("m_min")).cast(pl.Float64), pl.col("m_star"))
-    hi = pl.max_horizontal(pl.col("m_star_grid"), pl.col("m_star"))
-    return joined.with_columns(ci_lo=pl.when(degenerate).then(lo).otherwise(pl.col("ci_lo")),
-                               ci_hi=pl.when(degenerate).then(hi).otherwise(pl.col("ci_hi"))).drop("m_below")
+                                        fitted=fitted, n_boot=n_boot, ci=ci)
+    return table.sort(CELL), reps
 
 
 def log_slope(df: pl.DataFrame, column: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
@@ -128,38 +117,47 @@ def _median_ci(values: np.ndarray, n_boot: int, ci: float, seed: int = 0) -> tup
 
 
 def verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int = 1000, ci: float = 0.95) -> list[dict]:
-    """S1-S4, each a dict with ``claim``, ``statistic``, ``interval``, ``verdict``
-    (supported / not supported / inconclusive) and ``why``."""
+    """S1-S4 (module docstring), each a verdict dict of :mod:`results.verdicts`."""
     done = with_student(trials).filter(pl.col("status") == "done").collect()
     return [_s1(done, n_boot, ci), _s2(m_star), _s3(done, n_boot, ci), _s4(done, n_boot, ci)]
 
 
-def _verdict(claim, statistic, interval, verdict, why) -> dict:
-    return dict(claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why)
+def _verdict(cid: str, claim: str, statistic: str, interval: str, verdict: str, why: str, numbers: dict | None = None,
+             flags: list[dict] = ()) -> dict:
+    series = [dict(cells={}, verdict=verdict, statistic=statistic, interval=interval, why=why,
+                   numbers=numbers or {})] if numbers is not None else []
+    return dict(id=cid, claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why, series=series,
+                not_judged=[], flags=list(flags))
+
+
+S1_CLAIM = "S1: the inner-product student is exactly O(d)-equivariant; the generic one is not"
+S2_CLAIM = "S2: the inner-product student needs fewer samples on the equivariant teacher, not on the control"
+S3_CLAIM = "S3: the generic transformer's O(d) equivariance error falls as m grows"
+S4_CLAIM = "S4: the generic transformer's permutation equivariance error falls as m grows"
 
 
 def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
-    claim = "S1: the inner-product student is exactly O(d)-equivariant; the generic one is not"
     orth = done.filter(pl.col("student") == "inner-product")["eq_error_max"].drop_nulls()
     generic = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
     if orth.is_empty() or generic.is_empty():
-        return _verdict(claim, "-", "-", "inconclusive",
+        return _verdict("S1", S1_CLAIM, "-", "-", NOT_TESTED,
                         "needs inner-product trials and generic transformer trials on the equivariant teacher")
     e_max = float(orth.max())
     small = generic.filter(pl.col("m") == generic["m"].min())["eq_error_median"].drop_nulls().to_numpy()
     med, lo, hi = _median_ci(small, n_boot, ci)
     ok = e_max < ROUNDOFF and lo >= GAP * max(e_max, 1e-300)
+    numbers = dict(max_e_inner_product=e_max, median_e_transformer=quantity(med, lo, hi),
+                   m=int(generic["m"].min()), roundoff=ROUNDOFF, gap=GAP)
     return _verdict(
-        claim, f"max float64 E (inner-product, all trials) = {e_max:.2e}; median E (transformer, equivariant "
+        "S1", S1_CLAIM, f"max float64 E (inner-product, all trials) = {e_max:.2e}; median E (transformer, equivariant "
         f"teacher, m={generic['m'].min()}) = {med:.2e}",
-        f"transformer median E CI {lo:.2e} .. {hi:.2e}", "supported" if ok else "not supported",
-        f"needs max E < {ROUNDOFF:g} and the generic median E at least {GAP:g} times larger",
+        f"transformer median E CI {lo:.2e} .. {hi:.2e}", SUPPORTED if ok else NOT_SUPPORTED,
+        f"needs max E < {ROUNDOFF:g} and the generic median E at least {GAP:g} times larger", numbers,
     )
 
 
 def _s2(m_star: pl.DataFrame) -> dict:
-    claim = "S2: the inner-product student needs fewer samples on the equivariant teacher, not on the control"
-    parts, ok, missing, unknown = [], True, False, []
+    parts, outcomes, missing, undecided, flags, compared = [], [], False, [], [], []
     for teacher, should_win in (("equivariant", True), ("control", False)):
         t = m_star.filter(pl.col("teacher") == teacher)
         orth = t.filter(pl.col("student") == "inner-product")
@@ -168,59 +166,104 @@ def _s2(m_star: pl.DataFrame) -> dict:
             missing = True
             continue
         o = orth.row(0, named=True)
+        flags += _flags_of(o)
         for r in others.iter_rows(named=True):
+            flags += _flags_of(r)
             parts.append(f"{teacher}: inner-product {_m(o)} vs {r['student']} {_m(r)}")
-            if should_win and o["censored"] == "above" and r["censored"] == "above":
-                unknown.append(r["student"])  # both beyond the grid: no order can be read off
-                continue
-            wins = _below(o, r)
-            ok &= wins if should_win else not wins
+            order = _order(o, r)
+            compared.append(dict(teacher=teacher, student=r["student"], inner_product=_quantity(o),
+                                 other=_quantity(r), order=order))
+            if should_win:
+                outcomes.append({"below": "ok", "above": "contradicts"}.get(order, "undecided"))
+                if order == "undecided":
+                    undecided.append(r["student"])
+            else:  # the control: a win there would contradict the claim; no win is what it says
+                outcomes.append("contradicts" if order == "below" else "ok")
     if missing and not parts:
-        return _verdict(claim, "-", "-", "inconclusive", "needs inner-product, transformer and MLP trials on both teachers")
-    verdict = "not supported" if not ok else ("inconclusive" if missing or unknown else "supported")
-    return _verdict(claim, "; ".join(parts), "m* with 95% CI per student", verdict,
-                    "wins = its interval lies below the other's (or the other's m* is beyond the grid); a "
-                    "zero-width bootstrap interval is widened to the two m tried that bracket it"
-                    + ("; a teacher is missing" if missing else "")
-                    + (f"; on the equivariant teacher both m* are beyond the grid for {', '.join(unknown)}"
-                       if unknown else ""))
+        return _verdict("S2", S2_CLAIM, "-", "-", NOT_TESTED,
+                        "needs inner-product, transformer and MLP trials on both teachers")
+    verdict = (NOT_SUPPORTED if "contradicts" in outcomes else
+               INCONCLUSIVE if missing or "undecided" in outcomes else SUPPORTED)
+    limited = sorted({f"{f['cell']['teacher']}/{f['cell']['student']}" for f in flags
+                      if f["flag"] in ("budget-limited", "out-of-epochs")})
+    why = ("wins = its interval lies below the other's (a lower bound's interval starts at the bound) and the grid "
+           "m* are ordered too; loses = its interval lies at or above; else undecided"
+           + ("; a teacher is missing" if missing else "")
+           + (f"; undecided on the equivariant teacher against {', '.join(undecided)}" if undecided else "")
+           + (f"; cells that ran out of epochs (their m* is a bound, used as such): {', '.join(limited)}"
+              if limited else ""))
+    return _verdict("S2", S2_CLAIM, "; ".join(parts), "m* with 95% CI per student", verdict, why,
+                    dict(comparisons=compared), flags)
 
 
-def _below(a: dict, b: dict) -> bool:
-    """Whether cell a's m* is clearly below cell b's: intervals apart (a zero-width one is
-    already the grid bracket, :func:`critical_sizes`) and the grid m* (the first m where half
-    the seeds succeed) ordered too."""
-    if a["censored"] == "above":
-        return False
-    if b["censored"] == "above":
-        return True
-    return a["ci_hi"] < b["ci_lo"] and a["m_star_grid"] < b["m_star_grid"]
+def _order(a: dict, b: dict) -> str:
+    """Where cell a's m* lies against cell b's: ``below`` (a's interval entirely below b's,
+    and the grid m* ordered too), ``above`` (a's interval at or above b's), or
+    ``undecided``. An interval comes from :func:`_ends` (a bound's reaches to the bound)."""
+    a_lo, a_hi = _ends(a)
+    b_lo, b_hi = _ends(b)
+    grid = lambda r: math.inf if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else r["m_star_grid"]  # noqa: E731
+    if a_hi < b_lo and grid(a) < grid(b):
+        return "below"
+    if a_lo >= b_hi:
+        return "above"
+    return "undecided"
+
+
+def _ends(r: dict) -> tuple[float, float]:
+    """The range a cell's m* may take: its interval, widened to its bound (a lower bound
+    reaches to +inf, an upper bound down to 1, no number is anywhere)."""
+    lo = r["ci_lo"] if r["ci_lo"] is not None and not math.isnan(r["ci_lo"]) else r["m_star"]
+    hi = r["ci_hi"] if r["ci_hi"] is not None and not math.isnan(r["ci_hi"]) else r["m_star"]
+    if r["bound"] == "lower":
+        return min(lo, r["m_star"]), math.inf
+    if r["bound"] == "upper":
+        return 1.0, max(hi, r["m_star"])
+    if r["bound"] == "none":
+        return 1.0, math.inf
+    return lo, hi
+
+
+def _flags_of(r: dict) -> list[dict]:
+    cell = {c: r[c] for c in ("teacher", "student", "n", "k", "d") if c in r}
+    return [dict(flag=f, cell=cell) for f in _split(r.get("flags"))]
+
+
+def _quantity(r: dict) -> dict:
+    return quantity(r["m_star"], r["ci_lo"], r["ci_hi"], r["bound"])
 
 
 def _m(r: dict) -> str:
-    if r["censored"]:
-        return format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"])
+    if r["bound"] != "exact":
+        return format_m_star(r["m_star"], r["bound"])
     return f"{r['m_star']:.0f} ({r['ci_lo']:.0f} .. {r['ci_hi']:.0f})"
 
 
-def _slope_verdict(claim: str, rows: pl.DataFrame, column: str, n_boot: int, ci: float) -> dict:
+def _slope_verdict(cid: str, claim: str, rows: pl.DataFrame, column: str, n_boot: int, ci: float) -> dict:
     if rows.is_empty():
-        return _verdict(claim, "-", "-", "inconclusive", "no trials of that student on the equivariant teacher")
+        return _verdict(cid, claim, "-", "-", NOT_TESTED, "no trials of that student on the equivariant teacher")
     b, lo, hi = log_slope(rows, column, n_boot, ci)
     if math.isnan(b):
-        return _verdict(claim, "-", "-", "inconclusive", "needs two or more values of m")
-    verdict = "supported" if hi < 0 else ("not supported" if lo >= 0 else "inconclusive")
-    return _verdict(claim, f"slope of log10 {column} on log10 m = {b:.2f}", f"CI {lo:.2f} .. {hi:.2f}", verdict,
-                    "supported when the whole interval is below 0")
+        return _verdict(cid, claim, "-", "-", NOT_TESTED, "needs two or more values of m")
+    ms = rows["m"]
+    numbers = dict(slope=quantity(b, lo, hi), effect=-EFFECT_SLOPE, m_min=int(ms.min()), m_max=int(ms.max()))
+    statistic = f"slope of log10 {column} on log10 m = {b:.2f}"
+    interval = f"CI {lo:.2f} .. {hi:.2f}"
+    need = f"falls = the interval lies below -{EFFECT_SLOPE:g} (a factor {10 ** EFFECT_SLOPE:.2f} per tenfold m)"
+    if hi < -EFFECT_SLOPE:
+        return _verdict(cid, claim, statistic, interval, SUPPORTED, need, numbers)
+    if lo > -EFFECT_SLOPE:
+        what = "practically flat" if hi < EFFECT_SLOPE else "it does not fall"
+        return _verdict(cid, claim, statistic, interval, NOT_SUPPORTED,
+                        f"{need}; the interval lies above it: {what} over m = {ms.min()}..{ms.max()}", numbers)
+    return _verdict(cid, claim, statistic, interval, INCONCLUSIVE, f"{need}; the interval includes it", numbers)
 
 
 def _s3(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
     rows = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
-    return _slope_verdict("S3: the generic transformer's O(d) equivariance error falls as m grows",
-                          rows, "eq_error_median", n_boot, ci)
+    return _slope_verdict("S3", S3_CLAIM, rows, "eq_error_median", n_boot, ci)
 
 
 def _s4(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
     rows = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
-    return _slope_verdict("S4: the generic transformer's permutation equivariance error falls as m grows",
-                          rows, "perm_error_median", n_boot, ci)
+    return _slope_verdict("S4", S4_CLAIM, rows, "perm_error_median", n_boot, ci)

@@ -19,13 +19,15 @@ size, so they are measurements with intervals, not verdicts:
   O(d) error, on the equivariant teacher) on log10 m with a seed-bootstrap interval
   (:func:`results.symmetry.log_slope`), and E's median at each m tried in every cell.
 
-Censoring: an m* beyond the largest m tried makes its advantage a lower bound (``> x``), and
-such a cell is left out of a slope (named in ``left_out``). An inner-product m* at the
-smallest m tried is exact when that m is 1 (no fewer samples exist) and else makes the
-advantage a lower bound too. A cell whose bootstrap interval was widened to its grid
-bracket (:func:`results.symmetry.bracket_degenerate`) has replicates that all repeat one
-value; for the advantage's and the slope's intervals each such replicate is instead drawn log-uniformly inside
-the bracket, so the slope's interval carries what the grid cannot resolve.
+Censoring (docs/claims.md 2, results/critical.py): the advantage of a generic m* over the
+inner-product m* is a bound whenever either is (:func:`results.verdicts.ratio_bound`: a
+generic m* beyond the grid or an inner-product m* that is an upper bound makes it a lower
+bound, ``> x``; the other way round an upper bound), and a bound is left out of a slope
+and named in ``left_out``. An inner-product m* at m = 1 is exact (the floor: no fewer
+samples exist). A cell whose every bootstrap replicate repeats one value (every seed flips
+between the same two m) has the grid bracket as its interval; for the advantage's and the
+slope's intervals each such replicate is instead drawn log-uniformly inside the bracket, so
+the slope's interval carries what the grid cannot resolve.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import polars as pl
 
 from results.critical import _cell_hash, format_m_star, percentile_interval
 from results.symmetry import CELL, log_slope, verdicts, with_student
+from results.verdicts import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, quantity, ratio_bound
 
 GROUP = ["n", "k", "d"]
 AXES = ("d", "n", "k")
@@ -59,45 +62,64 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
 
     Returns:
         One row per (group, claim): ``n``, ``k``, ``d``, ``claim`` (S1..S4), ``verdict``,
-        ``statistic``, ``interval``, ``why``; sorted by d, n, k and claim.
+        ``statistic``, ``interval``, ``why``, ``numbers`` (the verdict's numbers as JSON
+        text); sorted by d, n, k and claim.
     """
+    import json
+
+    from results.verdicts import jsonable
+
     rows = []
     for n, k, d in groups(trials):
         sel = _in_group(n, k, d)
         for v in verdicts(trials.filter(sel), m_star.filter(sel), n_boot, ci):
-            rows.append(dict(n=n, k=k, d=d, claim=v["claim"].split(":", 1)[0], verdict=v["verdict"],
-                             statistic=v["statistic"], interval=v["interval"], why=v["why"]))
+            numbers = v["series"][0]["numbers"] if v["series"] else {}
+            rows.append(dict(n=n, k=k, d=d, claim=v["id"], verdict=v["verdict"], statistic=v["statistic"],
+                             interval=v["interval"], why=v["why"], numbers=json.dumps(jsonable(numbers))))
     schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, claim=pl.String, verdict=pl.String, statistic=pl.String,
-                  interval=pl.String, why=pl.String)
+                  interval=pl.String, why=pl.String, numbers=pl.String)
     return pl.DataFrame(rows, schema=schema)
 
 
 def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[dict]:
     """S1-S4 across all groups of :func:`group_verdicts`: supported when supported in every
-    group, not supported when not supported in any, else inconclusive (a claim about every
-    size holds only where it holds at each size tried).
+    group, not supported when not supported in any, not tested when tested in none, else
+    inconclusive (a claim about every size holds only where it holds at each size tried).
 
     Args:
         texts: each claim's full text by its short name (``S1`` -> ``S1: ...``).
+
+    Returns:
+        Verdict dicts of :mod:`results.verdicts`; ``series`` holds one entry per group
+        (``cells``: ``{"d", "n", "k"}``), with that group's verdict and numbers.
     """
+    import json
+
     out = []
     for claim in CLAIMS:
         part = table.filter(pl.col("claim") == claim)
-        counts = {v: part.filter(pl.col("verdict") == v).height for v in ("supported", "not supported", "inconclusive")}
+        counts = {v: part.filter(pl.col("verdict") == v).height
+                  for v in (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED)}
         total = part.height
-        if total and counts["supported"] == total:
-            verdict = "supported"
-        elif counts["not supported"]:
-            verdict = "not supported"
+        if total and counts[SUPPORTED] == total:
+            verdict = SUPPORTED
+        elif counts[NOT_SUPPORTED]:
+            verdict = NOT_SUPPORTED
+        elif counts[NOT_TESTED] == total:
+            verdict = NOT_TESTED
         else:
-            verdict = "inconclusive"
-        others = [f"{_group_name(r)}: {r['verdict']}" for r in part.filter(pl.col("verdict") != "supported")
+            verdict = INCONCLUSIVE
+        others = [f"{_group_name(r)}: {r['verdict']}" for r in part.filter(pl.col("verdict") != SUPPORTED)
                   .iter_rows(named=True)]
-        statistic = f"supported in {counts['supported']} of {total} (d, n, k) groups" + (
+        statistic = f"supported in {counts[SUPPORTED]} of {total} (d, n, k) groups" + (
             f" ({'; '.join(others)})" if others else "")
-        out.append(dict(claim=f"{texts[claim]}, in every (d, n, k) group", statistic=statistic,
+        series = [dict(cells=dict(d=r["d"], n=r["n"], k=r["k"]), verdict=r["verdict"], statistic=r["statistic"],
+                       interval=r["interval"], why=r["why"], numbers=json.loads(r["numbers"]))
+                  for r in part.iter_rows(named=True)]
+        out.append(dict(id=claim, claim=f"{texts[claim]}, in every (d, n, k) group", statistic=statistic,
                         interval="each group's interval in the per-group table", verdict=verdict,
-                        why="supported when supported in every group; not supported when not supported in any"))
+                        why="supported when supported in every group; not supported when not supported in any",
+                        series=series, not_judged=[], flags=[]))
     return out
 
 
@@ -111,7 +133,8 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
 
     Returns:
         One row per (group, student in :data:`COMPARED`): ``n``, ``k``, ``d``, ``student``,
-        ``m_star`` (the student's), ``m_star_baseline``, ``m_star_text`` and
+        ``m_star`` (the student's), ``m_star_baseline`` (each a bound's value where it is one,
+        as ``m_star_bound`` and ``baseline_bound`` say), ``m_star_text`` and
         ``baseline_text`` (as tables write them, e.g. ``> 256``, ``≤ 1``), ``ratio`` (NaN where there is none),
         ``bound`` (``exact``; ``lower`` or ``upper``: the ratio is at least or at most ``ratio``;
         ``none``: no number),
@@ -146,10 +169,11 @@ def _advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: fl
                 if bound != "none":
                     lo, hi = percentile_interval(r, ci)
             rows.append(dict(n=n, k=k, d=d, student=student, m_star=_finite(o), m_star_baseline=_finite(b),
+                             m_star_bound=o["bound"], baseline_bound=b["bound"],
                              m_star_text=_m_text(o), baseline_text=_m_text(b),
                              ratio=ratio, bound=bound, ci_lo=lo, ci_hi=hi, text=_ratio_text(ratio, bound, lo, hi)))
     schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, student=pl.String, m_star=pl.Float64,
-                  m_star_baseline=pl.Float64, m_star_text=pl.String, baseline_text=pl.String, ratio=pl.Float64,
+                  m_star_baseline=pl.Float64, m_star_bound=pl.String, baseline_bound=pl.String, m_star_text=pl.String, baseline_text=pl.String, ratio=pl.Float64,
                   bound=pl.String, ci_lo=pl.Float64, ci_hi=pl.Float64, text=pl.String)
     return pl.DataFrame(rows, schema=schema), reps
 
@@ -237,21 +261,17 @@ def center(trials: pl.DataFrame) -> dict[str, int]:
 
 
 def _ratio(o: dict, b: dict) -> tuple[float, str]:
-    """The advantage of cell ``o`` over baseline ``b`` and whether it is exact or a bound."""
-    if b["censored"] == "above":
+    """The advantage of cell ``o`` over baseline ``b`` (their m* values, each a bound's value
+    where it is one) and its bound (:func:`results.verdicts.ratio_bound`)."""
+    bound = ratio_bound(o["bound"], b["bound"])
+    if bound == "none":
         return math.nan, "none"
-    base = b["m_star"]
-    lower = b["censored"] == "below" and b["m_min"] > 1
-    if o["censored"] == "above":
-        return o["m_max"] / base, "lower"
-    if o["censored"] == "below" and o["m_min"] > 1:
-        return o["m_star"] / base, "none" if lower else "upper"
-    return o["m_star"] / base, "lower" if lower else "exact"
+    return o["m_star"] / b["m_star"], bound
 
 
 def _ratio_text(ratio: float, bound: str, lo: float, hi: float) -> str:
     if bound == "none":
-        return "none (no inner-product m* within the grid)"
+        return "none (a bound on each side, or no number)"
     if bound == "lower":
         return f"> {ratio:.3g}"
     if bound == "upper":
@@ -261,7 +281,7 @@ def _ratio_text(ratio: float, bound: str, lo: float, hi: float) -> str:
 
 
 def _m_text(r: dict) -> str:
-    return format_m_star(r["m_star"], r["censored"], r["m_min"], r["m_max"])
+    return format_m_star(r["m_star"], r["bound"])
 
 
 def _finite(r: dict) -> float:
@@ -284,7 +304,7 @@ def _paired(o: dict, b: dict, replicates: dict, seed: int) -> np.ndarray | None:
 def _widen(cell: dict, reps: np.ndarray, seed: int) -> np.ndarray:
     """A bracketed cell's replicates redrawn log-uniformly in its bracket; others as they are."""
     finite = reps[np.isfinite(reps)]
-    if cell["censored"] or finite.size != reps.size or np.ptp(reps) > 1e-9 * abs(reps[0]) \
+    if cell["bound"] != "exact" or finite.size != reps.size or np.ptp(reps) > 1e-9 * abs(reps[0]) \
             or not cell["ci_hi"] > cell["ci_lo"]:
         return reps
     rng = np.random.default_rng([seed, _cell_hash(tuple(cell[c] for c in CELL))])

@@ -8,8 +8,9 @@ an MLP on the flattened bits needs samples that grow like T.
 
 Input: an m* table, one row per cell, as ``orchestrator.analyze.analyze_run(...).m_star``
 returns it: cell columns (``task``, ``T``, ``s``, ``model``, ``norm_bound``, ...) and
-``m_star``, ``ci_lo``, ``ci_hi``, ``censored`` ("", "above", "below"), ``m_min``, ``m_max``
-(results/critical.py defines them). Two optional columns:
+``m_star``, ``bound`` ("exact", "lower", "upper", "none"), ``ci_lo``, ``ci_hi``, ``flags``,
+``m_min``, ``m_max`` (results/critical.py defines them; a table without ``bound`` has it
+derived from ``censored``). Two optional columns:
 
 * ``replicates`` (list of float): the cell's bootstrap m* (seeds resampled; +inf for a
   replicate beyond the grid), attached by :func:`with_replicates`. Every interval here is a
@@ -17,19 +18,31 @@ returns it: cell columns (``task``, ``T``, ``s``, ``model``, ``norm_bound``, ...
   statistic computed from replicate r of every cell it uses (each cell's bootstrap is
   independent of the others', so this bootstraps the statistic). Without replicates the
   intervals are NaN and the verdicts inconclusive.
-* ``budget`` ("ok", "budget-limited", "not checked"): a claim whose statistic uses a
-  budget-limited cell is inconclusive and names it (such an m* measures the training budget,
-  not the samples: docs/claims.md section 3); budget-limited cells it considered but did not use
-  are named.
+* ``budget`` ("ok", "budget-limited", "not checked"): the check at twice the epochs.
 
-A cell's *value* is m*, +inf when censored above (m* beyond the largest m of the grid) and
-m_min when censored below (m* <= m_min: an upper bound).
+The censoring rule (docs/claims.md 2) applied here: a growth-law fit uses exact m* only and
+names the others with their bound; a rank (L2, L3) takes a lower bound as larger than every
+value and an upper bound as its value; a ratio with a bound in it is itself a bound. A claim
+whose statistic uses a budget-limited cell (``flags``: ``budget-limited`` or
+``out-of-epochs``) is inconclusive and names it; non-monotone cells and cells with few seeds
+are named in its ``flags``.
 
-Each verdict is a dict like those of :func:`results.symmetry.verdicts`: ``claim``,
-``statistic``, ``interval``, ``verdict`` ("supported", "not supported" or "inconclusive")
-and ``why``. Where a claim can be judged on several series (e.g. transformer cells at two
-norm bounds for L1), each is judged: the claim is supported when every judged series
-supports it, not supported when any contradicts it, and inconclusive otherwise.
+Each verdict is a dict (the same keys as :func:`results.symmetry.verdicts`):
+
+* ``id`` (``L1`` ...), ``claim`` (its text), ``verdict`` (:data:`VERDICTS`: ``supported``,
+  ``not supported``, ``inconclusive`` when the data cannot decide, ``not tested`` when the
+  runs hold no data for it);
+* ``statistic``, ``interval``, ``why``: the same as sentences, for people;
+* ``series``: one dict per judged series (``cells``: the settings that name it, e.g.
+  ``{"s": 3, "norm_bound": None}``; ``verdict``, ``why``, ``numbers``), where ``numbers``
+  holds the statistic as numbers: quantities as ``{"estimate", "ci_lo", "ci_hi",
+  "bound"}``, counts and parameters as numbers;
+* ``not_judged``: the settings of series named but not judged (side blocks with fewer
+  than 3 values of T), ``flags``: ``{"flag", "cell"}`` per flagged cell the statistic saw.
+
+Where a claim is judged on several series (e.g. transformer cells at two norm bounds for
+L1), it is supported when every judged series supports it, not supported when any
+contradicts it, and inconclusive otherwise.
 """
 
 from __future__ import annotations
@@ -50,7 +63,8 @@ ARCH_FIELDS = ("model", "d", "layers", "heads", "mlp_width")
 RESULT_COLUMNS = frozenset({"m_star", "m_star_grid", "ci_lo", "ci_hi", "censored", "n_seeds", "m_min", "m_max",
                             "n_trials", "series", "budget", "m_star_2x", "replicates", "run_id", "sweep",
                             "settings", "m_star_default", "m_star_tuned", "censored_default", "censored_tuned",
-                            "tuning"})
+                            "tuning", "bound", "flags", "non_monotone", "out_of_epochs", "m_floor_if_fit",
+                            "ci_lo_exact", "ci_hi_exact", "bound_2x", "bound_default", "bound_tuned"})
 """Columns of an m* table that are not cell settings."""
 
 MIN_DECADES = 3.0
@@ -61,14 +75,30 @@ AIC_MARGIN = 2.0
 """A law 'beats' another when its AIC (and BIC) is lower by at least this much (Burnham &
 Anderson, Model Selection and Multimodel Inference, 2002, section 2.6: within 2 units both
 have substantial support)."""
+EFFECT_SLOPE = 0.05
+"""The smallest log-log slope that counts as "grows" or "falls" (docs/claims.md 2): a
+factor 10^0.05 = 1.12 per tenfold change of the axis. A slope whose interval lies inside
+(-0.05, 0.05) is flat: it barely moves."""
+EFFECT_RATIO = 10 ** EFFECT_SLOPE
+"""The smallest ratio of m* between the largest and the smallest value of a setting that
+counts as "m* grows with it" (L2, L3): 12% more samples."""
+FAR_MORE = 2.0
+""""Far more samples" (L4): the MLP's m* at least twice the transformer's."""
 R_RANGE = (100, 1100)
 """The T range of the paper's figure "Transformer, 3-way AND" (Edelman et al. 2022, section 5)."""
 EQUIVALENCE = (0.8, 1.25)
 """Equivalence margin of R for the geometric-mean ratio ours/paper (docs/decisions.md, Issue 7)."""
 REFERENCE_CSV = Path(__file__).parent / "data" / "edelman2022_fig_3way_and.csv"
 """Our read-off of the paper's figure (columns T, critical_m, err_lo, err_hi)."""
+PROTOCOL_FIELDS = ("d", "heads", "layers", "lr", "weight_decay", "max_epochs", "batch_size", "n_test", "norm_kind",
+                   "precision")
+"""Settings of our protocol that R names beside its statistic."""
 
-SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
+SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED = "supported", "not supported", "inconclusive", "not tested"
+VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED)
+"""The four verdicts: the data support the claim, contradict it, cannot decide it, or do not test it."""
+LIMITING = ("budget-limited", "out-of-epochs")
+"""Flags of a cell whose m* measures the training budget (results/critical.py)."""
 
 
 def verdicts(m_star: pl.DataFrame, cell: list[str] | None = None, reference: Path | str = REFERENCE_CSV,
@@ -81,6 +111,7 @@ def verdicts(m_star: pl.DataFrame, cell: list[str] | None = None, reference: Pat
         reference: the paper's read-off for R (see :func:`read_reference`).
         ci: coverage of the intervals.
     """
+    m_star = normalized(m_star)
     cell = cell or cell_columns(m_star)
     return [l1_log_growth(m_star, cell, ci), l2_norm_bound(m_star, cell, ci), l3_sparsity(m_star, cell, ci),
             l4_mlp_baseline(m_star, cell, ci), r_reference(m_star, reference, cell, ci)]
@@ -101,6 +132,26 @@ def with_replicates(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], c
 def cell_columns(m_star: pl.DataFrame) -> list[str]:
     """The cell columns of an m* table: every column not in ``RESULT_COLUMNS``."""
     return [c for c in m_star.columns if c not in RESULT_COLUMNS]
+
+
+def normalized(m_star: pl.DataFrame) -> pl.DataFrame:
+    """The m* table with ``bound`` and ``flags`` (derived from ``censored`` and ``budget``
+    where a table made without them lacks them: beyond the grid a lower bound at ``m_max``,
+    at or below it an upper bound at ``m_min``, a ``budget-limited`` check a flag)."""
+    if m_star.is_empty() or "censored" not in m_star.columns:
+        return m_star
+    out = m_star
+    if "bound" not in out.columns:
+        cens = pl.col("censored")
+        out = out.with_columns(
+            bound=pl.when(cens == "above").then(pl.lit("lower")).when(cens == "below").then(pl.lit("upper"))
+            .otherwise(pl.lit("exact")),
+            m_star=pl.when(cens == "above").then(pl.col("m_max").cast(pl.Float64))
+            .when(cens == "below").then(pl.col("m_min").cast(pl.Float64)).otherwise(pl.col("m_star")))
+    if "flags" not in out.columns:
+        limited = (pl.col("budget") == "budget-limited") if "budget" in out.columns else pl.lit(False)
+        out = out.with_columns(flags=pl.when(limited).then(pl.lit("budget-limited")).otherwise(pl.lit("")))
+    return out.with_columns(pl.col("flags").fill_null(""))
 
 
 def read_reference(path: Path | str = REFERENCE_CSV) -> pl.DataFrame:
@@ -126,7 +177,32 @@ def reference_cells(m_star: pl.DataFrame, t_range: tuple[float, float] = R_RANGE
                          & pl.col("T").is_between(*t_range)).sort("T")
 
 
+def quantity(estimate: float, lo: float = math.nan, hi: float = math.nan, bound: str = "exact") -> dict:
+    """A number as verdicts.json carries it: ``estimate`` (for a bound, the bound's value),
+    ``ci_lo``, ``ci_hi`` and ``bound`` (``exact``; ``lower``: the true value is above
+    ``estimate``; ``upper``: at or below it; ``none``: no number)."""
+    return dict(estimate=_num(estimate), ci_lo=_num(lo), ci_hi=_num(hi), bound=bound)
+
+
+def jsonable(value):
+    """``value`` with every non-finite float as None and numpy scalars as Python numbers
+    (JSON has no NaN or infinity; a quantity's ``bound`` says which side a missing end is)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 # --- L1 ----------------------------------------------------------------------------------
+
+L1_CLAIM = ("L1: m* grows like log T: a + b ln T beats a + b T and a T^c by AIC and BIC, "
+            f"T over >= {MIN_DECADES:g} decades")
+
 
 def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95) -> dict:
     """L1: along T, the attention model's m* grows, and ``a + b ln T`` beats ``a + b T`` and
@@ -134,154 +210,220 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
 
     Source: docs/claims.md 1a (L1); Edelman et al. 2022, Theorem 4.2 (sample complexity
     O(log T)). The laws and their AIC/BIC are those of :func:`results.fits.compare_growth`
-    (least squares on the m* scale); "grows" means the bootstrap interval of the log law's
-    slope b lies above 0. The power-law exponent c is reported with its interval (log growth
-    shows as c -> 0). A series is the transformer's cells that differ only in T; only
-    uncensored cells enter the fit.
+    (least squares on the m* scale). "Grows" means the interval of the power-law exponent c
+    (the log-log slope of m* on T) lies above :data:`EFFECT_SLOPE`. A series is the
+    transformer's cells that differ only in T; only exact m* enter the fit, the others are
+    named (``left_out`` in its numbers).
     """
-    claim = ("L1: m* grows like log T: a + b ln T beats a + b T and a T^c by AIC and BIC, "
-             f"T over >= {MIN_DECADES:g} decades")
+    m_star = normalized(m_star)
     cell = cell or cell_columns(m_star)
     series, side = _t_series(_groups(_attention(m_star), [c for c in cell if c != "T"]))
-    judged = [(_label(key), *_l1_series(part, ci), part) for key, part in series]
-    if not judged:
-        return _verdict(claim, "-", "-", INCONCLUSIVE, "no transformer cells" if not side else
-                        f"no series has {MIN_POINTS} or more values of T")
-    return _side_note(_combine(claim, judged), side)
+    if not series:
+        why = "no transformer cells" if not side else f"no series has {MIN_POINTS} or more values of T"
+        return _verdict("L1", L1_CLAIM, NOT_TESTED, why, not_judged=side)
+    return _combine("L1", L1_CLAIM, [(key, *_l1_series(part, ci)) for key, part in series], side)
 
 
-def _t_series(series: list[tuple[dict, pl.DataFrame]]) -> tuple[list[tuple[dict, pl.DataFrame]], list[str]]:
-    """The series a claim about the curve m*(T) judges, and the labels of those it does not.
+def _t_series(series: list[tuple[dict, pl.DataFrame]]) -> tuple[list[tuple[dict, pl.DataFrame]], list[dict]]:
+    """The series a claim about the curve m*(T) judges, and the keys of those it does not.
 
     A series with fewer than MIN_POINTS values of T, beside others, is a side block (an s or
     B comparison at a few T), not a curve: it is named, not judged, so it cannot hold a
     T claim (L1, R) back.
     """
-    side = [_label(key) for key, part in series if len(series) > 1 and part["T"].n_unique() < MIN_POINTS]
-    return [(key, part) for key, part in series if _label(key) not in side], side
-
-
-def _side_note(verdict: dict, side: list[str]) -> dict:
-    if side:
-        verdict["why"] += f"; not a T series (< {MIN_POINTS} values of T), not judged: {_few(side)}"
-    return verdict
+    side = [key for key, part in series if len(series) > 1 and part["T"].n_unique() < MIN_POINTS]
+    return [(key, part) for key, part in series if key not in side], side
 
 
 def series_fit(part: pl.DataFrame, ci: float = 0.95) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """The growth-law fits of one series, as L1 judges them: ``(used, fit)``.
 
-    ``used``: the series' uncensored cells with a finite m*, sorted by T; ``fit``: the
-    table of :func:`results.fits.compare_growth` over them (with the bootstrap replicates
-    when every cell has them), or None with fewer than ``MIN_POINTS`` values of T.
+    ``used``: the series' cells with an exact m*, sorted by T; ``fit``: the table of
+    :func:`results.fits.compare_growth` over them (with the bootstrap replicates when every
+    cell has them), or None with fewer than ``MIN_POINTS`` values of T.
     """
-    used = part.filter((pl.col("censored") == "") & pl.col("m_star").is_finite()).sort("T")
+    part = normalized(part)
+    used = part.filter((pl.col("bound") == "exact") & pl.col("m_star").is_finite()).sort("T")
     if used["T"].n_unique() < MIN_POINTS:
         return used, None
     point, reps = _values(used)
     return used, compare_growth(used["T"].to_numpy().astype(float), point, reps, ci)
 
 
-def _l1_series(part: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.DataFrame]:
-    """(verdict, statistic, interval, why, cells used) of one series."""
+def _left_out(part: pl.DataFrame) -> list[dict]:
+    """The cells of a series a fit leaves out (a bound, or none), as numbers and text."""
+    rows = part.filter(pl.col("bound") != "exact").sort("T").iter_rows(named=True)
+    return [dict(T=r["T"], m_star=quantity(r["m_star"], r["ci_lo"], r["ci_hi"], r["bound"]), text=_show(r),
+                 flags=_split(r["flags"])) for r in rows]
+
+
+def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
+    """(verdict, statistic, interval, why, cells used, numbers) of one series."""
     used, fit = series_fit(part, ci)
+    left = _left_out(part)
+    left_text = "; left out (a bound, not a value): " + ", ".join(f"T={x['T']}: {x['text']}" for x in left) if left else ""
+    numbers = dict(n_cells=used.height, T=used["T"].to_list(), left_out=left)
     if fit is None:
-        return (INCONCLUSIVE, "-", "-", f"m* is measured (not censored) at {used['T'].n_unique()} value(s) of T; "
-                f"a growth-law fit needs {MIN_POINTS}", used)
+        return (INCONCLUSIVE, "-", "-", f"m* is exact at {used['T'].n_unique()} value(s) of T; a growth-law fit needs "
+                f"{MIN_POINTS}{left_text}", used, numbers)
     T = used["T"].to_numpy().astype(float)
     law = {r["model"]: r for r in fit.iter_rows(named=True)}
     log, power = law["log"], law["power"]
     aic = min(law[m]["aic"] for m in ("linear", "power")) - log["aic"]  # > 0: the log law is better
     bic = min(law[m]["bic"] for m in ("linear", "power")) - log["bic"]
     decades = math.log10(T.max() / T.min())
+    numbers.update(
+        c=quantity(power["b"], power["b_lo"], power["b_hi"]), b=quantity(log["b"], log["b_lo"], log["b_hi"]),
+        best_law=fit["model"][0], log_margin_aic=aic, log_margin_bic=bic, decades=decades,
+        laws={r["model"]: dict(a=r["a"], b=r["b"], a_ci=[r["a_lo"], r["a_hi"]], b_ci=[r["b_lo"], r["b_hi"]],
+                               aic=r["aic"], bic=r["bic"], delta_aic=r["delta_aic"], r2=r["r2"])
+              for r in fit.iter_rows(named=True)})
     statistic = (f"c = {power['b']:.3f} (a T^c); best law by AIC: {fit['model'][0]}; the log law's margin "
                  f"AIC {aic:+.1f}, BIC {bic:+.1f}; log slope b = {log['b']:.3g}; "
                  f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells)")
     interval = f"c {power['b_lo']:.3f} .. {power['b_hi']:.3f}; b {log['b_lo']:.3g} .. {log['b_hi']:.3g}"
     if decades < MIN_DECADES:
         return (INCONCLUSIVE, statistic, interval, f"T spans {decades:.1f} decades; telling log from power-law "
-                f"growth needs >= {MIN_DECADES:g} (max T / min T >= {10 ** MIN_DECADES:g})", used)
-    if math.isnan(log["b_lo"]):
-        why = "no bootstrap interval for the slope (too few finite replicates)"
-        return INCONCLUSIVE, statistic, interval, why, used
-    if log["b_hi"] <= 0:
-        return NOT_SUPPORTED, statistic, interval, "m* does not grow with T (the slope's interval is not above 0)", used
+                f"growth needs >= {MIN_DECADES:g} (max T / min T >= {10 ** MIN_DECADES:g}){left_text}", used, numbers)
+    if math.isnan(power["b_lo"]):
+        why = "no bootstrap interval for the exponent (too few finite replicates)"
+        return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
+    if power["b_hi"] < EFFECT_SLOPE:
+        why = (f"m* does not grow with T by the required effect (c's interval below {EFFECT_SLOPE:g}: less than "
+               f"{EFFECT_RATIO - 1:.0%} more samples per tenfold T)")
+        return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
     if aic <= -AIC_MARGIN or bic <= -AIC_MARGIN:
-        return NOT_SUPPORTED, statistic, interval, f"{fit['model'][0]} growth fits better than log growth", used
-    if log["b_lo"] > 0 and aic >= AIC_MARGIN and bic >= AIC_MARGIN:
-        why = f"slope interval above 0 and the log law ahead by >= {AIC_MARGIN:g}"
-        return SUPPORTED, statistic, interval, why, used
-    return (INCONCLUSIVE, statistic, interval, "the slope's interval includes 0" if log["b_lo"] <= 0
-            else f"the laws are within {AIC_MARGIN:g} AIC/BIC units of each other", used)
+        why = (f"{fit['model'][0]} growth fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; "
+               f"{AIC_MARGIN:g} decides)")
+        return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
+    if power["b_lo"] > EFFECT_SLOPE and aic >= AIC_MARGIN and bic >= AIC_MARGIN:
+        why = (f"m* grows (c's interval above {EFFECT_SLOPE:g}) and the log law is ahead by >= {AIC_MARGIN:g} "
+               "AIC and BIC")
+        return SUPPORTED, statistic, interval, why + left_text, used, numbers
+    why = (f"c's interval includes {EFFECT_SLOPE:g} (growth not shown at the required effect)"
+           if power["b_lo"] <= EFFECT_SLOPE else f"the laws are within {AIC_MARGIN:g} AIC/BIC units of each other")
+    return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
 
 
 # --- L2, L3 --------------------------------------------------------------------------------
+
+L2_CLAIM = "L2: m* grows with the norm bound B (unbounded = largest)"
+L3_CLAIM = "L3: m* grows with the sparsity s"
+
 
 def l2_norm_bound(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95) -> dict:
     """L2: the attention model's m* grows with the norm bound B (None, unbounded, ranks as the
     largest B). Statistic: :func:`_monotone_in` over cells that differ only in B, of which
     at least 2 are bounded. Source: docs/claims.md 1a (L2); Edelman et al. 2022, Theorem 4.2
     (the bound grows with the norms of W_Q W_K^T, W_V and the readout)."""
-    return _monotone_in(m_star, "norm_bound", "L2: m* grows with the norm bound B (unbounded = largest)",
-                        cell or cell_columns(m_star), ci)
+    m_star = normalized(m_star)
+    return _monotone_in(m_star, "norm_bound", "L2", L2_CLAIM, cell or cell_columns(m_star), ci)
 
 
 def l3_sparsity(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95) -> dict:
     """L3: the attention model's m* grows with the sparsity s. Statistic:
     :func:`_monotone_in` over cells that differ only in s. Source: docs/claims.md 1a (L3);
     Edelman et al. 2022, Theorem 4.2 (the bound grows with s)."""
-    return _monotone_in(m_star, "s", "L3: m* grows with the sparsity s", cell or cell_columns(m_star), ci)
+    m_star = normalized(m_star)
+    return _monotone_in(m_star, "s", "L3", L3_CLAIM, cell or cell_columns(m_star), ci)
 
 
-def _monotone_in(m_star: pl.DataFrame, x: str, claim: str, cell: list[str], ci: float) -> dict:
+def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[str], ci: float) -> dict:
     """Whether the transformer's m* grows with setting ``x``.
 
-    Statistic: the mean, over groups of cells that differ only in ``x``, of Spearman's rank
-    correlation between ``x`` and the cells' values (ties share their average rank; +inf,
-    beyond the grid, ranks last), with a bootstrap interval. Supported when the interval
-    lies above 0, not supported when it lies at or below 0. Groups whose cells are all
-    censored on the same side carry no order and are left out.
+    Statistics, over the groups of cells that differ only in ``x``: the mean of Spearman's
+    rank correlation between ``x`` and the cells' values (ties share their average rank; a
+    lower bound, beyond the grid, ranks last), and the geometric mean over groups of the
+    ratio of m* at the group's largest ``x`` to m* at its smallest (the effect size), each
+    with a bootstrap interval. Supported when rho's interval lies above 0 and the ratio's
+    above :data:`EFFECT_RATIO`; not supported when rho's lies at or below 0 or the ratio's
+    below :data:`EFFECT_RATIO`. Groups whose cells are all bounds on the same side carry no
+    order and are left out; a cell with no number (bound ``none``) is left out of its group.
     """
     att = _attention(m_star)
     if x not in att.columns or att.is_empty():
-        return _verdict(claim, "-", "-", INCONCLUSIVE, f"no transformer cells with a {x} column")
+        return _verdict(cid, claim, NOT_TESTED, f"no transformer cells with a {x} column")
     kept, dropped = [], 0
     for _, part in _groups(att, [c for c in cell if c != x]):
+        part = part.filter(pl.col("bound") != "none")
         levels = part[x].drop_nulls().n_unique()
         if levels < 2:
             continue
-        if part["censored"].n_unique() == 1 and part["censored"][0] != "":
+        if part["bound"].n_unique() == 1 and part["bound"][0] != "exact":
             dropped += 1
             continue
         kept.append(part)
     what = "bounded values of B" if x == "norm_bound" else f"values of {x}"
-    left_out = f"; {dropped} group(s) censored throughout left out" if dropped else ""
+    left_out = f"; {dropped} group(s) with bounds only (no order) left out" if dropped else ""
     if not kept:
         why = f"needs transformer cells that differ only in {x}, at >= 2 {what}"
-        return _verdict(claim, "-", "-", INCONCLUSIVE, why + left_out)
-    rhos, reps = [], []  # per group: rho, and its (R,) replicates
+        return _verdict(cid, claim, INCONCLUSIVE if dropped else NOT_TESTED, why + left_out)
+    rhos, reps, ratios, ratio_reps = [], [], [], []
     for part in kept:
         xs = part[x].cast(pl.Float64).fill_null(math.inf).to_numpy()
         point, r = _values(part)
         rhos.append(float(_spearman(xs, point)))
         reps.append(None if r is None else _spearman(xs, r))
+        hi_i, lo_i = int(np.argmax(xs)), int(np.argmin(xs))
+        ends = part["m_star"].cast(pl.Float64).to_numpy()  # a bound's own value: the ratio is then a bound
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios.append(float(ends[hi_i] / ends[lo_i]))
+            ratio_reps.append(None if r is None else r[:, hi_i] / r[:, lo_i])
     rho = float(np.mean(rhos))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = float(np.exp(np.mean(np.log(ratios))))
     if any(r is None for r in reps):
-        lo = hi = math.nan
+        lo = hi = rlo = rhi = math.nan
     else:
         R = min(len(r) for r in reps)
         lo, hi = _interval(np.mean([r[:R] for r in reps], axis=0), ci)
-    statistic = f"mean Spearman rho of m* with {x} = {rho:.2f} over {len(kept)} group(s) of cells"
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rlo, rhi = _interval(np.exp(np.mean(np.log([r[:R] for r in ratio_reps]), axis=0)), ci)
+    ratio_bound_ = _ratios_bound([p.sort(x, nulls_last=True) for p in kept])
+    statistic = (f"mean Spearman rho of m* with {x} = {rho:.2f} over {len(kept)} group(s) of cells; m* at the "
+                 f"largest / smallest {x} = {_ratio_text(ratio, ratio_bound_)}")
+    interval = f"rho CI {lo:.2f} .. {hi:.2f}; ratio CI {_end(rlo)} .. {_end(rhi)}"
     why = f"groups: cells that differ only in {x} (>= 2 {what})" + left_out
+    numbers = dict(rho=quantity(rho, lo, hi), ratio=quantity(ratio, rlo, rhi, ratio_bound_), n_groups=len(kept))
     if math.isnan(lo):
         verdict, why = INCONCLUSIVE, why + "; no bootstrap replicates"
+    elif hi <= 0 or rhi < EFFECT_RATIO:
+        verdict = NOT_SUPPORTED
+        why += ("; rho's interval is at or below 0" if hi <= 0 else
+                f"; the ratio's interval lies below {EFFECT_RATIO:.2f} (grows by less than the required effect)")
+    elif lo > 0 and rlo >= EFFECT_RATIO:
+        verdict = SUPPORTED
+        why += f"; rho's interval above 0 and the ratio's above {EFFECT_RATIO:.2f}"
     else:
-        verdict = SUPPORTED if lo > 0 else (NOT_SUPPORTED if hi <= 0 else INCONCLUSIVE)
-        why += "; supported when the interval lies above 0"
+        verdict = INCONCLUSIVE
+        why += (f"; rho's interval includes 0" if lo <= 0 else f"; the ratio's interval includes {EFFECT_RATIO:.2f}")
     used = pl.concat(kept, how="diagonal_relaxed")
-    return _verdict(claim, statistic, f"CI {lo:.2f} .. {hi:.2f}", verdict, why, _limited(used))
+    series = [dict(cells={}, verdict=verdict, statistic=statistic, interval=interval, why=why, numbers=numbers)]
+    return _verdict(cid, claim, verdict, why, statistic, interval, series=series, used=used)
+
+
+def ratio_bound(top: str, bottom: str) -> str:
+    """The bound of the ratio top / bottom of two values with bounds ``top`` and ``bottom``
+    (:data:`results.critical.BOUNDS`): exact when both are; a lower bound when the top is a
+    lower bound or the bottom an upper bound (and neither the other way round); an upper
+    bound the other way round; none when they pull both ways or either has no number."""
+    if "none" in (top, bottom):
+        return "none"
+    up = top == "lower" or bottom == "upper"
+    down = top == "upper" or bottom == "lower"
+    return "none" if up and down else "lower" if up else "upper" if down else "exact"
+
+
+def _ratios_bound(parts: list[pl.DataFrame]) -> str:
+    """The bound of a mean of end-to-end ratios (each group's largest over smallest value)."""
+    kinds = {ratio_bound(p["bound"][-1], p["bound"][0]) for p in parts} - {"exact"}
+    return "exact" if not kinds else kinds.pop() if len(kinds) == 1 else "none"
 
 
 # --- L4 -----------------------------------------------------------------------------------
+
+L4_CLAIM = "L4: the MLP needs far more samples than the transformer, and more so as T grows"
+
 
 def l4_mlp_baseline(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95) -> dict:
     """L4: the MLP needs far more samples than the transformer as T grows.
@@ -290,31 +432,31 @@ def l4_mlp_baseline(m_star: pl.DataFrame, cell: list[str] | None = None, ci: flo
     setting but the architecture's, ``ARCH_FIELDS``): the ratio MLP m* / transformer m* at
     the largest T where both have one (an MLP beyond the grid counts as +inf: the ratio is
     then a lower bound), with its bootstrap interval; and Spearman's rho of the ratio with T.
-    Supported when the ratio's interval lies above 1 and rho's above 0 (>= ``MIN_POINTS``
-    T); not supported when the ratio's lies at or below 1 or rho's at or below 0. Source:
-    docs/claims.md 1a (L4); Edelman et al. 2022, section 5 (MLP baseline, sample complexity
-    growing like T).
+    Supported when the ratio's interval lies above :data:`FAR_MORE` ("far more") and rho's
+    above 0 (>= ``MIN_POINTS`` T); not supported when the ratio's lies at or below 1 or
+    rho's at or below 0. Source: docs/claims.md 1a (L4); Edelman et al. 2022, section 5 (MLP
+    baseline, sample complexity growing like T).
     """
-    claim = "L4: the MLP needs far more samples than the transformer, and more so as T grows"
+    m_star = normalized(m_star)
     cell = cell or cell_columns(m_star)
     if "model" not in m_star.columns:
-        return _verdict(claim, "-", "-", INCONCLUSIVE, "the m* table has no model column")
+        return _verdict("L4", L4_CLAIM, NOT_TESTED, "the m* table has no model column")
     on = [c for c in cell if c not in ARCH_FIELDS]
     tr, mlp = (m_star.filter(pl.col("model") == v) for v in (ATTENTION, BASELINE))
     pairs = tr.join(mlp, on=on, how="inner", suffix="_mlp", nulls_equal=True)
     if pairs.is_empty():
-        return _verdict(claim, "-", "-", INCONCLUSIVE, "no T with both a transformer and an MLP cell of equal settings")
+        return _verdict("L4", L4_CLAIM, NOT_TESTED, "no T with both a transformer and an MLP cell of equal settings")
     arch = [c for c in ARCH_FIELDS if c in cell and c != "model"]
     by = [c for c in on if c != "T"] + arch + [f"{c}_mlp" for c in arch]
-    judged = [(_label(key), *_l4_series(part.sort("T"), ci)) for key, part in _groups(pairs, by)]
-    return _combine(claim, judged)
+    judged = [(key, *_l4_series(part.sort("T"), ci)) for key, part in _groups(pairs, by)]
+    return _combine("L4", L4_CLAIM, judged, [])
 
 
 def _end(value: float) -> str:
     return "beyond the grid (inf)" if math.isinf(value) else f"{value:.2f}"
 
 
-def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.DataFrame]:
+def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple:
     tr, tr_reps = _values(pairs)
     mlp, mlp_reps = _values(pairs, "_mlp")
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -324,23 +466,32 @@ def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.D
     T = pairs["T"].to_numpy()[keep]
     used = pairs.filter(pl.Series(keep))
     if not keep.any():
-        return INCONCLUSIVE, "-", "-", "both models are beyond the grid at every T", used
+        return INCONCLUSIVE, "-", "-", "both models are beyond the grid at every T", used, {}
     ratio, reps = ratio[keep], None if reps is None else reps[:, keep]
     last = used.row(-1, named=True)
-    if math.isinf(ratio[-1]):
-        shown = f"> {last['m_max_mlp'] / tr[keep][-1]:.1f} (MLP m* > {last['m_max_mlp']}, beyond the grid)"
-    elif math.isinf(tr[keep][-1]):
-        shown = f"< {mlp[keep][-1] / last['m_max']:.2f} (transformer m* > {last['m_max']}, beyond the grid)"
+    mlp_row = {**last, **_strip(last, "_mlp")}
+    bound = ratio_bound(last["bound_mlp"], last["bound"])
+    value = last["m_star_mlp"] / last["m_star"] if bound != "none" else math.nan
+    if bound == "lower":
+        beyond = ", beyond the grid" if last["bound_mlp"] == "lower" else ""
+        shown = f"> {value:.1f} (MLP m* {_show(mlp_row)}{beyond}; transformer m* {_show(last)})"
+    elif bound == "upper":
+        sign = "<" if last["bound"] == "lower" else "≤"
+        beyond = ", beyond the grid" if last["bound"] == "lower" else ""
+        shown = f"{sign} {value:.2f} (transformer m* {_show(last)}{beyond}; MLP m* {_show(mlp_row)})"
+    elif bound == "none":
+        shown = f"none (MLP m* {_show(mlp_row)}, transformer m* {_show(last)}: a bound on each side)"
     else:
-        shown = f"{ratio[-1]:.2f}"
+        shown = f"{value:.2f}"
     lo, hi = _interval(None if reps is None else reps[:, -1], ci)
     statistic = f"MLP m* / transformer m* at T={T[-1]}: {shown}"
     # A replicate with the MLP beyond the grid is +inf: an interval end at inf is a lower bound.
     interval = (f"ratio CI {_end(lo)} .. {_end(hi)}" if not (math.isinf(lo) and math.isinf(hi))
                 else "ratio infinite in every bootstrap replicate (MLP beyond the grid)")
+    numbers = dict(T=int(T[-1]), ratio=quantity(value, lo, hi, bound))
     if math.isnan(lo):
-        return INCONCLUSIVE, statistic, interval, "no bootstrap replicates", used
-    more, not_more = lo > 1, hi <= 1
+        return INCONCLUSIVE, statistic, interval, "no bootstrap replicates", used, numbers
+    far, not_more = lo > FAR_MORE, hi <= 1
     grows = not_grows = False
     trend = f"the ratio at {len(T)} value(s) of T; a trend needs {MIN_POINTS}"
     if len(T) >= MIN_POINTS and np.isfinite(ratio).any():
@@ -348,85 +499,124 @@ def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple[str, str, str, str, pl.D
         rlo, rhi = _interval(_spearman(T.astype(float), reps[~np.isnan(reps).any(1)]), ci)
         statistic += f"; Spearman rho of the ratio with T = {rho:.2f} over T {T[0]}..{T[-1]}"
         interval += f"; rho CI {rlo:.2f} .. {rhi:.2f}"
+        numbers["rho"] = quantity(rho, rlo, rhi)
         grows, not_grows = rlo > 0, rhi <= 0
         trend = f"rho's interval {'above 0' if grows else 'at or below 0' if not_grows else 'includes 0'}"
     elif len(T) >= MIN_POINTS:
         trend = "the MLP is beyond the grid at every T: no trend to measure"
     if not_more or not_grows:
-        return NOT_SUPPORTED, statistic, interval, "the ratio's interval is at or below 1" if not_more else trend, used
-    if more and grows:
-        return SUPPORTED, statistic, interval, f"ratio's interval above 1; {trend}", used
-    why = ("ratio's interval above 1; " if more else "the ratio's interval includes 1; ") + trend
-    return INCONCLUSIVE, statistic, interval, why, used
+        return NOT_SUPPORTED, statistic, interval, "the ratio's interval is at or below 1" if not_more else trend, \
+            used, numbers
+    if far and grows:
+        return SUPPORTED, statistic, interval, f"ratio's interval above {FAR_MORE:g} (far more); {trend}", used, numbers
+    why = (f"ratio's interval above {FAR_MORE:g}; " if far else
+           f"the ratio's interval reaches below {FAR_MORE:g} (\"far more\" needs at least {FAR_MORE:g}x); ") + trend
+    return INCONCLUSIVE, statistic, interval, why, used, numbers
+
+
+def _strip(row: dict, suffix: str) -> dict:
+    return {k.removesuffix(suffix): v for k, v in row.items() if k.endswith(suffix)}
 
 
 # --- R ------------------------------------------------------------------------------------
+
+R_CLAIM = (f"R: our m* equals the paper's within the equivalence margin {EQUIVALENCE[0]:g} .. {EQUIVALENCE[1]:g} "
+           f"(ratio ours/paper) for T = {R_RANGE[0]}..{R_RANGE[1]} (transformer, 3-way AND)")
+
 
 def r_reference(m_star: pl.DataFrame, reference: Path | str = REFERENCE_CSV, cell: list[str] | None = None,
                 ci: float = 0.95, margin: tuple[float, float] = EQUIVALENCE) -> dict:
     """R: our m* at T in ``R_RANGE`` (transformer, 3-way AND) against the paper's read-off.
 
-    Statistic: the geometric-mean ratio ours / paper over our T in the range,
-    exp(mean ln(m*(T) / m_paper(T))), with m_paper linearly interpolated in T between the
-    read-off points (Edelman et al. 2022, section 5, figure "Transformer, 3-way AND"; our
-    read-off in ``results/data``), and its bootstrap interval (the read-off is taken as
+    Statistic: the geometric-mean ratio ours / paper over our T in the range with an exact
+    m*, exp(mean ln(m*(T) / m_paper(T))), with m_paper linearly interpolated in T between
+    the read-off points (Edelman et al. 2022, section 5, figure "Transformer, 3-way AND";
+    our read-off in ``results/data``), and its bootstrap interval (the read-off is taken as
     fixed). An equivalence test (Schuirmann's two one-sided tests, as an interval inside the
     margin): supported when the interval lies inside ``margin``, not supported when it lies
-    wholly outside, inconclusive otherwise. As for L1, a series with fewer than
-    ``MIN_POINTS`` values of T in the range beside others (a side block over B or s) is
+    wholly outside, inconclusive otherwise. The verdict says which way ours differs, the
+    margin, and the settings of our protocol it rests on (the paper's own width, optimiser,
+    epochs and success rule are not part of our read-off). As for L1, a series with fewer
+    than ``MIN_POINTS`` values of T in the range beside others (a side block over B or s) is
     named, not judged. Source: docs/claims.md 1a (R).
 
     Raises:
         OSError, ValueError: the reference cannot be read (see :func:`read_reference`).
     """
-    claim = f"R: our m* matches the paper's for T = {R_RANGE[0]}..{R_RANGE[1]} (transformer, 3-way AND)"
+    m_star = normalized(m_star)
     ref = read_reference(reference)
     ours = reference_cells(m_star)
     if ours.is_empty():
         have = sorted(set(_attention(m_star)["T"].to_list())) if "T" in m_star.columns else []
-        return _verdict(claim, "-", "-", INCONCLUSIVE, f"no transformer 3-way AND cell with T in "
+        return _verdict("R", R_CLAIM, NOT_TESTED, f"no transformer 3-way AND cell with T in "
                         f"{R_RANGE[0]}..{R_RANGE[1]} (transformer T here: {have or 'none'})")
     cell = cell or cell_columns(m_star)
     series, side = _t_series(_groups(ours, [c for c in cell if c != "T"]))
     if not series:
-        return _verdict(claim, "-", "-", INCONCLUSIVE, f"no series has {MIN_POINTS} or more values of T in "
-                        f"{R_RANGE[0]}..{R_RANGE[1]}; not judged: {_few(side)}")
-    judged = [(_label(key), *_r_series(part, ref, ci, margin)) for key, part in series]
-    return _side_note(_combine(claim, judged), side)
+        return _verdict("R", R_CLAIM, NOT_TESTED, f"no series has {MIN_POINTS} or more values of T in "
+                        f"{R_RANGE[0]}..{R_RANGE[1]}", not_judged=side)
+    judged = [(key, *_r_series(part, ref, ci, margin)) for key, part in series]
+    return _combine("R", R_CLAIM, judged, side)
 
 
-def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[float, float]):
-    T = ours["T"].to_numpy().astype(float)
+def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[float, float]) -> tuple:
+    protocol = {c: ours[c][0] for c in PROTOCOL_FIELDS if c in ours.columns and ours[c].n_unique() == 1}
+    if "n_seeds" in ours.columns:
+        protocol["seeds"] = int(ours["n_seeds"].max())
+    rests_on = ("ours: " + ", ".join(f"{k}={v}" for k, v in protocol.items()) + "; success: test accuracy >= the "
+                "run's threshold in half the seeds; the paper's width, optimiser, epochs and success rule are not in "
+                "our read-off, which is by eye (about +-1.5 samples)")
+    left = _left_out(ours)
+    exact = ours.filter(pl.col("bound") == "exact")
+    T = exact["T"].to_numpy().astype(float)
     paper = np.interp(T, ref["T"].to_numpy().astype(float), ref["critical_m"].to_numpy())  # (n,)
-    point, reps = _values(ours)
+    point, reps = _values(exact)
+    left_text = "; left out (a bound, not a value): " + ", ".join(f"T={x['T']}: {x['text']}" for x in left) if left else ""
+    if exact.is_empty():
+        return INCONCLUSIVE, "-", "-", "no cell in the range has an exact m*" + left_text, ours, \
+            dict(left_out=left, protocol=protocol)
     with np.errstate(divide="ignore"):
         gm = float(np.exp(np.mean(np.log(point / paper))))
         lo, hi = _interval(None if reps is None else np.exp(np.mean(np.log(reps / paper), axis=1)), ci)
     statistic = (f"geometric-mean ratio ours/paper = {gm:.2f} over T = {', '.join(f'{t:g}' for t in T)} "
-                 f"(ours {', '.join(_show(r) for r in ours.iter_rows(named=True))}; "
+                 f"(ours {', '.join(_show(r) for r in exact.iter_rows(named=True))}; "
                  f"paper {', '.join(f'{p:.0f}' for p in paper)})")
     interval = f"CI {lo:.2f} .. {hi:.2f}; margin {margin[0]:g} .. {margin[1]:g}"
-    why = f"equivalent when the interval lies inside {margin[0]:g} .. {margin[1]:g}"
-    if (ours["censored"] == "below").any():
-        why += "; a cell at or below the smallest m counts as that m (an upper bound)"
+    numbers = dict(ratio=quantity(gm, lo, hi), margin=list(margin), T=[int(t) for t in T],
+                   ours=[float(p) for p in point], paper=[float(p) for p in paper], left_out=left, protocol=protocol)
     if math.isnan(lo):
-        return INCONCLUSIVE, statistic, interval, "no bootstrap replicates", ours
+        return INCONCLUSIVE, statistic, interval, "no bootstrap replicates" + left_text, exact, numbers
+    side = (f"ours is {_pct(lo)} to {_pct(hi)} the paper's" if lo > 1 or hi < 1 else
+            f"ours is between {_pct(lo)} and {_pct(hi)} the paper's")
+    why = f"{side}; equivalent when the interval lies inside {margin[0]:g} .. {margin[1]:g}; {rests_on}{left_text}"
     if margin[0] <= lo and hi <= margin[1]:
-        return SUPPORTED, statistic, interval, why, ours
+        return SUPPORTED, statistic, interval, "inside the margin: " + why, exact, numbers
     if hi < margin[0] or lo > margin[1]:
-        return NOT_SUPPORTED, statistic, interval, why + "; the interval lies outside it", ours
-    return INCONCLUSIVE, statistic, interval, why + "; the interval overlaps the margin's edge", ours
+        return NOT_SUPPORTED, statistic, interval, "outside the margin: " + why, exact, numbers
+    return INCONCLUSIVE, statistic, interval, "the interval overlaps the margin's edge: " + why, exact, numbers
+
+
+def _pct(ratio: float) -> str:
+    """A ratio as a difference: 1.08 -> '8% above', 0.9 -> '10% below'."""
+    if math.isnan(ratio):
+        return "?"
+    diff = ratio - 1
+    return f"{abs(diff):.0%} {'above' if diff >= 0 else 'below'}"
 
 
 # --- helpers -------------------------------------------------------------------------------
 
+def _num(value) -> float:
+    return math.nan if value is None else float(value)
+
+
 def _values(df: pl.DataFrame, suffix: str = "") -> tuple[np.ndarray, np.ndarray | None]:
-    """Cell values ``(n,)`` (+inf beyond the grid, m_min at or below it) and their bootstrap
-    replicates ``(R, n)`` (None when a cell has none; R is the shortest cell's count)."""
-    above = (df[f"censored{suffix}"] == "above").to_numpy()
-    below = (df[f"censored{suffix}"] == "below").to_numpy()
+    """Cell values ``(n,)`` (+inf for a lower bound, the bound's value for an upper bound,
+    NaN where there is no number) and their bootstrap replicates ``(R, n)`` (None when a
+    cell has none; R is the shortest cell's count)."""
+    bound = df[f"bound{suffix}"].to_numpy()
     m = df[f"m_star{suffix}"].cast(pl.Float64).fill_null(math.nan).to_numpy()
-    point = np.where(above, math.inf, np.where(below, df[f"m_min{suffix}"].to_numpy(), m))
+    point = np.where(bound == "lower", math.inf, np.where(bound == "none", math.nan, m))
     col = f"replicates{suffix}"
     if col not in df.columns or df[col].null_count() or df.is_empty():
         return point, None
@@ -477,51 +667,84 @@ def _label(key: dict) -> str:
 
 
 def _show(row: dict) -> str:
-    return format_m_star(row["m_star"], row["censored"], row["m_min"], row["m_max"], digits=0)
+    return format_m_star(row["m_star"], row["bound"], digits=0)
 
 
-def _name(row: dict) -> str:
-    return " ".join(f"{c}={row[c]}" for c in ("task", "T", "s", "model", "norm_bound") if c in row)
+def _ratio_text(value: float, bound: str) -> str:
+    if bound == "none" or math.isnan(value):
+        return "none (a bound on each side)"
+    return {"lower": f"> {value:.2f}", "upper": f"≤ {value:.2f}"}.get(bound, f"{value:.2f}")
 
 
-def _limited(cells: pl.DataFrame) -> list[str]:
-    """Names of the budget-limited cells among ``cells`` (and of their paired MLP cells)."""
+def _split(flags: str | None) -> list[str]:
+    return [f for f in (flags or "").split("; ") if f]
+
+
+def _cell_of(row: dict, suffix: str = "") -> dict:
+    """A cell's settings (the columns a flag names it by)."""
+    names = ("task", "T", "s", "model", "norm_bound")
+    return {c: row.get(f"{c}{suffix}", row.get(c)) for c in names if f"{c}{suffix}" in row or c in row}
+
+
+def _flagged(cells: pl.DataFrame) -> list[dict]:
+    """``{"flag", "cell"}`` for every flag of every cell in ``cells`` (and of their paired
+    MLP cells, in an L4 table)."""
     out = []
     for suffix in ("", "_mlp"):
-        if f"budget{suffix}" in cells.columns:
-            rows = cells.filter(pl.col(f"budget{suffix}") == "budget-limited").iter_rows(named=True)
-            out += [_name({**r, **{k.removesuffix(suffix): v for k, v in r.items() if suffix and k.endswith(suffix)}})
-                    for r in rows]
+        if f"flags{suffix}" not in cells.columns:
+            continue
+        for r in cells.iter_rows(named=True):
+            cell = _cell_of(r, suffix)
+            if suffix:
+                cell["model"] = r.get("model_mlp", BASELINE)
+            out += [dict(flag=f, cell=cell) for f in _split(r[f"flags{suffix}"])]
     return out
 
 
-def _verdict(claim: str, statistic: str, interval: str, verdict: str, why: str,
-             limited: list[str] = (), named: list[str] = ()) -> dict:
-    """The verdict dict; budget-limited cells the statistic used make it inconclusive."""
-    if limited:
+def _name(cell: dict) -> str:
+    return " ".join(f"{c}={v}" for c, v in cell.items())
+
+
+def _verdict(cid: str, claim: str, verdict: str, why: str, statistic: str = "-", interval: str = "-",
+             series: list[dict] = (), used: pl.DataFrame | None = None, not_judged: list[dict] = ()) -> dict:
+    """The verdict dict (module docstring). Budget-limited cells among ``used`` make it
+    inconclusive and are named; every flag of a used cell is listed in ``flags``."""
+    flags = _flagged(used) if used is not None and not used.is_empty() else []
+    limited = sorted({_name(f["cell"]) for f in flags if f["flag"] in LIMITING})
+    if limited and verdict in (SUPPORTED, NOT_SUPPORTED):
         verdict = INCONCLUSIVE
         why += f"; budget-limited cells used ({_few(limited)}): their m* measures the training budget"
-    named = [n for n in named if n not in limited]
-    if named:
-        why += f"; budget-limited cells not used ({_few(named)})"
-    return dict(claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why)
+    other = sorted({f"{f['flag']}: {_name(f['cell'])}" for f in flags if f["flag"] not in LIMITING})
+    if other:
+        why += f"; flagged cells used ({_few(other)})"
+    return dict(id=cid, claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why,
+                series=list(series), not_judged=list(not_judged), flags=flags)
 
 
 def _few(names: list[str], k: int = 4) -> str:
     return "; ".join(names[:k]) + (f"; and {len(names) - k} more" if len(names) > k else "")
 
 
-def _combine(claim: str, judged: list[tuple]) -> dict:
-    """One verdict from per-series ``(label, verdict, statistic, interval, why, used, [seen])``:
-    supported when all are, not supported when any is not, else inconclusive."""
-    verdicts = [j[1] for j in judged]
+def _combine(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> dict:
+    """One verdict from per-series ``(key, verdict, statistic, interval, why, used, numbers)``:
+    supported when all are, not supported when any is not, else inconclusive (a series that
+    uses a budget-limited cell counts as inconclusive)."""
+    series = []
+    for key, verdict, statistic, interval, why, used, numbers in judged:
+        one = _verdict(cid, claim, verdict, why, statistic, interval, used=used)
+        series.append(dict(cells=key, verdict=one["verdict"], statistic=statistic, interval=interval, why=one["why"],
+                           numbers=numbers, flags=one["flags"]))
+    verdicts = [s["verdict"] for s in series]
     verdict = (NOT_SUPPORTED if NOT_SUPPORTED in verdicts
                else SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE)
 
-    def tag(label: str, text: str) -> str:
-        return f"[{label}] {text}" if label and len(judged) > 1 else text
+    def tag(s: dict, text: str) -> str:
+        return f"[{_label(s['cells'])}] {text}" if s["cells"] and len(series) > 1 else text
 
-    limited = [n for j in judged for n in _limited(j[5])]
-    seen = [n for j in judged for n in _limited(j[6] if len(j) > 6 else j[5])]
-    return _verdict(claim, " | ".join(tag(j[0], j[2]) for j in judged), " | ".join(tag(j[0], j[3]) for j in judged),
-                    verdict, " | ".join(tag(j[0], j[4]) for j in judged), limited, seen)
+    out = dict(id=cid, claim=claim, statistic=" | ".join(tag(s, s["statistic"]) for s in series),
+               interval=" | ".join(tag(s, s["interval"]) for s in series), verdict=verdict,
+               why=" | ".join(tag(s, s["why"]) for s in series), series=series, not_judged=list(side),
+               flags=[f for s in series for f in s["flags"]])
+    for s in series:
+        del s["flags"]
+    return out

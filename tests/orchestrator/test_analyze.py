@@ -9,8 +9,13 @@ from orchestrator.analyze import _checks
 
 
 def _row(model, T, m_star, lo, hi, censored=""):
-    return dict(task="and", model=model, T=T, m_star=m_star, ci_lo=lo, ci_hi=hi, censored=censored,
-                m_max=512, series=f"model={model}")
+    """A cell as results/critical.py writes it: beyond the grid (``above``) a lower bound at
+    the largest m tried, 512, with the interval 512 .. inf."""
+    if censored == "above":
+        return dict(task="and", model=model, T=T, m_star=512.0, m_star_grid=math.nan, ci_lo=512.0, ci_hi=math.inf,
+                    censored=censored, bound="lower", flags="", m_max=512, series=f"model={model}")
+    return dict(task="and", model=model, T=T, m_star=m_star, m_star_grid=m_star, ci_lo=lo, ci_hi=hi,
+                censored=censored, bound="exact", flags="", m_max=512, series=f"model={model}")
 
 
 @pytest.mark.parametrize(

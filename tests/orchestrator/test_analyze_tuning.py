@@ -10,7 +10,10 @@ NAN, INF = math.nan, math.inf
 
 
 def _table(rows):
-    return pl.DataFrame(rows, schema=["T", "lr", "m_star", "ci_lo", "ci_hi", "censored"], orient="row")
+    """An m* table with each cell's bound as results/critical.py writes it (beyond the grid: lower)."""
+    table = pl.DataFrame(rows, schema=["T", "lr", "m_star", "ci_lo", "ci_hi", "censored"], orient="row")
+    return table.with_columns(bound=pl.when(pl.col("censored") == "above").then(pl.lit("lower"))
+                              .otherwise(pl.lit("exact")))
 
 
 DEFAULT = _table([

@@ -115,10 +115,12 @@ def test_l1_side_blocks_with_two_T_are_named_not_judged():
     bounded = [({"T": T, "norm_bound": 0.5}, 2 * T) for T in (64, 1024)]
     v = l1_log_growth(cells(good + side + bounded))
     assert v["verdict"] == "supported", v
-    assert "not judged" in v["why"] and "s=2" in v["why"] and "norm_bound=0.5" in v["why"]
-    # Side blocks alone make no T series.
+    # Named apart from the reason, which explains the verdict only.
+    assert {"s": 2, "norm_bound": None} in v["not_judged"] and {"s": 3, "norm_bound": 0.5} in v["not_judged"]
+    assert "not judged" not in v["why"] and "s=2" not in v["why"]
+    # Side blocks alone make no T series: the run does not test L1.
     v = l1_log_growth(cells(side))
-    assert v["verdict"] == "inconclusive" and "no series has 3 or more values of T" in v["why"], v
+    assert v["verdict"] == "not tested" and "no series has 3 or more values of T" in v["why"], v
 
 
 def test_r_judges_the_curve_and_names_a_side_block_at_one_T():
@@ -129,7 +131,7 @@ def test_r_judges_the_curve_and_names_a_side_block_at_one_T():
     side = [({"T": 1024, "norm_bound": 0.5}, 2 * float(np.interp(1024, ref["T"], ref["critical_m"])))]
     v = r_reference(cells(curve + side))
     assert v["verdict"] == "supported", v
-    assert "not judged" in v["why"] and "norm_bound=0.5" in v["why"]
+    assert v["not_judged"] == [{"norm_bound": 0.5}] and "norm_bound=0.5" not in v["why"]
     # The side block alone is still judged (it is the only series): 2x is outside the margin.
     assert r_reference(cells(side))["verdict"] == "not supported"
 
@@ -163,15 +165,16 @@ def test_l2_flat_m_star_is_inconclusive():
 
 
 def test_l2_needs_two_bounded_values():
+    # One bounded value beside the unbounded one: the run holds no test of L2.
     v = l2_norm_bound(cells([({"norm_bound": 1.0}, 40.0), ({"norm_bound": None}, 80.0)]))
-    assert v["verdict"] == "inconclusive" and ">= 2 bounded values of B" in v["why"], v
-    assert l2_norm_bound(cells(along_T(lambda T: 2 * T)))["verdict"] == "inconclusive"
+    assert v["verdict"] == "not tested" and ">= 2 bounded values of B" in v["why"], v
+    assert l2_norm_bound(cells(along_T(lambda T: 2 * T)))["verdict"] == "not tested"
 
 
 def test_l3_m_star_rising_with_s_is_supported_and_falling_is_not():
     assert l3_sparsity(cells([({"s": s}, 20.0 * s) for s in (1, 2, 3, 4)]))["verdict"] == "supported"
     assert l3_sparsity(cells([({"s": s}, 100.0 / s) for s in (1, 2, 3, 4)]))["verdict"] == "not supported"
-    assert l3_sparsity(cells([({"s": 3}, 50.0)]))["verdict"] == "inconclusive"
+    assert l3_sparsity(cells([({"s": 3}, 50.0)]))["verdict"] == "not tested"
 
 
 # --- L4 -------------------------------------------------------------------------------------
@@ -215,8 +218,8 @@ def test_l4_a_transformer_beyond_the_grid_is_shown_as_a_bound_and_not_supported(
     assert "T=64: < " in v["statistic"] and "transformer m* >" in v["statistic"], v
 
 
-def test_l4_without_mlp_cells_is_inconclusive():
-    assert l4_mlp_baseline(cells(along_T(lambda T: 50.0)))["verdict"] == "inconclusive"
+def test_l4_without_mlp_cells_is_not_tested():
+    assert l4_mlp_baseline(cells(along_T(lambda T: 50.0)))["verdict"] == "not tested"
 
 
 def test_l4_names_a_budget_limited_mlp_cell():
@@ -255,7 +258,7 @@ def test_r_near_the_margin_is_inconclusive():
 
 def test_r_without_T_in_range_says_so():
     v = r_reference(cells(along_T(lambda T: 50.0, Ts=[8, 16, 32])))
-    assert v["verdict"] == "inconclusive" and "100..1100" in v["why"] and "[8, 16, 32]" in v["why"], v
+    assert v["verdict"] == "not tested" and "100..1100" in v["why"] and "[8, 16, 32]" in v["why"], v
 
 
 def test_r_uses_only_transformer_3_way_and_cells():
@@ -289,12 +292,13 @@ def test_the_shipped_reference_is_the_shared_read_off_with_its_comments():
 
 # --- all at once, replicates from real bootstraps -------------------------------------------
 
-def test_verdicts_returns_the_five_claims_in_order_with_one_of_three_verdicts():
+def test_verdicts_returns_the_five_claims_in_order_with_one_of_four_verdicts():
     out = verdicts(cells(along_T(lambda T: 20 + 10 * math.log(T))))
     assert [v["claim"][:2] for v in out] == ["L1", "L2", "L3", "L4", "R:"]
+    assert [v["id"] for v in out] == ["L1", "L2", "L3", "L4", "R"]
     for v in out:
-        assert set(v) == {"claim", "statistic", "interval", "verdict", "why"}
-        assert v["verdict"] in {"supported", "not supported", "inconclusive"}
+        assert set(v) == {"id", "claim", "statistic", "interval", "verdict", "why", "series", "not_judged", "flags"}
+        assert v["verdict"] in {"supported", "not supported", "inconclusive", "not tested"}
 
 
 def test_with_replicates_attaches_the_bootstraps_of_critical_sample_sizes():
