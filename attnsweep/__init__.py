@@ -6,6 +6,8 @@
     store.trials(run="20261201-094653-8ad4a6")   # polars LazyFrame, one row per trial
     result = store.analyze("20261201-094653-8ad4a6")
     result.m_star, result.verdict_table()        # polars DataFrames
+    result.m_star_of(model="transformer", T=1024)  # one cell: estimate, interval, bound, flags
+    result.fits                                  # growth laws per series, keyed by its settings
     result.show()                                # the run's figures, inline
 
     summary = attnsweep.run("sweeps/quickstart.yaml", store="results-store")
@@ -17,7 +19,7 @@ Names load on first use (lazy_loader): ``import attnsweep`` imports neither torc
 import lazy_loader as lazy
 
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
-    "api": ["RunAnalysis", "Store", "open_store", "resume", "run"],
+    "api": ["CriticalSampleSize", "RunAnalysis", "Store", "open_store", "resume", "run"],
     # What the functions raise, to catch in a notebook: except attnsweep.SpecError
     "errors": ["AttnsweepError", "QueryError", "RunError", "SpecError", "StoreError"],
 })

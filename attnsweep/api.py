@@ -160,17 +160,53 @@ class Store:
                            run_caveats(self.results, sweep, run), detail)
 
 
+@dataclass(frozen=True)
+class CriticalSampleSize:
+    """One cell's m* as the rows allow it to be stated (results/critical.py, docs/claims.md 2).
+
+    Attributes:
+        cell: the cell's settings (every setting but m and the seed).
+        estimate: m* in samples when ``bound`` is ``exact``; for a bound, the bound's value
+            (``lower``: m* is above it, e.g. the largest m tried when no m reached the
+            success rate; ``upper``: m* is at or below it); NaN for ``none``.
+        ci_lo, ci_hi: its 95% interval (samples); a lower bound's runs from the bound (or
+            below, where some resamples reach the rate) to ``inf``.
+        bound: ``exact``, ``lower``, ``upper`` or ``none``.
+        flags: ``non-monotone``, ``out-of-epochs``, ``budget-limited``, ``few-seeds``.
+        m_star_grid: the smallest m tried whose success rate reaches the threshold (NaN if none).
+        n_seeds, m_min, m_max: the seeds and the range of m tried.
+        text: as the tables write it (``45.2``, ``> 1024``, ``≤ 8``).
+    """
+
+    cell: dict
+    estimate: float
+    ci_lo: float
+    ci_hi: float
+    bound: str
+    flags: tuple[str, ...]
+    m_star_grid: float
+    n_seeds: int
+    m_min: int
+    m_max: int
+    text: str
+
+
 @dataclass
 class RunAnalysis:
     """What :meth:`Store.analyze` found for one run.
 
     Attributes:
-        m_star: one row per cell: ``m_star`` (the critical sample size, the smallest m
-            whose success rate over seeds reaches the spec's threshold, results/critical.py),
-            its bootstrap interval ``ci_lo``/``ci_hi`` and ``censored`` (``below``/``above``:
-            m* outside the m tried).
-        verdicts: one dict per claim (``claim``, ``verdict``, ``statistic``, ``interval``,
-            ``why``), as the report shows them.
+        m_star: one row per cell: ``m_star`` (the critical sample size: the 50% point of
+            the success rate against m, results/critical.py; for a bound the bound's value),
+            ``bound`` (``exact``, ``lower``, ``upper``, ``none``), its 95% interval
+            ``ci_lo``/``ci_hi``, ``flags`` and ``censored`` (``below``/``above``: m*
+            outside the m tried). :meth:`m_star_of` gives one cell.
+        verdicts: one dict per claim (docs/claims.md): ``id`` (``L1``... ``S4``), ``claim``,
+            ``verdict`` (``supported``, ``not supported``, ``inconclusive``, ``not tested``),
+            ``statistic``, ``interval``, ``why`` as text, and as numbers ``series`` (per judged
+            series: ``cells``, its settings; ``verdict``; ``numbers``, quantities as
+            ``{"estimate", "ci_lo", "ci_hi", "bound"}``), ``not_judged`` and ``flags``
+            (results/verdicts.py).
         figures: the PNG files written.
         caveats: what a reader must know (an unfinished run, missing rows), else empty.
         detail: the full analysis (:class:`orchestrator.analyze.Analysis`: fits and checks;
@@ -190,10 +226,59 @@ class RunAnalysis:
     detail: Any = None
 
     def verdict_table(self) -> pl.DataFrame:
-        """The verdicts as a DataFrame: claim, verdict, statistic, interval, why."""
+        """The verdicts as a DataFrame: id, claim, verdict, statistic, interval, why."""
         import polars as pl
 
-        return pl.DataFrame(self.verdicts).select("claim", "verdict", "statistic", "interval", "why")
+        return pl.DataFrame(self.verdicts).select("id", "claim", "verdict", "statistic", "interval", "why")
+
+    @property
+    def fits(self) -> pl.DataFrame:
+        """The growth laws of m* against T per series of a sparse-Boolean run, one row per
+        (series, law), the series' settings as columns (e.g. ``model``; see
+        :meth:`orchestrator.analyze.Analysis.fit_table`); empty for a symmetry run."""
+        import polars as pl
+
+        fit_table = getattr(self.detail, "fit_table", None)
+        return fit_table() if fit_table is not None else pl.DataFrame()
+
+    def m_star_of(self, **cell) -> CriticalSampleSize:
+        """One cell's m*, e.g. ``m_star_of(model="transformer", T=1024)``: the settings that
+        pick one row of :attr:`m_star` (those that do not vary need not be given; None
+        matches an unset setting such as an unbounded ``norm_bound``).
+
+        Raises:
+            AttnsweepError: a setting the table has no column for, no cell matches, or
+                several do (the message names the settings that tell them apart).
+        """
+        import polars as pl
+
+        from results.critical import format_m_star
+        from results.verdicts import RESULT_COLUMNS
+
+        table = self.m_star
+        unknown = sorted(set(cell) - set(table.columns))
+        if unknown:
+            fields = [c for c in table.columns if c not in RESULT_COLUMNS]
+            raise AttnsweepError(f"m_star_of: no setting {', '.join(unknown)}; the cells are named by "
+                                 f"{', '.join(fields)}")
+        for name, value in cell.items():
+            table = table.filter(pl.col(name).is_null() if value is None else pl.col(name) == value)
+        if table.is_empty():
+            have = {name: _sorted(self.m_star[name].unique().to_list()) for name in cell}
+            raise AttnsweepError(f"m_star_of: no cell with {_settings(cell)}; the run has "
+                                 + "; ".join(f"{k}: {v}" for k, v in have.items()))
+        if table.height > 1:
+            apart = [c for c in table.columns if c not in RESULT_COLUMNS and table[c].n_unique() > 1]
+            raise AttnsweepError(f"m_star_of: {table.height} cells have {_settings(cell)}; give also "
+                                 + ", ".join(f"{c} (one of {_sorted(table[c].unique().to_list())})"
+                                             for c in apart))
+        r = table.row(0, named=True)
+        fields = {c: r[c] for c in table.columns if c not in RESULT_COLUMNS}
+        return CriticalSampleSize(
+            cell=fields, estimate=_float(r["m_star"]), ci_lo=_float(r["ci_lo"]), ci_hi=_float(r["ci_hi"]),
+            bound=r["bound"], flags=tuple(f for f in (r.get("flags") or "").split("; ") if f),
+            m_star_grid=_float(r["m_star_grid"]), n_seeds=r["n_seeds"], m_min=r["m_min"], m_max=r["m_max"],
+            text=format_m_star(r["m_star"], r["bound"]))
 
     def show(self) -> None:
         """Display the run's figures inline in Jupyter or IPython; elsewhere (a script)
@@ -209,6 +294,22 @@ class RunAnalysis:
             return
         for path in self.figures:
             display(Image(filename=str(path)))
+
+
+def _sorted(values: list) -> list:
+    """Values in order (numbers by value, None first); mixed types by their text."""
+    try:
+        return sorted(values, key=lambda v: (v is not None, v))
+    except TypeError:
+        return sorted(values, key=str)
+
+
+def _float(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _settings(cell: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cell.items()) or "no settings"
 
 
 def run(

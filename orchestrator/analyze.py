@@ -39,6 +39,8 @@ class Analysis:
     run_id: str
     m_star: pl.DataFrame
     fits: dict[str, pl.DataFrame] = field(default_factory=dict)
+    """Per series label (the ``series`` column of ``m_star``), :func:`results.fits.compare_growth`;
+    :meth:`fit_table` gives the same keyed by the series' settings."""
     checks: list[dict] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
     varying: list[str] = field(default_factory=list)
@@ -50,6 +52,21 @@ class Analysis:
     """Settings the run's adaptive search tuned per cell."""
     replicates: dict[tuple, np.ndarray] = field(default_factory=dict)
     """The ``(n_boot,)`` bootstrap m* of each cell, keyed by its cell values (results/critical.py)."""
+    series_fields: list[str] = field(default_factory=list)
+    """The settings that tell the run's series apart (those that vary, but T and tuned ones)."""
+
+    def fit_table(self) -> pl.DataFrame:
+        """The growth-law fits, one row per (series, law): the series' settings as columns
+        (``series_fields``), then ``law`` (``log``: a + b ln T, ``linear``: a + b T,
+        ``power``: a T^c, whose exponent is in ``b``), ``a``, ``b`` with their bootstrap
+        intervals ``a_lo``..``b_hi``, ``r2``, ``aic``, ``bic``, ``delta_aic`` and
+        ``n_points`` (results/fits.py); empty when no series has 3 exact m*."""
+        if not self.fits:
+            return pl.DataFrame()
+        keys = self.m_star.select(*self.series_fields, "series").unique(subset=["series"], maintain_order=True)
+        fits = pl.concat([fit.with_columns(series=pl.lit(label)) for label, fit in self.fits.items()])
+        return (fits.join(keys, on="series", how="left").rename({"model": "law"})
+                .select(*self.series_fields, "law", *[c for c in fits.columns if c not in ("model", "series")]))
 
 
 def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name: str = "search") -> pl.LazyFrame:
@@ -228,6 +245,7 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     budget = m_star(budget_rows, cols)[0] if not budget_rows.is_empty() else None
     table = with_budget_check(table, budget, cols)
     result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned), replicates=reps,
+                      series_fields=series_cols,
                       tuning=choices)
     result.fits = _fits(table, reps, cols, settings.ci)
     result.checks = _checks(table, result.fits, tuned)

@@ -19,6 +19,7 @@ from results.critical import format_m_star
 from results import symmetry_scale as scale
 from results.figures import plot_advantage, plot_equivariance_errors, plot_error_against_m, plot_test_error
 from results.symmetry import critical_sizes_and_replicates, verdicts, with_student
+from results.verdicts import quantity
 
 
 @dataclass
@@ -48,18 +49,27 @@ class ScaleAnalysis:
     center: dict[str, int]
 
     def measurements(self) -> list[dict]:
-        """The slopes as records (``measurement``, ``statistic``, ``interval``, ``note``),
-        for verdicts.json and the findings."""
+        """The slopes as records (``measurement``, ``statistic``, ``interval``, ``note`` as
+        text; ``numbers``: the same as numbers, cells keyed by their sizes), for
+        verdicts.json and the findings."""
         out = []
         for r in self.advantage_slopes.iter_rows(named=True):
+            fixed = {k: int(v) for k, v in (part.split("=") for part in r["fixed"].split(", ") if "=" in part)}
+            numbers = dict(kind="advantage_slope", student=r["student"], axis=r["axis"], fixed=fixed,
+                           values=[int(v) for v in r["values"].split(", ") if v],
+                           slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"]), censored_share=r["censored_share"],
+                           left_out=r["left_out"])
             out.append(dict(measurement=f"S2 advantage of the inner-product student over the {r['student']} "
                                         f"against {r['axis']} ({r['fixed']})",
                             statistic=_slope_text(r, f"advantage ~ {r['axis']}^slope"),
-                            interval=_interval(r), note=_slope_note(r)))
+                            interval=_interval(r), note=_slope_note(r), numbers=numbers))
         for r in self.error_slopes.iter_rows(named=True):
+            numbers = dict(kind="error_slope", cells=dict(d=r["d"], n=r["n"], k=r["k"]),
+                           slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"]), m_min=r["m_min"], m_max=r["m_max"])
             out.append(dict(measurement=f"E of the generic transformer against m (d={r['d']}, n={r['n']}, k={r['k']})",
                             statistic=_slope_text(r, "E ~ m^slope"), interval=_interval(r),
-                            note=f"m {r['m_min']}..{r['m_max']}; equivariant teacher; median float64 E per trial"))
+                            note=f"m {r['m_min']}..{r['m_max']}; equivariant teacher; median float64 E per trial",
+                            numbers=numbers))
         return out
 
 

@@ -266,14 +266,20 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
               "[--readme README.md]`: regenerate it, do not edit it.",
               "", f"![m* against T]({link(FIGURE)})", "",
-              "m* against T (both axes logarithmic): per model, 3-way AND (s = 3, no norm bound), 95% bootstrap "
-              "intervals over seeds and the three growth laws least-squares fitted to the uncensored cells "
-              "(`a + b ln T`, `a + b T`, `a T^c`; ΔAIC: each law's AIC above the best one's); triangles: m* beyond the "
-              "largest m tried; grey squares: the paper's figure, read off by eye.", "",
+              "m* against T (both axes logarithmic): per model, 3-way AND (s = 3, no norm bound), one series per "
+              "model (nothing pooled), 95% intervals of m* (the hull of the seed bootstrap, the grid bracket and the "
+              "profile likelihood) and the three growth laws least-squares fitted to the cells whose m* is exact "
+              "(`a + b ln T`, `a + b T`, `a T^c`; ΔAIC: each law's AIC above the best one's); triangles up: m* above a "
+              "bound (beyond the largest m tried), down: at or below one; grey squares: the paper's figure, read off "
+              "by eye.", "",
               "| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
-    for v in claims:
-        if v["claim"].split(":", 1)[0] in CLAIMS:
-            lines.append("| " + " | ".join(_cell(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |")
+    shown = [v for v in claims if v["claim"].split(":", 1)[0] in CLAIMS]
+    for v in shown:
+        lines.append("| " + " | ".join(_cell(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |")
+    lines += ["", VERDICT_NOTE]
+    side = [f"{v['claim'].split(':', 1)[0]}: {_keys(v['not_judged'])}" for v in shown if v.get("not_judged")]
+    if side:
+        lines += ["", "Not judged (side blocks with fewer than 3 values of T, for L2 and L3): " + "; ".join(side) + "."]
     lines += ["", _budget_note(union), "", f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
               f"[m* table]({link('m_star.csv')}), [every trial row]({link('trials.parquet')}).", ""]
     return "\n".join(lines)
@@ -319,8 +325,8 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
                       "samples) over m* of the inner-product student, on the equivariant teacher, against each size "
                       "the run varies, the others held at the centre "
                       f"({', '.join(f'{k}={v}' for k, v in sc.center.items())}); bars: 95% "
-                      "intervals (paired bootstrap replicates); triangles: lower bounds (the generic m* beyond the "
-                      "largest m tried)."]
+                      "intervals (paired bootstrap replicates); triangles up: lower bounds (the generic m* beyond the "
+                      "largest m tried), down: upper bounds (a generic m* that ran out of epochs); no mark: no number."]
         where = "below" if full else f"in [findings]({link('findings.md')})"
         lines += ["", f"Per (d, n, k) group (each verdict's statistic and interval are {where}, in the "
                   f"[report]({link('report.html')}) and in [verdicts]({link('verdicts.json')})):", "",
@@ -460,12 +466,22 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+VERDICT_NOTE = ("Verdicts: *supported* and *not supported* when the data decide, *inconclusive* when they cannot, "
+                "*not tested* when the runs hold no data for the claim. A bound (`> x`, `≤ x`) is never used as a "
+                "value, and a number computed from one is itself a bound; \"grows\" and \"falls\" need at least "
+                "a factor 1.12 per tenfold change (docs/claims.md, section 2).")
+
+
+def _keys(keys: list[dict]) -> str:
+    return ", ".join("(" + ", ".join(f"{c}={x}" for c, x in k.items()) + ")" for k in keys)
+
+
 def _budget_note(union: pl.DataFrame) -> str:
     """What the budget check (twice max_epochs at each series' largest T) found, in a sentence."""
     checked = union.filter(pl.col("budget").is_in(["ok", "budget-limited"])) \
         if not union.is_empty() and "budget" in union.columns else union.clear()
     if checked.is_empty():
-        return "The training budget was not checked (no cell was searched again with twice the epochs)."
+        return "The training budget was not checked (no cell was searched again with twice the epochs)." + _flag_note(union)
     def name(r: dict) -> str:
         text = " ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r)
         return text + (" (beyond the range both times)" if r.get("censored") == "above" else "")
@@ -474,4 +490,20 @@ def _budget_note(union: pl.DataFrame) -> str:
     text = f"Budget check (twice the epochs): m* stayed inside its interval at {', '.join(ok) or 'no cell'}"
     if limited:
         text += f"; **budget-limited** (m* moved with more training, so it measured the budget): {', '.join(limited)}"
-    return text + "."
+    return text + "." + _flag_note(union)
+
+
+def _flag_note(union: pl.DataFrame) -> str:
+    """The cells whose m* carries a flag (results/critical.py), in a sentence ("" if none)."""
+    if union.is_empty() or "flags" not in union.columns:
+        return ""
+    parts = []
+    for flag, meaning in (("out-of-epochs", "trials that ran out of epochs could have moved m*: an upper bound"),
+                          ("non-monotone", "the success rate fell back below half at a larger m"),
+                          ("few-seeds", "too few seeds for the interval's level")):
+        cells = [" ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r)
+                 for r in union.filter(pl.col("flags").fill_null("").str.contains(flag, literal=True))
+                 .iter_rows(named=True)]
+        if cells:
+            parts.append(f"{flag} ({meaning}): {', '.join(cells)}")
+    return (" Flagged cells: " + "; ".join(parts) + ".") if parts else " No cell is flagged (non-monotone, out of epochs or few seeds)."

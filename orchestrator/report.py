@@ -46,17 +46,23 @@ TEMPLATES = Path(__file__).parent / "templates"
 SYMMETRY_CSV = "m_star_symmetry.csv"
 NO_RUN = "no run of this experiment given"
 CAPTIONS = {
-    "m_star_vs_T": "m* against T (log axis) with 95% bootstrap intervals and the three fitted growth laws; "
-                   "triangles: m* beyond the largest m tried",
+    "m_star_vs_T": "m* against T (log axis), one series per setting (nothing pooled), with 95% intervals and the "
+                   "three growth laws fitted to exact m*; triangles up: above a bound (beyond the largest m tried), "
+                   "down: at or below one",
     "success_rate_grid": "Success rate over seeds on the (T, m) grid; white: no trained trial there (every trial "
                          "failed before training, e.g. no unambiguous training set of that size, or none was run)",
-    "success_rate_curves": "Success rate over seeds against m, one line per T; dashed: the rate that defines m*",
-    "test_error_vs_m": "Relative test error against m per student (mean and 95% interval over seeds)",
-    "orthogonal_error": "O(d) equivariance error E (float64) per student; a slot marked n/a has no box and says why",
-    "permutation_error": "Permutation equivariance error per student; a slot marked n/a has no box and says why",
+    "success_rate_curves": "Success rate over seeds against m, one line per T within each series (nothing pooled); "
+                           "dashed: the rate that defines m*",
+    "test_error_vs_m": "Relative test error against m per student (mean and 95% interval over seeds); one panel per "
+                       "teacher, or in a run over several sizes one panel per (d, n, k) group with the teacher as "
+                       "the line style: no line pools groups",
+    "orthogonal_error": "O(d) equivariance error E (float64) per student and teacher; each box pools every m and "
+                        "every (d, n, k) group the run tried; a slot marked n/a has no box and says why",
+    "permutation_error": "Permutation equivariance error per student and teacher; each box pools every m and every "
+                         "(d, n, k) group the run tried; a slot marked n/a has no box and says why",
     "advantage_vs_size": "S2's advantage (m* of a generic student / m* of the inner-product student, equivariant "
                          "teacher) against d, n and k, the other two sizes held at the centre; bars: 95% intervals; "
-                         "triangles: lower bounds (the generic m* beyond the largest m tried)",
+                         "triangles up: lower bounds (the generic m* beyond the largest m tried), down: upper bounds",
     "error_vs_m_by_d": "O(d) equivariance error E of the generic transformer (equivariant teacher) against m, one line "
                        "per d; median over seeds, bars: quartiles",
 }
@@ -145,7 +151,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     page = _template().render(
         caveats=caveats,
         title=f"attnsweep verdict report: {', '.join(run_ids)}", generated=generated,
-        runs=[_run_view(r) for r in runs], verdicts=claims, r_plot=_data_uri(r_plot) if r_plot else None,
+        runs=[_run_view(r) for r in runs], verdicts=[_verdict_view(v) for v in claims], r_plot=_data_uri(r_plot) if r_plot else None,
         boolean_table=_table(union, [*cell, "run_id"]) if boolean_tables else None,
         symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
         scale=[_scale_view(r) for r in symmetry_runs if r.symmetry.scale is not None],
@@ -156,14 +162,13 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
                     for m in r.symmetry.scale.measurements()]
     record = dict(runs=run_ids, generated=generated, verdicts=claims, caveats=caveats)
     if measurements:
-        record["groups"] = [dict(g, run_id=r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
-                            for g in r.symmetry.scale.groups.iter_rows(named=True)]
-        # A missing or unbounded number is null here (JSON has no NaN or inf); ``text`` says which.
-        record["advantage"] = [{k: None if isinstance(v, float) and not math.isfinite(v) else v
-                                for k, v in dict(a, run_id=r.run_id).items()}
-                               for r in symmetry_runs if r.symmetry.scale is not None
+        record["groups"] = [dict(g, numbers=json.loads(g["numbers"]), run_id=r.run_id) for r in symmetry_runs
+                            if r.symmetry.scale is not None for g in r.symmetry.scale.groups.iter_rows(named=True)]
+        record["advantage"] = [_advantage_record(a, r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
                                for a in r.symmetry.scale.advantage.iter_rows(named=True)]
         record["measurements"] = measurements
+    # JSON has no NaN or infinity: a missing or unbounded number is null, and its ``bound`` says which.
+    record = boolean.jsonable(record)
     (out_dir / "verdicts.json").write_text(json.dumps(record, indent=2))
     if boolean_tables:  # the m* table for anyone's own analysis (replicates stay in the store's rows)
         union.drop("replicates", strict=False).write_csv(out_dir / "m_star.csv")
@@ -183,13 +188,31 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     return path
 
 
+def _verdict_view(v: dict) -> dict:
+    """A verdict as the page shows it: its text fields and the series it names but does not judge."""
+    return dict(v, not_judged_text="; ".join(", ".join(f"{c}={x}" for c, x in key.items()) or "all"
+                                             for key in v.get("not_judged") or []))
+
+
+def _advantage_record(row: dict, run_id: str) -> dict:
+    """One row of S2's advantage as verdicts.json carries it: the group, the student, the
+    advantage and both m* as quantities (results/verdicts.py :func:`~results.verdicts.quantity`)."""
+    return dict(cells=dict(d=row["d"], n=row["n"], k=row["k"]), student=row["student"],
+                advantage=boolean.quantity(row["ratio"], row["ci_lo"], row["ci_hi"], row["bound"]),
+                m_star=boolean.quantity(row["m_star"], bound=row["m_star_bound"]),
+                m_star_inner_product=boolean.quantity(row["m_star_baseline"], bound=row["baseline_bound"]),
+                text=row["text"], run_id=run_id)
+
+
 def summary(verdicts: list[dict]) -> str:
     """One line: each claim's short name and verdict, e.g. ``L1 inconclusive, L2 supported``."""
     return ", ".join(f"{v['claim'].split(':', 1)[0]} {v['verdict']}" for v in verdicts)
 
 
 def _missing(verdicts: list[dict]) -> list[dict]:
-    return [dict(v, statistic="-", interval="-", verdict="inconclusive", why=NO_RUN) for v in verdicts]
+    """The claims of an experiment the report has no run of: ``not tested``."""
+    return [dict(v, statistic="-", interval="-", verdict=boolean.NOT_TESTED, why=NO_RUN, series=[], not_judged=[],
+                 flags=[]) for v in verdicts]
 
 
 def _empty_symmetry_verdicts() -> list[dict]:

@@ -35,14 +35,16 @@ quantity, docs/claims.md 2):
 *Budget-limited* (the ``out_of_epochs`` column, from the rows alone): a trial *ran out of
 epochs* when it finished without success, without stopping early (``converged`` false) and
 without reaching the success measure even on its own training set (``fitted`` false). A cell
-is out of epochs when, at some m tried below ``m_star_grid`` (at any m for a cell beyond the
-grid), its successes plus the trials that ran out of epochs reach ``success_frac``: had those
-trials trained longer and succeeded, m* would be smaller. The budget check at twice the
-epochs (orchestrator/analyze.py, ``budget`` column) overrides this rule where it ran:
-``"ok"`` clears it, ``"budget-limited"`` sets it.
+is out of epochs when, at some m tried, its success rate is below ``success_frac`` but its
+successes plus the trials that ran out of epochs reach it: those trials decide which side of
+the threshold that m falls on, and more training can only add successes, so the
+sample-limited m* is at most the one measured. The budget check at twice the epochs
+(orchestrator/analyze.py, ``budget`` column) overrides this rule where it ran: ``"ok"``
+clears it, ``"budget-limited"`` sets it.
 
 *Non-monotone* (``non_monotone``): the success rate reaches ``success_frac`` at some m and
-falls below it at a larger m tried. m* keeps its value (the first crossing) and the flag.
+falls below it at a larger m tried. The logistic model does not hold there, so m* is its
+definition, ``m_star_grid`` (the first crossing), with the flag.
 
 Intervals (``ci_lo``/``ci_hi``, level ``ci``): for an exact m*, the hull of three intervals,
 each a reading of what the rows allow (their coverage was measured by simulation with 4-32
@@ -165,7 +167,7 @@ def critical_sample_sizes(
         none), ``m_star_grid``, ``censored`` ("", "above", "below": m* relative to the m
         tried), ``non_monotone``, ``out_of_epochs``, ``m_floor_if_fit`` (the largest m
         below the first m that an optimistic count, every trial that ran out of epochs a
-        success, brings to the rate; null when there is none), ``n_seeds``, ``m_min``,
+        success, brings to the rate; null when that is the smallest m tried), ``n_seeds``, ``m_min``,
         ``m_max``, ``n_trials``; and the ``(n_boot,)`` bootstrap m* of each cell (+inf beyond the grid),
         keyed by the tuple of its cell values. ``ci_lo_exact``/``ci_hi_exact`` keep the
         interval the rows give if m* is read as exact (the hull for a cell inside the grid,
@@ -194,12 +196,14 @@ def critical_sample_sizes(
         reached = rate >= success_frac
         first = int(np.argmax(reached)) if reached.any() else len(ms)
         non_monotone = bool(reached.any() and (rate[first + 1:] < success_frac).any())
-        optimistic = (k + ran.sum(0)) >= success_frac * n
-        opt_first = int(np.argmax(optimistic & (n > 0))) if (optimistic & (n > 0)).any() else len(ms)
-        out_of_epochs = opt_first < first
+        # The trials that ran out of epochs decide an m when they alone put its rate below one half.
+        optimistic = ((k + ran.sum(0)) >= success_frac * n) & (n > 0)
+        opt_first = int(np.argmax(optimistic)) if optimistic.any() else len(ms)
+        out_of_epochs = bool((optimistic & ~reached).any())
         row = dict(zip(cell, key))
         row.update(
-            m_star=point["m_star"][0], m_star_grid=grid, censored=censored, non_monotone=non_monotone,
+            # A non-monotone curve breaks the logistic model: m* is its definition, the first crossing.
+            m_star=grid if non_monotone and censored == "" else point["m_star"][0], m_star_grid=grid, censored=censored, non_monotone=non_monotone,
             out_of_epochs=bool(out_of_epochs), m_floor_if_fit=float(ms[opt_first - 1]) if 0 < opt_first else None,
             n_seeds=len(seeds), m_min=int(ms[0]), m_max=int(ms[-1]), n_trials=len(group),
             ci_lo_exact=math.nan, ci_hi_exact=math.nan,

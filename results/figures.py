@@ -144,15 +144,33 @@ def plot_success_curves(rates: pl.DataFrame, facet: str, path: Path, success_fra
 
 
 def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
-    """Relative test error against m per student (log-log; mean and 95% CI over seeds),
-    one panel per teacher. ``trials``: rows with ``teacher``, ``student``, ``m``, ``test_error``."""
+    """Relative test error against m per student (log-log; mean and 95% CI over seeds).
+
+    A run of one (d, n, k) size: one panel per teacher. A run over several sizes: one panel
+    per (d, n, k) group, the teacher as the line style, so that a line never pools groups
+    that tried different m (an adaptive search does). ``trials``: rows with ``teacher``,
+    ``student``, ``m``, ``test_error`` (and ``d``, ``n``, ``k``).
+    """
     sns.set_theme(style="whitegrid")
-    data = trials.filter(pl.col("test_error") > 0).select("teacher", "student", "m", "test_error").to_pandas()
-    grid = sns.relplot(data=data, x="m", y="test_error", hue="student", col="teacher", kind="line",
-                       marker="o", errorbar=("ci", 95), seed=0, height=3.8, aspect=1.1)  # seed: the same figure each time
+    sizes = [c for c in ("d", "n", "k") if c in trials.columns]
+    several = bool(sizes) and trials.select(sizes).unique().height > 1
+    data = trials.filter(pl.col("test_error") > 0)
+    if several:
+        data = data.sort(sizes).with_columns(
+            group=pl.concat_str([pl.lit(f"{c}=") + pl.col(c).cast(pl.String) for c in sizes], separator=", "))
+        data = data.select("group", "teacher", "student", "m", "test_error").to_pandas()
+        grid = sns.relplot(data=data, x="m", y="test_error", hue="student", style="teacher", col="group",
+                           col_wrap=3, kind="line", marker="o", errorbar=("ci", 95), seed=0, height=3.2, aspect=1.1,
+                           facet_kws=dict(sharex=False))
+        grid.set_titles("{col_name}")
+    else:
+        data = data.select("teacher", "student", "m", "test_error").to_pandas()
+        grid = sns.relplot(data=data, x="m", y="test_error", hue="student", col="teacher", kind="line",
+                           marker="o", errorbar=("ci", 95), seed=0, height=3.8, aspect=1.1)  # seed: the same figure each time
     grid.set(xscale="log", yscale="log", xlabel="training samples m", ylabel="relative test error")
     for ax in grid.axes.flat:  # label the sampled m, not every minor tick
-        ax.set_xticks(sorted(data["m"].unique()))
+        ticks = sorted({x for line in ax.get_lines() for x in line.get_xdata() if x > 0})
+        ax.set_xticks(ticks if len(ticks) <= 8 else ticks[:: math.ceil(len(ticks) / 8)])
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     return _save(grid.figure, path)
@@ -291,7 +309,8 @@ def plot_advantage(advantage: pl.DataFrame, center: dict[str, int], path: Path) 
     """S2's advantage (m* of a generic student / m* of the inner-product student) against
     each size, one panel per axis d, n, k along the line through ``center`` (the other two
     sizes held there), log-log, one colour per generic student; a bar is the 95% interval,
-    a triangle up a lower bound (the generic m* beyond the largest m tried).
+    a triangle up a lower bound (e.g. the generic m* beyond the largest m tried), down an
+    upper bound (e.g. a generic m* that ran out of epochs); no number, no mark.
 
     Args:
         advantage: :func:`results.symmetry_scale.advantage`.
@@ -324,7 +343,11 @@ def plot_advantage(advantage: pl.DataFrame, center: dict[str, int], path: Path) 
             lower = part.filter(pl.col("bound") == "lower")
             if not lower.is_empty():
                 ax.scatter(lower[axis].to_numpy() * dodge, lower["ratio"], marker="^", color=palette[student], s=50,
-                           label=f"{student}: lower bound (m* beyond the grid)")
+                           label=f"{student}: lower bound (advantage > value)")
+            upper = part.filter(pl.col("bound") == "upper")
+            if not upper.is_empty():
+                ax.scatter(upper[axis].to_numpy() * dodge, upper["ratio"], marker="v", color=palette[student], s=50,
+                           label=f"{student}: upper bound (advantage ≤ value)")
         ax.set(xscale="log", yscale="log", xlabel=axis, title=", ".join(f"{a}={center[a]}" for a in rest))
         ticks = sorted(line[axis].unique().to_list())
         ax.set_xticks(ticks)

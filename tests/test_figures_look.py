@@ -91,7 +91,7 @@ def _m_star_tables(page: str) -> list[dict[str, list[tuple[str, str]]]]:
 def test_the_m_star_tables_put_text_left_and_numbers_right():
     page = _page(_table(_boolean_m_star(), BOOLEAN_CELL), [("sym", _table(_symmetry_m_star(), SYMMETRY_CELL))])
     boolean, symmetry = _m_star_tables(page)
-    text = {"model", "teacher", "student"}
+    text = {"model", "teacher", "student", "flags"}
     for table in (boolean, symmetry):
         for column, cells in table.items():
             if column == "_header_class":
@@ -124,11 +124,12 @@ def test_a_bound_reads_the_same_in_both_experiments():
 def test_tuned_columns_write_a_bound_as_the_m_star_column_does():
     table = _boolean_m_star().with_columns(
         settings=pl.lit("tuned"), m_star_default=pl.col("m_star"), censored_default=pl.col("censored"),
-        m_star_tuned=pl.col("m_star"), censored_tuned=pl.col("censored"), tuning=pl.lit("tuned"))
+        bound_default=pl.col("bound"), m_star_tuned=pl.col("m_star"), censored_tuned=pl.col("censored"),
+        bound_tuned=pl.col("bound"), tuning=pl.lit("tuned"))
     (shown,) = _m_star_tables(_page(_table(table, BOOLEAN_CELL), []))
     assert [t for _, t in shown["m* tuned"]][0] == "≤ 8"  # T=8: at the smallest m, 8
     assert [t for _, t in shown["m* spec settings"]][0] == "≤ 8"
-    assert [t for _, t in shown["m* tuned"]][2] == "> max"  # the tuned search's own largest m is not in the row
+    assert [t for _, t in shown["m* tuned"]][2] == "> 1024"  # a bound's value travels with it
     assert {c for c, _ in shown["tuning"]} == {"text"} and {c for c, _ in shown["m* tuned"]} == {"num"}
 
 
@@ -180,9 +181,9 @@ def test_print_analysis_writes_bounds_as_the_page_does():
 def test_one_formatter_writes_every_bound():
     from results.critical import format_m_star
 
-    assert format_m_star(8.0, "below", 8, 1024) == "≤ 8"
-    assert format_m_star(None, "above", 8, 1024) == "> 1024"
-    assert format_m_star(float("nan"), "above") == "> max"
-    assert format_m_star(11.0, "below") == "≤ 11"  # the smallest m of the cell's own search
-    assert format_m_star(37.26, "", 8, 1024) == "37.3" and format_m_star(37.26, None, digits=0) == "37"
-    assert format_m_star(float("nan"), "") == "-"
+    assert format_m_star(8.0, "upper") == "≤ 8"
+    assert format_m_star(1024.0, "lower") == "> 1024"
+    assert format_m_star(45.25, "upper") == "≤ 45.2"  # a budget-limited estimate: a bound, 3 digits
+    assert format_m_star(float("nan"), "none") == "unknown"
+    assert format_m_star(37.26, "exact") == "37.3" and format_m_star(37.26, "exact", digits=0) == "37"
+    assert format_m_star(float("nan"), "exact") == "-" and format_m_star(None, None) == "-"
