@@ -356,9 +356,11 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
                 lines.append("| " + " | ".join(_cell(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic",
                                                                        "interval")) + " |")
         lines.append("")
-    lines += ["The training budget of a symmetry run is not checked (the sparse-Boolean search's check at twice "
-              "the epochs has no symmetry counterpart): a generic student's m* here is the m* at the spec's "
-              "`max_epochs` (in the report's spec), and more epochs may lower it.", "",
+    lines += ["The training budget of a symmetry run is not checked at twice the epochs (the sparse-Boolean "
+              "search's check has no symmetry counterpart): a student's m* here is the m* at the spec's `max_epochs` "
+              "(in the report's spec). Where trials ran out of epochs without fitting their training set to the "
+              "target, and so decide which side of one half an m falls on, the cell is flagged `out-of-epochs` and "
+              "its m* is a bound (docs/claims.md 2)" + _symmetry_flags(symmetry) + ".", "",
               f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
               f"[m* table]({link('m_star_symmetry.csv')}), [every trial row]({link(TRIALS)}), "
               f"[run records]({link(RUNS)}).", ""]
@@ -491,6 +493,15 @@ def _budget_note(union: pl.DataFrame) -> str:
     if limited:
         text += f"; **budget-limited** (m* moved with more training, so it measured the budget): {', '.join(limited)}"
     return text + "." + _flag_note(union)
+
+
+def _symmetry_flags(symmetry: list[SymmetryAnalysis]) -> str:
+    """Which symmetry cells carry the out-of-epochs flag, as a clause ("" if none)."""
+    cells = [f"{r['student']} at d={r['d']}, n={r['n']}, k={r['k']}"
+             for a in symmetry for r in a.m_star.filter(pl.col("teacher") == "equivariant").iter_rows(named=True)
+             if "out-of-epochs" in (r.get("flags") or "")]
+    return (f": on the equivariant teacher, {len(cells)} cells ({', '.join(cells[:6])}"
+            + (f" and {len(cells) - 6} more" if len(cells) > 6 else "") + ")") if cells else ""
 
 
 def _flag_note(union: pl.DataFrame) -> str:

@@ -168,11 +168,16 @@ def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
         grid = sns.relplot(data=data, x="m", y="test_error", hue="student", col="teacher", kind="line",
                            marker="o", errorbar=("ci", 95), seed=0, height=3.8, aspect=1.1)  # seed: the same figure each time
     grid.set(xscale="log", yscale="log", xlabel="training samples m", ylabel="relative test error")
-    for ax in grid.axes.flat:  # label the sampled m, not every minor tick
-        ticks = sorted({x for line in ax.get_lines() for x in line.get_xdata() if x > 0})
-        ax.set_xticks(ticks if len(ticks) <= 8 else ticks[:: math.ceil(len(ticks) / 8)])
+    for ax in grid.axes.flat:  # label the sampled m, not every minor tick; labels at least 2.5x apart
+        ticks = []
+        for x in sorted({x for line in ax.get_lines() for x in line.get_xdata() if x > 0}):
+            if not ticks or x >= 2.5 * ticks[-1]:
+                ticks.append(x)
+        ax.set_xticks(ticks)
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    if several:
+        grid.figure.subplots_adjust(hspace=0.35)  # a panel's title clear of the axis label above it
     return _save(grid.figure, path)
 
 

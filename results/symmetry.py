@@ -199,13 +199,16 @@ def _s2(m_star: pl.DataFrame) -> dict:
 def _order(a: dict, b: dict) -> str:
     """Where cell a's m* lies against cell b's: ``below`` (a's interval entirely below b's,
     and the grid m* ordered too), ``above`` (a's interval at or above b's), or
-    ``undecided``. An interval comes from :func:`_ends` (a bound's reaches to the bound)."""
+    ``undecided``. An interval comes from :func:`_ends` (a bound's reaches to the bound; a
+    lower bound excludes its value)."""
     a_lo, a_hi = _ends(a)
     b_lo, b_hi = _ends(b)
     grid = lambda r: math.inf if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else r["m_star_grid"]  # noqa: E731
-    if a_hi < b_lo and grid(a) < grid(b):
+    # A lower bound is strict (m* > its value: at that m even an optimistic count stays below
+    # one half), so a value at it already lies below the other m*.
+    if (a_hi < b_lo or (b["bound"] == "lower" and a_hi <= b["m_star"])) and grid(a) < grid(b):
         return "below"
-    if a_lo >= b_hi:
+    if a_lo >= b_hi or (a["bound"] == "lower" and a["m_star"] >= b_hi):
         return "above"
     return "undecided"
 

@@ -271,7 +271,7 @@ def _ratio(o: dict, b: dict) -> tuple[float, str]:
 
 def _ratio_text(ratio: float, bound: str, lo: float, hi: float) -> str:
     if bound == "none":
-        return "none (a bound on each side, or no number)"
+        return "no number"
     if bound == "lower":
         return f"> {ratio:.3g}"
     if bound == "upper":
