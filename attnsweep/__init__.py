@@ -21,5 +21,5 @@ import lazy_loader as lazy
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
     "api": ["CriticalSampleSize", "RunAnalysis", "Store", "open_store", "resume", "run"],
     # What the functions raise, to catch in a notebook: except attnsweep.SpecError
-    "errors": ["AttnsweepError", "QueryError", "RunError", "SpecError", "StoreError"],
+    "errors": ["ArgumentError", "AttnsweepError", "QueryError", "RunError", "SpecError", "StoreError"],
 })

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import AttnsweepError
+from orchestrator.errors import ArgumentError, AttnsweepError
 from orchestrator.progress import PROGRESS_INTERVAL_S
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class Store:
     def __init__(self, path: str | Path = DEFAULT_STORE):
         from results import ResultsStore
 
+        if not isinstance(path, (str, Path)):
+            raise ArgumentError(f"store: give a folder or a URI as a str or a Path, not {type(path).__name__}")
         text = str(path)
         if not text.strip():
             raise AttnsweepError("store: an empty path; give a folder (default results-store)")
@@ -81,6 +83,7 @@ class Store:
 
         from results import StoreError
 
+        _names(sweep=sweep, run=run)
         if run is not None:
             sweep_of_run = self.results.sweep_of(run)
             if sweep is not None and sweep != sweep_of_run:
@@ -104,6 +107,7 @@ class Store:
         """
         import polars as pl
 
+        _names(sweep=sweep, run=run)
         scan = self.results.scan_runs()
         if sweep is not None:
             scan = scan.filter(pl.col("sweep") == sweep)
@@ -139,6 +143,9 @@ class Store:
         """
         from orchestrator.analyze import analyze_run, run_caveats, settings_of
 
+        _names(run=run)
+        if figures is not None and not isinstance(figures, (str, Path)):
+            raise ArgumentError(f"figures: give a folder as a str or a Path, not {type(figures).__name__}")
         if run is None:
             run = self.latest_run()
         sweep = self.results.sweep_of(run)
@@ -296,6 +303,56 @@ class RunAnalysis:
             display(Image(filename=str(path)))
 
 
+def _names(**names) -> None:
+    """Raise ArgumentError unless each given sweep or run name is a str (or None)."""
+    for key, value in names.items():
+        if value is not None and not isinstance(value, str):
+            raise ArgumentError(f"{key}: give the name as a str, not {type(value).__name__} ({value!r})")
+
+
+def _whole(key: str, value, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ArgumentError(f"{key}: give a whole number >= {least}, not {value!r}")
+
+
+def _options(max_in_flight, progress_interval_s) -> None:
+    """The run options' types and ranges, as the CLI's options check them."""
+    if max_in_flight is not None:
+        _whole("max_in_flight", max_in_flight, 1)
+    value = progress_interval_s
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.1 <= value <= 86_400:
+        raise ArgumentError(f"progress_interval_s: give seconds from 0.1 to 86400, not {value!r}")
+
+
+def _plain(value, where: str):
+    """A spec dict's values as YAML can hold them: numpy numbers and arrays as Python numbers
+    and lists, a Path as its text, tuples as lists; anything else YAML has no type for is an
+    ArgumentError naming where it is."""
+    import numbers
+
+    if isinstance(value, Mapping):
+        return {str(k) if isinstance(k, (str, int, float, bool)) else _bad_key(k, where): _plain(v, f"{where}.{k}")
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):  # a numpy scalar or array (also torch, jax)
+        return _plain(value.tolist(), where)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise ArgumentError(f"{where}: a {type(value).__name__} ({value!r}) is no value a spec can hold (numbers, text, "
+                        "booleans, lists and mappings of them)")
+
+
+def _bad_key(key, where: str):
+    raise ArgumentError(f"{where}: key {key!r} ({type(key).__name__}): spec keys are text")
+
+
 def _sorted(values: list) -> list:
     """Values in order (numbers by value, None first); mixed types by their text."""
     try:
@@ -347,7 +404,10 @@ def run(
         returns at once: ``already_complete`` true, ``counts`` empty.
 
     Raises:
-        TypeError: ``spec`` is none of a path, a dict or a parsed spec.
+        orchestrator.ArgumentError (a TypeError too): an argument of the wrong type or out of
+            its range (``spec`` none of a path, a dict or a parsed spec; a value in the spec dict
+            that YAML cannot hold; a run id that is not a str; ``progress_interval_s`` not in
+            0.1..86400 seconds), or another run is under way in this process.
         orchestrator.SpecError: the spec is invalid (nothing is started or written).
         orchestrator.RunError: Ray cannot be started or reached, or ``resume`` names a run
             of another spec.
@@ -360,14 +420,19 @@ def run(
 
     from orchestrator.spec import SweepSpec
 
+    _names(resume=resume, run_id=run_id)
+    _whole("max_trials", max_trials, 1)
+    _options(max_in_flight, progress_interval_s)
     if isinstance(spec, Mapping):
         import yaml
 
-        spec = parse_spec(yaml.safe_dump(dict(spec), sort_keys=False), source="the spec dict", max_trials=max_trials)
+        spec = parse_spec(yaml.safe_dump(_plain(spec, "spec"), sort_keys=False), source="the spec dict",
+                          max_trials=max_trials)
     elif isinstance(spec, (str, Path)):
         spec = load_spec(spec, max_trials=max_trials)
     elif not isinstance(spec, SweepSpec):
-        raise TypeError(f"spec: give a spec file's path, the spec as a dict, or a parsed spec; got {type(spec).__name__}")
+        raise ArgumentError(f"spec: give a spec file's path, the spec as a dict, or a parsed spec; got "
+                            f"{type(spec).__name__}")
     if resume is not None and run_id not in (None, resume):
         raise AttnsweepError(f"run_id {run_id!r} and resume {resume!r}: a resumed run keeps its id; give one of them")
     return _execute(spec, Store(store), address, local, max_in_flight, resume, resume or run_id, progress_interval_s,
@@ -384,6 +449,10 @@ def resume(run_id: str, store: str | Path = DEFAULT_STORE, *, address: str | Non
         results.StoreError: no such run.
         orchestrator.RunError: as :func:`run`.
     """
+    _names(run_id=run_id)
+    if run_id is None:
+        raise ArgumentError("run_id: give the id of the run to resume")
+    _options(max_in_flight, progress_interval_s)
     results = Store(store)
     spec = stored_spec(results.results, run_id)
     return _execute(spec, results, address, local, max_in_flight, run_id, run_id, progress_interval_s, console)
@@ -403,6 +472,22 @@ def stored_spec(results: ResultsStore, run_id: str) -> SweepSpec:
 
 def _execute(spec: SweepSpec, store: Store, address, local: bool, max_in_flight, resume_id: str | None,
              run_id: str | None, progress_interval_s: float, console) -> RunSummary:
+    if not _RUNNING.acquire(blocking=False):
+        raise ArgumentError("another attnsweep run is under way in this process: one Ray session serves one run at a "
+                            "time; wait for it (or run the second from another process)")
+    try:
+        return _execute_alone(spec, store, address, local, max_in_flight, resume_id, run_id, progress_interval_s,
+                              console)
+    finally:
+        _RUNNING.release()
+
+
+_RUNNING = threading.Lock()
+"""Held while a run executes: ``ray.init`` and the SIGTERM handler belong to the process."""
+
+
+def _execute_alone(spec: SweepSpec, store: Store, address, local: bool, max_in_flight, resume_id: str | None,
+                   run_id: str | None, progress_interval_s: float, console) -> RunSummary:
     from orchestrator.driver import RunSummary, new_run_id, resumable_record, run_sweep
     from orchestrator.executors import LocalExecutor, RayExecutor
     from results.locks import RunLock
@@ -416,7 +501,7 @@ def _execute(spec: SweepSpec, store: Store, address, local: bool, max_in_flight,
         if record["status"] == "finished" and (spec.search.adaptive or stored >= spec.n_trials()):
             return RunSummary(spec.name, resume_id, stored, status="finished", already_complete=True)
     executor = (LocalExecutor(spec.execution, spec.resources) if local
-                else RayExecutor(spec.execution, address, spec.resources))
+                else RayExecutor(spec.execution, address, spec.resources, max_workers=spec.n_trials()))
     # After the executor: ray.init installs a SIGTERM handler of its own (sys.exit), which
     # would end the run as failed instead of interrupted and resumable.
     previous = _sigterm_interrupts()

@@ -1,6 +1,6 @@
 """The errors the Python API raises, in one place (they live where they arise)."""
 
-from orchestrator.errors import AttnsweepError, RunError, SpecError
+from orchestrator.errors import ArgumentError, AttnsweepError, RunError, SpecError
 from results.errors import QueryError, StoreError
 
-__all__ = ["AttnsweepError", "QueryError", "RunError", "SpecError", "StoreError"]
+__all__ = ["ArgumentError", "AttnsweepError", "QueryError", "RunError", "SpecError", "StoreError"]

@@ -21,11 +21,15 @@ TIMEOUT_S = 30.0
 T = TypeVar("T")
 
 
+MAX_TIMEOUT_S = 86_400.0
+"""The longest deadline (seconds), as ``--timeout`` allows; a larger one overflows a thread's wait."""
+
+
 def default_timeout() -> float:
     """``ATTNSWEEP_TIMEOUT`` in seconds, else :data:`TIMEOUT_S`.
 
     Raises:
-        RunError: the variable is not a positive number.
+        RunError: the variable is not a number of seconds in (0, 86400].
     """
     text = os.environ.get("ATTNSWEEP_TIMEOUT")
     if text is None:
@@ -34,8 +38,9 @@ def default_timeout() -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value > 0:
-        raise RunError(f"ATTNSWEEP_TIMEOUT={text!r}: give a positive number of seconds")
+    if not 0 < value <= MAX_TIMEOUT_S:
+        raise RunError(f"ATTNSWEEP_TIMEOUT={text!r}: give a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
+                       "(a day)")
     return value
 
 

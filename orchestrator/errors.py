@@ -10,6 +10,11 @@ class AttnsweepError(Exception):
     """Root of attnsweep's own errors."""
 
 
+class ArgumentError(AttnsweepError, TypeError):
+    """A Python API function was given an argument of the wrong type or out of its range
+    (also a TypeError, so code that catches that keeps working)."""
+
+
 SHOWN_PROBLEMS = 50
 """Problems a spec error lists at most (the rest are counted)."""
 SHOWN_VALUES = 3

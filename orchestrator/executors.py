@@ -11,6 +11,7 @@ import abc
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,6 +88,9 @@ class RayExecutor(Executor):
     """Runs packs on the Ray cluster at ``address`` (None: a local Ray started in-process,
     the embedded default).
 
+    ``max_workers`` caps the actors started (e.g. at the sweep's trial count: a 2-trial sweep
+    needs no more than 2 workers, whatever the resources would hold).
+
     With ``execution.workers: actors`` (the default) it starts ``resources.num_workers``
     long-lived :class:`workers.entry.PackWorker` actors (default: as many as the cluster's
     CPUs and GPUs hold now) and gives each new pack to the actor with the fewest packs
@@ -100,15 +104,19 @@ class RayExecutor(Executor):
     """
 
     def __init__(self, settings: ExecutionSettings, address: str | None = None,
-                 resources: ResourceSettings | None = None):
+                 resources: ResourceSettings | None = None, max_workers: int | None = None):
         import ray
 
         self.settings = settings
+        self.max_workers = max_workers
         self.resources = resources or ResourceSettings()
         self._ray = ray
         _check_reachable(address)
         # Shut down only a Ray this executor started, never one the caller runs.
         self._owns_ray = address is None and not ray.is_initialized()
+        if not (sys.stderr.isatty() and sys.stdout.isatty()):
+            # Ray wraps the lines it relays (raylet, autoscaler) in colour codes unless told not to.
+            os.environ.setdefault("RAY_COLOR_PREFIX", "0")
         try:
             if not ray.is_initialized():
                 # address="local": always a new private cluster; None would join whatever
@@ -178,6 +186,8 @@ class RayExecutor(Executor):
         options = dict(num_cpus=self.resources.cpus_per_worker, num_gpus=self.resources.gpus_per_worker,
                        max_restarts=-1, max_task_retries=self.settings.max_retries)
         n = self.resources.num_workers or self._fits_now()
+        if self.max_workers is not None:  # no more workers than the sweep has trials to give them
+            n = max(1, min(n, self.max_workers))
         self._actors = [PackWorkerActor.options(**options).remote(self._threads) for _ in range(n)]
         self._queued = [0] * n
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+from pydantic import ValidationError
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -185,11 +186,53 @@ def load(folder: Path, store: ResultsStore) -> list[str]:
         rows = trials.filter(pc.and_(pc.equal(trials["sweep"], sweep), pc.equal(trials["run_id"], run_id)))
         if rows.num_rows == 0:
             raise AttnsweepError(f"--from: {folder / TRIALS} has no trial rows of run {run_id} (sweep {sweep})")
+        _check_run(folder, sweep, run_id, rec, rows)
         columns = [rows[f.name].cast(f.type) for f in schema]
         store.write_trials(sweep, run_id, pa.Table.from_arrays(columns, schema=schema))
         store.write_run(sweep, run_id, rec, run_schema())
         ids.append(run_id)
     return ids
+
+
+RUN_STATUSES = ("running", "finished", "interrupted", "failed", "died")
+"""What a run record's ``status`` can be (orchestrator/driver.py)."""
+
+
+def _check_run(folder: Path, sweep: str, run_id: str, record: dict, rows: pa.Table) -> None:
+    """Raise AttnsweepError unless a published run's record and rows are ones a run could
+    have written: names a run can have, a known status and experiment, every row of that
+    experiment, and every row's settings valid for it (the experiment's config, which names
+    the field and the allowed values). A folder whose files were edited and checksummed
+    again is read only as far as its contents are sound."""
+    from results.store import NAME_RE
+    from workers import EXPERIMENTS
+
+    where = f"--from: {folder / RUNS}: run {run_id!r} (sweep {sweep!r})"
+    for label, value in (("sweep", sweep), ("run_id", run_id)):
+        if not isinstance(value, str) or not NAME_RE.match(value):
+            raise AttnsweepError(f"{where}: {label} must be letters, digits, '_', '.', '-' (starting with a letter or "
+                                 "digit): it is not a name a run could have")
+    if record.get("status") not in RUN_STATUSES:
+        raise AttnsweepError(f"{where}: status {record.get('status')!r} is not one of {', '.join(RUN_STATUSES)}")
+    experiment = record.get("experiment") or "sparse_boolean"
+    if experiment not in EXPERIMENTS:
+        raise AttnsweepError(f"{where}: experiment {experiment!r} is not one of {', '.join(sorted(EXPERIMENTS))}")
+    other = sorted({e for e in rows["experiment"].to_pylist() if (e or "sparse_boolean") != experiment}, key=str)
+    if other:
+        raise AttnsweepError(f"{where}: its record says experiment {experiment!r} but {folder / TRIALS} holds rows of "
+                             f"{', '.join(map(repr, other))} for it")
+    config = EXPERIMENTS[experiment].config
+    fields = [f for f in config.model_fields if f in rows.column_names]
+    for i, row in enumerate(rows.select(["trial_id", *fields]).to_pylist()):
+        trial = row.pop("trial_id")
+        try:
+            config.model_validate({k: v for k, v in row.items() if v is not None})
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            field = ".".join(str(p) for p in problem.get("loc", ())) or "settings"
+            raise AttnsweepError(f"--from: {folder / TRIALS}: trial {trial!r} of run {run_id!r} (row {i}): {field}: "
+                                 f"{problem.get('msg')} (got {row.get(field)!r}): not a trial a run could have "
+                                 "written") from None
 
 
 def _read(path: Path, schema: pa.Schema) -> pa.Table:
@@ -261,8 +304,8 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     for rec in records:
         if rec.get("experiment") != "symmetry":
             lines.append(_run_line(rec))
-    lines += [line for c in caveats for line in ("", f"**Warning:** {c}. The verdicts below are computed from the "
-                                                 "trials read.")]
+    lines += [line for c in caveats for line in ("", f"**Warning:** {md_text(c)}. The verdicts below are computed from "
+                                                 "the trials read.")]
     lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
               "[--readme README.md]`: regenerate it, do not edit it.",
               "", f"![m* against T]({link(FIGURE)})", "",
@@ -277,7 +320,7 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     for v in shown:
         lines.append("| " + " | ".join(_cell(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |")
     lines += ["", VERDICT_NOTE]
-    side = [f"{v['claim'].split(':', 1)[0]}: {_keys(v['not_judged'])}" for v in shown if v.get("not_judged")]
+    side = [f"{md_text(v['claim'].split(':', 1)[0])}: {_keys(v['not_judged'])}" for v in shown if v.get("not_judged")]
     if side:
         lines += ["", "Not judged (side blocks with fewer than 3 values of T, for L2 and L3): " + "; ".join(side) + "."]
     lines += ["", _budget_note(union), "", f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
@@ -301,14 +344,14 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
     lines = ["## What attnsweep found: the symmetry claims", ""]
     for a in symmetry:
         lines.append(_run_line(by_id[a.run_id]))
-    lines += [line for c in caveats for line in ("", f"**Warning:** {c}. The verdicts below are computed from the "
-                                                 "trials read.")]
+    lines += [line for c in caveats for line in ("", f"**Warning:** {md_text(c)}. The verdicts below are computed from "
+                                                 "the trials read.")]
     lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
               "[--readme README.md]`; `attnsweep report --from FOLDER [--readme README.md]` makes it again from the "
               "folder's committed trial rows. Regenerate it, do not edit it.", ""]
     for a in symmetry:
         if len(symmetry) > 1:
-            lines += [f"### Run `{a.run_id}` (sweep `{a.sweep}`)", ""]
+            lines += [f"### Run {md_code(a.run_id)} (sweep {md_code(a.sweep)})", ""]
         lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
         for v in a.verdicts:
             lines.append("| " + " | ".join(_cell(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why"))
@@ -339,7 +382,8 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
             e = slopes.get((n, k, d))
             e_text = "-" if e is None or e["slope"] != e["slope"] else \
                 f"{e['slope']:.2f} ({e['ci_lo']:.2f} .. {e['ci_hi']:.2f})"
-            lines.append(f"| {d} | {n} | {k} | " + " | ".join(verdict.get(c, "-") for c in ("S1", "S2", "S3", "S4"))
+            lines.append(f"| {md_text(d)} | {md_text(n)} | {md_text(k)} | "
+                         + " | ".join(md_text(verdict.get(c, "-")) for c in ("S1", "S2", "S3", "S4"))
                          + f" | {_cell(adv.get((n, k, d, 'transformer'), '-'))}"
                          + f" | {_cell(adv.get((n, k, d, 'transformer + rotations'), '-'))} | {e_text} |")
         lines += ["", "Measured across scale (the paper makes no claim about these; log-log slopes, 95% bootstrap "
@@ -370,8 +414,9 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
 def _run_line(rec: dict) -> str:
     counts = ", ".join(f"{rec[k]} {k.removeprefix('n_')}" for k in ("n_done", "n_failed", "n_diverged", "n_lost")
                        if rec.get(k))
-    return (f"Run `{rec['run_id']}` of sweep `{rec['sweep']}` ({rec.get('n_trials')} trials: {counts}; "
-            f"{rec.get('status')}; {_when(rec)}; code version `{rec.get('code_version')}`).")
+    return (f"Run {md_code(rec['run_id'])} of sweep {md_code(rec['sweep'])} ({md_text(rec.get('n_trials'))} trials: "
+            f"{md_text(counts)}; {md_text(rec.get('status'))}; {_when(rec)}; code version "
+            f"{md_code(rec.get('code_version'))}).")
 
 
 def check_readme(readme: Path, start: str = START, end: str = END) -> str:
@@ -463,9 +508,46 @@ def _when(rec: dict) -> str:
     return text
 
 
+MARKUP = "\\`*_[]<>|!&~#"
+"""Characters that can start Markdown or HTML markup (CommonMark lets a backslash escape each)."""
+
+
+def md_text(text) -> str:
+    """A string that came from data (a row, a run record, a file name) as literal Markdown
+    text: every character that could start markup (links, images, raw HTML, emphasis, code,
+    a table cell's end) escaped with a backslash (CommonMark 0.31, "Backslash escapes"), every
+    control character and line break a space, so no string in the data becomes markup, a
+    link, or a findings marker line."""
+    out = []
+    for ch in str(text):
+        if ch in MARKUP:
+            out.append("\\" + ch)
+        elif ch in "\r\n\t" or (ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029"):
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def md_code(text) -> str:
+    """A string that came from data as a Markdown code span: fenced by more backticks than it
+    holds in a row, padded where it starts or ends with one (CommonMark 0.31, "Code spans");
+    control characters and line breaks become spaces."""
+    text = "".join(" " if ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029" else ch for ch in str(text))
+    run = cur = 0
+    for ch in text:
+        cur = cur + 1 if ch == "`" else 0
+        run = max(run, cur)
+    fence = "`" * (run + 1)
+    # A span that starts or ends with a backtick, or with a space at both ends (not only spaces),
+    # loses one space a side when rendered: pad it with one.
+    pad = " " if text[:1] == "`" or text[-1:] == "`" or (text[:1] == text[-1:] == " " and text.strip()) else ""
+    return f"{fence}{pad}{text}{pad}{fence}" if text else "` `"
+
+
 def _cell(text: str) -> str:
-    """A verdict string as one Markdown table cell: pipes escaped, no line breaks."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A verdict string as one Markdown table cell: literal text (:func:`md_text`)."""
+    return md_text(text)
 
 
 VERDICT_NOTE = ("Verdicts: *supported* and *not supported* when the data decide, *inconclusive* when they cannot, "
@@ -475,7 +557,7 @@ VERDICT_NOTE = ("Verdicts: *supported* and *not supported* when the data decide,
 
 
 def _keys(keys: list[dict]) -> str:
-    return ", ".join("(" + ", ".join(f"{c}={x}" for c, x in k.items()) + ")" for k in keys)
+    return md_text(", ".join("(" + ", ".join(f"{c}={x}" for c, x in k.items()) + ")" for k in keys))
 
 
 def _budget_note(union: pl.DataFrame) -> str:
@@ -485,7 +567,7 @@ def _budget_note(union: pl.DataFrame) -> str:
     if checked.is_empty():
         return "The training budget was not checked (no cell was searched again with twice the epochs)." + _flag_note(union)
     def name(r: dict) -> str:
-        text = " ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r)
+        text = md_text(" ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r))
         return text + (" (beyond the range both times)" if r.get("censored") == "above" else "")
     limited = [name(r) for r in checked.filter(pl.col("budget") == "budget-limited").iter_rows(named=True)]
     ok = [name(r) for r in checked.filter(pl.col("budget") == "ok").iter_rows(named=True)]
@@ -497,7 +579,7 @@ def _budget_note(union: pl.DataFrame) -> str:
 
 def _symmetry_flags(symmetry: list[SymmetryAnalysis]) -> str:
     """Which symmetry cells carry the out-of-epochs flag, as a clause ("" if none)."""
-    cells = [f"{r['student']} at d={r['d']}, n={r['n']}, k={r['k']}"
+    cells = [md_text(f"{r['student']} at d={r['d']}, n={r['n']}, k={r['k']}")
              for a in symmetry for r in a.m_star.filter(pl.col("teacher") == "equivariant").iter_rows(named=True)
              if "out-of-epochs" in (r.get("flags") or "")]
     return (f": on the equivariant teacher, {len(cells)} cells ({', '.join(cells[:6])}"
@@ -512,7 +594,7 @@ def _flag_note(union: pl.DataFrame) -> str:
     for flag, meaning in (("out-of-epochs", "trials that ran out of epochs could have moved m*: an upper bound"),
                           ("non-monotone", "the success rate fell back below half at a larger m"),
                           ("few-seeds", "too few seeds for the interval's level")):
-        cells = [" ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r)
+        cells = [md_text(" ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r))
                  for r in union.filter(pl.col("flags").fill_null("").str.contains(flag, literal=True))
                  .iter_rows(named=True)]
         if cells:

@@ -133,7 +133,18 @@ def status(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> tuple[str
     info = _job_call(address, job_id, "GET", "", "read the status of", timeout_s)
     if not isinstance(info.get("status"), str):
         raise RunError(f"the job server at {address} gave no status for job {job_id!r}: {_quote_answer(info)}")
-    return info["status"], info.get("message") or ""
+    message = info.get("message") or ""
+    return printable(info["status"]), printable(message if isinstance(message, str) else repr(message))
+
+
+def printable(text: str) -> str:
+    """``text`` from a server as one line a terminal shows as it is: control and format
+    characters (escape sequences, carriage returns, line breaks, bidi overrides) written as
+    escapes (``\\x1b``), so an answer cannot move the cursor, recolour or rewrite the screen."""
+    import unicodedata
+
+    return "".join(ch if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else ch.encode("unicode_escape")
+                   .decode("ascii") for ch in text)
 
 
 def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str], None] = print,

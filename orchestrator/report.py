@@ -113,9 +113,10 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         record = store.read_run(sweep, run_id)
         runs.append(_Run(run_id, sweep, record, record.get("experiment") or "sparse_boolean"))
     out_dir = Path(out_dir)
+    _outside_store(store, out_dir)
+    # Figures go to figures/RUN_ID/ and overwrite the same names; nothing else there is removed
+    # (a figure `run` or `analyze` wrote, or a file a person put there, is not the report's to delete).
     figures = out_dir / "figures"
-    for old in figures.rglob("*.png") if figures.is_dir() else []:  # a previous report's figures
-        old.unlink()
     boolean_tables, tuned, ci = [], set(), 0.95
     several_symmetry = sum(r.experiment == "symmetry" for r in runs) > 1
     for run in runs:
@@ -202,6 +203,18 @@ def _advantage_record(row: dict, run_id: str) -> dict:
                 m_star=boolean.quantity(row["m_star"], bound=row["m_star_bound"]),
                 m_star_inner_product=boolean.quantity(row["m_star_baseline"], bound=row["baseline_bound"]),
                 text=row["text"], run_id=run_id)
+
+
+def _outside_store(store: ResultsStore, out_dir: Path) -> None:
+    """Raise AttnsweepError when ``out_dir`` lies inside the store's folder: a report or a
+    published folder there would become part of the store (its trials.parquet read as trials,
+    every trial counted twice)."""
+    if not store.local:
+        return
+    root, out = Path(store.root).resolve(), Path(out_dir).resolve()
+    if out == root or root in out.parents:
+        raise AttnsweepError(f"--out: {out_dir} is inside the results store at {store.root}; a report or published "
+                             "findings there would be read back as part of the store. Give a folder outside it")
 
 
 def summary(verdicts: list[dict]) -> str:

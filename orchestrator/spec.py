@@ -53,7 +53,7 @@ MAX_GRID_BLOCKS = 1000
 class ExecutionSettings(BaseModel):
     """How a sweep's trials are grouped and run on Ray."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     pack_size: int | Literal["auto"] = Field(
         "auto", description="trials trained together in one call; auto: as many as fit pack_memory_mb (at most 256)")
@@ -77,9 +77,10 @@ class ExecutionSettings(BaseModel):
 class ResourceSettings(BaseModel):
     """What each worker (one pack at a time) asks Ray for."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
-    cpus_per_worker: float = Field(1.0, gt=0, le=1024, description="CPUs per worker (also its torch threads)")
+    cpus_per_worker: float = Field(1.0, ge=0.1, le=1024, description="CPUs per worker (also its torch threads); at "
+                                   "least 0.1: finer slices start more workers than any core can feed")
     gpus_per_worker: float = Field(0.0, ge=0, le=64, description="GPUs per worker; fractions share a GPU")
     num_workers: int | None = Field(
         None, ge=1, le=100_000, description="workers to start; None: as many as the cluster's resources hold now")
@@ -95,7 +96,7 @@ class ResourceSettings(BaseModel):
 class AnalysisSettings(BaseModel):
     """How m* is computed for this sweep (results/critical.py has the definition)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     acc_threshold: float = Field(0.95, gt=0, le=1, description="test accuracy that counts as success (sparse_boolean)")
     target_error: float = Field(0.05, gt=0, le=100, description="relative test error that counts as success (symmetry)")
@@ -107,7 +108,7 @@ class AnalysisSettings(BaseModel):
 class _Range(BaseModel):
     """An interval ``min < max`` (subclasses give the fields their types and bounds)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     @model_validator(mode="after")
     def _ordered(self) -> _Range:
@@ -146,7 +147,7 @@ class TuneSettings(BaseModel):
     of seed-bootstrap resamples.
     """
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     n_trials: int = Field(8, ge=1, le=1000, description="Optuna trials (parameter sets) per cell")
     batch: int = Field(4, ge=1, le=1000, description="parameter sets asked at once and trained in parallel")
@@ -183,7 +184,7 @@ class SearchSettings(BaseModel):
     ``analysis.success_frac`` is bracketed within ``rel_tol``.
     """
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     mode: Literal["grid", "adaptive"] = Field("grid", description="grid, or adaptive m* search")
     m: MRange | None = Field(None, description="adaptive: the range of m to search")
@@ -215,7 +216,7 @@ class SearchSettings(BaseModel):
 class RangeAxis(BaseModel):
     """A numeric axis given by its ends: ``num`` points from ``start`` to ``stop``."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     start: float
     stop: float
@@ -266,13 +267,27 @@ class SweepSpec(BaseModel):
         if not self.search.adaptive:
             return sum(math.prod(len(v) for v in self.axes(i).values()) for i in range(len(self.grids)))
         s = self.search
-        cells = list(self.cells())
         per_cell = len(self.seeds) * (s.initial_points + s.max_rounds * s.points_per_round)
         tune = s.tune.n_trials * min(s.tune.seeds or 8, len(self.seeds)) + per_cell if s.tune else 0  # and the tuned search
-        # one budget check per series: a cell without T and without its tuned settings
-        series = {json.dumps({k: v for k, v in c.items() if k != "T"}, sort_keys=True, default=str) for c in cells}
-        budget = len(series) * per_cell if s.budget_check and any("T" in c for c in cells) else 0
-        return len(cells) * (per_cell + tune) + budget
+        n_cells = self.n_cells()
+        budget = 0
+        if s.budget_check and ("T" in self.fixed or any("T" in g for g in self.grids)):
+            # One budget check per series (a cell without T). Counted from the axes' lengths,
+            # so no list of cells is built before --max-trials is checked; a series that two
+            # blocks share is counted once only where the cells are few enough to list.
+            series = sum(math.prod(len(v) for k, v in self.axes(i).items() if k not in ("seed", "m", "T"))
+                         for i in range(len(self.grids)))
+            if n_cells <= 100_000:
+                series = len({json.dumps({k: v for k, v in c.items() if k != "T"}, sort_keys=True, default=str)
+                              for c in self.cells()})
+            budget = series * per_cell
+        return n_cells * (per_cell + tune) + budget
+
+    def n_cells(self) -> int:
+        """Number of cells (every setting but m and the seed) of the grid blocks, from the
+        axes' lengths (no cell is built)."""
+        return sum(math.prod(len(v) for k, v in self.axes(i).items() if k not in ("seed", "m"))
+                   for i in range(len(self.grids)))
 
     def cells(self) -> Iterator[dict[str, Any]]:
         """The settings of each cell (every trial setting but m and the seed), grid order:
@@ -357,7 +372,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     try:
         raw = yaml.load(text, Loader=_NoAliasLoader)
     except yaml.YAMLError as exc:
-        raise SpecError([f"not valid YAML: {str(exc).replace('<unicode string>', source)}"], source) from exc
+        raise SpecError([f"not valid YAML: {_yaml_problem(exc)}"], source) from None
     except RecursionError:
         raise SpecError(["YAML is nested too deeply to be a spec"], source) from None
     if raw is None:
@@ -366,8 +381,13 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
         raise SpecError([f"top level must be a mapping with keys {sorted(_TOP_KEYS)}, got {type(raw).__name__}"], source)
     problems: list[str] = []
     unknown = sorted(set(map(str, raw)) - _TOP_KEYS)
+    if unknown and not set(map(str, raw)) & _TOP_KEYS:
+        # Not a spec at all (e.g. some other file given by mistake): say so without echoing its contents.
+        raise SpecError([f"not a sweep spec: none of its {len(raw)} top-level keys is a spec's; a spec has "
+                         f"{sorted(_TOP_KEYS)}"], source)
     if unknown:
-        problems.append(f"unknown top-level field(s) {unknown}; allowed: {sorted(_TOP_KEYS)}")
+        shown = [_short(k) for k in unknown[:5]] + ([f"and {len(unknown) - 5} more"] if len(unknown) > 5 else [])
+        problems.append(f"unknown top-level field(s) {', '.join(shown)}; allowed: {sorted(_TOP_KEYS)}")
     for required in ("name", "grid"):
         if required not in raw:
             problems.append(f"{required}: required")
@@ -401,7 +421,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     for key, model in (("execution", ExecutionSettings), ("resources", ResourceSettings), ("analysis", AnalysisSettings)):
         section = sections[key]
         try:
-            model(**section) if isinstance(section, dict) else model.model_validate(section)
+            model.model_validate({str(k): v for k, v in section.items()} if isinstance(section, dict) else section)
         except ValidationError as exc:
             problems += [f"{key}.{p}" for p in _describe(exc, model)]
     if search is not None and search.tune is not None and isinstance(seeds, list) and seeds \
@@ -430,6 +450,20 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     if problems:
         raise SpecError(problems, source)
     return spec
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong with the YAML and where (line, column), without the text of the line
+    (PyYAML's message quotes it: the file may be one that is not a spec, and not ours to show)."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or type(exc).__name__
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    return problem + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else "")
+
+
+def _short(key: str, width: int = 40) -> str:
+    """A key as a message shows it: quoted, escaped, at most ``width`` characters."""
+    text = repr(key)
+    return text if len(text) <= width else text[: width - 4] + "...'"
 
 
 _TOP_KEYS = {"name", "description", "experiment", "seeds", "grid", "fixed", "execution", "resources", "analysis",
@@ -486,18 +520,41 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
-        keys = [self.construct_object(k, deep=True) for k, _ in node.value]
-        dupes = sorted({str(k) for k in keys if keys.count(k) > 1})
+        seen, dupes = set(), set()  # one pass: tens of thousands of keys stay linear
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                (dupes if key in seen else seen).add(key)
+            except TypeError:  # a list or a mapping as a key: no spec has one
+                raise yaml.constructor.ConstructorError(None, None, "a key that is a list or a mapping",
+                                                        key_node.start_mark) from None
         if dupes:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key(s) {dupes}", node.start_mark)
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key(s) {sorted(map(str, dupes))}",
+                                                    node.start_mark)
         return super().construct_mapping(node, deep)
 
 
-# YAML 1.1 reads 1e-3 as a string; accept it as the float a user meant.
+# Plain scalars as YAML 1.2's core schema reads them, not YAML 1.1's: no sexagesimal numbers
+# (1:30 is not 90), no octal (010 is not 8), no yes/no/on/off booleans, no timestamps, and 1e-3
+# is the float a user meant. What is no number, boolean or null stays a string, which a
+# setting that wants a number refuses by name.
+_SCALARS = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+            "tag:yaml.org,2002:timestamp"}
+_NoAliasLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _SCALARS]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_NoAliasLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                     list("tTfF"))
+_NoAliasLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"),
+                                     list("-+0123456789"))
 _NoAliasLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                  |[-+]?[0-9][0-9_]*\.(?:[eE][-+]?[0-9]+)?
+                  |[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+
+                  |[-+]?\.(?:inf|Inf|INF)
+                  |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."),
 )
 
 
@@ -617,7 +674,7 @@ def _field_adapter(config: type[BaseModel], key: str) -> TypeAdapter:
     """Validates one field on its own (type and bounds, not the cross-field rules, which
     :func:`_check_combinations` applies to whole combinations)."""
     info = config.model_fields[key]
-    return TypeAdapter(Annotated[info.annotation, info], config=ConfigDict(allow_inf_nan=False))
+    return TypeAdapter(Annotated[info.annotation, info], config=ConfigDict(allow_inf_nan=False, strict=True))
 
 
 def _overlaps(spec: SweepSpec) -> list[str]:

@@ -48,11 +48,12 @@ def published(tmp_path_factory):
 
 
 def _rows(section: str) -> dict[str, list[str]]:
-    """The verdict table of the section: claim name -> its cells, pipes unescaped."""
+    """The verdict table of the section: claim name -> its cells, backslash escapes undone
+    (CommonMark: a backslash before punctuation is the punctuation)."""
     out = {}
     for line in section.splitlines():
         if re.match(r"\| (L\d|R):", line):
-            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            cells = [re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
             out[cells[0].split(":", 1)[0]] = cells
     return out
 

@@ -236,3 +236,27 @@ def test_from_with_a_run_the_folder_does_not_hold_names_what_it_holds(published,
     proc = _cli("report", "--from", "docs/findings/symmetry", "nosuchrun", "--out", str(tmp_path / "o"), cwd=root)
     assert proc.returncode == 2 and "holds no run nosuchrun" in proc.stderr and run_id in proc.stderr
     assert "attnsweep-findings-" not in proc.stderr  # not the scratch store's path
+
+
+@pytest.mark.parametrize("edit, words", [
+    ("d = 0 in a row", ["d", "greater than or equal to 2", "not a trial a run could have written"]),
+    ("rows of another experiment", ["experiment 'symmetry'", "'sparse_boolean'"]),
+    ("an unknown status", ["status 'bogus'", "finished"]),
+    ("an unknown experiment", ["experiment 'magic'", "symmetry"]),
+])
+def test_an_edited_and_checksummed_again_folder_with_unsound_contents_is_one_clear_error(published, tmp_path, edit,
+                                                                                         words):
+    # Files edited, then SHA256SUMS written again: the digests match, so the contents themselves are checked.
+    root, folder = _folder_copy(published, tmp_path)
+    trials, runs = folder / "trials.parquet", folder / "runs.parquet"
+    if edit == "d = 0 in a row":
+        t = pl.read_parquet(trials)
+        t.with_columns(d=pl.when(pl.int_range(pl.len()) == 0).then(0).otherwise(pl.col("d"))).write_parquet(trials)
+    elif edit == "rows of another experiment":
+        pl.read_parquet(trials).with_columns(experiment=pl.lit("sparse_boolean")).write_parquet(trials)
+    elif edit == "an unknown status":
+        pl.read_parquet(runs).with_columns(status=pl.lit("bogus")).write_parquet(runs)
+    else:
+        pl.read_parquet(runs).with_columns(experiment=pl.lit("magic")).write_parquet(runs)
+    write_sums(folder)
+    _refused(root, folder, *words)

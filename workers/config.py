@@ -26,7 +26,7 @@ N_TEST_MIN = 100
 class BooleanTrialConfig(BaseModel):
     """One trial of the sparse Boolean experiment (Edelman et al., ICML 2022, section 5)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     # The target and the data.
     task: TaskName = Field(description="s-sparse Boolean function: 'and' or 'parity'")
@@ -93,7 +93,7 @@ class SymmetryTrialConfig(BaseModel):
     rows in R^d) from m samples of a teacher (tasks/seq2seq.py).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     # The target and the data.
     teacher: TeacherName = Field(description="equivariant, control (breaks O(d)) or positional (breaks permutations)")

@@ -254,3 +254,11 @@ def _call(name: str, address: str, job_id: str, timeout_s: float = 10.0):
     if name == "logs":
         return jobs.logs(address, job_id, write=lambda _: None, timeout_s=timeout_s)
     return getattr(jobs, name)(address, job_id, timeout_s=timeout_s)
+
+
+def test_a_status_with_control_characters_is_shown_escaped(serve):
+    # A server (or a job's message) with escape sequences must not recolour or rewrite the terminal.
+    server = serve({"/api/jobs/j": (200, {"status": "RUNNING\x1b[2J", "message": "ok\r\x1b[31mFAKE\n\u202egnp.exe"})})
+    state, message = jobs.status(server.address, "j")
+    assert state == "RUNNING\\x1b[2J" and message == "ok\\r\\x1b[31mFAKE\\n\\u202egnp.exe"
+    assert all(ch.isprintable() for ch in state + message)
