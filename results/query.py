@@ -1,21 +1,30 @@
 """Read-only SQL over the store's ``trials`` and ``runs`` tables, with DuckDB.
 
 Read-only is the engine's guarantee, not a filter on the text. The statement runs on an
-in-memory DuckDB connection opened with external access disabled (no file system, network
-or extension access: ``read_csv``, ``read_text``, ``glob``, ``COPY``, ``ATTACH`` and
+in-memory DuckDB connection with external access disabled (no file system, network or
+extension access: ``read_csv``, ``read_text``, ``glob``, ``COPY``, ``ATTACH`` and
 ``INSTALL`` all fail with a permission error, however they are quoted) and its configuration
 locked (a ``SET`` in the statement cannot turn access back on). The two tables are the
 store's own Arrow datasets (:meth:`results.store.ResultsStore.arrow_dataset`), registered
 before the lock and read by pyarrow, so only the store's checked files are read. DuckDB's
 parser then decides what the statement is: exactly one SELECT (``WITH`` included).
 
+Before the lock the connection also gets a memory limit of ours (:data:`DEFAULT_MEMORY_LIMIT`,
+not DuckDB's 80% of the machine) and a spill folder of its own, made for the query under the
+system's temporary folder and removed with the connection (never DuckDB's default ``.tmp``
+in the current folder).
+
 Results stream: :func:`stream_query` yields Arrow record batches, so a large result is
-never held whole (the CLI writes CSV, JSON lines and Parquet batch by batch).
+never held whole (the CLI writes CSV, JSON and Parquet batch by batch).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator
 
 import polars as pl
 import pyarrow as pa
@@ -30,27 +39,175 @@ LOCKED = {
     "allow_community_extensions": False,
     "lock_configuration": True,
 }
-"""The DuckDB settings of a query connection (the last one freezes the others)."""
+"""The DuckDB settings of a query connection (the last one freezes the others). The first
+and the last are set after the connection opens (``enable_external_access`` would refuse the
+spill folder), before the statement is read."""
 
 BATCH_ROWS = 65_536
 """Rows per batch of a streamed result."""
 
+MAX_SQL_BYTES = 1_000_000
+"""The longest SQL text a query takes, in bytes of UTF-8 (as a spec file: 1 MB)."""
 
-def _connect(store: ResultsStore):
-    import duckdb
+DEFAULT_MEMORY_LIMIT = "25%"
+"""DuckDB's memory limit for a query unless one is given: a quarter of this machine's memory
+as DuckDB reads it (DuckDB's own default is 80%). Beyond it DuckDB spills to its spill folder."""
 
+_MEMORY_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%|B|[KMGT]i?B)\s*", re.IGNORECASE)
+MEMORY_HELP = ("a number with a unit (B, KB, MB, GB, TB for powers of 1000; KiB, MiB, GiB, TiB for powers "
+               "of 1024) or a percentage of this machine's memory, e.g. 2GB, 512MiB, 25%")
+
+Convert = Callable[[object, str], "str | None"]
+"""``convert(duckdb_type, column)``: the SQL expression a result column of that DuckDB type
+is given as (``column`` is its positional reference, e.g. ``#1``), or None to keep it."""
+
+
+def check_memory_limit(text: str) -> str:
+    """``text`` checked as a DuckDB memory limit (see :data:`MEMORY_HELP`).
+
+    Returns:
+        The limit as DuckDB reads it (spaces removed).
+
+    Raises:
+        QueryError: not a size with a unit or a percentage, zero, or a percentage over 100.
+    """
+    match = _MEMORY_RE.fullmatch(str(text))
+    if match is None or float(match[1]) <= 0 or (match[2] == "%" and float(match[1]) > 100):
+        raise QueryError(f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is not a memory limit: give {MEMORY_HELP}; "
+                         "a percentage is above 0 and at most 100")
+    return match[1] + match[2]
+
+
+ATTEMPTS = 3
+"""How many times a query starts when files of the store vanish under it (a compaction
+replaces a run's files by one): the store is listed again and the query run again, as long as
+no batch has been given out yet."""
+
+
+def _datasets(store: ResultsStore) -> dict[str, object]:
+    """The store's ``trials`` and ``runs`` as Arrow datasets (those it holds), listed again
+    when a file vanishes between listing and reading (:data:`ATTEMPTS` in all).
+
+    Raises:
+        StoreError: the store is empty.
+        QueryError: files kept vanishing, or a file cannot be read (naming it and why).
+    """
+    attempt = 1
+    while True:
+        before = _listing(store) if store.local else None  # a remote listing costs; see below
+        try:
+            return _listed(store)
+        except FileNotFoundError as exc:
+            vanished = _os_path(exc)
+        except AttributeError:
+            # results.store reads the footer of a file that vanished after it was listed as None,
+            # and a later step of its listing fails on that; anything else is a fault to see.
+            if before is None or _listing(store) == before:
+                raise
+            vanished = "a file of the store"
+        except QueryError:
+            raise
+        except StoreError:  # empty, or only seemed so: every file listed vanished before it was read
+            if not before and not (store.local and _listing(store)):
+                raise
+            vanished = "the files of the store"
+        if attempt == ATTEMPTS:
+            raise QueryError(f"{vanished} vanished during the query (a compaction?): run it again") from None
+        attempt += 1
+
+
+def _listing(store: ResultsStore) -> list[str]:
+    """The names of the store's table files, to tell whether the store changed."""
+    try:
+        return sorted(str(p) for table in ("trials", "runs")
+                      for p in (store.root / table).glob("sweep=*/run_id=*/*.parquet"))
+    except OSError:
+        return []
+
+
+def _listed(store: ResultsStore) -> dict[str, object]:
     tables = {}
     for name in ("trials", "runs"):
         try:
             tables[name] = store.arrow_dataset(name)
         except StoreError:
             pass
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise QueryError(f"cannot read {_os_path(exc)}: {exc.strerror or exc}") from None
     if not tables:
         raise StoreError(f"the store at {store.root} is empty: run a sweep first")
-    con = duckdb.connect(":memory:", config=dict(LOCKED))
-    for name, dataset in tables.items():
-        con.register(name, dataset)
-    return con
+    return tables
+
+
+def _os_path(exc: OSError) -> str:
+    """The path an OSError is about (pyarrow raises ``FileNotFoundError(path)``, with the
+    path as its message and no ``filename``)."""
+    return str(exc.filename or (exc.args[0] if len(exc.args) == 1 else exc))
+
+
+def _vanished(tables: dict[str, object]) -> list[str]:
+    """The files of ``tables`` that no longer exist."""
+    from pyarrow import fs as pafs
+
+    gone = []
+    for dataset in tables.values():
+        for path in dataset.files:
+            try:
+                if dataset.filesystem.get_file_info(path).type == pafs.FileType.NotFound:
+                    gone.append(path)
+            except OSError:
+                gone.append(path)
+    return gone
+
+
+def _connect(tables: dict[str, object], memory_limit: str):
+    """A locked in-memory connection with ``tables`` registered and a spill folder of its own.
+
+    Returns:
+        ``(connection, spill_folder)``; the caller removes the folder after closing.
+    """
+    import duckdb
+
+    try:
+        spill = tempfile.mkdtemp(prefix="attnsweep-query-")
+    except OSError as exc:
+        raise QueryError(f"cannot make DuckDB's spill folder in {tempfile.gettempdir()}: {exc.strerror or exc} "
+                         "(TMPDIR names the folder)") from None
+    con = None
+    try:
+        config = {k: v for k, v in LOCKED.items() if k not in ("enable_external_access", "lock_configuration")}
+        con = duckdb.connect(":memory:", config={**config, "memory_limit": memory_limit, "temp_directory": spill})
+        try:  # a TIMESTAMPTZ reads the same on every machine, whatever its local time zone
+            con.execute("SET TimeZone = 'UTC'")
+        except duckdb.Error:  # no ICU extension: time zones are UTC already
+            pass
+        for name, dataset in tables.items():
+            con.register(name, dataset)
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        settings = dict(con.execute("SELECT name, value FROM duckdb_settings() WHERE name IN "
+                                    f"({', '.join('?' * len(LOCKED))})", list(LOCKED)).fetchall())
+        if any(settings.get(k) != str(v).lower() for k, v in LOCKED.items()):  # never expected: refuse, not run open
+            raise QueryError(f"the query engine did not take its read-only settings ({settings}): not run")
+        return con, spill
+    except duckdb.OutOfMemoryException as exc:
+        _release(con, spill)
+        raise QueryError(f"--memory-limit {memory_limit} is too little for DuckDB to start a query "
+                         f"({_one_line(exc)}): give more, e.g. 256MB") from None
+    except BaseException:
+        _release(con, spill)
+        raise
+
+
+def _release(con, spill: str) -> None:
+    """Close ``con`` (if any) and remove its spill folder."""
+    try:
+        if con is not None:
+            con.close()
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def _one_line(exc: Exception) -> str:
@@ -80,57 +237,152 @@ def _statement(con, sql: str) -> str:
     return statements[0].query
 
 
-def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+def quote_identifier(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier (a ``"`` in it doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _projected(rel, convert: Convert | None):
+    """``rel`` with unique column names (:func:`unique_names`) and each column given as
+    ``convert`` says.
+
+    Raises:
+        QueryError: a column DuckDB cannot convert, naming it and its type.
+    """
+    names = unique_names(rel.columns)
+    converted = [convert(kind, f"#{i}") if convert is not None else None for i, kind in enumerate(rel.types, start=1)]
+    if names == rel.columns and not any(converted):
+        return rel  # as it is: DuckDB's messages then point at the lines of the statement as written
+    exprs = [f"{expr or f'#{i}'} AS {quote_identifier(name)}"
+             for i, (name, expr) in enumerate(zip(names, converted), start=1)]
+    try:
+        return rel.project(", ".join(exprs))
+    except Exception:  # noqa: BLE001 - find the column, then say it in one line
+        import duckdb
+
+        for name, expr, kind in zip(names, exprs, rel.types):
+            try:
+                rel.project(expr)
+            except duckdb.Error as exc:
+                raise QueryError(f"column {name!r} of type {kind} cannot be written: {_one_line(exc)}") from None
+        raise
+
+
+def _reader(rel, batch_rows: int):
+    to_reader = getattr(rel, "to_arrow_reader", None)  # DuckDB 2; fetch_record_batch before
+    return to_reader(batch_rows) if to_reader is not None else rel.fetch_record_batch(batch_rows)
+
+
+class QueryBatches(Iterator[pa.RecordBatch]):
+    """The record batches of one running query. It owns the DuckDB connection and its spill
+    folder and releases both when the batches run out, on an error, on :meth:`close` (or
+    ``with``), and at the latest when it is garbage collected or the interpreter exits.
+
+    A file of the store that vanishes before the first batch (a compaction replaced it) makes
+    the query run again, on the files there are then (:data:`ATTEMPTS` in all).
+    """
+
+    def __init__(self, store: ResultsStore, sql: str, batch_rows: int, memory_limit: str, convert: Convert | None):
+        self._args = (store, sql, batch_rows, memory_limit, convert)
+        self._yielded = False
+        self._starts = 1
+        self._release = None
+        self._start()
+
+    def _start(self) -> None:
+        store, sql, batch_rows, memory_limit, convert = self._args
+        self._tables = _datasets(store)
+        con, spill = _connect(self._tables, memory_limit)
+        self._release = weakref.finalize(self, _release, con, spill)
+        try:
+            rel = _projected(con.sql(_statement(con, sql)), convert)
+            self._reader = _reader(rel, batch_rows)
+            self.schema = self._reader.schema
+        except BaseException as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException):
+        """Release everything and raise ``exc`` as the error a user reads; a vanished store
+        file before the first batch starts the query again instead (:data:`ATTEMPTS`)."""
+        import duckdb
+
+        gone = _vanished(self._tables) if isinstance(exc, (duckdb.Error, pa.ArrowException, OSError)) else []
+        self.close()
+        if isinstance(exc, duckdb.InterruptException) or (isinstance(exc, RuntimeError) and
+                                                          str(exc).strip().lower() == "query interrupted"):
+            raise KeyboardInterrupt from None  # Ctrl-C, however DuckDB reports it
+        if gone and not self._yielded and self._starts < ATTEMPTS:
+            self._starts += 1
+            self._start()
+            return
+        if gone:
+            raise QueryError(f"{gone[0]} vanished during the query (a compaction?): run it again") from None
+        if isinstance(exc, duckdb.PermissionException):
+            raise QueryError("query reads only the store's tables 'trials' and 'runs', not files or the network "
+                             f"({_one_line(exc)})") from exc
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            raise QueryError(f"query ran out of memory under --memory-limit {self._args[3]} (ATTNSWEEP_QUERY_MEMORY; "
+                             f"{_one_line(exc)}): give it more, or make the query smaller") from None
+        if isinstance(exc, (duckdb.Error, pa.ArrowException)):
+            raise QueryError(f"query failed: {_one_line(exc)}") from exc
+        raise exc
+
+    def __next__(self) -> pa.RecordBatch:
+        if self._release is None or not self._release.alive:
+            raise StopIteration
+        try:
+            batch = self._reader.read_next_batch()
+        except StopIteration:
+            self.close()
+            raise
+        except BaseException as exc:
+            self._fail(exc)
+            return next(self)  # the query started again
+        self._yielded = True
+        return batch
+
+    def close(self) -> None:
+        """Close the connection and remove its spill folder (again: nothing)."""
+        if self._release is not None:
+            self._release()
+
+    def __enter__(self) -> QueryBatches:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS, memory_limit: str = DEFAULT_MEMORY_LIMIT,
+                 convert: Convert | None = None) -> tuple[pa.Schema, QueryBatches]:
     """Run one SELECT over ``trials`` and ``runs`` and stream its result.
 
     Args:
         store: the results store.
-        sql: DuckDB SQL; the tables are named ``trials`` and ``runs``.
+        sql: DuckDB SQL, at most :data:`MAX_SQL_BYTES` bytes; the tables are named
+            ``trials`` and ``runs``.
         batch_rows: the most rows per batch.
+        memory_limit: DuckDB's memory limit (:func:`check_memory_limit`); beyond it DuckDB
+            spills to a folder of its own under the system's temporary folder.
+        convert: how to give columns of some DuckDB types (:data:`Convert`), e.g. as text for
+            a format that cannot hold them; None keeps DuckDB's Arrow export.
 
     Returns:
         ``(schema, batches)``: the result's Arrow schema and an iterator of record batches
-        (at most ``batch_rows`` rows each); the connection closes when it is exhausted.
-        Repeated column names get a suffix (:func:`unique_names`).
+        (at most ``batch_rows`` rows each) that owns the connection (:class:`QueryBatches`;
+        close it, or exhaust it, to release the connection and its spill folder). Repeated
+        column names get a suffix (:func:`unique_names`).
 
     Raises:
-        QueryError: the statement is not a single SELECT, reads anything but the two
-            tables, or DuckDB rejects it.
+        QueryError: the statement is too long, not a single SELECT, reads anything but the
+            two tables, or DuckDB rejects it (also while batches are read); a bad memory
+            limit; a store file that vanished twice.
         StoreError: the store is empty.
     """
-    import duckdb
-
-    con = _connect(store)
-    try:
-        reader = con.sql(_statement(con, sql)).fetch_record_batch(batch_rows)
-    except duckdb.PermissionException as exc:
-        con.close()
-        raise QueryError("query reads only the store's tables 'trials' and 'runs', not files or the network "
-                         f"({_one_line(exc)})") from exc
-    except duckdb.Error as exc:
-        con.close()
-        raise QueryError(f"query failed: {_one_line(exc)}") from exc
-    except BaseException:
-        con.close()
-        raise
-
-    names = unique_names(reader.schema.names)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        try:
-            while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                except (duckdb.Error, pa.ArrowException) as exc:
-                    raise QueryError(f"query failed: {_one_line(exc)}") from exc
-                yield batch.rename_columns(names)
-        finally:
-            con.close()
-
-    schema = pa.schema([f.with_name(n) for f, n in zip(reader.schema, names)], metadata=reader.schema.metadata)
-    return schema, batches()
+    if len(sql.encode("utf-8", "surrogatepass")) > MAX_SQL_BYTES:
+        raise QueryError(f"the SQL is longer than {MAX_SQL_BYTES:,} bytes, the most a query takes")
+    batches = QueryBatches(store, sql, batch_rows, check_memory_limit(memory_limit), convert)
+    return batches.schema, batches
 
 
 def unique_names(names: list[str]) -> list[str]:
@@ -151,14 +403,17 @@ def unique_names(names: list[str]) -> list[str]:
 def table_schemas(store: ResultsStore) -> dict[str, pa.Schema]:
     """The Arrow schema of each table a query can read (``trials``, ``runs``), as the query
     sees them (the store's unified schema plus ``sweep`` and ``run_id``); tables the store
-    does not hold yet are left out."""
-    out = {}
-    for name in ("trials", "runs"):
-        try:
-            out[name] = store.arrow_dataset(name).schema
-        except StoreError:
-            pass
-    return out
+    does not hold yet are left out.
+
+    Raises:
+        QueryError: a file vanished twice while the tables were listed, or cannot be read.
+    """
+    try:
+        return {name: dataset.schema for name, dataset in _datasets(store).items()}
+    except QueryError:
+        raise
+    except StoreError:
+        return {}
 
 
 def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
@@ -167,4 +422,5 @@ def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
     Args and errors as :func:`stream_query`; use that for results too large to hold.
     """
     schema, batches = stream_query(store, sql)
-    return pl.from_arrow(pa.Table.from_batches(list(batches), schema=schema))
+    with batches:
+        return pl.from_arrow(pa.Table.from_batches(list(batches), schema=schema))
