@@ -324,7 +324,7 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     if side:
         lines += ["", "Not judged (side blocks with fewer than 3 values of T, for L2 and L3): " + "; ".join(side) + "."]
     lines += ["", _budget_note(union), "", f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
-              f"[m* table]({link('m_star.csv')}), [every trial row]({link('trials.parquet')}).", ""]
+              f"[m* table]({link('m_star.csv')}), [every trial row]({link(TRIALS)}), [run records]({link(RUNS)}).", ""]
     return "\n".join(lines)
 
 
