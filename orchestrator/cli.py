@@ -229,6 +229,7 @@ def replicate(
     if record["spec_hash"] != s.spec_hash():
         raise AttnsweepError(f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
                              f"this spec {s.spec_hash()}); replicate pins one spec")
+    _analysable(results, baseline)  # before the sweep runs again, not after
     summary = api.run(s, store, address=address, local=local, progress_interval_s=progress_interval, console=err)
     folder = report or Path("reports") / s.name / summary.run_id
     comparisons = compare_runs(results, baseline, summary.run_id, tolerance, alpha, folder / "figures")
@@ -257,6 +258,25 @@ JobArg = Annotated[str, typer.Argument(metavar="JOB_ID", help="job id from submi
 TimeoutOpt = Annotated[float, typer.Option("--timeout", envvar="ATTNSWEEP_TIMEOUT", min=0.1, max=86_400, metavar="SECONDS",
                                            help="seconds each call to the job server may take")]
 DEFAULT_TIMEOUT = 30.0  # orchestrator.deadline.TIMEOUT_S, without importing it for --help
+
+
+def _analysable(results, run_id: str) -> None:
+    """Raise AttnsweepError unless run ``run_id`` can be analysed (it has trained trials),
+    so that a replication finds a useless baseline before it spends a sweep's time."""
+    from orchestrator.analyze import analyze_run, settings_of
+    from orchestrator.analyze_symmetry import analyze_symmetry_run
+    from results import StoreError
+
+    sweep = results.sweep_of(run_id)
+    record = results.read_run(sweep, run_id)
+    try:
+        if (record.get("experiment") or "sparse_boolean") == "symmetry":
+            analyze_symmetry_run(results, sweep, run_id, settings_of(results, sweep, run_id))
+        else:
+            analyze_run(results, run_id)
+    except StoreError as exc:
+        raise AttnsweepError(f"--baseline: run {run_id} cannot be analysed, so nothing could be compared with it: "
+                             f"{exc}") from exc
 
 
 @app.command()
@@ -332,27 +352,47 @@ app.add_typer(store_app, name="store")
 @_user_errors
 def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     """Verify the store: every page of every file read and checked (damaged files are
-    quarantined, or skipped in a store you cannot write), one schema per table, one row per
-    trial id in each run, no temporary files. Exit 1 on a problem."""
+    quarantined, or skipped in a store you cannot write; files the file system will not let
+    you read are skipped, not moved), one schema per table, one row per trial id in each
+    run, no temporary files of dead writers, no failed or dead runs. Exit 1 on a problem,
+    2 when the path is not a store."""
     from rich.markup import escape
 
     from results import ResultsStore
     from results.integrity import check_store
 
+    if not store.strip():
+        raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
     report = check_store(ResultsStore(store))
+    if report.empty:
+        out.print(f"empty: the store at {escape(store)} holds no runs yet (nothing to check)")
+        return
     out.print(f"trials: {report.files['trials']} files, {report.rows['trials']} rows; "
               f"runs: {report.files['runs']} files, {report.rows['runs']} rows")
     for path in report.quarantined:
-        out.print(f"[red]unreadable[/]: {escape(path)} (quarantined: its rows are not read; resume its run to "
-                  "recompute them, then delete the file)")
+        out.print(f"[red]damaged[/]: {escape(path)} (unreadable as Parquet; quarantined: its rows are not read; "
+                  "resume its run to recompute them, then delete the file)")
     for problem in report.skipped:
-        out.print(f"[red]unreadable[/]: {escape(problem)}")
+        out.print(f"[red]damaged[/]: {escape(problem)} (unreadable as Parquet)")
+    for problem in report.unreadable:
+        out.print(f"[red]not readable here[/]: {escape(problem)}")
     for problem in report.schema_problems:
         out.print(f"[red]schema[/]: {escape(problem)}")
     for sweep, run_id, tid, copies in report.duplicates:
         out.print(f"[red]duplicate[/]: trial {tid} of run {run_id} (sweep {sweep}) is stored {copies} times")
-    for path, age in report.temp_files:
-        out.print(f"[yellow]temporary file[/]: {path} ({age:.0f} s old; a killed writer's, removed by the next run)")
+    for sweep, run_id, why, rescue in report.failed_runs:
+        kept = ("" if rescue is None else f"; the rows the store refused are in {escape(rescue)}"
+                + ("" if Path(rescue).exists() else " (that file is gone now)"))
+        out.print(f"[red]failed run[/]: run {run_id} of sweep {sweep}: {escape(why or 'no reason recorded')}{kept}; "
+                  f"attnsweep resume {run_id} runs its missing trials", soft_wrap=True)
+    for sweep, run_id in report.died_runs:
+        out.print(f"[red]died run[/]: run {run_id} of sweep {sweep} is recorded running but no driver holds its "
+                  f"lock: its driver was killed or could not record its end; attnsweep resume {run_id} continues it")
+    for path, age, writer in report.temp_files:
+        out.print(f"[yellow]temporary file[/]: {escape(path)} ({age:.0f} s old, written by {writer}: removed by the "
+                  "next run or store compact once its writer is provably gone; delete it by hand if you know it is)")
+    for path, age, writer in report.writing:
+        out.print(f"being written: {escape(path)} ({age:.0f} s old, by {writer}, which is alive)")
     for sweep, run_id in report.orphans:
         out.print(f"[red]no run record[/]: run {run_id} of sweep {sweep} has trial rows but no readable run record "
                   "(analyze and resume need it)")
@@ -376,13 +416,14 @@ def store_compact(
     """Merge each run's part files into one file without changing a row (skips runs a
     driver is writing)."""
     from results import ResultsStore
-    from results.integrity import compact_store
+    from results.integrity import compact_store, recognise
     from results.locks import RunLock, RunLockedError
 
+    if not store.strip():
+        raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
     results = ResultsStore(store)
-    if results.local and not results.root.is_dir():
-        raise AttnsweepError(f"--store: no store at {store}")
-    total = dict(runs=0, files_before=0, files_after=0, rows=0)
+    recognise(results)  # exit 2 for no folder, or a folder that is not a store
+    total = dict(runs=0, files_before=0, files_after=0, rows=0, deleted_temp=0)
     folders = [f for f in sorted((results.root / "trials").glob("sweep=*/run_id=*"), key=str)
                if (not sweep or f.parent.name == f"sweep={sweep}") and (not run_id or f.name == f"run_id={run_id}")]
     if (sweep or run_id) and not folders:
@@ -399,7 +440,8 @@ def store_compact(
         for k in total:
             total[k] += getattr(rep, k)
     out.print(f"compacted {total['runs']} run(s): {total['files_before']} files -> {total['files_after']}, "
-              f"{total['rows']} rows unchanged")
+              f"{total['rows']} rows unchanged"
+              + (f"; {total['deleted_temp']} temporary file(s) of dead writers removed" if total["deleted_temp"] else ""))
 
 
 def _plural(n: int, word: str) -> str:
@@ -562,18 +604,28 @@ def query(
     schema: Annotated[bool, typer.Option("--schema", metavar="", help="list the tables and their columns, then exit")] = False,
     format: Annotated[Literal["table", "csv", "json", "parquet"], typer.Option(
         "--format", metavar="table|csv|json|parquet", help="output format")] = "table",
-    output: Annotated[Path | None, typer.Option(metavar="FILE", help="write to this file instead of stdout")] = None,
+    output: Annotated[Path | None, typer.Option(metavar="FILE", help=(
+        "write to this file instead of stdout (a file is replaced whole when the query succeeds; a "
+        "device or FIFO is written through; a folder, block device or socket is refused)"))] = None,
+    memory_limit: Annotated[str, typer.Option(
+        "--memory-limit", envvar="ATTNSWEEP_QUERY_MEMORY", metavar="SIZE",
+        help="DuckDB's memory for the query, e.g. 2GB, 512MiB or 25% (of this machine's); beyond it, it spills "
+             "to a temporary folder")] = "25%",
 ) -> None:
     """Run a read-only SQL query over the store (DuckDB SQL; the engine has no file access).
 
-    The table format shows at most 200 rows; csv, json and parquet stream every row.
+    The table format shows at most 200 rows; csv, json and parquet stream every row. The SQL
+    is at most 1,000,000 bytes.
     """
-    import polars as pl
+    from contextlib import nullcontext
 
-    from orchestrator.query_output import TABLE_ROWS, head, write_batches
+    from orchestrator.query_output import (converter, open_output, read_sql, read_sql_file, resolve_output,
+                                           table_text, write_batches)
     from results import ResultsStore, stream_query
-    from results.query import table_schemas
+    from results.query import check_memory_limit, table_schemas
 
+    limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
+    target = resolve_output(output) if output is not None and not schema else None
     _check_paths(store, None)
     results = ResultsStore(store)
     if schema:
@@ -589,40 +641,32 @@ def query(
     if len(given) != 1:
         raise AttnsweepError("query: give the SQL as an argument, '-' for stdin, or --file FILE (one of them)")
     if file is not None:
-        try:
-            sql = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise AttnsweepError(f"--file: cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
+        sql = read_sql_file(file)
     elif sql == "-":
-        sql = sys.stdin.read()
-    schema_, batches = stream_query(results, sql)
-    if format == "table":
-        df, more = head(schema_, batches)
-        if output is None and sys.stdout.isatty():  # a terminal: polars fits the table to it
-            config = dict(tbl_cols=30, fmt_str_lengths=60)
-        else:  # a file or a pipe: every column, every character
-            config = dict(tbl_cols=-1, fmt_str_lengths=10_000, tbl_width_chars=65_535)  # polars: at most u16
-        with pl.Config(tbl_rows=TABLE_ROWS, **config):
-            text = str(df)
-        if more:
-            text += f"\n(first {TABLE_ROWS} rows shown; --format csv, json or parquet writes them all)"
-        if output is not None:
-            output.write_text(text + "\n")
-        else:
-            typer.echo(text)
-        return
-    if output is None:
-        write_batches(schema_, batches, format, sys.stdout.buffer)
-        sys.stdout.buffer.flush()
-        return
-    # Written aside and renamed at the end: a query that fails midway leaves no partial file.
-    partial = output.with_name(f".{output.name}.partial")
+        sql = read_sql(sys.stdin.buffer, "stdin")
     try:
-        with partial.open("wb") as fh:
-            write_batches(schema_, batches, format, fh)
-        partial.replace(output)
-    finally:
-        partial.unlink(missing_ok=True)
+        schema_, batches = stream_query(results, sql, memory_limit=limit, convert=converter(format))
+        with batches:  # the connection and its spill folder go whatever happens below
+            sink = open_output(target) if target is not None else nullcontext(sys.stdout.buffer)
+            if format == "table":
+                # On a terminal polars fits the table to it; a file or a pipe gets every column, every character.
+                text = table_text(schema_, batches, terminal=output is None and sys.stdout.isatty())
+                with sink as fh:
+                    fh.write((text + "\n").encode())
+            else:
+                with sink as fh:
+                    write_batches(schema_, batches, format, fh)
+            sys.stdout.buffer.flush()
+    except KeyboardInterrupt:
+        err.print("interrupted" + (f": {output} is as it was" if target is not None and not target.through else ""),
+                  style="yellow", markup=False, highlight=False)
+        raise typer.Exit(130) from None
+    except BrokenPipeError:  # stdout's reader stopped reading (| head): end quietly, as a pipe's writer does
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        except (OSError, ValueError):
+            pass
+        raise typer.Exit(141) from None
 
 
 def main() -> None:

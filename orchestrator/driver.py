@@ -27,6 +27,7 @@ from orchestrator.spec import SweepSpec, trial_id
 from orchestrator.errors import RunError
 from results import ResultsStore, StoreError, TrialWriter
 from results.locks import RunLock
+from results.store import os_reason
 from workers import TrialStatus
 
 RESULT_COLUMNS = ["trial_id", "status", "test_acc", "test_error", "epochs", "error_type"]
@@ -164,12 +165,14 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
                    n_skipped=len(done_ids), n_run=0, wall_s=None)
     record.update(status="running", ended_at=None, executor=executor.describe(), code_version=code_version(),
                   attempts=[*(record.get("attempts") or []), attempt])
-    store.clean_temp_files()  # safe: we hold the run's lock, and other runs write no temp files here
-    store.write_run(spec.name, run_id, record, run_schema())
+    store.clean_temp_files()  # only files whose writer is provably gone: other runs may be writing theirs
+    record.update(error=None, rescue_file=None)  # this attempt's, set at its end
+    store.write_run(spec.name, run_id, record, run_schema(failure=True))
     writer = TrialWriter(store, spec.name, run_id, trial_schema(), spec.execution.flush_rows, spec.execution.flush_s)
     batches = TrialBatches(spec, executor, writer, summary, done_ids, console,
                            max_in_flight or spec.execution.max_in_flight or 2 * executor.slots(), progress_interval_s)
     t0 = time.perf_counter()
+    error: BaseException | None = None
     try:
         if spec.search.adaptive:
             from orchestrator.adaptive import run_adaptive
@@ -181,6 +184,9 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
         summary.status = "finished"
     except KeyboardInterrupt:
         summary.status = "interrupted"
+        raise
+    except BaseException as exc:
+        error = exc
         raise
     finally:
         refused = None
@@ -197,10 +203,44 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
         _finish_record(record, summary, store, spec.name, run_id)
         if spec.search.adaptive and summary.status == "finished":  # the cap becomes what it ran
             record["n_trials"] = sum(record[k] for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
-        store.write_run(spec.name, run_id, record, run_schema())
+        cause = writer.failed or refused or (error if summary.status == "failed" else None)
+        record.update(error=_failure_text(cause) if cause is not None else None,
+                      rescue_file=str(writer.rescue_path) if writer.rescue_path is not None else None)
+        try:
+            store.write_run(spec.name, run_id, record, run_schema(failure=True))
+        except OSError as exc:  # the disk is still full: say what the record should have said
+            note = _unrecorded(store, spec.name, run_id, record, exc)
+            console.print(f"error: {note}", style="red", markup=False, highlight=False, soft_wrap=True)
+            if refused is None and error is None and summary.status != "interrupted":
+                raise StoreError(note) from exc
         if refused is not None:
             raise refused
     return summary
+
+
+def _failure_text(exc: BaseException) -> str:
+    """Why a run failed, for its record: our errors' messages as they are, others with their type."""
+    from orchestrator.errors import AttnsweepError
+
+    if isinstance(exc, OSError):
+        return f"{os_reason(exc)}: {exc.filename}" if exc.filename else os_reason(exc)
+    text = str(exc).strip()
+    return text if isinstance(exc, (StoreError, AttnsweepError)) and text else f"{type(exc).__name__}: {text}"
+
+
+def _unrecorded(store: ResultsStore, sweep: str, run_id: str, record: dict, exc: OSError) -> str:
+    """The message for a run record that could not be written: why, and what it should say."""
+    path = store.run_dir("runs", sweep, run_id) / "run.parquet"
+    counts = ", ".join(f"{k.removeprefix('n_')} {record.get(k) or 0}"
+                       for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
+    should = [f"status {record['status']}"]
+    if record.get("error"):
+        should.append(f"error: {record['error']}")
+    if record.get("rescue_file"):
+        should.append(f"rescue file: {record['rescue_file']}")
+    should.append(f"trials stored: {counts}")
+    return (f"the record of run {run_id} ({path}) could not be written: {os_reason(exc)}; it still says 'running' "
+            f"(written at the start). It should say: {'; '.join(should)}")
 
 
 class TrialBatches:

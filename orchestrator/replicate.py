@@ -90,7 +90,7 @@ def _m_star(base: pl.DataFrame, new: pl.DataFrame, cell: list[str], tol: float) 
         if r.get("censored_new") is None:
             out.append(Comparison("m*", what, _fmt_m(r, ""), "missing", False))
             continue
-        if r.get("bound") == "lower" or r.get("bound_new") == "lower":  # beyond the grid: both must be
+        if {r.get("bound"), r.get("bound_new")} & {"lower", "none"}:  # beyond the grid, or no number: both must be
             ok = r.get("bound") == r.get("bound_new")
         else:
             lo, hi = r["ci_lo"], r["ci_hi"]

@@ -81,9 +81,18 @@ def trial_schema() -> pa.Schema:
     return pa.schema(fields)
 
 
-def run_schema() -> pa.Schema:
-    """Arrow schema of a ``runs`` record (one row per run)."""
+def run_schema(failure: bool = False) -> pa.Schema:
+    """Arrow schema of a ``runs`` record (one row per run).
+
+    Args:
+        failure: with the two nullable columns the driver's records carry since issue 23,
+            ``error`` (why the last attempt failed) and ``rescue_file`` (the file holding the
+            rows the store refused). Records written before read them as null; published
+            run records (orchestrator/findings.py, finished runs) are written and checked
+            without them, so folders published before still load.
+    """
     ts = pa.timestamp("us", tz="UTC")
+    extra = [("error", pa.string()), ("rescue_file", pa.string())] if failure else []
     return pa.schema([
         ("status", pa.string()), ("started_at", ts), ("ended_at", ts), ("wall_s", pa.float64()),
         ("n_trials", pa.int64()), ("n_done", pa.int64()), ("n_failed", pa.int64()),
@@ -97,4 +106,5 @@ def run_schema() -> pa.Schema:
             ("host", pa.string()), ("pid", pa.int64()), ("executor", pa.string()),
             ("n_skipped", pa.int64()), ("n_run", pa.int64()), ("wall_s", pa.float64()),
         ]))),
+        *extra,
     ])

@@ -1,11 +1,15 @@
 """Checking and compacting a results store (``attnsweep store check|compact``).
 
-``check_store`` reads every file's footer (quarantining unreadable ones, as any read does),
-unifies each table's schema, and looks for duplicate trial ids within a run, temporary
-files and files a compaction replaced but did not delete. ``compact_store`` rewrites each
-run's part files as one file without changing a row: the new file is written atomically
-and names the files it replaces in its metadata, so readers skip the old files even if a
-crash leaves them behind, and the next compaction deletes them.
+``check_store`` first makes sure the folder is a store (:func:`recognise`: a folder with
+``trials/`` or ``runs/`` of ``sweep=NAME`` folders, or an empty or new one), then reads every
+file (quarantining damaged ones, as any read does; skipping, not moving, files the file
+system will not let it read), unifies each table's schema, and looks for duplicate trial ids
+within a run, temporary files whose writer is gone, files a compaction replaced but did not
+delete, and runs that failed (with the file holding the rows the store refused) or whose
+driver died. ``compact_store`` rewrites each run's part files as one file without changing a
+row: the new file is written atomically and names the files it replaces in its metadata, so
+readers skip the old files even if a crash leaves them behind, and the next compaction
+deletes them; it also removes the temporary files of those runs whose writer is provably gone.
 """
 
 from __future__ import annotations
@@ -21,7 +25,45 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from results.errors import StoreError
-from results.store import QUARANTINE, REPLACES_KEY, ResultsStore, partition_ok, write_parquet_atomic
+from results.locks import RunLock
+from results.store import QUARANTINE, REPLACES_KEY, ResultsStore, os_reason, partition_ok, write_parquet_atomic
+
+STORE_FOLDERS = ("trials", "runs", "locks", "quarantine", "studies")
+"""The folders attnsweep makes at a store's root."""
+
+
+def recognise(store: ResultsStore) -> bool:
+    """Whether ``store``'s root is a store holding runs (True) or an empty or new one (False):
+    a store has ``trials/`` or ``runs/`` with ``sweep=NAME`` folders in it; a folder holding
+    nothing but attnsweep's own folders (or nothing, or hidden files) is an empty store.
+
+    Raises:
+        StoreError: the path is empty, does not exist, is not a folder, cannot be listed,
+            or is a folder that is not a store (``/``, a home folder, ``/proc``).
+    """
+    root = store.root
+    if not store.uri.strip():
+        raise StoreError("an empty store path; give the store's folder (default results-store)")
+    try:
+        if not root.exists():
+            raise StoreError(f"no store at {root}: no such folder")
+        if not root.is_dir():
+            raise StoreError(f"{root} is a file, not a store's folder")
+        entries = [p.name for p in root.iterdir()]
+        if any(_has_sweeps(root / table) for table in ("trials", "runs")):
+            return True
+    except OSError as exc:
+        raise StoreError(f"cannot list the store at {root}: {os_reason(exc)}") from exc
+    foreign = sorted(n for n in entries if n not in STORE_FOLDERS and not n.startswith("."))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise StoreError(f"{root} is not an attnsweep store: it has no trials/ or runs/ folder of sweep=NAME folders, "
+                         f"and holds other things ({shown}); give the store's folder with --store")
+    return False
+
+
+def _has_sweeps(folder) -> bool:
+    return folder.is_dir() and any(p.name.startswith("sweep=") for p in folder.iterdir())
 
 
 @dataclass
@@ -31,31 +73,45 @@ class CheckReport:
     Attributes:
         files: readable Parquet files per table.
         rows: rows per table.
+        empty: the store holds no run (a new or empty store; nothing else was checked).
         quarantined: files found damaged, now (or earlier) under ``quarantine/``.
         skipped: damaged files left in place (the store cannot be written), with why.
+        unreadable: files the file system would not let this check read (a permission, an
+            I/O error), with why: skipped where they are, not known to be damaged.
         schema_problems: files whose column types cannot join their table's other files, with why.
         duplicates: ``(sweep, run_id, trial_id, copies)`` of trial ids stored more than once in a run.
-        temp_files: temporary files with their age in seconds (a killed writer's, or one in progress).
+        temp_files: ``(path, age in seconds, writer)`` of temporary files whose writer is gone
+            (the next run or ``store compact`` removes them) or cannot be checked from here.
+        writing: ``(path, age in seconds, writer)`` of temporary files being written now (not a problem).
         superseded: old part files a compaction replaced (skipped by readers).
         orphans: ``(sweep, run_id)`` with trial rows but no readable run record.
         stray: Parquet files outside any valid ``sweep=<name>/run_id=<id>`` folder (not read).
+        failed_runs: ``(sweep, run_id, error, rescue file)`` of runs recorded ``failed``: why,
+            and the file holding the rows the store refused (None if none).
+        died_runs: ``(sweep, run_id)`` of runs recorded ``running`` whose lock nobody holds:
+            their driver was killed, or could not write the record's end.
     """
 
     files: dict[str, int] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
+    empty: bool = False
     quarantined: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
     schema_problems: list[str] = field(default_factory=list)
     duplicates: list[tuple[str, str, str, int]] = field(default_factory=list)
-    temp_files: list[tuple[str, float]] = field(default_factory=list)
+    temp_files: list[tuple[str, float, str]] = field(default_factory=list)
+    writing: list[tuple[str, float, str]] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     orphans: list[tuple[str, str]] = field(default_factory=list)
     stray: list[str] = field(default_factory=list)
+    failed_runs: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
+    died_runs: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.quarantined or self.skipped or self.schema_problems or self.duplicates or self.temp_files or self.orphans
-                    or self.stray)
+        return not (self.quarantined or self.skipped or self.unreadable or self.schema_problems or self.duplicates
+                    or self.temp_files or self.orphans or self.stray or self.failed_runs or self.died_runs)
 
 
 def check_store(store: ResultsStore) -> CheckReport:
@@ -65,13 +121,15 @@ def check_store(store: ResultsStore) -> CheckReport:
     any read; skipped in place when the store cannot be written).
 
     Raises:
-        StoreError: the store's root does not exist.
+        StoreError: the path is empty, does not exist, or is not a store (:func:`recognise`).
     """
-    if not store.root.is_dir():
-        raise StoreError(f"no store at {store.root}")
+    report = CheckReport()
+    if not recognise(store):
+        report.empty = True
+        report.files = report.rows = {"trials": 0, "runs": 0}
+        return report
     # Every file is read in full, whatever the record of checked files says (results/checked.py).
     store.check_every_version()
-    report = CheckReport()
     for table in ("trials", "runs"):
         files = store._files(table)
         report.files[table] = len(files)
@@ -81,8 +139,11 @@ def check_store(store: ResultsStore) -> CheckReport:
                                if not p.name.startswith(".") and not _in_run_folder(p, base))
     report.superseded = sorted(str(p.relative_to(store.root)) for p in store.superseded)
     for path, why in sorted(store.set_aside.items(), key=lambda kv: str(kv[0])):
-        if not why.damaged or path.exists():  # a moved file is listed from quarantine/ below
-            (report.skipped if why.damaged else report.schema_problems).append(f"{path.relative_to(store.root)}: {why}")
+        listed = f"{path.relative_to(store.root)}: {why}"
+        if why.unreadable:
+            report.unreadable.append(listed)
+        elif not why.damaged or path.exists():  # a moved file is listed from quarantine/ below
+            (report.skipped if why.damaged else report.schema_problems).append(listed)
     if report.files["trials"]:
         dup = (store.scan_trials().group_by("sweep", "run_id", "trial_id").agg(copies=pl.len())
                .filter(pl.col("copies") > 1).sort("sweep", "run_id", "trial_id").collect())
@@ -93,14 +154,25 @@ def check_store(store: ResultsStore) -> CheckReport:
     recorded = {run_of(f.parent) for f in store._files("runs")}
     for sweep, run_id in sorted(recorded):
         try:
-            store.read_run(sweep, run_id)
+            record = store.read_run(sweep, run_id)
         except StoreError as exc:
             report.schema_problems.append(str(exc))
+            continue
+        if record.get("status") == "failed":
+            report.failed_runs.append((sweep, run_id, record.get("error"), record.get("rescue_file")))
+        elif record.get("status") == "running" and store.local and RunLock(store, sweep, run_id).held() is False:
+            report.died_runs.append((sweep, run_id))
     report.orphans = sorted({run_of(f.parent) for f in store._files("trials")} - recorded)
     qdir = store.root / QUARANTINE
     report.quarantined = sorted(str(p.relative_to(store.root)) for p in qdir.rglob("*") if p.is_file()) if qdir.exists() else []
     now = time.time()
-    report.temp_files = [(str(p.relative_to(store.root)), now - p.stat().st_mtime) for p in store.temp_files()]
+    for temp in store.temp_files():
+        try:
+            age = now - temp.path.stat().st_mtime
+        except FileNotFoundError:  # renamed into place meanwhile
+            continue
+        listed = (str(temp.path.relative_to(store.root)), age, temp.writer)
+        (report.writing if temp.state == "writing" else report.temp_files).append(listed)
     return report
 
 
@@ -113,6 +185,8 @@ class CompactReport:
     files_after: int = 0
     rows: int = 0
     deleted_superseded: int = 0
+    deleted_temp: int = 0
+    """Temporary files of those runs whose writer was provably gone."""
 
 
 def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | None = None) -> CompactReport:
@@ -133,6 +207,8 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
         if (sweep and s != sweep) or (run_id and r != run_id):
             continue
         report.deleted_superseded += _delete_superseded(store, folder)
+        for f in (folder, store.root / "runs" / folder.parent.name / folder.name):  # whose writer is provably gone
+            report.deleted_temp += len(store.clean_temp_files(f))
         files = store._files("trials", folder)
         if len(files) < 2:
             continue

@@ -64,6 +64,23 @@ class RunLock:
         self.holder_path.unlink(missing_ok=True)
         self._lock.release()
 
+    def held(self) -> bool | None:
+        """Whether a process (this one included) holds the run's lock now: True, False, or
+        None when it cannot be told (no lock file: the run never ran here; a store whose
+        lock folder this user cannot open). Takes and drops the lock when it is free, so a
+        driver starting on this run at that instant would find it held."""
+        if not self.path.exists():
+            return None
+        probe = filelock.FileLock(self.path, timeout=0)
+        try:
+            probe.acquire()
+        except filelock.Timeout:
+            return True
+        except OSError:
+            return None
+        probe.release()
+        return False
+
     def _holder(self) -> str:
         try:
             h = json.loads(self.holder_path.read_text())

@@ -11,7 +11,10 @@ partitioning expects, so the files read as they are with ``polars.scan_parquet``
 hive_partitioning = true)``). Every file is written to a hidden temporary name in its
 final folder and renamed into place (atomic on POSIX), so a reader never sees half a
 file: temporary names start with a dot and end in ``.partial``, so neither ``*.parquet``
-globs (polars, DuckDB) nor pyarrow's discovery pick them up.
+globs (polars, DuckDB) nor pyarrow's discovery pick them up. A temporary name carries its
+writer's pid and host, and the writer holds an OS lock on the file until the rename, so a
+cleaner removes only files whose writer is provably gone (:func:`temp_file_state`), never
+another run's file in progress.
 
 The root is a local folder or any URI fsspec understands (``s3://bucket/store``,
 ``gs://...``, ``file:///abs/path``, ``memory://`` in tests), handled through
@@ -23,10 +26,12 @@ in specs or logs.
 
 Reading is defensive: every file is read in full and checked before a read uses it (page
 CRC checksums, which every file written here carries, and a decode by pyarrow and by polars;
-:func:`read_checked`), once per file version (:mod:`results.checked`). A damaged file is
-moved to ``quarantine/`` under the store root with a :class:`StoreWarning` (skipped where it
-is when the store cannot be written), and the rest still reads. Files written by different
-versions read as one table (:mod:`results.schemas`): a column missing from older files reads
+:func:`read_checked`, after its magic bytes and footer length are checked), once per file
+version (:mod:`results.checked`). A damaged file is moved to ``quarantine/`` under the store
+root with a :class:`StoreWarning` (skipped where it is when the store cannot be written), and
+the rest still reads. A file the file system refuses to read (a permission, an I/O error) is
+not known to be damaged: it is skipped where it is, with a warning naming the reason. Files
+written by different versions read as one table (:mod:`results.schemas`): a column missing from older files reads
 as null, an int column that became a float reads as float, an all-null column takes the other
 files' type; a file whose column type cannot join the others' is set aside, named with the
 column and both types. :attr:`ResultsStore.set_aside` lists what a read left out and why. A
@@ -36,11 +41,14 @@ skipped if a crash left them behind.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
 import re
+import socket
 import stat
+import struct
 import time
 import uuid
 import warnings
@@ -52,12 +60,24 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+try:
+    import fcntl
+except ImportError:  # Windows: temporary files are told by their name's pid and host only
+    fcntl = None
+
 from results.checked import CheckedFiles
 from results.errors import StoreError
 from results.schemas import POLARS_CASTS, unify
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")  # \Z: "$" would also take a name ending in a newline
 TMP_PREFIX = ".tmp-"
+TMP_RE = re.compile(r"\.tmp-(\d+)@([A-Za-z0-9._-]*)~([0-9a-f]{8})-(.+)\.partial\Z")
+"""A temporary file's name: ``.tmp-<pid>@<host>~<8 hex>-<final name>.partial``, naming the
+process that writes it (:func:`temp_name`), which also holds an OS lock on it while it writes."""
+PARQUET_MAGIC = b"PAR1"
+FOOTER_MAX = 64 * 2**20
+"""The largest footer a store file may claim (bytes): the store's footers are a few KB (one
+row group per 1 Mi rows), and a footer is read whole before it is parsed."""
 QUARANTINE = "quarantine"
 # Parquet key-value metadata of a compacted file: JSON list of the file names it replaces.
 REPLACES_KEY = b"attnsweep.replaces"
@@ -71,20 +91,51 @@ PARTITION_SCHEMA = pa.schema([("sweep", pa.string()), ("run_id", pa.string())])
 
 class StoreWarning(UserWarning):
     """A store file was left out of a read: damaged (moved to the quarantine folder, or
-    skipped where it is in a store that cannot be written), or with a column type that
-    cannot join the other files'."""
+    skipped where it is in a store that cannot be written), unreadable here (the file
+    system refused the read: skipped where it is), or with a column type that cannot join
+    the other files'."""
+
+
+class Unreadable(Exception):
+    """The file system refused to read a file (no permission, an I/O error, gone midway):
+    no evidence that the file is damaged, so it is skipped where it is, never moved."""
 
 
 @dataclass(frozen=True)
 class LeftOut:
     """Why a file is left out of reads: ``damaged`` (moved to quarantine, or skipped in
-    place), or not (its column types cannot join the other files')."""
+    place), ``unreadable`` (the file system refused the read: skipped in place), or neither
+    (its column types cannot join the other files')."""
 
     reason: str
     damaged: bool
+    unreadable: bool = False
 
     def __str__(self) -> str:
         return self.reason
+
+
+@dataclass(frozen=True)
+class TempFile:
+    """A temporary file in the store and what is known of its writer.
+
+    Attributes:
+        path: the file.
+        pid, host: the process named in its name (None for a name of an older attnsweep).
+        state: ``writing`` (its writer is alive: it holds the file's lock, or its pid runs on
+            this host), ``gone`` (provably: the lock is free and its pid runs no more on this
+            host; :meth:`ResultsStore.clean_temp_files` removes it) or ``unknown`` (another
+            host's, or a name without a writer: never removed automatically).
+    """
+
+    path: Path
+    pid: int | None
+    host: str | None
+    state: str
+
+    @property
+    def writer(self) -> str:
+        return f"pid {self.pid} on host {self.host}" if self.pid is not None else "an unknown writer (an older attnsweep's name)"
 
 
 class ResultsStore:
@@ -144,7 +195,7 @@ class ResultsStore:
                 raise StoreError(f"the store at {self.root} is not laid out as a store: {path} is a file, not a "
                                  "folder; move it away or give another --store")
         folder = self.run_dir("trials", sweep, run_id)
-        probe = folder / f".probe-{uuid.uuid4().hex[:8]}.partial"
+        probe = folder / temp_name("probe")  # named as a writer's temporary file: a kill leaves nothing unknown
         try:
             folder.mkdir(parents=True, exist_ok=True)
             probe.write_bytes(b"")
@@ -181,7 +232,14 @@ class ResultsStore:
         for p in sorted(found, key=str):
             if p.name.startswith(".") or not partition_ok(p.parent):
                 continue  # temporary files; folders no run of ours could have (store check lists them)
-            if not self.local or stat.S_ISREG(p.lstat().st_mode):
+            try:
+                regular = not self.local or stat.S_ISREG(p.lstat().st_mode)
+            except FileNotFoundError:
+                continue  # gone since the listing (a compaction's delete)
+            except OSError as exc:  # a folder this user may list but not search
+                self._unreadable(p, exc)
+                continue
+            if regular:
                 if self.metadata(p) is not None:
                     good.append(p)
             elif p not in self.set_aside:  # a FIFO, a device, a link: never opened
@@ -234,24 +292,38 @@ class ResultsStore:
             st = path.stat()
         except FileNotFoundError:
             return None
+        except OSError as exc:  # e.g. a folder this user may not search
+            self._unreadable(path, exc)
+            return None
         key = (str(path), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None),
                getattr(st, "st_ctime_ns", None), getattr(st, "st_ino", None))
         if key not in self._meta:
             try:
                 if self.local and not self.check_every_file and self._checked.known(path, st):
-                    with path.open("rb") as fh:  # this version's pages were checked before
-                        self._meta[key] = pq.read_metadata(fh)
+                    self._meta[key] = read_footer(path)  # this version's pages were checked before
                 else:
                     self._meta[key] = read_checked(path)
                     # A version younger than the clock's tick could still change unseen ("racy").
                     if self.local and time.time() - st.st_ctime > RACY_S:
                         self._checked.add(path, st)
+            except Unreadable as exc:  # the file system said no: not damage, so not moved
+                self._meta[key] = None
+                self._unreadable(path, exc.__cause__ or exc)
             except Exception as exc:  # noqa: BLE001 - whatever a damaged file makes the reader raise
                 self._meta[key] = None
                 if self.local:
                     self._checked.forget(path)
                 self._damaged(path, exc)
         return self._meta[key]
+
+    def _unreadable(self, path: Path, exc: BaseException) -> None:
+        """Skip a file the file system would not let this process read, where it is."""
+        if isinstance(exc, FileNotFoundError):
+            return  # gone between the listing and the read (a compaction's delete): nothing to say
+        reason = os_reason(exc) if isinstance(exc, OSError) else (str(exc) or type(exc).__name__)
+        self._set_aside(path, f"cannot be read here ({reason}); skipped where it is, not moved: the file system "
+                              "refused the read, which says nothing of the file's contents", damaged=False,
+                        unreadable=True)
 
     def _damaged(self, path: Path, exc: BaseException) -> None:
         rel = path.relative_to(self.root)
@@ -269,10 +341,10 @@ class ResultsStore:
         self.quarantined.append(dest)
         self._set_aside(path, f"damaged ({reason}); moved to {QUARANTINE}/{rel}")
 
-    def _set_aside(self, path: Path, reason: str, damaged: bool = True) -> None:
+    def _set_aside(self, path: Path, reason: str, damaged: bool = True, unreadable: bool = False) -> None:
         """Record why ``path`` is left out of reads, and say it once."""
         if path not in self.set_aside:
-            self.set_aside[path] = LeftOut(reason, damaged)
+            self.set_aside[path] = LeftOut(reason, damaged, unreadable)
             warnings.warn(f"Parquet file {path.relative_to(self.root)} left out: {reason}; its rows are not read, "
                           "the rest of the store still reads", StoreWarning, stacklevel=5)
 
@@ -435,18 +507,36 @@ class ResultsStore:
             raise StoreError(f"no run {run_id!r} in the store at {self.root}")
         return found["sweep"][0]
 
-    def temp_files(self) -> list[Path]:
-        """Temporary files: a writer's file in progress, or one left by a killed writer."""
-        return sorted(self.root.glob(f"*/*/*/{TMP_PREFIX}*")) if self.root.exists() else []
+    def temp_files(self, folder: Path | None = None) -> list[TempFile]:
+        """Temporary files in the run folders of ``trials`` and ``runs`` (or in one
+        ``folder``), each with its writer and whether that writer is alive
+        (:func:`temp_file_state`): a file in progress, or one left by a killed writer."""
+        if not self.local:
+            return []  # an object store has no temporary files: each file is one PUT
+        if folder is not None:
+            found = folder.glob(f"{TMP_PREFIX}*") if folder.is_dir() else []
+        else:
+            found = [p for table in ("trials", "runs") if (self.root / table).is_dir()
+                     for p in (self.root / table).glob(f"sweep=*/run_id=*/{TMP_PREFIX}*")]
+        return [temp_file_state(p) for p in sorted(found, key=str)]
 
-    def clean_temp_files(self) -> list[Path]:
-        """Delete temporary files left by a writer that was killed; returns them. Call it
-        only while no writer of this store runs (a driver does, at the start of a run it
-        holds the lock of)."""
-        stale = self.temp_files()
-        for path in stale:
-            path.unlink(missing_ok=True)
-        return stale
+    def clean_temp_files(self, folder: Path | None = None) -> list[Path]:
+        """Delete the temporary files (of the whole store, or of one ``folder``) whose
+        writer is provably gone, and only those; returns them. A file another process is
+        writing (another run's, a compaction's) is never touched, nor is one whose writer
+        cannot be checked from here (another host's, an older attnsweep's): ``store check``
+        lists those."""
+        removed = []
+        for temp in self.temp_files(folder):
+            if temp.state == "gone":
+                try:
+                    temp.path.unlink()
+                except FileNotFoundError:
+                    continue
+                except OSError:  # a store this user cannot write: left for its owner
+                    continue
+                removed.append(temp.path)
+        return removed
 
 
 def store_root(root: str | os.PathLike) -> tuple[Path, bool]:
@@ -471,26 +561,113 @@ def store_root(root: str | os.PathLike) -> tuple[Path, bool]:
     return path, False
 
 
+def host_tag() -> str:
+    """This machine's name as temporary file names carry it (characters a file name keeps)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:64]
+
+
+def temp_name(final: str) -> str:
+    """The temporary name of a file on its way to ``final``: hidden and not ending in
+    ``.parquet`` (no reader's glob or discovery picks it up), naming this process and host."""
+    return f"{TMP_PREFIX}{os.getpid()}@{host_tag()}~{uuid.uuid4().hex[:8]}-{final}.partial"
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (a zombie or another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, and is another user's
+        return True
+    return True
+
+
+def _lock_held(path: Path) -> bool | None:
+    """Whether a process holds the OS lock on ``path`` (the lock its writer holds while
+    writing): True, False, or None when it cannot be told (no locks on this file system,
+    no access, no fcntl)."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDWR)  # read-write: NFS emulates flock with a write lock
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # releases the lock if it was taken
+    return False
+
+
+def temp_file_state(path: Path) -> TempFile:
+    """What is known of the writer of the temporary file ``path``.
+
+    ``gone`` needs its pid to run no more on this host (the host its name carries) and nobody
+    to hold the file's lock: the pid alone can mislead (it lives in another container's pid
+    namespace on a shared volume), the lock alone too (a file system without working locks,
+    some NFS set-ups, grants it whoever writes). Where no lock can be taken (no such locks
+    here) the pid decides. ``writing``: its lock is held, or its pid runs here.
+    """
+    m = TMP_RE.match(path.name)
+    if m is None:
+        return TempFile(path, None, None, "unknown")
+    pid, host = int(m[1]), m[2]
+    if _lock_held(path):
+        state = "writing"
+    elif host != host_tag():
+        state = "unknown"
+    else:
+        state = "writing" if _pid_alive(pid) else "gone"
+    return TempFile(path, pid, host, state)
+
+
 def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
     """Write ``table`` to ``path`` so that readers see all of it or nothing: locally through
-    a temporary file in the same folder and a rename; on an object store in one PUT.
+    a temporary file in the same folder (:func:`temp_name`) and a rename; on an object store
+    in one PUT.
 
-    Every page gets a CRC checksum, which :func:`read_checked` verifies."""
+    The temporary file is locked (``flock``) by the writing process until it is renamed, so a
+    cleaner can tell it from a dead writer's (:func:`temp_file_state`). Every page gets a CRC
+    checksum, which :func:`read_checked` verifies."""
     if not isinstance(path, Path) or type(path).__module__.startswith("upath"):
         with path.open("wb") as fh:
             pq.write_table(table, fh, write_page_checksum=True)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Hidden and not ending in .parquet: no reader's glob or discovery picks it up.
-    tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:8]}-{path.name}.partial")
+    tmp = path.with_name(temp_name(path.name))
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        pq.write_table(table, tmp, write_page_checksum=True)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:  # a file system without locks: the name's pid and host still tell
+                pass
+        # Written through our descriptor: closing another one would drop an NFS (POSIX) lock.
+        with open(fd, "wb", closefd=False) as fh:
+            pq.write_table(table, fh, write_page_checksum=True)
+        os.fsync(fd)
         os.replace(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)  # before the lock goes: nobody else may take it for a dead writer's
+        except OSError:
+            pass
+        os.close(fd)
     return path
+
+
+def os_reason(exc: OSError) -> str:
+    """An OS error as people and scripts read it: ``No space left on device (ENOSPC)``."""
+    name = errno.errorcode.get(exc.errno) if isinstance(exc.errno, int) else None
+    text = exc.strerror or str(exc) or type(exc).__name__
+    return f"{text} ({name})" if name and name not in text else text
 
 
 def partition_ok(folder: Path) -> bool:
@@ -506,6 +683,74 @@ def _trial_ids(path: Path) -> list:
         return pq.read_table(fh, columns=["trial_id"])["trial_id"].to_pylist()
 
 
+def _read_at(fh, offset: int, n: int) -> bytes:
+    """``n`` bytes of ``fh`` from ``offset``; file system errors raise :class:`Unreadable`."""
+    try:
+        fh.seek(offset)
+        data = fh.read(n)
+    except OSError as exc:
+        raise Unreadable(os_reason(exc)) from exc
+    if len(data) != n:
+        raise Unreadable(f"it changed while it was read ({len(data)} of {n} bytes at {offset})")
+    return data
+
+
+class _Opened:
+    """``path`` opened for reading, its size known; file system errors raise :class:`Unreadable`."""
+
+    def __init__(self, path: Path):
+        try:
+            self.fh = path.open("rb")
+            self.size = self.fh.seek(0, os.SEEK_END)
+        except OSError as exc:
+            raise Unreadable(os_reason(exc)) from exc
+
+    def __enter__(self) -> _Opened:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.fh.close()
+
+
+def check_format(opened: _Opened) -> int:
+    """Check that an opened file can be a Parquet file before reading it: the magic bytes
+    ``PAR1`` at both ends, and a footer that fits in the file (and in :data:`FOOTER_MAX`).
+    Reads 12 bytes. Returns the footer's length.
+
+    Raises:
+        StoreError: it cannot be a Parquet file (the file is damaged, or another file).
+        Unreadable: the file system refused the read.
+    """
+    size = opened.size
+    if size < 12:
+        raise StoreError(f"{size} bytes: too short to be a Parquet file (12 at least)")
+    head, tail = _read_at(opened.fh, 0, 4), _read_at(opened.fh, size - 8, 8)
+    if head != PARQUET_MAGIC or tail[4:] != PARQUET_MAGIC:
+        where = " and ".join(w for w, ok in (("start", head == PARQUET_MAGIC), ("end", tail[4:] == PARQUET_MAGIC))
+                             if not ok)
+        raise StoreError(f"not a Parquet file: no {PARQUET_MAGIC.decode()} magic bytes at its {where}")
+    (footer,) = struct.unpack("<I", tail[:4])
+    if footer > size - 12:
+        raise StoreError(f"its footer length ({footer:,} bytes) does not fit in the file ({size:,} bytes)")
+    if footer > FOOTER_MAX:
+        raise StoreError(f"its footer claims {footer:,} bytes; a store file's is a few KB (at most {FOOTER_MAX:,} "
+                         "are read)")
+    return footer
+
+
+def read_footer(path: Path) -> pq.FileMetaData:
+    """The Parquet footer of ``path``, after :func:`check_format`; reads the footer only.
+
+    Raises:
+        Unreadable: the file system refused a read.
+        Exception: the file is damaged (see :func:`read_checked`).
+    """
+    with _Opened(path) as opened:
+        footer = check_format(opened)
+        tail = _read_at(opened.fh, opened.size - footer - 8, footer + 8)
+    return pq.read_metadata(pa.BufferReader(tail))
+
+
 def read_checked(path: Path) -> pq.FileMetaData:
     """Read every page of the Parquet file at ``path`` and return its footer.
 
@@ -513,21 +758,26 @@ def read_checked(path: Path) -> pq.FileMetaData:
     :func:`write_parquet_atomic`) are verified against it; every page is decompressed and
     decoded, by pyarrow (which reads for DuckDB and remote stores) and by polars (which reads
     local stores, and parses the footer more strictly); the rows decoded must add up to the
-    footer's count. Files written before page checksums get the decoding only. The file is
-    held in memory once, with one decoded copy of it.
+    footer's count. Files written before page checksums get the decoding only. Before the
+    file is read, :func:`check_format` looks at its first and last bytes, so a large file
+    that is no Parquet file is refused after a read of 12 bytes; then it is held in memory
+    once, with one decoded copy of it. Every read of the file system is made here, and the
+    parsing only from memory, so a file system error (:class:`Unreadable`) is told apart
+    from damage: pyarrow reports both as ``OSError``.
 
     A single changed byte anywhere in a file this store wrote either fails this or changes
     no row a read returns (tests/results/test_damage.py tries every byte).
 
     Raises:
+        Unreadable: the file system refused a read (no permission, an I/O error).
         Exception: the file is damaged (any error the Parquet readers raise on it:
             ``OSError``, ``pyarrow.ArrowException``, ``UnicodeDecodeError``, polars'
-            ``ComputeError``...), or :class:`StoreError` when the row counts disagree.
+            ``ComputeError``...), or :class:`StoreError` when it is no Parquet file or the
+            row counts disagree.
     """
-    with path.open("rb") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        fh.seek(0)
-        data = fh.read(size)
+    with _Opened(path) as opened:
+        check_format(opened)
+        data = _read_at(opened.fh, 0, opened.size)
     pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
     meta = pf.metadata
     rows = sum(pf.read_row_group(i).num_rows for i in range(meta.num_row_groups))

@@ -8,13 +8,20 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from results.errors import StoreError
-from results.store import ResultsStore, rows_to_table
+from results.store import ResultsStore, os_reason, rows_to_table, write_parquet_atomic
 
 RESCUE_DIR = Path(tempfile.gettempdir()) / "attnsweep-unsaved"
-"""Where rows go that the store refused (a failed write), so that none is lost."""
+"""Where rows go that the store refused (a failed write), so that none is lost; when it
+cannot be written either (the same full disk), ``attnsweep-unsaved`` in the current folder,
+then in the home folder (:func:`rescue_dirs`)."""
+
+
+def rescue_dirs() -> list[Path]:
+    """The folders a rescue file may go to, in the order they are tried."""
+    dirs = [RESCUE_DIR, Path.cwd() / "attnsweep-unsaved", Path.home() / "attnsweep-unsaved"]
+    return list(dict.fromkeys(d.absolute() for d in dirs))
 
 
 class TrialWriter:
@@ -40,6 +47,10 @@ class TrialWriter:
         self.failed: StoreError | None = None
         """The error of a write the store refused; later rows go to the rescue file."""
         self.rescue_path: Path | None = None
+        """The file holding the rows the store refused (None: none refused, or none could be saved)."""
+        self.rescue_error: str | None = None
+        """Why refused rows could be saved nowhere (every folder of :func:`rescue_dirs` refused them)."""
+        self.rows_rescued = 0
         self._rescued: pa.Table | None = None
 
     def append(self, rows: list[dict]) -> None:
@@ -78,21 +89,36 @@ class TrialWriter:
             self.files.append(self.store.write_trials(self.sweep, self.run_id, table))
         except OSError as exc:
             rescue = self._rescue(table)
+            saved = (f"its {len(rows)} unwritten finished rows are saved in {rescue}" if rescue is not None else
+                     f"its {len(rows)} unwritten finished rows could not be saved anywhere ({self.rescue_error}); "
+                     f"attnsweep resume {self.run_id} computes them again")
             self.failed = StoreError(
-                f"cannot write trial rows to the store at {self.store.root} ({exc.strerror or exc}); the run stops; "
-                f"its unwritten finished rows are saved in {rescue} (the {self.rows_written} before them are in "
-                "the store)")
+                f"cannot write trial rows to the store at {self.store.root}: {os_reason(exc)}; the run stops; "
+                f"{saved} (the {self.rows_written} rows before them are in the store)")
             raise self.failed from exc
         self.rows_written += len(rows)
         self._last_flush = time.monotonic()
 
-    def _rescue(self, table: pa.Table) -> Path:
-        """Append ``table`` to this run's rescue file (one per writer) and return its path."""
-        if self.rescue_path is None:
-            RESCUE_DIR.mkdir(parents=True, exist_ok=True)
-            self.rescue_path = RESCUE_DIR / f"{self.sweep}-{self.run_id}-{uuid.uuid4().hex[:8]}.parquet"
-            self._rescued = table
-        else:
-            self._rescued = pa.concat_tables([self._rescued, table])
-        pq.write_table(self._rescued, self.rescue_path)
-        return self.rescue_path
+    def _rescue(self, table: pa.Table) -> Path | None:
+        """Add ``table`` to this run's rescue file (one per writer, rewritten whole and
+        atomically) in the first folder of :func:`rescue_dirs` that takes it; returns its
+        path, or None (:attr:`rescue_error` says why) when no folder does."""
+        self._rescued = table if self._rescued is None else pa.concat_tables([self._rescued, table])
+        name = (self.rescue_path.name if self.rescue_path is not None
+                else f"{self.sweep}-{self.run_id}-{uuid.uuid4().hex[:8]}.parquet")
+        folders = [self.rescue_path.parent] if self.rescue_path is not None else []
+        tried = []
+        for folder in dict.fromkeys([*folders, *rescue_dirs()]):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path = write_parquet_atomic(self._rescued, folder / name)
+            except OSError as exc:
+                tried.append(f"{folder}: {os_reason(exc)}")
+                continue
+            if self.rescue_path is not None and self.rescue_path != path:
+                self.rescue_path.unlink(missing_ok=True)  # its rows are all in the new file
+            self.rescue_path, self.rescue_error = path, None
+            self.rows_rescued = self._rescued.num_rows
+            return path
+        self.rescue_error = "; ".join(tried)
+        return None

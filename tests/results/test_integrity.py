@@ -85,7 +85,7 @@ def test_check_reports_duplicates_and_temp_files(evolved):
     tmp.write_bytes(b"half")
     report = check_store(evolved)
     assert report.duplicates == [("sw", "r1", "a", 2)]
-    assert [p for p, _ in report.temp_files] == ["trials/sweep=sw/run_id=r1/.tmp-dead-part.parquet.partial"]
+    assert [p for p, *_ in report.temp_files] == ["trials/sweep=sw/run_id=r1/.tmp-dead-part.parquet.partial"]
     assert not report.ok and report.rows["trials"] == 5
 
 
@@ -135,3 +135,53 @@ def test_check_reports_trials_without_a_run_record(evolved):
     (evolved.run_dir("runs", "sw", "r2") / "run.parquet").unlink()
     report = check_store(evolved)
     assert report.orphans == [("sw", "r2")] and not report.ok
+
+
+def test_check_tells_a_store_from_other_folders(tmp_path):
+    from results import StoreError
+
+    with pytest.raises(StoreError, match="no such folder"):
+        check_store(ResultsStore(tmp_path / "nothing"))
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(StoreError, match="is a file, not a store's folder"):
+        check_store(ResultsStore(tmp_path / "a-file"))
+    with pytest.raises(StoreError, match="an empty store path"):
+        check_store(ResultsStore(""))
+    home = tmp_path / "home"
+    (home / "runs").mkdir(parents=True)  # another tool's runs/, with a user's files beside it
+    (home / "notes.txt").write_text("x")
+    with pytest.raises(StoreError, match=r"is not an attnsweep store: .*\(notes.txt\)"):
+        check_store(ResultsStore(home))
+    for empty in (tmp_path / "new", tmp_path / "fresh"):
+        empty.mkdir()
+    (tmp_path / "fresh" / "trials").mkdir()  # a run refused before it wrote anything leaves this
+    (tmp_path / "fresh" / "locks").mkdir()
+    for empty in (tmp_path / "new", tmp_path / "fresh"):
+        report = check_store(ResultsStore(empty))
+        assert report.empty and report.ok and report.files == {"trials": 0, "runs": 0}
+
+
+def test_store_check_and_compact_refuse_what_is_not_a_store(tmp_path, evolved):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "empty").mkdir()
+
+    def cli(*args):
+        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "store", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300, env=dict(os.environ, COLUMNS="250"))
+        return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
+
+    for path in ("/", "/proc"):
+        for command in ("check", "compact"):
+            code, said = cli(command, "--store", path)
+            assert code == 2 and f"{path} is not an attnsweep store" in said and "ok" not in said.split(), said
+    assert cli("check", "--store", "") == (2, "error: --store: an empty path; give the store's folder (default "
+                                              "results-store)")
+    code, said = cli("check", "--store", "nowhere")
+    assert code == 2 and "no store at nowhere: no such folder" in said
+    code, said = cli("check", "--store", "empty")
+    assert code == 0 and said == "empty: the store at empty holds no runs yet (nothing to check)"
+    code, said = cli("check", "--store", str(evolved.root))
+    assert code == 0 and said.endswith(" ok")

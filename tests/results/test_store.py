@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import duckdb
 import polars as pl
@@ -112,16 +114,25 @@ def test_no_temp_files_after_writes(filled):
     assert tmp_files(filled.root) == []
 
 
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
 def test_leftover_temp_file_is_ignored_and_cleaned(filled):
     folder = filled.run_dir("trials", "sw", RUN_A)
-    leftover = folder / ".tmp-xyz-part.parquet"
-    # A complete parquet file, so that reading it by mistake would change the row count.
-    pq.write_table(rows_to_table(rows_for(5, 5), SCHEMA), leftover)
+    # A killed writer's file (its pid runs no more on this host), and one of a name without a writer.
+    leftover = folder / f".tmp-{_dead_pid()}@{store_module.host_tag()}~0123abcd-part-x.parquet.partial"
+    unknown = folder / ".tmp-xyz-part.parquet"
+    # Complete parquet files, so that reading them by mistake would change the row count.
+    for path in (leftover, unknown):
+        pq.write_table(rows_to_table(rows_for(5, 5), SCHEMA), path)
     assert filled.scan_trials().collect().height == 7
     assert ds.dataset(filled.root / "trials", format="parquet", partitioning="hive").count_rows() == 7
     removed = filled.clean_temp_files()
-    assert [p.name for p in removed] == [".tmp-xyz-part.parquet"]
-    assert not leftover.exists()
+    assert removed == [leftover]
+    assert not leftover.exists() and unknown.exists()  # no writer named: never removed automatically
     assert filled.scan_trials().collect().height == 7
 
 
