@@ -81,17 +81,18 @@ def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000) -> None:
 
         def size_of(cfg) -> int:
             nonlocal biggest
-            biggest = max(biggest, s.family.memory_bytes(cfg))
-            return sizer(cfg)
+            size = sizer(cfg)
+            biggest = max(biggest, s.family.working_bytes(cfg) + s.family.memory_bytes(cfg))
+            return size
 
         n_packs, exact = count_packs(s, size_of)
-    biggest = max([biggest, *(s.family.memory_bytes(c) for c in _largest_trials(s))])
+    biggest = max([biggest, *(s.family.working_bytes(c) + s.family.memory_bytes(c) for c in _largest_trials(s))])
     if biggest > budget:
         err.print(f"warning: one trial needs about {biggest / 2**20:,.0f} MiB of training memory, more than "
                   f"execution.pack_memory_mb ({s.execution.pack_memory_mb:g}); such trials run one per pack and "
                   "may not fit a worker", style="yellow", markup=False)
     if s.search.adaptive:
-        n_cells = sum(1 for _ in s.cells())
+        n_cells = s.n_cells()
         tune = (f", {' and '.join(s.search.tune.params()).replace('_', ' ')} tuned by Optuna against the spec's "
                 f"({s.search.tune.n_trials} parameter sets per cell)" if s.search.tune else "")
         out.print(f"[green]valid[/]: sweep {s.name!r}: adaptive m* search over {_plural(n_cells, 'cell')}, m in "

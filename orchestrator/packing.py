@@ -42,13 +42,15 @@ class Pack:
 
 
 def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float) -> int:
-    """Trials like ``config`` that fit ``budget_bytes`` of training memory, in [1, AUTO_PACK_MAX].
+    """Trials like ``config`` that fit ``budget_bytes`` of training memory, in [1, AUTO_PACK_MAX]:
+    one trial's working set and each trial's share (workers/memory.py) within the budget.
 
     Raises:
         KeyError: unknown experiment.
     """
-    per_trial = EXPERIMENTS[experiment].memory_bytes(config)
-    return int(max(1, min(AUTO_PACK_MAX, budget_bytes // max(per_trial, 1))))
+    exp = EXPERIMENTS[experiment]
+    per_trial, working = exp.memory_bytes(config), exp.working_bytes(config)
+    return int(max(1, min(AUTO_PACK_MAX, (budget_bytes - working) // max(per_trial, 1))))
 
 
 def pack_sizer(pack_size: int | str, experiment: str, pack_memory_mb: float,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from workers.config import BooleanTrialConfig, SymmetryTrialConfig
-from workers.memory import boolean_trial_bytes, symmetry_trial_bytes
+from workers.memory import boolean_trial_bytes, boolean_working_bytes, symmetry_trial_bytes, symmetry_working_bytes
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,9 @@ class Experiment:
         example: a valid value for every required field but those under test (lets a spec
             check each value of an axis on its own).
         cross_fields: fields whose combinations the config's validator checks together.
-        memory_bytes: training memory of one trial in a pack, ``config -> bytes``
+        memory_bytes: what one trial holds for its whole pack, ``config -> bytes``
+        working_bytes: the most one trial uses while it trains or is scored, ``config ->
+            bytes``; a pack of P trials needs ``working + P x memory`` (workers/memory.py)
             (:mod:`workers.memory`); sizes packs when ``execution.pack_size`` is ``auto``.
     """
 
@@ -36,6 +38,7 @@ class Experiment:
     example: dict
     cross_fields: tuple[str, ...]
     memory_bytes: Callable[[BaseModel], int]
+    working_bytes: Callable[[BaseModel], int]
 
 
 def _train_boolean(configs, device=None):
@@ -56,11 +59,13 @@ EXPERIMENTS: dict[str, Experiment] = {
         example={"task": "and", "T": 64, "s": 1, "m": 1, "seed": 0},
         cross_fields=("T", "s", "d", "heads", "model"),
         memory_bytes=boolean_trial_bytes,
+        working_bytes=boolean_working_bytes,
     ),
     "symmetry": Experiment(
         "symmetry", SymmetryTrialConfig, _train_symmetry,
         example={"teacher": "equivariant", "n": 4, "k": 2, "d": 4, "m": 1, "seed": 0},
         cross_fields=("model", "equivariance", "width", "heads"),
         memory_bytes=symmetry_trial_bytes,
+        working_bytes=symmetry_working_bytes,
     ),
 }

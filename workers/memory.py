@@ -1,18 +1,23 @@
-"""How much memory one trial of a pack needs while it trains: what sizes packs.
+"""How much memory a pack needs while it trains: what sizes packs.
+
+A pack trains its trials one after the other (workers/train.py, workers/train_symmetry.py),
+so its memory is one trial's working set plus what every trial of the pack holds for the
+whole pack (its drawn training set):
+
+    pack bytes = working_bytes(config) + trials x trial_bytes(config)
 
 The estimate is deliberately simple and errs high; it only has to rank settings and keep a
 pack inside its budget (``execution.pack_memory_mb``), not predict an allocator's peak:
 
 * parameters: counted exactly, in closed form from the layers the models are made of
   (:func:`boolean_param_count`, :func:`symmetry_param_count`; no torch, so ``validate``
-  stays light); each costs 5 float32 values in training: the weight, its gradient, AdamW's
-  two moments, and the copy :func:`workers.pack.masked_step` keeps of a finished trial;
-* data: the training set, as float32;
+  stays light); each costs 4 float32 values in training: the weight, its gradient and
+  AdamW's two moments;
+* data: the training set as the pack draws it;
 * activations: per training sample, a count of float32 values per layer that the forward
-  pass keeps for the backward pass (below), for one batch.
-
-Evaluation runs in chunks under its own budget (:data:`workers.train.EVAL_BUDGET_BYTES`),
-so it does not enter.
+  pass keeps for the backward pass (below), for one batch;
+* evaluation: chunks of at most :data:`workers.train.EVAL_BUDGET_BYTES` (256 MiB) of one
+  trial at a time, after its training: the working set is the larger of the two.
 """
 
 from __future__ import annotations
@@ -20,47 +25,71 @@ from __future__ import annotations
 from workers.config import BooleanTrialConfig, SymmetryTrialConfig
 
 FLOAT_BYTES = 4
-# Weight, gradient, two AdamW moments, and masked_step's frozen copy.
-PARAM_COPIES = 5
+# Weight, gradient and two AdamW moments.
+PARAM_COPIES = 4
 # Activations kept for backward, in units of one (position x width) float per layer:
 # layer-norm, q/k/v, attention weights and the 4x-wide feed-forward layer.
 TRANSFORMER_ACTS_PER_TOKEN = 16
+EVAL_BUDGET_BYTES = 256 * 2**20
+"""As :data:`workers.train.EVAL_BUDGET_BYTES` (kept here so that ``validate`` imports no torch)."""
+
+
+def pack_bytes(trial_bytes: int, working_bytes: int, trials: int) -> int:
+    """Memory of a pack of ``trials`` trials (bytes): one working set and every trial's share."""
+    return working_bytes + trials * trial_bytes
 
 
 def boolean_trial_bytes(cfg: BooleanTrialConfig) -> int:
-    """Training memory of one sparse-Boolean trial (bytes), as described in the module doc.
+    """What one sparse-Boolean trial holds for its whole pack (bytes): its training set as
+    drawn, ``m T`` uint8 bits, ``m`` float32 labels, ``s`` int64 positions."""
+    return cfg.m * (cfg.T + FLOAT_BYTES) + 8 * cfg.s
 
-    A one-layer transformer trains on the matmul path
-    (:meth:`workers.models.CLSTransformer.forward_matmul`): its data is the bits (uint8)
-    and their float32 one-hot ``(m, 2T)``, held twice (the backward's transposed copy),
-    plus the uint8 copy made while encoding: ``19 T`` bytes per sample; its per-trial
-    tables (LayerNorm, values, exponentials and their gradients) about ``16 d`` floats for
-    each of the ``2 (T+1)`` (position, bit) rows; per sample ``32 d + 8 H (1 + d/H)`` floats.
-    A deeper transformer keeps ``16 (T+1) d`` floats per sample and layer, the MLP
-    ``4 max(T, mlp_width)``; their data is the training set as float32. Measured against
-    the peak RSS of real packs in tests/workers/test_memory.py.
+
+def boolean_working_bytes(cfg: BooleanTrialConfig) -> int:
+    """The most memory one sparse-Boolean trial uses while it trains or is scored (bytes).
+
+    Training: its parameters (4 float32 values each) and, for the one-layer transformer, its
+    training set's one-hot ``(m, 2T)`` float32 twice (the products over the samples pack a
+    copy of it) and the rows gathered from it per minibatch, the
+    hand-written step's tables (about 12 arrays of ``2T x (H + d)`` floats: LayerNorm input
+    and output, scores and values, exponentials, and their gradients;
+    workers/one_layer.py) and per sample ``16 d + 4 (H + d)`` floats; a deeper transformer
+    keeps ``16 (T+1) d`` floats per sample and layer, the MLP ``4 max(T, mlp_width)``, and
+    their data is the bits as float32. Scoring: chunks of at most ``EVAL_BUDGET_BYTES``.
+    Measured against the peak RSS of real packs in tests/workers/test_memory.py.
     """
     n_params = boolean_param_count(cfg.model, cfg.T, cfg.d, cfg.layers, cfg.heads, cfg.mlp_width)
     batch = min(cfg.m, cfg.batch_size or cfg.m)
     if cfg.model == "transformer" and cfg.layers == 1:
-        acts = 32 * cfg.d + 8 * cfg.heads * (1 + cfg.d // cfg.heads)
-        tables = 2 * (cfg.T + 1) * 16 * cfg.d
-        return FLOAT_BYTES * (PARAM_COPIES * n_params + tables + batch * acts) + cfg.m * 19 * cfg.T
-    if cfg.model == "transformer":
-        acts = TRANSFORMER_ACTS_PER_TOKEN * (cfg.T + 1) * cfg.d * cfg.layers
+        rows = 2 * (cfg.T + 1)
+        tables = 12 * rows * (cfg.heads + cfg.d)
+        acts = 16 * cfg.d + 4 * (cfg.heads + cfg.d)
+        data = (2 * cfg.m + batch) * rows  # the one-hot, the copy a product packs it into, a minibatch
+        train = FLOAT_BYTES * (PARAM_COPIES * n_params + tables + data + batch * acts)
+        n_eval = rows + 16 * cfg.d
     else:
-        acts = 4 * max(cfg.T, cfg.mlp_width) * cfg.layers
-    data = cfg.m * (cfg.T + 1)
-    return FLOAT_BYTES * (PARAM_COPIES * n_params + data + batch * acts)
+        acts = TRANSFORMER_ACTS_PER_TOKEN * (cfg.T + 1) * cfg.d * cfg.layers if cfg.model == "transformer" \
+            else 4 * max(cfg.T, cfg.mlp_width) * cfg.layers
+        train = FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (cfg.T + 1) + batch * acts)
+        n_eval = acts // max(cfg.layers, 1) // 2
+    scoring = FLOAT_BYTES * PARAM_COPIES * n_params + min(EVAL_BUDGET_BYTES, cfg.n_test * FLOAT_BYTES * n_eval)
+    return max(train, scoring)
 
 
 def symmetry_trial_bytes(cfg: SymmetryTrialConfig) -> int:
-    """Training memory of one symmetry trial (bytes), as described in the module doc.
+    """What one symmetry trial holds for its whole pack (bytes): nothing but its row; its
+    data are drawn when it trains (:func:`symmetry_working_bytes`). A kilobyte, to count it."""
+    return 1024
 
-    Data: X, K and Y of m samples, ``(2n + k) d`` floats each (augmentation holds a rotated
-    copy and one ``d x d`` rotation per sample). Activations per sample: the transformer
-    keeps ``16 (n + k) width`` floats (one block), the MLP ``4 mlp_width``, the inner-product
-    student its ``(n + k)^2`` Gram matrices over 16 hidden units.
+
+def symmetry_working_bytes(cfg: SymmetryTrialConfig) -> int:
+    """The most memory one symmetry trial uses while it trains (bytes).
+
+    Data: X, K and Y of m training and ``n_test`` test samples, ``(2n + k) d`` floats each
+    (augmentation holds a rotated copy and one ``d x d`` rotation per sample). Activations
+    per sample: the transformer keeps ``16 (n + k) width`` floats (one block), the MLP
+    ``4 mlp_width``, the inner-product student its ``(n + k)^2`` Gram matrices over 16
+    hidden units.
     """
     width = cfg.mlp_width if cfg.model == "mlp" and cfg.equivariance in ("none", "augment") else cfg.width
     n_params = symmetry_param_count(cfg.model, cfg.equivariance, cfg.n, cfg.k, cfg.d, width, cfg.heads)
@@ -73,7 +102,7 @@ def symmetry_trial_bytes(cfg: SymmetryTrialConfig) -> int:
         acts = TRANSFORMER_ACTS_PER_TOKEN * (cfg.n + cfg.k) * cfg.width
     else:
         acts = 4 * cfg.mlp_width
-    return FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (data + acts))
+    return FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (data + acts) + cfg.n_test * (2 * cfg.n + cfg.k) * cfg.d)
 
 
 def boolean_param_count(model: str, T: int, d: int, layers: int, heads: int, mlp_width: int) -> int:

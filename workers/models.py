@@ -79,9 +79,8 @@ class CLSTransformer(nn.Module):
         ``path`` picks the computation, all exact: ``"general"`` (any depth),
         ``"table"`` and ``"matmul"`` (one layer only; see the methods). ``"auto"`` takes
         the matmul path and falls back to the table path when the score range is too wide
-        for the matmul path's arithmetic (:data:`SCORE_RANGE_SAFE`); under ``vmap`` use
-        :meth:`pack_forward`, which makes that choice once per pack. ``"matmul"`` returns
-        ``(logits, score_range)`` so that a vmapped caller can check the range.
+        for the matmul path's arithmetic (:func:`score_range_safe`). ``"matmul"`` returns
+        ``(logits, score_range)`` so that a caller can check the range.
 
         Raises:
             ValueError: unknown path, or a one-layer path for a deeper model.
@@ -98,23 +97,6 @@ class CLSTransformer(nn.Module):
         if score_range > score_range_safe(logits.dtype):
             return self.forward_table(x)
         return logits
-
-    @staticmethod
-    def pack_forward(call):
-        """The pack-level forward for stacked one-layer models.
-
-        ``call(params, buffers, x, path=...)`` is the vmapped functional call of this
-        class. The matmul path runs for the whole pack; if any trial's score range is
-        beyond :func:`score_range_safe`, the pack is recomputed on the table path, so the
-        result is exact for every trial (one host sync per forward to decide).
-        """
-        def forward(params, buffers, x):
-            logits, score_range = call(params, buffers, x, path="matmul")
-            if bool((score_range > score_range_safe(logits.dtype)).any()):
-                return call(params, buffers, x, path="table")
-            return logits
-
-        return forward
 
     @staticmethod
     def encode(x: torch.Tensor) -> torch.Tensor:

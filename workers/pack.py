@@ -1,57 +1,21 @@
-"""What every pack trainer shares: stacking models for vmap, masked optimiser steps,
-per-trial divergence, test-only faults and failed rows.
-
-A pack's trials are independent: the loss is a sum of per-trial losses, so each trial's
-gradient is its own, and AdamW is elementwise, so its state per trial is that trial's
-own. A finished or diverged trial stops changing because its parameters are restored
-after every later step.
-"""
+"""What every pack trainer shares: mixed precision, exploded weights, test-only faults and
+failed rows. A pack's trials train one after the other, each on its own tensors
+(workers/train.py, workers/train_symmetry.py)."""
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import traceback
 from collections.abc import Sequence
 
 import torch
-from torch import nn
-from torch.func import functional_call, stack_module_state
 
 from workers.status import TrialStatus
 
 
 class TrialFault(RuntimeError):
     """Raised inside a trial whose config asks for ``fault: raise`` (tests only)."""
-
-
-def stack(models: Sequence[nn.Module], dev: torch.device):
-    """Stack P models of one architecture for ``torch.func.vmap``.
-
-    Returns:
-        ``(forward, params, buffers, base)``: ``forward(params, buffers, *inputs)`` maps
-        inputs with a leading ``(P, ...)`` dim to outputs with the same; ``params`` (leaf
-        tensors ``(P, ...)`` that require grad) and ``buffers`` are keyed by parameter name;
-        ``base`` is the architecture on the meta device, for ``functional_call`` on one
-        trial's slice.
-    """
-    params, buffers = stack_module_state(list(models))
-    params = {k: v.to(dev).detach().requires_grad_() for k, v in params.items()}
-    buffers = {k: v.to(dev) for k, v in buffers.items()}
-    base = copy.deepcopy(models[0]).to("meta")
-
-    def one(p, b, *inputs, **options):
-        return functional_call(base, (p, b), inputs, options)
-
-    call = torch.func.vmap(one)  # keyword options are passed to every trial unbatched
-    # A model may decide pack-wide how to compute (CLSTransformer.pack_forward).
-    forward = base.pack_forward(call) if hasattr(base, "pack_forward") and _one_layer(base) else call
-    return forward, params, buffers, base
-
-
-def _one_layer(model: nn.Module) -> bool:
-    return len(getattr(model, "blocks", ())) == 1
 
 
 def autocast(dev: torch.device, precision: str):
@@ -65,20 +29,6 @@ def autocast(dev: torch.device, precision: str):
     if precision not in ("float32", "bfloat16"):
         raise ValueError(f"precision must be 'float32' or 'bfloat16', got {precision!r}")
     return torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=precision == "bfloat16")
-
-
-def masked_step(opt: torch.optim.Optimizer, params: dict[str, torch.Tensor], total: torch.Tensor,
-                active: torch.Tensor) -> None:
-    """One optimiser step on the stacked parameters; trials with ``active`` False ``(P,)``
-    keep their values."""
-    frozen = None if active.all() else {k: v.detach().clone() for k, v in params.items()}
-    opt.zero_grad(set_to_none=False)
-    total.backward()
-    opt.step()
-    if frozen is not None:
-        with torch.no_grad():
-            for k, v in params.items():
-                v.copy_(torch.where(active.view(-1, *([1] * (v.dim() - 1))), v, frozen[k]))
 
 
 # A weight this large (in absolute value) has exploded: no trial of this project trains
@@ -95,21 +45,6 @@ def exploded(params: dict[str, torch.Tensor]) -> torch.Tensor:
         bad = ~torch.isfinite(flat).all(1) | (flat.abs().amax(1) > EXPLODED_WEIGHT)
         out = bad if out is None else out | bad
     return out
-
-
-def mark_diverged(bad: torch.Tensor, active: torch.Tensor, diverged_epoch: list, epoch: int) -> None:
-    """Record ``epoch`` for the trials in ``bad`` ``(P,)`` and deactivate them."""
-    for j in torch.nonzero(bad).flatten().tolist():
-        diverged_epoch[j] = epoch
-    active &= ~bad
-
-
-@torch.no_grad()
-def inject_nan(params: dict[str, torch.Tensor], mask: torch.Tensor) -> None:
-    """Set the parameters of the trials in ``mask`` ``(P,)`` to NaN (``fault: nan``)."""
-    if mask.any():
-        for v in params.values():
-            v[mask] = math.nan
 
 
 def apply_faults(configs: Sequence, rows: list[dict]) -> list[int]:

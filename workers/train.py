@@ -1,12 +1,20 @@
-"""Training a *pack*: several trials with the same shapes, trained at once with torch.func.
+"""Training a *pack* of sparse-Boolean trials, one trial after the other.
 
-The trials' parameters are stacked (``torch.func.stack_module_state``) and the model is
-vmapped over the stack (``functional_call``), so a pack of P trials costs one batched
-forward and backward per step instead of P. Trials are independent: the loss is the sum
-of per-trial losses, so each trial's gradient is exactly its own, and AdamW is
-elementwise, so its state per trial is that trial's own too. A trial that has fit its
-training set (train accuracy 1), or whose loss became NaN/inf, stops changing: its
-parameters are restored after every later step, and it reports its own epoch count.
+A pack is what one Ray call trains: trials that share their shapes (workers/config.py,
+``shape_key``), whose training sets are drawn together. Each trial then trains on its own
+tensors with its own AdamW (fused where torch has it), from its own seeded initialisation,
+to its own end: it stops when it fits its training set (train accuracy 1), when its loss or
+weights stop being finite or explode, or after ``max_epochs``. Nothing a trial computes is
+batched with its packmates, so its row (epochs, losses, accuracies, norms) is a function of
+its settings, seed, code version, device kind and thread count alone, bit for bit, whatever
+pack it runs in (tests/workers/test_pack_invariance.py).
+
+The one-layer transformer in float32 trains on the hand-written forward and backward of
+workers/one_layer.py: per epoch a product over the ``(2T, .)`` tables and a pair over the
+training set, no autograd graph (a step whose score range is beyond the float32 matmul
+form, :func:`workers.models.score_range_safe`, is taken through autograd on the exact
+table path instead). Every other model, and bfloat16 mixed precision, trains through
+autograd on the model itself.
 """
 
 from __future__ import annotations
@@ -15,21 +23,21 @@ import math
 import socket
 import time
 from collections.abc import Sequence
-from collections import defaultdict
-from dataclasses import dataclass
 
 import torch
 
 import tasks
+from workers import one_layer
 from workers.config import BooleanTrialConfig
-from workers.models import CLSTransformer, build_model, logistic_loss
-from workers.pack import apply_faults, autocast, fail_row, finite_or_none, exploded, inject_nan, masked_step, stack
+from workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
+from workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
 from workers.status import TrialStatus
 from workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
-# Activation memory allowed for one evaluation chunk (bytes); chunks keep evaluation at
-# T in the thousands within a fixed budget.
-EVAL_BUDGET_BYTES = 256 * 2**20
+# Activation memory allowed for one evaluation chunk of one trial (bytes; workers/memory.py):
+# chunks keep evaluation at T in the thousands within a fixed budget. The chunk depends on the
+# trial's settings only, never on its pack, so that its scores do not either.
+from workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
 
 
 def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None) -> list[dict]:
@@ -80,177 +88,191 @@ def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: to
         fail_row(rows[i], exc)
     if batch is None:
         return
-    configs = [configs[i] for i in ok]
-    rows = [rows[i] for i in ok]
+    for j, i in enumerate(ok):
+        try:
+            _fit(configs[i], rows[i], batch.x[j], batch.y[j], batch.support[j], int(batch.redraws[j]), dev)
+        except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
+            fail_row(rows[i], exc)
+
+
+def uses_one_layer_step(cfg: BooleanTrialConfig) -> bool:
+    """Whether a trial trains on the hand-written one-layer step (workers/one_layer.py)."""
+    return cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
+
+
+def _model(c: BooleanTrialConfig, dev: torch.device) -> torch.nn.Module:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(tasks.derive_seed("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed))
+        return build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width).to(dev)
+
+
+def _optimizer(params: list[torch.Tensor], c: BooleanTrialConfig) -> torch.optim.Optimizer:
+    """AdamW over one trial's parameters; the fused kernel (one pass per tensor) where torch has it."""
     try:
-        _fit(configs, rows, batch, dev)
-    except Exception as exc:  # noqa: BLE001 - a pack-wide error fails its trials, not the sweep
-        for row in rows:
-            fail_row(row, exc)
+        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=True)
+    except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
+        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
 
 
-def _fit(configs: list[BooleanTrialConfig], rows: list[dict], batch: tasks.BooleanBatch, dev: torch.device) -> None:
-    cfg, P = configs[0], len(configs)
-    models = []
-    for c in configs:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(tasks.derive_seed("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed))
-            models.append(build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width))
-    forward, params, buffers, _ = stack(models, dev)  # forward: (P, n, T) -> (P, n)
-    encode = _encoder(cfg)
-    live = _Live(
-        params=params, buffers=buffers,
-        opt=torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay),
-        index=torch.arange(P, device=dev),
-        bound=torch.tensor([c.norm_bound or math.inf for c in configs], device=dev),
-        x=encode(batch.x), y=batch.y,  # (P, m, T) or its one-hot (P, m, 2T), (P, m)
-        nan_fault=torch.tensor([c.fault == "nan" for c in configs], device=dev),
-        perm_gens=[tasks.generator(tasks.derive_seed("batches", c.seed), dev) for c in configs],
-    )
-    final = {k: v.detach().clone() for k, v in params.items()}  # every trial's weights at its end
-    live.project(cfg)
-    epochs = torch.zeros(P, dtype=torch.int64)
-    converged = torch.zeros(P, dtype=torch.bool)
-    diverged_epoch = [None] * P
-    bs = cfg.batch_size if cfg.batch_size and cfg.batch_size < cfg.m else None
+def _state(logits: torch.Tensor, y: torch.Tensor, stop_when_fit: bool, loss: torch.Tensor | None = None) -> str:
+    """``"fit"`` when asked and every sample is classified right, ``"diverged"`` when the
+    logistic loss is not finite, else ``"step"``."""
+    if stop_when_fit and bool(((logits > 0).float() == y).all()):
+        return "fit"
+    if loss is None:
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
+    return "diverged" if not bool(torch.isfinite(loss)) else "step"
 
-    for epoch in range(cfg.max_epochs):
-        p, b, x, y = live.params, live.buffers, live.x, live.y
-        if bs is None:
-            with autocast(dev, cfg.precision):
-                logits = forward(p, b, x)
-                loss = logistic_loss(logits.float(), y)  # (live,)
-            acc = ((logits > 0).float() == y).float().mean(-1)
-        else:
+
+class _Trial:
+    """One trial's model, optimiser and training set, and the step that trains it."""
+
+    def __init__(self, c: BooleanTrialConfig, x: torch.Tensor, y: torch.Tensor, dev: torch.device):
+        self.c, self.dev = c, dev
+        self.model = _model(c, dev)
+        self.params = dict(self.model.named_parameters())
+        self.opt = _optimizer(list(self.params.values()), c)
+        self.fast = uses_one_layer_step(c)
+        self.bits, self.y = x, y  # (m, T) uint8, (m,)
+        # The one-layer paths take the one-hot, made once per training set.
+        self.x = CLSTransformer.encode(x) if self.fast or _one_layer(c) else x
+        self.bound = torch.tensor([c.norm_bound or math.inf], device=dev)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``(n,)`` of the samples ``x`` (as :attr:`x` holds them), without a graph."""
+        with torch.no_grad():
+            if self.fast:
+                t = one_layer.tables(self.params, self.c.heads)
+                if t.score_range <= score_range_safe(torch.float32):
+                    return one_layer.head(self.params, t, x).logits
+                return self.model.forward_table(x)
+            return self.model(x)
+
+    def step(self, x: torch.Tensor, y: torch.Tensor, stop_when_fit: bool = False) -> str:
+        """One AdamW step on the samples ``x`` ``(b, .)``, ``y`` ``(b,)``, from one forward pass.
+
+        Returns:
+            ``"fit"`` (``stop_when_fit`` and every sample classified right: no step),
+            ``"diverged"`` (the loss is not finite: no step) or ``"stepped"``.
+        """
+        self.opt.zero_grad(set_to_none=True)
+        if self.fast:
             with torch.no_grad():
-                acc = _accuracy_in_chunks(forward, p, b, x, y, _eval_chunk(cfg, len(live.index)))
-        fit = acc >= 1.0
-        converged[live.index[fit].cpu()] = True
-        active = ~fit
-        if bs is None:
-            _mark(active & ~torch.isfinite(loss), active, diverged_epoch, live.index, epoch)
-        if not active.any():
-            break
-        epochs[live.index[active].cpu()] += 1
-        if bs is None:
-            masked_step(live.opt, p, torch.where(active, loss, 0.0).sum(), active)
+                t = one_layer.tables(self.params, self.c.heads)
+                if t.score_range <= score_range_safe(torch.float32):
+                    hd = one_layer.head(self.params, t, x)
+                    state = _state(hd.logits, y, stop_when_fit)
+                    if state != "step":
+                        return state
+                    grads = one_layer.backward(self.params, t, hd, x, (torch.sigmoid(hd.logits) - y) / y.shape[0])
+                    for name, param in self.params.items():
+                        param.grad = grads[name]
+                    self.opt.step()
+                    return "stepped"
+            logits = self.model.forward_table(x)  # scores too wide for the float32 matmul form: the exact path
         else:
-            order = torch.stack([torch.randperm(cfg.m, generator=g, device=dev) for g in live.perm_gens])
-            for start in range(0, cfg.m, bs):
-                idx = order[:, start:start + bs]  # (live, b)
-                xb = torch.gather(x, 1, idx[..., None].expand(-1, -1, x.shape[-1]))
-                with autocast(dev, cfg.precision):
-                    loss = logistic_loss(forward(p, b, xb).float(), torch.gather(y, 1, idx))
-                _mark(active & ~torch.isfinite(loss), active, diverged_epoch, live.index, epoch)
-                masked_step(live.opt, p, torch.where(active, loss, 0.0).sum(), active)
-        live.project(cfg)
-        if epoch == 0:
-            inject_nan(p, live.nan_fault)
-        _mark(active & exploded(p), active, diverged_epoch, live.index, epoch)
-        if not active.all():  # finished trials leave the pack: later steps cost only the rest
-            live.keep(active, final)
-            if not len(live.index):
+            with autocast(self.dev, self.c.precision):
+                logits = self.model(x).float()
+        loss = logistic_loss(logits, y)
+        state = _state(logits.detach(), y, stop_when_fit, loss.detach())
+        if state != "step":
+            return state
+        loss.backward()
+        self.opt.step()
+        return "stepped"
+
+    def project(self) -> None:
+        if self.c.norm_bound is None:
+            return
+        stacked = {k: v.data[None] for k, v in self.params.items()}  # (1, ...) views: projected in place
+        if self.c.model == "transformer":
+            project_transformer(stacked, self.bound, self.c.heads, self.c.norm_kind)
+        else:
+            project_mlp(stacked, self.bound, self.c.norm_kind)
+
+    def exploded(self) -> bool:
+        return bool(exploded({k: v.detach()[None] for k, v in self.params.items()})[0])
+
+
+def _fit(c: BooleanTrialConfig, row: dict, bits: torch.Tensor, y: torch.Tensor, support: torch.Tensor,
+         redraws: int, dev: torch.device) -> None:
+    """Train one trial on its training set ``bits`` ``(m, T)``, ``y`` ``(m,)`` and score it."""
+    trial = _Trial(c, bits, y, dev)
+    trial.project()
+    epochs, converged, diverged_epoch = 0, False, None
+    bs = c.batch_size if c.batch_size and c.batch_size < c.m else None
+    perm_gen = tasks.generator(tasks.derive_seed("batches", c.seed), dev) if bs else None
+    chunk = _eval_chunk(c)
+    for epoch in range(c.max_epochs):
+        if bs is None:
+            state = trial.step(trial.x, y, stop_when_fit=True)
+            if state == "fit":
+                converged = True
                 break
-    live.keep(torch.zeros(len(live.index), dtype=torch.bool, device=dev), final)
-
+            if state == "diverged":
+                diverged_epoch = epoch
+                break
+        else:
+            _, acc = _evaluate(trial, [(trial.x, y)], chunk)
+            if acc >= 1.0:
+                converged = True
+                break
+            order = torch.randperm(c.m, generator=perm_gen, device=dev)
+            for start in range(0, c.m, bs):
+                idx = order[start:start + bs]
+                if trial.step(trial.x[idx], y[idx]) == "diverged":
+                    diverged_epoch = epoch
+                    break
+            if diverged_epoch is not None:
+                break
+        epochs += 1
+        trial.project()
+        if epoch == 0 and c.fault == "nan":
+            with torch.no_grad():
+                for v in trial.params.values():
+                    v.fill_(math.nan)
+        if trial.exploded():
+            diverged_epoch = epoch
+            break
+    if diverged_epoch is not None:  # scores of NaN weights mean nothing
+        train_loss = train_acc = test_loss = test_acc = math.nan
+    else:
+        train_loss, train_acc = _evaluate(trial, [(trial.x, y)], chunk)
+        test = tasks.test_chunks(c.task, c.T, c.s, [c.seed], support[None], c.n_test, chunk, dev)
+        test_loss, test_acc = _evaluate(trial, ((trial_input(trial, x[0]), ty[0]) for x, ty in test), None)
     with torch.no_grad():
-        chunk = _eval_chunk(cfg, P)
-        train_loss, train_acc = _evaluate(forward, final, buffers, [(batch.x, batch.y)], chunk, encode)
-        test = tasks.test_chunks(cfg.task, cfg.T, cfg.s, [c.seed for c in configs], batch.support, cfg.n_test, chunk, dev)
-        test_loss, test_acc = _evaluate(forward, final, buffers, test, None, encode)
-        norms = transformer_norms(final, cfg.heads, cfg.norm_kind) if cfg.model == "transformer" \
-            else mlp_norms(final, cfg.norm_kind)
-    for j, row in enumerate(rows):
-        if diverged_epoch[j] is not None:  # scores of NaN weights mean nothing
-            train_acc[j] = train_loss[j] = test_acc[j] = test_loss[j] = math.nan
-        row.update(
-            status=(TrialStatus.DIVERGED if diverged_epoch[j] is not None else TrialStatus.DONE).value,
-            support=batch.support[j].tolist(),
-            redraws=int(batch.redraws[j]),
-            train_acc=finite_or_none(train_acc[j]), train_loss=finite_or_none(train_loss[j]),
-            test_acc=finite_or_none(test_acc[j]), test_loss=finite_or_none(test_loss[j]),
-            epochs=int(epochs[j]), converged=bool(converged[j]),
-            diverged_epoch=diverged_epoch[j],
-            **{k: finite_or_none(v[j]) for k, v in norms.items()},
-        )
+        stacked = {k: v.detach()[None] for k, v in trial.params.items()}
+        norms = transformer_norms(stacked, c.heads, c.norm_kind) if c.model == "transformer" \
+            else mlp_norms(stacked, c.norm_kind)
+    row.update(
+        status=(TrialStatus.DIVERGED if diverged_epoch is not None else TrialStatus.DONE).value,
+        support=support.tolist(), redraws=redraws,
+        train_acc=_finite(train_acc), train_loss=_finite(train_loss), test_acc=_finite(test_acc),
+        test_loss=_finite(test_loss), epochs=epochs, converged=converged, diverged_epoch=diverged_epoch,
+        **{k: finite_or_none(v[0]) for k, v in norms.items()},
+    )
 
 
-def _mark(bad: torch.Tensor, active: torch.Tensor, diverged_epoch: list, index: torch.Tensor, epoch: int) -> None:
-    """:func:`mark_diverged` for live rows ``bad`` ``(live,)``, recorded by trial ``index``."""
-    for j in torch.nonzero(bad).flatten().tolist():
-        diverged_epoch[int(index[j])] = epoch
-    active &= ~bad
+def trial_input(trial: _Trial, bits: torch.Tensor) -> torch.Tensor:
+    """Samples ``bits`` ``(n, T)`` in the form the trial's model takes (its one-hot, for a one-layer transformer)."""
+    return CLSTransformer.encode(bits) if trial.fast or _one_layer(trial.c) else bits
 
 
-@dataclass
-class _Live:
-    """The trials of a pack still training: their stacked weights, optimiser state and data.
-
-    Row r of every tensor belongs to trial ``index[r]``. :meth:`keep` drops the finished
-    rows (saving their weights); every per-trial quantity is sliced alike, so a trial's
-    run is the same with or without the others (AdamW is elementwise, batches come from
-    the trial's own generator).
-    """
-
-    params: dict[str, torch.Tensor]
-    buffers: dict[str, torch.Tensor]
-    opt: torch.optim.Optimizer
-    index: torch.Tensor  # (live,) int64
-    bound: torch.Tensor  # (live,)
-    x: torch.Tensor  # (live, m, T)
-    y: torch.Tensor  # (live, m)
-    nan_fault: torch.Tensor  # (live,)
-    perm_gens: list[torch.Generator]
-
-    def project(self, cfg: BooleanTrialConfig) -> None:
-        _projector(cfg, self.params, self.bound)()
-
-    def keep(self, rows: torch.Tensor, final: dict[str, torch.Tensor]) -> None:
-        """Keep the live rows where ``rows`` ``(live,)`` is True; write the others' weights to ``final``."""
-        gone = torch.nonzero(~rows).flatten()
-        for k, v in self.params.items():
-            final[k][self.index[gone]] = v.detach()[gone]
-        kept = torch.nonzero(rows).flatten()
-        params = {k: v.detach()[kept].clone().requires_grad_() for k, v in self.params.items()}
-        state = defaultdict(dict)
-        for k, old in self.params.items():
-            if self.opt.state.get(old):  # per-trial moments are sliced, the shared step count copied
-                state[params[k]] = {
-                    name: (s[kept].clone() if s.dim() and s.shape[0] == len(self.index) else s.clone())
-                    for name, s in self.opt.state[old].items()
-                }
-        (group,) = self.opt.param_groups
-        group["params"] = list(params.values())
-        self.opt.state = state
-        self.params = params
-        self.buffers = {k: v[kept] for k, v in self.buffers.items()}
-        self.index, self.bound, self.nan_fault = self.index[kept], self.bound[kept], self.nan_fault[kept]
-        self.x, self.y = self.x[kept], self.y[kept]
-        self.perm_gens = [self.perm_gens[i] for i in kept.tolist()]
+def _one_layer(c: BooleanTrialConfig) -> bool:
+    return c.model == "transformer" and c.layers == 1
 
 
-def _encoder(cfg: BooleanTrialConfig):
-    """The input form the pack's forward takes: a one-layer transformer's one-hot
-    (:meth:`workers.models.CLSTransformer.encode`, made once per training set), else bits."""
-    if cfg.model == "transformer" and cfg.layers == 1:
-        return CLSTransformer.encode
-    return lambda x: x
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
-def _projector(cfg: BooleanTrialConfig, params: dict[str, torch.Tensor], bound: torch.Tensor):
-    if torch.isinf(bound).all():
-        return lambda: None
-    if cfg.model == "transformer":
-        return lambda: project_transformer(params, bound, cfg.heads, cfg.norm_kind)
-    return lambda: project_mlp(params, bound, cfg.norm_kind)
-
-
-def _eval_chunk(cfg: BooleanTrialConfig, P: int) -> int:
-    """Samples per evaluation chunk so that activations fit ``EVAL_BUDGET_BYTES``.
+def _eval_chunk(cfg: BooleanTrialConfig) -> int:
+    """Samples per evaluation chunk of one trial, so that its activations fit
+    ``EVAL_BUDGET_BYTES`` (a function of the trial's settings only, never of its pack).
 
     A one-layer transformer sample holds its bits (uint8, twice while encoded) and their
-    one-hot ``(2T,)`` as float32 (:meth:`workers.models.CLSTransformer.forward_matmul`); a deeper one about 8 float32
-    tensors of ``(T+1, d)`` per layer; an MLP sample about 4 of width ``max(T, mlp_width)``.
+    one-hot ``(2T,)`` as float32 (:func:`workers.one_layer.head`); a deeper one about 8
+    float32 tensors of ``(T+1, d)`` per layer; an MLP sample about 4 of width ``max(T, mlp_width)``.
     """
     if cfg.model == "transformer" and cfg.layers == 1:
         per_sample = 4 * (2 * (cfg.T + 1) + 16 * cfg.d) + 2 * (cfg.T + 1)
@@ -258,27 +280,23 @@ def _eval_chunk(cfg: BooleanTrialConfig, P: int) -> int:
         per_sample = 8 * 4 * (cfg.T + 1) * cfg.d * cfg.layers
     else:
         per_sample = 4 * 4 * max(cfg.T, cfg.mlp_width) * cfg.layers
-    return max(1, EVAL_BUDGET_BYTES // (per_sample * P))
+    return max(1, EVAL_BUDGET_BYTES // per_sample)
 
 
-def _accuracy_in_chunks(forward, params, buffers, x, y, chunk: int) -> torch.Tensor:
-    return _evaluate(forward, params, buffers, [(x, y)], chunk)[1]
-
-
-def _evaluate(forward, params, buffers, parts, chunk: int | None = None, encode=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean logistic loss and accuracy ``(P,)`` each, over ``(x, y)`` parts of ``(P, c, T)``,
-    each cut into chunks of at most ``chunk`` samples (None: as given) and passed through
-    ``encode`` (None: as they are) before the forward."""
-    loss_sum = acc_sum = n = 0
+def _evaluate(trial: _Trial, parts, chunk: int | None) -> tuple[float, float]:
+    """Mean logistic loss and accuracy of one trial over ``(x, y)`` parts (x as the trial's
+    model takes it), each cut into chunks of at most ``chunk`` samples (None: as given)."""
+    loss_sum = acc_sum = 0.0
+    n = 0
     for x, y in parts:
-        step = chunk or x.shape[1]
-        for i in range(0, x.shape[1], step):
-            xc, yc = x[:, i:i + step], y[:, i:i + step]
-            logits = forward(params, buffers, encode(xc) if encode else xc)
-            loss_sum = loss_sum + logistic_loss(logits, yc) * yc.shape[1]
-            acc_sum = acc_sum + ((logits > 0).float() == yc).float().sum(-1)
-            n += yc.shape[1]
-    return (loss_sum / n).cpu(), (acc_sum / n).cpu()
+        step = chunk or x.shape[0]
+        for i in range(0, x.shape[0], step):
+            logits = trial.logits(x[i:i + step])
+            yc = y[i:i + step]
+            loss_sum += float(logistic_loss(logits, yc)) * yc.shape[0]
+            acc_sum += float(((logits > 0).float() == yc).float().sum())
+            n += yc.shape[0]
+    return loss_sum / n, acc_sum / n
 
 
 def _empty_row() -> dict:

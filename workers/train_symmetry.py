@@ -1,13 +1,17 @@
-"""Training a pack of symmetry trials (docs/claims.md 1b) at once with torch.func.
+"""Training a pack of symmetry trials (docs/claims.md 1b), one trial after the other.
 
-Students learn Y = f(X, K) from a teacher by full-batch AdamW on the mean squared error,
-vmapped over the pack's stacked parameters as in :mod:`workers.train`. Each trial is scored
-by its relative test error and by its equivariance errors: orthogonal (float64 and float32)
-and permutation, over random rotations / permutations (workers/equivariance.py).
+Students learn Y = f(X, K) from a teacher by full-batch AdamW on the mean squared error. As
+in :mod:`workers.train`, each trial trains on its own tensors with its own optimiser and its
+own random streams (its rotations too), so its row does not depend on its packmates. Each
+trial is scored by its relative test error and by its equivariance errors: orthogonal
+(float64 and float32) and permutation, over random rotations / permutations
+(workers/equivariance.py).
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import socket
 import time
 from collections.abc import Sequence
@@ -23,7 +27,7 @@ from workers.equivariance import (
 )
 from workers.status import TrialStatus
 from workers.students import build_student
-from workers.pack import apply_faults, autocast, fail_row, finite_or_none, exploded, inject_nan, mark_diverged, masked_step, stack
+from workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
 
 # Held-out samples on which the equivariance errors are measured.
 EQUIVARIANCE_SAMPLES = 64
@@ -54,10 +58,10 @@ def train_symmetry_pack(configs: Sequence[SymmetryTrialConfig], device: str | No
     rows = [dict(status=TrialStatus.FAILED.value, error_type=None, error=None) for _ in configs]
     runnable = apply_faults(configs, rows)
     if runnable:
-        try:
-            _fit([configs[i] for i in runnable], [rows[i] for i in runnable], dev)
-        except Exception as exc:  # noqa: BLE001 - a pack-wide error fails its trials, not the sweep
-            for i in runnable:
+        for i in runnable:
+            try:
+                _fit(configs[i], rows[i], dev)
+            except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
                 fail_row(rows[i], exc)
     wall = time.perf_counter() - t0
     for row in rows:
@@ -72,64 +76,65 @@ def _student(c: SymmetryTrialConfig) -> torch.nn.Module:
         return build_student(c.model, c.equivariance, c.n, c.k, c.d, width, c.heads)
 
 
-def _fit(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device) -> None:
-    cfg, P = configs[0], len(configs)
-    train = [sample_dataset(cfg.teacher, cfg.n, cfg.k, cfg.d, cfg.m, c.seed, "train", device=dev) for c in configs]
-    test = [sample_dataset(cfg.teacher, cfg.n, cfg.k, cfg.d, cfg.n_test, c.seed, "test", device=dev) for c in configs]
-    X, K, Y = (torch.stack(t) for t in zip(*train))  # (P, m, n, d), (P, m, k, d), (P, m, n, d)
-    models = [_student(c) for c in configs]
-    forward, params, buffers, base = stack(models, dev)  # (P, m, n, d), (P, m, k, d) -> (P, m, n, d)
-    opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    active = torch.ones(P, dtype=torch.bool, device=dev)
-    epochs = torch.zeros(P, dtype=torch.int64)
-    converged = torch.zeros(P, dtype=torch.bool)
-    diverged = [None] * P
-    y_norm = Y.pow(2).sum((1, 2, 3))  # (P,)
-    rot_gen = tasks.generator(tasks.derive_seed("augment", cfg.seed, P), dev)
-    nan_fault = torch.tensor([c.fault == "nan" for c in configs], device=dev)
-
-    for epoch in range(cfg.max_epochs):
-        if cfg.equivariance == "augment":
+def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
+    """Train one trial to its end and score it."""
+    X, K, Y = sample_dataset(c.teacher, c.n, c.k, c.d, c.m, c.seed, "train", device=dev)  # (m, n, d), (m, k, d), (m, n, d)
+    Xt, Kt, Yt = sample_dataset(c.teacher, c.n, c.k, c.d, c.n_test, c.seed, "test", device=dev)
+    model = _student(c).to(dev)
+    params = list(model.parameters())
+    try:
+        opt = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=True)
+    except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
+        opt = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+    epochs, converged, diverged = 0, False, None
+    y_norm = Y.pow(2).sum()
+    rot_gen = tasks.generator(tasks.derive_seed("augment", c.seed), dev)  # the trial's own rotations
+    for epoch in range(c.max_epochs):
+        if c.equivariance == "augment":
             # A fresh Haar rotation per sample and step: (X Q^T, K Q^T) -> Y Q^T.
-            Q = haar_orthogonal(cfg.d, P * cfg.m, rot_gen, dtype=X.dtype).to(dev).view(P, cfg.m, cfg.d, cfg.d)
+            Q = haar_orthogonal(c.d, c.m, rot_gen, dtype=X.dtype).to(dev)  # (m, d, d)
             xb, kb, yb = rotate_rows(X, Q), rotate_rows(K, Q), rotate_rows(Y, Q)
         else:
             xb, kb, yb = X, K, Y
-        with autocast(dev, cfg.precision):
-            pred = forward(params, buffers, xb, kb).float()
-        sq = (pred - yb).pow(2).sum((1, 2, 3))  # (P,)
-        rel = (sq / y_norm).detach()
-        mark_diverged(active & ~torch.isfinite(rel), active, diverged, epoch)
-        fit = active & (rel < FIT_ERROR)
-        converged |= fit.cpu()
-        active &= ~fit
-        if not active.any():
+        opt.zero_grad(set_to_none=True)
+        with autocast(dev, c.precision):
+            pred = model(xb, kb).float()
+        sq = (pred - yb).pow(2).sum()
+        rel = float(sq.detach() / y_norm)
+        if not math.isfinite(rel):
+            diverged = epoch
             break
-        epochs += active.cpu().long()
-        masked_step(opt, params, torch.where(active, sq / (cfg.m * cfg.n * cfg.d), 0.0).sum(), active)
-        if epoch == 0:
-            inject_nan(params, nan_fault)
-        mark_diverged(active & exploded(params), active, diverged, epoch)
-
+        if rel < FIT_ERROR:
+            converged = True
+            break
+        epochs += 1
+        (sq / (c.m * c.n * c.d)).backward()
+        opt.step()
+        if epoch == 0 and c.fault == "nan":
+            with torch.no_grad():
+                for p in params:
+                    p.fill_(math.nan)
+        if bool(exploded({name: p.detach()[None] for name, p in model.named_parameters()})[0]):
+            diverged = epoch
+            break
     with torch.no_grad():
-        train_err = _relative_error(forward, params, buffers, X, K, Y)
-        Xt, Kt, Yt = (torch.stack(t) for t in zip(*test))
-        test_err = _relative_error(forward, params, buffers, Xt, Kt, Yt)
-    for j, (c, row) in enumerate(zip(configs, rows)):
-        row.update(
-            status=(TrialStatus.DIVERGED if diverged[j] is not None else TrialStatus.DONE).value,
-            train_error=finite_or_none(train_err[j]), test_error=finite_or_none(test_err[j]), epochs=int(epochs[j]),
-            converged=bool(converged[j]), diverged_epoch=diverged[j],
-        )
-        if diverged[j] is None:
-            p_j = {k: v[j].detach() for k, v in params.items()}
-            b_j = {k: v[j] for k, v in buffers.items()}
-            row.update(_equivariance(base, p_j, b_j, Xt[j, :EQUIVARIANCE_SAMPLES], Kt[j, :EQUIVARIANCE_SAMPLES], c))
+        train_err = _relative_error(model, X, K, Y)
+        test_err = _relative_error(model, Xt, Kt, Yt)
+    row.update(
+        status=(TrialStatus.DIVERGED if diverged is not None else TrialStatus.DONE).value,
+        train_error=finite_or_none(train_err), test_error=finite_or_none(test_err), epochs=epochs,
+        converged=converged, diverged_epoch=diverged,
+    )
+    if diverged is None:
+        base = copy.deepcopy(model).to("meta")
+        p_j = {k: v.detach() for k, v in model.named_parameters()}
+        b_j = dict(model.named_buffers())
+        row.update(_equivariance(base, p_j, b_j, Xt[:EQUIVARIANCE_SAMPLES], Kt[:EQUIVARIANCE_SAMPLES], c))
 
 
 def rotate_rows(t: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
-    """Every row x of each sample mapped to Q x by that sample's rotation: ``t`` ``(P, m, r, d)``,
-    ``Q`` ``(P, m, d, d)`` -> ``(P, m, r, d)``, i.e. ``t Q^T`` per sample.
+    """Every row x of each sample mapped to Q x by that sample's rotation: ``t`` ``(..., m, r, d)``,
+    ``Q`` ``(..., m, d, d)`` -> ``(..., m, r, d)``, i.e. ``t Q^T`` per sample.
 
     One ``(r, d) @ (d, d)`` product per sample, not one ``(1, d) @ (d, d)`` per row: the same
     numbers; an augmented pack trains about 10% faster (BENCHMARKS.md).
@@ -137,13 +142,13 @@ def rotate_rows(t: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
     return t @ Q.transpose(-1, -2)
 
 
-def _relative_error(forward, params, buffers, X, K, Y, chunk: int = 512) -> torch.Tensor:
-    """||pred - Y||^2 / ||Y||^2 per trial ``(P,)`` over ``(P, N, n, d)`` data, in chunks."""
+def _relative_error(model: torch.nn.Module, X, K, Y, chunk: int = 512) -> torch.Tensor:
+    """||pred - Y||^2 / ||Y||^2 (0-d) over ``(N, n, d)`` data, in chunks of a fixed size."""
     num = den = 0
-    for i in range(0, X.shape[1], chunk):
-        pred = forward(params, buffers, X[:, i:i + chunk], K[:, i:i + chunk])
-        num = num + (pred - Y[:, i:i + chunk]).pow(2).sum((1, 2, 3))
-        den = den + Y[:, i:i + chunk].pow(2).sum((1, 2, 3))
+    for i in range(0, X.shape[0], chunk):
+        pred = model(X[i:i + chunk], K[i:i + chunk])
+        num = num + (pred - Y[i:i + chunk]).pow(2).sum()
+        den = den + Y[i:i + chunk].pow(2).sum()
     return (num / den).cpu()
 
 

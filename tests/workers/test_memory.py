@@ -7,22 +7,25 @@ from pathlib import Path
 import pytest
 
 from workers import BooleanTrialConfig, SymmetryTrialConfig, build_model, build_student
-from workers.memory import boolean_trial_bytes, symmetry_trial_bytes
+from workers.memory import (boolean_trial_bytes, boolean_working_bytes, pack_bytes, symmetry_trial_bytes,
+                            symmetry_working_bytes)
 
 
 def test_mlp_estimate_matches_the_documented_formula():
-    c = BooleanTrialConfig(task="and", T=50, s=3, m=200, seed=0, model="mlp", mlp_width=30)
+    c = BooleanTrialConfig(task="and", T=50, s=3, m=200, seed=0, model="mlp", mlp_width=30, n_test=100)
     params = 50 * 30 + 30 + 30 + 1  # hidden weight and bias, readout weight and bias
     acts = 4 * max(50, 30)  # per sample, one hidden layer
-    assert boolean_trial_bytes(c) == 4 * (5 * params + 200 * 51 + 200 * acts)
+    assert boolean_working_bytes(c) == 4 * (4 * params + 200 * 51 + 200 * acts)
+    assert boolean_trial_bytes(c) == 200 * (50 + 4) + 8 * 3  # the drawn bits, labels and positions
 
 
 def test_one_layer_transformer_estimate_counts_the_real_parameters():
-    c = BooleanTrialConfig(task="and", T=64, s=3, m=100, seed=0, d=16, heads=4)
+    c = BooleanTrialConfig(task="and", T=64, s=3, m=100, seed=0, d=16, heads=4, n_test=100)
     params = sum(p.numel() for p in build_model("transformer", 64, 16, 1, 4, 256).parameters())
-    acts = 32 * 16 + 8 * 4 * (1 + 4)
-    tables = 2 * 65 * 16 * 16
-    assert boolean_trial_bytes(c) == 4 * (5 * params + tables + 100 * acts) + 100 * 19 * 64
+    rows = 2 * 65
+    tables = 12 * rows * (4 + 16)
+    acts = 16 * 16 + 4 * (4 + 16)
+    assert boolean_working_bytes(c) == 4 * (4 * params + tables + 300 * rows + 100 * acts)
 
 
 _PEAK = """
@@ -66,15 +69,16 @@ def test_one_layer_estimate_bounds_the_real_peak_memory_of_a_pack(T, m, P):
     out = subprocess.run([sys.executable, "-c", _PEAK, str(T), str(m), str(P)], capture_output=True, text=True, check=True)
     sampled, kernel = map(int, out.stdout.split()[-2:])
     measured = max(sampled, kernel)
-    estimate = P * boolean_trial_bytes(BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=0, heads=4))
+    c = BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=0, heads=4, n_test=100)
+    estimate = pack_bytes(boolean_trial_bytes(c), boolean_working_bytes(c), P)
     assert measured <= estimate <= 3 * measured, (sampled, kernel, estimate)
 
 
 def test_minibatches_bound_the_activations():
-    full = BooleanTrialConfig(task="and", T=64, s=3, m=4096, seed=0, layers=2)
+    full = BooleanTrialConfig(task="and", T=64, s=3, m=4096, seed=0, layers=2, n_test=100)
     mini = full.model_copy(update={"batch_size": 64})
     per_sample = 16 * 65 * 32 * 2
-    assert boolean_trial_bytes(full) - boolean_trial_bytes(mini) == 4 * (4096 - 64) * per_sample
+    assert boolean_working_bytes(full) - boolean_working_bytes(mini) == 4 * (4096 - 64) * per_sample
 
 
 @pytest.mark.parametrize("equivariance,model", [("none", "transformer"), ("orthogonal", "transformer"),
@@ -83,10 +87,11 @@ def test_symmetry_estimate_counts_the_real_parameters(equivariance, model):
     c = SymmetryTrialConfig(teacher="equivariant", n=6, k=4, d=8, m=32, seed=0, model=model, equivariance=equivariance)
     width = c.mlp_width if model == "mlp" else c.width
     params = sum(p.numel() for p in build_student(model, equivariance, 6, 4, 8, width, 4).parameters())
-    est = symmetry_trial_bytes(c)
-    assert est >= 4 * 5 * params
+    est = symmetry_working_bytes(c)
+    test = 4 * c.n_test * (2 * 6 + 4) * 8
+    assert est >= 4 * 4 * params + test and symmetry_trial_bytes(c) == 1024
     # Doubling m adds exactly the data and activations of 32 more samples.
-    assert symmetry_trial_bytes(c.model_copy(update={"m": 64})) - est == (est - 4 * 5 * params)
+    assert symmetry_working_bytes(c.model_copy(update={"m": 64})) - est == (est - 4 * 4 * params - test)
 
 
 def test_estimate_grows_linearly_in_T_for_the_one_layer_path():

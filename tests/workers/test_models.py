@@ -153,25 +153,14 @@ def test_extreme_score_range_falls_back_to_an_exact_finite_result(dtype):
     out = model(x)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out.double(), ref, atol=1e-3 if dtype == torch.float32 else 1e-9, rtol=1e-4)
-    # Inside a pack the choice is made pack-wide: a pack with one such trial is exact too.
-    from workers.pack import stack
+    if dtype == torch.float32:  # a trainer's step takes the same decision per trial (workers/train.py)
+        from workers import BooleanTrialConfig
+        from workers.train import _Trial
 
-    calm = _randomised(T, heads=2, seed=6).to(dtype)
-    forward, params, buffers, _ = stack([calm, model], torch.device("cpu"))
-    packed = forward(params, buffers, torch.stack([x, x]))
-    torch.testing.assert_close(packed[1].double(), ref, atol=1e-3 if dtype == torch.float32 else 1e-9, rtol=1e-4)
-    torch.testing.assert_close(packed[0], calm.forward_general(x), atol=1e-4, rtol=1e-4)
-
-
-def test_packed_one_layer_forward_matches_each_model():
-    from workers.pack import stack
-
-    models = [_randomised(96, heads=4, seed=s).float() for s in range(3)]
-    forward, params, buffers, _ = stack(models, torch.device("cpu"))
-    x = torch.stack([random_bits(20, 96, seed=s) for s in range(3)])
-    out = forward(params, buffers, x)
-    for i, model in enumerate(models):
-        torch.testing.assert_close(out[i], model.forward_general(x[i]), atol=1e-5, rtol=1e-5)
+        c = BooleanTrialConfig(task="and", T=T, s=3, m=40, seed=0, d=16, heads=2, n_test=100)
+        trial = _Trial(c, x.to(torch.uint8), torch.zeros(40), torch.device("cpu"))
+        trial.model.load_state_dict(model.state_dict())
+        torch.testing.assert_close(trial.logits(trial.x).double(), ref, atol=1e-3, rtol=1e-4)
 
 
 def test_unknown_forward_path_is_an_error():

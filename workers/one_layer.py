@@ -1,0 +1,257 @@
+"""The one-layer CLS transformer of workers/models.py, forward and backward by hand, one trial
+at a time: the training step of the sparse-Boolean experiment at large T.
+
+The model is :class:`workers.models.CLSTransformer` with one block (Edelman et al., ICML
+2022, section 5): its parameters are the same tensors under the same names, and
+:func:`forward` computes the same function as :meth:`CLSTransformer.forward_matmul` (whose
+docstring derives the one-product form). What this module adds is the backward pass written
+out, so that a training step is a handful of matrix products over the ``(2T, .)`` tables and
+one pair over the training set, with no autograd graph and no ``vmap``:
+
+* forward: the tables of the 2T (position, bit) pairs: LayerNorm of tok[b] + pos[t], their
+  [CLS]-query scores ``S`` ``(2T, H)`` and values ``V`` ``(2T, d)``; ``W = [E | E * V]``
+  with ``E = exp(S - M)``; then ``ACC = [1 - X, X] @ W`` ``(m, H + d)`` over the m samples,
+  the softmax ratio, the feed-forward layer and the readout;
+* backward: ``dW = [1 - X, X]^T @ dACC`` ``(2T, H + d)``, then back through the tables
+  (the chain rule of each line of the forward, in reverse; derivations inline).
+
+One trial's arithmetic is the same whatever else runs beside it: every product and every
+elementwise pass is over that trial's own tensors, of shapes fixed by its settings (T, d,
+H, m), so a trial's result does not depend on its packmates (tests/workers/test_one_layer.py
+compares trials trained alone and in packs bit for bit).
+
+Shapes: d the width, H heads, dh = d / H, T context length, m samples; ``both`` is the
+one-hot ``[1 - X, X]`` ``(m, 2T)`` float32 of :meth:`CLSTransformer.encode`. LayerNorm uses
+eps 1e-5 and GELU the exact erf form, as torch.nn's defaults do in the model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+EPS = 1e-5
+"""LayerNorm's epsilon (``torch.nn.LayerNorm``'s default, which the model uses)."""
+
+NAMES = ("pos", "cls", "tok.weight", "blocks.0.ln1.weight", "blocks.0.ln1.bias", "blocks.0.ln2.weight",
+         "blocks.0.ln2.bias", "blocks.0.attn.q.weight", "blocks.0.attn.k.weight", "blocks.0.attn.v.weight",
+         "blocks.0.ffn.0.weight", "blocks.0.ffn.0.bias", "blocks.0.ffn.2.weight", "blocks.0.ffn.2.bias",
+         "ln_f.weight", "ln_f.bias", "readout.weight", "readout.bias")
+"""The parameters of a one-layer ``CLSTransformer``, in the order its ``named_parameters`` gives them."""
+
+
+
+@dataclass
+class Tables:
+    """What the forward pass over the 2T (position, bit) pairs leaves for the backward."""
+
+    tab_in: torch.Tensor  # (2T, d) tok[b] + pos[1 + t], bit-major
+    tab_mean: torch.Tensor  # (2T, 1)
+    tab_rstd: torch.Tensor  # (2T, 1)
+    tab: torch.Tensor  # (2T, d) LN1 of tab_in
+    cls_in: torch.Tensor  # (d,)
+    cls_mean: torch.Tensor  # (1, 1)
+    cls_rstd: torch.Tensor  # (1, 1)
+    cls_ln: torch.Tensor  # (d,)
+    q: torch.Tensor  # (H, dh)
+    proj: torch.Tensor  # (H + d, d): [qf^T; W_V], qf the [CLS] query folded into the keys, / sqrt(dh)
+    v: torch.Tensor  # (d, 2T) values of the pairs, one row per value coordinate
+    e_cls: torch.Tensor  # (H,)
+    v_cls: torch.Tensor  # (d,)
+    w: torch.Tensor  # (H + d, 2T): [E; E * V], E = exp(score - shift), one row per head or coordinate
+    score_range: float  # max_h (shift_h - low_h): the matmul form is exact while within range
+
+    @property
+    def e(self) -> torch.Tensor:
+        """E ``(H, 2T)``, a view of ``w``."""
+        return self.w[: self.e_cls.shape[0]]
+
+
+@dataclass
+class Head:
+    """What the forward pass over the samples leaves for the backward (m samples)."""
+
+    z: torch.Tensor  # (m, H) softmax denominators
+    out: torch.Tensor  # (m, d) attention output
+    h: torch.Tensor  # (m, d) [CLS] residual after attention
+    ln2_mean: torch.Tensor
+    ln2_rstd: torch.Tensor
+    ln2: torch.Tensor  # (m, d)
+    u: torch.Tensor  # (m, 4d) pre-activation
+    g: torch.Tensor  # (m, 4d) GELU(u)
+    r: torch.Tensor  # (m, d) after the feed-forward layer
+    lnf_mean: torch.Tensor
+    lnf_rstd: torch.Tensor
+    lnf: torch.Tensor  # (m, d)
+    logits: torch.Tensor  # (m,)
+
+
+def tables(p: dict[str, torch.Tensor], heads: int) -> Tables:
+    """The forward pass over the 2T (position, bit) pairs (no sample enters here).
+
+    The pairs' scores and values come from one product, ``[qf^T; W_V] @ tab^T`` ``(H + d,
+    2T)``, kept with the pairs along rows so that the max, exp and the per-head products run
+    over contiguous memory.
+
+    Args:
+        p: the trial's parameters (:data:`NAMES`).
+        heads: H.
+    """
+    tok, pos = p["tok.weight"], p["pos"]
+    d = tok.shape[1]
+    dh = d // heads
+    g1, b1 = p["blocks.0.ln1.weight"], p["blocks.0.ln1.bias"]
+    tab_in = (tok[:, None, :] + pos[None, 1:, :]).reshape(-1, d)  # (2T, d): bit-major, then position
+    tab, tab_mean, tab_rstd = torch.native_layer_norm(tab_in, [d], g1, b1, EPS)  # one fused pass
+    cls_in = p["cls"] + pos[0]
+    cls_ln, cls_mean, cls_rstd = torch.native_layer_norm(cls_in[None], [d], g1, b1, EPS)
+    cls_ln = cls_ln[0]
+    wq, wk, wv = p["blocks.0.attn.q.weight"], p["blocks.0.attn.k.weight"], p["blocks.0.attn.v.weight"]
+    q = (wq @ cls_ln).view(heads, dh)
+    # q_h . (W_K,h u) = (W_K,h^T q_h) . u: the query folded into the keys (CLSTransformer._score_tables).
+    qf_t = torch.einsum("hkd,hk->hd", wk.view(heads, dh, d), q) / math.sqrt(dh)  # (H, d)
+    proj = torch.cat([qf_t, wv], 0)  # (H + d, d)
+    sv = proj @ tab.t()  # (H + d, 2T): scores, then values
+    score, v = sv[:heads], sv[heads:]
+    score_cls, v_cls = proj[:heads] @ cls_ln, wv @ cls_ln  # (H,), (d,)
+    T = tab.shape[0] // 2
+    shift = torch.maximum(score_cls, score.amax(1))  # (H,): every exponential <= 1
+    low = torch.maximum(score_cls, torch.minimum(score[:, :T], score[:, T:]).amax(1))
+    score_range = float((shift - low).amax())
+    w = torch.empty_like(sv)
+    e = w[:heads]
+    torch.exp(score - shift[:, None], out=e)
+    torch.mul(v.view(heads, dh, -1), e[:, None, :], out=w[heads:].view(heads, dh, -1))
+    e_cls = torch.exp(score_cls - shift)
+    return Tables(tab_in, tab_mean, tab_rstd, tab, cls_in, cls_mean, cls_rstd, cls_ln, q, proj, v, e_cls, v_cls, w,
+                  score_range)
+
+
+def head(p: dict[str, torch.Tensor], t: Tables, both: torch.Tensor) -> Head:
+    """The forward pass over the samples: ``both`` ``(m, 2T)`` -> logits ``(m,)`` and what
+    the backward needs."""
+    heads, d = t.e_cls.shape[0], t.cls_in.shape[0]
+    dh = d // heads
+    acc = both @ t.w.t()  # (m, H + d): the one product over the samples
+    z = t.e_cls + acc[:, :heads]  # (m, H)
+    num = (t.e_cls[:, None] * t.v_cls.view(heads, dh)).view(d) + acc[:, heads:]  # (m, d)
+    out = (num.view(-1, heads, dh) / z[:, :, None]).view(-1, d)
+    h = t.cls_in + out
+    ln2, ln2_mean, ln2_rstd = torch.native_layer_norm(h, [d], p["blocks.0.ln2.weight"], p["blocks.0.ln2.bias"], EPS)
+    u = torch.addmm(p["blocks.0.ffn.0.bias"], ln2, p["blocks.0.ffn.0.weight"].t())  # (m, 4d)
+    g = torch.nn.functional.gelu(u)  # exact (erf) GELU, as nn.GELU()
+    r = h + torch.addmm(p["blocks.0.ffn.2.bias"], g, p["blocks.0.ffn.2.weight"].t())
+    lnf, lnf_mean, lnf_rstd = torch.native_layer_norm(r, [d], p["ln_f.weight"], p["ln_f.bias"], EPS)
+    logits = torch.addmv(p["readout.bias"], lnf, p["readout.weight"][0])
+    return Head(z, out, h, ln2_mean, ln2_rstd, ln2, u, g, r, lnf_mean, lnf_rstd, lnf, logits)
+
+
+def forward(p: dict[str, torch.Tensor], heads: int, both: torch.Tensor) -> torch.Tensor:
+    """Logits ``(m,)`` of the one-hot samples ``both`` ``(m, 2T)``; the score range is not
+    checked here (see :func:`tables`, :func:`workers.models.score_range_safe`)."""
+    return head(p, tables(p, heads), both).logits
+
+
+def _ln_backward(dy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor,
+                 bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) through y = LayerNorm(x) * weight + bias (torch's fused kernel)."""
+    return torch.ops.aten.native_layer_norm_backward(dy, x, [x.shape[-1]], mean, rstd, weight, bias,
+                                                     [True, True, True])
+
+
+def backward(p: dict[str, torch.Tensor], t: Tables, hd: Head, both: torch.Tensor,
+             dlogits: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Every parameter's gradient of sum(dlogits * logits), by the chain rule through
+    :func:`head` and :func:`tables` in reverse.
+
+    Args:
+        dlogits: ``(m,)`` the loss's derivative with respect to each logit.
+
+    Returns:
+        The gradients keyed as :data:`NAMES`, each shaped as its parameter.
+    """
+    heads, d = t.e_cls.shape[0], t.cls_in.shape[0]
+    dh = d // heads
+    grads: dict[str, torch.Tensor] = {}
+    # Readout and the final LayerNorm.
+    grads["readout.weight"] = (dlogits @ hd.lnf)[None]
+    grads["readout.bias"] = dlogits.sum()[None]
+    dlnf = torch.outer(dlogits, p["readout.weight"][0])  # (m, d)
+    dr, grads["ln_f.weight"], grads["ln_f.bias"] = _ln_backward(dlnf, hd.r, hd.lnf_mean, hd.lnf_rstd,
+                                                                p["ln_f.weight"], p["ln_f.bias"])
+    # Feed-forward layer: r = h + W2 GELU(W1 LN2(h) + b1) + b2.
+    w1, w2 = p["blocks.0.ffn.0.weight"], p["blocks.0.ffn.2.weight"]
+    grads["blocks.0.ffn.2.weight"] = dr.t() @ hd.g
+    grads["blocks.0.ffn.2.bias"] = dr.sum(0)
+    du = torch.ops.aten.gelu_backward(dr @ w2, hd.u)  # GELU'(u) = Phi(u) + u phi(u)
+    grads["blocks.0.ffn.0.weight"] = du.t() @ hd.ln2
+    grads["blocks.0.ffn.0.bias"] = du.sum(0)
+    dh_ln2, grads["blocks.0.ln2.weight"], grads["blocks.0.ln2.bias"] = _ln_backward(
+        du @ w1, hd.h, hd.ln2_mean, hd.ln2_rstd, p["blocks.0.ln2.weight"], p["blocks.0.ln2.bias"])
+    dh_ = dr + dh_ln2  # (m, d): h = cls_in + out feeds both the residual and LN2
+    dcls_in = dh_.sum(0)
+    # out = num / z per head: dNUM = dout / z, dz = -sum_k dout_k out_k / z.
+    dacc = torch.empty(dh_.shape[0], heads + d, dtype=dh_.dtype, device=dh_.device)  # [dZ | dNUM]
+    dnum = dacc[:, heads:].view(-1, heads, dh)
+    torch.div(dh_.view(-1, heads, dh), hd.z[:, :, None], out=dnum)
+    torch.neg(torch.linalg.vecdot(dnum, hd.out.view(-1, heads, dh)), out=dacc[:, :heads])
+    dnum_sum = dnum.sum(0)  # (H, dh)
+    de_cls = dacc[:, :heads].sum(0) + (dnum_sum * t.v_cls.view(heads, dh)).sum(-1)
+    dv_cls = (t.e_cls[:, None] * dnum_sum).view(d)
+    # The product over the samples: ACC = both @ W^T, so dW = dACC^T @ both (rows: heads, then coordinates).
+    dw = dacc.t() @ both  # (H + d, 2T)
+    dwv = dw[heads:].view(heads, dh, -1)
+    e = t.e
+    dsv = torch.empty_like(dw)  # [dscore; dV]
+    dscore = dsv[:heads]
+    torch.mul(dw[:heads] + (dwv * t.v.view(heads, dh, -1)).sum(1), e, out=dscore)  # dE, then E = exp(S - M)
+    torch.mul(dwv, e[:, None, :], out=dsv[heads:].view(heads, dh, -1))
+    dscore_cls = de_cls * t.e_cls  # the shift M carries no gradient (softmax is shift-invariant)
+    # [S; V] = proj @ tab^T (proj = [qf^T; W_V]); s_cls = qf^T cls_ln; v_cls = W_V cls_ln.
+    wv = p["blocks.0.attn.v.weight"]
+    dtab = dsv.t() @ t.proj  # (2T, d)
+    dproj = dsv @ t.tab  # (H + d, d)
+    dqf_t = dproj[:heads] + torch.outer(dscore_cls, t.cls_ln)  # (H, d)
+    grads["blocks.0.attn.v.weight"] = dproj[heads:] + torch.outer(dv_cls, t.cls_ln)
+    dcls_ln = t.proj[:heads].t() @ dscore_cls + wv.t() @ dv_cls
+    # qf^T[h] = W_K,h^T q_h / sqrt(dh).
+    wk = p["blocks.0.attn.k.weight"].view(heads, dh, d)
+    scale = 1.0 / math.sqrt(dh)
+    grads["blocks.0.attn.k.weight"] = (torch.einsum("hk,hd->hkd", t.q, dqf_t) * scale).reshape(d, d)
+    dq = torch.einsum("hkd,hd->hk", wk, dqf_t).reshape(d) * scale
+    wq = p["blocks.0.attn.q.weight"]
+    grads["blocks.0.attn.q.weight"] = torch.outer(dq, t.cls_ln)
+    dcls_ln = dcls_ln + wq.t() @ dq
+    # LN1, shared by the [CLS] input and the 2T table rows.
+    g1, b1 = p["blocks.0.ln1.weight"], p["blocks.0.ln1.bias"]
+    dcls_in_ln, dg1_cls, db1_cls = _ln_backward(dcls_ln[None], t.cls_in[None], t.cls_mean, t.cls_rstd, g1, b1)
+    dtab_in, dg1, db1 = _ln_backward(dtab, t.tab_in, t.tab_mean, t.tab_rstd, g1, b1)
+    grads["blocks.0.ln1.weight"], grads["blocks.0.ln1.bias"] = dg1 + dg1_cls, db1 + db1_cls
+    dcls_in = dcls_in + dcls_in_ln[0]
+    # tab_in[b, t] = tok[b] + pos[1 + t]; cls_in = cls + pos[0].
+    dtab_in = dtab_in.view(2, -1, d)
+    grads["tok.weight"] = dtab_in.sum(1)
+    dpos = torch.empty_like(p["pos"])
+    dpos[0] = dcls_in
+    torch.add(dtab_in[0], dtab_in[1], out=dpos[1:])
+    grads["pos"] = dpos
+    grads["cls"] = dcls_in
+    return grads
+
+
+def loss_and_grads(p: dict[str, torch.Tensor], heads: int, both: torch.Tensor,
+                   y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], float]:
+    """One training step's numbers: the mean logistic loss over the m samples (0-d), the
+    logits ``(m,)``, every parameter's gradient of the loss, and the score range.
+
+    The loss is the mean of softplus(z) - y z (binary cross-entropy with logits, as
+    ``workers.models.logistic_loss``), so d loss / d z = (sigmoid(z) - y) / m.
+    """
+    t = tables(p, heads)
+    hd = head(p, t, both)
+    z = hd.logits
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(z, y)
+    dlogits = (torch.sigmoid(z) - y) / z.shape[0]
+    return loss, z, backward(p, t, hd, both, dlogits), t.score_range
