@@ -6,7 +6,7 @@
     store.trials(run="20261201-094653-8ad4a6")   # polars LazyFrame, one row per trial
     result = store.analyze("20261201-094653-8ad4a6")
     result.m_star, result.verdict_table()        # polars DataFrames
-    result.m_star_of(model="transformer", T=1024)  # one cell: estimate, interval, bound, flags
+    result.m_star_of(model="transformer", T=1024, s=3, norm_bound=None)  # one cell: estimate, interval, bound, flags
     result.fits                                  # growth laws per series, keyed by its settings
     result.show()                                # the run's figures, inline
 

@@ -236,7 +236,9 @@ class RunAnalysis:
         """The verdicts as a DataFrame: id, claim, verdict, statistic, interval, why."""
         import polars as pl
 
-        return pl.DataFrame(self.verdicts).select("id", "claim", "verdict", "statistic", "interval", "why")
+        columns = ("id", "claim", "verdict", "statistic", "interval", "why")
+        return pl.DataFrame([{c: str(v.get(c, "")) for c in columns} for v in self.verdicts],
+                            schema={c: pl.String for c in columns})
 
     @property
     def fits(self) -> pl.DataFrame:

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analyze_tuning import choose_m_star, tuning_choices
 from orchestrator.rows import trial_schema
-from orchestrator.spec import AnalysisSettings, SearchSettings
+from orchestrator.spec import AnalysisSettings, SearchSettings, read_yaml
 from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
 from results.critical import format_m_star, resolve_bounds
 from results.figures import plot_m_star, plot_success_curves, plot_success_grid
@@ -64,9 +63,10 @@ class Analysis:
         if not self.fits:
             return pl.DataFrame()
         keys = self.m_star.select(*self.series_fields, "series").unique(subset=["series"], maintain_order=True)
-        fits = pl.concat([fit.with_columns(series=pl.lit(label)) for label, fit in self.fits.items()])
-        return (fits.join(keys, on="series", how="left").rename({"model": "law"})
-                .select(*self.series_fields, "law", *[c for c in fits.columns if c not in ("model", "series")]))
+        fits = pl.concat([fit.rename({"model": "law"}).with_columns(series=pl.lit(label))
+                          for label, fit in self.fits.items()])
+        return (fits.join(keys, on="series", how="left")
+                .select(*self.series_fields, "law", *[c for c in fits.columns if c not in ("law", "series")]))
 
 
 def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name: str = "search") -> pl.LazyFrame:
@@ -91,7 +91,7 @@ def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name
 def search_of(store: ResultsStore, sweep: str, run_id: str) -> SearchSettings:
     """The search settings of the run's own spec (a grid search for an old or odd record)."""
     try:
-        raw = yaml.safe_load(store.read_run(sweep, run_id)["spec_yaml"]) or {}
+        raw = read_yaml(store.read_run(sweep, run_id)["spec_yaml"]) or {}
         return SearchSettings.model_validate(raw.get("search") or {})
     except Exception:  # noqa: BLE001 - an old or odd record: a grid sweep
         return SearchSettings()
@@ -297,7 +297,7 @@ def _label(cols: list[str]) -> pl.Expr:
 def settings_of(store: ResultsStore, sweep: str, run_id: str) -> AnalysisSettings:
     """The analysis settings of the run's own spec (defaults if it has none)."""
     try:
-        raw = yaml.safe_load(store.read_run(sweep, run_id)["spec_yaml"]) or {}
+        raw = read_yaml(store.read_run(sweep, run_id)["spec_yaml"]) or {}
         return AnalysisSettings(**(raw.get("analysis") or {}))
     except Exception:  # noqa: BLE001 - an old or odd record falls back to the defaults
         return AnalysisSettings()

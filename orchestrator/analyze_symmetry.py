@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,10 +56,10 @@ class ScaleAnalysis:
         out = []
         for r in self.advantage_slopes.iter_rows(named=True):
             fixed = {k: int(v) for k, v in (part.split("=") for part in r["fixed"].split(", ") if "=" in part)}
-            numbers = dict(kind="advantage_slope", student=r["student"], axis=r["axis"], fixed=fixed,
-                           values=[int(v) for v in r["values"].split(", ") if v],
-                           slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"]), censored_share=r["censored_share"],
-                           left_out=r["left_out"])
+            values = [int(v) for v in r["values"].split(", ") if v]
+            numbers = dict(kind="advantage_slope", student=r["student"], axis=r["axis"], fixed=fixed, values=values,
+                           slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"], "exact" if values[1:] else "none"),
+                           censored_share=r["censored_share"], left_out=json.loads(r["left_out_json"] or "[]"))
             out.append(dict(measurement=f"S2 advantage of the inner-product student over the {r['student']} "
                                         f"against {r['axis']} ({r['fixed']})",
                             statistic=_slope_text(r, f"advantage ~ {r['axis']}^slope"),
@@ -141,7 +142,9 @@ def _num(v: float) -> str:
 
 
 def _slope_note(r: dict) -> str:
-    parts = [f"{r['axis']} = {r['values']}" if r["values"] else "no value with a number"]
+    values = [v for v in r["values"].split(", ") if v]
+    parts = [f"{r['axis']} = {r['values']}" + (" (two points: no check of the law)" if len(values) == 2 else "")
+             if values else "no value with a number"]
     if r["left_out"]:
         parts.append(f"left out (a bound or none, not a number): {r['left_out']}")
     if r["censored_share"] and not math.isnan(r["censored_share"]):

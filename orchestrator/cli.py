@@ -42,6 +42,11 @@ DEFAULT_PROGRESS_INTERVAL = 10.0  # orchestrator.progress.PROGRESS_INTERVAL_S, w
 DEFAULT_STORE = "results-store"
 
 
+def _error(message: str) -> None:
+    # One line however long: a wrapped message breaks grep and the tests that read it.
+    err.print(f"error: {message}", markup=False, highlight=False, style="red", soft_wrap=True)
+
+
 def _user_errors(fn):
     """Turn the project's errors into a message and exit code 2."""
 
@@ -53,13 +58,13 @@ def _user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except (AttnsweepError, StoreError, TaskError) as exc:
-            err.print(f"error: {exc}", markup=False, highlight=False, style="red")
+            _error(str(exc))
             raise typer.Exit(2) from None
         except OSError as exc:  # an output or figure path that cannot be written
-            err.print(f"error: {exc.strerror or exc}: {exc.filename or ''}", markup=False, highlight=False, style="red")
+            _error(f"{exc.strerror or exc}: {exc.filename or ''}")
             raise typer.Exit(2) from None
         except ImportError as exc:  # e.g. an s3:// store without s3fs
-            err.print(f"error: a package this needs is not installed: {exc}", markup=False, highlight=False, style="red")
+            _error(f"a package this needs is not installed: {exc}")
             raise typer.Exit(2) from None
 
     return wrapper

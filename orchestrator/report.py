@@ -200,8 +200,9 @@ def _advantage_record(row: dict, run_id: str) -> dict:
     advantage and both m* as quantities (results/verdicts.py :func:`~results.verdicts.quantity`)."""
     return dict(cells=dict(d=row["d"], n=row["n"], k=row["k"]), student=row["student"],
                 advantage=boolean.quantity(row["ratio"], row["ci_lo"], row["ci_hi"], row["bound"]),
-                m_star=boolean.quantity(row["m_star"], bound=row["m_star_bound"]),
-                m_star_inner_product=boolean.quantity(row["m_star_baseline"], bound=row["baseline_bound"]),
+                m_star=boolean.quantity(row["m_star"], row["m_star_lo"], row["m_star_hi"], row["m_star_bound"]),
+                m_star_inner_product=boolean.quantity(row["m_star_baseline"], row["baseline_lo"], row["baseline_hi"],
+                                                      row["baseline_bound"]),
                 text=row["text"], run_id=run_id)
 
 

@@ -43,6 +43,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, Val
 
 from orchestrator.errors import SpecError
 from workers import EXPERIMENTS, Experiment
+from workers.config import StrictSettings, whole_float
 # Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
 INNER_AXES = ("norm_bound", "fault")
 MAX_SPEC_BYTES = 1_000_000
@@ -50,7 +51,7 @@ MAX_GRID_BLOCKS = 1000
 """Grid blocks a spec may have (each is checked against every other for overlap)."""
 
 
-class ExecutionSettings(BaseModel):
+class ExecutionSettings(StrictSettings):
     """How a sweep's trials are grouped and run on Ray."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
@@ -74,7 +75,7 @@ class ExecutionSettings(BaseModel):
         raise ValueError("must be 'auto' or an integer from 1 to 4096")
 
 
-class ResourceSettings(BaseModel):
+class ResourceSettings(StrictSettings):
     """What each worker (one pack at a time) asks Ray for."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
@@ -93,7 +94,7 @@ class ResourceSettings(BaseModel):
         return value
 
 
-class AnalysisSettings(BaseModel):
+class AnalysisSettings(StrictSettings):
     """How m* is computed for this sweep (results/critical.py has the definition)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
@@ -105,7 +106,7 @@ class AnalysisSettings(BaseModel):
     ci: float = Field(0.95, gt=0, lt=1, description="coverage of the intervals")
 
 
-class _Range(BaseModel):
+class _Range(StrictSettings):
     """An interval ``min < max`` (subclasses give the fields their types and bounds)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
@@ -135,7 +136,7 @@ TUNABLE = ("lr", "weight_decay")
 """Training settings an adaptive search may tune per cell (both experiments have them)."""
 
 
-class TuneSettings(BaseModel):
+class TuneSettings(StrictSettings):
     """Optuna TPE over the learning rate and weight decay of each cell, after its m* search
     with the spec's own settings (orchestrator/adaptive.py, phase 2).
 
@@ -175,7 +176,7 @@ class TuneSettings(BaseModel):
         return self
 
 
-class SearchSettings(BaseModel):
+class SearchSettings(StrictSettings):
     """How the sample sizes m of a sweep are chosen.
 
     ``grid`` (the default): m is an axis like any other. ``adaptive``: for each cell (every
@@ -213,7 +214,7 @@ class SearchSettings(BaseModel):
         return self.mode == "adaptive"
 
 
-class RangeAxis(BaseModel):
+class RangeAxis(StrictSettings):
     """A numeric axis given by its ends: ``num`` points from ``start`` to ``stop``."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
@@ -333,6 +334,16 @@ def trial_id(config: BaseModel) -> str:
     """
     canon = json.dumps(config.model_dump(mode="json"), sort_keys=True)
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def read_yaml(text: str):
+    """Spec YAML as :func:`parse_spec` reads it (YAML 1.2's scalars, no aliases, no duplicate
+    keys), for code that reads one section of a stored spec.
+
+    Raises:
+        yaml.YAMLError: not such YAML.
+    """
+    return yaml.load(text, Loader=_NoAliasLoader)
 
 
 def load_spec(path: str | Path, max_trials: int | None = None) -> SweepSpec:
@@ -657,7 +668,7 @@ def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[st
                 problems.append(f"{where}.{key}: value {value!r}: a number is required, not a string")
                 continue
             try:
-                coerced.append(_field_adapter(exp.config, key).validate_python(value))
+                coerced.append(_field_adapter(exp.config, key).validate_python(whole_float(annotation, value)))
             except ValidationError as exc:
                 for err in exc.errors():
                     problems.append(f"{where}.{key}: value {value!r}: {err['msg']}")

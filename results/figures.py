@@ -345,14 +345,17 @@ def plot_advantage(advantage: pl.DataFrame, center: dict[str, int], path: Path) 
                 err = [np.where(np.isfinite(e), e, 0) for e in err]
                 ax.errorbar(exact[axis].to_numpy() * dodge, y, yerr=err, fmt="o-", color=palette[student], capsize=3,
                             label=student)
-            lower = part.filter(pl.col("bound") == "lower")
-            if not lower.is_empty():
-                ax.scatter(lower[axis].to_numpy() * dodge, lower["ratio"], marker="^", color=palette[student], s=50,
-                           label=f"{student}: lower bound (advantage > value)")
-            upper = part.filter(pl.col("bound") == "upper")
-            if not upper.is_empty():
-                ax.scatter(upper[axis].to_numpy() * dodge, upper["ratio"], marker="v", color=palette[student], s=50,
-                           label=f"{student}: upper bound (advantage ≤ value)")
+            for kind, marker, label in (("lower", "^", "lower bound (advantage > value)"),
+                                        ("upper", "v", "upper bound (advantage ≤ value)")):
+                bounds = part.filter(pl.col("bound") == kind)
+                if bounds.is_empty():
+                    continue
+                ax.scatter(bounds[axis].to_numpy() * dodge, bounds["ratio"], marker=marker, color=palette[student],
+                           s=50, label=f"{student}: {label}")
+                for xv, yv, text in zip(bounds[axis].to_numpy() * dodge, bounds["ratio"], bounds["text"]):
+                    # A bound is a side, not a value: its number beside it, so that a weak one reads as weak.
+                    ax.annotate(text, (xv, yv), textcoords="offset points", xytext=(5, 4 if kind == "lower" else -10),
+                                fontsize=7, color=palette[student])
         ax.set(xscale="log", yscale="log", xlabel=axis, title=", ".join(f"{a}={center[a]}" for a in rest))
         ticks = sorted(line[axis].unique().to_list())
         ax.set_xticks(ticks)

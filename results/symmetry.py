@@ -119,7 +119,7 @@ def _median_ci(values: np.ndarray, n_boot: int, ci: float, seed: int = 0) -> tup
 def verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int = 1000, ci: float = 0.95) -> list[dict]:
     """S1-S4 (module docstring), each a verdict dict of :mod:`results.verdicts`."""
     done = with_student(trials).filter(pl.col("status") == "done").collect()
-    return [_s1(done, n_boot, ci), _s2(m_star), _s3(done, n_boot, ci), _s4(done, n_boot, ci)]
+    return [_s1(done, n_boot, ci), _s2(m_star), _s3(done, n_boot, ci, m_star), _s4(done, n_boot, ci, m_star)]
 
 
 def _verdict(cid: str, claim: str, statistic: str, interval: str, verdict: str, why: str, numbers: dict | None = None,
@@ -173,12 +173,13 @@ def _s2(m_star: pl.DataFrame) -> dict:
             order = _order(o, r)
             compared.append(dict(teacher=teacher, student=r["student"], inner_product=_quantity(o),
                                  other=_quantity(r), order=order))
-            if should_win:
+            if should_win:  # the inner-product student must lie below
                 outcomes.append({"below": "ok", "above": "contradicts"}.get(order, "undecided"))
-                if order == "undecided":
-                    undecided.append(r["student"])
-            else:  # the control: a win there would contradict the claim; no win is what it says
-                outcomes.append("contradicts" if order == "below" else "ok")
+            else:  # the control: it must not win (lie at or above); never reaching the target at any m tried is no win
+                order = "above" if order == "undecided" and o["bound"] == "lower" else order
+                outcomes.append({"above": "ok", "below": "contradicts"}.get(order, "undecided"))
+            if order == "undecided":
+                undecided.append(f"{teacher}: {r['student']}")
     if missing and not parts:
         return _verdict("S2", S2_CLAIM, "-", "-", NOT_TESTED,
                         "needs inner-product, transformer and MLP trials on both teachers")
@@ -186,12 +187,13 @@ def _s2(m_star: pl.DataFrame) -> dict:
                INCONCLUSIVE if missing or "undecided" in outcomes else SUPPORTED)
     limited = sorted({f"{f['cell']['teacher']}/{f['cell']['student']}" for f in flags
                       if f["flag"] in ("budget-limited", "out-of-epochs")})
-    why = ("wins = its interval lies below the other's (a lower bound's interval starts at the bound) and the grid "
-           "m* are ordered too; loses = its interval lies at or above; else undecided"
+    why = ("on the equivariant teacher the inner-product student's m* must lie below each generic student's, on "
+           "the control at or above (its interval entirely below the other's, or at or above it; a bound's range "
+           "reaches to its side; on the control, never reaching the target at any m tried is no win)"
            + ("; a teacher is missing" if missing else "")
-           + (f"; undecided on the equivariant teacher against {', '.join(undecided)}" if undecided else "")
-           + (f"; cells that ran out of epochs (their m* is a bound, used as such): {', '.join(limited)}"
-              if limited else ""))
+           + (f"; undecided (the two overlap, or one has no number): {', '.join(undecided)}" if undecided else "")
+           + (f"; cells that ran out of epochs (their m* is a bound, or unknown where no m is decided): "
+              f"{', '.join(limited)}" if limited else ""))
     return _verdict("S2", S2_CLAIM, "; ".join(parts), "m* with 95% CI per student", verdict, why,
                     dict(comparisons=compared), flags)
 
@@ -262,11 +264,33 @@ def _slope_verdict(cid: str, claim: str, rows: pl.DataFrame, column: str, n_boot
     return _verdict(cid, claim, statistic, interval, INCONCLUSIVE, f"{need}; the interval includes it", numbers)
 
 
-def _s3(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
+def _s3(done: pl.DataFrame, n_boot: int, ci: float, m_star: pl.DataFrame) -> dict:
     rows = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
-    return _slope_verdict("S3", S3_CLAIM, rows, "eq_error_median", n_boot, ci)
+    return _budgeted(_slope_verdict("S3", S3_CLAIM, rows, "eq_error_median", n_boot, ci), m_star)
 
 
-def _s4(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
+def _s4(done: pl.DataFrame, n_boot: int, ci: float, m_star: pl.DataFrame) -> dict:
     rows = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
-    return _slope_verdict("S4", S4_CLAIM, rows, "perm_error_median", n_boot, ci)
+    return _budgeted(_slope_verdict("S4", S4_CLAIM, rows, "perm_error_median", n_boot, ci), m_star)
+
+
+def _budgeted(verdict: dict, m_star: pl.DataFrame) -> dict:
+    """A slope verdict (S3, S4) measured on generic-transformer trials that ran out of epochs
+    before fitting their training sets (the cell's ``out-of-epochs`` or ``budget-limited``
+    flag): E then measures the training budget as much as the samples, so a decided verdict
+    becomes inconclusive and says so (docs/claims.md 2)."""
+    cell = m_star.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")) \
+        if not m_star.is_empty() and "student" in m_star.columns else m_star.clear()
+    flags = [f for r in cell.iter_rows(named=True) for f in _flags_of(r)
+             if f["flag"] in ("out-of-epochs", "budget-limited")]
+    if not flags:
+        return verdict
+    verdict["flags"] = flags
+    if verdict["verdict"] in (SUPPORTED, NOT_SUPPORTED):
+        verdict["why"] += ("; but the generic transformer's trials ran out of epochs before fitting their training "
+                           f"sets (flag {flags[0]['flag']}): E measures the training budget as much as the samples, "
+                           f"so the verdict ({verdict['verdict']} as measured) is inconclusive")
+        verdict["verdict"] = INCONCLUSIVE
+        if verdict["series"]:
+            verdict["series"][0].update(verdict=INCONCLUSIVE, why=verdict["why"])
+    return verdict

@@ -32,6 +32,7 @@ the slope's interval carries what the grid cannot resolve.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -118,7 +119,9 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[dict]:
                   for r in part.iter_rows(named=True)]
         out.append(dict(id=claim, claim=f"{texts[claim]}, in every (d, n, k) group", statistic=statistic,
                         interval="each group's interval in the per-group table", verdict=verdict,
-                        why="supported when supported in every group; not supported when not supported in any",
+                        why="supported when every group supports it; not supported as soon as one group does not; "
+                            "otherwise inconclusive (not tested when no group tests it); each group's own why is "
+                            "in its series",
                         series=series, not_judged=[], flags=[]))
     return out
 
@@ -134,7 +137,8 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
     Returns:
         One row per (group, student in :data:`COMPARED`): ``n``, ``k``, ``d``, ``student``,
         ``m_star`` (the student's), ``m_star_baseline`` (each a bound's value where it is one,
-        as ``m_star_bound`` and ``baseline_bound`` say), ``m_star_text`` and
+        as ``m_star_bound`` and ``baseline_bound`` say, with their intervals ``m_star_lo``,
+        ``m_star_hi``, ``baseline_lo``, ``baseline_hi``), ``m_star_text`` and
         ``baseline_text`` (as tables write them, e.g. ``> 256``, ``≤ 1``), ``ratio`` (NaN where there is none),
         ``bound`` (``exact``; ``lower`` or ``upper``: the ratio is at least or at most ``ratio``;
         ``none``: no number),
@@ -168,12 +172,20 @@ def _advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: fl
                 reps[(n, k, d, student)] = r
                 if bound != "none":
                     lo, hi = percentile_interval(r, ci)
+                    # Never narrower than the two m* intervals allow: the ratio of their ends
+                    # (with an inner-product m* of exactly 1, the advantage's interval is then
+                    # at least the generic m*'s own).
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        lo = min(lo, o["ci_lo"] / b["ci_hi"]) if o["ci_lo"] == o["ci_lo"] else lo
+                        hi = max(hi, o["ci_hi"] / b["ci_lo"]) if o["ci_hi"] == o["ci_hi"] else hi
             rows.append(dict(n=n, k=k, d=d, student=student, m_star=_finite(o), m_star_baseline=_finite(b),
-                             m_star_bound=o["bound"], baseline_bound=b["bound"],
+                             m_star_bound=o["bound"], baseline_bound=b["bound"], m_star_lo=o["ci_lo"],
+                             m_star_hi=o["ci_hi"], baseline_lo=b["ci_lo"], baseline_hi=b["ci_hi"],
                              m_star_text=_m_text(o), baseline_text=_m_text(b),
                              ratio=ratio, bound=bound, ci_lo=lo, ci_hi=hi, text=_ratio_text(ratio, bound, lo, hi)))
     schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, student=pl.String, m_star=pl.Float64,
-                  m_star_baseline=pl.Float64, m_star_bound=pl.String, baseline_bound=pl.String, m_star_text=pl.String, baseline_text=pl.String, ratio=pl.Float64,
+                  m_star_baseline=pl.Float64, m_star_bound=pl.String, baseline_bound=pl.String, m_star_lo=pl.Float64,
+                  m_star_hi=pl.Float64, baseline_lo=pl.Float64, baseline_hi=pl.Float64, m_star_text=pl.String, baseline_text=pl.String, ratio=pl.Float64,
                   bound=pl.String, ci_lo=pl.Float64, ci_hi=pl.Float64, text=pl.String)
     return pl.DataFrame(rows, schema=schema), reps
 
@@ -203,9 +215,10 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
                 used = line.filter(pl.col("bound") == "exact")
                 left = line.filter(pl.col("bound") != "exact")
                 fixed = ", ".join(f"{a}={v}" for a, v in zip(rest, key))
+                left_out = [_left_out(r, axis, used) for r in left.iter_rows(named=True)]
                 row = dict(student=student, axis=axis, fixed=fixed, values=", ".join(str(v) for v in used[axis]),
                            slope=math.nan, ci_lo=math.nan, ci_hi=math.nan, censored_share=math.nan,
-                           left_out="; ".join(f"{axis}={r[axis]}: {r['text']}" for r in left.iter_rows(named=True)))
+                           left_out="; ".join(x["text"] for x in left_out), left_out_json=json.dumps(left_out))
                 if used.height >= 2:
                     x = np.log(used[axis].to_numpy().astype(float))
                     w = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = w . y
@@ -224,8 +237,27 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
                     row["left_out"] = "fewer than two values"
                 rows.append(row)
     schema = dict(student=pl.String, axis=pl.String, fixed=pl.String, values=pl.String, slope=pl.Float64,
-                  ci_lo=pl.Float64, ci_hi=pl.Float64, censored_share=pl.Float64, left_out=pl.String)
+                  ci_lo=pl.Float64, ci_hi=pl.Float64, censored_share=pl.Float64, left_out=pl.String,
+                  left_out_json=pl.String)
     return pl.DataFrame(rows, schema=schema)
+
+
+def _left_out(r: dict, axis: str, used: pl.DataFrame) -> dict:
+    """A group left out of a slope (its advantage a bound, or no number), with the slope its
+    bound implies from the nearest group whose advantage is a number: a lower bound beyond it
+    (or an upper bound before it) bounds the local slope from below, and the other way round
+    from above."""
+    out = dict(value=r[axis], bound=r["bound"], advantage=None if math.isnan(r["ratio"]) else r["ratio"],
+               slope_bound=None, slope_from=None, text=f"{axis}={r[axis]}: {r['text']}")
+    if r["bound"] in ("lower", "upper") and not used.is_empty():
+        near = used.with_columns(dist=(pl.col(axis).cast(pl.Float64).log() - math.log(r[axis])).abs()).sort("dist")
+        ref = near.row(0, named=True)
+        with np.errstate(divide="ignore"):
+            slope = math.log(r["ratio"] / ref["ratio"]) / math.log(r[axis] / ref[axis])
+        above = (r["bound"] == "lower") == (r[axis] > ref[axis])  # which side the slope is bounded on
+        out.update(slope_bound="lower" if above else "upper", slope_from=ref[axis], slope=slope)
+        out["text"] += f" (a slope {'of at least' if above else 'of at most'} {slope:.2f} from {axis}={ref[axis]})"
+    return out
 
 
 def error_against_m(trials: pl.DataFrame, n_boot: int, ci: float) -> tuple[pl.DataFrame, pl.DataFrame]:

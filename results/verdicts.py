@@ -90,6 +90,8 @@ EQUIVALENCE = (0.8, 1.25)
 """Equivalence margin of R for the geometric-mean ratio ours/paper (docs/decisions.md, Issue 7)."""
 REFERENCE_CSV = Path(__file__).parent / "data" / "edelman2022_fig_3way_and.csv"
 """Our read-off of the paper's figure (columns T, critical_m, err_lo, err_hi)."""
+READ_OFF = 1.5
+"""Precision of our read-off of the paper's figure, in samples (its CSV's header)."""
 PROTOCOL_FIELDS = ("d", "heads", "layers", "lr", "weight_decay", "max_epochs", "batch_size", "n_test", "norm_kind",
                    "precision")
 """Settings of our protocol that R names beside its statistic."""
@@ -148,6 +150,8 @@ def normalized(m_star: pl.DataFrame) -> pl.DataFrame:
             .otherwise(pl.lit("exact")),
             m_star=pl.when(cens == "above").then(pl.col("m_max").cast(pl.Float64))
             .when(cens == "below").then(pl.col("m_min").cast(pl.Float64)).otherwise(pl.col("m_star")))
+    if "m_star_grid" not in out.columns:
+        out = out.with_columns(m_star_grid=pl.col("m_star"))
     if "flags" not in out.columns:
         limited = (pl.col("budget") == "budget-limited") if "budget" in out.columns else pl.lit(False)
         out = out.with_columns(flags=pl.when(limited).then(pl.lit("budget-limited")).otherwise(pl.lit("")))
@@ -278,9 +282,17 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
         laws={r["model"]: dict(a=r["a"], b=r["b"], a_ci=[r["a_lo"], r["a_hi"]], b_ci=[r["b_lo"], r["b_hi"]],
                                aic=r["aic"], bic=r["bic"], delta_aic=r["delta_aic"], r2=r["r2"])
               for r in fit.iter_rows(named=True)})
+    # The same laws on the grid m* (the first m tried where half the seeds succeed): a verdict that
+    # the m* estimator (the logistic fit) alone decides is not one the rows decide.
+    grid = compare_growth(T, used["m_star_grid"].to_numpy().astype(float))
+    glaw = {r["model"]: r for r in grid.iter_rows(named=True)}
+    g_aic = min(glaw[m]["aic"] for m in ("linear", "power")) - glaw["log"]["aic"]
+    g_bic = min(glaw[m]["bic"] for m in ("linear", "power")) - glaw["log"]["bic"]
+    numbers["grid"] = dict(c=glaw["power"]["b"], best_law=grid["model"][0], log_margin_aic=g_aic, log_margin_bic=g_bic)
     statistic = (f"c = {power['b']:.3f} (a T^c); best law by AIC: {fit['model'][0]}; the log law's margin "
                  f"AIC {aic:+.1f}, BIC {bic:+.1f}; log slope b = {log['b']:.3g}; "
-                 f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells)")
+                 f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells); on the grid m*: c = "
+                 f"{glaw['power']['b']:.3f}, best law {grid['model'][0]}, the log law's margin AIC {g_aic:+.1f}")
     interval = f"c {power['b_lo']:.3f} .. {power['b_hi']:.3f}; b {log['b_lo']:.3g} .. {log['b_hi']:.3g}"
     if decades < MIN_DECADES:
         return (INCONCLUSIVE, statistic, interval, f"T spans {decades:.1f} decades; telling log from power-law "
@@ -292,13 +304,22 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
         why = (f"m* does not grow with T by the required effect (c's interval below {EFFECT_SLOPE:g}: less than "
                f"{EFFECT_RATIO - 1:.0%} more samples per tenfold T)")
         return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
+    grid_behind, grid_ahead = g_aic <= -AIC_MARGIN or g_bic <= -AIC_MARGIN, g_aic >= AIC_MARGIN and g_bic >= AIC_MARGIN
     if aic <= -AIC_MARGIN or bic <= -AIC_MARGIN:
+        if not grid_behind:
+            why = (f"{fit['model'][0]} growth fits the fitted m* better than log growth, but not the grid m* (the log "
+                   f"law's margin there {g_aic:+.1f} AIC): the m* estimator decides, not the rows")
+            return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
         why = (f"{fit['model'][0]} growth fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; "
-               f"{AIC_MARGIN:g} decides)")
+               f"{AIC_MARGIN:g} decides), on the grid m* too (by {-g_aic:.1f} AIC)")
         return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
     if power["b_lo"] > EFFECT_SLOPE and aic >= AIC_MARGIN and bic >= AIC_MARGIN:
+        if not grid_ahead:
+            why = (f"the log law is ahead on the fitted m*, but not on the grid m* (margin {g_aic:+.1f} AIC): the m* "
+                   "estimator decides, not the rows")
+            return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
         why = (f"m* grows (c's interval above {EFFECT_SLOPE:g}) and the log law is ahead by >= {AIC_MARGIN:g} "
-               "AIC and BIC")
+               "AIC and BIC, on the grid m* too")
         return SUPPORTED, statistic, interval, why + left_text, used, numbers
     why = (f"c's interval includes {EFFECT_SLOPE:g} (growth not shown at the required effect)"
            if power["b_lo"] <= EFFECT_SLOPE else f"the laws are within {AIC_MARGIN:g} AIC/BIC units of each other")
@@ -343,8 +364,8 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
     att = _attention(m_star)
     if x not in att.columns or att.is_empty():
         return _verdict(cid, claim, NOT_TESTED, f"no transformer cells with a {x} column")
-    kept, dropped = [], 0
-    for _, part in _groups(att, [c for c in cell if c != x]):
+    kept, keys, dropped = [], [], 0
+    for key, part in _groups(att, [c for c in cell if c != x]):
         part = part.filter(pl.col("bound") != "none")
         levels = part[x].drop_nulls().n_unique()
         if levels < 2:
@@ -353,6 +374,7 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
             dropped += 1
             continue
         kept.append(part)
+        keys.append(key)
     what = "bounded values of B" if x == "norm_bound" else f"values of {x}"
     left_out = f"; {dropped} group(s) with bounds only (no order) left out" if dropped else ""
     if not kept:
@@ -384,7 +406,12 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
                  f"largest / smallest {x} = {_ratio_text(ratio, ratio_bound_)}")
     interval = f"rho CI {lo:.2f} .. {hi:.2f}; ratio CI {_end(rlo)} .. {_end(rhi)}"
     why = f"groups: cells that differ only in {x} (>= 2 {what})" + left_out
-    numbers = dict(rho=quantity(rho, lo, hi), ratio=quantity(ratio, rlo, rhi, ratio_bound_), n_groups=len(kept))
+    groups = [dict(cells=key, rho=r_g, ratio=quantity(q_g, bound=_ratios_bound([p.sort(x, nulls_last=True)])),
+                   m_star=[dict({x: v}, m_star=quantity(m, lo_, hi_, b)) for v, m, lo_, hi_, b in
+                           p.sort(x, nulls_last=True).select(x, "m_star", "ci_lo", "ci_hi", "bound").iter_rows()])
+              for key, p, r_g, q_g in zip(keys, kept, rhos, ratios)]
+    numbers = dict(rho=quantity(rho, lo, hi), ratio=quantity(ratio, rlo, rhi, ratio_bound_), n_groups=len(kept),
+                   groups=groups)
     if math.isnan(lo):
         verdict, why = INCONCLUSIVE, why + "; no bootstrap replicates"
     elif hi <= 0 or rhi < EFFECT_RATIO:
@@ -430,11 +457,11 @@ def l4_mlp_baseline(m_star: pl.DataFrame, cell: list[str] | None = None, ci: flo
 
     Statistic (per series of paired cells: a transformer and an MLP cell equal in every
     setting but the architecture's, ``ARCH_FIELDS``): the ratio MLP m* / transformer m* at
-    the largest T where both have one (an MLP beyond the grid counts as +inf: the ratio is
-    then a lower bound), with its bootstrap interval; and Spearman's rho of the ratio with T.
-    Supported when the ratio's interval lies above :data:`FAR_MORE` ("far more") and rho's
-    above 0 (>= ``MIN_POINTS`` T); not supported when the ratio's lies at or below 1 or
-    rho's at or below 0. Source: docs/claims.md 1a (L4); Edelman et al. 2022, section 5 (MLP
+    the largest T where both have one (an MLP beyond the grid makes it a lower bound), with
+    its bootstrap interval; and the log-log slope of the ratio on T over the T where both m*
+    are values. Supported when the ratio's interval lies above :data:`FAR_MORE` ("far more")
+    and the slope's above :data:`EFFECT_SLOPE` (>= ``MIN_POINTS`` T); not supported when the
+    ratio's lies at or below 1 or the slope's below :data:`EFFECT_SLOPE`. Source: docs/claims.md 1a (L4); Edelman et al. 2022, section 5 (MLP
     baseline, sample complexity growing like T).
     """
     m_star = normalized(m_star)
@@ -484,26 +511,39 @@ def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple:
     else:
         shown = f"{value:.2f}"
     lo, hi = _interval(None if reps is None else reps[:, -1], ci)
+    if bound == "lower" and math.isinf(lo):  # every replicate beyond the grid: the interval starts at the bound
+        lo = value
     statistic = f"MLP m* / transformer m* at T={T[-1]}: {shown}"
-    # A replicate with the MLP beyond the grid is +inf: an interval end at inf is a lower bound.
-    interval = (f"ratio CI {_end(lo)} .. {_end(hi)}" if not (math.isinf(lo) and math.isinf(hi))
-                else "ratio infinite in every bootstrap replicate (MLP beyond the grid)")
-    numbers = dict(T=int(T[-1]), ratio=quantity(value, lo, hi, bound))
+    interval = f"ratio CI {_end(lo)} .. {_end(hi)}"
+    exact = (used["bound"] == "exact").to_numpy() & (used["bound_mlp"] == "exact").to_numpy()
+    numbers = dict(T=[int(t) for t in T], ratio=quantity(value, lo, hi, bound),
+                   transformer=[quantity(r["m_star"], r["ci_lo"], r["ci_hi"], r["bound"]) for r in used.iter_rows(named=True)],
+                   mlp=[quantity(r["m_star_mlp"], r["ci_lo_mlp"], r["ci_hi_mlp"], r["bound_mlp"])
+                        for r in used.iter_rows(named=True)])
     if math.isnan(lo):
         return INCONCLUSIVE, statistic, interval, "no bootstrap replicates", used, numbers
     far, not_more = lo > FAR_MORE, hi <= 1
     grows = not_grows = False
-    trend = f"the ratio at {len(T)} value(s) of T; a trend needs {MIN_POINTS}"
-    if len(T) >= MIN_POINTS and np.isfinite(ratio).any():
-        rho = float(_spearman(T.astype(float), ratio))
-        rlo, rhi = _interval(_spearman(T.astype(float), reps[~np.isnan(reps).any(1)]), ci)
-        statistic += f"; Spearman rho of the ratio with T = {rho:.2f} over T {T[0]}..{T[-1]}"
-        interval += f"; rho CI {rlo:.2f} .. {rhi:.2f}"
-        numbers["rho"] = quantity(rho, rlo, rhi)
-        grows, not_grows = rlo > 0, rhi <= 0
-        trend = f"rho's interval {'above 0' if grows else 'at or below 0' if not_grows else 'includes 0'}"
-    elif len(T) >= MIN_POINTS:
-        trend = "the MLP is beyond the grid at every T: no trend to measure"
+    # "More so as T grows": the log-log slope of the ratio on T over the T where both m* are
+    # values (a bound is not ranked against values), at least EFFECT_SLOPE.
+    Te = T[exact].astype(float)
+    trend = f"the ratio is a value at {len(Te)} T; a trend needs {MIN_POINTS}"
+    if len(Te) >= MIN_POINTS:
+        x = np.log10(Te)
+        w = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
+        slope = float(w @ np.log10(ratio[exact]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rep_slopes = np.log10(reps[:, exact]) @ w
+        slo, shi = _interval(rep_slopes[np.isfinite(rep_slopes)], ci)
+        statistic += (f"; log-log slope of the ratio on T = {slope:.2f} over T {int(Te[0])}..{int(Te[-1])} (where both "
+                      "m* are values)")
+        interval += f"; slope CI {slo:.2f} .. {shi:.2f}"
+        numbers["slope"] = quantity(slope, slo, shi)
+        numbers["slope_T"] = [int(t) for t in Te]
+        grows, not_grows = slo > EFFECT_SLOPE, shi < EFFECT_SLOPE
+        trend = (f"the ratio's slope on T is above {EFFECT_SLOPE:g} (it grows with T)" if grows else
+                 f"the ratio's slope on T is below {EFFECT_SLOPE:g} (it does not grow with T)" if not_grows else
+                 f"the ratio's slope interval includes {EFFECT_SLOPE:g}")
     if not_more or not_grows:
         return NOT_SUPPORTED, statistic, interval, "the ratio's interval is at or below 1" if not_more else trend, \
             used, numbers
@@ -575,21 +615,45 @@ def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[fl
     if exact.is_empty():
         return INCONCLUSIVE, "-", "-", "no cell in the range has an exact m*" + left_text, ours, \
             dict(left_out=left, protocol=protocol)
+    ref_T = ref["T"].to_numpy().astype(float)
+    lo_p = np.interp(T, ref_T, ref["err_lo"].to_numpy()) - READ_OFF
+    hi_p = np.interp(T, ref_T, ref["err_hi"].to_numpy()) + READ_OFF
+    read = np.isin(T, ref_T)  # read off at this T; elsewhere interpolated between read-off points
+    grid = exact["m_star_grid"].to_numpy().astype(float)
     with np.errstate(divide="ignore"):
         gm = float(np.exp(np.mean(np.log(point / paper))))
-        lo, hi = _interval(None if reps is None else np.exp(np.mean(np.log(reps / paper), axis=1)), ci)
+        gm_grid = float(np.exp(np.mean(np.log(grid / paper))))
+        ratio_reps = None
+        if reps is not None:
+            # Each replicate draws the paper's values too, uniformly within their plotted error bars
+            # widened by the read-off's precision: the paper's uncertainty enters the interval.
+            rng = np.random.default_rng(0)
+            paper_reps = rng.uniform(lo_p, hi_p, size=reps.shape)
+            ratio_reps = np.exp(np.mean(np.log(reps / paper_reps), axis=1))
+        lo, hi = _interval(ratio_reps, ci)
+    papers = ", ".join(f"{p:.0f}" if r else f"{p:.0f}*" for p, r in zip(paper, read))
     statistic = (f"geometric-mean ratio ours/paper = {gm:.2f} over T = {', '.join(f'{t:g}' for t in T)} "
-                 f"(ours {', '.join(_show(r) for r in exact.iter_rows(named=True))}; "
-                 f"paper {', '.join(f'{p:.0f}' for p in paper)})")
-    interval = f"CI {lo:.2f} .. {hi:.2f}; margin {margin[0]:g} .. {margin[1]:g}"
-    numbers = dict(ratio=quantity(gm, lo, hi), margin=list(margin), T=[int(t) for t in T],
-                   ours=[float(p) for p in point], paper=[float(p) for p in paper], left_out=left, protocol=protocol)
+                 f"(ours {', '.join(_show(r) for r in exact.iter_rows(named=True))}; paper {papers}"
+                 + ("; *: interpolated between read-off points" if not read.all() else "")
+                 + f"); on the grid m*: {gm_grid:.2f}")
+    interval = f"CI {lo:.3f} .. {hi:.3f} (the paper's error bars included); margin {margin[0]:g} .. {margin[1]:g}"
+    numbers = dict(ratio=quantity(gm, lo, hi), ratio_grid=gm_grid, margin=list(margin), T=[int(t) for t in T],
+                   ours=[float(p) for p in point], ours_grid=[float(g) for g in grid], paper=[float(p) for p in paper],
+                   paper_read_off=[bool(r) for r in read], left_out=left, protocol=protocol)
     if math.isnan(lo):
         return INCONCLUSIVE, statistic, interval, "no bootstrap replicates" + left_text, exact, numbers
     side = (f"ours is {_pct(lo)} to {_pct(hi)} the paper's" if lo > 1 or hi < 1 else
             f"ours is between {_pct(lo)} and {_pct(hi)} the paper's")
     why = f"{side}; equivalent when the interval lies inside {margin[0]:g} .. {margin[1]:g}; {rests_on}{left_text}"
+    grid_inside = margin[0] <= gm_grid <= margin[1]
     if margin[0] <= lo and hi <= margin[1]:
+        room = min(lo - margin[0], margin[1] - hi)
+        if room < 0.02:
+            why += f"; a narrow call: the interval is inside the margin by {room:.3f}"
+        if not grid_inside:
+            return INCONCLUSIVE, statistic, interval, ("inside the margin on the fitted m*, but the grid m* give "
+                                                       f"{gm_grid:.2f}, outside it: the m* estimator decides: " + why), \
+                exact, numbers
         return SUPPORTED, statistic, interval, "inside the margin: " + why, exact, numbers
     if hi < margin[0] or lo > margin[1]:
         return NOT_SUPPORTED, statistic, interval, "outside the margin: " + why, exact, numbers
@@ -597,11 +661,11 @@ def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[fl
 
 
 def _pct(ratio: float) -> str:
-    """A ratio as a difference: 1.08 -> '8% above', 0.9 -> '10% below'."""
+    """A ratio as a difference: 1.08 -> '8.0% above', 0.9 -> '10.0% below'."""
     if math.isnan(ratio):
         return "?"
     diff = ratio - 1
-    return f"{abs(diff):.0%} {'above' if diff >= 0 else 'below'}"
+    return f"{abs(diff):.1%} {'above' if diff >= 0 else 'below'}"
 
 
 # --- helpers -------------------------------------------------------------------------------

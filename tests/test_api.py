@@ -31,9 +31,11 @@ def test_the_readme_example_runs_as_written(tmp_path):
     rows = ds.dataset(tmp_path / "results-store" / "trials", format="parquet", partitioning="hive").count_rows()
     assert rows == 60
     assert "shape: (15, 3)" in out  # the mean accuracy per (T, m)
-    assert "shape: (3, 4)" in out  # m* per T
-    for claim in ("L1", "L2", "L3", "L4", "R"):
-        assert re.search(rf"│ {claim}: ", out), claim
+    assert "shape: (3, 6)" in out  # m* per T with its bound, interval and flags
+    assert "CriticalSampleSize(cell={" in out and "T': 32" in out  # one cell's m*
+    assert re.search(r"│ log +┆", out) and re.search(r"│ power +┆", out)  # the fitted growth laws
+    for claim in ("L1", "L2", "L3", "L4", "R"):  # every claim has a row, judged or "not tested"
+        assert re.search(rf"│ {claim} +┆ (supported|not supported|inconclusive|not tested)", out), claim
     figures = tmp_path / "figures" / "notebook" / run_id
     assert sorted(p.name for p in figures.glob("*.png")) == ["m_star_vs_T.png", "success_rate_grid.png"]
     assert [ln for ln in out.splitlines() if ln.endswith(".png")] == [  # show() in a script: the paths

@@ -126,7 +126,7 @@ def test_query_and_analyze_commands(finished_run):
         ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, weight_decay: .inf}\n", "fixed.weight_decay"),
         ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, lr: -0.1}\n", "fixed.lr"),
         ("name: b\ngrid: {T: ['8'], m: [8]}\nfixed: {task: and, s: 3}\n", "a number is required, not a string"),
-        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\nstore: /etc\n", "unknown top-level field(s) ['store']"),
+        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\nstore: /etc\n", "unknown top-level field(s) 'store'; allowed: ['analysis'"),
     ],
 )
 def test_bad_spec_exits_2_naming_the_field_and_writes_nothing(tmp_path, spec, field):

@@ -12,6 +12,8 @@ import sys
 import polars as pl
 import pytest
 
+from orchestrator.findings import md_text
+
 from orchestrator.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section, write_sums
 
 # Two sizes (d = 4, 8), every student, both teachers: 2 groups x 7 cells x 2 m x 2 seeds = 56 trials.
@@ -89,7 +91,7 @@ def test_every_claim_is_stated_per_group_and_across_groups(published):
     assert all(g["verdict"] in ("supported", "not supported", "inconclusive") and g["interval"] for g in groups)
     findings = (root / "docs/findings/symmetry/findings.md").read_text()
     for g in groups:  # findings.md states every group's verdict with its statistic and interval
-        cells = [str(g[c]).replace("|", "\\|") for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]
+        cells = [md_text(g[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]
         assert "| " + " | ".join(cells) + " |" in findings
     measured = [m["measurement"] for m in written["measurements"]]
     assert any("against d (n=3, k=2)" in m for m in measured)

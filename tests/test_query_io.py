@@ -380,6 +380,7 @@ def test_a_query_during_compaction_answers_or_names_the_vanished_file(tmp_path):
             writer.flush()
             n += 1
             compact_store(ResultsStore(root))
+            stop.wait(0.2)  # a compaction again and again, but not back to back: some query must fit between
 
     compactor = threading.Thread(target=compact_again_and_again, daemon=True)
     compactor.start()

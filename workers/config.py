@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+import functools
+import types
+import typing
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 TaskName = Literal["and", "parity"]
@@ -23,7 +27,42 @@ N_TEST_MIN = 100
 """The smallest held-out set of a sparse-Boolean trial (test accuracy in steps of at most 0.01)."""
 
 
-class BooleanTrialConfig(BaseModel):
+def counts_whole(annotation) -> bool:
+    """Whether a field of this type takes an integer and no float (so that a whole float
+    given for it, as YAML reads ``1e4``, is that integer)."""
+    args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    return int in args and float not in args
+
+
+def whole_float(annotation, value):
+    """``value`` as the integer it spells where the field takes integers and it is a whole float."""
+    if isinstance(value, float) and value.is_integer() and counts_whole(annotation):
+        return int(value)
+    return value
+
+
+class StrictSettings(BaseModel):
+    """Settings read strictly: no string and no boolean is read as a number (pydantic's strict
+    mode), while a whole float is the integer it spells (``n_test: 1e4``)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_floats(cls, data: typing.Any) -> typing.Any:
+        if not isinstance(data, dict):
+            return data
+        counts = _count_fields(cls)
+        return {k: (int(v) if k in counts and isinstance(v, float) and v.is_integer() else v) for k, v in data.items()}
+
+
+@functools.cache
+def _count_fields(cls: type[BaseModel]) -> frozenset[str]:
+    return frozenset(name for name, info in cls.model_fields.items() if counts_whole(info.annotation))
+
+
+class BooleanTrialConfig(StrictSettings):
     """One trial of the sparse Boolean experiment (Edelman et al., ICML 2022, section 5)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
@@ -86,7 +125,7 @@ StudentModel = Literal["transformer", "mlp"]
 Equivariance = Literal["none", "orthogonal", "augment", "permutation"]
 
 
-class SymmetryTrialConfig(BaseModel):
+class SymmetryTrialConfig(StrictSettings):
     """One trial of the symmetry experiment (Ma & Ying, arXiv 2210.06741; docs/claims.md 1b).
 
     A student learns a seq2seq function with knowledge Y = f(X, K) (X: n rows in R^d, K: k

@@ -7,7 +7,7 @@ import pytest
 
 from orchestrator import SpecError, make_packs, parse_spec, trial_id
 from orchestrator.packing import AUTO_PACK_MAX, auto_pack_size, count_packs, spec_pack_sizer
-from workers.memory import boolean_trial_bytes
+from workers.memory import boolean_trial_bytes, boolean_working_bytes
 
 SPEC = "name: p\nseeds: {seeds}\ngrid: {{T: [8, 16], m: [32]}}\nfixed: {{task: and, s: 2}}\n"
 
@@ -19,9 +19,9 @@ def _packs(spec):
 def test_auto_pack_size_fills_the_memory_budget():
     spec = parse_spec(SPEC.format(seeds=8))
     first = next(spec.trials())
-    per_trial = boolean_trial_bytes(first)
-    # A budget that holds 3 trials and most of a 4th.
-    budget_mb = 3.9 * per_trial / 2**20
+    per_trial, working = boolean_trial_bytes(first), boolean_working_bytes(first)
+    # A budget that holds one trial's working set, 3 trials' shares and most of a 4th's.
+    budget_mb = (working + 3.9 * per_trial) / 2**20
     spec = parse_spec(SPEC.format(seeds=8) + f"execution: {{pack_memory_mb: {budget_mb}}}\n")
     sizes = [len(p) for p in _packs(spec) if p.configs[0].T == 8]
     assert sizes == [3, 3, 2]

@@ -115,4 +115,4 @@ def test_s2_is_inconclusive_when_both_students_are_beyond_the_grid_on_the_equiva
                                     .otherwise(pl.col("test_error")))
     s2 = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)[1]
     assert s2["verdict"] == "inconclusive"
-    assert "undecided on the equivariant teacher against mlp, transformer" in s2["why"]
+    assert "undecided (the two overlap, or one has no number): equivariant: mlp, equivariant: transformer" in s2["why"]

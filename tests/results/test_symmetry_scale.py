@@ -117,7 +117,11 @@ def test_advantage_slopes_recover_the_built_exponents():
     aug = slopes.filter((pl.col("student") == "transformer + rotations") & (pl.col("axis") == "d")).row(0, named=True)
     # m* = 4 d at d = 4 and 8 (slope 1 between them); d = 16 is beyond the grid and left out.
     assert aug["values"] == "4, 8" and aug["slope"] == pytest.approx(1.0, abs=1e-9)
-    assert aug["left_out"] == "d=16: > 32"
+    # Its bound still says something of the slope: from d = 8 (an advantage of 4 * 8 / 1 by the
+    # built m*, whatever the fit gives) to > 32 at d = 16 is a slope of at least log2(32 / adv_8).
+    adv8 = scale.advantage(m_star, reps, 0.95).filter((pl.col("student") == "transformer + rotations")
+                                                      & (pl.col("d") == 8))["ratio"][0]
+    assert aug["left_out"] == f"d=16: > 32 (a slope of at least {math.log2(32 / adv8):.2f} from d=8)"
 
 
 def test_a_bracketed_cell_gives_the_advantage_an_interval_of_nonzero_width():
