@@ -146,6 +146,8 @@ class Store:
         _names(run=run)
         if figures is not None and not isinstance(figures, (str, Path)):
             raise ArgumentError(f"figures: give a folder as a str or a Path, not {type(figures).__name__}")
+        if figures is not None and Path(figures).exists() and not Path(figures).is_dir():
+            raise ArgumentError(f"figures: {figures} exists and is not a folder")
         if run is None:
             run = self.latest_run()
         sweep = self.results.sweep_of(run)
@@ -258,6 +260,8 @@ class RunAnalysis:
         Raises:
             AttnsweepError: a setting the table has no column for, no cell matches, or
                 several do (the message names the settings that tell them apart).
+            orchestrator.ArgumentError: a value of another type than its setting's (a str
+                for T, a list for anything).
         """
         import polars as pl
 
@@ -271,6 +275,7 @@ class RunAnalysis:
             raise AttnsweepError(f"m_star_of: no setting {', '.join(unknown)}; the cells are named by "
                                  f"{', '.join(fields)}")
         for name, value in cell.items():
+            _comparable(name, value, table.schema[name])
             table = table.filter(pl.col(name).is_null() if value is None else pl.col(name) == value)
         if table.is_empty():
             have = {name: _sorted(self.m_star[name].unique().to_list()) for name in cell}
@@ -305,6 +310,23 @@ class RunAnalysis:
             display(Image(filename=str(path)))
 
 
+def _comparable(name: str, value, dtype) -> None:
+    """Raise ArgumentError unless ``value`` (None, or one value) is of the kind the column
+    ``name`` of polars type ``dtype`` holds."""
+    import polars as pl
+
+    if value is None:
+        return
+    if dtype.is_numeric():
+        ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    elif dtype == pl.Boolean:
+        ok, kind = isinstance(value, bool), "True or False"
+    else:
+        ok, kind = isinstance(value, str), "a str"
+    if not ok:
+        raise ArgumentError(f"m_star_of: {name}={value!r}: give {kind} (or None), one value")
+
+
 def _names(**names) -> None:
     """Raise ArgumentError unless each given sweep or run name is a str (or None)."""
     for key, value in names.items():
@@ -317,8 +339,14 @@ def _whole(key: str, value, least: int) -> None:
         raise ArgumentError(f"{key}: give a whole number >= {least}, not {value!r}")
 
 
-def _options(max_in_flight, progress_interval_s) -> None:
+def _options(max_in_flight, progress_interval_s, address=None, local=False) -> None:
     """The run options' types and ranges, as the CLI's options check them."""
+    if not isinstance(local, bool):
+        raise ArgumentError(f"local: give True or False, not {local!r}")
+    if address is not None and not isinstance(address, str):
+        raise ArgumentError(f"address: give the Ray cluster as a str ('auto', 'HOST:PORT'), not {address!r}")
+    if local and address is not None:
+        raise ArgumentError(f"address {address!r} and local=True: a run without Ray has no cluster; give one of them")
     if max_in_flight is not None:
         _whole("max_in_flight", max_in_flight, 1)
     value = progress_interval_s
@@ -409,7 +437,8 @@ def run(
         orchestrator.ArgumentError (a TypeError too): an argument of the wrong type or out of
             its range (``spec`` none of a path, a dict or a parsed spec; a value in the spec dict
             that YAML cannot hold; a run id that is not a str; ``progress_interval_s`` not in
-            0.1..86400 seconds), or another run is under way in this process.
+            0.1..86400 seconds; ``local`` not a bool; ``local`` and ``address`` both given),
+            or another run is under way in this process.
         orchestrator.SpecError: the spec is invalid (nothing is started or written).
         orchestrator.RunError: Ray cannot be started or reached, or ``resume`` names a run
             of another spec.
@@ -424,7 +453,7 @@ def run(
 
     _names(resume=resume, run_id=run_id)
     _whole("max_trials", max_trials, 1)
-    _options(max_in_flight, progress_interval_s)
+    _options(max_in_flight, progress_interval_s, address, local)
     if isinstance(spec, Mapping):
         import yaml
 
@@ -454,7 +483,7 @@ def resume(run_id: str, store: str | Path = DEFAULT_STORE, *, address: str | Non
     _names(run_id=run_id)
     if run_id is None:
         raise ArgumentError("run_id: give the id of the run to resume")
-    _options(max_in_flight, progress_interval_s)
+    _options(max_in_flight, progress_interval_s, address, local)
     results = Store(store)
     spec = stored_spec(results.results, run_id)
     return _execute(spec, results, address, local, max_in_flight, run_id, run_id, progress_interval_s, console)

@@ -79,6 +79,7 @@ def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000) -> None:
 
     s = load_spec(spec, max_trials=max_trials)
     workers = s.resources.num_workers or max(1, int((os.cpu_count() or 1) / s.resources.cpus_per_worker))
+    workers = min(workers, s.n_trials())  # a run starts no more workers than it has trials (executors.py)
     budget = s.execution.pack_memory_mb * 2**20
     biggest = 0
     if not s.search.adaptive:  # one pass over the runs of one shape: pack count and memory (no trial list)
@@ -180,6 +181,8 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
     from attnsweep import api
     from orchestrator.driver import new_run_id
 
+    if local and address is not None:
+        raise AttnsweepError(f"--local and --address {address}: a run without Ray has no cluster; give one of them")
     _check_paths(store, figures)
     run_id = resume_id or new_run_id()
     try:

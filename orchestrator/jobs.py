@@ -29,6 +29,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -57,15 +58,16 @@ def client(address: str, timeout_s: float = TIMEOUT_S):
     Raises:
         RunError: nothing answers there within ``timeout_s`` seconds, or it refuses the client.
     """
+    _base_url(address)  # a malformed address is one clear error before Ray sees it
     _use_token_if_present()
     from ray.job_submission import JobSubmissionClient
 
     try:
-        return within(timeout_s, f"the job server at {address}", lambda: JobSubmissionClient(address))
+        return within(timeout_s, f"the job server at {shown(address)}", lambda: JobSubmissionClient(address))
     except RunError:
         raise
     except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
-        raise RunError(f"no Ray job server answers at {address}: {exc}; start one with `ray start --head` "
+        raise RunError(f"no Ray job server answers at {shown(address)}: {shown(exc)}; start one with `ray start --head` "
                        "or forward it with `ray dashboard cluster.yaml`") from exc
 
 
@@ -109,7 +111,7 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         # A head that has just started answers before its job agent is ready ("try again later").
         for wait_s in (1, 2, 4, 8, 16, 32, None):
             try:
-                return within(timeout_s, f"the job server at {address}", lambda: jobs.submit_job(
+                return within(timeout_s, f"the job server at {shown(address)}", lambda: jobs.submit_job(
                     entrypoint=entrypoint, submission_id=submission_id,
                     runtime_env={"working_dir": str(staging)},
                     metadata={"sweep": spec.name, "spec_hash": spec.spec_hash()},
@@ -118,7 +120,7 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
                 raise
             except Exception as exc:  # noqa: BLE001
                 if wait_s is None or "try again later" not in str(exc):
-                    raise RunError(f"the job server at {address} refused the job: {exc}") from exc
+                    raise RunError(f"the job server at {shown(address)} refused the job: {shown(exc)}") from exc
                 time.sleep(wait_s)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -132,7 +134,7 @@ def status(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> tuple[str
     """
     info = _job_call(address, job_id, "GET", "", "read the status of", timeout_s)
     if not isinstance(info.get("status"), str):
-        raise RunError(f"the job server at {address} gave no status for job {job_id!r}: {_quote_answer(info)}")
+        raise RunError(f"the job server at {shown(address)} gave no status for job {job_id!r}: {_quote_answer(info)}")
     message = info.get("message") or ""
     return printable(info["status"]), printable(message if isinstance(message, str) else repr(message))
 
@@ -157,14 +159,14 @@ def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str],
     if not follow:
         answer = _job_call(address, job_id, "GET", "/logs", "read the log of", timeout_s)
         if not isinstance(answer.get("logs"), str):
-            raise RunError(f"the job server at {address} gave no log for job {job_id!r}: {_quote_answer(answer)}")
+            raise RunError(f"the job server at {shown(address)} gave no log for job {job_id!r}: {_quote_answer(answer)}")
         write(answer["logs"])
         return
     import asyncio
 
     jobs = client(address, timeout_s)
     try:
-        within(timeout_s, f"the job server at {address}", lambda: jobs.get_job_info(job_id))  # the job exists: then stream
+        within(timeout_s, f"the job server at {shown(address)}", lambda: jobs.get_job_info(job_id))  # the job exists: then stream
 
         async def tail() -> None:
             async for chunk in jobs.tail_job_logs(job_id):
@@ -174,7 +176,7 @@ def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str],
     except RunError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise RunError(f"cannot read the log of job {job_id!r} at {address}: {exc}") from exc
+        raise RunError(f"cannot read the log of job {job_id!r} at {shown(address)}: {shown(exc)}") from exc
 
 
 def cancel(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> bool:
@@ -185,7 +187,7 @@ def cancel(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> bool:
     """
     answer = _job_call(address, job_id, "POST", "/stop", "stop", timeout_s)
     if not isinstance(answer.get("stopped"), bool):
-        raise RunError(f"the job server at {address} did not say whether it stopped job {job_id!r}: "
+        raise RunError(f"the job server at {shown(address)} did not say whether it stopped job {job_id!r}: "
                        f"{_quote_answer(answer)}")
     return answer["stopped"]
 
@@ -211,7 +213,7 @@ def _job_call(address: str, job_id: str, method: str, tail: str, doing: str, tim
     """
     base = _base_url(address)
     if job_id in ("", ".", ".."):  # no job the API can name: the server resolves "." and ".." away, %2E too
-        raise RunError(f"no job {job_id!r} at {address}: give the job id that `attnsweep submit` printed")
+        raise RunError(f"no job {job_id!r} at {shown(address)}: give the job id that `attnsweep submit` printed")
     job_id_path = urllib.parse.quote(job_id, safe="")
     headers, token_source = _auth_headers()
 
@@ -222,17 +224,17 @@ def _job_call(address: str, job_id: str, method: str, tail: str, doing: str, tim
         if code == 404:
             version_code, version_body = _http("GET", f"{base}/api/version", headers, address, timeout_s)
             if version_code == 200 and "ray_version" in _json_object(version_body, address, strict=False):
-                raise RunError(f"no job {job_id!r} at {address}")
-            raise RunError(f"no Ray job server answers at {address}: it answers HTTP 404 to /api/jobs and "
+                raise RunError(f"no job {job_id!r} at {shown(address)}")
+            raise RunError(f"no Ray job server answers at {shown(address)}: it answers HTTP 404 to /api/jobs and "
                            f"{version_code} to /api/version; {_START_HINT}")
         if code == 401:
-            raise RunError(f"the job server at {address} wants a token (HTTP 401): {_token_advice()}")
+            raise RunError(f"the job server at {shown(address)} wants a token (HTTP 401): {_token_advice()}")
         if code == 403:
-            raise RunError(f"the job server at {address} refused the token from {token_source} (HTTP 403); "
+            raise RunError(f"the job server at {shown(address)} refused the token from {token_source} (HTTP 403); "
                            "give the token of this cluster")
-        raise RunError(f"cannot {doing} job {job_id!r} at {address}: HTTP {code}: {_last_line(body)}")
+        raise RunError(f"cannot {doing} job {job_id!r} at {shown(address)}: HTTP {code}: {_last_line(body)}")
 
-    return within(timeout_s, f"the job server at {address}", exchange)
+    return within(timeout_s, f"the job server at {shown(address)}", exchange)
 
 
 _START_HINT = "start one with `ray start --head` or forward it with `ray dashboard cluster.yaml`"
@@ -243,10 +245,21 @@ def _base_url(address: str) -> str:
     url = address.strip()
     if "://" not in url:
         url = f"http://{url}"
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is what finds "host:notaport"
+    except ValueError as exc:
+        raise RunError(f"--address {shown(address)!r}: not a URL ({shown(exc)}); give the job server as http://host:port "
+                       "(or https://)") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise RunError(f"--address {address!r}: give the job server as http://host:port (or https://)")
+        raise RunError(f"--address {shown(address)!r}: give the job server as http://host:port (or https://)")
     return url.rstrip("/")
+
+
+def shown(address: str) -> str:
+    """``address`` as messages print it: a password in it (``http://user:secret@host``)
+    replaced by ``***``, so an error in a shared log does not give it away."""
+    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", str(address))
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -279,9 +292,9 @@ def _http(method: str, url: str, headers: dict[str, str], address: str, timeout_
         if isinstance(reason, TimeoutError):
             # The words of orchestrator.deadline.within: a socket read that timed out is the
             # same missed deadline, whichever of the two noticed it first.
-            raise RunError(f"no answer from the job server at {address} within {timeout_s:g} s; check the address "
+            raise RunError(f"no answer from the job server at {shown(address)} within {timeout_s:g} s; check the address "
                            "and that the server is up (raise the limit with --timeout or ATTNSWEEP_TIMEOUT)") from None
-        raise RunError(f"no Ray job server answers at {address}: {str(reason) or type(reason).__name__}; "
+        raise RunError(f"no Ray job server answers at {shown(address)}: {str(reason) or type(reason).__name__}; "
                        f"{_START_HINT}") from exc
 
 
@@ -299,7 +312,7 @@ def _json_object(body: bytes, address: str, strict: bool = True) -> dict:
         return value
     if not strict:
         return {}
-    raise RunError(f"the job server at {address} answered with something that is not a JSON object: "
+    raise RunError(f"the job server at {shown(address)} answered with something that is not a JSON object: "
                    f"{_last_line(body)}")
 
 

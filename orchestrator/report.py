@@ -41,6 +41,7 @@ from results.critical import format_m_star
 from results import symmetry as sym
 from results import verdicts as boolean
 from results.figures import plot_reference
+from results.outputs import linked_folders, replacing, write_text
 
 TEMPLATES = Path(__file__).parent / "templates"
 SYMMETRY_CSV = "m_star_symmetry.csv"
@@ -114,6 +115,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         runs.append(_Run(run_id, sweep, record, record.get("experiment") or "sparse_boolean"))
     out_dir = Path(out_dir)
     _outside_store(store, out_dir)
+    _own_folders(out_dir, run_ids)
     # Figures go to figures/RUN_ID/ and overwrite the same names; nothing else there is removed
     # (a figure `run` or `analyze` wrote, or a file a person put there, is not the report's to delete).
     figures = out_dir / "figures"
@@ -170,14 +172,16 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         record["measurements"] = measurements
     # JSON has no NaN or infinity: a missing or unbounded number is null, and its ``bound`` says which.
     record = boolean.jsonable(record)
-    (out_dir / "verdicts.json").write_text(json.dumps(record, indent=2))
+    # Every file through results/outputs.py: a link at one of the report's names is replaced.
+    write_text(out_dir / "verdicts.json", json.dumps(record, indent=2))
     if boolean_tables:  # the m* table for anyone's own analysis (replicates stay in the store's rows)
-        union.drop("replicates", strict=False).write_csv(out_dir / "m_star.csv")
+        with replacing(out_dir / "m_star.csv") as temp:
+            union.drop("replicates", strict=False).write_csv(temp)
     if symmetry_runs:
-        pl.concat([r.m_star.with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
-                  how="diagonal_relaxed").write_csv(out_dir / SYMMETRY_CSV)
-    path = out_dir / "report.html"
-    path.write_text(page, encoding="utf-8")
+        with replacing(out_dir / SYMMETRY_CSV) as temp:
+            pl.concat([r.m_star.with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
+                      how="diagonal_relaxed").write_csv(temp)
+    path = write_text(out_dir / "report.html", page)
     if publish or readme is not None:
         runs_ = [(r.sweep, r.run_id) for r in runs]
         symmetry = [r.symmetry for r in symmetry_runs]
@@ -216,6 +220,17 @@ def _outside_store(store: ResultsStore, out_dir: Path) -> None:
     if out == root or root in out.parents:
         raise AttnsweepError(f"--out: {out_dir} is inside the results store at {store.root}; a report or published "
                              "findings there would be read back as part of the store. Give a folder outside it")
+
+
+def _own_folders(out_dir: Path, run_ids: list[str]) -> None:
+    """Raise AttnsweepError when a folder the report writes figures into is a link: its
+    figures would land wherever the link points (a link at a file name is simply replaced,
+    results/outputs.py)."""
+    figures = out_dir / "figures"
+    linked = linked_folders(out_dir, [figures, *(figures / run_id for run_id in run_ids)])
+    if linked:
+        raise AttnsweepError(f"--out: {linked[0]} is a link to {linked[0].resolve()}; the report writes its figures "
+                             "there and does not follow links out of its folder. Remove the link or give another --out")
 
 
 def summary(verdicts: list[dict]) -> str:

@@ -49,6 +49,10 @@ INNER_AXES = ("norm_bound", "fault")
 MAX_SPEC_BYTES = 1_000_000
 MAX_GRID_BLOCKS = 1000
 """Grid blocks a spec may have (each is checked against every other for overlap)."""
+MAX_AXIS_VALUES = 100_000
+"""Axis values all grid blocks may list together (a range counts its ``num``), checked
+before any is built or validated: each is validated on its own, so this bounds the time
+and memory of a spec check whatever the trial count."""
 
 
 class ExecutionSettings(StrictSettings):
@@ -420,6 +424,10 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     if len(blocks) > MAX_GRID_BLOCKS:
         raise SpecError([f"grid: {len(blocks)} blocks, more than the {MAX_GRID_BLOCKS} allowed; give one block per "
                          "set of axes (a block's axes already combine every value)"], source)
+    listed = sum(_axis_length(v) for block in blocks if isinstance(block, dict) for v in block.values())
+    if listed > MAX_AXIS_VALUES:
+        raise SpecError([f"grid: its blocks list {listed:,} axis values in all (a range counts its num), more than the "
+                         f"{MAX_AXIS_VALUES:,} allowed: no sweep needs that many values of its settings"], source)
     chosen = _chosen_by_search(search, raw.get("search"))
     grids = [_grid_block(exp, f"grid[{i}]" if isinstance(raw_grid, list) else "grid", block, fixed, problems, chosen)
              for i, block in enumerate(blocks)]
@@ -650,6 +658,17 @@ def _axis(exp: Experiment, where: str, key: str, value: Any, problems: list[str]
             return list(dict.fromkeys(int(round(p)) for p in pts))
         return [float(p) for p in pts]
     return [value]
+
+
+def _axis_length(value: Any) -> int:
+    """How many values an axis as written lists, without building them: a list its length,
+    a range its ``num`` (when it is a whole number; a bad one is refused later), else 1."""
+    if isinstance(value, list):
+        return len(value)
+    if isinstance(value, dict):
+        num = value.get("num")
+        return num if isinstance(num, int) and not isinstance(num, bool) and num > 0 else 1
+    return 1
 
 
 def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[str]:

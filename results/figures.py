@@ -18,6 +18,7 @@ import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from results.fits import predict  # noqa: E402
+from results.outputs import replacing  # noqa: E402
 
 
 def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, path: Path,
@@ -82,8 +83,8 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         ax.set_ylabel("critical sample size m* (log axis)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # off the points
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with replacing(path) as temp:
+        fig.savefig(temp, dpi=120)
     plt.close(fig)
     return path
 
@@ -245,8 +246,8 @@ def _why_empty(rows: pl.DataFrame, column: str) -> str | None:
 
 def _save(fig, path: Path) -> Path:
     """Write a seaborn grid's figure; ``bbox_inches="tight"`` keeps its outside legend."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    with replacing(path) as temp:  # a link at a figure's name is replaced, not written through
+        fig.savefig(temp, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 

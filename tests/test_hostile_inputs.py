@@ -214,3 +214,159 @@ def test_replicate_refuses_a_baseline_it_cannot_analyse_before_running_anything(
     proc = _cli("replicate", "tiny.yaml", "--baseline", run, "--store", "store", "--local", cwd=tmp_path)
     assert proc.returncode == 2 and "cannot be analysed" in proc.stderr, proc.stderr[-2000:]
     assert store.scan_runs().collect().height == 1  # no new run was started
+
+
+# --- the second hostile trial: links in a report folder, crafted published folders ----------
+
+RUN = "20261202-090000-aaaaaa"
+
+
+def _part_files(store: ResultsStore) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(Path(store.root).rglob("*.parquet"))}
+
+
+def test_links_at_a_reports_file_names_are_replaced_not_written_through(tmp_path):
+    store, _ = _store_with_a_run(tmp_path, SPEC)
+    before = _part_files(store)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not the report's")
+    out = tmp_path / "out"
+    out.mkdir()
+    part = next(p for p in before if "trials" in p.parts)
+    record = next(p for p in before if "runs" in p.parts)
+    links = {"trials.parquet": part, "runs.parquet": record, "report.html": victim, "verdicts.json": victim,
+             "findings.md": victim, "SHA256SUMS": victim, "m_star.csv": victim}
+    for name, target in links.items():
+        (out / name).symlink_to(target)
+    proc = _cli("report", RUN, "--store", "store", "--out", "out", "--publish", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert _part_files(store) == before  # the store: no file added, none changed
+    assert victim.read_text() == "not the report's"
+    for name in links:  # each name now the report's own regular file
+        assert (out / name).is_file() and not (out / name).is_symlink(), name
+    assert ResultsStore(tmp_path / "store").scan_run_trials("tiny", RUN).collect().height == 8
+
+
+@pytest.mark.parametrize("link", ["figures", f"figures/{RUN}"])
+def test_a_figure_folder_that_is_a_link_is_refused(tmp_path, link):
+    store, _ = _store_with_a_run(tmp_path, SPEC)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out" / link).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "out" / link).symlink_to(elsewhere, target_is_directory=True)
+    proc = _cli("report", RUN, "--store", "store", "--out", "out", cwd=tmp_path)
+    assert proc.returncode == 2 and "is a link to" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert not (tmp_path / "out" / "report.html").exists()
+
+
+def _published(tmp_path) -> Path:
+    _store_with_a_run(tmp_path, SPEC)
+    proc = _cli("report", RUN, "--store", "store", "--out", "pub", "--publish", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return tmp_path / "pub"
+
+
+def _edit(folder: Path, name: str, change) -> None:
+    """Rewrite one published Parquet file through ``change`` (a pyarrow Table -> Table) and
+    checksum the folder again, as someone crafting a folder would."""
+    import pyarrow.parquet as pq
+
+    from orchestrator.findings import write_sums
+
+    pq.write_table(change(pq.read_table(folder / name)), folder / name)
+    write_sums(folder)
+
+
+def _set(table: pa.Table, column: str, values: list) -> pa.Table:
+    i = table.column_names.index(column)
+    return table.set_column(i, table.schema.field(i).with_nullable(True), pa.array(values, table.schema.field(i).type))
+
+
+@pytest.mark.parametrize("name, change, words", [
+    ("runs.parquet", lambda t: _set(t, "cell_counts", ["not json"]), "cell_counts is not the per-cell counts"),
+    ("runs.parquet", lambda t: _set(t, "cell_counts", ['{"fields": ["m"], "cells": [[16, -5], [32, 4]]}']),
+     "cell_counts is not the per-cell counts"),
+    ("runs.parquet", lambda t: _set(t, "n_done", [-3]), "n_done is -3"),
+    ("runs.parquet", lambda t: _set(t, "spec_yaml", ["analysis: {ci: 7}\n"]), "spec_yaml is not a spec"),
+    ("trials.parquet", lambda t: _set(t, "trial_id", [None] * t.num_rows), "have no trial_id"),
+    ("trials.parquet", lambda t: _set(t, "test_acc", [1e300] * t.num_rows), "test_acc outside [0, 1]"),
+    ("trials.parquet", lambda t: _set(t, "train_acc", [float("nan")] * t.num_rows), "train_acc outside [0, 1]"),
+    ("trials.parquet", lambda t: pa.concat_tables([t, t.slice(0, 2)]), "a published run holds each trial once"),
+])
+def test_a_crafted_and_checksummed_folder_is_refused_before_anything_is_written(tmp_path, name, change, words):
+    folder = _published(tmp_path)
+    _edit(folder, name, change)
+    files = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in folder.rglob("*") if p.is_file()}
+    for out in ([], ["--out", "elsewhere"]):  # rebuilt in place (the default) or into another folder
+        proc = _cli("report", "--from", "pub", *out, cwd=tmp_path)
+        assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in folder.rglob("*") if p.is_file()} == files
+        assert not (tmp_path / "elsewhere").exists()
+
+
+def test_links_to_a_folder_with_spaces_and_brackets_stay_links(tmp_path):
+    from markdown_it import MarkdownIt
+
+    from orchestrator.findings import md_target
+
+    for path in ("docs/my findings (v1)/m_star_vs_T.png", "a<b>/c\\d.png", "x)(y/z w.png", "plain/path-1.png"):
+        tokens = MarkdownIt().parseInline(f"![fig]({md_target(path)})")[0].children
+        image = [t for t in tokens if t.type == "image"]
+        assert image, path  # the text is an image, not a literal "![fig](...)"
+        assert image[0].attrs["src"] == MarkdownIt().normalizeLink(path), path
+
+
+def test_a_job_address_that_is_no_url_or_holds_a_password(tmp_path):
+    proc = _cli("status", "raysubmit_x", "--address", "[::1", "--timeout", "5", cwd=tmp_path)
+    assert proc.returncode == 2 and "not a URL" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    proc = _cli("status", "raysubmit_x", "--address", "http://user:s3cr3t@127.0.0.1:1", "--timeout", "5", cwd=tmp_path)
+    assert proc.returncode == 2 and "s3cr3t" not in proc.stderr + proc.stdout and "user:***@" in proc.stderr, proc.stderr
+
+
+def test_local_and_an_address_together_are_refused(tmp_path):
+    (tmp_path / "s.yaml").write_text(BASE)
+    proc = _cli("run", "s.yaml", "--local", "--address", "1.2.3.4:1", cwd=tmp_path)
+    assert proc.returncode == 2 and "--local and --address" in proc.stderr, proc.stderr
+    assert not (tmp_path / "results-store").exists()
+    for kwargs, words in (({"local": "no"}, "local: give True or False"),
+                          ({"local": True, "address": "auto"}, "a run without Ray has no cluster")):
+        with pytest.raises(attnsweep.ArgumentError, match=words):
+            attnsweep.run(tmp_path / "s.yaml", store=tmp_path / "store", **kwargs)
+    assert not (tmp_path / "store").exists()
+
+
+def test_validate_counts_no_more_workers_than_trials(tmp_path):
+    (tmp_path / "s.yaml").write_text("name: x\nseeds: 2\ngrid: {T: [8]}\nfixed: {task: and, s: 3, m: 16}\n"
+                                     "resources: {num_workers: 100000}\n")
+    proc = _cli("validate", "s.yaml", cwd=tmp_path)
+    assert proc.returncode == 0 and "2 trials in 2 packs (for 2 workers here)" in proc.stdout, proc.stdout
+
+
+def test_many_grid_blocks_are_counted_before_any_value_is_built(tmp_path):
+    blocks = [{"T": [8 + i], "m": {"start": 8, "stop": 100000, "num": 10000}} for i in range(1000)]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "a", "grid": blocks,
+                                                     "fixed": {"task": "and", "s": 2}}))
+    # The CLI under a parent of its own, which reports the peak memory of its one child (KiB).
+    parent = ("import resource, subprocess, sys\n"
+              "proc = subprocess.run([sys.executable, '-m', 'orchestrator.cli', 'validate', 's.yaml'], "
+              "capture_output=True, text=True)\n"
+              "sys.stderr.write(proc.stderr)\n"
+              "print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    proc = subprocess.run([sys.executable, "-c", parent], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, COLUMNS="200"))
+    code, peak_kib = map(int, proc.stdout.split())
+    assert code == 2 and "10,001,000 axis values" in proc.stderr, proc.stderr[-2000:]
+    assert peak_kib < 300_000  # it built no list of ten million values (that took 530 MB and 27 s)
+
+
+def test_m_star_of_with_a_value_of_another_type_and_figures_on_a_file(tmp_path):
+    _store_with_a_run(tmp_path, SPEC)
+    store = attnsweep.open_store(tmp_path / "store")
+    with pytest.raises(attnsweep.ArgumentError, match="figures: /dev/null exists and is not a folder"):
+        store.analyze(RUN, figures="/dev/null")
+    result = store.analyze(RUN, figures=tmp_path / "figs")
+    for bad in ("8", [8], True):
+        with pytest.raises(attnsweep.ArgumentError, match="m_star_of: T="):
+            result.m_star_of(T=bad)
+    assert result.m_star_of(T=8).cell["T"] == 8
