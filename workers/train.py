@@ -11,7 +11,7 @@ pack it runs in (tests/workers/test_pack_invariance.py).
 
 The one-layer transformer in float32 trains on the hand-written forward and backward of
 workers/one_layer.py: per epoch a product over the ``(2T, .)`` tables and a pair over the
-training set, no autograd graph (a step whose score range is beyond the float32 matmul
+training set's T bits, no autograd graph (a step whose score range is beyond the float32 matmul
 form, :func:`workers.models.score_range_safe`, is taken through autograd on the exact
 table path instead). Every other model, and bfloat16 mixed precision, trains through
 autograd on the model itself.
@@ -134,8 +134,9 @@ class _Trial:
         self.opt = _optimizer(list(self.params.values()), c)
         self.fast = uses_one_layer_step(c)
         self.bits, self.y = x, y  # (m, T) uint8, (m,)
-        # The one-layer paths take the one-hot, made once per training set.
-        self.x = CLSTransformer.encode(x) if self.fast or _one_layer(c) else x
+        # Made once per training set: the bits as floats for the hand-written step, the one-hot
+        # for the model's own one-layer paths.
+        self.x = trial_input(self, x)
         self.bound = torch.tensor([c.norm_bound or math.inf], device=dev)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
@@ -254,8 +255,12 @@ def _fit(c: BooleanTrialConfig, row: dict, bits: torch.Tensor, y: torch.Tensor, 
 
 
 def trial_input(trial: _Trial, bits: torch.Tensor) -> torch.Tensor:
-    """Samples ``bits`` ``(n, T)`` in the form the trial's model takes (its one-hot, for a one-layer transformer)."""
-    return CLSTransformer.encode(bits) if trial.fast or _one_layer(trial.c) else bits
+    """Samples ``bits`` ``(n, T)`` in the form the trial's model takes: 0.0/1.0 floats ``(n,
+    T)`` for the hand-written one-layer step (whose fall-back, the table path, takes them
+    too), the one-hot ``(n, 2T)`` for the model's other one-layer paths, else the bits."""
+    if trial.fast:
+        return one_layer.bits_as_float(bits)
+    return CLSTransformer.encode(bits) if _one_layer(trial.c) else bits
 
 
 def _one_layer(c: BooleanTrialConfig) -> bool:
@@ -270,8 +275,9 @@ def _eval_chunk(cfg: BooleanTrialConfig) -> int:
     """Samples per evaluation chunk of one trial, so that its activations fit
     ``EVAL_BUDGET_BYTES`` (a function of the trial's settings only, never of its pack).
 
-    A one-layer transformer sample holds its bits (uint8, twice while encoded) and their
-    one-hot ``(2T,)`` as float32 (:func:`workers.one_layer.head`); a deeper one about 8
+    A one-layer transformer sample holds its bits (uint8, twice while converted) and them
+    as float32, ``(T,)`` on the hand-written step (:func:`workers.one_layer.head`), its
+    one-hot ``(2T,)`` on the model's own paths (counted for both); a deeper one about 8
     float32 tensors of ``(T+1, d)`` per layer; an MLP sample about 4 of width ``max(T, mlp_width)``.
     """
     if cfg.model == "transformer" and cfg.layers == 1:
