@@ -49,8 +49,8 @@ def boolean_working_bytes(cfg: BooleanTrialConfig) -> int:
     """The most memory one sparse-Boolean trial uses while it trains or is scored (bytes).
 
     Training: its parameters (4 float32 values each) and, for the one-layer transformer, its
-    training set's one-hot ``(m, 2T)`` float32 twice (the products over the samples pack a
-    copy of it) and the rows gathered from it per minibatch, the
+    training set's bits as float32 ``(m, T)`` twice (``1 - X`` where the step takes the
+    one-hot form) and the rows gathered from it per minibatch, the
     hand-written step's tables (about 12 arrays of ``2T x (H + d)`` floats: LayerNorm input
     and output, scores and values, exponentials, and their gradients;
     workers/one_layer.py) and per sample ``16 d + 4 (H + d)`` floats; a deeper transformer
@@ -64,7 +64,7 @@ def boolean_working_bytes(cfg: BooleanTrialConfig) -> int:
         rows = 2 * (cfg.T + 1)
         tables = 12 * rows * (cfg.heads + cfg.d)
         acts = 16 * cfg.d + 4 * (cfg.heads + cfg.d)
-        data = (2 * cfg.m + batch) * rows  # the one-hot, the copy a product packs it into, a minibatch
+        data = (2 * cfg.m + batch) * (cfg.T + 1)  # the bits as floats, 1 - X (one-hot form), a minibatch
         train = FLOAT_BYTES * (PARAM_COPIES * n_params + tables + data + batch * acts)
         n_eval = rows + 16 * cfg.d
     else:

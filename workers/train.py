@@ -139,15 +139,17 @@ class _Trial:
         self.x = trial_input(self, x)
         self.bound = torch.tensor([c.norm_bound or math.inf], device=dev)
 
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``(n,)`` of the samples ``x`` (as :attr:`x` holds them), without a graph."""
-        with torch.no_grad():
-            if self.fast:
+    def scorer(self):
+        """A function from samples (as :attr:`x` holds them) to their logits ``(n,)`` under
+        the trial's current weights, without a graph: the one-layer tables are computed
+        once for all the chunks it is called on."""
+        if self.fast:
+            with torch.no_grad():
                 t = one_layer.tables(self.params, self.c.heads)
-                if t.score_range <= score_range_safe(torch.float32):
-                    return one_layer.head(self.params, t, x).logits
-                return self.model.forward_table(x)
-            return self.model(x)
+            if t.score_range <= score_range_safe(torch.float32):
+                return torch.no_grad()(lambda x: one_layer.head(self.params, t, x).logits)
+            return torch.no_grad()(self.model.forward_table)
+        return torch.no_grad()(self.model)
 
     def step(self, x: torch.Tensor, y: torch.Tensor, stop_when_fit: bool = False) -> str:
         """One AdamW step on the samples ``x`` ``(b, .)``, ``y`` ``(b,)``, from one forward pass.
@@ -294,10 +296,11 @@ def _evaluate(trial: _Trial, parts, chunk: int | None) -> tuple[float, float]:
     model takes it), each cut into chunks of at most ``chunk`` samples (None: as given)."""
     loss_sum = acc_sum = 0.0
     n = 0
+    logits_of = trial.scorer()
     for x, y in parts:
         step = chunk or x.shape[0]
         for i in range(0, x.shape[0], step):
-            logits = trial.logits(x[i:i + step])
+            logits = logits_of(x[i:i + step])
             yc = y[i:i + step]
             loss_sum += float(logistic_loss(logits, yc)) * yc.shape[0]
             acc_sum += float(((logits > 0).float() == yc).float().sum())

@@ -25,7 +25,7 @@ def test_one_layer_transformer_estimate_counts_the_real_parameters():
     rows = 2 * 65
     tables = 12 * rows * (4 + 16)
     acts = 16 * 16 + 4 * (4 + 16)
-    assert boolean_working_bytes(c) == 4 * (4 * params + tables + 300 * rows + 100 * acts)
+    assert boolean_working_bytes(c) == 4 * (4 * params + tables + 300 * 65 + 100 * acts)  # data: (2m + m) (T + 1)
 
 
 _PEAK = """

@@ -160,7 +160,7 @@ def test_extreme_score_range_falls_back_to_an_exact_finite_result(dtype):
         c = BooleanTrialConfig(task="and", T=T, s=3, m=40, seed=0, d=16, heads=2, n_test=100)
         trial = _Trial(c, x.to(torch.uint8), torch.zeros(40), torch.device("cpu"))
         trial.model.load_state_dict(model.state_dict())
-        torch.testing.assert_close(trial.logits(trial.x).double(), ref, atol=1e-3, rtol=1e-4)
+        torch.testing.assert_close(trial.scorer()(trial.x).double(), ref, atol=1e-3, rtol=1e-4)
 
 
 def test_unknown_forward_path_is_an_error():
