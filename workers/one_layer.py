@@ -148,7 +148,7 @@ def tables(p: dict[str, torch.Tensor], heads: int) -> Tables:
     w = torch.empty_like(sv)
     e = w[:heads]
     torch.exp(score - shift[:, None], out=e)
-    torch.mul(v.view(heads, dh, -1), e[:, None, :], out=w[heads:].view(heads, dh, -1))
+    _times_heads(v, e, w[heads:])
     e_cls = torch.exp(score_cls - shift)
     # The largest and smallest denominator a sample can have, per head (every pick the larger
     # or the smaller entry of E at each position): their ratio bounds the T-bit form's rounding.
@@ -159,12 +159,23 @@ def tables(p: dict[str, torch.Tensor], heads: int) -> Tables:
                   score_range, kappa)
 
 
-def head(p: dict[str, torch.Tensor], t: Tables, x: torch.Tensor) -> Head:
+def _times_heads(rows: torch.Tensor, e: torch.Tensor, out: torch.Tensor) -> None:
+    """``out[k] = rows[k] * e[head of k]`` for the ``(d, n)`` rows of the value coordinates
+    (head h owns rows h dh .. (h + 1) dh) and ``e`` ``(H, n)``: one multiply per head, since
+    torch's kernel broadcasting ``e`` over the middle axis of ``(H, dh, n)`` ran at a third
+    of memory speed here (bench/pack_profile.py)."""
+    dh = rows.shape[0] // e.shape[0]
+    for h in range(e.shape[0]):
+        torch.mul(rows[h * dh:(h + 1) * dh], e[h], out=out[h * dh:(h + 1) * dh])
+
+
+def head(p: dict[str, torch.Tensor], t: Tables, x: torch.Tensor, x0: torch.Tensor | None = None) -> Head:
     """The forward pass over the samples: bits ``x`` ``(m, T)`` as 0.0/1.0 in the tables'
-    dtype -> logits ``(m,)`` and what the backward needs."""
+    dtype (and ``x0 = 1 - x`` if the caller keeps it) -> logits ``(m,)`` and what the
+    backward needs."""
     heads, d = t.e_cls.shape[0], t.cls_in.shape[0]
     dh = d // heads
-    acc = picked_sums(t, x)  # (m, H + d)
+    acc = picked_sums(t, x, x0)  # (m, H + d)
     z = t.e_cls + acc[:, :heads]  # (m, H)
     num = (t.e_cls[:, None] * t.v_cls.view(heads, dh)).view(d) + acc[:, heads:]  # (m, d)
     out = (num.view(-1, heads, dh) / z[:, :, None]).view(-1, d)
@@ -187,19 +198,19 @@ def bits_as_float(bits: torch.Tensor, dtype: torch.dtype = torch.float32) -> tor
     return bits.to(dtype)
 
 
-def picked_sums(t: Tables, x: torch.Tensor) -> torch.Tensor:
+def picked_sums(t: Tables, x: torch.Tensor, x0: torch.Tensor | None = None) -> torch.Tensor:
     """``ACC = (1 - X) W0 + X W1`` ``(m, H + d)``: each sample's sums of the table entries its
     bits pick (``W0``, ``W1`` the halves of :attr:`Tables.w` by bit, ``(H + d, T)`` each).
 
     ``1 W0 + X (W1 - W0)``, one product over the T bits, while ``t.kappa <= KAPPA_MAX``;
-    else ``(1 - X) W0 + X W1``, two products whose sums have positive terms only
-    (module docstring).
+    else ``(1 - X) W0 + X W1``, two products whose sums have positive terms only (module
+    docstring), with ``x0 = 1 - X`` when the caller keeps it (a training set, every epoch).
     """
     T = x.shape[1]
     w0, w1 = t.w[:, :T], t.w[:, T:]
     if t.kappa <= KAPPA_MAX:
         return torch.addmm(w0.sum(1), x, (w1 - w0).t())
-    return torch.addmm(x @ w1.t(), 1 - x, w0.t())
+    return torch.addmm(x @ w1.t(), 1 - x if x0 is None else x0, w0.t())
 
 
 def forward(p: dict[str, torch.Tensor], heads: int, x: torch.Tensor) -> torch.Tensor:
@@ -216,7 +227,7 @@ def _ln_backward(dy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: to
 
 
 def backward(p: dict[str, torch.Tensor], t: Tables, hd: Head, x: torch.Tensor,
-             dlogits: torch.Tensor) -> dict[str, torch.Tensor]:
+             dlogits: torch.Tensor, x0: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Every parameter's gradient of sum(dlogits * logits), by the chain rule through
     :func:`head` and :func:`tables` in reverse.
 
@@ -259,18 +270,18 @@ def backward(p: dict[str, torch.Tensor], t: Tables, hd: Head, x: torch.Tensor,
     # T-bit form does: the same kappa decides.
     T = x.shape[1]
     dw1 = dacc.t() @ x  # (H + d, T)
-    dw = torch.empty_like(t.w)  # (H + d, 2T)
     if t.kappa <= KAPPA_MAX:
-        torch.sub(dacc.sum(0)[:, None], dw1, out=dw[:, :T])
+        dw0 = torch.sub(dacc.sum(0)[:, None], dw1)
     else:
-        dw[:, :T] = dacc.t() @ (1 - x)
-    dw[:, T:] = dw1
-    dwv = dw[heads:].view(heads, dh, -1)
+        dw0 = dacc.t() @ (1 - x if x0 is None else x0)
     e = t.e
-    dsv = torch.empty_like(dw)  # [dscore; dV]
-    dscore = dsv[:heads]
-    torch.mul(dw[:heads] + (dwv * t.v.view(heads, dh, -1)).sum(1), e, out=dscore)  # dE, then E = exp(S - M)
-    torch.mul(dwv, e[:, None, :], out=dsv[heads:].view(heads, dh, -1))
+    dsv = torch.empty_like(t.w)  # [dscore; dV] (H + d, 2T), filled half by half (bit 0, bit 1)
+    for b, dwb in enumerate((dw0, dw1)):
+        cols = slice(b * T, (b + 1) * T)
+        # dE = dW_E + sum over the head's coordinates of dW_V * V; then E = exp(S - M).
+        de = dwb[:heads] + (dwb[heads:].view(heads, dh, T) * t.v[:, cols].view(heads, dh, T)).sum(1)
+        torch.mul(de, e[:, cols], out=dsv[:heads, cols])
+        _times_heads(dwb[heads:], e[:, cols], dsv[heads:, cols])
     dscore_cls = de_cls * t.e_cls  # the shift M carries no gradient (softmax is shift-invariant)
     # [S; V] = proj @ tab^T (proj = [qf^T; W_V]); s_cls = qf^T cls_ln; v_cls = W_V cls_ln.
     wv = p["blocks.0.attn.v.weight"]

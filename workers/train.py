@@ -137,6 +137,7 @@ class _Trial:
         # Made once per training set: the bits as floats for the hand-written step, the one-hot
         # for the model's own one-layer paths.
         self.x = trial_input(self, x)
+        self.x0: torch.Tensor | None = None  # 1 - self.x, made when first needed (_zeros)
         self.bound = torch.tensor([c.norm_bound or math.inf], device=dev)
 
     def scorer(self):
@@ -151,6 +152,15 @@ class _Trial:
             return torch.no_grad()(self.model.forward_table)
         return torch.no_grad()(self.model)
 
+    def _zeros(self, x: torch.Tensor) -> torch.Tensor:
+        """``1 - x``: made once for the whole training set (the one-layer step's one-hot form
+        needs it every epoch once its scores spread), else for the minibatch at hand."""
+        if x is not self.x:
+            return 1 - x
+        if self.x0 is None:
+            self.x0 = 1 - x
+        return self.x0
+
     def step(self, x: torch.Tensor, y: torch.Tensor, stop_when_fit: bool = False) -> str:
         """One AdamW step on the samples ``x`` ``(b, .)``, ``y`` ``(b,)``, from one forward pass.
 
@@ -163,11 +173,12 @@ class _Trial:
             with torch.no_grad():
                 t = one_layer.tables(self.params, self.c.heads)
                 if t.score_range <= score_range_safe(torch.float32):
-                    hd = one_layer.head(self.params, t, x)
+                    x0 = self._zeros(x) if t.kappa > one_layer.KAPPA_MAX else None
+                    hd = one_layer.head(self.params, t, x, x0)
                     state = _state(hd.logits, y, stop_when_fit)
                     if state != "step":
                         return state
-                    grads = one_layer.backward(self.params, t, hd, x, (torch.sigmoid(hd.logits) - y) / y.shape[0])
+                    grads = one_layer.backward(self.params, t, hd, x, (torch.sigmoid(hd.logits) - y) / y.shape[0], x0)
                     for name, param in self.params.items():
                         param.grad = grads[name]
                     self.opt.step()
@@ -194,7 +205,7 @@ class _Trial:
             project_mlp(stacked, self.bound, self.c.norm_kind)
 
     def exploded(self) -> bool:
-        return bool(exploded({k: v.detach()[None] for k, v in self.params.items()})[0])
+        return exploded(self.params.values())
 
 
 def _fit(c: BooleanTrialConfig, row: dict, bits: torch.Tensor, y: torch.Tensor, support: torch.Tensor,

@@ -114,7 +114,7 @@ def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
             with torch.no_grad():
                 for p in params:
                     p.fill_(math.nan)
-        if bool(exploded({name: p.detach()[None] for name, p in model.named_parameters()})[0]):
+        if exploded(model.parameters()):
             diverged = epoch
             break
     with torch.no_grad():
