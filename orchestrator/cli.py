@@ -603,6 +603,66 @@ def _report(store, run_ids: list[str], out_dir: Path, publish: bool, readme: Pat
         raise AttnsweepError(f"--out: cannot write the report to {out_dir}: {exc.strerror or exc}") from exc
 
 
+def _query_output(output: str):
+    """``query --output`` as orchestrator.query_output.resolve_output decides it, and first a
+    path that names a folder by its form refused: one ending in '/' (or '/.'), which a Path
+    would read as the file without it, where that is not a folder (a folder is refused there)."""
+    from orchestrator.query_output import resolve_output
+
+    if not output:
+        raise AttnsweepError("--output: an empty path; give a file")
+    path = Path(output)
+    tail = "/" if output.endswith("/") else "/." if os.path.basename(output.rstrip("/")) == "." else None
+    if tail is not None and not path.is_dir():
+        raise AttnsweepError(f"--output: {output} names a folder (it ends in '{tail}'), and {path} is not one; give "
+                             f"the path of a file, without the '{tail}'; nothing was written")
+    return resolve_output(path)
+
+
+QUERY_TABLE_WIDTH = 65_535
+"""The widest table polars prints on a line (its limit is a u16); a wider one it wraps, cell by
+cell, in time that grows with the square of the width."""
+
+
+def _full_table(schema, batches) -> str:
+    """The first rows of a result as polars prints a table, off a terminal: every column, every
+    item of a list and every character of a value (floats as polars shows them, 6 significant
+    digits), as long as the table fits :data:`QUERY_TABLE_WIDTH`; in a wider one the widest
+    values are cut with '…' to fit, and a line under the table says so."""
+    import polars as pl
+
+    from orchestrator.query_output import _WRITE_ERRORS, TABLE_ROWS, _culprit, head
+
+    df, more = head(schema, batches)
+    heads, widths, longest = [], [], 8  # polars squeezes a table whose fmt_str_lengths is below 2
+    for column in df.get_columns():
+        texts = [v if isinstance(v, str) else str(v) for v in column.to_list()]
+        heads.append(max(len(column.name), len(str(column.dtype))))
+        widths.append(max([heads[-1], *(len(line) for t in texts for line in t.split("\n"))]))
+        longest = max([longest, *map(len, texts)])
+    room = QUERY_TABLE_WIDTH - 3 * df.width - 1  # '│ ', ' ┆ ' between columns, ' │'
+    cap, items = longest, -1
+    if sum(widths) > room:  # the largest cap on a value's width that fits (headers are never cut)
+        low, high = 1, max(widths)
+        while low < high:
+            mid = (low + high + 1) // 2
+            fits = sum(max(min(w, mid), h) for w, h in zip(widths, heads)) <= room
+            low, high = (mid, high) if fits else (low, mid - 1)
+        cap, items = max(low, 8), max(1, low // 3)
+    try:
+        with pl.Config(tbl_rows=TABLE_ROWS, tbl_cols=-1, fmt_str_lengths=cap, fmt_table_cell_list_len=items,
+                       tbl_width_chars=QUERY_TABLE_WIDTH):
+            text = str(df)
+    except _WRITE_ERRORS as exc:
+        raise _culprit(schema, "table", exc, lambda i: str(df[:, i])) from None
+    if items != -1:
+        text += (f"\n(values wider than {cap:,} characters cut with '…', to fit the {QUERY_TABLE_WIDTH:,} characters "
+                 "polars prints on a line; --format csv, json or parquet writes them whole)")
+    if more:
+        text += f"\n(first {TABLE_ROWS} rows shown; --format csv, json or parquet writes them all)"
+    return text
+
+
 @app.command()
 @_user_errors
 def query(
@@ -613,9 +673,10 @@ def query(
     schema: Annotated[bool, typer.Option("--schema", metavar="", help="list the tables and their columns, then exit")] = False,
     format: Annotated[Literal["table", "csv", "json", "parquet"], typer.Option(
         "--format", metavar="table|csv|json|parquet", help="output format")] = "table",
-    output: Annotated[Path | None, typer.Option(metavar="FILE", help=(
+    output: Annotated[str | None, typer.Option(metavar="FILE", help=(  # a string: Path would drop a trailing '/'
         "write to this file instead of stdout (a file is replaced whole when the query succeeds; a "
-        "device or FIFO is written through; a folder, block device or socket is refused)"))] = None,
+        "device or FIFO is written through; a folder, block device or socket, a path ending in '/' and "
+        "a path inside the store are refused)"))] = None,
     memory_limit: Annotated[str, typer.Option(
         "--memory-limit", envvar="ATTNSWEEP_QUERY_MEMORY", metavar="SIZE",
         help="DuckDB's memory for the query, e.g. 2GB, 512MiB or 25% (of this machine's); beyond it, it spills "
@@ -628,15 +689,22 @@ def query(
     """
     from contextlib import nullcontext
 
-    from orchestrator.query_output import (converter, open_output, read_sql, read_sql_file, resolve_output,
-                                           table_text, write_batches)
+    from orchestrator.query_output import converter, open_output, read_sql, read_sql_file, table_text, write_batches
     from results import ResultsStore, stream_query
-    from results.query import check_memory_limit, table_schemas
+    from results.query import check_memory_limit, check_store_uri, hugeint_as_text, table_schemas, within_store
 
     limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
-    target = resolve_output(output) if output is not None and not schema else None
+    target = _query_output(output) if output is not None and not schema else None
     _check_paths(store, None)
+    check_store_uri(store)
     results = ResultsStore(store)
+    if target is not None and within_store(results, target.path):
+        raise AttnsweepError(f"--output: {output} is inside the results store at {store}; a file written there would "
+                             "be read back as part of the store or replace a run's files. Give a path outside it; "
+                             "nothing was written")
+    if sys.stdout is None and (target is None or schema):
+        raise AttnsweepError("query: stdout is closed; give --output FILE" if not schema else "query --schema: stdout "
+                             "is closed")
     if schema:
         tables = table_schemas(results)
         if not tables:
@@ -652,20 +720,24 @@ def query(
     if file is not None:
         sql = read_sql_file(file)
     elif sql == "-":
+        if sys.stdin is None:
+            raise AttnsweepError("query -: stdin is closed; give the SQL as an argument or with --file FILE")
         sql = read_sql(sys.stdin.buffer, "stdin")
     try:
-        schema_, batches = stream_query(results, sql, memory_limit=limit, convert=converter(format))
+        schema_, batches = stream_query(results, sql, memory_limit=limit, convert=hugeint_as_text(converter(format)))
         with batches:  # the connection and its spill folder go whatever happens below
             sink = open_output(target) if target is not None else nullcontext(sys.stdout.buffer)
             if format == "table":
                 # On a terminal polars fits the table to it; a file or a pipe gets every column, every character.
-                text = table_text(schema_, batches, terminal=output is None and sys.stdout.isatty())
+                terminal = output is None and sys.stdout.isatty()
+                text = table_text(schema_, batches, terminal=True) if terminal else _full_table(schema_, batches)
                 with sink as fh:
                     fh.write((text + "\n").encode())
             else:
                 with sink as fh:
                     write_batches(schema_, batches, format, fh)
-            sys.stdout.buffer.flush()
+            if target is None:
+                sys.stdout.buffer.flush()
     except KeyboardInterrupt:
         err.print("interrupted" + (f": {output} is as it was" if target is not None and not target.through else ""),
                   style="yellow", markup=False, highlight=False)

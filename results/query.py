@@ -16,15 +16,27 @@ in the current folder).
 
 Results stream: :func:`stream_query` yields Arrow record batches, so a large result is
 never held whole (the CLI writes CSV, JSON and Parquet batch by batch).
+
+Ctrl-C stops DuckDB within about a second: while DuckDB works on a query in the main thread,
+Python's signal handler cannot run, and DuckDB looks at Python's signals only between its
+tasks (70 s apart in a sort of 10^9 rows that spills; never while it streams a scan), so
+during each DuckDB call the signal's wakeup descriptor is a pipe that a thread of ours reads,
+and that thread calls DuckDB's ``interrupt()`` (:func:`_interruptible`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 import weakref
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from fractions import Fraction
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -53,9 +65,14 @@ DEFAULT_MEMORY_LIMIT = "25%"
 """DuckDB's memory limit for a query unless one is given: a quarter of this machine's memory
 as DuckDB reads it (DuckDB's own default is 80%). Beyond it DuckDB spills to its spill folder."""
 
-_MEMORY_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%|B|[KMGT]i?B)\s*", re.IGNORECASE)
+_MEMORY_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%|B|[KMGT]i?B)\s*", re.IGNORECASE | re.ASCII)
 MEMORY_HELP = ("a number with a unit (B, KB, MB, GB, TB for powers of 1000; KiB, MiB, GiB, TiB for powers "
                "of 1024) or a percentage of this machine's memory, e.g. 2GB, 512MiB, 25%")
+MAX_MEMORY_BYTES = 10**18
+"""The largest memory limit a query takes: 1,000,000 TB (DuckDB refuses sizes from 2^64 bytes,
+about 18,447,000 TB, with a parser error, and reads 2^64 - 1 as no limit at all)."""
+_UNIT_BYTES = {"b": 1, **{f"{p}b": 1000 ** (i + 1) for i, p in enumerate("kmgt")},
+               **{f"{p}ib": 1024 ** (i + 1) for i, p in enumerate("kmgt")}}
 
 Convert = Callable[[object, str], "str | None"]
 """``convert(duckdb_type, column)``: the SQL expression a result column of that DuckDB type
@@ -69,13 +86,164 @@ def check_memory_limit(text: str) -> str:
         The limit as DuckDB reads it (spaces removed).
 
     Raises:
-        QueryError: not a size with a unit or a percentage, zero, or a percentage over 100.
+        QueryError: not a size with a unit or a percentage (ASCII digits), zero, a percentage
+            over 100, or a size over :data:`MAX_MEMORY_BYTES`.
     """
     match = _MEMORY_RE.fullmatch(str(text))
-    if match is None or float(match[1]) <= 0 or (match[2] == "%" and float(match[1]) > 100):
+    number = Fraction(match[1]) if match else None  # exact: no float rounds 1000000.0000001TB down to the bound
+    if match is None or number <= 0 or (match[2] == "%" and number > 100):
         raise QueryError(f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is not a memory limit: give {MEMORY_HELP}; "
                          "a percentage is above 0 and at most 100")
+    if match[2] != "%" and number * _UNIT_BYTES[match[2].lower()] > MAX_MEMORY_BYTES:
+        raise QueryError(f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is out of range: at most "
+                         f"{MAX_MEMORY_BYTES // 10**12:,}TB (10^18 bytes); give {MEMORY_HELP}")
     return match[1] + match[2]
+
+
+STORE_SCHEMES = ("file", "memory", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "hdfs", "webhdfs",
+                 "sftp", "ssh", "ftp", "smb", "oci", "oss")
+"""URI schemes a store can have: fsspec's file systems and object stores, which list folders
+(each needs its fsspec package, e.g. s3fs for ``s3://``). Others that fsspec knows cannot hold
+a store: ``data://`` (one value in the URI), ``http(s)://`` (no listing), archives, caches."""
+
+
+def check_store_uri(text: str) -> None:
+    """Refuse a ``--store`` URI whose scheme cannot hold a store (:data:`STORE_SCHEMES`); a
+    plain path (no ``://``) is a folder and passes.
+
+    Raises:
+        StoreError: naming the scheme and the schemes a store can have.
+    """
+    if "://" not in text:
+        return
+    scheme = text.split("://", 1)[0]
+    if scheme.lower() not in STORE_SCHEMES:
+        raise StoreError(f"--store {text!r}: a store cannot live at a {scheme}:// URI; give a folder or a URI of a "
+                         f"file system or object store: {', '.join(f'{s}://' for s in STORE_SCHEMES)}")
+
+
+def within_store(store: ResultsStore, path: str | os.PathLike) -> bool:
+    """Whether ``path``, its links followed, is inside the folder of a local ``store`` (or is
+    it). Folders are compared by device and inode, so another path to the store (a link to a
+    folder above it, a bind mount) is inside too; a path in a store that does not exist yet,
+    or in a remote one, is not.
+
+    Args:
+        store: the results store.
+        path: a file or folder; for a descriptor of this process (``/dev/stdout``) the file it
+            is open on.
+    """
+    if not store.local:
+        return False
+    try:
+        root = os.stat(store.root)
+    except OSError:
+        return False
+    real = Path(os.path.realpath(path))
+    for folder in (real, *real.parents):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (root.st_dev, root.st_ino):
+            return True
+    return False
+
+
+def hugeint_as_text(convert: Convert | None) -> Convert:
+    """``convert`` with HUGEINT columns (alone, or in a list, array, struct or map) given as
+    DuckDB's text of the value first. Arrow has no 128-bit integer: DuckDB exports a HUGEINT
+    as a 38-digit decimal, which cannot hold its 39-digit values (-2^127 .. 2^127 - 1), so a
+    Parquet file of one fails pyarrow's validation and DuckDB's own reading of it. DuckDB's
+    ``sum`` of integers is a HUGEINT; ``CAST(... AS BIGINT)`` in the query keeps it a number."""
+    import duckdb
+
+    def wrapped(kind, column: str) -> str | None:
+        text = _hugeint_to_varchar(kind)
+        if text is None:
+            return convert(kind, column) if convert is not None else None
+        expr = f"CAST({column} AS {text})"
+        outer = convert(duckdb.sqltype(text), f"({expr})") if convert is not None else None
+        return outer or expr
+
+    return wrapped
+
+
+def _hugeint_to_varchar(kind) -> str | None:
+    """``kind``'s DuckDB type with each HUGEINT in it made VARCHAR, or None when it holds none
+    (a UNION is left whole: every format writes one as its text already)."""
+    tid = kind.id
+    if tid == "hugeint":
+        return "VARCHAR"
+    if tid in ("list", "array"):
+        inner = _hugeint_to_varchar(kind.children[0][1])
+        if inner is None:
+            return None
+        return f"{inner}[]" if tid == "list" else f"{inner}[{kind.children[1][1]}]"
+    if tid == "struct":
+        fields = [(name, child, _hugeint_to_varchar(child)) for name, child in kind.children]
+        if all(text is None for *_, text in fields):
+            return None
+        return "STRUCT(" + ", ".join(f"{quote_identifier(n)} {text or child}" for n, child, text in fields) + ")"
+    if tid == "map":
+        (_, key), (_, value) = kind.children
+        key_text, value_text = _hugeint_to_varchar(key), _hugeint_to_varchar(value)
+        if key_text is None and value_text is None:
+            return None
+        return f"MAP({key_text or key}, {value_text or value})"
+    return None
+
+
+# -- Ctrl-C during a DuckDB call ---------------------------------------------------------------
+_running: set = set()  # the connections in a DuckDB call now, in the main thread
+_wakeup: list[int] = []  # the write end of the pipe the watcher reads, once made
+_wakeup_lock = threading.Lock()
+
+
+def _wakeup_fd() -> int:
+    """The write end of a pipe that a daemon thread reads: a SIGINT written to it interrupts
+    every connection in :data:`_running` (made on first use)."""
+    with _wakeup_lock:
+        if not _wakeup:
+            r, w = os.pipe()
+            os.set_blocking(w, False)  # signal.set_wakeup_fd needs it so
+
+            def watch() -> None:
+                while data := os.read(r, 64):  # the numbers of the signals that came
+                    if signal.SIGINT in data:
+                        for con in list(_running):
+                            try:
+                                con.interrupt()
+                            except Exception:  # noqa: BLE001 - closed meanwhile: nothing to interrupt
+                                pass
+
+            threading.Thread(target=watch, name="attnsweep-query-ctrl-c", daemon=True).start()
+            _wakeup.append(w)
+        return _wakeup[0]
+
+
+@contextmanager
+def _interruptible(con):
+    """Within the block, a SIGINT interrupts DuckDB's work on ``con`` at once (DuckDB then
+    raises its InterruptException, and Python its KeyboardInterrupt). Only where Ctrl-C means
+    KeyboardInterrupt (Python's own SIGINT handler) in the main thread, and where no one else
+    (asyncio) has the signal wakeup descriptor; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    fd = _wakeup_fd()
+    old = signal.set_wakeup_fd(fd, warn_on_full_buffer=False)
+    if old not in (-1, fd):
+        signal.set_wakeup_fd(old)
+        yield
+        return
+    _running.add(con)
+    try:
+        yield
+    finally:
+        _running.discard(con)
+        signal.set_wakeup_fd(old)
 
 
 ATTEMPTS = 3
@@ -293,10 +461,12 @@ class QueryBatches(Iterator[pa.RecordBatch]):
         store, sql, batch_rows, memory_limit, convert = self._args
         self._tables = _datasets(store)
         con, spill = _connect(self._tables, memory_limit)
+        self._con = con
         self._release = weakref.finalize(self, _release, con, spill)
         try:
             rel = _projected(con.sql(_statement(con, sql)), convert)
-            self._reader = _reader(rel, batch_rows)
+            with _interruptible(con):
+                self._reader = _reader(rel, batch_rows)
             self.schema = self._reader.schema
         except BaseException as exc:
             self._fail(exc)
@@ -331,7 +501,8 @@ class QueryBatches(Iterator[pa.RecordBatch]):
         if self._release is None or not self._release.alive:
             raise StopIteration
         try:
-            batch = self._reader.read_next_batch()
+            with _interruptible(self._con):
+                batch = self._reader.read_next_batch()
         except StopIteration:
             self.close()
             raise
@@ -374,13 +545,19 @@ def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS, me
         column names get a suffix (:func:`unique_names`).
 
     Raises:
-        QueryError: the statement is too long, not a single SELECT, reads anything but the
-            two tables, or DuckDB rejects it (also while batches are read); a bad memory
+        QueryError: the statement is too long, not UTF-8 text, not a single SELECT, reads
+            anything but the two tables, or DuckDB rejects it (also while batches are read); a bad memory
             limit; a store file that vanished twice.
         StoreError: the store is empty.
     """
     if len(sql.encode("utf-8", "surrogatepass")) > MAX_SQL_BYTES:
         raise QueryError(f"the SQL is longer than {MAX_SQL_BYTES:,} bytes, the most a query takes")
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a byte that was not UTF-8 (Python keeps it in sys.argv as a lone surrogate)
+        bad = ord(sql[exc.start])
+        what = f"the byte 0x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else f"the lone surrogate U+{bad:04X}"
+        raise QueryError(f"the SQL is not UTF-8 text: character {exc.start + 1} is {what}") from None
     batches = QueryBatches(store, sql, batch_rows, check_memory_limit(memory_limit), convert)
     return batches.schema, batches
 
