@@ -438,7 +438,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
         for c in ("law", "a", "b or c", "b/c 95% CI", "R²", "AIC", "ΔAIC", "BIC"):
             f.add_column(c, justify="right")
         for r in fit.iter_rows(named=True):
-            formula = {"log": "a + b ln T", "linear": "a + b T", "power": "a T^c"}[r["model"]]
+            formula = {"log": "a + b ln T", "polylog": "a (ln T)^k", "linear": "a + b T", "power": "a T^c"}[r["model"]]
             f.add_row(formula, f"{r['a']:.3g}", f"{r['b']:.3g}", f"{r['b_lo']:.3g} .. {r['b_hi']:.3g}",
                       f"{r['r2']:.3f}", f"{r['aic']:.1f}", f"{r['delta_aic']:.1f}", f"{r['bic']:.1f}")
         console.print(f)

@@ -1,14 +1,17 @@
 """Growth laws of m* against the context length T, compared by AIC and BIC.
 
-Three models of m*(T) (docs/claims.md section 1a, verdict L1):
+Four models of m*(T) (docs/claims.md section 1a, verdict L1):
 
-* ``log``:    m* = a + b ln T   (Edelman et al., ICML 2022, Theorem 4.2: sample
+* ``log``:     m* = a + b ln T     (Edelman et al., ICML 2022, Theorem 4.2: sample
   complexity of bounded-norm attention grows like log T)
-* ``linear``: m* = a + b T      (what the MLP baseline's capacity suggests)
-* ``power``:  m* = a T^c        (slow power-law growth; log growth looks like c -> 0)
+* ``polylog``: m* = a (ln T)^k     (growth polynomial in log T: k = 1 is log growth through
+  the origin, k > 1 faster than any log law, slower than any power of T)
+* ``linear``:  m* = a + b T        (what the MLP baseline's capacity suggests)
+* ``power``:   m* = a T^c          (slow power-law growth; log growth looks like c -> 0)
 
-Each is fit by least squares on the m* scale (the power law by ``scipy.optimize.curve_fit``
-started from the log-log regression), so all three share one Gaussian likelihood and
+Each is fit by least squares on the m* scale (the power and polylog laws by
+``scipy.optimize.curve_fit`` started from the regression of ln m* on ln T, respectively on
+ln ln T), so all four share one Gaussian likelihood and
 AIC = n ln(RSS/n) + 2k, BIC = n ln(RSS/n) + k ln n with k = 3 (two parameters plus the
 noise variance) are comparable. Parameter intervals are percentile intervals of the fits
 to the bootstrap replicates of m* (one replicate = one resample of seeds in every cell).
@@ -23,15 +26,17 @@ import numpy as np
 import polars as pl
 from scipy.optimize import curve_fit
 
-MODELS = ("log", "linear", "power")
+MODELS = ("log", "polylog", "linear", "power")
 K_PARAMS = 3
 
 
 def fit_growth(T: np.ndarray, m_star: np.ndarray, model: str) -> tuple[float, float]:
-    """Least-squares parameters ``(a, b)`` (``(a, c)`` for the power law) of one model.
+    """Least-squares parameters ``(a, b)`` of one model (``(a, c)`` for the power law,
+    ``(a, k)`` for the polylog law).
 
     Args:
-        T: ``(n,)`` context lengths; m_star: ``(n,)`` critical sample sizes (finite).
+        T: ``(n,)`` context lengths (> 1 for the polylog law); m_star: ``(n,)`` critical
+            sample sizes (finite).
 
     Raises:
         ValueError: unknown model.
@@ -41,12 +46,14 @@ def fit_growth(T: np.ndarray, m_star: np.ndarray, model: str) -> tuple[float, fl
         x = np.log(T) if model == "log" else T
         b, a = np.polyfit(x, y, 1)
         return float(a), float(b)
-    if model == "power":
-        c0, loga0 = np.polyfit(np.log(T), np.log(np.maximum(y, 1e-9)), 1)
+    if model in ("power", "polylog"):
+        x = np.log(T) if model == "power" else np.log(np.log(T))  # m* = a X^c with X = T or ln T
+        c0, loga0 = np.polyfit(x, np.log(np.maximum(y, 1e-9)), 1)
+        X = np.exp(x)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                (a, c), _ = curve_fit(lambda t, a, c: a * t**c, T, y, p0=(math.exp(loga0), c0), maxfev=2000)
+                (a, c), _ = curve_fit(lambda t, a, c: a * t**c, X, y, p0=(math.exp(loga0), c0), maxfev=2000)
         except RuntimeError:
             a, c = math.exp(loga0), c0
         return float(a), float(c)
@@ -67,13 +74,15 @@ def predict(model: str, params: tuple[float, float], T: np.ndarray) -> np.ndarra
         return a + b * T
     if model == "power":
         return a * T**b
+    if model == "polylog":
+        return a * np.log(T) ** b
     raise ValueError(f"model must be one of {MODELS}, got {model!r}")
 
 
 def compare_growth(
     T: np.ndarray, m_star: np.ndarray, replicates: np.ndarray | None = None, ci: float = 0.95
 ) -> pl.DataFrame:
-    """Fit the three models and rank them.
+    """Fit the four models and rank them.
 
     Args:
         T: ``(n,)`` distinct context lengths; m_star: ``(n,)`` m* (finite).
@@ -82,7 +91,7 @@ def compare_growth(
         ci: coverage of the parameter intervals.
 
     Returns:
-        One row per model: ``model``, ``a``, ``b`` (c for ``power``), ``a_lo``, ``a_hi``,
+        One row per model: ``model``, ``a``, ``b`` (c for ``power``, k for ``polylog``), ``a_lo``, ``a_hi``,
         ``b_lo``, ``b_hi``, ``r2``, ``aic``, ``bic``, ``delta_aic`` (to the best),
         ``n_points``, sorted by AIC.
     """

@@ -204,7 +204,7 @@ def jsonable(value):
 
 # --- L1 ----------------------------------------------------------------------------------
 
-L1_CLAIM = ("L1: m* grows like log T: a + b ln T beats a + b T and a T^c by AIC and BIC, "
+L1_CLAIM = ("L1: m* grows like log T: a + b ln T beats a + b T, a T^c and a (ln T)^k with k > 1 by AIC and BIC, "
             f"T over >= {MIN_DECADES:g} decades")
 
 
@@ -272,12 +272,14 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
                 f"{MIN_POINTS}{left_text}", used, numbers)
     T = used["T"].to_numpy().astype(float)
     law = {r["model"]: r for r in fit.iter_rows(named=True)}
-    log, power = law["log"], law["power"]
-    aic = min(law[m]["aic"] for m in ("linear", "power")) - log["aic"]  # > 0: the log law is better
-    bic = min(law[m]["bic"] for m in ("linear", "power")) - log["bic"]
+    log, power, poly = law["log"], law["power"], law["polylog"]
+    rivals = _rivals(poly)
+    aic = min(law[m]["aic"] for m in rivals) - log["aic"]  # > 0: the log law is better
+    bic = min(law[m]["bic"] for m in rivals) - log["bic"]
     decades = math.log10(T.max() / T.min())
     numbers.update(
         c=quantity(power["b"], power["b_lo"], power["b_hi"]), b=quantity(log["b"], log["b_lo"], log["b_hi"]),
+        k=quantity(poly["b"], poly["b_lo"], poly["b_hi"]), reading=_reading(fit),
         best_law=fit["model"][0], log_margin_aic=aic, log_margin_bic=bic, decades=decades,
         laws={r["model"]: dict(a=r["a"], b=r["b"], a_ci=[r["a_lo"], r["a_hi"]], b_ci=[r["b_lo"], r["b_hi"]],
                                aic=r["aic"], bic=r["bic"], delta_aic=r["delta_aic"], r2=r["r2"])
@@ -286,14 +288,17 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     # the m* estimator (the logistic fit) alone decides is not one the rows decide.
     grid = compare_growth(T, used["m_star_grid"].to_numpy().astype(float))
     glaw = {r["model"]: r for r in grid.iter_rows(named=True)}
-    g_aic = min(glaw[m]["aic"] for m in ("linear", "power")) - glaw["log"]["aic"]
-    g_bic = min(glaw[m]["bic"] for m in ("linear", "power")) - glaw["log"]["bic"]
-    numbers["grid"] = dict(c=glaw["power"]["b"], best_law=grid["model"][0], log_margin_aic=g_aic, log_margin_bic=g_bic)
-    statistic = (f"c = {power['b']:.3f} (a T^c); best law by AIC: {fit['model'][0]}; the log law's margin "
+    g_aic = min(glaw[m]["aic"] for m in rivals) - glaw["log"]["aic"]
+    g_bic = min(glaw[m]["bic"] for m in rivals) - glaw["log"]["bic"]
+    numbers["grid"] = dict(c=glaw["power"]["b"], k=glaw["polylog"]["b"], best_law=grid["model"][0],
+                           reading=_reading(grid), log_margin_aic=g_aic, log_margin_bic=g_bic)
+    statistic = (f"c = {power['b']:.3f} (a T^c); k = {poly['b']:.2f} (a (ln T)^k); best law by AIC: "
+                 f"{fit['model'][0]}; the log law's margin "
                  f"AIC {aic:+.1f}, BIC {bic:+.1f}; log slope b = {log['b']:.3g}; "
                  f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells); on the grid m*: c = "
                  f"{glaw['power']['b']:.3f}, best law {grid['model'][0]}, the log law's margin AIC {g_aic:+.1f}")
-    interval = f"c {power['b_lo']:.3f} .. {power['b_hi']:.3f}; b {log['b_lo']:.3g} .. {log['b_hi']:.3g}"
+    interval = (f"c {power['b_lo']:.3f} .. {power['b_hi']:.3f}; k {poly['b_lo']:.2f} .. {poly['b_hi']:.2f}; "
+                f"b {log['b_lo']:.3g} .. {log['b_hi']:.3g}")
     if decades < MIN_DECADES:
         return (INCONCLUSIVE, statistic, interval, f"T spans {decades:.1f} decades; telling log from power-law "
                 f"growth needs >= {MIN_DECADES:g} (max T / min T >= {10 ** MIN_DECADES:g}){left_text}", used, numbers)
@@ -324,6 +329,23 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     why = (f"c's interval includes {EFFECT_SLOPE:g} (growth not shown at the required effect)"
            if power["b_lo"] <= EFFECT_SLOPE else f"the laws are within {AIC_MARGIN:g} AIC/BIC units of each other")
     return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
+
+
+def _rivals(poly: dict) -> tuple[str, ...]:
+    """The laws the log law must beat: linear and power growth, and polylog growth when its
+    exponent k's interval lies above 1. The claim bounds m* by O(log T): k = 1 is log growth
+    itself, a (ln T)^1, and k < 1 grows slower still, so a polylog law with k's interval
+    reaching 1 or below agrees with the claim rather than rivalling it."""
+    faster = poly["b_lo"] > 1  # NaN (no interval) compares False: not a rival
+    return ("linear", "power", "polylog") if faster else ("linear", "power")
+
+
+def _reading(fit: pl.DataFrame) -> str:
+    """What the growth law of a series reads as: the best law by AIC when it leads every other
+    by at least AIC_MARGIN, else ``"undecided"`` (``"log"``, ``"polylog"``, ``"linear"``,
+    ``"power"``)."""
+    aic = fit.sort("aic")["aic"].to_list()
+    return fit.sort("aic")["model"][0] if len(aic) > 1 and aic[1] - aic[0] >= AIC_MARGIN else "undecided"
 
 
 # --- L2, L3 --------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ def test_exact_log_growth():
     y = 10 + 5 * np.log(T)
     table = compare_growth(T, y)
     assert table["model"].to_list()[0] == "log"
-    assert sorted(table["model"].to_list()) == ["linear", "log", "power"]
+    assert sorted(table["model"].to_list()) == ["linear", "log", "polylog", "power"]
     row = by_model(table)["log"]
     assert row["a"] == pytest.approx(10.0, abs=1e-6)
     assert row["b"] == pytest.approx(5.0, abs=1e-6)
@@ -46,6 +46,16 @@ def test_exact_power_growth():
     row = by_model(table)["power"]
     assert row["a"] == pytest.approx(2.0, abs=1e-3)
     assert row["b"] == pytest.approx(0.7, abs=1e-3)  # the exponent c
+    assert row["r2"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_exact_polylog_growth():
+    y = 3 * np.log(T) ** 2.5  # faster than any log law, slower than any power of T
+    table = compare_growth(T, y)
+    assert table["model"].to_list()[0] == "polylog"
+    row = by_model(table)["polylog"]
+    assert row["a"] == pytest.approx(3.0, rel=1e-4)
+    assert row["b"] == pytest.approx(2.5, abs=1e-4)  # the exponent k of ln T
     assert row["r2"] == pytest.approx(1.0, abs=1e-9)
 
 
@@ -93,6 +103,7 @@ def test_fit_growth_and_predict():
     np.testing.assert_allclose(predict("log", (1.0, 2.0), np.array([np.e])), [3.0])
     np.testing.assert_allclose(predict("linear", (1.0, 2.0), np.array([3.0])), [7.0])
     np.testing.assert_allclose(predict("power", (2.0, 0.5), np.array([16.0])), [8.0])
+    np.testing.assert_allclose(predict("polylog", (2.0, 3.0), np.array([np.e ** 2])), [16.0])  # 2 * 2^3
 
 
 def test_unknown_model_raises():

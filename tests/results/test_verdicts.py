@@ -69,6 +69,25 @@ def test_l1_square_root_growth_is_not_supported():
     assert "c = 0.500" in v["statistic"]
 
 
+def test_l1_polylog_growth_faster_than_log_is_not_supported_and_read_as_polylog():
+    # m* = 2 (ln T)^3: faster than any log law (k = 3, its interval far above 1), slower than
+    # any power of T; the polylog law fits exactly, so it is the rival that beats the log law.
+    v = l1_log_growth(cells(along_T(lambda T: 2 * math.log(T) ** 3)))
+    numbers = v["series"][0]["numbers"]
+    assert v["verdict"] == "not supported", v
+    assert numbers["reading"] == "polylog" and numbers["k"]["ci_lo"] > 1
+    assert numbers["k"]["estimate"] == pytest.approx(3, abs=0.05) and "k = 3.00" in v["statistic"]
+
+
+def test_l1_polylog_slower_than_log_does_not_count_against_the_claim():
+    # m* = 30 (ln T)^0.8 grows, but slower than log T (k < 1): within the claim's O(log T),
+    # so polylog is no rival and the log law is judged against linear and power growth only.
+    v = l1_log_growth(cells(along_T(lambda T: 30 * math.log(T) ** 0.8)))
+    numbers = v["series"][0]["numbers"]
+    assert numbers["reading"] == "polylog" and numbers["k"]["ci_hi"] < 1
+    assert "polylog growth fits better" not in v["why"], v
+
+
 def test_l1_decreasing_m_star_is_not_supported():
     v = l1_log_growth(cells(along_T(lambda T: 200 - 10 * math.log(T))))
     assert v["verdict"] == "not supported" and "does not grow" in v["why"], v
