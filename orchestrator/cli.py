@@ -362,9 +362,10 @@ app.add_typer(store_app, name="store")
 def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     """Verify the store: every page of every file read and checked (damaged files are
     quarantined, or skipped in a store you cannot write; files the file system will not let
-    you read are skipped, not moved), one schema per table, one row per trial id in each
-    run, no temporary files of dead writers, no failed or dead runs. Exit 1 on a problem,
-    2 when the path is not a store."""
+    you read are skipped, not moved; files beyond ATTNSWEEP_MAX_FILE_MB are skipped), one
+    schema per table, one row per trial id in each run, each ended run's trials as its record
+    counts them, one record per run, no temporary files of dead writers, no failed or dead
+    runs. Exit 1 on a problem, 2 when the path is not a store."""
     from rich.markup import escape
 
     from results import ResultsStore
@@ -385,8 +386,26 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
         out.print(f"[red]damaged[/]: {escape(problem)} (unreadable as Parquet)")
     for problem in report.unreadable:
         out.print(f"[red]not readable here[/]: {escape(problem)}")
+    for problem in report.too_large:
+        out.print(f"[red]too large[/]: {escape(problem)}", soft_wrap=True)
     for problem in report.schema_problems:
         out.print(f"[red]schema[/]: {escape(problem)}")
+    for problem in report.foreign:
+        out.print(f"[red]set aside[/]: {escape(problem)}", soft_wrap=True)
+    for sweep, run_id, path in report.extra_records:
+        out.print(f"[red]second run record[/]: run {run_id} of sweep {sweep}: {escape(path)} is not read (a run's "
+                  "record is run.parquet alone); move or delete it", soft_wrap=True)
+    for sweep, run_id, read, recorded, detail in report.row_counts:
+        if read < recorded:
+            out.print(f"[red]missing rows[/]: run {run_id} of sweep {sweep} holds {read} of the {recorded} trials its "
+                      f"record counts ({detail}); attnsweep resume {run_id} reruns the missing trials of a grid sweep",
+                      soft_wrap=True)
+        else:
+            out.print(f"[red]extra rows[/]: run {run_id} of sweep {sweep} holds {read} trials, its record counts "
+                      f"{recorded} ({detail}): rows were added after it ended", soft_wrap=True)
+    for sweep, run_id, rows in report.no_trial_id:
+        out.print(f"[red]no trial id[/]: run {run_id} of sweep {sweep} holds {rows} rows whose trial_id is null",
+                  soft_wrap=True)
     for sweep, run_id, tid, copies in report.duplicates:
         out.print(f"[red]duplicate[/]: trial {tid} of run {run_id} (sweep {sweep}) is stored {copies} times")
     for sweep, run_id, why, rescue in report.failed_runs:
@@ -423,9 +442,10 @@ def store_compact(
     run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="only this run")] = None,
 ) -> None:
     """Merge each run's part files into one file without changing a row (skips runs a
-    driver is writing)."""
+    driver is writing, and folders no run writes; a run beyond a quarter of the limit on a
+    file, ATTNSWEEP_MAX_FILE_MB, becomes a few files)."""
     from results import ResultsStore
-    from results.integrity import compact_store, recognise
+    from results.integrity import compact_store, not_a_run_folder, recognise
     from results.locks import RunLock, RunLockedError
 
     if not store.strip():
@@ -440,6 +460,11 @@ def store_compact(
                              f"{'sweep ' + sweep if sweep else ''} in the store at {store}")
     for folder in folders:
         sw, r = folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
+        why = not_a_run_folder(folder)  # one odd folder must not stop the compaction of the others
+        if why is not None:
+            err.print(f"skipped: {folder.relative_to(results.root)}: {why}; left as it is (store check lists its files)",
+                      style="yellow", markup=False, highlight=False, soft_wrap=True)
+            continue
         try:
             with RunLock(results, sw, r):
                 rep = compact_store(results, sw, r)

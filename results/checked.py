@@ -20,6 +20,10 @@ import os
 import sqlite3
 from pathlib import Path
 
+CHECK_VERSION = 2
+"""What a check checks; a record kept by another version's check is not used (version 2: the
+limit on a file, page headers against the footer, dictionary strings counted), so every file
+is checked once again by the new check."""
 SCHEMA = ("CREATE TABLE IF NOT EXISTS checked (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, "
           "ctime_ns INTEGER, ino INTEGER, dev INTEGER)")
 
@@ -60,7 +64,7 @@ class CheckedFiles:
                 return None
             try:
                 folder.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(folder / "checked-files.sqlite", timeout=5.0)
+                conn = sqlite3.connect(folder / f"checked-files-v{CHECK_VERSION}.sqlite", timeout=5.0)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(SCHEMA)
                 self._conn = conn

@@ -3,11 +3,13 @@
 ``check_store`` first makes sure the folder is a store (:func:`recognise`: a folder with
 ``trials/`` or ``runs/`` of ``sweep=NAME`` folders, or an empty or new one), then reads every
 file (quarantining damaged ones, as any read does; skipping, not moving, files the file
-system will not let it read), unifies each table's schema, and looks for duplicate trial ids
-within a run, temporary files whose writer is gone, files a compaction replaced but did not
-delete, and runs that failed (with the file holding the rows the store refused) or whose
-driver died. ``compact_store`` rewrites each run's part files as one file without changing a
-row: the new file is written atomically and names the files it replaces in its metadata, so
+system will not let it read, or beyond the limit on a file), unifies each table's schema, and
+looks for duplicate trial ids within a run, ended runs whose trials differ from what their
+record counts, second run records, temporary files whose writer is gone, files a compaction
+replaced but did not delete, and runs that failed (with the file holding the rows the store
+refused) or whose driver died. ``compact_store`` rewrites each run's part files as one file
+(a few, for a run beyond a quarter of the limit on a file) without changing a row: each new
+file is written atomically and names the files it replaces in its metadata, so
 readers skip the old files even if a crash leaves them behind, and the next compaction
 deletes them; it also removes the temporary files of those runs whose writer is provably gone.
 """
@@ -26,7 +28,8 @@ import pyarrow.parquet as pq
 
 from results.errors import StoreError
 from results.locks import RunLock
-from results.store import QUARANTINE, REPLACES_KEY, ResultsStore, os_reason, partition_ok, write_parquet_atomic
+from results.store import (QUARANTINE, REPLACES_KEY, RUN_FILE, ResultsStore, decoded_estimate, os_reason,
+                           partition_ok, write_parquet_atomic)
 
 STORE_FOLDERS = ("trials", "runs", "locks", "quarantine", "studies")
 """The folders attnsweep makes at a store's root."""
@@ -78,7 +81,19 @@ class CheckReport:
         skipped: damaged files left in place (the store cannot be written), with why.
         unreadable: files the file system would not let this check read (a permission, an
             I/O error), with why: skipped where they are, not known to be damaged.
-        schema_problems: files whose column types cannot join their table's other files, with why.
+        too_large: files holding more than the store's limit on a file (on disk, or decoded;
+            :func:`results.store.max_file_bytes`), with why: skipped where they are.
+        schema_problems: files whose column types cannot join their table's other files (or
+            a run file that is not one run's record), with why.
+        foreign: trial files of a run's folder holding no trial rows of that run (no trial id
+            column, or rows whose own ``sweep``/``run_id`` name another run), with why: set
+            aside where they are.
+        extra_records: ``(sweep, run_id, path)`` of files in a run's ``runs`` folder other than
+            its record ``run.parquet``: not read (a copy would be a second record of the run).
+        row_counts: ``(sweep, run_id, read, recorded, detail)`` of ended runs whose trials in the
+            store (distinct trial ids) differ from the counts their record keeps: ``detail``
+            gives the statuses that differ (``done 4 of 8``).
+        no_trial_id: ``(sweep, run_id, rows)`` of rows whose trial id is null.
         duplicates: ``(sweep, run_id, trial_id, copies)`` of trial ids stored more than once in a run.
         temp_files: ``(path, age in seconds, writer)`` of temporary files whose writer is gone
             (the next run or ``store compact`` removes them) or cannot be checked from here.
@@ -98,7 +113,12 @@ class CheckReport:
     quarantined: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    too_large: list[str] = field(default_factory=list)
     schema_problems: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    extra_records: list[tuple[str, str, str]] = field(default_factory=list)
+    row_counts: list[tuple[str, str, int, int, str]] = field(default_factory=list)
+    no_trial_id: list[tuple[str, str, int]] = field(default_factory=list)
     duplicates: list[tuple[str, str, str, int]] = field(default_factory=list)
     temp_files: list[tuple[str, float, str]] = field(default_factory=list)
     writing: list[tuple[str, float, str]] = field(default_factory=list)
@@ -110,15 +130,17 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return not (self.quarantined or self.skipped or self.unreadable or self.schema_problems or self.duplicates
+        return not (self.quarantined or self.skipped or self.unreadable or self.too_large or self.schema_problems
+                    or self.foreign or self.extra_records or self.row_counts or self.no_trial_id or self.duplicates
                     or self.temp_files or self.orphans or self.stray or self.failed_runs or self.died_runs)
 
 
 def check_store(store: ResultsStore) -> CheckReport:
     """Verify a store: every page of every file read and checked (the record of checked
-    versions is ignored, and refreshed), one schema per table, one
-    row per trial id and run, no temporary files. Damaged files are moved to quarantine (as on
-    any read; skipped in place when the store cannot be written).
+    versions is ignored, and refreshed), no file beyond the store's limit on a file, one
+    schema per table, one row per trial id and run, as many trials in each ended run as its
+    record counts (per status), one record per run, no temporary files. Damaged files are
+    moved to quarantine (as on any read; skipped in place when the store cannot be written).
 
     Raises:
         StoreError: the path is empty, does not exist, or is not a store (:func:`recognise`).
@@ -135,21 +157,40 @@ def check_store(store: ResultsStore) -> CheckReport:
         report.files[table] = len(files)
         report.rows[table] = sum(store.metadata(p).num_rows for p in files)
         base = store.root / table
-        report.stray += sorted(str(p.relative_to(store.root)) for p in base.rglob("*.parquet")
-                               if not p.name.startswith(".") and not _in_run_folder(p, base))
+        for p in sorted(base.rglob("*.parquet"), key=str):
+            if p.name.startswith("."):
+                continue
+            if not _in_run_folder(p, base):
+                report.stray.append(str(p.relative_to(store.root)))
+            elif table == "runs" and p.name != RUN_FILE:
+                report.extra_records.append((*run_of(p.parent), str(p.relative_to(store.root))))
     report.superseded = sorted(str(p.relative_to(store.root)) for p in store.superseded)
     for path, why in sorted(store.set_aside.items(), key=lambda kv: str(kv[0])):
         listed = f"{path.relative_to(store.root)}: {why}"
         if why.unreadable:
             report.unreadable.append(listed)
+        elif why.too_large:
+            report.too_large.append(listed)
+        elif why.foreign:
+            report.foreign.append(listed)
         elif not why.damaged or path.exists():  # a moved file is listed from quarantine/ below
             (report.skipped if why.damaged else report.schema_problems).append(listed)
-    if report.files["trials"]:
-        dup = (store.scan_trials().group_by("sweep", "run_id", "trial_id").agg(copies=pl.len())
-               .filter(pl.col("copies") > 1).sort("sweep", "run_id", "trial_id").collect())
+    stored: dict[tuple[str, str], dict[str, int]] = {}
+    if report.files["trials"] and "trial_id" in store.schema("trials").names:  # hand-made rows may have no ids
+        trials = store.scan_trials()
+        dup = (trials.filter(pl.col("trial_id").is_not_null()).group_by("sweep", "run_id", "trial_id")
+               .agg(copies=pl.len()).filter(pl.col("copies") > 1).sort("sweep", "run_id", "trial_id").collect())
         report.duplicates = [tuple(r) for r in dup.iter_rows()]
-    def run_of(folder: Path) -> tuple[str, str]:
-        return folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
+        nulls = (trials.filter(pl.col("trial_id").is_null()).group_by("sweep", "run_id").agg(rows=pl.len())
+                 .sort("sweep", "run_id").collect())
+        report.no_trial_id = [tuple(r) for r in nulls.iter_rows()]
+        # Each trial once, the row of the latest file, as every analysis reads it (scan_run_trials).
+        status = pl.col("status").cast(pl.String) if "status" in trials.collect_schema() else pl.lit(None, pl.String)
+        per_status = (trials.filter(pl.col("trial_id").is_not_null())
+                      .unique(subset=["sweep", "run_id", "trial_id"], keep="last", maintain_order=True)
+                      .group_by("sweep", "run_id", status.alias("status")).agg(n=pl.len()).collect())
+        for sweep, run_id, st, n in per_status.iter_rows():
+            stored.setdefault((sweep, run_id), {})[st] = n
 
     recorded = {run_of(f.parent) for f in store._files("runs")}
     for sweep, run_id in sorted(recorded):
@@ -162,6 +203,10 @@ def check_store(store: ResultsStore) -> CheckReport:
             report.failed_runs.append((sweep, run_id, record.get("error"), record.get("rescue_file")))
         elif record.get("status") == "running" and store.local and RunLock(store, sweep, run_id).held() is False:
             report.died_runs.append((sweep, run_id))
+        if record.get("status") != "running":  # a running run's counts are not final (its end writes them)
+            counted = _row_counts(sweep, run_id, record, stored.get((sweep, run_id), {}))
+            if counted is not None:
+                report.row_counts.append(counted)
     report.orphans = sorted({run_of(f.parent) for f in store._files("trials")} - recorded)
     qdir = store.root / QUARANTINE
     report.quarantined = sorted(str(p.relative_to(store.root)) for p in qdir.rglob("*") if p.is_file()) if qdir.exists() else []
@@ -187,43 +232,95 @@ class CompactReport:
     deleted_superseded: int = 0
     deleted_temp: int = 0
     """Temporary files of those runs whose writer was provably gone."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """``(path, why)`` of folders under ``trials/`` that no run writes (a name no run can have, a
+    file): left as they are; their files are not read (store check lists them as stray)."""
+
+
+COMPACT_SHARE = 4
+"""A compacted file holds at most 1/COMPACT_SHARE of the store's limit on a file
+(:func:`results.store.max_file_bytes`, by :func:`results.store.decoded_estimate`), so that
+every reader reads what ``store compact`` writes, even under a lower limit."""
 
 
 def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | None = None) -> CompactReport:
-    """Merge each run's trial part files into one file, rows and values unchanged.
+    """Merge each run's trial part files into as few files as the store's limit on a file
+    allows (one per :data:`COMPACT_SHARE`-th of it: a run of up to tens of thousands of trials
+    becomes one file), rows and values unchanged, and their order too: a trial stored twice
+    still reads as the row of the later file.
 
     Args:
         store: the store.
         sweep, run_id: limit to one sweep and/or run (default: all).
 
     Call it while no driver writes the runs it compacts (the CLI takes each run's lock).
+    Folders under ``trials/`` no run writes (a name no run can have, a file) are left as they
+    are and listed in the report's ``skipped``.
 
     Raises:
         StoreError: a run's files have incompatible column types.
     """
     report = CompactReport()
-    for folder in sorted((store.root / "trials").glob("sweep=*/run_id=*")):
-        s, r = folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
+    for folder in sorted((store.root / "trials").glob("sweep=*/run_id=*"), key=str):
+        s, r = run_of(folder)
         if (sweep and s != sweep) or (run_id and r != run_id):
+            continue
+        why = not_a_run_folder(folder)
+        if why is not None:
+            report.skipped.append((str(folder.relative_to(store.root)), why))
             continue
         report.deleted_superseded += _delete_superseded(store, folder)
         for f in (folder, store.root / "runs" / folder.parent.name / folder.name):  # whose writer is provably gone
             report.deleted_temp += len(store.clean_temp_files(f))
         files = store._files("trials", folder)
-        if len(files) < 2:
+        groups = _groups(store, files, store.max_file_bytes // COMPACT_SHARE)
+        first = next((k for k, g in enumerate(groups) if len(g) > 1), None)
+        if first is None:
             continue
         schema = store.schema("trials", files)
-        table = pa.concat_tables([_read(p, schema) for p in files])
-        meta = {REPLACES_KEY: json.dumps([p.name for p in files]).encode()}
-        name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        write_parquet_atomic(table.replace_schema_metadata({**(table.schema.metadata or {}), **meta}), folder / name)
-        for p in files:
-            p.unlink(missing_ok=True)
+        # From the first group of several files on, every group is rewritten, in order, so that
+        # no file kept as it is lies after a rewritten one (names order the files: see above).
+        for group in groups[first:]:
+            table = pa.concat_tables([_read(p, schema) for p in group])
+            meta = {REPLACES_KEY: json.dumps([p.name for p in group]).encode()}
+            name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+            write_parquet_atomic(table, folder / name)
+            for p in group:
+                p.unlink(missing_ok=True)
+            report.files_before += len(group)
+            report.files_after += 1
+            report.rows += table.num_rows
+            del table
         report.runs += 1
-        report.files_before += len(files)
-        report.files_after += 1
-        report.rows += table.num_rows
     return report
+
+
+def not_a_run_folder(folder: Path) -> str | None:
+    """Why ``folder`` (``trials/sweep=*/run_id=*``) is not a folder a run writes, or None."""
+    if not partition_ok(folder):
+        return ("not a folder a run writes: sweep names and run ids start with a letter or digit and hold only "
+                "letters, digits, '_', '.', '-' (at most 100)")
+    if not folder.is_dir():
+        return "not a folder"
+    return None
+
+
+def _groups(store: ResultsStore, files: list[Path], most: int) -> list[list[Path]]:
+    """``files`` in their order, cut into runs whose decoded sizes
+    (:func:`results.store.decoded_estimate`) add up to at most ``most`` bytes (a file larger
+    alone is a group alone)."""
+    groups: list[list[Path]] = []
+    total = most + 1
+    for p in files:
+        meta = store.metadata(p)
+        size = decoded_estimate(meta) if meta is not None else 0
+        if total + size > most:
+            groups.append([])
+            total = 0
+        groups[-1].append(p)
+        total += size
+    return groups
 
 
 def _read(path: Path, schema: pa.Schema) -> pa.Table:
@@ -232,6 +329,31 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
         t = pq.read_table(fh)
     cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type) for f in schema]
     return pa.Table.from_arrays(cols, schema=schema)
+
+
+def run_of(folder: Path) -> tuple[str, str]:
+    """``(sweep, run_id)`` of a ``sweep=NAME/run_id=ID`` folder."""
+    return folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
+
+
+RECORDED = {"done": "n_done", "failed": "n_failed", "diverged": "n_diverged", "lost": "n_lost"}
+"""The run record's count of each final trial status (a run's end counts its rows by status)."""
+
+
+def _row_counts(sweep: str, run_id: str, record: dict, stored: dict[str | None, int]
+                ) -> tuple[str, str, int, int, str] | None:
+    """``(sweep, run_id, read, recorded, detail)`` when the distinct trials ``stored`` per status
+    differ from what the run's ``record`` counts (its end reads its rows back and counts them
+    per status, so an ended run read whole matches them exactly), else None."""
+    if not any(col in record for col in RECORDED.values()):
+        return None  # a record without counts (none to compare with)
+    want = {st: int(record.get(col) or 0) for st, col in RECORDED.items()}
+    statuses = [*RECORDED, *sorted((s for s in stored if s not in RECORDED), key=str)]
+    off = [f"{st or 'no status'} {stored.get(st, 0)} of {want.get(st, 0)}" for st in statuses
+           if stored.get(st, 0) != want.get(st, 0)]
+    if not off:
+        return None
+    return sweep, run_id, sum(stored.values()), sum(want.values()), ", ".join(off)
 
 
 def _in_run_folder(path: Path, base: Path) -> bool:
