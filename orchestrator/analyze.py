@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analyze_tuning import choose_m_star, tuning_choices
-from orchestrator.rows import trial_schema
+from orchestrator.rows import trial_schema, with_later_fields
 from orchestrator.spec import AnalysisSettings, SearchSettings, read_yaml
 from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
 from results.critical import format_m_star, resolve_bounds
@@ -208,7 +208,7 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     sweep, run_id = store.latest_run() if run_id is None else (store.sweep_of(run_id), run_id)
     settings = settings or settings_of(store, sweep, run_id)
     names = set(trial_schema().names)
-    trials = store.scan_run_trials(sweep, run_id)
+    trials = with_later_fields(store.scan_run_trials(sweep, run_id))
     cols = [c for c in CELL_FIELDS if c in names]
     every = trials.select([*cols, "m", "seed", "status", "test_acc", "train_acc", "converged", "search_phase",
                            "error_type"]).collect()

@@ -31,6 +31,7 @@ from scipy.stats import ks_2samp
 from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of
 from orchestrator.analyze_symmetry import analyze_symmetry_run
 from orchestrator.errors import RunError
+from orchestrator.rows import with_later_fields
 from results import ResultsStore
 from results.critical import format_m_star
 from results.symmetry import CELL as SYMMETRY_CELL
@@ -134,7 +135,7 @@ def _fits(base: dict, new: dict, tol: float) -> list[Comparison]:
 def _distributions(store, sweeps, runs, cell, score, alpha) -> list[Comparison]:
     frames = []
     for s, r in zip(sweeps, runs):
-        t = store.scan_run_trials(s, r).filter(pl.col("status") == "done").collect()
+        t = with_later_fields(store.scan_run_trials(s, r)).filter(pl.col("status") == "done").collect()
         cols = [c for c in cell if c in t.columns]
         frames.append(t.select([*cols, "m", pl.col(score)]).drop_nulls(score))
     keys = [c for c in frames[0].columns if c != score]

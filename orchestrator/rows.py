@@ -13,6 +13,7 @@ import typing
 import pyarrow as pa
 
 from workers import EXPERIMENTS
+from workers.config import LATER_FIELDS
 
 # Measurements a worker reports (workers/train.py) and what the driver adds.
 RESULT_COLUMNS: dict[str, pa.DataType] = {
@@ -108,3 +109,15 @@ def run_schema(failure: bool = False) -> pa.Schema:
         ]))),
         *extra,
     ])
+
+
+def with_later_fields(frame):
+    """``frame`` (a polars DataFrame or LazyFrame of trial rows) with every setting added
+    after rows were first stored (:data:`workers.config.LATER_FIELDS`) filled with the value
+    earlier trials had where a row has none: a file written before the column existed reads
+    as null there, and those trials had that value."""
+    import polars as pl
+
+    names = frame.collect_schema().names() if isinstance(frame, pl.LazyFrame) else frame.columns
+    fills = [pl.col(k).fill_null(pl.lit(v)) for k, v in LATER_FIELDS.items() if k in names]
+    return frame.with_columns(fills) if fills else frame

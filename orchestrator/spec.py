@@ -43,7 +43,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, Val
 
 from orchestrator.errors import SpecError
 from workers import EXPERIMENTS, Experiment
-from workers.config import StrictSettings, whole_float
+from workers.config import LATER_FIELDS, StrictSettings, whole_float
 # Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
 INNER_AXES = ("norm_bound", "fault")
 MAX_SPEC_BYTES = 1_000_000
@@ -334,9 +334,15 @@ def trial_id(config: BaseModel) -> str:
     """Deterministic id of a trial: 16 hex digits of the SHA-256 of its canonical config.
 
     The config includes the seed, so equal settings and seed give the same id in any
-    sweep, run or process; any change of any setting changes it.
+    sweep, run or process; any change of any setting changes it. A setting added later
+    (:data:`workers.config.LATER_FIELDS`) enters only away from the value earlier trials had,
+    so their ids stay what they were.
     """
-    canon = json.dumps(config.model_dump(mode="json"), sort_keys=True)
+    fields = config.model_dump(mode="json")
+    for name, before in LATER_FIELDS.items():
+        if fields.get(name, before) == before:
+            fields.pop(name, None)
+    canon = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 

@@ -21,7 +21,14 @@ Fault = Literal["raise", "nan", "exit"]
 # Training arithmetic: float32 throughout, or bfloat16 autocast of the training forward
 # pass (mixed precision: weights, optimiser state and evaluation stay float32).
 Precision = Literal["float32", "bfloat16"]
+Positions = Literal["learned", "fixed", "sinusoidal"]
 
+
+LATER_FIELDS: dict[str, object] = {"positions": "learned"}
+"""Trial settings added after trial rows were first published, with the value every earlier
+trial had: at that value a setting does not enter a trial's id (orchestrator/spec.py
+``trial_id``), so earlier trials keep theirs and a resume finds them, and a stored row
+without the column reads as that value (orchestrator/rows.py ``with_later_fields``)."""
 
 N_TEST_MIN = 100
 """The smallest held-out set of a sparse-Boolean trial (test accuracy in steps of at most 0.01)."""
@@ -85,6 +92,9 @@ class BooleanTrialConfig(StrictSettings):
     layers: int = Field(1, ge=1, le=64, description="attention layers, or MLP hidden layers")
     heads: int = Field(1, ge=1, le=256, description="attention heads; must divide d")
     mlp_width: int = Field(256, ge=1, le=1_000_000, description="MLP baseline hidden width")
+    positions: Positions = Field("learned", description="transformer position codes: 'learned' (a trained (T+1) x d "
+                                 "table, the paper's protocol), 'fixed' (drawn once from N(0, 1) for (T, d), never "
+                                 "trained) or 'sinusoidal' (never trained)")
 
     # The norm bound of the theory (None: unbounded).
     norm_bound: float | None = Field(None, gt=0, le=1e12, description="bound B on the norms")
@@ -106,6 +116,9 @@ class BooleanTrialConfig(StrictSettings):
             raise ValueError(f"T must be greater than s (got T={self.T}, s={self.s})")
         if self.model == "transformer" and self.d % self.heads:
             raise ValueError(f"heads must divide d (got d={self.d}, heads={self.heads})")
+        if self.model != "transformer" and self.positions != "learned":
+            raise ValueError(f"positions {self.positions!r} is a setting of the transformer; the {self.model} has "
+                             "no position codes (leave it 'learned')")
         return self
 
     def shape_key(self) -> tuple:

@@ -56,6 +56,32 @@ class Block(nn.Module):
         return h + self.ffn(self.ln2(h))
 
 
+def position_codes(T: int, d: int, kind: str) -> torch.Tensor:
+    """Untrained position codes ``(T + 1, d)`` float32, row 0 for [CLS].
+
+    ``"fixed"``: i.i.d. N(0, 1), drawn once from a generator seeded by (T, d) alone
+    (``tasks.derive_seed("positions", "fixed", T, d)``), so every trial of a cell, and every
+    cell of the same T and d, sees the same codes. ``"sinusoidal"``: Vaswani et al. (2017),
+    section 3.5: ``PE[t, 2i] = sin(t / 10000^(2i/d))``, ``PE[t, 2i+1] = cos(t / 10000^(2i/d))``.
+
+    Raises:
+        ValueError: another kind.
+    """
+    if kind == "fixed":
+        from tasks import derive_seed
+
+        g = torch.Generator().manual_seed(derive_seed("positions", "fixed", T, d))
+        return torch.randn(T + 1, d, generator=g)
+    if kind == "sinusoidal":
+        t = torch.arange(T + 1, dtype=torch.float64)[:, None]
+        freq = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        pe = torch.zeros(T + 1, d, dtype=torch.float64)
+        pe[:, 0::2] = torch.sin(t * freq)
+        pe[:, 1::2] = torch.cos(t * freq[: d // 2])
+        return pe.float()
+    raise ValueError(f"positions must be 'learned', 'fixed' or 'sinusoidal', got {kind!r}")
+
+
 class CLSTransformer(nn.Module):
     """Bits ``(n, T)`` -> logits ``(n,)`` read off the [CLS] position.
 
@@ -63,10 +89,13 @@ class CLSTransformer(nn.Module):
     readout: memory per sample is O(T d) instead of O(T^2) for a one-layer model.
     """
 
-    def __init__(self, T: int, d: int = 32, layers: int = 1, heads: int = 1):
+    def __init__(self, T: int, d: int = 32, layers: int = 1, heads: int = 1, positions: str = "learned"):
         super().__init__()
         self.tok = nn.Embedding(2, d)
-        self.pos = nn.Parameter(torch.randn(T + 1, d) * 0.02)  # position 0 is [CLS]
+        if positions == "learned":
+            self.pos = nn.Parameter(torch.randn(T + 1, d) * 0.02)  # position 0 is [CLS]
+        else:  # a buffer: moved and cast with the model, never trained
+            self.register_buffer("pos", position_codes(T, d, positions))
         self.cls = nn.Parameter(torch.randn(d) * 0.02)
         nn.init.normal_(self.tok.weight, std=0.02)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
@@ -244,14 +273,15 @@ class MLP(nn.Module):
         return self.readout(self.hidden(2.0 * x.float() - 1.0)).squeeze(-1)
 
 
-def build_model(model: str, T: int, d: int, layers: int, heads: int, mlp_width: int) -> nn.Module:
+def build_model(model: str, T: int, d: int, layers: int, heads: int, mlp_width: int,
+                positions: str = "learned") -> nn.Module:
     """The model a trial names (``"transformer"`` or ``"mlp"``).
 
     Raises:
         ValueError: unknown model name.
     """
     if model == "transformer":
-        return CLSTransformer(T, d, layers, heads)
+        return CLSTransformer(T, d, layers, heads, positions)
     if model == "mlp":
         return MLP(T, mlp_width, layers)
     raise ValueError(f"model must be 'transformer' or 'mlp', got {model!r}")

@@ -103,7 +103,7 @@ def uses_one_layer_step(cfg: BooleanTrialConfig) -> bool:
 def _model(c: BooleanTrialConfig, dev: torch.device) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(tasks.derive_seed("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed))
-        return build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width).to(dev)
+        return build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.positions).to(dev)
 
 
 def _optimizer(params: list[torch.Tensor], c: BooleanTrialConfig) -> torch.optim.Optimizer:
@@ -130,7 +130,10 @@ class _Trial:
     def __init__(self, c: BooleanTrialConfig, x: torch.Tensor, y: torch.Tensor, dev: torch.device):
         self.c, self.dev = c, dev
         self.model = _model(c, dev)
-        self.params = dict(self.model.named_parameters())
+        self.params = dict(self.model.named_parameters())  # what trains
+        # What the hand-written step reads: the parameters, and the position codes where they
+        # are a buffer (fixed or sinusoidal codes are read, never trained).
+        self.tensors = {**self.params, "pos": self.model.pos} if c.model == "transformer" else self.params
         self.opt = _optimizer(list(self.params.values()), c)
         self.fast = uses_one_layer_step(c)
         self.bits, self.y = x, y  # (m, T) uint8, (m,)
@@ -146,9 +149,9 @@ class _Trial:
         once for all the chunks it is called on."""
         if self.fast:
             with torch.no_grad():
-                t = one_layer.tables(self.params, self.c.heads)
+                t = one_layer.tables(self.tensors, self.c.heads)
             if t.score_range <= score_range_safe(torch.float32):
-                return torch.no_grad()(lambda x: one_layer.head(self.params, t, x).logits)
+                return torch.no_grad()(lambda x: one_layer.head(self.tensors, t, x).logits)
             return torch.no_grad()(self.model.forward_table)
         return torch.no_grad()(self.model)
 
@@ -171,14 +174,14 @@ class _Trial:
         self.opt.zero_grad(set_to_none=True)
         if self.fast:
             with torch.no_grad():
-                t = one_layer.tables(self.params, self.c.heads)
+                t = one_layer.tables(self.tensors, self.c.heads)
                 if t.score_range <= score_range_safe(torch.float32):
                     x0 = self._zeros(x) if t.kappa > one_layer.KAPPA_MAX else None
-                    hd = one_layer.head(self.params, t, x, x0)
+                    hd = one_layer.head(self.tensors, t, x, x0)
                     state = _state(hd.logits, y, stop_when_fit)
                     if state != "step":
                         return state
-                    grads = one_layer.backward(self.params, t, hd, x, (torch.sigmoid(hd.logits) - y) / y.shape[0], x0)
+                    grads = one_layer.backward(self.tensors, t, hd, x, (torch.sigmoid(hd.logits) - y) / y.shape[0], x0)
                     for name, param in self.params.items():
                         param.grad = grads[name]
                     self.opt.step()
