@@ -20,6 +20,7 @@ from rich.table import Table
 
 from orchestrator.analyze_tuning import choose_m_star, tuning_choices
 from orchestrator.rows import trial_schema, with_later_fields
+from results.norm_use import BOUNDED, norm_growth, norm_use
 from orchestrator.spec import AnalysisSettings, SearchSettings, read_yaml
 from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
 from results.critical import format_m_star, resolve_bounds
@@ -53,6 +54,9 @@ class Analysis:
     """The ``(n_boot,)`` bootstrap m* of each cell, keyed by its cell values (results/critical.py)."""
     series_fields: list[str] = field(default_factory=list)
     """The settings that tell the run's series apart (those that vary, but T and tuned ones)."""
+    norm_growth: dict[str, dict] = field(default_factory=dict)
+    """Per transformer series, the smallest ||W_Q W_K^T|| of a successful trial against ln T
+    (:func:`results.norm_use.norm_growth`: ``a``, ``b``, ``b_lo``, ``b_hi``, ``n_points``)."""
 
     def fit_table(self) -> pl.DataFrame:
         """The growth-law fits, one row per (series, law): the series' settings as columns
@@ -211,7 +215,7 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     trials = with_later_fields(store.scan_run_trials(sweep, run_id))
     cols = [c for c in CELL_FIELDS if c in names]
     every = trials.select([*cols, "m", "seed", "status", "test_acc", "train_acc", "converged", "search_phase",
-                           "error_type"]).collect()
+                           "error_type", *[c for c in BOUNDED if c in names]]).collect()
     data = search_rows(every, cols).collect()
     if data.filter(pl.col("status").is_in(["done", "diverged"])).is_empty():
         errors = data.filter(pl.col("status") == "failed").group_by("error_type").len().sort("len", descending=True)
@@ -244,10 +248,18 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     budget_rows = every.filter(pl.col("search_phase") == "budget")
     budget = m_star(budget_rows, cols)[0] if not budget_rows.is_empty() else None
     table = with_budget_check(table, budget, cols)
+    # How much of its bound each cell used, and the norm success needed (results/norm_use.py).
+    use = norm_use(data, cols, settings.acc_threshold).drop("n_trained", "n_success")
+    use = use.with_columns([pl.col(c).cast(table.schema[c]) for c in cols])  # an all-null column is typed Null there
+    table = table.join(use, on=cols, how="left", nulls_equal=True)
     result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned), replicates=reps,
                       series_fields=series_cols,
                       tuning=choices)
     result.fits = _fits(table, reps, cols, settings.ci)
+    result.norm_growth = {label: norm_growth(part["T"].to_numpy(), part["min_norm_qk"].fill_null(np.nan).to_numpy(),
+                                             settings.ci)
+                          for (label,), part in table.filter(pl.col("model") == "transformer")
+                          .group_by("series", maintain_order=True)} if "T" in table.columns else {}
     result.checks = _checks(table, result.fits, tuned)
     if tuned_table is not None:  # tuning changed some cells: the growth laws with the spec's settings, too
         spec_fits = _fits(spec_table.with_columns(series=_label(series_cols)), reps, cols, settings.ci)
@@ -403,8 +415,9 @@ def print_analysis(result: Analysis, console: Console) -> None:
     checked = "budget" in result.m_star.columns and (result.m_star["budget"] != "not checked").any()
     t = Table(title=f"critical sample size m* — sweep {result.sweep}, run {result.run_id}")
     flagged = "flags" in result.m_star.columns and (result.m_star["flags"].fill_null("") != "").any()
+    bounded = "at_bound" in result.m_star.columns and result.m_star["at_bound"].is_not_null().any()
     for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range", *(["m* at 2x epochs"] if checked else []),
-              *(["flags"] if flagged else [])]:
+              *(["at bound"] if bounded else []), *(["flags"] if flagged else [])]:
         t.add_column(c, justify="right" if c not in (*shown, "flags") else "left",
                      no_wrap=c in ("95% CI", "m range"))
     for r in result.m_star.iter_rows(named=True):
@@ -414,9 +427,15 @@ def print_analysis(result: Analysis, console: Console) -> None:
         if checked:
             twin = ["-" if r["budget"] == "not checked" else format_m_star(r["m_star_2x"], r["bound_2x"])
                     + f" ({r['budget']})"]
+        use = ["-" if r["at_bound"] is None else f"{r['at_bound']:.0%}"] if bounded else []
         t.add_row(*[_show(r[c]) for c in shown], str(r["T"]), m, interval_text(r), grid, str(r["n_seeds"]),
-                  f"{r['m_min']}..{r['m_max']}", *twin, *([r["flags"] or ""] if flagged else []))
+                  f"{r['m_min']}..{r['m_max']}", *twin, *use, *([r["flags"] or ""] if flagged else []))
     console.print(t)
+    for label, g in result.norm_growth.items():
+        if g["n_points"] >= 3 and not math.isnan(g["b"]):
+            console.print(f"{label or 'transformer'}: the least ||W_Q W_K^T|| of a successful trial grows by "
+                          f"{g['b']:.3g} per unit of ln T (95% CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, "
+                          f"{g['n_points']} T)", markup=False, highlight=False)
     if tuned:
         u = Table(title="tuned against the spec's settings: m* of each, and the settings the verdicts use")
         choice = {}

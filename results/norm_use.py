@@ -1,0 +1,88 @@
+"""How much of its norm bound a trained head uses: whether the bound binds, and the norm that
+success needs as T grows (issue 25; docs/claims.md 1a).
+
+Edelman et al. (ICML 2022, Theorem 4.2) bound the sample complexity of an attention head by
+the norms of W_Q W_K^T, W_V and the readout, with log T growth *at a fixed bound*. Two
+numbers per cell say whether an experiment sits in that regime:
+
+* ``at_bound``: the fraction of trained trials with some bounded matrix at its bound (its
+  achieved norm within ``TOLERANCE`` of B, relative): near 1, the bound binds and the class is
+  the bounded one; near 0, the bound was not felt and the cell is effectively unbounded;
+* ``min_norm_qk``: the smallest achieved ||W_Q,h^T W_K,h|| (max over heads) among the
+  trials that succeeded: the norm that generalising needed at this T.
+
+Across T, ``min_norm_qk`` against ln T (least squares, :func:`norm_growth`) says how fast the
+needed norm grows: a slope above 0 means a fixed bound holds only up to some T, beyond which
+the class cannot represent the target at all (a representability limit, not a sample count).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+TOLERANCE = 1e-3
+"""A matrix sits at the bound when its achieved norm is at least (1 - TOLERANCE) B: the
+projection rescales onto the sphere of radius B, so a bound that binds leaves exactly B,
+up to float32 rounding of the norm (1e-6) and of the rescaled weights."""
+
+BOUNDED = ("norm_qk", "norm_v", "norm_readout")
+"""The achieved norms of the matrices a norm bound covers (workers/norms.py)."""
+
+
+def norm_use(rows: pl.DataFrame, cell: list[str], acc_threshold: float) -> pl.DataFrame:
+    """Per cell, how the trained trials used their norm bound.
+
+    Args:
+        rows: trial rows with ``cell`` columns, ``status``, ``test_acc``, ``norm_bound`` and
+            the achieved norms :data:`BOUNDED` (null where a model has no such matrix).
+        cell: the settings that make a cell (every one but m and the seed).
+        acc_threshold: the test accuracy that counts as success (analysis.acc_threshold).
+
+    Returns:
+        One row per cell: the ``cell`` columns, ``n_trained`` (trials done), ``at_bound``
+        (fraction of them with a bounded matrix at the bound; null without a bound),
+        ``min_norm_qk`` (smallest ||W_Q,h^T W_K,h|| among the successful; null when none
+        succeeded) and ``n_success``.
+    """
+    done = rows.filter(pl.col("status") == "done")
+    norms = [pl.col(c) for c in BOUNDED if c in done.columns]
+    if done.is_empty() or not norms:
+        return pl.DataFrame(schema={**{c: rows.schema[c] for c in cell}, "n_trained": pl.UInt32,
+                                    "at_bound": pl.Float64, "min_norm_qk": pl.Float64, "n_success": pl.UInt32})
+    # The largest achieved norm over the bounded matrices, relative to the bound.
+    used = pl.max_horizontal(norms) / pl.col("norm_bound")
+    success = pl.col("test_acc") >= acc_threshold
+    return (done.group_by(cell, maintain_order=True)
+            .agg(n_trained=pl.len(),
+                 at_bound=pl.when(pl.col("norm_bound").is_not_null().all())
+                 .then((used >= 1 - TOLERANCE).mean()).otherwise(None),
+                 min_norm_qk=pl.col("norm_qk").filter(success).min(),
+                 n_success=success.sum().cast(pl.UInt32))
+            .sort(cell, nulls_last=True))
+
+
+def norm_growth(T: np.ndarray, norm: np.ndarray, ci: float = 0.95) -> dict:
+    """The least-squares line ``norm = a + b ln T`` over the T where a norm was measured.
+
+    Args:
+        T: ``(n,)`` context lengths; norm: ``(n,)`` e.g. ``min_norm_qk`` (NaN: left out).
+        ci: coverage of the slope's interval (Student's t with n - 2 degrees of freedom).
+
+    Returns:
+        ``a``, ``b`` (per unit of ln T), ``b_lo``, ``b_hi``, ``n_points``; NaN where fewer
+        than 3 points leave no interval.
+    """
+    T, norm = np.asarray(T, float), np.asarray(norm, float)
+    keep = np.isfinite(norm) & (T > 0)
+    T, norm = T[keep], norm[keep]
+    out = dict(a=math.nan, b=math.nan, b_lo=math.nan, b_hi=math.nan, n_points=int(len(T)))
+    if len(np.unique(T)) < 3:
+        return out
+    fit = stats.linregress(np.log(T), norm)
+    half = stats.t.ppf(0.5 + ci / 2, len(T) - 2) * fit.stderr
+    return dict(out, a=float(fit.intercept), b=float(fit.slope), b_lo=float(fit.slope - half),
+                b_hi=float(fit.slope + half))

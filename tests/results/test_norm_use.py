@@ -1,0 +1,56 @@
+"""How much of its norm bound a cell used (results/norm_use.py), on rows whose right answer
+follows from their construction."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from results.norm_use import norm_growth, norm_use
+
+
+def _rows():
+    def row(T, bound, qk, v, readout, acc, status="done"):
+        return dict(T=T, norm_bound=bound, norm_qk=qk, norm_v=v, norm_readout=readout, test_acc=acc, status=status)
+
+    return pl.DataFrame([
+        row(64, 1.0, 1.0, 0.5, 0.2, 0.99),      # W_QK at the bound
+        row(64, 1.0, 0.9995, 0.1, 0.1, 0.50),   # within the tolerance: at the bound
+        row(64, 1.0, 0.5, 0.5, 0.5, 0.97),      # nothing at the bound
+        row(64, 1.0, 0.3, 0.2, 0.9999, 0.40),   # the readout at the bound
+        row(64, 1.0, 1.0, 1.0, 1.0, None, "failed"),  # not trained: not counted
+        row(64, None, 2.5, 1.0, 0.5, 0.96),     # unbounded
+        row(64, None, 1.7, 1.0, 0.5, 0.99),
+        row(64, None, 0.9, 1.0, 0.5, 0.10),     # the smallest norm, but it failed
+    ], schema_overrides={"norm_bound": pl.Float64, "test_acc": pl.Float64})
+
+
+def test_the_fraction_at_the_bound_and_the_smallest_norm_that_succeeded():
+    table = norm_use(_rows(), ["T", "norm_bound"], acc_threshold=0.95)
+    bounded = table.filter(pl.col("norm_bound") == 1.0).row(0, named=True)
+    assert bounded["n_trained"] == 4 and bounded["at_bound"] == pytest.approx(3 / 4)
+    assert bounded["min_norm_qk"] == pytest.approx(0.5) and bounded["n_success"] == 2
+    free = table.filter(pl.col("norm_bound").is_null()).row(0, named=True)
+    assert free["at_bound"] is None  # no bound, nothing to bind
+    assert free["min_norm_qk"] == pytest.approx(1.7) and free["n_success"] == 2
+
+
+def test_a_cell_where_nothing_succeeded_has_no_smallest_norm():
+    rows = _rows().with_columns(test_acc=pl.lit(0.1))
+    table = norm_use(rows, ["T", "norm_bound"], acc_threshold=0.95)
+    assert table["min_norm_qk"].to_list() == [None, None] and table["n_success"].to_list() == [0, 0]
+
+
+def test_the_needed_norm_against_ln_T():
+    T = 2.0 ** np.arange(3, 14)
+    exact = norm_growth(T, 0.4 + 0.15 * np.log(T))
+    assert exact["b"] == pytest.approx(0.15) and exact["a"] == pytest.approx(0.4)
+    assert exact["b_lo"] == pytest.approx(0.15) and exact["b_hi"] == pytest.approx(0.15)  # no residual
+    rng = np.random.default_rng(0)
+    noisy = norm_growth(T, 0.4 + 0.15 * np.log(T) + rng.normal(0, 0.05, len(T)))
+    assert noisy["b_lo"] < 0.15 < noisy["b_hi"] and noisy["n_points"] == len(T)
+    gaps = norm_growth([8, 16, 32, 64], [1.0, math.nan, 1.2, math.nan])
+    assert gaps["n_points"] == 2 and math.isnan(gaps["b"])  # two values of T give no interval
