@@ -644,50 +644,6 @@ def _query_output(output: str):
     return resolve_output(path)
 
 
-QUERY_TABLE_WIDTH = 65_535
-"""The widest table polars prints on a line (its limit is a u16); a wider one it wraps, cell by
-cell, in time that grows with the square of the width."""
-
-
-def _full_table(schema, batches) -> str:
-    """The first rows of a result as polars prints a table, off a terminal: every column, every
-    item of a list and every character of a value (floats as polars shows them, 6 significant
-    digits), as long as the table fits :data:`QUERY_TABLE_WIDTH`; in a wider one the widest
-    values are cut with '…' to fit, and a line under the table says so."""
-    import polars as pl
-
-    from orchestrator.query_output import _WRITE_ERRORS, TABLE_ROWS, _culprit, head
-
-    df, more = head(schema, batches)
-    heads, widths, longest = [], [], 8  # polars squeezes a table whose fmt_str_lengths is below 2
-    for column in df.get_columns():
-        texts = [v if isinstance(v, str) else str(v) for v in column.to_list()]
-        heads.append(max(len(column.name), len(str(column.dtype))))
-        widths.append(max([heads[-1], *(len(line) for t in texts for line in t.split("\n"))]))
-        longest = max([longest, *map(len, texts)])
-    room = QUERY_TABLE_WIDTH - 3 * df.width - 1  # '│ ', ' ┆ ' between columns, ' │'
-    cap, items = longest, -1
-    if sum(widths) > room:  # the largest cap on a value's width that fits (headers are never cut)
-        low, high = 1, max(widths)
-        while low < high:
-            mid = (low + high + 1) // 2
-            fits = sum(max(min(w, mid), h) for w, h in zip(widths, heads)) <= room
-            low, high = (mid, high) if fits else (low, mid - 1)
-        cap, items = max(low, 8), max(1, low // 3)
-    try:
-        with pl.Config(tbl_rows=TABLE_ROWS, tbl_cols=-1, fmt_str_lengths=cap, fmt_table_cell_list_len=items,
-                       tbl_width_chars=QUERY_TABLE_WIDTH):
-            text = str(df)
-    except _WRITE_ERRORS as exc:
-        raise _culprit(schema, "table", exc, lambda i: str(df[:, i])) from None
-    if items != -1:
-        text += (f"\n(values wider than {cap:,} characters cut with '…', to fit the {QUERY_TABLE_WIDTH:,} characters "
-                 "polars prints on a line; --format csv, json or parquet writes them whole)")
-    if more:
-        text += f"\n(first {TABLE_ROWS} rows shown; --format csv, json or parquet writes them all)"
-    return text
-
-
 @app.command()
 @_user_errors
 def query(
@@ -716,14 +672,13 @@ def query(
 
     from orchestrator.query_output import converter, open_output, read_sql, read_sql_file, table_text, write_batches
     from results import ResultsStore, stream_query
-    from results.query import check_memory_limit, check_store_uri, hugeint_as_text, table_schemas, within_store
+    from results.query import check_memory_limit, hugeint_as_text, table_schemas
 
     limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
     target = _query_output(output) if output is not None and not schema else None
     _check_paths(store, None)
-    check_store_uri(store)
-    results = ResultsStore(store)
-    if target is not None and within_store(results, target.path):
+    results = ResultsStore(store)  # a URI whose scheme cannot hold a store is refused here
+    if target is not None and results.holds(target.path):
         raise AttnsweepError(f"--output: {output} is inside the results store at {store}; a file written there would "
                              "be read back as part of the store or replace a run's files. Give a path outside it; "
                              "nothing was written")
@@ -755,7 +710,7 @@ def query(
             if format == "table":
                 # On a terminal polars fits the table to it; a file or a pipe gets every column, every character.
                 terminal = output is None and sys.stdout.isatty()
-                text = table_text(schema_, batches, terminal=True) if terminal else _full_table(schema_, batches)
+                text = table_text(schema_, batches, terminal=terminal)
                 with sink as fh:
                     fh.write((text + "\n").encode())
             else:

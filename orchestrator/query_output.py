@@ -208,27 +208,70 @@ def head(schema: pa.Schema, batches: Iterator[pa.RecordBatch], n: int = TABLE_RO
     return df.head(n), df.height > n
 
 
+QUERY_TABLE_WIDTH = 65_535
+"""The widest table polars prints on a line (its limit is a u16); a wider one it wraps, cell by
+cell, in time that grows with the square of the width."""
+
+
 def table_text(schema: pa.Schema, batches: Iterator[pa.RecordBatch], terminal: bool) -> str:
     """The first :data:`TABLE_ROWS` rows of a result as polars prints a table, and a line
     saying so when there are more. On a ``terminal`` polars fits it to the width; otherwise
-    every column and every character is shown.
+    (:func:`_full_table`) every column, every item of a list and every character of a value
+    is shown, as long as the table fits :data:`QUERY_TABLE_WIDTH`.
 
     Raises:
         QueryError: a column polars cannot show, naming it and its type.
     """
     df, more = head(schema, batches)
     if terminal:
-        config = dict(tbl_cols=30, fmt_str_lengths=60)
+        text = _printed(schema, df, tbl_cols=30, fmt_str_lengths=60)
     else:
-        config = dict(tbl_cols=-1, fmt_str_lengths=10_000, tbl_width_chars=65_535)  # polars: at most u16
-    try:
-        with pl.Config(tbl_rows=TABLE_ROWS, **config):
-            text = str(df)
-    except _WRITE_ERRORS as exc:
-        raise _culprit(schema, "table", exc, lambda i: str(df[:, i])) from None
+        text = _full_table(schema, df)
     if more:
         text += f"\n(first {TABLE_ROWS} rows shown; --format csv, json or parquet writes them all)"
     return text
+
+
+def _full_table(schema: pa.Schema, df: pl.DataFrame) -> str:
+    """``df`` as polars prints a table, off a terminal: every column, every item of a list and
+    every character of a value (floats as polars shows them, 6 significant digits), as long as
+    the table fits :data:`QUERY_TABLE_WIDTH`; in a wider one the widest values are cut with '…'
+    to fit, and a line under the table says so."""
+    heads, widths, longest = [], [], 8  # polars squeezes a table whose fmt_str_lengths is below 2
+    for column in df.get_columns():
+        texts = [v if isinstance(v, str) else str(v) for v in column.to_list()]
+        heads.append(max(len(column.name), len(str(column.dtype))))
+        widths.append(max([heads[-1], *(len(line) for t in texts for line in t.split("\n"))]))
+        longest = max([longest, *map(len, texts)])
+    room = QUERY_TABLE_WIDTH - 3 * df.width - 1  # '│ ', ' ┆ ' between columns, ' │'
+    cap, items = longest, -1
+    if sum(widths) > room:  # the largest cap on a value's width that fits (headers are never cut)
+        low, high = 1, max(widths)
+        while low < high:
+            mid = (low + high + 1) // 2
+            fits = sum(max(min(w, mid), h) for w, h in zip(widths, heads)) <= room
+            low, high = (mid, high) if fits else (low, mid - 1)
+        cap, items = max(low, 8), max(1, low // 3)
+    text = _printed(schema, df, tbl_cols=-1, fmt_str_lengths=cap, fmt_table_cell_list_len=items,
+                    tbl_width_chars=QUERY_TABLE_WIDTH)
+    if items != -1:
+        text += (f"\n(values wider than {cap:,} characters cut with '…', to fit the {QUERY_TABLE_WIDTH:,} characters "
+                 "polars prints on a line; --format csv, json or parquet writes them whole)")
+    return text
+
+
+def _printed(schema: pa.Schema, df: pl.DataFrame, **config) -> str:
+    """``df`` as polars prints it under ``config`` (``pl.Config`` settings) and
+    :data:`TABLE_ROWS` rows.
+
+    Raises:
+        QueryError: a column polars cannot show, naming it and its type.
+    """
+    try:
+        with pl.Config(tbl_rows=TABLE_ROWS, **config):
+            return str(df)
+    except _WRITE_ERRORS as exc:
+        raise _culprit(schema, "table", exc, lambda i: str(df[:, i])) from None
 
 
 # -- the SQL ------------------------------------------------------------------------------

@@ -213,11 +213,8 @@ def _advantage_record(row: dict, run_id: str) -> dict:
 def _outside_store(store: ResultsStore, out_dir: Path) -> None:
     """Raise AttnsweepError when ``out_dir`` lies inside the store's folder: a report or a
     published folder there would become part of the store (its trials.parquet read as trials,
-    every trial counted twice)."""
-    if not store.local:
-        return
-    root, out = Path(store.root).resolve(), Path(out_dir).resolve()
-    if out == root or root in out.parents:
+    every trial counted twice). Links and bind mounts count (:meth:`ResultsStore.holds`)."""
+    if store.holds(out_dir):
         raise AttnsweepError(f"--out: {out_dir} is inside the results store at {store.root}; a report or published "
                              "findings there would be read back as part of the store. Give a folder outside it")
 

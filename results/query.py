@@ -36,7 +36,6 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
-from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -98,56 +97,6 @@ def check_memory_limit(text: str) -> str:
         raise QueryError(f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is out of range: at most "
                          f"{MAX_MEMORY_BYTES // 10**12:,}TB (10^18 bytes); give {MEMORY_HELP}")
     return match[1] + match[2]
-
-
-STORE_SCHEMES = ("file", "memory", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "hdfs", "webhdfs",
-                 "sftp", "ssh", "ftp", "smb", "oci", "oss")
-"""URI schemes a store can have: fsspec's file systems and object stores, which list folders
-(each needs its fsspec package, e.g. s3fs for ``s3://``). Others that fsspec knows cannot hold
-a store: ``data://`` (one value in the URI), ``http(s)://`` (no listing), archives, caches."""
-
-
-def check_store_uri(text: str) -> None:
-    """Refuse a ``--store`` URI whose scheme cannot hold a store (:data:`STORE_SCHEMES`); a
-    plain path (no ``://``) is a folder and passes.
-
-    Raises:
-        StoreError: naming the scheme and the schemes a store can have.
-    """
-    if "://" not in text:
-        return
-    scheme = text.split("://", 1)[0]
-    if scheme.lower() not in STORE_SCHEMES:
-        raise StoreError(f"--store {text!r}: a store cannot live at a {scheme}:// URI; give a folder or a URI of a "
-                         f"file system or object store: {', '.join(f'{s}://' for s in STORE_SCHEMES)}")
-
-
-def within_store(store: ResultsStore, path: str | os.PathLike) -> bool:
-    """Whether ``path``, its links followed, is inside the folder of a local ``store`` (or is
-    it). Folders are compared by device and inode, so another path to the store (a link to a
-    folder above it, a bind mount) is inside too; a path in a store that does not exist yet,
-    or in a remote one, is not.
-
-    Args:
-        store: the results store.
-        path: a file or folder; for a descriptor of this process (``/dev/stdout``) the file it
-            is open on.
-    """
-    if not store.local:
-        return False
-    try:
-        root = os.stat(store.root)
-    except OSError:
-        return False
-    real = Path(os.path.realpath(path))
-    for folder in (real, *real.parents):
-        try:
-            st = os.stat(folder)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (root.st_dev, root.st_ino):
-            return True
-    return False
 
 
 def hugeint_as_text(convert: Convert | None) -> Convert:

@@ -25,9 +25,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import QUERY_TABLE_WIDTH, app
+from orchestrator.cli import app
+from orchestrator.query_output import QUERY_TABLE_WIDTH
 from results import QueryError, ResultsStore, TrialWriter, stream_query
-from results.query import MAX_MEMORY_BYTES, STORE_SCHEMES, check_memory_limit
+from results.query import MAX_MEMORY_BYTES, check_memory_limit
+from results.store import STORE_SCHEMES
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "20261130-010203-abcdef"

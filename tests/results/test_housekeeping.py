@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
+import results.parquet_check as parquet_check
 import results.store as store_module
 from orchestrator import LocalExecutor, parse_spec, run_sweep
 from results import ResultsStore
@@ -299,13 +300,13 @@ def test_the_format_check_reads_a_few_bytes_before_refusing(tmp_path, monkeypatc
     with zeros.open("wb") as fh:
         fh.truncate(64 * 2**20)
     read = []
-    real = store_module._read_at
+    real = parquet_check._read_at
 
     def counting(fh, offset, n):
         read.append(n)
         return real(fh, offset, n)
 
-    monkeypatch.setattr(store_module, "_read_at", counting)
+    monkeypatch.setattr(parquet_check, "_read_at", counting)
     with pytest.warns(StoreWarning, match="no PAR1 magic"):
         assert store.metadata(zeros) is None
     assert sum(read) == 12

@@ -65,6 +65,29 @@ def test_an_unknown_scheme_is_a_clear_error():
         ResultsStore("nosuchscheme://bucket/store")
 
 
+@pytest.mark.parametrize("uri", ["data://x", "http://127.0.0.1:9/store", "zip://x", "DATA://x"])
+def test_a_uri_no_store_can_live_at_is_refused_on_opening(uri):
+    with pytest.raises(StoreError, match=f"a store cannot live at a {uri.split('://')[0]}:// URI; give a folder"):
+        ResultsStore(uri)
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["report", "20261201-000000-aaaaaa"], ["store", "check"],
+                                     ["store", "compact"], ["resume", "20261201-000000-aaaaaa", "--local"],
+                                     ["run", "spec.yaml", "--local"], ["query", "SELECT 1"]])
+def test_every_command_refuses_a_data_uri_store_in_one_line(command, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    result = CliRunner().invoke(app, [*command, "--store", "data://x"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stderr.startswith("error: --store 'data://x': a store cannot live at a data:// URI") \
+        and result.stderr.count("\n") == 1, result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["spec.yaml"]  # nothing written
+
+
 def test_the_cli_runs_and_queries_a_file_uri_store(tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
     uri = f"file://{tmp_path}/uri-store"
