@@ -8,7 +8,8 @@ are independent: a cell starts its next round as soon as its last one has every 
 other cells' packs still train (orchestrator/driver.py, ``TrialBatches.run_flows``).
 
 1. ``search``: bisection on log m of the success rate with the spec's own settings. Round
-   0 tries ``initial_points`` log-spaced m over ``search.m`` (both ends included); each later
+   0 tries ``initial_points`` log-spaced m over ``search.m`` (both ends included; with
+   ``smallest_first``, ``m.min`` alone, then the others only if it fails there); each later
    round splits the bracket [lo, hi] (lo: the largest tried m below hi whose success rate
    is below ``analysis.success_frac``; hi: the smallest tried m whose rate reaches it) at
    ``points_per_round`` log-spaced interior points, until hi / lo <= 1 + ``rel_tol`` or
@@ -100,7 +101,7 @@ def initial_points(m_min: int, m_max: int, n: int) -> list[int]:
 
 
 def next_points(rates: dict[int, float], m_min: int, m_max: int, success_frac: float, rel_tol: float,
-                n_initial: int, per_round: int) -> list[int]:
+                n_initial: int, per_round: int, smallest_first: bool = False) -> list[int]:
     """The sample sizes a cell tries next; empty when its m* is pinned (module docstring).
 
     Args:
@@ -110,7 +111,13 @@ def next_points(rates: dict[int, float], m_min: int, m_max: int, success_frac: f
         success_frac: the rate that defines m*.
         rel_tol: stop when the bracket's hi / lo <= 1 + rel_tol.
         n_initial: points of the first round; per_round: points of each later round.
+        smallest_first: the first round is ``m_min`` alone, and the rest of the first points
+            follow only if it fails there (a cell that succeeds at ``m_min`` is settled).
     """
+    if smallest_first and not rates:
+        return [m_min]
+    if smallest_first and set(rates) == {m_min} and rates[m_min] < success_frac:
+        return initial_points(m_min, m_max, n_initial)[1:]
     if not rates:
         return initial_points(m_min, m_max, n_initial)
     ms = sorted(rates)
@@ -145,13 +152,14 @@ def bisect(spec: SweepSpec, cell: dict[str, Any], phase: str, batches, rounds, r
     """
     s = spec.search
     tried: list[int] = []
-    for i in range(2 + s.max_rounds):
+    first = 2 if s.smallest_first else 1  # rounds that place the first points
+    for i in range(1 + first + s.max_rounds):
         rates = {m: _rate(spec, cell, m, batches.results) for m in tried}
         points = next_points(rates, s.m.min, s.m.max, spec.analysis.success_frac, s.rel_tol,
-                             s.initial_points, s.points_per_round)
+                             s.initial_points, s.points_per_round, s.smallest_first)
         if not points:
             return rates
-        if i == 1 + s.max_rounds:  # the rounds are spent and the cell still wants points
+        if i == first + s.max_rounds:  # the rounds are spent and the cell still wants points
             batches.console.print(
                 f"[yellow]warning[/]: {phase}: cell {_describe(cell)}: m = {points} left untried after "
                 f"search.max_rounds = {s.max_rounds}: its m* is not pinned to search.rel_tol "

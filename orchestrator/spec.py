@@ -180,6 +180,12 @@ class TuneSettings(StrictSettings):
         return self
 
 
+LATER_SEARCH_FIELDS: dict[str, Any] = {"smallest_first": False}
+"""Search settings added after adaptive runs were first recorded, with the behaviour those
+runs had: at that value a setting does not enter the spec hash, so resume and replicate still
+recognise a recorded run's spec."""
+
+
 class SearchSettings(StrictSettings):
     """How the sample sizes m of a sweep are chosen.
 
@@ -199,6 +205,8 @@ class SearchSettings(StrictSettings):
     max_rounds: int = Field(20, ge=1, le=1000, description="adaptive: bisection rounds after the first at most")
     tune: TuneSettings | None = Field(None, description="adaptive: Optuna TPE over lr/weight_decay per cell")
     budget_check: StrictBool = Field(True, description="adaptive: search the largest T of each series again at 2x max_epochs")
+    smallest_first: StrictBool = Field(False, description="adaptive: try m.min alone first; a cell that succeeds "
+                                       "there is settled (m* <= m.min) without the other first points")
 
     @model_validator(mode="after")
     def _adaptive_needs_m(self) -> SearchSettings:
@@ -327,6 +335,9 @@ class SweepSpec(BaseModel):
         canon = self.model_dump(exclude={"source_yaml", "description", "execution", "resources"})
         if not self.search.adaptive:
             canon.pop("search")  # the hash of a grid spec is what it was before searches existed
+        for name, before in LATER_SEARCH_FIELDS.items():  # so that runs recorded before them keep their hash
+            if canon.get("search", {}).get(name, before) == before:
+                canon.get("search", {}).pop(name, None)
         return hashlib.sha256(json.dumps(canon, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

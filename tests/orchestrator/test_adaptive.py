@@ -255,3 +255,49 @@ def test_a_search_out_of_rounds_says_which_cells_are_not_pinned(tmp_path):
     rows = ResultsStore(tmp_path).scan_run_trials(spec.name, "r1").collect()
     assert rows["search_round"].max() == 1  # round 0 and one bisection round
     assert "left untried after search.max_rounds = 1" in out.getvalue()
+
+
+# --- smallest m first (issue 26) ----------------------------------------------------------------------------
+
+def test_smallest_first_tries_the_start_alone_and_settles_a_cell_that_succeeds_there():
+    assert next_points({}, 8, 256, 0.5, 0.1, 4, 1, smallest_first=True) == [8]
+    assert next_points({8: 0.5}, 8, 256, 0.5, 0.1, 4, 1, smallest_first=True) == []  # m* <= 8: settled
+    assert next_points({8: 0.25}, 8, 256, 0.5, 0.1, 4, 1, smallest_first=True) == [25, 81, 256]  # the other first points
+    # then bisection as before
+    assert next_points({8: 0.0, 25: 0.0, 81: 1.0, 256: 1.0}, 8, 256, 0.5, 0.1, 4, 1, smallest_first=True) == [45]
+
+
+def test_smallest_first_leaves_the_hash_of_specs_recorded_before_it():
+    spec = parse_spec(SPEC)
+    assert spec.spec_hash() == parse_spec(SPEC + "  smallest_first: false\n").spec_hash()
+    assert spec.spec_hash() != parse_spec(SPEC + "  smallest_first: true\n").spec_hash()
+
+
+SYMMETRY = ("name: sym-first\nexperiment: symmetry\nseeds: 2\n"
+            "grid: {equivariance: [orthogonal, none]}\n"
+            "fixed: {teacher: equivariant, n: 3, k: 2, d: 4, max_epochs: 150, lr: 1e-2, n_q: 2, n_test: 64}\n"
+            "search: {mode: adaptive, m: {min: 2, max: 32}, rel_tol: 0.5}\n"
+            "analysis: {target_error: 0.05, n_boot: 50}\n")
+
+
+def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_finds_the_same_m_star(tmp_path):
+    _, store_a, plain = _run(tmp_path / "plain", SYMMETRY)
+    first_text = SYMMETRY.replace("rel_tol: 0.5}", "rel_tol: 0.5, smallest_first: true}")
+    spec, store_b, first = _run(tmp_path / "first", first_text)
+    # The inner-product student fits the equivariant teacher from the smallest m: one m, two seeds.
+    inner = first.filter(pl.col("equivariance") == "orthogonal")
+    assert inner["m"].unique().to_list() == [2] and inner.height == 2
+    assert plain.filter(pl.col("equivariance") == "orthogonal")["m"].n_unique() > 1
+    assert first.height < plain.height
+    # Where both decide, the same m*: the trials they share are the same trials (same ids, same rows).
+    from orchestrator.analyze_symmetry import analyze_symmetry_run
+    from orchestrator.analyze import settings_of
+
+    a = analyze_symmetry_run(store_a, "sym-first", "r1", settings_of(store_a, "sym-first", "r1"), None).m_star
+    b = analyze_symmetry_run(store_b, "sym-first", "r1", settings_of(store_b, "sym-first", "r1"), None).m_star
+    both = a.join(b, on=["teacher", "student", "n", "k", "d"], suffix="_first")
+    assert both.height == 2  # a bound at the start (inner product), a bound beyond the range (transformer)
+    assert (both["m_star"] == both["m_star_first"]).all() and (both["bound"] == both["bound_first"]).all()
+    # A resume replays the same choices from the stored rows: nothing left to run.
+    run_sweep(spec, store_b, LocalExecutor(spec.execution), run_id="r1", resume=True, console=Console(file=io.StringIO()))
+    assert store_b.scan_run_trials(spec.name, "r1").collect().height == first.height
