@@ -38,6 +38,7 @@ from results import ResultsStore
 from results import verdicts as boolean
 from results.figures import plot_m_star
 from results.outputs import replacing, write_text
+from workers.config import LATER_FIELDS
 
 FIGURE = "m_star_vs_T.png"
 TRIALS, RUNS, SUMS = "trials.parquet", "runs.parquet", "SHA256SUMS"
@@ -315,6 +316,10 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
         raise AttnsweepError(f"--from: {path} cannot be read as Parquet (damaged or not a published file): "
                              f"{exc}") from exc
     schema = pa.schema([*schema, pa.field("sweep", pa.string()), pa.field("run_id", pa.string())])
+    for name in LATER_FIELDS:  # a folder published before the setting existed: its trials had the earlier value
+        if name in schema.names and name not in names:
+            table = table.append_column(schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
+            names = table.column_names
     missing = [f.name for f in schema if f.name not in names]
     if missing:
         raise AttnsweepError(f"--from: {path} lacks the column(s) {', '.join(missing)}: it is not the {path.name} "

@@ -24,6 +24,7 @@ from orchestrator.rows import run_schema, trial_schema
 from orchestrator.spec import trial_id
 from results import ResultsStore
 from workers import BooleanTrialConfig, SymmetryTrialConfig
+from results.fits import MODELS
 
 START = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
 
@@ -151,7 +152,7 @@ def test_l1_over_three_decades_fits_exact_cells_and_names_the_bounds(tmp_path):
     # Three exact cells span 1.8 decades: the claim needs 3.
     assert l1["verdict"] == "inconclusive" and "1.8 decades" in l1["why"]
     fits = result.fits
-    assert fits.columns[0] == "law" and fits.height == 3  # one series: no setting tells series apart
+    assert fits.columns[0] == "law" and fits.height == len(MODELS)  # one series: no setting tells series apart
 
 
 # --- the symmetry side: the floor, an advantage that is a bound, a flat slope -----------------

@@ -241,9 +241,12 @@ def test_dev_stdout_is_the_callers_descriptor_as_it_was_opened(store, tmp_path):
 def test_sql_from_an_endless_file_or_stdin_is_refused_at_once(store, tmp_path):
     result = _query(store, "--file", "/dev/zero")
     assert result.exit_code == 2 and f"more than {MAX_SQL_BYTES:,} bytes" in result.stderr
-    peak = ("import resource, sys\nfrom orchestrator.cli import main\nsys.argv = ['attnsweep', *sys.argv[1:]]\n"
+    # The peak of this process's own memory (VmHWM): ru_maxrss would also count the pytest
+    # process it was forked from, which Linux carries across exec.
+    peak = ("import re, sys\nfrom orchestrator.cli import main\nsys.argv = ['attnsweep', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-            "print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, file=sys.stderr)\n")
+            "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)\n"
+            "print(code, int(hwm) * 1024, file=sys.stderr)\n")
     with open("/dev/zero", "rb") as zero:
         start = time.monotonic()
         proc = subprocess.run([sys.executable, "-c", peak, "query", "-", "--store", str(store)], stdin=zero, cwd=ROOT,

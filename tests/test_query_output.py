@@ -17,15 +17,17 @@ from orchestrator.query_output import converter, write_batches
 from results import ResultsStore, TrialWriter, stream_query
 
 ROOT = Path(__file__).resolve().parents[1]
+# The peak is the query process's own (VmHWM, bytes): ru_maxrss would be at least the peak of
+# the pytest process it was forked from, which Linux carries across exec.
 _PEAK = """
-import resource, sys
+import re, sys
 from orchestrator.cli import main
 sys.argv = ["attnsweep", "query", *sys.argv[1:]]
 try:
     main()
 except SystemExit as exc:
     assert not exc.code, exc.code
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, file=sys.stderr)
+print(int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024, file=sys.stderr)
 """
 
 
