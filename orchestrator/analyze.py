@@ -1,7 +1,7 @@
 """The analysis of a sparse-Boolean run: m* per cell, its growth with T, and the figures.
 
 A *cell* is every trial setting except m and the seed; a *series* is a cell without T
-(e.g. the transformer on 3-way AND), along which m*(T) is fit by the three growth laws
+(e.g. the transformer on 3-way AND), along which m*(T) is fit by the four growth laws
 of :mod:`results.fits`.
 """
 

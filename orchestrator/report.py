@@ -48,7 +48,7 @@ SYMMETRY_CSV = "m_star_symmetry.csv"
 NO_RUN = "no run of this experiment given"
 CAPTIONS = {
     "m_star_vs_T": "m* against T (log axis), one series per setting (nothing pooled), with 95% intervals and the "
-                   "three growth laws fitted to exact m*; triangles up: above a bound (beyond the largest m tried), "
+                   "four growth laws fitted to exact m*; triangles up: above a bound (beyond the largest m tried), "
                    "down: at or below one",
     "success_rate_grid": "Success rate over seeds on the (T, m) grid; white: no trained trial there (every trial "
                          "failed before training, e.g. no unambiguous training set of that size, or none was run)",

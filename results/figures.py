@@ -67,7 +67,7 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         hi = np.where(np.isfinite(hi), hi, y)
         ax.errorbar(T, y, yerr=[y - lo, np.maximum(hi - y, 0)], fmt="o", color=color, capsize=3, label=str(value))
         grid = np.geomspace(T.min(), T.max(), 100)
-        for fit, style in zip(fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":")):
+        for fit, style in zip(fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":", "-.")):
             pred = predict(fit["model"], (fit["a"], fit["b"]), grid)
             ax.plot(grid, np.where(pred > 0, pred, np.nan), style, color=color, alpha=0.7,  # m* > 0 only
                     label=f"  {value}: {fit['model']} fit (R²={fit['r2']:.2f}, ΔAIC={fit['delta_aic']:.1f})")
