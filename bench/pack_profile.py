@@ -27,7 +27,7 @@ from workers.train import train_pack
 PHASES = {
     "training sets (draw)": ("tasks/boolean.py", "sample_training_set"),
     "ambiguity check": ("tasks/boolean.py", "is_ambiguous"),
-    "model set-up": ("workers/pack.py", "stack"),
+    "model set-up": ("workers/train.py", "__init__"),  # _Trial: a trial's model, optimiser and tables
     "norm projection": ("workers/norms.py", "project_transformer"),
     "norm projection (MLP)": ("workers/norms.py", "project_mlp"),
     "evaluation: test-set draw": ("tasks/boolean.py", "test_chunks"),

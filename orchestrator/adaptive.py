@@ -26,11 +26,14 @@ other cells' packs still train (orchestrator/driver.py, ``TrialBatches.run_flows
 3. ``tuned`` (when a set was adopted): phase 1 again with the adopted settings. The
    analysis (orchestrator/analyze.py) compares the two m* and flags a cell where tuning
    made m* worse.
-4. ``budget`` (``search.budget_check``, cells with a context length T): at the largest T of
-   each series, phase 1 again with the cell's final settings and twice ``max_epochs``; the
+4. ``budget`` (``search.budget_check``): for cells with a context length T, at the largest T
+   of each series, phase 1 again with the cell's final settings and twice ``max_epochs``; the
    analysis marks that cell's m* budget-limited when the m* found with the doubled budget
-   falls outside its interval. Trials whose twin stopped before its epochs ran out are
-   reused, not trained again (:func:`reuse_stopped_twins`).
+   falls outside its interval. For cells without T (the symmetry experiment), every cell's
+   deciding m (:func:`deciding_points`) again at twice ``max_epochs``; the analysis marks the
+   cell budget-limited when the outcome at one of them (success rate at or above
+   ``analysis.success_frac``, or not) changes with the doubled budget. Trials whose twin
+   stopped before its epochs ran out are reused, not trained again (:func:`reuse_stopped_twins`).
 
 Resuming after a crash replays the flows: each round's choices depend only on the rows of
 the cell's earlier rounds, which the store holds, so the replay makes the same choices, and
@@ -70,14 +73,16 @@ def run_adaptive(spec: SweepSpec, store: ResultsStore, run_id: str, batches) -> 
     cells = list(spec.cells())
     batches.load_results(store, spec.name, run_id)
     largest = {cell_key(c) for c in budget_cells(spec, cells)} if spec.search.budget_check else set()
+    if spec.search.budget_check and cells and "T" not in _defaults(spec, cells[0]):
+        largest = {cell_key(c) for c in cells}  # no T: every cell's deciding m is checked
     flows = [cell_flow(spec, store, run_id, cell, batches, cell_key(cell) in largest) for cell in cells]
     batches.run_flows(flows, f"{spec.name} {run_id}: adaptive search of {len(cells)} cells")
 
 
 def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str, Any], batches,
               budget: bool) -> Flow:
-    """The rounds of one cell, phase by phase (module docstring); ``budget``: the cell is
-    the largest T of its series and gets the budget check."""
+    """The rounds of one cell, phase by phase (module docstring); ``budget``: the cell gets
+    the budget check (the largest T of its series; every cell without T)."""
     rounds = itertools.count()
     rates = yield from bisect(spec, cell, "search", batches, rounds)
     final = cell
@@ -85,10 +90,31 @@ def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str,
         chosen = yield from tune_cell(spec, store, run_id, cell, rates, batches, rounds)
         if chosen is not None:
             final = {**cell, **chosen}
-            yield from bisect(spec, final, "tuned", batches, rounds)
+            rates = yield from bisect(spec, final, "tuned", batches, rounds)
     if budget:
         doubled = {**final, "max_epochs": 2 * _defaults(spec, final)["max_epochs"]}
-        yield from bisect(spec, doubled, "budget", batches, rounds, reuse=(store, run_id))
+        if "T" in _defaults(spec, final):
+            yield from bisect(spec, doubled, "budget", batches, rounds, reuse=(store, run_id))
+        else:
+            points = deciding_points(rates, spec.analysis.success_frac)
+            extra = {"search_phase": "budget", "search_round": next(rounds)}
+            plan = reuse_stopped_twins(spec, store, run_id, [_config(spec, doubled, m, seed) for m in points
+                                                             for seed in spec.seeds], batches, extra)
+            if plan:
+                yield Request(plan, extra)
+
+
+def deciding_points(rates: dict[int, float], success_frac: float) -> list[int]:
+    """The sample sizes that decide a searched cell's m*: the smallest m whose success rate
+    reaches ``success_frac`` and the largest tried m below it (the bracket), or the largest m
+    tried when none reaches it (m* beyond the range). More epochs move m* only by changing
+    the outcome at one of them."""
+    ms = sorted(rates)
+    reached = [m for m in ms if rates[m] >= success_frac]
+    if not reached:
+        return ms[-1:]
+    below = [m for m in ms if m < reached[0]]
+    return [*below[-1:], reached[0]]
 
 
 # --- bisection on log m ----------------------------------------------------------------------------------

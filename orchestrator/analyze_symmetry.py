@@ -19,7 +19,7 @@ from results import ResultsStore, StoreError
 from results.critical import format_m_star
 from results import symmetry_scale as scale
 from results.figures import plot_advantage, plot_equivariance_errors, plot_error_against_m, plot_test_error
-from results.symmetry import critical_sizes_and_replicates, verdicts, with_student
+from results.symmetry import critical_sizes_and_replicates, verdicts, with_budget_check, with_student
 from results.verdicts import quantity
 
 
@@ -89,6 +89,8 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
     if trials.filter(pl.col("status") == "done").is_empty():
         raise StoreError(f"run {run_id} has no trained trials to analyse")
     m_star, replicates = critical_sizes_and_replicates(trials, settings.target_error, settings.n_boot, settings.ci)
+    budget_rows = store.scan_run_trials(sweep, run_id).filter(pl.col("search_phase") == "budget").collect()
+    m_star = with_budget_check(m_star, trials, budget_rows, settings.target_error, settings.success_frac)
     labelled = with_student(trials).filter(pl.col("status") == "done").collect()
     sizes = [c for c in ("d", "n", "k") if labelled[c].n_unique() > 1]  # a multi-size run's medians stay per size
     errors = (
@@ -160,14 +162,16 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     t = Table(title=escape(f"m* (relative test error <= {target_error:g}{fixed}) — sweep {result.sweep}, "
                            f"run {result.run_id}"))
     flagged = (result.m_star["flags"].fill_null("") != "").any()
-    for c in ("teacher", "student", *shapes, "m*", "CI", "grid m*", "seeds", "m range", *(["flags"] if flagged else [])):
+    checked = "budget" in result.m_star.columns and (result.m_star["budget"] != "not checked").any()
+    for c in ("teacher", "student", *shapes, "m*", "CI", "grid m*", "seeds", "m range", *(["2x epochs"] if checked else []),
+              *(["flags"] if flagged else [])):
         t.add_column(c, min_width=13 if c == "student" else None,
                      justify="left" if c in ("teacher", "student", "flags") else "right")
     for r in result.m_star.iter_rows(named=True):
         grid = r["m_star_grid"]
         t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes), format_m_star(r["m_star"], r["bound"]),
                   interval_text(r), "-" if grid is None or math.isnan(grid) else f"{grid:.0f}", str(r["n_seeds"]),
-                  f"{r['m_min']}..{r['m_max']}", *([r["flags"] or ""] if flagged else []))
+                  f"{r['m_min']}..{r['m_max']}", *([r["budget"]] if checked else []), *([r["flags"] or ""] if flagged else []))
     console.print(t)
     e = Table(title="median over seeds: relative test error, O(d) equivariance error E (float64), permutation error")
     sizes = [c for c in ("d", "n", "k") if c in result.errors.columns]

@@ -473,11 +473,10 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
                 lines.append("| " + " | ".join(_cell(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic",
                                                                        "interval")) + " |")
         lines.append("")
-    lines += ["The training budget of a symmetry run is not checked at twice the epochs (the sparse-Boolean "
-              "search's check has no symmetry counterpart): a student's m* here is the m* at the spec's `max_epochs` "
-              "(in the report's spec). Where trials ran out of epochs without fitting their training set to the "
-              "target, and so decide which side of one half an m falls on, the cell is flagged `out-of-epochs` and "
-              "its m* is a bound (docs/claims.md 2)" + _symmetry_flags(symmetry) + "." + _seeds_note(symmetry), "",
+    lines += [_symmetry_budget(symmetry) + " Where trials ran out of epochs without fitting their training set to "
+              "the target, and so decide which side of one half an m falls on, and no check at twice the epochs "
+              "cleared the cell, it is flagged `out-of-epochs` and its m* is a bound (docs/claims.md 2)"
+              + _symmetry_flags(symmetry) + "." + _seeds_note(symmetry), "",
               f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
               f"[m* table]({link('m_star_symmetry.csv')}), [every trial row]({link(TRIALS)}), "
               f"[run records]({link(RUNS)}).", ""]
@@ -740,6 +739,24 @@ def _budget_note(union: pl.DataFrame) -> str:
     if limited:
         text += f"; **budget-limited** (m* moved with more training, so it measured the budget): {', '.join(limited)}"
     return text + "." + _flag_note(union)
+
+
+def _symmetry_budget(symmetry: list[SymmetryAnalysis]) -> str:
+    """What the budget check of the symmetry cells (each cell's deciding m at twice the
+    epochs) found, in a sentence."""
+    rows = [r for a in symmetry for r in a.m_star.iter_rows(named=True)]
+    checked = [r for r in rows if r.get("budget") in ("ok", "budget-limited")]
+    if not checked:
+        return ("The training budget was not checked at twice the epochs (a run made before the check, or with "
+                "`search.budget_check: false`): a student's m* here is the m* at the spec's `max_epochs`.")
+    limited = [md_text(f"{r['teacher']} teacher: {r['student']} at d={r['d']}, n={r['n']}, k={r['k']}")
+               for r in checked if r["budget"] == "budget-limited"]
+    text = (f"Budget check (each cell's deciding m again at twice the epochs): {len(checked) - len(limited)} of "
+            f"{len(rows)} cells kept their outcome")
+    if limited:
+        text += f"; **budget-limited** (an outcome changed with more training, so m* measured the budget): {', '.join(limited)}"
+    unchecked = len(rows) - len(checked)
+    return text + (f"; {unchecked} not checked." if unchecked else ".")
 
 
 def _symmetry_flags(symmetry: list[SymmetryAnalysis]) -> str:

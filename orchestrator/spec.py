@@ -204,7 +204,8 @@ class SearchSettings(StrictSettings):
     points_per_round: int = Field(1, ge=1, le=100, description="adaptive: m values per later round and cell")
     max_rounds: int = Field(20, ge=1, le=1000, description="adaptive: bisection rounds after the first at most")
     tune: TuneSettings | None = Field(None, description="adaptive: Optuna TPE over lr/weight_decay per cell")
-    budget_check: StrictBool = Field(True, description="adaptive: search the largest T of each series again at 2x max_epochs")
+    budget_check: StrictBool = Field(True, description="adaptive: search the largest T of each series again at 2x "
+                                     "max_epochs; without T (symmetry), each cell's deciding m at 2x max_epochs")
     smallest_first: StrictBool = Field(False, description="adaptive: try m.min alone first; a cell that succeeds "
                                        "there is settled (m* <= m.min) without the other first points")
 
@@ -294,6 +295,8 @@ class SweepSpec(BaseModel):
                 series = len({json.dumps({k: v for k, v in c.items() if k != "T"}, sort_keys=True, default=str)
                               for c in self.cells()})
             budget = series * per_cell
+        elif s.budget_check:  # no T: each cell's deciding m (at most two) at twice the epochs
+            budget = n_cells * 2 * len(self.seeds)
         return n_cells * (per_cell + tune) + budget
 
     def n_cells(self) -> int:

@@ -37,7 +37,7 @@ import math
 import numpy as np
 import polars as pl
 
-from results.critical import critical_sample_sizes, format_m_star
+from results.critical import critical_sample_sizes, format_m_star, resolve_bounds
 from results.verdicts import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, _split,
                               quantity)
 
@@ -73,6 +73,37 @@ def critical_sizes_and_replicates(trials: pl.DataFrame, target_error: float, n_b
     table, reps = critical_sample_sizes(labelled, CELL, success=pl.col("test_error") <= target_error,
                                         fitted=fitted, n_boot=n_boot, ci=ci)
     return table.sort(CELL), reps
+
+
+def with_budget_check(m_star: pl.DataFrame, trials: pl.DataFrame, budget_rows: pl.DataFrame, target_error: float,
+                      success_frac: float) -> pl.DataFrame:
+    """The m* table with ``budget``: ``"ok"`` when every m the budget check tried again at
+    twice ``max_epochs`` (a cell's deciding m, orchestrator/adaptive.py) has the same outcome
+    as with the spec's epochs (success rate over the seeds that trained at or above
+    ``success_frac``, or below it), ``"budget-limited"`` when one changed (more training
+    moves m*, so m* measured the budget), ``"not checked"`` for a cell the check did not
+    reach; bounds and flags resolved again (results/critical.py, ``resolve_bounds``).
+
+    Args:
+        m_star: :func:`critical_sizes` of the search rows.
+        trials, budget_rows: the search rows and the budget check's rows (``search_phase``
+            ``budget``), with the columns of the module docstring.
+    """
+    def rates(rows: pl.DataFrame) -> pl.DataFrame:
+        ok = (pl.col("status") == "done") & (pl.col("test_error") <= target_error)
+        return (with_student(rows).filter(pl.col("status").is_in(["done", "diverged"]))
+                .group_by(*CELL, "m").agg(rate=ok.mean()).collect())
+
+    if budget_rows.is_empty():
+        return resolve_bounds(m_star.with_columns(budget=pl.lit("not checked")))
+    pairs = rates(budget_rows).join(rates(trials), on=[*CELL, "m"], how="left", suffix="_1x")
+    moved = (pairs.with_columns(changed=(pl.col("rate") >= success_frac) != (pl.col("rate_1x").fill_null(0.0)
+                                                                              >= success_frac))
+             .group_by(CELL).agg(pl.col("changed").any()))
+    joined = m_star.drop("budget", strict=False).join(moved, on=CELL, how="left", nulls_equal=True)
+    budget = (pl.when(pl.col("changed").is_null()).then(pl.lit("not checked"))
+              .when(pl.col("changed")).then(pl.lit("budget-limited")).otherwise(pl.lit("ok")))
+    return resolve_bounds(joined.with_columns(budget=budget).drop("changed"))
 
 
 def log_slope(df: pl.DataFrame, column: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> tuple[float, float, float]:

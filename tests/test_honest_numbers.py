@@ -270,3 +270,29 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
         c = s["numbers"]["c"]
         assert f"{c['estimate']:.3f} ({c['ci_lo']:.3f} .. {c['ci_hi']:.3f})" in line
         assert "8..8192 (4 cells, 3.0 decades)" in line and f"| {s['verdict']} |" in line
+
+
+# --- the symmetry budget check: a deciding m whose outcome moves with twice the epochs -------
+
+def test_a_symmetry_cell_whose_deciding_m_succeeds_at_twice_the_epochs_is_budget_limited(tmp_path):
+    # d = 4: the transformer succeeds from m = 32 (fails at 16, its bracket's lo); at twice the
+    # epochs it succeeds at 16 too, so its m* measured the budget. d = 8: at twice the epochs
+    # both deciding m (16 and 32) keep their outcome. The inner-product students are not checked.
+    store = ResultsStore(tmp_path / "store")
+    ms = [1, 2, 4, 8, 16, 32, 64]
+    rows = _symmetry_rows(4, {"inner-product": 1, "transformer": 32}, ms) + _symmetry_rows(
+        8, {"inner-product": 1, "transformer": 32}, ms)
+    for d, first_2x in ((4, 16), (8, 32)):
+        for r in _symmetry_rows(d, {"inner-product": None, "transformer": first_2x}, [16, 32]):
+            if r["equivariance"] == "none":
+                cfg = SymmetryTrialConfig(**{**{k: r[k] for k in SymmetryTrialConfig.model_fields}, "max_epochs": 800})
+                rows.append({**r, **cfg.model_dump(), "trial_id": trial_id(cfg), "search_phase": "budget"})
+    _write(store, "constructed-symmetry", "20261202-090000-dddddd", rows, SYMMETRY_SPEC, "symmetry")
+    table = attnsweep.open_store(store.root).analyze("20261202-090000-dddddd").m_star
+    budget = {(r["d"], r["student"]): r["budget"] for r in table.iter_rows(named=True)}
+    assert budget == {(4, "transformer"): "budget-limited", (8, "transformer"): "ok",
+                      (4, "inner-product"): "not checked", (8, "inner-product"): "not checked"}
+    limited = table.filter((pl.col("d") == 4) & (pl.col("student") == "transformer")).row(0, named=True)
+    assert limited["bound"] == "upper" and "budget-limited" in limited["flags"]  # m* <= its estimate, not a value
+    kept = table.filter((pl.col("d") == 8) & (pl.col("student") == "transformer")).row(0, named=True)
+    assert kept["bound"] == "exact" and "budget-limited" not in kept["flags"]

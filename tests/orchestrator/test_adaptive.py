@@ -10,7 +10,7 @@ from rich.console import Console
 
 import numpy as np
 
-from orchestrator.adaptive import cell_key, initial_points, next_points, probe_m, robust_choice, study_dir
+from orchestrator.adaptive import cell_key, deciding_points, initial_points, next_points, probe_m, robust_choice, study_dir
 from orchestrator.analyze import analyze_run
 from orchestrator.driver import run_sweep
 from orchestrator.errors import SpecError
@@ -229,13 +229,13 @@ def test_tuning_runs_after_the_default_search_and_a_robustly_better_set_is_searc
     assert not [c for c in result.checks if c["check"].startswith("best growth law with the spec's settings")]
 
 
-def test_a_symmetry_search_uses_the_test_error_and_has_no_budget_phase(tmp_path):
+def test_a_symmetry_search_uses_the_test_error(tmp_path):
     text = ("name: sym-adaptive\nexperiment: symmetry\nseeds: 2\ngrid: {teacher: [equivariant]}\n"
             "fixed: {n: 3, k: 2, d: 4, equivariance: orthogonal, max_epochs: 200, lr: 1e-2, n_q: 2, n_test: 64}\n"
-            "search: {mode: adaptive, m: {min: 2, max: 32}, rel_tol: 0.5}\n"
+            "search: {mode: adaptive, m: {min: 2, max: 32}, rel_tol: 0.5, budget_check: false}\n"
             "analysis: {target_error: 0.05, n_boot: 50}\n")
     spec, store, rows = _run(tmp_path, text)
-    assert set(rows["search_phase"]) == {"search"}  # no T: no budget check
+    assert set(rows["search_phase"]) == {"search"}  # budget_check: false
     rates = (rows.with_columns(ok=(pl.col("status") == "done") & (pl.col("test_error") <= 0.05))
              .group_by("m").agg(pl.col("ok").mean()).sort("m"))
     ms, ok = rates["m"].to_list(), rates["ok"].to_list()
@@ -285,7 +285,7 @@ def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_find
     first_text = SYMMETRY.replace("rel_tol: 0.5}", "rel_tol: 0.5, smallest_first: true}")
     spec, store_b, first = _run(tmp_path / "first", first_text)
     # The inner-product student fits the equivariant teacher from the smallest m: one m, two seeds.
-    inner = first.filter(pl.col("equivariance") == "orthogonal")
+    inner = first.filter((pl.col("equivariance") == "orthogonal") & (pl.col("search_phase") == "search"))
     assert inner["m"].unique().to_list() == [2] and inner.height == 2
     assert plain.filter(pl.col("equivariance") == "orthogonal")["m"].n_unique() > 1
     assert first.height < plain.height
@@ -301,3 +301,33 @@ def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_find
     # A resume replays the same choices from the stored rows: nothing left to run.
     run_sweep(spec, store_b, LocalExecutor(spec.execution), run_id="r1", resume=True, console=Console(file=io.StringIO()))
     assert store_b.scan_run_trials(spec.name, "r1").collect().height == first.height
+
+
+# --- the symmetry budget check (issue 26) -----------------------------------------------------------------
+
+def test_deciding_points_are_the_bracket_or_the_largest_m_tried():
+    assert deciding_points({2: 0.0, 8: 0.0, 32: 1.0}, 0.5) == [8, 32]
+    assert deciding_points({2: 1.0, 8: 1.0}, 0.5) == [2]  # settled at the start: only the m that decides it
+    assert deciding_points({2: 0.0, 8: 0.0, 32: 0.0}, 0.5) == [32]  # beyond the range: the largest m tried
+    assert deciding_points({2: 0.0, 8: 0.5, 16: 0.0, 32: 1.0}, 0.5) == [2, 8]  # the first m to reach it decides
+
+
+def test_a_symmetry_search_checks_each_cells_deciding_m_at_twice_the_epochs(tmp_path):
+    spec, store, rows = _run(tmp_path, SYMMETRY)
+    search = rows.filter(pl.col("search_phase") == "search")
+    budget = rows.filter(pl.col("search_phase") == "budget")
+    assert set(budget["max_epochs"]) == {300} and set(search["max_epochs"]) == {150}
+    for (eq,), cell in search.group_by(["equivariance"]):
+        ok = (pl.col("status") == "done") & (pl.col("test_error") <= 0.05)
+        rates = cell.group_by("m").agg(ok.mean().alias("rate")).sort("m")
+        ms, rate = rates["m"].to_list(), rates["rate"].to_list()
+        reached = [m for m, r in zip(ms, rate) if r >= 0.5]
+        expected = ([max(m for m in ms if m < reached[0])] if any(m < reached[0] for m in ms) else []) + reached[:1] \
+            if reached else [max(ms)]
+        checked = budget.filter(pl.col("equivariance") == eq)
+        assert sorted(checked["m"].unique()) == expected, eq
+        assert checked.height == len(expected) * 2  # every seed
+        # A twin that fit its training set before its epochs ran out is reused, not trained again.
+        twins = cell.filter(pl.col("m").is_in(expected))
+        stopped = twins.filter(pl.col("epochs") < 150).height
+        assert checked["reused_from"].is_not_null().sum() == stopped
