@@ -188,3 +188,158 @@ def test_an_unreachable_server_is_an_os_error_and_no_reason_to_quarantine(s3, bu
     assert not fresh.quarantined
     assert _keys(bucket, "store/trials/") == [part.path.split("/", 1)[1]]
     assert ResultsStore(f"s3://{bucket}/store").scan_trials().collect()["trial_id"].to_list() == ["a"]
+
+
+# -- attnsweep against s3:// end to end ---------------------------------------------------
+
+SWEEP = ("name: kills\nseeds: 4\ngrid: {T: [8, 16], m: [32, 64, 128]}\n"
+         "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 300}\n"
+         "execution: {pack_size: 2, flush_rows: 2, flush_s: 0.1}\n")
+"""test_faults.py's sweep (24 trials; a run killed after 2 part files is mid-sweep)."""
+SAME = ["trial_id", "status", "epochs", "support", "T", "m", "seed"]
+"""Columns an interrupted and resumed run has exactly as an uninterrupted one."""
+
+
+def _env(home) -> dict:
+    """A subprocess's environment: this one's (the endpoint, the test credentials) with its own
+    home, where a run on an object store keeps its lock (results/locks.py)."""
+    return dict(os.environ, HOME=str(home), RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
+
+
+def _cli(*args, cwd, env, timeout=600):
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _wait_for_parts(bucket: str, n: int, proc, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if sum(k.endswith(".parquet") for k in _keys(bucket, "store/trials/")) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no {n} part files in time (the run exited with {proc.poll()})")
+
+
+@pytest.fixture(scope="module")
+def resumed(s3, tmp_path_factory):
+    """The sweep on the embedded local Ray into s3://BUCKET/store, its driver (and the Ray it
+    started) killed with SIGKILL after two part files, ``store check`` then, and ``attnsweep
+    resume``; beside it the same sweep uninterrupted in a local store."""
+    import boto3
+
+    from results import ResultsStore
+
+    work = tmp_path_factory.mktemp("s3-e2e")
+    (work / "spec.yaml").write_text(SWEEP)
+    env = _env(work / "home")
+    bucket = f"attnsweep-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    uri = f"s3://{bucket}/store"
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--store", uri,
+                             "--no-analyze"], cwd=work, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for_parts(bucket, 2, proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started, mid-sweep
+        proc.wait()
+    partial = ResultsStore(uri).scan_trials().collect()
+    (run_id,) = partial["run_id"].unique().to_list()
+    died = _cli("store", "check", "--store", uri, cwd=work, env=env)
+    resumed = _cli("resume", run_id, "--store", uri, "--local", "--no-analyze", cwd=work, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    whole = _cli("run", "spec.yaml", "--store", "whole", "--local", "--no-analyze", cwd=work, env=env)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    return dict(work=work, env=env, bucket=bucket, uri=uri, run_id=run_id, partial=partial, died=died,
+                local=ResultsStore(work / "whole"))
+
+
+def test_a_run_killed_with_sigkill_and_resumed_on_s3_holds_each_trial_once(resumed):
+    from results import ResultsStore
+
+    partial, run_id = resumed["partial"], resumed["run_id"]
+    assert 0 < partial.height < 24, "the kill should land mid-sweep"
+    # The killed run is named by store check on the machine whose lock it held.
+    died = resumed["died"]
+    assert died.returncode == 1 and f"died run: run {run_id} of sweep kills" in died.stdout, died.stdout
+    store = ResultsStore(resumed["uri"])
+    cut, ref = store.scan_trials().collect(), resumed["local"].scan_trials().collect()
+    assert cut.height == 24 and cut["trial_id"].n_unique() == 24  # exactly one row per trial
+    assert cut.select(SAME).sort("trial_id").equals(ref.select(SAME).sort("trial_id"))
+    both = cut.join(ref, on="trial_id", suffix="_ref")
+    assert (both["test_acc"] - both["test_acc_ref"]).abs().max() < 1e-6
+    assert (both["train_loss"] - both["train_loss_ref"]).abs().max() < 1e-5
+    record = store.read_run("kills", run_id)
+    assert record["status"] == "finished" and record["n_done"] == 24
+    assert [a["attempt"] for a in record["attempts"]] == [1, 2]
+    assert record["attempts"][1]["n_skipped"] == partial.height
+    assert record["attempts"][0]["status"] == "died" and record["attempts"][0]["n_run"] == partial.height
+    # Nothing but part files and the record: an object store has no temporary names.
+    keys = _keys(resumed["bucket"])
+    assert all(re.fullmatch(rf"store/trials/sweep=kills/run_id={run_id}/part-\d{{20}}-[0-9a-f]{{8}}\.parquet", k)
+               for k in keys if k.startswith("store/trials/")), keys
+    assert [k for k in keys if not k.startswith("store/trials/")] == [f"store/runs/sweep=kills/run_id={run_id}/run.parquet"]
+
+
+def _local_id(resumed) -> str:
+    return resumed["local"].latest_run()[1]
+
+
+def test_query_analyze_and_report_on_s3_match_the_local_store(resumed):
+    work, env, uri, run_id = resumed["work"], resumed["env"], resumed["uri"], resumed["run_id"]
+    local_id = _local_id(resumed)
+    sql = "SELECT trial_id, status, T, m, seed, epochs FROM trials ORDER BY trial_id"
+    q_s3 = _cli("query", sql, "--format", "csv", "--store", uri, cwd=work, env=env)
+    q_local = _cli("query", sql, "--format", "csv", "--store", "whole", cwd=work, env=env)
+    assert q_s3.returncode == 0, q_s3.stderr
+    assert q_s3.stdout == q_local.stdout and q_s3.stdout.count("\n") == 25
+    a_s3 = _cli("analyze", run_id, "--store", uri, "--figures", "fig-s3", cwd=work, env=env)
+    a_local = _cli("analyze", local_id, "--store", "whole", "--figures", "fig-local", cwd=work, env=env)
+    assert a_s3.returncode == 0, a_s3.stderr[-3000:]
+    assert (a_s3.stdout.replace(run_id, "RUN").replace("fig-s3", "FIG")
+            == a_local.stdout.replace(local_id, "RUN").replace("fig-local", "FIG"))
+    assert sorted(p.name for p in (work / "fig-s3").iterdir()) == sorted(p.name for p in (work / "fig-local").iterdir())
+    r_s3 = _cli("report", run_id, "--store", uri, "--publish", "--out", "pub-s3", cwd=work, env=env)
+    assert r_s3.returncode == 0, r_s3.stderr[-3000:]
+    verdicts = r_s3.stdout.splitlines()[-1]
+    assert verdicts.startswith("verdicts:")
+    # The published folder of the s3 run makes the same report again from its own rows, which
+    # are the local run's.
+    again = _cli("report", "--from", "pub-s3", cwd=work, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.splitlines()[-1] == verdicts
+    published = pl.read_parquet(work / "pub-s3" / "trials.parquet")
+    assert published.select(SAME).sort("trial_id").equals(
+        resumed["local"].scan_trials().collect().select(SAME).sort("trial_id"))
+
+
+def test_store_check_and_compact_on_s3(resumed):
+    """Runs last of the module's tests: it changes the store."""
+    from results import ResultsStore
+
+    work, env, uri, bucket, run_id = (resumed[k] for k in ("work", "env", "uri", "bucket", "run_id"))
+    check = _cli("store", "check", "--store", uri, cwd=work, env=env)
+    assert check.returncode == 0 and check.stdout.splitlines()[-1] == "ok", check.stdout
+    before = ResultsStore(uri).scan_trials().collect().sort("trial_id")
+    n_parts = len(_keys(bucket, "store/trials/"))
+    compact = _cli("store", "compact", "--store", uri, cwd=work, env=env)
+    assert compact.returncode == 0 and f"{n_parts} files -> 1" in compact.stdout, (compact.stdout, compact.stderr)
+    (part,) = _keys(bucket, "store/trials/")
+    after = ResultsStore(uri).scan_trials().collect().sort("trial_id")
+    assert after.equals(before)  # every row and value, exactly
+    check = _cli("store", "check", "--store", uri, cwd=work, env=env)
+    assert check.returncode == 0 and "24 rows" in check.stdout and check.stdout.splitlines()[-1] == "ok", check.stdout
+    # A truncated copy of the part file and a stray object: named, the copy quarantined, rows intact.
+    import boto3
+
+    data = boto3.client("s3").get_object(Bucket=bucket, Key=part)["Body"].read()
+    folder = part.rsplit("/", 1)[0]
+    _put(bucket, f"{folder}/part-99999999999999999999-0badf00d.parquet", data[: len(data) // 2])
+    _put(bucket, "store/trials/stray.parquet", data)
+    check = _cli("store", "check", "--store", uri, cwd=work, env=env)
+    assert check.returncode == 1, check.stdout
+    assert (f"damaged: quarantine/trials/sweep=kills/run_id={run_id}/part-99999999999999999999-0badf00d.parquet"
+            in check.stdout), check.stdout
+    assert "stray file: trials/stray.parquet" in check.stdout, check.stdout
+    assert f"store/quarantine/trials/sweep=kills/run_id={run_id}/part-99999999999999999999-0badf00d.parquet" in _keys(bucket)
+    assert ResultsStore(uri).scan_trials().collect().sort("trial_id").equals(before)
