@@ -276,8 +276,14 @@ class ResultsStore:
             # gcsfs) shared by every store object: another process's files would stay unseen.
             self.root.fs.invalidate_cache()
         found = folder.glob("*.parquet") if folder is not None else (self.root / table).glob("sweep=*/run_id=*/*.parquet")
+        try:
+            found = sorted(found, key=str)
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an object store client's own errors, as a local listing's OSError
+            raise client_error(exc) from exc
         good = []
-        for p in sorted(found, key=str):
+        for p in found:
             if p.name.startswith(".") or not partition_ok(p.parent):
                 continue  # temporary files; folders no run of ours could have (store check lists them)
             if table == "runs" and p.name != RUN_FILE:
@@ -759,9 +765,7 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
         except OSError:
             raise
         except Exception as exc:  # noqa: BLE001 - the client's own errors, as the OSError a local disk raises
-            # botocore raises EndpointConnectionError (no OSError) when the server is out of
-            # reach: callers rescue refused rows on OSError (results/writer.py).
-            raise OSError(f"{type(exc).__name__}: {exc}") from exc
+            raise client_error(exc) from exc  # callers rescue refused rows on OSError (results/writer.py)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(temp_name(path.name))
@@ -784,6 +788,13 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
             pass
         os.close(fd)
     return path
+
+
+def client_error(exc: Exception) -> OSError:
+    """An object store client's own error as the ``OSError`` a local file system raises (botocore
+    raises ``EndpointConnectionError``, no ``OSError``, when the server is out of reach), so that
+    what copes with a refused write or listing of a local store copes with it too."""
+    return OSError(f"{type(exc).__name__}: {exc}")
 
 
 def partition_ok(folder: Path) -> bool:

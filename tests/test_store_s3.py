@@ -343,3 +343,71 @@ def test_store_check_and_compact_on_s3(resumed):
     assert "stray file: trials/stray.parquet" in check.stdout, check.stdout
     assert f"store/quarantine/trials/sweep=kills/run_id={run_id}/part-99999999999999999999-0badf00d.parquet" in _keys(bucket)
     assert ResultsStore(uri).scan_trials().collect().sort("trial_id").equals(before)
+
+
+OUTAGE = SWEEP.replace("seeds: 4", "seeds: 8").replace("pack_size: 2, flush_rows: 2, flush_s: 0.1",
+                                                       "pack_size: 1, flush_rows: 1")
+"""48 trials, each row written as it finishes (one PUT per trial)."""
+
+
+def test_a_server_gone_mid_run_loses_no_finished_row_and_resume_completes_it(s3, bucket, tmp_path):
+    """The S3 server stops answering mid-run (every PUT refused): the run stops with exit 2,
+    each trial that finished is in the bucket or in the rescue file the message names (none
+    in both), and once the server is back ``attnsweep resume`` completes the run, each trial
+    once, the rescued rows' results among them."""
+    from results import ResultsStore
+
+    (tmp_path / "spec.yaml").write_text(OUTAGE)
+    env, uri = _env(tmp_path / "home"), f"s3://{bucket}/store"
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--store", uri, "--local",
+                             "--no-analyze"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        _wait_for_parts(bucket, 3, proc)
+        s3.stop()
+        try:
+            _, stderr = proc.communicate(timeout=300)
+        finally:
+            s3.start()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    print(stderr)
+    assert proc.returncode == 2, stderr[-3000:]
+    stderr = " ".join(stderr.split())  # the terminal wraps long lines
+    m = re.search(r"its (\d+) unwritten finished rows are saved in (\S+) \(the (\d+) rows before them are in the store\)",
+                  stderr)
+    assert m, stderr[-3000:]
+    n_rescued, rescue, n_stored = int(m[1]), m[2], int(m[3])
+    stored = ResultsStore(uri).scan_trials().collect()
+    rescued = pl.read_parquet(rescue)
+    assert stored.height == n_stored >= 3 and rescued.height == n_rescued >= 1
+    assert stored["trial_id"].n_unique() == n_stored and rescued["trial_id"].n_unique() == n_rescued
+    assert not set(stored["trial_id"]) & set(rescued["trial_id"])
+    (run_id,) = stored["run_id"].unique().to_list()
+
+    done = _cli("resume", run_id, "--store", uri, "--local", "--no-analyze", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    store = ResultsStore(uri)
+    rows = store.scan_trials().collect()
+    assert rows.height == 48 and rows["trial_id"].n_unique() == 48
+    assert store.read_run("kills", run_id)["status"] == "finished"
+    again = rows.join(rescued.select(SAME + ["test_acc"]), on="trial_id", suffix="_rescued")
+    assert again.height == n_rescued
+    for col in SAME[1:]:
+        assert again[col].equals(again[f"{col}_rescued"], check_names=False), col
+    assert (again["test_acc"] - again["test_acc_rescued"]).abs().max() < 1e-6
+    check = _cli("store", "check", "--store", uri, cwd=tmp_path, env=env)
+    assert check.returncode == 0, check.stdout
+    os.unlink(rescue)
+
+
+@pytest.mark.parametrize("command", [["run", "spec.yaml", "--local", "--no-analyze"], ["store", "check"]])
+def test_a_server_out_of_reach_is_one_line_and_exit_2(s3, command, tmp_path):
+    (tmp_path / "spec.yaml").write_text(OUTAGE)
+    env = dict(_env(tmp_path / "home"), AWS_ENDPOINT_URL=f"http://127.0.0.1:{_free_port()}")  # nobody listens there
+    proc = _cli(*command, "--store", "s3://bucket/store", cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.startswith("error: the store's server could not be reached or refused: EndpointConnectionError")
+    assert proc.stderr.count("\n") == 1, proc.stderr
