@@ -66,8 +66,17 @@ def _user_errors(fn):
         except ImportError as exc:  # e.g. an s3:// store without s3fs
             _error(f"a package this needs is not installed: {exc}")
             raise typer.Exit(2) from None
+        except Exception as exc:  # an object store client's own error (botocore's, the server out of reach)
+            if type(exc).__module__.partition(".")[0] not in STORE_CLIENTS:
+                raise
+            _error(f"the store's server could not be reached or refused: {type(exc).__name__}: {exc}")
+            raise typer.Exit(2) from None
 
     return wrapper
+
+
+STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "aiohttp", "gcsfs", "google", "adlfs", "azure")
+"""Packages whose errors are an object store's refusal, told in one line (exit 2) as an OSError is."""
 
 
 @app.command()

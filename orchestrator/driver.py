@@ -463,7 +463,7 @@ def _finish_record(record: dict, summary: RunSummary, store: ResultsStore, sweep
         rows = store.scan_run_trials(sweep, run_id)
         counts = dict(rows.group_by("status").len().collect().iter_rows())
         record["cell_counts"] = cell_counts(rows, (record.get("trial_fields") or "").split(","))
-    except StoreError:
+    except (StoreError, OSError):  # OSError: a store that cannot be listed now (an object store out of reach)
         counts = {}
     started = record["started_at"]
     ended = dt.datetime.now(dt.UTC)

@@ -201,7 +201,9 @@ def check_store(store: ResultsStore) -> CheckReport:
             continue
         if record.get("status") == "failed":
             report.failed_runs.append((sweep, run_id, record.get("error"), record.get("rescue_file")))
-        elif record.get("status") == "running" and store.local and RunLock(store, sweep, run_id).held() is False:
+        # An object store's run lock lives on its driver's machine (results/locks.py): there, a
+        # free lock names a dead driver as it does beside a local store; elsewhere held() is None.
+        elif record.get("status") == "running" and RunLock(store, sweep, run_id).held() is False:
             report.died_runs.append((sweep, run_id))
         if record.get("status") != "running":  # a running run's counts are not final (its end writes them)
             counted = _row_counts(sweep, run_id, record, stored.get((sweep, run_id), {}))

@@ -90,13 +90,20 @@ def os_reason(exc: OSError) -> str:
     return f"{text} ({name})" if name and name not in text else text
 
 
+def _reason(exc: Exception) -> str:
+    """:func:`os_reason` of an OS error; another error (an object store client's) by its type and message."""
+    return os_reason(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+
+
 def _read_at(fh, offset: int, n: int) -> bytes:
     """``n`` bytes of ``fh`` from ``offset``; file system errors raise :class:`Unreadable`."""
     try:
         fh.seek(offset)
         data = fh.read(n)
-    except OSError as exc:
-        raise Unreadable(os_reason(exc)) from exc
+    except Exception as exc:  # noqa: BLE001 - only bytes are read here: whatever fails is the file system's
+        # An object store's client raises its own errors too (botocore's EndpointConnectionError
+        # when the server is out of reach): a refusal, not damage, so the file is never moved.
+        raise Unreadable(_reason(exc)) from exc
     if len(data) != n:
         raise Unreadable(f"it changed while it was read ({len(data)} of {n} bytes at {offset})")
     return data
@@ -109,8 +116,8 @@ class _Opened:
         try:
             self.fh = path.open("rb")
             self.size = self.fh.seek(0, os.SEEK_END)
-        except OSError as exc:
-            raise Unreadable(os_reason(exc)) from exc
+        except Exception as exc:  # noqa: BLE001 - an object store's client errors too (see _read_at)
+            raise Unreadable(_reason(exc)) from exc
 
     def __enter__(self) -> _Opened:
         return self

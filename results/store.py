@@ -271,9 +271,19 @@ class ResultsStore:
         :class:`StoreWarning` (:attr:`set_aside`), trial files that lack the
         :data:`TRIAL_COLUMNS` or hold rows naming another run, run files that are not one
         run's record, and files whose column types cannot join the others'."""
+        if not self.local:
+            # fsspec keeps one client per URI and process, with a cache of listings (s3fs,
+            # gcsfs) shared by every store object: another process's files would stay unseen.
+            self.root.fs.invalidate_cache()
         found = folder.glob("*.parquet") if folder is not None else (self.root / table).glob("sweep=*/run_id=*/*.parquet")
+        try:
+            found = sorted(found, key=str)
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an object store client's own errors, as a local listing's OSError
+            raise client_error(exc) from exc
         good = []
-        for p in sorted(found, key=str):
+        for p in found:
             if p.name.startswith(".") or not partition_ok(p.parent):
                 continue  # temporary files; folders no run of ours could have (store check lists them)
             if table == "runs" and p.name != RUN_FILE:
@@ -382,8 +392,8 @@ class ResultsStore:
             st = path.stat()
         except FileNotFoundError:
             return None
-        except OSError as exc:  # e.g. a folder this user may not search
-            self._unreadable(path, exc)
+        except Exception as exc:  # noqa: BLE001 - a folder this user may not search; an object store client's
+            self._unreadable(path, exc)  # own errors (botocore's, the server out of reach): no damage
             return None
         key = (str(path), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None),
                getattr(st, "st_ctime_ns", None), getattr(st, "st_ino", None))
@@ -744,8 +754,18 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
     cleaner can tell it from a dead writer's (:func:`temp_file_state`). Every page gets a CRC
     checksum, which :func:`read_checked` verifies."""
     if not isinstance(path, Path) or type(path).__module__.startswith("upath"):
-        with path.open("wb") as fh:
-            pq.write_table(table, fh, write_page_checksum=True)
+        # An object store has no rename. The file is made whole in memory and sent in one PUT
+        # (fsspec's pipe_file: s3fs aborts a multipart upload that fails), so a failure midway
+        # leaves no object; path.open("wb") would commit the bytes written so far on any
+        # exception (fsspec's file closes, i.e. uploads, on leaving its with block).
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, write_page_checksum=True)
+        try:
+            path.fs.pipe_file(path.path, sink.getvalue().to_pybytes())
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the client's own errors, as the OSError a local disk raises
+            raise client_error(exc) from exc  # callers rescue refused rows on OSError (results/writer.py)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(temp_name(path.name))
@@ -768,6 +788,13 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
             pass
         os.close(fd)
     return path
+
+
+def client_error(exc: Exception) -> OSError:
+    """An object store client's own error as the ``OSError`` a local file system raises (botocore
+    raises ``EndpointConnectionError``, no ``OSError``, when the server is out of reach), so that
+    what copes with a refused write or listing of a local store copes with it too."""
+    return OSError(f"{type(exc).__name__}: {exc}")
 
 
 def partition_ok(folder: Path) -> bool:
