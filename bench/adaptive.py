@@ -30,11 +30,11 @@ import numpy as np
 import polars as pl
 from rich.console import Console
 
-from orchestrator.analyze import analyze_run
-from orchestrator.driver import run_sweep
-from orchestrator.executors import RayExecutor
-from orchestrator.spec import parse_spec
-from results import ResultsStore
+from attnsweep.orchestrator.analyze import analyze_run
+from attnsweep.orchestrator.driver import run_sweep
+from attnsweep.orchestrator.executors import RayExecutor
+from attnsweep.orchestrator.spec import parse_spec
+from attnsweep.results import ResultsStore
 
 FIXED = "fixed: {task: and, s: 3, d: 32, heads: 4, lr: 3e-3, max_epochs: 1000, n_test: 2000, model: transformer}\n"
 

@@ -32,8 +32,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.adaptive import initial_points, next_points  # noqa: E402
-from results.critical import critical_sample_sizes, percentile_interval  # noqa: E402
+from attnsweep.orchestrator.adaptive import initial_points, next_points  # noqa: E402
+from attnsweep.results.critical import critical_sample_sizes, percentile_interval  # noqa: E402
 
 DESIGNS = ("grid2", "grid1.4", "adaptive")
 SLOPES = (1.5, 3.0, 8.0)

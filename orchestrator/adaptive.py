@@ -54,9 +54,9 @@ import numpy as np
 import optuna
 import polars as pl
 
-from orchestrator.driver import Request
-from orchestrator.spec import SweepSpec, trial_id
-from results import ResultsStore, StoreError
+from attnsweep.orchestrator.driver import Request
+from attnsweep.orchestrator.spec import SweepSpec, trial_id
+from attnsweep.results import ResultsStore, StoreError
 
 PHASES = ("search", "tune", "tuned", "budget")
 

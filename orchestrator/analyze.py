@@ -18,14 +18,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.analyze_tuning import choose_m_star, tuning_choices
-from orchestrator.rows import trial_schema, with_later_fields
-from results.norm_use import BOUNDED, norm_growth, norm_use
-from orchestrator.spec import AnalysisSettings, SearchSettings, read_yaml
-from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
-from results.critical import format_m_star, resolve_bounds
-from results.figures import plot_m_star, plot_success_curves, plot_success_grid
-from workers import BooleanTrialConfig
+from attnsweep.orchestrator.analyze_tuning import choose_m_star, tuning_choices
+from attnsweep.orchestrator.rows import trial_schema, with_later_fields
+from attnsweep.results.norm_use import BOUNDED, norm_growth, norm_use
+from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings, read_yaml
+from attnsweep.results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
+from attnsweep.results.critical import format_m_star, resolve_bounds
+from attnsweep.results.figures import plot_m_star, plot_success_curves, plot_success_grid
+from attnsweep.workers import BooleanTrialConfig
 
 CELL_FIELDS = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")]
 """A sparse-Boolean cell: every setting but m and the seed (and the test-only fault)."""
@@ -109,7 +109,7 @@ def tuned_fields(store: ResultsStore, sweep: str, run_id: str) -> set[str]:
 
 def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
     """A warning for a run that did not finish (its cells may be incomplete), else None."""
-    from results.locks import RunLock, RunLockedError
+    from attnsweep.results.locks import RunLock, RunLockedError
 
     record = store.read_run(sweep, run_id)
     if record["status"] == "finished":
@@ -131,7 +131,7 @@ def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
 def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
     """What a reader of this run's results must know: it did not finish, or the store holds
     fewer (or more) of its rows than it recorded (:mod:`orchestrator.completeness`)."""
-    from orchestrator.completeness import incomplete_note
+    from attnsweep.orchestrator.completeness import incomplete_note
 
     return [n for n in (unfinished_note(store, sweep, run_id), incomplete_note(store, sweep, run_id)) if n is not None]
 
@@ -139,7 +139,7 @@ def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
 def m_star_table(result: Analysis) -> pl.DataFrame:
     """A run's m* table as the verdicts read it: one row per cell, with its bootstrap
     ``replicates`` (results/verdicts.py) and its ``run_id``."""
-    from results import verdicts as boolean
+    from attnsweep.results import verdicts as boolean
 
     cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
     table = boolean.with_replicates(result.m_star, result.replicates, cell)
@@ -161,7 +161,7 @@ def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.
         ``(union, verdicts)``: the union m* table (one row per cell) and one dict per claim
         (``claim``, ``statistic``, ``interval``, ``verdict``, ``why``).
     """
-    from results import verdicts as boolean
+    from attnsweep.results import verdicts as boolean
 
     if not tables:
         return pl.DataFrame(), boolean.verdicts(pl.DataFrame())
@@ -364,7 +364,7 @@ def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
     """At the largest T with an MLP cell: yes when the transformer's m* lies below the MLP's
     (results/symmetry.py's order of two m*, their bounds included), no when it lies at or
     above, inconclusive when the two overlap."""
-    from results.symmetry import _order
+    from attnsweep.results.symmetry import _order
 
     T_max = part.filter(pl.col("model") == "mlp")["T"].max()
     if T_max is None:

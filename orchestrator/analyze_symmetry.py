@@ -12,15 +12,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.analyze import interval_text, search_rows
-from orchestrator.spec import AnalysisSettings
-from workers import SymmetryTrialConfig
-from results import ResultsStore, StoreError
-from results.critical import format_m_star
-from results import symmetry_scale as scale
-from results.figures import plot_advantage, plot_equivariance_errors, plot_error_against_m, plot_test_error
-from results.symmetry import critical_sizes_and_replicates, verdicts, with_student
-from results.verdicts import quantity
+from attnsweep.orchestrator.analyze import interval_text, search_rows
+from attnsweep.orchestrator.spec import AnalysisSettings
+from attnsweep.workers import SymmetryTrialConfig
+from attnsweep.results import ResultsStore, StoreError
+from attnsweep.results.critical import format_m_star
+from attnsweep.results import symmetry_scale as scale
+from attnsweep.results.figures import plot_advantage, plot_equivariance_errors, plot_error_against_m, plot_test_error
+from attnsweep.results.symmetry import critical_sizes_and_replicates, verdicts, with_student
+from attnsweep.results.verdicts import quantity
 
 
 @dataclass

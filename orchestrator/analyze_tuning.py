@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from orchestrator.adaptive import robust_choice
+from attnsweep.orchestrator.adaptive import robust_choice
 
 TUNING_STATES = ("not tuned", "spec kept", "tuned", "worse: spec used")
 """Values of the ``tuning`` column of an m* table."""

@@ -31,14 +31,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from orchestrator.analyze_symmetry import SymmetryAnalysis
-from orchestrator.errors import AttnsweepError
-from orchestrator.rows import run_schema, trial_schema
-from results import ResultsStore
-from results import verdicts as boolean
-from results.figures import plot_m_star
-from results.outputs import replacing, write_text
-from workers.config import LATER_FIELDS
+from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.orchestrator.rows import run_schema, trial_schema
+from attnsweep.results import ResultsStore
+from attnsweep.results import verdicts as boolean
+from attnsweep.results.figures import plot_m_star
+from attnsweep.results.outputs import replacing, write_text
+from attnsweep.workers.config import LATER_FIELDS
 
 FIGURE = "m_star_vs_T.png"
 TRIALS, RUNS, SUMS = "trials.parquet", "runs.parquet", "SHA256SUMS"
@@ -208,8 +208,8 @@ def _check_run(folder: Path, sweep: str, run_id: str, record: dict, rows: pa.Tab
     experiment, and every row's settings valid for it (the experiment's config, which names
     the field and the allowed values). A folder whose files were edited and checksummed
     again is read only as far as its contents are sound."""
-    from results.store import NAME_RE
-    from workers import EXPERIMENTS
+    from attnsweep.results.store import NAME_RE
+    from attnsweep.workers import EXPERIMENTS
 
     where = f"--from: {folder / RUNS}: run {run_id!r} (sweep {sweep!r})"
     for label, value in (("sweep", sweep), ("run_id", run_id)):
@@ -254,7 +254,7 @@ def _check_record(where: str, record: dict, columns: list[str]) -> None:
     orchestrator/completeness.py writes, ``spec_yaml`` YAML whose analysis settings are valid."""
     import yaml
 
-    from orchestrator.spec import AnalysisSettings, read_yaml
+    from attnsweep.orchestrator.spec import AnalysisSettings, read_yaml
 
     for name in COUNTS:
         if (record.get(name) or 0) < 0:

@@ -28,13 +28,13 @@ import numpy as np
 import polars as pl
 from scipy.stats import ks_2samp
 
-from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of
-from orchestrator.analyze_symmetry import analyze_symmetry_run
-from orchestrator.errors import RunError
-from orchestrator.rows import with_later_fields
-from results import ResultsStore
-from results.critical import format_m_star
-from results.symmetry import CELL as SYMMETRY_CELL
+from attnsweep.orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of
+from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+from attnsweep.orchestrator.errors import RunError
+from attnsweep.orchestrator.rows import with_later_fields
+from attnsweep.results import ResultsStore
+from attnsweep.results.critical import format_m_star
+from attnsweep.results.symmetry import CELL as SYMMETRY_CELL
 
 
 @dataclass

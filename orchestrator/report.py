@@ -31,17 +31,17 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from orchestrator.analyze import (CELL_FIELDS, analyze_run, boolean_verdicts, interval_text, m_star_table,
+from attnsweep.orchestrator.analyze import (CELL_FIELDS, analyze_run, boolean_verdicts, interval_text, m_star_table,
                                   run_caveats, settings_of, tuned_fields)
-from orchestrator import findings
-from orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
-from orchestrator.errors import AttnsweepError
-from results import ResultsStore
-from results.critical import format_m_star
-from results import symmetry as sym
-from results import verdicts as boolean
-from results.figures import plot_reference
-from results.outputs import linked_folders, replacing, write_text
+from attnsweep.orchestrator import findings
+from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
+from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.results import ResultsStore
+from attnsweep.results.critical import format_m_star
+from attnsweep.results import symmetry as sym
+from attnsweep.results import verdicts as boolean
+from attnsweep.results.figures import plot_reference
+from attnsweep.results.outputs import linked_folders, replacing, write_text
 
 TEMPLATES = Path(__file__).parent / "templates"
 SYMMETRY_CSV = "m_star_symmetry.csv"

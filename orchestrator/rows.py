@@ -12,8 +12,8 @@ import typing
 
 import pyarrow as pa
 
-from workers import EXPERIMENTS
-from workers.config import LATER_FIELDS
+from attnsweep.workers import EXPERIMENTS
+from attnsweep.workers.config import LATER_FIELDS
 
 # Measurements a worker reports (workers/train.py) and what the driver adds.
 RESULT_COLUMNS: dict[str, pa.DataType] = {

@@ -17,8 +17,8 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from results.fits import predict  # noqa: E402
-from results.outputs import replacing  # noqa: E402
+from attnsweep.results.fits import predict  # noqa: E402
+from attnsweep.results.outputs import replacing  # noqa: E402
 
 
 def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, path: Path,
@@ -257,7 +257,7 @@ def _with_bound(m_star: pl.DataFrame) -> pl.DataFrame:
     table made without it lacks it (a bound's value then in ``m_star``)."""
     if "bound" in m_star.columns or m_star.is_empty():
         return m_star
-    from results.verdicts import normalized
+    from attnsweep.results.verdicts import normalized
 
     return normalized(m_star)
 

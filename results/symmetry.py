@@ -37,8 +37,8 @@ import math
 import numpy as np
 import polars as pl
 
-from results.critical import critical_sample_sizes, format_m_star
-from results.verdicts import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, _split,
+from attnsweep.results.critical import critical_sample_sizes, format_m_star
+from attnsweep.results.verdicts import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, _split,
                               quantity)
 
 ROUNDOFF = 1e-10

@@ -38,9 +38,9 @@ import math
 import numpy as np
 import polars as pl
 
-from results.critical import _cell_hash, format_m_star, percentile_interval
-from results.symmetry import CELL, log_slope, verdicts, with_student
-from results.verdicts import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, quantity, ratio_bound
+from attnsweep.results.critical import _cell_hash, format_m_star, percentile_interval
+from attnsweep.results.symmetry import CELL, log_slope, verdicts, with_student
+from attnsweep.results.verdicts import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, quantity, ratio_bound
 
 GROUP = ["n", "k", "d"]
 AXES = ("d", "n", "k")
@@ -68,7 +68,7 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
     """
     import json
 
-    from results.verdicts import jsonable
+    from attnsweep.results.verdicts import jsonable
 
     rows = []
     for n, k, d in groups(trials):

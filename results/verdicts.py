@@ -54,8 +54,8 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
-from results.critical import format_m_star
-from results.fits import compare_growth
+from attnsweep.results.critical import format_m_star
+from attnsweep.results.fits import compare_growth
 
 ATTENTION, BASELINE = "transformer", "mlp"
 ARCH_FIELDS = ("model", "d", "layers", "heads", "mlp_width")

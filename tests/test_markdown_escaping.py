@@ -11,7 +11,7 @@ import re
 from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
-from orchestrator.findings import END, START, md_code, md_text, render, update_readme
+from attnsweep.orchestrator.findings import END, START, md_code, md_text, render, update_readme
 
 MD = MarkdownIt("commonmark").enable("table")
 PIECES = list("ab <>[]()!`*_~#|&\\:/\"'=\n\t-.") + ["javascript:", "<img src=x onerror=alert(1)>",

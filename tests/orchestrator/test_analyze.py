@@ -5,7 +5,7 @@ import math
 import polars as pl
 import pytest
 
-from orchestrator.analyze import _checks
+from attnsweep.orchestrator.analyze import _checks
 
 
 def _row(model, T, m_star, lo, hi, censored=""):

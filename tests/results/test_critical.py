@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from results import critical_sample_sizes, outcomes, success_rates
+from attnsweep.results import critical_sample_sizes, outcomes, success_rates
 
 CELL = ["task", "T"]
 

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from results.norm_use import norm_growth, norm_use
+from attnsweep.results.norm_use import norm_growth, norm_use
 
 
 def _rows():

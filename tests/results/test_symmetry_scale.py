@@ -6,8 +6,8 @@ import math
 import polars as pl
 import pytest
 
-from results import symmetry_scale as scale
-from results.symmetry import critical_sizes_and_replicates, verdicts
+from attnsweep.results import symmetry_scale as scale
+from attnsweep.results.symmetry import critical_sizes_and_replicates, verdicts
 
 # One axis at a time around (d, n, k) = (8, 6, 4), as sweeps/symmetry-scale.yaml runs it.
 GROUPS = [(6, 4, 4), (6, 4, 8), (6, 4, 16), (3, 4, 8), (12, 4, 8), (6, 2, 8), (6, 8, 8)]  # (n, k, d)
