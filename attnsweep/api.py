@@ -171,7 +171,7 @@ class Store:
 
 @dataclass(frozen=True)
 class CriticalSampleSize:
-    """One cell's m* as the rows allow it to be stated (results/critical.py, docs/claims.md 2).
+    """One cell's m* as the rows allow it to be stated (stats/critical.py, docs/claims.md 2).
 
     Attributes:
         cell: the cell's settings (every setting but m and the seed).
@@ -206,7 +206,7 @@ class RunAnalysis:
 
     Attributes:
         m_star: one row per cell: ``m_star`` (the critical sample size: the 50% point of
-            the success rate against m, results/critical.py; for a bound the bound's value),
+            the success rate against m, stats/critical.py; for a bound the bound's value),
             ``bound`` (``exact``, ``lower``, ``upper``, ``none``), its 95% interval
             ``ci_lo``/``ci_hi``, ``flags`` and ``censored`` (``below``/``above``: m*
             outside the m tried). :meth:`m_star_of` gives one cell.
@@ -215,7 +215,7 @@ class RunAnalysis:
             ``statistic``, ``interval``, ``why`` as text, and as numbers ``series`` (per judged
             series: ``cells``, its settings; ``verdict``; ``numbers``, quantities as
             ``{"estimate", "ci_lo", "ci_hi", "bound"}``), ``not_judged`` and ``flags``
-            (results/verdicts.py).
+            (stats/verdicts.py).
         figures: the PNG files written.
         caveats: what a reader must know (an unfinished run, missing rows), else empty.
         detail: the full analysis (:class:`orchestrator.analyze.Analysis`: fits and checks;
@@ -265,8 +265,8 @@ class RunAnalysis:
         """
         import polars as pl
 
-        from attnsweep.results.critical import format_m_star
-        from attnsweep.results.verdicts import RESULT_COLUMNS
+        from attnsweep.stats.critical import format_m_star
+        from attnsweep.stats.verdicts import RESULT_COLUMNS
 
         table = self.m_star
         unknown = sorted(set(cell) - set(table.columns))

@@ -8,7 +8,7 @@ and the same training settings, on the embedded local Ray:
 * adaptive: ``search: {mode: adaptive, rel_tol: tol}`` (orchestrator/adaptive.py), no
   tuning and no budget check (they answer other questions and are not in the grid either).
 
-Reported per cell: m* of each (results/critical.py, logistic refinement) and their relative
+Reported per cell: m* of each (stats/critical.py, logistic refinement) and their relative
 difference; and the trials, wall time and worker idle fraction of each run, with their
 ratios. The idle fraction is read from the store alone (1 - the trials' pack wall seconds
 summed / (workers x the run's wall seconds)), so it measures any version of the driver. Trials at the same

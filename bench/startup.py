@@ -26,7 +26,7 @@ from pathlib import Path
 from worktree import checkout
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY = "import sys; from attnsweep.orchestrator.cli import main; sys.argv[0] = 'attnsweep'; main()"
+ENTRY = "import sys; from attnsweep.cli import main; sys.argv[0] = 'attnsweep'; main()"
 
 
 def _closed_port() -> int:

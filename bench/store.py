@@ -47,7 +47,8 @@ import pyarrow as pa
 
 from attnsweep.orchestrator.analyze import CELL_FIELDS, analyze_run
 from attnsweep.orchestrator.rows import run_schema, trial_schema
-from attnsweep.results import ResultsStore, TrialWriter, critical_sample_sizes, run_query
+from attnsweep.results import ResultsStore, TrialWriter, run_query
+from attnsweep.stats import critical_sample_sizes
 from attnsweep.results.integrity import check_store
 from attnsweep.results.store import RACY_S
 from attnsweep.workers import BooleanTrialConfig

@@ -62,14 +62,6 @@ class RunSummary:
         return max(0.0, 1.0 - self.busy_s / (self.slots * self.wall_s)) if self.wall_s > 0 else None
 
 
-@dataclass
-class Request:
-    """A round of an adaptive search's cell: trials to run, and columns for their rows."""
-
-    configs: list
-    extra: dict = field(default_factory=dict)
-
-
 def new_run_id() -> str:
     """``YYYYmmdd-HHMMSS-xxxxxx`` in UTC: sorts by start time, unique by its random tail."""
     return f"{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
@@ -339,7 +331,7 @@ class TrialBatches:
         """Run independent flows of requests (an adaptive search's cells), keeping every
         worker busy while any flow has work.
 
-        A flow is a generator that yields :class:`Request` objects; it is advanced as soon
+        A flow is a generator that yields :class:`~attnsweep.orchestrator.adaptive.Request` objects; it is advanced as soon
         as every trial of its last request has a row (in :attr:`results`), so a cell whose
         round finished starts its next round while other cells' packs still run. Packs are
         cut from the trials waiting across all flows when they are submitted, at most the

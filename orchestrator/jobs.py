@@ -45,7 +45,7 @@ from pathlib import Path
 from attnsweep.orchestrator.deadline import TIMEOUT_S, within
 from attnsweep.orchestrator.errors import RunError
 
-PACKAGES = ("orchestrator", "workers", "results", "tasks")
+PACKAGES = ("presentation", "orchestrator", "stats", "results", "workers", "tasks")
 """The packages inside the ``attnsweep`` namespace (folders at the top of the repository)."""
 # What the job's command falls back to when no --store is given: the store the cluster
 # itself names (cluster.yaml exports ATTNSWEEP_STORE on every node).
@@ -106,7 +106,7 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         target = shlex.quote(store) if store else CLUSTER_STORE
         # No figures on the cluster (they would land in the job's temporary directory):
         # analyze the run from any machine that reaches the store.
-        entrypoint = f"python -m attnsweep.orchestrator.cli run spec.yaml --address auto --store {target} --no-analyze"
+        entrypoint = f"python -m attnsweep.cli run spec.yaml --address auto --store {target} --no-analyze"
         if progress_interval_s is not None:
             entrypoint += f" --progress-interval {float(progress_interval_s):g}"
         # A head that has just started answers before its job agent is ready ("try again later").

@@ -99,7 +99,7 @@ class ResourceSettings(StrictSettings):
 
 
 class AnalysisSettings(StrictSettings):
-    """How m* is computed for this sweep (results/critical.py has the definition)."""
+    """How m* is computed for this sweep (stats/critical.py has the definition)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from attnsweep.orchestrator.findings import END, START, read_section
+from attnsweep.presentation.findings import END, START, read_section
 
 SPEC = (Path(__file__).parent / "specs" / "rep.yaml").read_text()  # 36 trials, as tests/test_report.py
 README = f"""# A project
@@ -30,7 +30,7 @@ Text after the section.
 
 def _cli(*args, cwd):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "attnsweep.orchestrator.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 

@@ -52,7 +52,7 @@ def full(table, path):
     return real(table, path)
 
 st.write_parquet_atomic = full
-from attnsweep.orchestrator.cli import main
+from attnsweep.cli import main
 sys.argv = ["attnsweep", *sys.argv[1:]]
 main()
 """
@@ -84,7 +84,7 @@ def test_a_full_disk_mid_run_is_recorded_failed_with_its_rescue_file_and_store_c
     # The first part file was written (its rows or those of a flush on time), the next refused: the run stopped.
     assert stored.height >= 1 and kept.height >= 1 and stored.height + kept.height <= 6
     assert set(stored["trial_id"]).isdisjoint(kept["trial_id"])
-    check = subprocess.run([sys.executable, "-m", "attnsweep.orchestrator.cli", "store", "check"], cwd=tmp_path, env=env,
+    check = subprocess.run([sys.executable, "-m", "attnsweep.cli", "store", "check"], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=300)
     shown = _flat(check.stdout)
     assert check.returncode == 1, check.stdout + check.stderr

@@ -19,12 +19,12 @@ import yaml
 
 import attnsweep
 from attnsweep.orchestrator.analyze import analyze_run
-from attnsweep.orchestrator.report import build_report
+from attnsweep.presentation.report import build_report
 from attnsweep.orchestrator.rows import run_schema, trial_schema
 from attnsweep.orchestrator.spec import trial_id
 from attnsweep.results import ResultsStore
 from attnsweep.workers import BooleanTrialConfig, SymmetryTrialConfig
-from attnsweep.results.fits import MODELS
+from attnsweep.stats.fits import MODELS
 
 START = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
 
@@ -221,8 +221,8 @@ def test_the_symmetry_error_figure_draws_one_panel_per_group(tmp_path, monkeypat
     # Two groups tried different m (as an adaptive search does): a pooled line would mix them.
     import matplotlib.pyplot as plt
 
-    from attnsweep.results.figures import plot_test_error
-    from attnsweep.results.symmetry import with_student
+    from attnsweep.stats.figures import plot_test_error
+    from attnsweep.stats.symmetry import with_student
 
     rows = (_symmetry_rows(4, {"inner-product": 1, "transformer": 8}, [1, 4, 16])
             + _symmetry_rows(32, {"inner-product": 1, "transformer": None}, [1, 64, 256]))

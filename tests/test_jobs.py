@@ -38,7 +38,7 @@ def _free_port() -> int:
 
 def _cli(*args, cwd, timeout=600):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "attnsweep.orchestrator.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from attnsweep.orchestrator.cli import app
-from attnsweep.orchestrator.query_output import FORMATS, head, write_batches
+from attnsweep.cli import app
+from attnsweep.presentation.query_output import FORMATS, head, write_batches
 from attnsweep.results import QueryError, ResultsStore, TrialWriter
 
 # One expression per row: every DuckDB type, alone, nested in lists, structs, maps and unions,

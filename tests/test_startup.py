@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "scipy", "matplotlib", "seaborn", "optuna")
 _RUN = """
 import json, sys
-from attnsweep.orchestrator.cli import main
+from attnsweep.cli import main
 sys.argv = ["attnsweep", *sys.argv[1:]]
 try:
     main()

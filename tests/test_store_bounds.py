@@ -29,7 +29,7 @@ peaks at 260-300 MB here (its libraries); each file below takes 1-8 GB if read o
 
 
 def _cli(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnsweep.orchestrator.cli", *args], cwd=cwd, env=env or ENV,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env or ENV,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -45,7 +45,7 @@ print(json.dumps(dict(rc=proc.returncode, out=proc.stdout, err=proc.stderr,
 
 def _peak(*args, cwd: Path, env: dict | None = None) -> dict:
     """Run the CLI with ``args``; its exit code, output and peak memory in MB (Linux: ru_maxrss in KiB)."""
-    proc = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "attnsweep.orchestrator.cli", *args], cwd=cwd,
+    proc = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd,
                           env=env or ENV, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

@@ -24,7 +24,7 @@ SPEC = ("name: dmg\nseeds: 2\ngrid: {T: [8, 16], m: [16, 32]}\n"
 
 
 def _cli(*args, cwd, prefix=(), **kw):
-    return subprocess.run([*prefix, sys.executable, "-m", "attnsweep.orchestrator.cli", *args], cwd=cwd, env=kw.pop("env", ENV),
+    return subprocess.run([*prefix, sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=kw.pop("env", ENV),
                           capture_output=True, text=True, timeout=600, **kw)
 
 

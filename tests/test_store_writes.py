@@ -24,7 +24,7 @@ def test_a_store_whose_trials_is_a_file_is_refused_before_anything_trains(tmp_pa
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "trials").write_text("not a folder")
     (tmp_path / "spec.yaml").write_text(SPEC)
-    proc = subprocess.run([sys.executable, "-m", "attnsweep.orchestrator.cli", "run", "spec.yaml", "--store", "store", "--local",
+    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "store", "--local",
                            "--no-analyze"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0"})
     assert proc.returncode == 2, proc.stderr

@@ -194,7 +194,7 @@ def test_an_io_error_midway_is_not_damage_either(tmp_path, monkeypatch):
 # reach), then as nobody (uid 65534) when that user is root, on the store itself.
 AS_NOBODY = """
 import os, sys
-from attnsweep.orchestrator.cli import main
+from attnsweep.cli import main
 
 def query(store):
     sys.argv = ["attnsweep", "query", "SELECT count(*) AS n FROM trials", "--format", "csv", "--store", store]

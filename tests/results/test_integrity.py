@@ -169,7 +169,7 @@ def test_store_check_and_compact_refuse_what_is_not_a_store(tmp_path, evolved):
     (tmp_path / "empty").mkdir()
 
     def cli(*args):
-        proc = subprocess.run([sys.executable, "-m", "attnsweep.orchestrator.cli", "store", *args], cwd=tmp_path,
+        proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "store", *args], cwd=tmp_path,
                               capture_output=True, text=True, timeout=300, env=dict(os.environ, COLUMNS="250"))
         return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
 

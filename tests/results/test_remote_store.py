@@ -77,7 +77,7 @@ def test_a_uri_no_store_can_live_at_is_refused_on_opening(uri):
 def test_every_command_refuses_a_data_uri_store_in_one_line(command, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from attnsweep.orchestrator.cli import app
+    from attnsweep.cli import app
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "spec.yaml").write_text(SPEC)
@@ -92,11 +92,11 @@ def test_the_cli_runs_and_queries_a_file_uri_store(tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
     uri = f"file://{tmp_path}/uri-store"
     env = dict(os.environ, COLUMNS="200")
-    run = subprocess.run([sys.executable, "-m", "attnsweep.orchestrator.cli", "run", "spec.yaml", "--local", "--no-analyze",
+    run = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--local", "--no-analyze",
                           "--store", uri], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "uri-store" / "trials").is_dir()
-    q = subprocess.run([sys.executable, "-m", "attnsweep.orchestrator.cli", "query", "SELECT count(*) AS n FROM trials",
+    q = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", "SELECT count(*) AS n FROM trials",
                         "--format", "csv", "--store", uri], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert q.returncode == 0 and q.stdout.split() == ["n", "4"]
 

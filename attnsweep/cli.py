@@ -228,7 +228,8 @@ def replicate(
     from attnsweep import api
     from attnsweep.orchestrator.analyze import run_caveats
     from attnsweep.orchestrator.provenance import code_version
-    from attnsweep.orchestrator.replicate import compare_runs, write_report
+    from attnsweep.orchestrator.replicate import compare_runs
+    from attnsweep.presentation.replication import write_report
     from attnsweep.orchestrator.spec import load_spec
     from attnsweep.results import ResultsStore
 
@@ -529,8 +530,9 @@ def analyze(
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
-    from attnsweep.orchestrator.analyze import analyze_run, print_analysis, run_caveats, settings_of
-    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run, print_symmetry
+    from attnsweep.orchestrator.analyze import analyze_run, run_caveats, settings_of
+    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+    from attnsweep.presentation.terminal import print_analysis, print_symmetry
 
     if run_id is None:
         _, run_id = store.latest_run()
@@ -580,7 +582,7 @@ def report(
     import json
     import tempfile
 
-    from attnsweep.orchestrator.report import summary
+    from attnsweep.presentation.report import summary
     from attnsweep.results import ResultsStore
 
     if not run_ids and from_folder is None:
@@ -595,13 +597,13 @@ def report(
     if out_dir.exists() and not out_dir.is_dir():
         raise AttnsweepError(f"--out: {out_dir} exists and is not a directory")
     if readme is not None:  # every problem with the README is found before anything is written
-        from attnsweep.orchestrator.findings import SYMMETRY_END, SYMMETRY_START, check_readme
+        from attnsweep.presentation.findings import SYMMETRY_END, SYMMETRY_START, check_readme
 
         check_readme(readme)
         check_readme(readme, SYMMETRY_START, SYMMETRY_END)
     with tempfile.TemporaryDirectory(prefix="attnsweep-findings-") as scratch:
         if from_folder is not None:
-            from attnsweep.orchestrator.findings import load
+            from attnsweep.presentation.findings import load
 
             store, publish = str(Path(scratch) / "store"), True
             loaded = load(from_folder, ResultsStore(store))
@@ -620,7 +622,7 @@ def report(
 
 
 def _report(store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None) -> Path:
-    from attnsweep.orchestrator.report import build_report
+    from attnsweep.presentation.report import build_report
 
     try:
         return build_report(store, run_ids, out_dir, publish=publish, readme=readme)
@@ -632,7 +634,7 @@ def _query_output(output: str):
     """``query --output`` as orchestrator.query_output.resolve_output decides it, and first a
     path that names a folder by its form refused: one ending in '/' (or '/.'), which a Path
     would read as the file without it, where that is not a folder (a folder is refused there)."""
-    from attnsweep.orchestrator.query_output import resolve_output
+    from attnsweep.presentation.query_output import resolve_output
 
     if not output:
         raise AttnsweepError("--output: an empty path; give a file")
@@ -670,7 +672,7 @@ def query(
     """
     from contextlib import nullcontext
 
-    from attnsweep.orchestrator.query_output import converter, open_output, read_sql, read_sql_file, table_text, write_batches
+    from attnsweep.presentation.query_output import converter, open_output, read_sql, read_sql_file, table_text, write_batches
     from attnsweep.results import ResultsStore, stream_query
     from attnsweep.results.query import check_memory_limit, hugeint_as_text, table_schemas
 
