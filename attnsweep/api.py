@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import ArgumentError, AttnsweepError
-from orchestrator.progress import PROGRESS_INTERVAL_S
+from attnsweep.orchestrator.errors import ArgumentError, AttnsweepError
+from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S
 
 if TYPE_CHECKING:
     import polars as pl
     from rich.console import Console
 
-    from orchestrator.driver import RunSummary
-    from orchestrator.spec import SweepSpec
-    from results import ResultsStore
+    from attnsweep.orchestrator.driver import RunSummary
+    from attnsweep.orchestrator.spec import SweepSpec
+    from attnsweep.results import ResultsStore
 
 DEFAULT_STORE = "results-store"
 """The store a CLI command uses without ``--store``."""
@@ -52,7 +52,7 @@ class Store:
     """
 
     def __init__(self, path: str | Path = DEFAULT_STORE):
-        from results import ResultsStore
+        from attnsweep.results import ResultsStore
 
         if not isinstance(path, (str, Path)):
             raise ArgumentError(f"store: give a folder or a URI as a str or a Path, not {type(path).__name__}")
@@ -81,7 +81,7 @@ class Store:
         """
         import polars as pl
 
-        from results import StoreError
+        from attnsweep.results import StoreError
 
         _names(sweep=sweep, run=run)
         if run is not None:
@@ -121,7 +121,7 @@ class Store:
         Raises:
             results.StoreError: no runs (of that sweep).
         """
-        from results import StoreError
+        from attnsweep.results import StoreError
 
         ids = self.runs(sweep).select("run_id").collect()["run_id"]
         if ids.is_empty():
@@ -141,7 +141,7 @@ class Store:
             results.StoreError: no such run, or it has no trained trials.
             OSError: the figure folder cannot be written.
         """
-        from orchestrator.analyze import analyze_run, run_caveats, settings_of
+        from attnsweep.orchestrator.analyze import analyze_run, run_caveats, settings_of
 
         _names(run=run)
         if figures is not None and not isinstance(figures, (str, Path)):
@@ -156,12 +156,12 @@ class Store:
         settings = settings_of(self.results, sweep, run)
         experiment = record.get("experiment") or "sparse_boolean"
         if experiment == "symmetry":
-            from orchestrator.analyze_symmetry import analyze_symmetry_run
+            from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
 
             detail = analyze_symmetry_run(self.results, sweep, run, settings, folder)
             verdicts = detail.verdicts
         else:
-            from orchestrator.analyze import boolean_verdicts, m_star_table, tuned_fields
+            from attnsweep.orchestrator.analyze import boolean_verdicts, m_star_table, tuned_fields
 
             detail = analyze_run(self.results, run, folder, settings)
             _, verdicts = boolean_verdicts([m_star_table(detail)], tuned_fields(self.results, sweep, run), settings.ci)
@@ -171,7 +171,7 @@ class Store:
 
 @dataclass(frozen=True)
 class CriticalSampleSize:
-    """One cell's m* as the rows allow it to be stated (results/critical.py, docs/claims.md 2).
+    """One cell's m* as the rows allow it to be stated (stats/critical.py, docs/claims.md 2).
 
     Attributes:
         cell: the cell's settings (every setting but m and the seed).
@@ -206,7 +206,7 @@ class RunAnalysis:
 
     Attributes:
         m_star: one row per cell: ``m_star`` (the critical sample size: the 50% point of
-            the success rate against m, results/critical.py; for a bound the bound's value),
+            the success rate against m, stats/critical.py; for a bound the bound's value),
             ``bound`` (``exact``, ``lower``, ``upper``, ``none``), its 95% interval
             ``ci_lo``/``ci_hi``, ``flags`` and ``censored`` (``below``/``above``: m*
             outside the m tried). :meth:`m_star_of` gives one cell.
@@ -215,7 +215,7 @@ class RunAnalysis:
             ``statistic``, ``interval``, ``why`` as text, and as numbers ``series`` (per judged
             series: ``cells``, its settings; ``verdict``; ``numbers``, quantities as
             ``{"estimate", "ci_lo", "ci_hi", "bound"}``), ``not_judged`` and ``flags``
-            (results/verdicts.py).
+            (stats/verdicts.py).
         figures: the PNG files written.
         caveats: what a reader must know (an unfinished run, missing rows), else empty.
         detail: the full analysis (:class:`orchestrator.analyze.Analysis`: fits and checks;
@@ -265,8 +265,8 @@ class RunAnalysis:
         """
         import polars as pl
 
-        from results.critical import format_m_star
-        from results.verdicts import RESULT_COLUMNS
+        from attnsweep.stats.critical import format_m_star
+        from attnsweep.stats.verdicts import RESULT_COLUMNS
 
         table = self.m_star
         unknown = sorted(set(cell) - set(table.columns))
@@ -447,9 +447,9 @@ def run(
             re-raised after the finished trials are saved and the run is recorded as
             interrupted; resume it.
     """
-    from orchestrator.spec import load_spec, parse_spec
+    from attnsweep.orchestrator.spec import load_spec, parse_spec
 
-    from orchestrator.spec import SweepSpec
+    from attnsweep.orchestrator.spec import SweepSpec
 
     _names(resume=resume, run_id=run_id)
     _whole("max_trials", max_trials, 1)
@@ -495,7 +495,7 @@ def stored_spec(results: ResultsStore, run_id: str) -> SweepSpec:
     Raises:
         results.StoreError: no such run.
     """
-    from orchestrator.spec import parse_spec
+    from attnsweep.orchestrator.spec import parse_spec
 
     record = results.read_run(results.sweep_of(run_id), run_id)
     return parse_spec(record["spec_yaml"], source=f"the spec of run {run_id}")
@@ -519,9 +519,9 @@ _RUNNING = threading.Lock()
 
 def _execute_alone(spec: SweepSpec, store: Store, address, local: bool, max_in_flight, resume_id: str | None,
                    run_id: str | None, progress_interval_s: float, console) -> RunSummary:
-    from orchestrator.driver import RunSummary, new_run_id, resumable_record, run_sweep
-    from orchestrator.executors import LocalExecutor, RayExecutor
-    from results.locks import RunLock
+    from attnsweep.orchestrator.driver import RunSummary, new_run_id, resumable_record, run_sweep
+    from attnsweep.orchestrator.executors import LocalExecutor, RayExecutor
+    from attnsweep.results.locks import RunLock
 
     results = store.results
     if resume_id is not None:  # refuse a wrong, held or finished run before starting Ray

@@ -8,7 +8,7 @@ and the same training settings, on the embedded local Ray:
 * adaptive: ``search: {mode: adaptive, rel_tol: tol}`` (orchestrator/adaptive.py), no
   tuning and no budget check (they answer other questions and are not in the grid either).
 
-Reported per cell: m* of each (results/critical.py, logistic refinement) and their relative
+Reported per cell: m* of each (stats/critical.py, logistic refinement) and their relative
 difference; and the trials, wall time and worker idle fraction of each run, with their
 ratios. The idle fraction is read from the store alone (1 - the trials' pack wall seconds
 summed / (workers x the run's wall seconds)), so it measures any version of the driver. Trials at the same
@@ -30,11 +30,11 @@ import numpy as np
 import polars as pl
 from rich.console import Console
 
-from orchestrator.analyze import analyze_run
-from orchestrator.driver import run_sweep
-from orchestrator.executors import RayExecutor
-from orchestrator.spec import parse_spec
-from results import ResultsStore
+from attnsweep.orchestrator.analyze import analyze_run
+from attnsweep.orchestrator.driver import run_sweep
+from attnsweep.orchestrator.executors import RayExecutor
+from attnsweep.orchestrator.spec import parse_spec
+from attnsweep.results import ResultsStore
 
 FIXED = "fixed: {task: and, s: 3, d: 32, heads: 4, lr: 3e-3, max_epochs: 1000, n_test: 2000, model: transformer}\n"
 

@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from workers import BooleanTrialConfig, train_pack
-from workers.memory import boolean_trial_bytes
+from attnsweep.workers import BooleanTrialConfig, train_pack
+from attnsweep.workers.memory import boolean_trial_bytes
 
 
 def check() -> None:

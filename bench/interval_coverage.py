@@ -10,7 +10,7 @@ would measure it, by one of three designs:
 * ``adaptive``: the adaptive search of orchestrator/adaptive.py (4 initial points over
   8..1024, then bisection to rel_tol 0.1, one point a round), the design of the published runs.
 
-and results/critical.py computes m* and its interval from the simulated rows. Coverage is
+and stats/critical.py computes m* and its interval from the simulated rows. Coverage is
 the fraction of cells inside the grid (m* not censored) whose interval holds the true m*;
 ``width`` is the median of ci_hi / ci_lo. Beside the shipped interval the table gives the
 percentile bootstrap alone (the interval before issue 22).
@@ -32,8 +32,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.adaptive import initial_points, next_points  # noqa: E402
-from results.critical import critical_sample_sizes, percentile_interval  # noqa: E402
+from attnsweep.orchestrator.adaptive import initial_points, next_points  # noqa: E402
+from attnsweep.stats.critical import critical_sample_sizes, percentile_interval  # noqa: E402
 
 DESIGNS = ("grid2", "grid1.4", "adaptive")
 SLOPES = (1.5, 3.0, 8.0)

@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from workers.models import CLSTransformer
+from attnsweep.workers.models import CLSTransformer
 
 CASES = [(64, 256), (256, 256), (1024, 256), (4096, 256), (8192, 256)]
 

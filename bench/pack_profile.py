@@ -20,8 +20,8 @@ import time
 
 import torch
 
-from workers.config import BooleanTrialConfig
-from workers.train import train_pack
+from attnsweep.workers.config import BooleanTrialConfig
+from attnsweep.workers.train import train_pack
 
 # Phase -> (file suffix, function name) whose cumulative time is the phase's.
 PHASES = {

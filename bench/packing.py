@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from workers import BooleanTrialConfig, train_pack
+from attnsweep.workers import BooleanTrialConfig, train_pack
 
 
 def configs(p: int, epochs: int) -> list[BooleanTrialConfig]:

@@ -58,8 +58,8 @@ def train_one(seed: int) -> dict:
     """One trial, as a user of Tune, Ray or a plain loop would run it."""
     import torch
 
-    from workers.config import BooleanTrialConfig
-    from workers.train import train_pack
+    from attnsweep.workers.config import BooleanTrialConfig
+    from attnsweep.workers.train import train_pack
 
     torch.set_num_threads(1)  # two 1-CPU workers on two cores must not oversubscribe them
     return {**train_pack([BooleanTrialConfig(**TRIAL, seed=seed)], device="cpu")[0], "seed": seed}
@@ -120,10 +120,10 @@ def run_attnsweep(n: int) -> tuple[float, list[dict]]:
     """The whole attnsweep path: spec, executor, run_sweep into a store; rows read back after."""
     from rich.console import Console
 
-    from orchestrator.driver import run_sweep
-    from orchestrator.executors import RayExecutor
-    from orchestrator.spec import parse_spec
-    from results import ResultsStore
+    from attnsweep.orchestrator.driver import run_sweep
+    from attnsweep.orchestrator.executors import RayExecutor
+    from attnsweep.orchestrator.spec import parse_spec
+    from attnsweep.results import ResultsStore
 
     spec = parse_spec(spec_yaml(n))
     with tempfile.TemporaryDirectory(prefix="peers-store-") as tmp:

@@ -40,8 +40,8 @@ def child(n: int, workers: str) -> dict:
     import ray
     from rich.console import Console
 
-    from orchestrator import RayExecutor, parse_spec, run_sweep
-    from results import ResultsStore
+    from attnsweep.orchestrator import RayExecutor, parse_spec, run_sweep
+    from attnsweep.results import ResultsStore
 
     text = SPEC.read_text().replace("seeds: 2500", f"seeds: {max(1, n // CELLS)}")
     text = text.replace("pack_size: auto", f"pack_size: auto\n  workers: {workers}")

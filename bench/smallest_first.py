@@ -23,13 +23,13 @@ import time
 import polars as pl
 from rich.console import Console
 
-from orchestrator.analyze import settings_of
-from orchestrator.analyze_symmetry import analyze_symmetry_run
-from orchestrator.driver import run_sweep
-from orchestrator.executors import RayExecutor
-from orchestrator.spec import parse_spec
-from results import ResultsStore
-from results.critical import format_m_star
+from attnsweep.orchestrator.analyze import settings_of
+from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+from attnsweep.orchestrator.driver import run_sweep
+from attnsweep.orchestrator.executors import RayExecutor
+from attnsweep.orchestrator.spec import parse_spec
+from attnsweep.results import ResultsStore
+from attnsweep.stats.critical import format_m_star
 
 KEYS = ["teacher", "student", "n", "k", "d"]
 

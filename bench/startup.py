@@ -26,7 +26,7 @@ from pathlib import Path
 from worktree import checkout
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY = "import sys; from orchestrator.cli import main; sys.argv[0] = 'attnsweep'; main()"
+ENTRY = "import sys; from attnsweep.cli import main; sys.argv[0] = 'attnsweep'; main()"
 
 
 def _closed_port() -> int:
@@ -58,7 +58,7 @@ def _store(root: Path) -> Path:
     """A small store: one run of 1,000 rows with a run record, written by this checkout."""
     import pyarrow as pa
 
-    from results import ResultsStore, TrialWriter
+    from attnsweep.results import ResultsStore, TrialWriter
 
     store = ResultsStore(root)
     schema = pa.schema([("trial_id", pa.string()), ("T", pa.int64()), ("test_acc", pa.float64())])

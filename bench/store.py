@@ -45,12 +45,13 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from orchestrator.analyze import CELL_FIELDS, analyze_run
-from orchestrator.rows import run_schema, trial_schema
-from results import ResultsStore, TrialWriter, critical_sample_sizes, run_query
-from results.integrity import check_store
-from results.store import RACY_S
-from workers import BooleanTrialConfig
+from attnsweep.orchestrator.analyze import CELL_FIELDS, analyze_run
+from attnsweep.orchestrator.rows import run_schema, trial_schema
+from attnsweep.results import ResultsStore, TrialWriter, run_query
+from attnsweep.stats import critical_sample_sizes
+from attnsweep.results.integrity import check_store
+from attnsweep.results.store import RACY_S
+from attnsweep.workers import BooleanTrialConfig
 
 SWEEP, RUN_ID, BATCH = "bench-store", "run-0001", 5000
 T_GRID = np.round(2 ** np.arange(3, 13.01, 0.5)).astype(int)  # 21 half-octaves, 1024 among them

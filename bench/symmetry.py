@@ -27,8 +27,8 @@ STUDENTS = {"inner-product": ("transformer", "orthogonal"), "transformer": ("tra
 _PACK = """
 import cProfile, json, pstats, sys, time, torch
 torch.set_num_threads(1)
-from workers.config import SymmetryTrialConfig
-from workers.train_symmetry import train_symmetry_pack
+from attnsweep.workers.config import SymmetryTrialConfig
+from attnsweep.workers.train_symmetry import train_symmetry_pack
 model, eq, d, n, k, m, epochs, profile = json.loads(sys.argv[1])
 cfgs = [SymmetryTrialConfig(teacher="equivariant", n=n, k=k, d=d, m=m, seed=s, model=model, equivariance=eq,
                             max_epochs=epochs, n_test=1000) for s in range(3)]

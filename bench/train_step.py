@@ -35,8 +35,8 @@ HEADS, M = 4, 128
 CHILD = r"""
 import json, sys, time, torch
 torch.set_num_threads(1)
-from workers.config import BooleanTrialConfig
-from workers.train import train_pack
+from attnsweep.workers.config import BooleanTrialConfig
+from attnsweep.workers.train import train_pack
 T, d, P, E = map(int, sys.argv[1:5])
 warm = [BooleanTrialConfig(task="and", T=16, s=3, m=16, seed=0, n_test=100, max_epochs=2)]
 train_pack(warm, "cpu")
@@ -86,9 +86,9 @@ def profile_step(T: int, d: int, steps: int) -> list[tuple[str, float]]:
     """torch.profiler's self time of each op over ``steps`` steps of one trial (share of the total)."""
     from torch.profiler import ProfilerActivity, profile
 
-    import tasks
-    from workers.config import BooleanTrialConfig
-    from workers.train import _Trial
+    from attnsweep import tasks
+    from attnsweep.workers.config import BooleanTrialConfig
+    from attnsweep.workers.train import _Trial
 
     torch.set_num_threads(1)
     c = BooleanTrialConfig(task="and", T=T, s=3, m=M, d=d, heads=HEADS, lr=3e-3, max_epochs=100, n_test=100, seed=0)

@@ -36,8 +36,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("bench-validate.json"))
     args = ap.parse_args()
-    from orchestrator.packing import count_packs, make_packs, spec_pack_sizer
-    from orchestrator.spec import parse_spec, trial_id
+    from attnsweep.orchestrator.packing import count_packs, make_packs, spec_pack_sizer
+    from attnsweep.orchestrator.spec import parse_spec, trial_id
 
     results = {}
     for label, text in SPECS.items():

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "${ATTNSWEEP_HOME:-$HOME/attnsweep}"
 # The Python that cluster.yaml installed the project into (ATTNSWEEP_PYTHON to override).
-exec "${ATTNSWEEP_PYTHON:-python3}" -m orchestrator.cli replicate sweeps/nightly.yaml \
+exec "${ATTNSWEEP_PYTHON:-python3}" -m attnsweep.cli replicate sweeps/nightly.yaml \
   --baseline "${ATTNSWEEP_BASELINE:?set ATTNSWEEP_BASELINE to the baseline run id}" \
   --address "${ATTNSWEEP_ADDRESS:-auto}" \
   --report "reports/nightly/$(date -u +%Y%m%d)"

@@ -1,7 +1,7 @@
-"""Sweep specs, trial expansion, packing, execution on Ray, and the CLI.
+"""Sweep specs, trial expansion, packing, execution on Ray, and the analysis of a run.
 
 The only package that ties a spec to workers and workers to the store. Names load on first
-use (lazy_loader, Scientific Python SPEC 1): the CLI's light commands (``--help``,
+use (lazy_loader, Scientific Python SPEC 1): the CLI's (:mod:`attnsweep.cli`) light commands (``--help``,
 ``validate``, ``query``, ``store check``, ``status``) never import torch or Ray.
 """
 

@@ -15,7 +15,7 @@ other cells' packs still train (orchestrator/driver.py, ``TrialBatches.run_flows
    ``points_per_round`` log-spaced interior points, until hi / lo <= 1 + ``rel_tol`` or
    hi - lo <= 1. A cell whose largest m fails (m* above the range) or whose smallest m
    succeeds (m* at or below it) stops at once. Every tried m runs all of the spec's seeds,
-   so m* and its bootstrap interval come from results/critical.py exactly as for a grid.
+   so m* and its bootstrap interval come from stats/critical.py exactly as for a grid.
 2. ``tune`` (with ``search.tune``): an Optuna TPE study over the learning rate and weight
    decay, ``tune.batch`` parameter sets per round, each trained on ``tune.seeds`` seeds at
    the probe sample size: by default the bracket's lo from phase 1, where the spec's own
@@ -49,27 +49,53 @@ import itertools
 import json
 import math
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import optuna
 import polars as pl
 
-from orchestrator.driver import Request
-from orchestrator.spec import SweepSpec, trial_id
-from results import ResultsStore, StoreError
+from attnsweep.orchestrator.spec import SweepSpec, trial_id
+from attnsweep.results import ResultsStore, StoreError
 
 PHASES = ("search", "tune", "tuned", "budget")
+
+
+
+@dataclass
+class Request:
+    """A round of an adaptive search's cell: trials to run, and columns for their rows."""
+
+    configs: list
+    extra: dict = field(default_factory=dict)
+
 
 Flow = Generator[Request, None, Any]
 
 
-def run_adaptive(spec: SweepSpec, store: ResultsStore, run_id: str, batches) -> None:
-    """Run the adaptive search (module docstring) through ``batches``
-    (:class:`orchestrator.driver.TrialBatches`, which skips trials the run already holds
-    and holds the rows of the run so far in ``results``)."""
+class Batches(Protocol):
+    """What the search needs of whoever runs its trials (the driver's ``TrialBatches``):
+    the search never imports the driver, the driver hands it one of these."""
+
+    results: dict[str, dict]
+    """The rows of the run so far, by trial id (filled by :meth:`load_results`, then by every pack)."""
+    console: Any
+    writer: Any
+
+    def load_results(self, store: ResultsStore, sweep: str, run_id: str) -> None: ...
+
+    def record_reused(self, rows: list[dict]) -> int: ...
+
+    def run_flows(self, flows: list[Flow], label: str) -> None:
+        """Advance every flow, running the trials of each :class:`Request` it yields."""
+
+
+def run_adaptive(spec: SweepSpec, store: ResultsStore, run_id: str, batches: Batches) -> None:
+    """Run the adaptive search (module docstring) through ``batches`` (:class:`Batches`;
+    the driver's ``TrialBatches`` skips trials the run already holds and holds the rows of
+    the run so far in ``results``)."""
     cells = list(spec.cells())
     batches.load_results(store, spec.name, run_id)
     largest = {cell_key(c) for c in budget_cells(spec, cells)} if spec.search.budget_check else set()
@@ -441,7 +467,7 @@ def _results(store: ResultsStore, spec: SweepSpec, run_id: str) -> dict[str, dic
 
 
 def _success(spec: SweepSpec, row: dict) -> bool:
-    """Success as results/critical.py defines it: status done and the measure reached."""
+    """Success as stats/critical.py defines it: status done and the measure reached."""
     if row["status"] != "done":
         return False
     if spec.experiment == "symmetry":

@@ -2,7 +2,7 @@
 
 A *cell* is every trial setting except m and the seed; a *series* is a cell without T
 (e.g. the transformer on 3-way AND), along which m*(T) is fit by the four growth laws
-of :mod:`results.fits`.
+of :mod:`stats.fits`. Printed by :mod:`attnsweep.presentation.terminal`.
 """
 
 from __future__ import annotations
@@ -14,18 +14,16 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from orchestrator.analyze_tuning import choose_m_star, tuning_choices
-from orchestrator.rows import trial_schema, with_later_fields
-from results.norm_use import BOUNDED, norm_growth, norm_use
-from orchestrator.spec import AnalysisSettings, SearchSettings, read_yaml
-from results import ResultsStore, StoreError, compare_growth, critical_sample_sizes, success_rates
-from results.critical import format_m_star, resolve_bounds
-from results.figures import plot_m_star, plot_success_curves, plot_success_grid
-from workers import BooleanTrialConfig
+from attnsweep.orchestrator.analyze_tuning import choose_m_star, tuning_choices
+from attnsweep.orchestrator.rows import trial_schema, with_later_fields
+from attnsweep.stats.norm_use import BOUNDED, norm_growth, norm_use
+from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings, read_yaml
+from attnsweep.results import ResultsStore, StoreError
+from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
+from attnsweep.stats.critical import format_m_star, resolve_bounds
+from attnsweep.stats.figures import plot_m_star, plot_success_curves, plot_success_grid
+from attnsweep.workers import BooleanTrialConfig
 
 CELL_FIELDS = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")]
 """A sparse-Boolean cell: every setting but m and the seed (and the test-only fault)."""
@@ -39,7 +37,7 @@ class Analysis:
     run_id: str
     m_star: pl.DataFrame
     fits: dict[str, pl.DataFrame] = field(default_factory=dict)
-    """Per series label (the ``series`` column of ``m_star``), :func:`results.fits.compare_growth`;
+    """Per series label (the ``series`` column of ``m_star``), :func:`stats.fits.compare_growth`;
     :meth:`fit_table` gives the same keyed by the series' settings."""
     checks: list[dict] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
@@ -51,19 +49,19 @@ class Analysis:
     tuned: list[str] = field(default_factory=list)
     """Settings the run's adaptive search tuned per cell."""
     replicates: dict[tuple, np.ndarray] = field(default_factory=dict)
-    """The ``(n_boot,)`` bootstrap m* of each cell, keyed by its cell values (results/critical.py)."""
+    """The ``(n_boot,)`` bootstrap m* of each cell, keyed by its cell values (stats/critical.py)."""
     series_fields: list[str] = field(default_factory=list)
     """The settings that tell the run's series apart (those that vary, but T and tuned ones)."""
     norm_growth: dict[str, dict] = field(default_factory=dict)
     """Per transformer series, the smallest ||W_Q W_K^T|| of a successful trial against ln T
-    (:func:`results.norm_use.norm_growth`: ``a``, ``b``, ``b_lo``, ``b_hi``, ``n_points``)."""
+    (:func:`stats.norm_use.norm_growth`: ``a``, ``b``, ``b_lo``, ``b_hi``, ``n_points``)."""
 
     def fit_table(self) -> pl.DataFrame:
         """The growth-law fits, one row per (series, law): the series' settings as columns
         (``series_fields``), then ``law`` (``log``: a + b ln T, ``linear``: a + b T,
         ``power``: a T^c, whose exponent is in ``b``), ``a``, ``b`` with their bootstrap
         intervals ``a_lo``..``b_hi``, ``r2``, ``aic``, ``bic``, ``delta_aic`` and
-        ``n_points`` (results/fits.py); empty when no series has 3 exact m*."""
+        ``n_points`` (stats/fits.py); empty when no series has 3 exact m*."""
         if not self.fits:
             return pl.DataFrame()
         keys = self.m_star.select(*self.series_fields, "series").unique(subset=["series"], maintain_order=True)
@@ -109,7 +107,7 @@ def tuned_fields(store: ResultsStore, sweep: str, run_id: str) -> set[str]:
 
 def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
     """A warning for a run that did not finish (its cells may be incomplete), else None."""
-    from results.locks import RunLock, RunLockedError
+    from attnsweep.results.locks import RunLock, RunLockedError
 
     record = store.read_run(sweep, run_id)
     if record["status"] == "finished":
@@ -131,15 +129,15 @@ def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
 def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
     """What a reader of this run's results must know: it did not finish, or the store holds
     fewer (or more) of its rows than it recorded (:mod:`orchestrator.completeness`)."""
-    from orchestrator.completeness import incomplete_note
+    from attnsweep.orchestrator.completeness import incomplete_note
 
     return [n for n in (unfinished_note(store, sweep, run_id), incomplete_note(store, sweep, run_id)) if n is not None]
 
 
 def m_star_table(result: Analysis) -> pl.DataFrame:
     """A run's m* table as the verdicts read it: one row per cell, with its bootstrap
-    ``replicates`` (results/verdicts.py) and its ``run_id``."""
-    from results import verdicts as boolean
+    ``replicates`` (stats/verdicts.py) and its ``run_id``."""
+    from attnsweep.stats import verdicts as boolean
 
     cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
     table = boolean.with_replicates(result.m_star, result.replicates, cell)
@@ -155,13 +153,13 @@ def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.
         tuned: settings an adaptive search tuned per cell (:func:`tuned_fields`): choices,
             not axes, so they do not split the series and groups the claims compare.
         ci: the level of the bootstrap intervals.
-        reference: the paper's read-off for R (default :data:`results.verdicts.REFERENCE_CSV`).
+        reference: the paper's read-off for R (default :data:`stats.verdicts.REFERENCE_CSV`).
 
     Returns:
         ``(union, verdicts)``: the union m* table (one row per cell) and one dict per claim
         (``claim``, ``statistic``, ``interval``, ``verdict``, ``why``).
     """
-    from results import verdicts as boolean
+    from attnsweep.stats import verdicts as boolean
 
     if not tables:
         return pl.DataFrame(), boolean.verdicts(pl.DataFrame())
@@ -177,7 +175,7 @@ def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: li
     lies inside the cell's interval (both beyond the grid on the same side also counts),
     else ``"budget-limited"``: more training moved m*, so m* measured the budget, not the
     samples. Cells without a twin: ``"not checked"``. The bounds and flags are then
-    resolved again (results/critical.py, :func:`results.critical.resolve_bounds`): the
+    resolved again (stats/critical.py, :func:`stats.critical.resolve_bounds`): the
     check overrides the rows' own out-of-epochs rule where it ran."""
     table = table.with_columns(m_star_2x=pl.lit(None, pl.Float64), bound_2x=pl.lit(None, pl.String),
                                budget=pl.lit("not checked"))
@@ -248,7 +246,7 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     budget_rows = every.filter(pl.col("search_phase") == "budget")
     budget = m_star(budget_rows, cols)[0] if not budget_rows.is_empty() else None
     table = with_budget_check(table, budget, cols)
-    # How much of its bound each cell used, and the norm success needed (results/norm_use.py).
+    # How much of its bound each cell used, and the norm success needed (stats/norm_use.py).
     use = norm_use(data, cols, settings.acc_threshold).drop("n_trained", "n_success")
     use = use.with_columns([pl.col(c).cast(table.schema[c]) for c in cols])  # an all-null column is typed Null there
     table = table.join(use, on=cols, how="left", nulls_equal=True)
@@ -277,10 +275,10 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
 
 
 def _fits(table: pl.DataFrame, reps: dict, cols: list[str], ci: float) -> dict[str, pl.DataFrame]:
-    """The growth-law fits (results/fits.py) of each series with m* known at >= 3 values of T."""
+    """The growth-law fits (stats/fits.py) of each series with m* known at >= 3 values of T."""
     fits = {}
     for (label,), part in table.group_by(["series"], maintain_order=True):
-        # A bound is not a value (results/critical.py): only exact m* enter the fits.
+        # A bound is not a value (stats/critical.py): only exact m* enter the fits.
         finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("bound") == "exact"))
         if finite["T"].n_unique() < 3:
             continue
@@ -362,9 +360,9 @@ _ARCH_FIELDS = ("model", "T", "d", "layers", "heads", "mlp_width")
 
 def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
     """At the largest T with an MLP cell: yes when the transformer's m* lies below the MLP's
-    (results/symmetry.py's order of two m*, their bounds included), no when it lies at or
+    (stats/symmetry.py's order of two m*, their bounds included), no when it lies at or
     above, inconclusive when the two overlap."""
-    from results.symmetry import _order
+    from attnsweep.stats.symmetry import _order
 
     T_max = part.filter(pl.col("model") == "mlp")["T"].max()
     if T_max is None:
@@ -402,69 +400,3 @@ def interval_text(row: dict) -> str:
     if lo is None or math.isnan(lo):
         return "-"
     return f"{lo:.1f} .. {'inf' if math.isinf(hi) else f'{hi:.1f}'}"
-
-
-def _show(value) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def print_analysis(result: Analysis, console: Console) -> None:
-    """The m* table, the growth fits and the checks, as rich tables."""
-    tuned = [c for c in result.tuned if c in result.m_star.columns]
-    shown = [c for c in result.varying if c != "T" and c not in tuned]
-    checked = "budget" in result.m_star.columns and (result.m_star["budget"] != "not checked").any()
-    t = Table(title=f"critical sample size m* — sweep {result.sweep}, run {result.run_id}")
-    flagged = "flags" in result.m_star.columns and (result.m_star["flags"].fill_null("") != "").any()
-    bounded = "at_bound" in result.m_star.columns and result.m_star["at_bound"].is_not_null().any()
-    for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range", *(["m* at 2x epochs"] if checked else []),
-              *(["at bound"] if bounded else []), *(["flags"] if flagged else [])]:
-        t.add_column(c, justify="right" if c not in (*shown, "flags") else "left",
-                     no_wrap=c in ("95% CI", "m range"))
-    for r in result.m_star.iter_rows(named=True):
-        m = format_m_star(r["m_star"], r["bound"])
-        grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
-        twin = []
-        if checked:
-            twin = ["-" if r["budget"] == "not checked" else format_m_star(r["m_star_2x"], r["bound_2x"])
-                    + f" ({r['budget']})"]
-        use = ["-" if r["at_bound"] is None else f"{r['at_bound']:.0%}"] if bounded else []
-        t.add_row(*[_show(r[c]) for c in shown], str(r["T"]), m, interval_text(r), grid, str(r["n_seeds"]),
-                  f"{r['m_min']}..{r['m_max']}", *twin, *use, *([r["flags"] or ""] if flagged else []))
-    console.print(t)
-    for label, g in result.norm_growth.items():
-        if g["n_points"] >= 3 and not math.isnan(g["b"]):
-            console.print(f"{label or 'transformer'}: the least ||W_Q W_K^T|| of a successful trial grows by "
-                          f"{g['b']:.3g} per unit of ln T (95% CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, "
-                          f"{g['n_points']} T)", markup=False, highlight=False)
-    if tuned:
-        u = Table(title="tuned against the spec's settings: m* of each, and the settings the verdicts use")
-        choice = {}
-        if not result.tuning.is_empty():
-            keys = [c for c in result.tuning.columns if c in result.m_star.columns and c not in tuned]
-            choice = {tuple(r[k] for k in keys): r for r in result.tuning.iter_rows(named=True)}
-        for c in [*shown, "T", "m* spec", "m* tuned", "tuning", "probe m", "beats spec", "wins", *tuned]:
-            u.add_column(c, justify="left" if c in (*shown, "tuning") else "right")
-        for r in result.m_star.iter_rows(named=True):
-            ch = choice.get(tuple(r[k] for k in keys)) if choice else None
-            ch_cols = ([str(ch["probe_m"]), f"{ch['beats_default']:.0%}", f"{ch['win_frac']:.0%}"] if ch
-                       else ["-", "-", "-"])
-            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), format_m_star(r["m_star_default"], r["bound_default"]),
-                      format_m_star(r["m_star_tuned"], r["bound_tuned"]),
-                      r["tuning"], *ch_cols, *[f"{r[c]:.2g}" for c in tuned])
-        console.print(u)
-    for label, fit in result.fits.items():
-        f = Table(title=escape(f"m* against T [{label}]: growth laws by AIC"))
-        for c in ("law", "a", "b or c", "b/c 95% CI", "R²", "AIC", "ΔAIC", "BIC"):
-            f.add_column(c, justify="right")
-        for r in fit.iter_rows(named=True):
-            formula = {"log": "a + b ln T", "polylog": "a (ln T)^k", "linear": "a + b T", "power": "a T^c"}[r["model"]]
-            f.add_row(formula, f"{r['a']:.3g}", f"{r['b']:.3g}", f"{r['b_lo']:.3g} .. {r['b_hi']:.3g}",
-                      f"{r['r2']:.3f}", f"{r['aic']:.1f}", f"{r['delta_aic']:.1f}", f"{r['bic']:.1f}")
-        console.print(f)
-    for label in result.m_star["series"].unique(maintain_order=True):
-        if label not in result.fits:
-            console.print(f"[yellow]{escape(label)}: m* is known (not censored) at fewer than 3 values of T: no growth-law fit[/]")
-    for c in result.checks:
-        console.print(f"[bold]{escape(c['check'])}[/]: {c['verdict']} — {escape(c['detail'])}")
-    for p in result.figures:
-        console.print(f"figure: {p}")

@@ -1,4 +1,6 @@
-"""The analysis of a symmetry run: m* per student and teacher, verdicts S1-S4, figures."""
+"""The analysis of a symmetry run: m* per student and teacher, verdicts S1-S4, figures.
+
+Printed by :mod:`attnsweep.presentation.terminal`."""
 
 from __future__ import annotations
 
@@ -8,19 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from orchestrator.analyze import interval_text, search_rows
-from orchestrator.spec import AnalysisSettings
-from workers import SymmetryTrialConfig
-from results import ResultsStore, StoreError
-from results.critical import format_m_star
-from results import symmetry_scale as scale
-from results.figures import plot_advantage, plot_equivariance_errors, plot_error_against_m, plot_test_error
-from results.symmetry import critical_sizes_and_replicates, verdicts, with_budget_check, with_student
-from results.verdicts import quantity
+from attnsweep.orchestrator.analyze import search_rows
+from attnsweep.orchestrator.spec import AnalysisSettings
+from attnsweep.workers import SymmetryTrialConfig
+from attnsweep.results import ResultsStore, StoreError
+from attnsweep.stats import symmetry_scale as scale
+from attnsweep.stats.figures import plot_advantage, plot_equivariance_errors, plot_error_against_m, plot_test_error
+from attnsweep.stats.symmetry import critical_sizes_and_replicates, verdicts, with_budget_check, with_student
+from attnsweep.stats.verdicts import quantity
 
 
 @dataclass
@@ -38,7 +36,7 @@ class SymmetryAnalysis:
 
 @dataclass
 class ScaleAnalysis:
-    """A run over more than one (n, k, d) group (results/symmetry_scale.py): S1-S4 per group,
+    """A run over more than one (n, k, d) group (stats/symmetry_scale.py): S1-S4 per group,
     S2's advantage per group and its slopes along d, n and k, the generic student's E
     against m per group. The slopes are measurements: the paper claims nothing about them."""
 
@@ -152,67 +150,3 @@ def _slope_note(r: dict) -> str:
     if r["censored_share"] and not math.isnan(r["censored_share"]):
         parts.append(f"{r['censored_share']:.0%} of replicates had an m* beyond the grid (slope +-inf there)")
     return "; ".join(parts)
-
-
-def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: float) -> None:
-    """The m* table, the error table and the verdicts."""
-    # Sizes that do not vary go into the title, so the table fits a terminal.
-    shapes = [c for c in ("n", "k", "d") if result.m_star[c].n_unique() > 1]
-    fixed = "".join(f"; {c}={result.m_star[c][0]}" for c in ("n", "k", "d") if c not in shapes)
-    t = Table(title=escape(f"m* (relative test error <= {target_error:g}{fixed}) — sweep {result.sweep}, "
-                           f"run {result.run_id}"))
-    flagged = (result.m_star["flags"].fill_null("") != "").any()
-    checked = "budget" in result.m_star.columns and (result.m_star["budget"] != "not checked").any()
-    for c in ("teacher", "student", *shapes, "m*", "CI", "grid m*", "seeds", "m range", *(["2x epochs"] if checked else []),
-              *(["flags"] if flagged else [])):
-        t.add_column(c, min_width=13 if c == "student" else None,
-                     justify="left" if c in ("teacher", "student", "flags") else "right")
-    for r in result.m_star.iter_rows(named=True):
-        grid = r["m_star_grid"]
-        t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes), format_m_star(r["m_star"], r["bound"]),
-                  interval_text(r), "-" if grid is None or math.isnan(grid) else f"{grid:.0f}", str(r["n_seeds"]),
-                  f"{r['m_min']}..{r['m_max']}", *([r["budget"]] if checked else []), *([r["flags"] or ""] if flagged else []))
-    console.print(t)
-    e = Table(title="median over seeds: relative test error, O(d) equivariance error E (float64), permutation error")
-    sizes = [c for c in ("d", "n", "k") if c in result.errors.columns]
-    for c in ("teacher", "student", *sizes, "m", "test error", "E", "perm E"):
-        e.add_column(c, justify="left" if c in ("teacher", "student") else "right")
-    for r in result.errors.iter_rows(named=True):
-        e.add_row(r["teacher"], r["student"], *(str(r[c]) for c in sizes), str(r["m"]),
-                  *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")))
-    console.print(e)
-    if result.scale is not None:
-        print_scale(result.scale, console)
-    for v in result.verdicts:
-        numbers = "" if v["statistic"] == "-" else f"{escape(v['statistic'])}; {escape(v['interval'])} "
-        console.print(f"[bold]{escape(v['claim'])}[/]: {v['verdict']} — {numbers}({escape(v['why'])})")
-    for p in result.figures:
-        console.print(f"figure: {p}")
-
-
-def print_scale(sc: ScaleAnalysis, console: Console) -> None:
-    """S1-S4 per (d, n, k) group, S2's advantage per group and the measured slopes."""
-    g = Table(title="S1-S4 per (d, n, k) group")
-    for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval"):
-        g.add_column(c, justify="right" if c in ("d", "n", "k") else "left")
-    for r in sc.groups.iter_rows(named=True):
-        g.add_row(*(escape(str(r[c])) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")))
-    console.print(g)
-    a = Table(title="S2's advantage: m* of the generic student / m* of the inner-product student (equivariant "
-                    "teacher; 95% CI)")
-    for c in ("d", "n", "k", "student", "m*", "m* inner-product", "advantage"):
-        a.add_column(c, justify="left" if c == "student" else "right")
-    for r in sc.advantage.iter_rows(named=True):
-        a.add_row(str(r["d"]), str(r["n"]), str(r["k"]), r["student"], r["m_star_text"], r["baseline_text"],
-                  escape(r["text"]))
-    console.print(a)
-    m = Table(title="measured across scale (no claim of the paper; log-log slopes, 95% bootstrap CI)")
-    for c in ("measurement", "statistic", "interval", "note"):
-        m.add_column(c)
-    for r in sc.measurements():
-        m.add_row(*(escape(r[c]) for c in ("measurement", "statistic", "interval", "note")))
-    console.print(m)
-
-
-def _sci(v) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2e}"

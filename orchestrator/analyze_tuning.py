@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from orchestrator.adaptive import robust_choice
+from attnsweep.orchestrator.adaptive import robust_choice
 
 TUNING_STATES = ("not tuned", "spec kept", "tuned", "worse: spec used")
 """Values of the ``tuning`` column of an m* table."""
@@ -79,7 +79,7 @@ def choose_m_star(default: pl.DataFrame, tuned_table: pl.DataFrame | None, cell:
     """The m* table the verdicts use, one row per cell (module docstring).
 
     Args:
-        default: m* per cell with the spec's settings (results/critical.py's table).
+        default: m* per cell with the spec's settings (stats/critical.py's table).
         tuned_table: m* per cell with the adopted settings (None or empty: none adopted).
         cell: the cell columns; tuned: those the search tuned.
         tuning_ran: the run's spec tunes (else every row is ``not tuned``).
@@ -89,7 +89,7 @@ def choose_m_star(default: pl.DataFrame, tuned_table: pl.DataFrame | None, cell:
         make m* worse, with columns ``settings`` (``default`` or ``tuned``),
         ``m_star_default``, ``m_star_tuned`` (null where not adopted), their ``censored``
         marks ``censored_default`` and ``censored_tuned`` and bounds ``bound_default`` and
-        ``bound_tuned`` (results/critical.py), and ``tuning`` (one of
+        ``bound_tuned`` (stats/critical.py), and ``tuning`` (one of
         :data:`TUNING_STATES`).
     """
     base = [c for c in cell if c not in tuned]
@@ -103,7 +103,7 @@ def choose_m_star(default: pl.DataFrame, tuned_table: pl.DataFrame | None, cell:
     ref = default.select(*base, d_m=pl.col("m_star"), d_hi=pl.col("ci_hi"), d_cens=pl.col("censored"),
                          d_bound=pl.col("bound"))
     t = tuned_table.join(ref, on=base, how="left", nulls_equal=True)
-    # A bound is not a value (results/critical.py): compare values only where both are exact.
+    # A bound is not a value (stats/critical.py): compare values only where both are exact.
     measured = (pl.col("bound") == "exact") & (pl.col("d_bound") == "exact")
     worse = ((measured & (pl.col("m_star") > pl.col("d_hi"))).fill_null(False)
              | ((pl.col("censored") == "above") & (pl.col("d_cens") != "above")))

@@ -13,8 +13,8 @@ import json
 
 import polars as pl
 
-from results import ResultsStore, StoreError
-from results.store import QUARANTINE
+from attnsweep.results import ResultsStore, StoreError
+from attnsweep.results.store import QUARANTINE
 
 NOT_COUNTED = ("seed", "fault")
 """Trial settings the per-cell counts do not split by: a cell holds every seed."""

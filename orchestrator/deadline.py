@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from orchestrator.errors import RunError
+from attnsweep.orchestrator.errors import RunError
 
 TIMEOUT_S = 30.0
 """Default seconds a call to another machine may take (``--timeout``, env ``ATTNSWEEP_TIMEOUT``)."""

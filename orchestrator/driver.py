@@ -18,17 +18,17 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
-from orchestrator.executors import Executor, is_lost
-from orchestrator.packing import Pack, make_packs, pack_sizer, spec_pack_sizer
-from orchestrator.progress import PROGRESS_INTERVAL_S, SweepProgress
-from orchestrator.provenance import code_version, host, package_versions
-from orchestrator.rows import run_schema, trial_schema
-from orchestrator.spec import SweepSpec, trial_id
-from orchestrator.errors import RunError
-from results import ResultsStore, StoreError, TrialWriter
-from results.locks import RunLock
-from results.store import os_reason
-from workers import TrialStatus
+from attnsweep.orchestrator.executors import Executor, is_lost
+from attnsweep.orchestrator.packing import Pack, make_packs, pack_sizer, spec_pack_sizer
+from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, SweepProgress
+from attnsweep.orchestrator.provenance import code_version, host, package_versions
+from attnsweep.orchestrator.rows import run_schema, trial_schema
+from attnsweep.orchestrator.spec import SweepSpec, trial_id
+from attnsweep.orchestrator.errors import RunError
+from attnsweep.results import ResultsStore, StoreError, TrialWriter
+from attnsweep.results.locks import RunLock
+from attnsweep.results.store import os_reason
+from attnsweep.workers import TrialStatus
 
 RESULT_COLUMNS = ["trial_id", "status", "test_acc", "test_error", "epochs", "error_type"]
 """The columns of a trial's row an adaptive search reads (orchestrator/adaptive.py)."""
@@ -60,14 +60,6 @@ class RunSummary:
         """The fraction of the workers' time (``slots`` x ``wall_s``) not spent training a
         pack: waiting for the driver, for a round's last pack, or for Ray."""
         return max(0.0, 1.0 - self.busy_s / (self.slots * self.wall_s)) if self.wall_s > 0 else None
-
-
-@dataclass
-class Request:
-    """A round of an adaptive search's cell: trials to run, and columns for their rows."""
-
-    configs: list
-    extra: dict = field(default_factory=dict)
 
 
 def new_run_id() -> str:
@@ -175,7 +167,7 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
     error: BaseException | None = None
     try:
         if spec.search.adaptive:
-            from orchestrator.adaptive import run_adaptive
+            from attnsweep.orchestrator.adaptive import run_adaptive
 
             run_adaptive(spec, store, run_id, batches)
         else:
@@ -220,7 +212,7 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
 
 def _failure_text(exc: BaseException) -> str:
     """Why a run failed, for its record: our errors' messages as they are, others with their type."""
-    from orchestrator.errors import AttnsweepError
+    from attnsweep.orchestrator.errors import AttnsweepError
 
     if isinstance(exc, OSError):
         return f"{os_reason(exc)}: {exc.filename}" if exc.filename else os_reason(exc)
@@ -339,7 +331,7 @@ class TrialBatches:
         """Run independent flows of requests (an adaptive search's cells), keeping every
         worker busy while any flow has work.
 
-        A flow is a generator that yields :class:`Request` objects; it is advanced as soon
+        A flow is a generator that yields :class:`~attnsweep.orchestrator.adaptive.Request` objects; it is advanced as soon
         as every trial of its last request has a row (in :attr:`results`), so a cell whose
         round finished starts its next round while other cells' packs still run. Packs are
         cut from the trials waiting across all flows when they are submitted, at most the
@@ -457,7 +449,7 @@ def _run_record(spec: SweepSpec, run_id: str) -> dict:
 def _finish_record(record: dict, summary: RunSummary, store: ResultsStore, sweep: str, run_id: str) -> None:
     """The record's counts are the run's, over all its attempts, read back from the store:
     per status, and per cell (what a later read is checked against)."""
-    from orchestrator.completeness import cell_counts
+    from attnsweep.orchestrator.completeness import cell_counts
 
     try:
         rows = store.scan_run_trials(sweep, run_id)

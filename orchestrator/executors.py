@@ -15,9 +15,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.errors import RunError
-from orchestrator.packing import Pack
-from orchestrator.spec import ExecutionSettings, ResourceSettings
+from attnsweep.orchestrator.errors import RunError
+from attnsweep.orchestrator.packing import Pack
+from attnsweep.orchestrator.spec import ExecutionSettings, ResourceSettings
 
 Outcome = list[dict] | BaseException
 
@@ -67,7 +67,7 @@ class LocalExecutor(Executor):
         return self._next
 
     def wait(self, handles, timeout_s):
-        from workers.entry import run_pack
+        from attnsweep.workers.entry import run_pack
 
         handle = handles[0]
         pack = self._queue.pop(handle)
@@ -128,7 +128,7 @@ class RayExecutor(Executor):
                 elif address == "auto":  # this machine's own cluster (a job's driver on the head): no deadline
                     ray.init(address=address, log_to_driver=False)
                 else:  # a cluster that accepts the connection and never answers must not hang the run
-                    from orchestrator.deadline import default_timeout, within
+                    from attnsweep.orchestrator.deadline import default_timeout, within
 
                     within(default_timeout(), f"the Ray cluster at {address}",
                            lambda: ray.init(address=address, log_to_driver=False))
@@ -140,7 +140,7 @@ class RayExecutor(Executor):
         self._owner: dict = {}  # object ref -> index of the actor running it
         self._queued: list[int] = []
         self._check_resources()
-        from workers.entry import run_pack_remote
+        from attnsweep.workers.entry import run_pack_remote
 
         self._remote = run_pack_remote.options(
             num_cpus=self.resources.cpus_per_worker, num_gpus=self.resources.gpus_per_worker,
@@ -178,7 +178,7 @@ class RayExecutor(Executor):
                            "lower it, or run on a cluster with --address")
 
     def _start_actors(self) -> None:
-        from workers.entry import PackWorkerActor
+        from attnsweep.workers.entry import PackWorkerActor
 
         # max_restarts=-1: a killed actor always comes back, so the pool never shrinks;
         # max_task_retries bounds how often one pack is retried, so a pack that keeps

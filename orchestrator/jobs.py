@@ -1,7 +1,8 @@
 """Sweeps as Ray jobs: submit a spec to a cluster's job server, follow it, cancel it.
 
 The job's working directory (Ray's runtime-environment ``working_dir``) holds only the
-spec and this project's five source packages, copied from the submitting checkout: the
+spec and this project's source, copied from the submitting checkout (or installation) in
+the installed layout, ``attnsweep/`` with its packages inside (:func:`stage_sources`): the
 cluster runs the submitter's code (its git commit is recorded in the run as usual) and
 never sees private files, virtual environments or local stores. Third-party packages
 (torch, ray, polars...) come from the cluster's own environment (cluster.yaml installs
@@ -27,6 +28,7 @@ with the standard library, so that these commands answer without importing Ray (
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
 import os
 import re
@@ -40,11 +42,11 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.deadline import TIMEOUT_S, within
-from orchestrator.errors import RunError
+from attnsweep.orchestrator.deadline import TIMEOUT_S, within
+from attnsweep.orchestrator.errors import RunError
 
-PACKAGES = ("attnsweep", "orchestrator", "workers", "results", "tasks")
-ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("presentation", "orchestrator", "stats", "results", "workers", "tasks")
+"""The packages inside the ``attnsweep`` namespace (folders at the top of the repository)."""
 # What the job's command falls back to when no --store is given: the store the cluster
 # itself names (cluster.yaml exports ATTNSWEEP_STORE on every node).
 CLUSTER_STORE = '"${ATTNSWEEP_STORE:?set ATTNSWEEP_STORE on the cluster or give --store}"'
@@ -90,7 +92,7 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         SpecError: the spec is invalid (nothing is submitted).
         RunError: the job server cannot be reached, does not answer in time, or refuses the job.
     """
-    from orchestrator.spec import load_spec  # pydantic, numpy: only the command that reads a spec pays for them
+    from attnsweep.orchestrator.spec import load_spec  # pydantic, numpy: only the command that reads a spec pays for them
 
     spec = load_spec(spec_path)
     if store is not None and "://" not in store and not store.startswith("/"):
@@ -99,13 +101,12 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
     jobs = client(address, timeout_s)
     staging = Path(tempfile.mkdtemp(prefix="attnsweep-job-"))
     try:
-        for package in PACKAGES:
-            shutil.copytree(ROOT / package, staging / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        stage_sources(staging)
         (staging / "spec.yaml").write_text(spec.source_yaml)
         target = shlex.quote(store) if store else CLUSTER_STORE
         # No figures on the cluster (they would land in the job's temporary directory):
         # analyze the run from any machine that reaches the store.
-        entrypoint = f"python -m orchestrator.cli run spec.yaml --address auto --store {target} --no-analyze"
+        entrypoint = f"python -m attnsweep.cli run spec.yaml --address auto --store {target} --no-analyze"
         if progress_interval_s is not None:
             entrypoint += f" --progress-interval {float(progress_interval_s):g}"
         # A head that has just started answers before its job agent is ready ("try again later").
@@ -124,6 +125,23 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
                 time.sleep(wait_s)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def stage_sources(staging: Path) -> Path:
+    """Copy the source into ``staging`` as it installs: ``attnsweep/`` (its own modules) with
+    ``attnsweep/orchestrator``, ``attnsweep/results``... inside, wherever each folder lives
+    here (at the top of a checkout, or inside ``attnsweep/`` when installed from a wheel).
+    ``python -m attnsweep.cli`` then runs in ``staging``; returns ``staging / "attnsweep"``."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    top = staging / "attnsweep"
+    # Found, not imported: the face (attnsweep/__init__.py) sits above this package.
+    shutil.copytree(Path(importlib.util.find_spec("attnsweep").origin).parent, top, ignore=ignore,
+                    dirs_exist_ok=True)
+    for package in PACKAGES:
+        source = Path(importlib.util.find_spec(f"attnsweep.{package}").origin).parent
+        if not (top / package).exists():  # a wheel's attnsweep/ already holds them
+            shutil.copytree(source, top / package, ignore=ignore)
+    return top
 
 
 def status(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> tuple[str, str]:

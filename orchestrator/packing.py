@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from workers import EXPERIMENTS
+from attnsweep.workers import EXPERIMENTS
 
 if TYPE_CHECKING:  # the spec imports this module
-    from orchestrator.spec import SweepSpec
+    from attnsweep.orchestrator.spec import SweepSpec
 
 # Beyond about 256 tiny trials a pack no longer gets faster per trial (BENCHMARKS.md,
 # packed vs unpacked), and a lost worker would take more trials with it.

@@ -28,13 +28,13 @@ import numpy as np
 import polars as pl
 from scipy.stats import ks_2samp
 
-from orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of
-from orchestrator.analyze_symmetry import analyze_symmetry_run
-from orchestrator.errors import RunError
-from orchestrator.rows import with_later_fields
-from results import ResultsStore
-from results.critical import format_m_star
-from results.symmetry import CELL as SYMMETRY_CELL
+from attnsweep.orchestrator.analyze import CELL_FIELDS, analyze_run, settings_of
+from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+from attnsweep.orchestrator.errors import RunError
+from attnsweep.orchestrator.rows import with_later_fields
+from attnsweep.results import ResultsStore
+from attnsweep.stats.critical import format_m_star
+from attnsweep.stats.symmetry import CELL as SYMMETRY_CELL
 
 
 @dataclass
@@ -156,33 +156,3 @@ def _distributions(store, sweeps, runs, cell, score, alpha) -> list[Comparison]:
     return [Comparison(f"{score} distribution", what, f"median {np.median(x):.3g}", f"median {np.median(y):.3g} "
                        f"(Holm p={adjusted[i]:.2g})", adjusted[i] >= alpha)
             for i, (what, _, x, y) in enumerate(tests)]
-
-
-def write_report(path: Path, comparisons: list[Comparison], baseline: str, new: str, figures: Path | None,
-                 header: dict, caveats: list[str] = ()) -> Path:
-    """A Markdown report: verdict, the rules, warnings (``caveats``: a run incomplete or
-    unfinished), every comparison (failures first), and the baseline and new figures side by side."""
-    failed = [c for c in comparisons if c.ok is False]
-    lines = [f"# Replication of {header.get('sweep')}: {'REGRESSION' if failed else 'PASSED'}", "",
-             f"- baseline run: {baseline}", f"- new run: {new}"]
-    lines += [f"- {k}: {v}" for k, v in header.items() if k != "sweep"]
-    lines += ["", f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} judged comparisons failed. "
-              "Rules: see `orchestrator/replicate.py` (m* inside the baseline CI widened by the tolerance; fit "
-              "parameters inside their widened CI; equal verdicts; Holm-corrected KS tests of score distributions).", ""]
-    if caveats:
-        lines += ["## Warnings", ""] + [f"- **Warning:** {c}" for c in caveats] + [""]
-    if failed:
-        lines += ["## What moved", ""] + [f"- **{c.kind}** {c.what}: baseline {c.baseline}, new {c.new}" for c in failed] + [""]
-    lines += ["## Every comparison", "", "| kind | what | baseline | new | result |", "|---|---|---|---|---|"]
-    mark = {True: "ok", False: "**FAILED**", None: "shown"}
-    lines += [f"| {c.kind} | {c.what} | {c.baseline} | {c.new} | {mark[c.ok]} |"
-              for c in sorted(comparisons, key=lambda c: (c.ok is not False, c.kind))]
-    if figures is not None:
-        pngs = sorted(p.name for p in (figures / "baseline").glob("*.png"))
-        if pngs:
-            lines += ["", "## Figures (baseline | new)", "", "| baseline | new |", "|---|---|"]
-            rel = figures.relative_to(path.parent) if figures.is_relative_to(path.parent) else figures
-            lines += [f"| ![baseline]({rel}/baseline/{n}) | ![new]({rel}/new/{n}) |" for n in pngs]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return path

@@ -12,8 +12,8 @@ import typing
 
 import pyarrow as pa
 
-from workers import EXPERIMENTS
-from workers.config import LATER_FIELDS
+from attnsweep.workers import EXPERIMENTS
+from attnsweep.workers.config import LATER_FIELDS
 
 # Measurements a worker reports (workers/train.py) and what the driver adds.
 RESULT_COLUMNS: dict[str, pa.DataType] = {
@@ -89,7 +89,7 @@ def run_schema(failure: bool = False) -> pa.Schema:
         failure: with the two nullable columns the driver's records carry since issue 23,
             ``error`` (why the last attempt failed) and ``rescue_file`` (the file holding the
             rows the store refused). Records written before read them as null; published
-            run records (orchestrator/findings.py, finished runs) are written and checked
+            run records (presentation/findings.py, finished runs) are written and checked
             without them, so folders published before still load.
     """
     ts = pa.timestamp("us", tz="UTC")

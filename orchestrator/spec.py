@@ -41,9 +41,9 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, field_validator,
                       model_validator)
 
-from orchestrator.errors import SpecError
-from workers import EXPERIMENTS, Experiment
-from workers.config import LATER_FIELDS, StrictSettings, whole_float
+from attnsweep.orchestrator.errors import SpecError
+from attnsweep.workers import EXPERIMENTS, Experiment
+from attnsweep.workers.config import LATER_FIELDS, StrictSettings, whole_float
 # Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
 INNER_AXES = ("norm_bound", "fault")
 MAX_SPEC_BYTES = 1_000_000
@@ -99,7 +99,7 @@ class ResourceSettings(StrictSettings):
 
 
 class AnalysisSettings(StrictSettings):
-    """How m* is computed for this sweep (results/critical.py has the definition)."""
+    """How m* is computed for this sweep (stats/critical.py has the definition)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 

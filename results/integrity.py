@@ -26,9 +26,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from results.errors import StoreError
-from results.locks import RunLock
-from results.store import (QUARANTINE, REPLACES_KEY, RUN_FILE, ResultsStore, decoded_estimate, os_reason,
+from attnsweep.results.errors import StoreError
+from attnsweep.results.locks import RunLock
+from attnsweep.results.store import (QUARANTINE, REPLACES_KEY, RUN_FILE, ResultsStore, decoded_estimate, os_reason,
                            partition_ok, write_parquet_atomic)
 
 STORE_FOLDERS = ("trials", "runs", "locks", "quarantine", "studies")

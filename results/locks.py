@@ -22,8 +22,8 @@ from pathlib import Path
 
 import filelock
 
-from results.errors import StoreError
-from results.store import ResultsStore
+from attnsweep.results.errors import StoreError
+from attnsweep.results.store import ResultsStore
 
 
 class RunLockedError(StoreError):

@@ -52,7 +52,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from results.errors import StoreError
+from attnsweep.results.errors import StoreError
 
 PARQUET_MAGIC = b"PAR1"
 FOOTER_MAX = 8 * 2**20

@@ -40,8 +40,8 @@ from fractions import Fraction
 import polars as pl
 import pyarrow as pa
 
-from results.errors import QueryError, StoreError
-from results.store import ResultsStore
+from attnsweep.results.errors import QueryError, StoreError
+from attnsweep.results.store import ResultsStore
 
 LOCKED = {
     "enable_external_access": False,

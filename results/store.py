@@ -67,12 +67,12 @@ try:
 except ImportError:  # Windows: temporary files are told by their name's pid and host only
     fcntl = None
 
-from results.checked import CheckedFiles
-from results.errors import StoreError
-from results.parquet_check import (FILE_MAX_ENV, TooLarge, Unreadable, max_file_bytes, os_reason, read_checked,
+from attnsweep.results.checked import CheckedFiles
+from attnsweep.results.errors import StoreError
+from attnsweep.results.parquet_check import (FILE_MAX_ENV, TooLarge, Unreadable, max_file_bytes, os_reason, read_checked,
                                    read_footer)
-from results.parquet_check import decoded_estimate  # noqa: F401 - results/integrity.py imports it from here still
-from results.schemas import POLARS_CASTS, unify
+from attnsweep.results.parquet_check import decoded_estimate  # noqa: F401 - results/integrity.py imports it from here still
+from attnsweep.results.schemas import POLARS_CASTS, unify
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")  # \Z: "$" would also take a name ending in a newline
 TMP_PREFIX = ".tmp-"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from results.errors import StoreError
-from results.store import ResultsStore, os_reason, rows_to_table, write_parquet_atomic
+from attnsweep.results.errors import StoreError
+from attnsweep.results.store import ResultsStore, os_reason, rows_to_table, write_parquet_atomic
 
 RESCUE_DIR = Path(tempfile.gettempdir()) / "attnsweep-unsaved"
 """Where rows go that the store refused (a failed write), so that none is lost; when it

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from tasks.errors import AmbiguityCheckTooLargeError, AmbiguousTrainingSetError, TaskError
-from tasks.seeding import derive_seed, generator
+from attnsweep.tasks.errors import AmbiguityCheckTooLargeError, AmbiguousTrainingSetError, TaskError
+from attnsweep.tasks.seeding import derive_seed, generator
 
 TASKS = ("and", "parity")
 

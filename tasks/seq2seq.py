@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import torch
 
-from tasks.errors import TaskError
-from tasks.seeding import derive_seed, generator
+from attnsweep.tasks.errors import TaskError
+from attnsweep.tasks.seeding import derive_seed, generator
 
 TEACHERS = ("equivariant", "control", "positional")
 SPLITS = ("train", "test")

@@ -11,8 +11,8 @@ from pathlib import Path
 import optuna
 import polars as pl
 
-from orchestrator.adaptive import study_dir
-from results import ResultsStore
+from attnsweep.orchestrator.adaptive import study_dir
+from attnsweep.results import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
@@ -32,13 +32,13 @@ execution: {pack_size: 2, flush_rows: 2, flush_s: 0.1}
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=ENV,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=ENV,
                           capture_output=True, text=True, timeout=600)
 
 
 def test_a_killed_adaptive_search_resumes_without_repeating_trials(tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--store", "s",
+    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "s",
                              "--no-analyze"], cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     trials, studies = tmp_path / "s" / "trials", tmp_path / "s" / "studies"

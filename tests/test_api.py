@@ -10,7 +10,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import attnsweep
-from orchestrator.errors import AttnsweepError, SpecError
+from attnsweep.orchestrator.errors import AttnsweepError, SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,15 +18,15 @@ import pytest
 import ray
 from rich.console import Console
 
-from orchestrator import RayExecutor, parse_spec, run_sweep
-from results import ResultsStore
+from attnsweep.orchestrator import RayExecutor, parse_spec, run_sweep
+from attnsweep.results import ResultsStore
 
 ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
 TINY = "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3}\n"
 
 
 def _cli(*args, cwd, **kw):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=ENV,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=ENV,
                           capture_output=True, text=True, timeout=600, **kw)
 
 
@@ -130,7 +130,7 @@ def test_losing_a_node_mid_sweep_finishes_on_the_others(tmp_path):
 
 def test_driver_killed_with_sigkill_then_resumed_equals_an_uninterrupted_run(tmp_path):
     (tmp_path / "spec.yaml").write_text(SWEEP + "execution: {pack_size: 2, flush_rows: 2, flush_s: 0.1}\n")
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--store", "cut",
+    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "cut",
                              "--no-analyze"], cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     trials = tmp_path / "cut" / "trials"
@@ -181,7 +181,7 @@ def test_a_truncated_file_is_reported_and_queries_still_run(tmp_path):
 
 
 def test_the_embedded_ray_dying_under_a_sweep_fails_it_instead_of_hanging(tmp_path):
-    from orchestrator import RunError
+    from attnsweep.orchestrator import RunError
 
     spec = parse_spec(SWEEP + "execution: {pack_size: 1}\n")
     store = ResultsStore(tmp_path)

@@ -1,6 +1,6 @@
 """How the verdict report's tables read: text left and numbers right, run times in UTC to the
 minute, and an m* at or beyond the grid's ends written the same way in both experiments (and
-in ``attnsweep analyze`` of a symmetry run). Built from m* tables that results/critical.py
+in ``attnsweep analyze`` of a symmetry run). Built from m* tables that stats/critical.py
 computes on hand-made trials, and the page's own template; no Ray, no store."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from html.parser import HTMLParser
 import polars as pl
 from rich.console import Console
 
-from orchestrator.analyze_symmetry import SymmetryAnalysis, print_symmetry
-from orchestrator.report import _Run, _run_view, _table, _template
-from results import critical_sample_sizes
-from results.symmetry import CELL as SYMMETRY_CELL, critical_sizes, verdicts
+from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.presentation.terminal import print_symmetry
+from attnsweep.presentation.report import _Run, _run_view, _table, _template
+from attnsweep.stats import critical_sample_sizes
+from attnsweep.stats.symmetry import CELL as SYMMETRY_CELL, critical_sizes, verdicts
 
 BOOLEAN_CELL = ["T", "model", "s", "norm_bound"]
 M_GRID = (8, 64, 1024)
@@ -168,7 +169,8 @@ def test_run_times_show_utc_to_the_minute():
 
 
 def test_print_analysis_writes_bounds_as_the_page_does():
-    from orchestrator.analyze import Analysis, print_analysis
+    from attnsweep.orchestrator.analyze import Analysis
+    from attnsweep.presentation.terminal import print_analysis
 
     m_star = _boolean_m_star()
     console = Console(record=True, width=200)
@@ -179,7 +181,7 @@ def test_print_analysis_writes_bounds_as_the_page_does():
 
 
 def test_one_formatter_writes_every_bound():
-    from results.critical import format_m_star
+    from attnsweep.stats.critical import format_m_star
 
     assert format_m_star(8.0, "upper") == "≤ 8"
     assert format_m_star(1024.0, "lower") == "> 1024"

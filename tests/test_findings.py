@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from orchestrator.findings import END, START, read_section
+from attnsweep.presentation.findings import END, START, read_section
 
 SPEC = (Path(__file__).parent / "specs" / "rep.yaml").read_text()  # 36 trials, as tests/test_report.py
 README = f"""# A project
@@ -30,7 +30,7 @@ Text after the section.
 
 def _cli(*args, cwd):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -74,8 +74,8 @@ def test_the_folder_holds_report_verdicts_table_figure_and_every_trial_row(publi
 
 
 def test_the_m_star_table_is_the_one_the_analysis_computes(published):
-    from orchestrator.analyze import analyze_run
-    from results import ResultsStore
+    from attnsweep.orchestrator.analyze import analyze_run
+    from attnsweep.results import ResultsStore
 
     root, run_id = published
     table = pl.read_csv(root / "docs" / "findings" / "m_star.csv")

@@ -12,9 +12,9 @@ import sys
 import polars as pl
 import pytest
 
-from orchestrator.findings import md_text
+from attnsweep.presentation.findings import md_text
 
-from orchestrator.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section, write_sums
+from attnsweep.presentation.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section, write_sums
 
 # Two sizes (d = 4, 8), every student, both teachers: 2 groups x 7 cells x 2 m x 2 seeds = 56 trials.
 SPEC = """
@@ -45,7 +45,7 @@ Text after.
 
 def _cli(*args, cwd):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
 
 

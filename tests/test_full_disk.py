@@ -22,11 +22,11 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-import results.store as store_module
-import results.writer as writer_module
-from orchestrator import RayExecutor, parse_spec, run_sweep
-from results import ResultsStore, StoreError
-from results.integrity import check_store
+import attnsweep.results.store as store_module
+import attnsweep.results.writer as writer_module
+from attnsweep.orchestrator import RayExecutor, parse_spec, run_sweep
+from attnsweep.results import ResultsStore, StoreError
+from attnsweep.results.integrity import check_store
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ("name: full\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "
@@ -37,10 +37,10 @@ SPEC = ("name: full\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s
 FULL_DISK_CLI = """
 import errno, sys
 from pathlib import Path
-import results.store as st
+import attnsweep.results.store as st
 
-import results.writer
-results.writer.RESCUE_DIR = Path(sys.argv.pop(1))  # the system temp dir's folder, moved into the test's
+import attnsweep.results.writer
+attnsweep.results.writer.RESCUE_DIR = Path(sys.argv.pop(1))  # the system temp dir's folder, moved into the test's
 real, parts, mode = st.write_parquet_atomic, [], sys.argv.pop(1)
 
 def full(table, path):
@@ -52,7 +52,7 @@ def full(table, path):
     return real(table, path)
 
 st.write_parquet_atomic = full
-from orchestrator.cli import main
+from attnsweep.cli import main
 sys.argv = ["attnsweep", *sys.argv[1:]]
 main()
 """
@@ -84,7 +84,7 @@ def test_a_full_disk_mid_run_is_recorded_failed_with_its_rescue_file_and_store_c
     # The first part file was written (its rows or those of a flush on time), the next refused: the run stopped.
     assert stored.height >= 1 and kept.height >= 1 and stored.height + kept.height <= 6
     assert set(stored["trial_id"]).isdisjoint(kept["trial_id"])
-    check = subprocess.run([sys.executable, "-m", "orchestrator.cli", "store", "check"], cwd=tmp_path, env=env,
+    check = subprocess.run([sys.executable, "-m", "attnsweep.cli", "store", "check"], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=300)
     shown = _flat(check.stdout)
     assert check.returncode == 1, check.stdout + check.stderr

@@ -18,13 +18,13 @@ import pytest
 import yaml
 
 import attnsweep
-from orchestrator.analyze import analyze_run
-from orchestrator.report import build_report
-from orchestrator.rows import run_schema, trial_schema
-from orchestrator.spec import trial_id
-from results import ResultsStore
-from workers import BooleanTrialConfig, SymmetryTrialConfig
-from results.fits import MODELS
+from attnsweep.orchestrator.analyze import analyze_run
+from attnsweep.presentation.report import build_report
+from attnsweep.orchestrator.rows import run_schema, trial_schema
+from attnsweep.orchestrator.spec import trial_id
+from attnsweep.results import ResultsStore
+from attnsweep.workers import BooleanTrialConfig, SymmetryTrialConfig
+from attnsweep.stats.fits import MODELS
 
 START = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
 
@@ -221,8 +221,8 @@ def test_the_symmetry_error_figure_draws_one_panel_per_group(tmp_path, monkeypat
     # Two groups tried different m (as an adaptive search does): a pooled line would mix them.
     import matplotlib.pyplot as plt
 
-    from results.figures import plot_test_error
-    from results.symmetry import with_student
+    from attnsweep.stats.figures import plot_test_error
+    from attnsweep.stats.symmetry import with_student
 
     rows = (_symmetry_rows(4, {"inner-product": 1, "transformer": 8}, [1, 4, 16])
             + _symmetry_rows(32, {"inner-product": 1, "transformer": None}, [1, 64, 256]))
@@ -244,7 +244,7 @@ def test_the_symmetry_error_figure_draws_one_panel_per_group(tmp_path, monkeypat
 def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_class(tmp_path):
     # Two series over 3 decades of T: the paper's protocol (learned positions, no bound) and the
     # theorem's class (fixed positions, norm bound 1). Seeds succeed from m = first on.
-    from orchestrator.findings import series_table
+    from attnsweep.presentation.findings import series_table
 
     store = ResultsStore(tmp_path / "store")
     grid_ms = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)

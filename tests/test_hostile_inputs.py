@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 import attnsweep
-from orchestrator.rows import run_schema, trial_schema
-from orchestrator.spec import parse_spec, trial_id
-from orchestrator.errors import SpecError
-from results import ResultsStore, StoreError
-from workers import BooleanTrialConfig
+from attnsweep.orchestrator.rows import run_schema, trial_schema
+from attnsweep.orchestrator.spec import parse_spec, trial_id
+from attnsweep.orchestrator.errors import SpecError
+from attnsweep.results import ResultsStore, StoreError
+from attnsweep.workers import BooleanTrialConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = "name: x\ngrid: {T: [8]}\nfixed: {task: and, s: 3, m: 16}\n"
@@ -28,7 +28,7 @@ BASE = "name: x\ngrid: {T: [8]}\nfixed: {task: and, s: 3, m: 16}\n"
 
 def _cli(*args, cwd, env=None, preexec_fn=None, timeout=600):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout, preexec_fn=preexec_fn)
 
 
@@ -99,8 +99,8 @@ def test_a_cpu_slice_below_a_tenth_is_refused():
 
 
 def test_a_deadline_too_large_to_wait_on_is_refused(monkeypatch):
-    from orchestrator.deadline import default_timeout
-    from orchestrator.errors import RunError
+    from attnsweep.orchestrator.deadline import default_timeout
+    from attnsweep.orchestrator.errors import RunError
 
     monkeypatch.setenv("ATTNSWEEP_TIMEOUT", "1e300")
     with pytest.raises(RunError, match="at most 86400"):
@@ -272,7 +272,7 @@ def _edit(folder: Path, name: str, change) -> None:
     checksum the folder again, as someone crafting a folder would."""
     import pyarrow.parquet as pq
 
-    from orchestrator.findings import write_sums
+    from attnsweep.presentation.findings import write_sums
 
     pq.write_table(change(pq.read_table(folder / name)), folder / name)
     write_sums(folder)
@@ -308,7 +308,7 @@ def test_a_crafted_and_checksummed_folder_is_refused_before_anything_is_written(
 def test_links_to_a_folder_with_spaces_and_brackets_stay_links(tmp_path):
     from markdown_it import MarkdownIt
 
-    from orchestrator.findings import md_target
+    from attnsweep.presentation.findings import md_target
 
     for path in ("docs/my findings (v1)/m_star_vs_T.png", "a<b>/c\\d.png", "x)(y/z w.png", "plain/path-1.png"):
         tokens = MarkdownIt().parseInline(f"![fig]({md_target(path)})")[0].children
@@ -349,7 +349,7 @@ def test_many_grid_blocks_are_counted_before_any_value_is_built(tmp_path):
                                                      "fixed": {"task": "and", "s": 2}}))
     # The CLI under a parent of its own, which reports the peak memory of its one child (KiB).
     parent = ("import resource, subprocess, sys\n"
-              "proc = subprocess.run([sys.executable, '-m', 'orchestrator.cli', 'validate', 's.yaml'], "
+              "proc = subprocess.run([sys.executable, '-m', 'attnsweep.cli', 'validate', 's.yaml'], "
               "capture_output=True, text=True)\n"
               "sys.stderr.write(proc.stderr)\n"
               "print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import jobs
-from orchestrator.errors import RunError
-from orchestrator.progress import parse_progress_line
-from results import ResultsStore
+from attnsweep.orchestrator import jobs
+from attnsweep.orchestrator.errors import RunError
+from attnsweep.orchestrator.progress import parse_progress_line
+from attnsweep.results import ResultsStore
 
 SPEC = ("name: jobsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
         "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\nexecution: {pack_size: 2}\n")
@@ -38,7 +38,7 @@ def _free_port() -> int:
 
 def _cli(*args, cwd, timeout=600):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -151,7 +151,7 @@ def test_cancel_stops_a_running_job_and_its_run_is_resumable(head, tmp_path):
 # ("submit", entrypoint), ("status" | "logs" | "stop", job id) becomes its answer or {"error": ...}.
 _SDK = """
 import json, sys
-from orchestrator.jobs import _use_token_if_present
+from attnsweep.orchestrator.jobs import _use_token_if_present
 _use_token_if_present()
 from ray.job_submission import JobSubmissionClient
 client = JobSubmissionClient(sys.argv[1])
@@ -227,7 +227,7 @@ def test_status_logs_and_cancel_answer_as_rays_client_does(head, echo_job):
 
 _NO_RAY = """
 import json, sys
-from orchestrator import jobs
+from attnsweep.orchestrator import jobs
 address, job_id = sys.argv[1:]
 written = []
 jobs.logs(address, job_id, write=written.append)

@@ -1,5 +1,5 @@
 """Strings that come from data never become Markdown: every writer of findings Markdown
-escapes them (orchestrator/findings.py, md_text and md_code), checked by rendering with a
+escapes them (presentation/findings.py, md_text and md_code), checked by rendering with a
 CommonMark parser (markdown-it-py) rather than by looking for our own escapes."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
-from orchestrator.findings import END, START, md_code, md_text, render, update_readme
+from attnsweep.presentation.findings import END, START, md_code, md_text, render, update_readme
 
 MD = MarkdownIt("commonmark").enable("table")
 PIECES = list("ab <>[]()!`*_~#|&\\:/\"'=\n\t-.") + ["javascript:", "<img src=x onerror=alert(1)>",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import DEFAULT_PROGRESS_INTERVAL
-from orchestrator.progress import PROGRESS_INTERVAL_S, parse_progress_line, progress_line
+from attnsweep.cli import DEFAULT_PROGRESS_INTERVAL
+from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, parse_progress_line, progress_line
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")  # every control character but the newline
@@ -42,7 +42,7 @@ def test_a_sweep_logged_to_files_shows_progress_lines_then_full_tables(tmp_path)
     err, out = tmp_path / "err.log", tmp_path / "out.log"
     with err.open("w") as e, out.open("w") as o:
         proc = subprocess.run(
-            [sys.executable, "-m", "orchestrator.cli", "run", str(ROOT / "tests/specs/symtiny.yaml"),
+            [sys.executable, "-m", "attnsweep.cli", "run", str(ROOT / "tests/specs/symtiny.yaml"),
              "--store", str(tmp_path / "store"), "--figures", str(tmp_path / "figures"), "--progress-interval", "1"],
             stdout=o, stderr=e, cwd=tmp_path, timeout=900, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
     log = err.read_text()
@@ -71,7 +71,7 @@ def test_a_file_or_jupyter_without_ipywidgets_gets_plain_lines(tmp_path, monkeyp
 
     from rich.console import Console
 
-    from orchestrator.progress import SweepProgress
+    from attnsweep.orchestrator.progress import SweepProgress
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ipywidgets" else real(name, *a))
@@ -88,7 +88,7 @@ def test_a_file_or_jupyter_without_ipywidgets_gets_plain_lines(tmp_path, monkeyp
 @pytest.mark.parametrize(("args", "env"), [(["--progress-interval", "0"], {}), (["--progress-interval", "soon"], {}),
                                            ([], {"ATTNSWEEP_PROGRESS_INTERVAL": "-3"})])
 def test_a_progress_interval_that_is_not_a_sane_number_is_one_error(tmp_path, args, env):
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(ROOT / "tests/specs/symtiny.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", str(ROOT / "tests/specs/symtiny.yaml"),
                            "--store", str(tmp_path / "store"), *args], capture_output=True, text=True, cwd=tmp_path,
                           timeout=120, env={**os.environ, **env})
     assert proc.returncode == 2 and "progress-interval" in proc.stderr and "Traceback" not in proc.stderr

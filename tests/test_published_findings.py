@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section
+from attnsweep.presentation.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"docs/findings": (START, END), "docs/findings/symmetry": (SYMMETRY_START, SYMMETRY_END)}
@@ -40,7 +40,7 @@ def test_the_committed_folder_and_readme_section_come_back_unchanged(folder, tmp
                     else None)
     shutil.copy(ROOT / "README.md", copy / "README.md")
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", "--from", folder, "--readme",
+    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "report", "--from", folder, "--readme",
                            "README.md"], cwd=copy, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     start, end = FOLDERS[folder]

@@ -25,11 +25,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.query_output import QUERY_TABLE_WIDTH
-from results import QueryError, ResultsStore, TrialWriter, stream_query
-from results.query import MAX_MEMORY_BYTES, check_memory_limit
-from results.store import STORE_SCHEMES
+from attnsweep.cli import app
+from attnsweep.presentation.query_output import QUERY_TABLE_WIDTH
+from attnsweep.results import QueryError, ResultsStore, TrialWriter, stream_query
+from attnsweep.results.query import MAX_MEMORY_BYTES, check_memory_limit
+from attnsweep.results.store import STORE_SCHEMES
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "20261130-010203-abcdef"
@@ -149,7 +149,7 @@ def test_dev_stdout_open_on_a_file_in_the_store_is_refused(tmp_path):
     record = store / "runs" / f"sweep={SWEEP}" / f"run_id={RUN}" / "run.parquet"
     before = record.read_bytes()
     with open(record, "ab") as fh:  # a shell's `>> store/.../run.parquet`, which does not truncate
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "query", "SELECT 1 AS x", "--store",
+        proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", "SELECT 1 AS x", "--store",
                                str(store), "--format", "csv", "--output", "/dev/stdout"], cwd=ROOT, stdout=fh,
                               stderr=subprocess.PIPE, text=True, timeout=300)
     assert proc.returncode == 2 and "is inside the results store" in proc.stderr and proc.stderr.count("\n") == 1
@@ -197,7 +197,7 @@ def test_a_memory_limit_out_of_range_or_not_in_ascii_is_one_error(store, value):
 
 
 def _cli(store, *args, preexec=None, **kw):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", "query", *args, "--store", str(store)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", *args, "--store", str(store)], cwd=ROOT,
                           timeout=300, preexec_fn=preexec, **kw)
 
 
@@ -340,7 +340,7 @@ def test_ctrl_c_stops_duckdb_at_once(store, tmp_path):
     # without once giving Python's signal handler a chance to run.
     spill = tmp_path / "tmp"
     spill.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "query",
+    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "query",
                              "SELECT range FROM range(10000000000) WHERE hash(range) = 42", "--store", str(store),
                              "--format", "csv", "--output", str(tmp_path / "r.csv")], cwd=ROOT,
                             env={**os.environ, "TMPDIR": str(spill)}, stderr=subprocess.PIPE, text=True)

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from results import QueryError, ResultsStore, TrialWriter, stream_query
-from results.query import DEFAULT_MEMORY_LIMIT, MAX_SQL_BYTES
+from attnsweep.cli import app
+from attnsweep.results import QueryError, ResultsStore, TrialWriter, stream_query
+from attnsweep.results.query import DEFAULT_MEMORY_LIMIT, MAX_SQL_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 SQL = "SELECT seed FROM trials ORDER BY seed"
@@ -181,7 +181,7 @@ def test_a_query_that_fails_midway_leaves_the_file_as_it_was(store, tmp_path):
 
 
 def test_an_interrupt_leaves_the_file_and_removes_the_spill_folder(store, tmp_path, monkeypatch):
-    import orchestrator.query_output as query_output
+    import attnsweep.presentation.query_output as query_output
 
     spill = tmp_path / "tmp"
     spill.mkdir()
@@ -208,7 +208,7 @@ def test_ctrl_c_in_duckdb_exits_130_and_removes_the_spill_folder(store, tmp_path
     spill.mkdir()
     out.write_text("old\n")
     sql = "SELECT r.range % 10000000 AS k, count(*) AS n FROM range(60000000) r GROUP BY k ORDER BY k"
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "query", sql, "--store", str(store), "--format",
+    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "query", sql, "--store", str(store), "--format",
                              "csv", "--memory-limit", "100MB", "--output", str(out)], cwd=ROOT,
                             env={**os.environ, "TMPDIR": str(spill)}, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -222,7 +222,7 @@ def test_ctrl_c_in_duckdb_exits_130_and_removes_the_spill_folder(store, tmp_path
 
 
 def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", "query", *args], cwd=ROOT, timeout=300, **kw)
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", *args], cwd=ROOT, timeout=300, **kw)
 
 
 def test_dev_stdout_is_the_callers_descriptor_as_it_was_opened(store, tmp_path):
@@ -243,7 +243,7 @@ def test_sql_from_an_endless_file_or_stdin_is_refused_at_once(store, tmp_path):
     assert result.exit_code == 2 and f"more than {MAX_SQL_BYTES:,} bytes" in result.stderr
     # The peak of this process's own memory (VmHWM): ru_maxrss would also count the pytest
     # process it was forked from, which Linux carries across exec.
-    peak = ("import re, sys\nfrom orchestrator.cli import main\nsys.argv = ['attnsweep', *sys.argv[1:]]\n"
+    peak = ("import re, sys\nfrom attnsweep.cli import main\nsys.argv = ['attnsweep', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
             "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)\n"
             "print(code, int(hwm) * 1024, file=sys.stderr)\n")
@@ -373,7 +373,7 @@ def test_a_query_during_compaction_answers_or_names_the_vanished_file(tmp_path):
     stop = threading.Event()
 
     def compact_again_and_again():
-        from results.integrity import compact_store
+        from attnsweep.results.integrity import compact_store
 
         n = 0
         schema = pa.schema([("trial_id", pa.string()), ("seed", pa.int64())])
@@ -403,7 +403,7 @@ def test_a_query_during_compaction_answers_or_names_the_vanished_file(tmp_path):
 
 
 def test_a_reader_that_stops_early_ends_the_query_quietly(store):
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "query", "SELECT r.range FROM range(3000000) r",
+    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "query", "SELECT r.range FROM range(3000000) r",
                              "--store", str(store), "--format", "csv"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdout.readline() == b"range\n"

@@ -12,16 +12,16 @@ import pytest
 
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.query_output import converter, write_batches
-from results import ResultsStore, TrialWriter, stream_query
+from attnsweep.cli import app
+from attnsweep.presentation.query_output import converter, write_batches
+from attnsweep.results import ResultsStore, TrialWriter, stream_query
 
 ROOT = Path(__file__).resolve().parents[1]
 # The peak is the query process's own (VmHWM, bytes): ru_maxrss would be at least the peak of
 # the pytest process it was forked from, which Linux carries across exec.
 _PEAK = """
 import re, sys
-from orchestrator.cli import main
+from attnsweep.cli import main
 sys.argv = ["attnsweep", "query", *sys.argv[1:]]
 try:
     main()
@@ -109,7 +109,7 @@ def test_schema_lists_the_tables_and_errors_take_one_line(store):
     assert listed.exit_code == 0
     assert "trials (4 columns)" in listed.stdout and "  support: list<item: int64>" in listed.stdout
     assert "  run_id: string" in listed.stdout
-    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", "query", "SELECT nope FROM trials", "--store",
+    bad = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", "SELECT nope FROM trials", "--store",
                           str(store)], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={**__import__("os").environ, "COLUMNS": "400"})
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
@@ -123,7 +123,7 @@ def test_a_sql_file_that_cannot_be_read_is_one_error(store, tmp_path):
 
 def test_the_table_format_off_a_terminal_shows_every_column_and_character(store):
     columns = ", ".join(f"seed AS column_{i}" for i in range(40))
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "query",
+    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query",
                            f"SELECT repeat('x', 300) AS long, {columns} FROM trials", "--store", str(store)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)  # stdout a pipe, not a terminal
     assert proc.returncode == 0, proc.stderr

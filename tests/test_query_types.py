@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.query_output import FORMATS, head, write_batches
-from results import QueryError, ResultsStore, TrialWriter
+from attnsweep.cli import app
+from attnsweep.presentation.query_output import FORMATS, head, write_batches
+from attnsweep.results import QueryError, ResultsStore, TrialWriter
 
 # One expression per row: every DuckDB type, alone, nested in lists, structs, maps and unions,
 # with its edge values (NULL, NaN, infinities, the widest integers, out-of-polars-range dates).

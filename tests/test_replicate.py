@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from results import ResultsStore
-from tasks.boolean import PLANTED_NOISE_ENV
+from attnsweep.results import ResultsStore
+from attnsweep.tasks.boolean import PLANTED_NOISE_ENV
 
 SPEC = """name: repl
 seeds: 6
@@ -23,7 +23,7 @@ analysis: {n_boot: 200}
 def _cli(*args, cwd, env=None):
     base = {k: v for k, v in os.environ.items() if k != PLANTED_NOISE_ENV}
     env = {**base, "COLUMNS": "200", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
 
 

@@ -15,12 +15,12 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from orchestrator.analyze import analyze_run
-from orchestrator.report import build_report
-from results import ResultsStore, StoreError
+from attnsweep.orchestrator.analyze import analyze_run
+from attnsweep.presentation.report import build_report
+from attnsweep.results import ResultsStore, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "results/data/edelman2022_fig_3way_and.csv"
+REFERENCE = ROOT / "stats/data/edelman2022_fig_3way_and.csv"
 
 BOOLEAN = (Path(__file__).parent / "specs" / "rep.yaml").read_text()  # 36 trials, both models
 
@@ -29,7 +29,7 @@ SYMMETRY = (Path(__file__).parent / "specs" / "symtiny.yaml").read_text()  # S1 
 
 def _cli(*args, cwd):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -158,7 +158,7 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 
 def test_replicates_are_the_ones_behind_the_m_star_intervals(report):
     # The replicates analyze_run returns (and the report's statistics use) give its intervals.
-    from orchestrator.analyze import CELL_FIELDS
+    from attnsweep.orchestrator.analyze import CELL_FIELDS
 
     root, ids, _ = report
     result = analyze_run(ResultsStore(root / "store"), ids[0])
@@ -166,7 +166,7 @@ def test_replicates_are_the_ones_behind_the_m_star_intervals(report):
     for row in result.m_star.iter_rows(named=True):
         lo, hi = np.percentile(result.replicates[tuple(row[c] for c in cell)], [2.5, 97.5], method="inverted_cdf")
         # The interval of an exact m* is the hull of this bootstrap interval, the grid bracket
-        # and the profile likelihood (results/critical.py): it holds the bootstrap's.
+        # and the profile likelihood (stats/critical.py): it holds the bootstrap's.
         assert row["bound"] != "exact" or (row["ci_lo"] <= lo and hi <= row["ci_hi"]), row
 
 

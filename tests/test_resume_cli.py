@@ -9,16 +9,16 @@ import sys
 
 import polars as pl
 
-from results import ResultsStore
-from results.locks import RunLock
+from attnsweep.results import ResultsStore
+from attnsweep.results.locks import RunLock
 
 SPEC = "name: rs\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 5}\n"
 
 
 def _cli(*args, cwd):
     env = dict(os.environ, COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args, "--local", "--no-analyze"]
-                          if args[0] in ("run", "resume") else [sys.executable, "-m", "orchestrator.cli", *args],
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args, "--local", "--no-analyze"]
+                          if args[0] in ("run", "resume") else [sys.executable, "-m", "attnsweep.cli", *args],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator import RayExecutor, load_spec, run_sweep
-from results import ResultsStore
+from attnsweep.orchestrator import RayExecutor, load_spec, run_sweep
+from attnsweep.results import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from results import ResultsStore, TrialWriter
+from attnsweep.results import ResultsStore, TrialWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "scipy", "matplotlib", "seaborn", "optuna")
 _RUN = """
 import json, sys
-from orchestrator.cli import main
+from attnsweep.cli import main
 sys.argv = ["attnsweep", *sys.argv[1:]]
 try:
     main()

@@ -29,7 +29,7 @@ peaks at 260-300 MB here (its libraries); each file below takes 1-8 GB if read o
 
 
 def _cli(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env or ENV,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env or ENV,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -45,7 +45,7 @@ print(json.dumps(dict(rc=proc.returncode, out=proc.stdout, err=proc.stderr,
 
 def _peak(*args, cwd: Path, env: dict | None = None) -> dict:
     """Run the CLI with ``args``; its exit code, output and peak memory in MB (Linux: ru_maxrss in KiB)."""
-    proc = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd,
+    proc = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd,
                           env=env or ENV, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -312,9 +312,9 @@ def test_the_limit_is_generous_for_real_rows_and_set_by_its_variable(work):
 
 
 def test_compact_writes_no_file_its_readers_would_refuse(work, monkeypatch):
-    from results import ResultsStore
-    from results.integrity import compact_store
-    from results.parquet_check import decoded_estimate
+    from attnsweep.results import ResultsStore
+    from attnsweep.results.integrity import compact_store
+    from attnsweep.results.parquet_check import decoded_estimate
 
     part = _part(work)
     real = pq.read_table(part)

@@ -24,7 +24,7 @@ SPEC = ("name: dmg\nseeds: 2\ngrid: {T: [8, 16], m: [16, 32]}\n"
 
 
 def _cli(*args, cwd, prefix=(), **kw):
-    return subprocess.run([*prefix, sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=kw.pop("env", ENV),
+    return subprocess.run([*prefix, sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=kw.pop("env", ENV),
                           capture_output=True, text=True, timeout=600, **kw)
 
 
@@ -162,7 +162,7 @@ def test_a_read_only_store_with_a_damaged_file_still_reads(work):
 
 
 def test_run_records_rows_per_cell(work):
-    from results import ResultsStore
+    from attnsweep.results import ResultsStore
 
     store = ResultsStore(work / "results-store")
     record = store.read_run("dmg", _run_id(work))

@@ -131,7 +131,7 @@ RECORD = {"status": "finished", "started_at": None, "n_trials": 1, "spec_hash": 
 def test_files_another_process_writes_are_seen_by_the_next_read(bucket):
     """fsspec shares one s3fs client, and its cache of listings, among every store object of
     a process: a read must list again, or another driver's files stay unseen."""
-    from results import ResultsStore
+    from attnsweep.results import ResultsStore
 
     store = ResultsStore(f"s3://{bucket}/store")
     store.write_run("sw", "r1", RECORD)
@@ -147,7 +147,7 @@ def test_files_another_process_writes_are_seen_by_the_next_read(bucket):
 def test_a_write_that_fails_midway_leaves_no_object(bucket, monkeypatch):
     """No rename on S3: a file is one PUT of whole bytes. Writing through an fsspec file
     would upload what was written so far when the writer fails, a truncated part file."""
-    from results import ResultsStore
+    from attnsweep.results import ResultsStore
 
     store = ResultsStore(f"s3://{bucket}/store")
     real = pq.write_table
@@ -166,8 +166,8 @@ def test_an_unreachable_server_is_an_os_error_and_no_reason_to_quarantine(s3, bu
     """Out of reach, botocore raises its own errors: a write raises OSError (what the run's
     rescue of refused rows catches), and a read skips the file where it is, never moving a
     sound file to quarantine/; it reads again once the server is back."""
-    from results import ResultsStore
-    from results.store import StoreWarning
+    from attnsweep.results import ResultsStore
+    from attnsweep.results.store import StoreWarning
 
     store = ResultsStore(f"s3://{bucket}/store")
     store.write_run("sw", "r1", RECORD)
@@ -207,7 +207,7 @@ def _env(home) -> dict:
 
 
 def _cli(*args, cwd, env, timeout=600):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -227,7 +227,7 @@ def resumed(s3, tmp_path_factory):
     resume``; beside it the same sweep uninterrupted in a local store."""
     import boto3
 
-    from results import ResultsStore
+    from attnsweep.results import ResultsStore
 
     work = tmp_path_factory.mktemp("s3-e2e")
     (work / "spec.yaml").write_text(SWEEP)
@@ -235,7 +235,7 @@ def resumed(s3, tmp_path_factory):
     bucket = f"attnsweep-{uuid.uuid4().hex[:10]}"
     boto3.client("s3").create_bucket(Bucket=bucket)
     uri = f"s3://{bucket}/store"
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--store", uri,
+    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", uri,
                              "--no-analyze"], cwd=work, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -255,7 +255,7 @@ def resumed(s3, tmp_path_factory):
 
 
 def test_a_run_killed_with_sigkill_and_resumed_on_s3_holds_each_trial_once(resumed):
-    from results import ResultsStore
+    from attnsweep.results import ResultsStore
 
     partial, run_id = resumed["partial"], resumed["run_id"]
     assert 0 < partial.height < 24, "the kill should land mid-sweep"
@@ -315,7 +315,7 @@ def test_query_analyze_and_report_on_s3_match_the_local_store(resumed):
 
 def test_store_check_and_compact_on_s3(resumed):
     """Runs last of the module's tests: it changes the store."""
-    from results import ResultsStore
+    from attnsweep.results import ResultsStore
 
     work, env, uri, bucket, run_id = (resumed[k] for k in ("work", "env", "uri", "bucket", "run_id"))
     check = _cli("store", "check", "--store", uri, cwd=work, env=env)
@@ -355,11 +355,11 @@ def test_a_server_gone_mid_run_loses_no_finished_row_and_resume_completes_it(s3,
     each trial that finished is in the bucket or in the rescue file the message names (none
     in both), and once the server is back ``attnsweep resume`` completes the run, each trial
     once, the rescued rows' results among them."""
-    from results import ResultsStore
+    from attnsweep.results import ResultsStore
 
     (tmp_path / "spec.yaml").write_text(OUTAGE)
     env, uri = _env(tmp_path / "home"), f"s3://{bucket}/store"
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--store", uri, "--local",
+    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", uri, "--local",
                              "--no-analyze"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from orchestrator.driver import run_sweep
-from orchestrator.executors import LocalExecutor
-from orchestrator.spec import parse_spec
-from results import ResultsStore, StoreError
+from attnsweep.orchestrator.driver import run_sweep
+from attnsweep.orchestrator.executors import LocalExecutor
+from attnsweep.orchestrator.spec import parse_spec
+from attnsweep.results import ResultsStore, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ("name: w\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "
@@ -24,7 +24,7 @@ def test_a_store_whose_trials_is_a_file_is_refused_before_anything_trains(tmp_pa
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "trials").write_text("not a folder")
     (tmp_path / "spec.yaml").write_text(SPEC)
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--store", "store", "--local",
+    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "store", "--local",
                            "--no-analyze"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0"})
     assert proc.returncode == 2, proc.stderr
@@ -43,7 +43,7 @@ class RefusingStore(ResultsStore):
 
 
 def test_a_refused_write_stops_the_run_records_it_failed_and_keeps_the_rows(tmp_path, monkeypatch):
-    import results.writer as writer_module
+    import attnsweep.results.writer as writer_module
 
     monkeypatch.setattr(writer_module, "RESCUE_DIR", tmp_path / "rescue")
     spec = parse_spec(SPEC)

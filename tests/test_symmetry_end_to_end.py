@@ -13,7 +13,7 @@ SPEC = (Path(__file__).parent / "specs" / "symtiny.yaml").read_text()
 def test_symmetry_sweep_end_to_end(tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--store", "store"],
+    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "store"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     trials = pl.scan_parquet(tmp_path / "store/trials/**/*.parquet", hive_partitioning=True).collect()

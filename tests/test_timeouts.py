@@ -23,7 +23,7 @@ def silent_server(tcp_server):
 def _cli(*args, env=None):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="250", **(env or {}))
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     return done, time.monotonic() - t0
 

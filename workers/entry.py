@@ -12,7 +12,7 @@ import socket
 import ray
 import torch
 
-from workers.experiments import EXPERIMENTS
+from attnsweep.workers.experiments import EXPERIMENTS
 
 
 def run_pack(configs: list[dict], num_threads: int = 1, device: str | None = None,

@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import torch
 
-from tasks.seeding import derive_seed
-from tasks.seeding import generator as seeded_generator
+from attnsweep.tasks.seeding import derive_seed
+from attnsweep.tasks.seeding import generator as seeded_generator
 
 SeqFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from workers.config import BooleanTrialConfig, SymmetryTrialConfig
-from workers.memory import boolean_trial_bytes, boolean_working_bytes, symmetry_trial_bytes, symmetry_working_bytes
+from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
+from attnsweep.workers.memory import boolean_trial_bytes, boolean_working_bytes, symmetry_trial_bytes, symmetry_working_bytes
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,13 @@ class Experiment:
 
 
 def _train_boolean(configs, device=None):
-    from workers.train import train_pack
+    from attnsweep.workers.train import train_pack
 
     return train_pack(configs, device)
 
 
 def _train_symmetry(configs, device=None):
-    from workers.train_symmetry import train_symmetry_pack
+    from attnsweep.workers.train_symmetry import train_symmetry_pack
 
     return train_symmetry_pack(configs, device)
 

@@ -22,7 +22,7 @@ pack inside its budget (``execution.pack_memory_mb``), not predict an allocator'
 
 from __future__ import annotations
 
-from workers.config import BooleanTrialConfig, SymmetryTrialConfig
+from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
 
 FLOAT_BYTES = 4
 # Weight, gradient and two AdamW moments.

@@ -68,7 +68,7 @@ def position_codes(T: int, d: int, kind: str) -> torch.Tensor:
         ValueError: another kind.
     """
     if kind == "fixed":
-        from tasks import derive_seed
+        from attnsweep.tasks import derive_seed
 
         g = torch.Generator().manual_seed(derive_seed("positions", "fixed", T, d))
         return torch.randn(T + 1, d, generator=g)

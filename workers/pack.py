@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from workers.status import TrialStatus
+from attnsweep.workers.status import TrialStatus
 
 
 class TrialFault(RuntimeError):

@@ -26,18 +26,18 @@ from collections.abc import Sequence
 
 import torch
 
-import tasks
-from workers import one_layer
-from workers.config import BooleanTrialConfig
-from workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
-from workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
-from workers.status import TrialStatus
-from workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
+from attnsweep import tasks
+from attnsweep.workers import one_layer
+from attnsweep.workers.config import BooleanTrialConfig
+from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
+from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
+from attnsweep.workers.status import TrialStatus
+from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
 # Activation memory allowed for one evaluation chunk of one trial (bytes; workers/memory.py):
 # chunks keep evaluation at T in the thousands within a fixed budget. The chunk depends on the
 # trial's settings only, never on its pack, so that its scores do not either.
-from workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
+from attnsweep.workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
 
 
 def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None) -> list[dict]:

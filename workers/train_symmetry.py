@@ -19,15 +19,15 @@ from collections.abc import Sequence
 import torch
 from torch.func import functional_call
 
-import tasks
-from tasks.seq2seq import sample_dataset
-from workers.config import SymmetryTrialConfig
-from workers.equivariance import (
+from attnsweep import tasks
+from attnsweep.tasks.seq2seq import sample_dataset
+from attnsweep.workers.config import SymmetryTrialConfig
+from attnsweep.workers.equivariance import (
     haar_orthogonal, orthogonal_equivariance_error, permutation_equivariance_error, summarize,
 )
-from workers.status import TrialStatus
-from workers.students import build_student
-from workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
+from attnsweep.workers.status import TrialStatus
+from attnsweep.workers.students import build_student
+from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
 
 # Held-out samples on which the equivariance errors are measured.
 EQUIVARIANCE_SAMPLES = 64

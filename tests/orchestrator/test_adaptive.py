@@ -10,13 +10,13 @@ from rich.console import Console
 
 import numpy as np
 
-from orchestrator.adaptive import cell_key, deciding_points, initial_points, next_points, probe_m, robust_choice, study_dir
-from orchestrator.analyze import analyze_run
-from orchestrator.driver import run_sweep
-from orchestrator.errors import SpecError
-from orchestrator.executors import LocalExecutor
-from orchestrator.spec import parse_spec
-from results import ResultsStore
+from attnsweep.orchestrator.adaptive import cell_key, deciding_points, initial_points, next_points, probe_m, robust_choice, study_dir
+from attnsweep.orchestrator.analyze import analyze_run
+from attnsweep.orchestrator.driver import run_sweep
+from attnsweep.orchestrator.errors import SpecError
+from attnsweep.orchestrator.executors import LocalExecutor
+from attnsweep.orchestrator.spec import parse_spec
+from attnsweep.results import ResultsStore
 
 SPEC = """
 name: adaptive
@@ -290,8 +290,8 @@ def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_find
     assert plain.filter(pl.col("equivariance") == "orthogonal")["m"].n_unique() > 1
     assert first.height < plain.height
     # Where both decide, the same m*: the trials they share are the same trials (same ids, same rows).
-    from orchestrator.analyze_symmetry import analyze_symmetry_run
-    from orchestrator.analyze import settings_of
+    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+    from attnsweep.orchestrator.analyze import settings_of
 
     a = analyze_symmetry_run(store_a, "sym-first", "r1", settings_of(store_a, "sym-first", "r1"), None).m_star
     b = analyze_symmetry_run(store_b, "sym-first", "r1", settings_of(store_b, "sym-first", "r1"), None).m_star

@@ -5,11 +5,11 @@ import math
 import polars as pl
 import pytest
 
-from orchestrator.analyze import _checks
+from attnsweep.orchestrator.analyze import _checks
 
 
 def _row(model, T, m_star, lo, hi, censored=""):
-    """A cell as results/critical.py writes it: beyond the grid (``above``) a lower bound at
+    """A cell as stats/critical.py writes it: beyond the grid (``above``) a lower bound at
     the largest m tried, 512, with the interval 512 .. inf."""
     if censored == "above":
         return dict(task="and", model=model, T=T, m_star=512.0, m_star_grid=math.nan, ci_lo=512.0, ci_hi=math.inf,

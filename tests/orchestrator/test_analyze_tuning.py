@@ -4,13 +4,13 @@ import math
 
 import polars as pl
 
-from orchestrator.analyze_tuning import choose_m_star
+from attnsweep.orchestrator.analyze_tuning import choose_m_star
 
 NAN, INF = math.nan, math.inf
 
 
 def _table(rows):
-    """An m* table with each cell's bound as results/critical.py writes it (beyond the grid: lower)."""
+    """An m* table with each cell's bound as stats/critical.py writes it (beyond the grid: lower)."""
     table = pl.DataFrame(rows, schema=["T", "lr", "m_star", "ci_lo", "ci_hi", "censored"], orient="row")
     return table.with_columns(bound=pl.when(pl.col("censored") == "above").then(pl.lit("lower"))
                               .otherwise(pl.lit("exact")))

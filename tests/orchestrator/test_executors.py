@@ -13,9 +13,9 @@ import pytest
 import ray
 from rich.console import Console
 
-from orchestrator import RayExecutor, RunError, parse_spec, run_sweep
-from results import ResultsStore
-from workers import train_pack
+from attnsweep.orchestrator import RayExecutor, RunError, parse_spec, run_sweep
+from attnsweep.results import ResultsStore
+from attnsweep.workers import train_pack
 
 SPEC = """
 name: ex

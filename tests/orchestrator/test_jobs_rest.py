@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import jobs
-from orchestrator.errors import RunError
+from attnsweep.orchestrator import jobs
+from attnsweep.orchestrator.errors import RunError
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-0123456789abcdef"
@@ -242,7 +242,7 @@ def test_a_server_that_trickles_bytes_meets_the_overall_deadline(trickling_serve
 
 def test_importing_the_module_and_calling_status_loads_no_ray(serve):
     server = serve({"/api/jobs/j": (200, {"status": "SUCCEEDED", "message": "done"})})
-    code = ("import sys, orchestrator.jobs as j; print(j.status(sys.argv[1], 'j')); "
+    code = ("import sys, attnsweep.orchestrator.jobs as j; print(j.status(sys.argv[1], 'j')); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'torch', 'pydantic', 'numpy', 'polars'}))")
     proc = subprocess.run([sys.executable, "-c", code, server.address], capture_output=True, text=True, cwd=ROOT,
                           timeout=120)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import SpecError, make_packs, parse_spec, trial_id
-from orchestrator.packing import AUTO_PACK_MAX, auto_pack_size, count_packs, spec_pack_sizer
-from workers.memory import boolean_trial_bytes, boolean_working_bytes
+from attnsweep.orchestrator import SpecError, make_packs, parse_spec, trial_id
+from attnsweep.orchestrator.packing import AUTO_PACK_MAX, auto_pack_size, count_packs, spec_pack_sizer
+from attnsweep.workers.memory import boolean_trial_bytes, boolean_working_bytes
 
 SPEC = "name: p\nseeds: {seeds}\ngrid: {{T: [8, 16], m: [32]}}\nfixed: {{task: and, s: 2}}\n"
 

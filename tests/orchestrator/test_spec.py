@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from orchestrator import SpecError, parse_spec, trial_id
-from orchestrator.packing import make_packs
-from workers import BooleanTrialConfig
+from attnsweep.orchestrator import SpecError, parse_spec, trial_id
+from attnsweep.orchestrator.packing import make_packs
+from attnsweep.workers import BooleanTrialConfig
 
 GOOD = """
 name: demo
@@ -123,8 +123,8 @@ def test_silent_surprises_are_refused(text, needle):
 
 
 def test_a_dead_address_fails_fast():
-    from orchestrator.errors import RunError
-    from orchestrator.executors import _check_reachable
+    from attnsweep.orchestrator.errors import RunError
+    from attnsweep.orchestrator.executors import _check_reachable
 
     with pytest.raises(RunError, match="no Ray cluster answers"):
         _check_reachable("127.0.0.1:1", timeout_s=2)
@@ -204,7 +204,7 @@ def test_numbers_are_numbers_and_coerced_values_do_not_repeat(axis, needle):
 
 
 def test_a_device_file_is_not_read(tmp_path):
-    from orchestrator import load_spec
+    from attnsweep.orchestrator import load_spec
 
     with pytest.raises(SpecError, match="not a regular file"):
         load_spec("/dev/zero")
@@ -271,7 +271,7 @@ def test_a_million_trial_grid_of_two_blocks_is_checked_for_overlap():
 
 
 def test_thousands_of_grid_blocks_are_refused_and_long_errors_are_capped():
-    from orchestrator.spec import MAX_GRID_BLOCKS
+    from attnsweep.orchestrator.spec import MAX_GRID_BLOCKS
 
     blocks = "".join(f"  - {{T: [{8 + i}], m: [16]}}\n" for i in range(MAX_GRID_BLOCKS + 1))
     with pytest.raises(SpecError, match=f"{MAX_GRID_BLOCKS + 1} blocks, more than the {MAX_GRID_BLOCKS} allowed"):

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator import SpecError, parse_spec
+from attnsweep.orchestrator import SpecError, parse_spec
 
 KEYS = ["name", "seeds", "grid", "fixed", "execution", "resources", "analysis", "experiment", "description",
         "T", "m", "s", "task", "model", "d", "heads", "lr", "pack_size", "cpus_per_worker", "fault",

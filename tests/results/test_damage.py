@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from results import ResultsStore, StoreError
-from results.integrity import check_store
-from results.schemas import merge_type, unify
-from results.store import StoreWarning, write_parquet_atomic
+from attnsweep.results import ResultsStore, StoreError
+from attnsweep.results.integrity import check_store
+from attnsweep.results.schemas import merge_type, unify
+from attnsweep.results.store import StoreWarning, write_parquet_atomic
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -147,7 +147,7 @@ def test_a_checked_version_is_remembered_and_a_changed_one_is_checked_again(tmp_
     import os
     import time
 
-    from results.checked import CheckedFiles
+    from attnsweep.results.checked import CheckedFiles
 
     monkeypatch.setenv("ATTNSWEEP_CACHE_DIR", str(tmp_path / "cache"))
     store = ResultsStore(tmp_path / "store")
@@ -168,7 +168,7 @@ def test_a_checked_version_is_remembered_and_a_changed_one_is_checked_again(tmp_
 
 
 def test_the_record_can_be_turned_off(tmp_path, monkeypatch):
-    from results.checked import CheckedFiles
+    from attnsweep.results.checked import CheckedFiles
 
     monkeypatch.setenv("ATTNSWEEP_CACHE_DIR", "off")
     record = CheckedFiles()
@@ -185,8 +185,8 @@ def _run_files(store, run, n=3):
 def test_a_compacted_file_replaces_only_files_whose_rows_it_holds_and_only_beside_it(tmp_path):
     import json
 
-    from results.integrity import compact_store
-    from results.store import REPLACES_KEY
+    from attnsweep.results.integrity import compact_store
+    from attnsweep.results.store import REPLACES_KEY
 
     store = ResultsStore(tmp_path / "store")
     files = _run_files(store, "r1")
@@ -204,7 +204,7 @@ def test_a_compacted_file_replaces_only_files_whose_rows_it_holds_and_only_besid
 
 
 def test_a_compaction_left_half_done_still_skips_the_files_it_holds(tmp_path):
-    from results.integrity import compact_store
+    from attnsweep.results.integrity import compact_store
 
     store = ResultsStore(tmp_path / "store")
     files = _run_files(store, "r1")
@@ -241,7 +241,7 @@ def test_folders_no_run_writes_are_not_read_and_store_check_names_them(tmp_path)
 
 
 def test_a_run_record_that_is_not_one_is_set_aside_and_named(tmp_path):
-    from orchestrator.rows import run_schema
+    from attnsweep.orchestrator.rows import run_schema
 
     store = ResultsStore(tmp_path / "store")
     _run_files(store, "r1")

@@ -18,12 +18,12 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
-import results.parquet_check as parquet_check
-import results.store as store_module
-from orchestrator import LocalExecutor, parse_spec, run_sweep
-from results import ResultsStore
-from results.integrity import check_store, compact_store
-from results.store import StoreWarning, host_tag
+import attnsweep.results.parquet_check as parquet_check
+import attnsweep.results.store as store_module
+from attnsweep.orchestrator import LocalExecutor, parse_spec, run_sweep
+from attnsweep.results import ResultsStore
+from attnsweep.results.integrity import check_store, compact_store
+from attnsweep.results.store import StoreWarning, host_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0", COLUMNS="250")
@@ -37,7 +37,7 @@ SPEC = ("name: mine\nseeds: 2\ngrid: {T: [8], m: [16]}\nfixed: {task: and, s: 1,
 SLOW_WRITER = """
 import sys
 import pyarrow as pa
-import results.store as st
+import attnsweep.results.store as st
 real = st.pq.write_table
 def slow(table, where, **kw):
     real(table, where, **kw)
@@ -194,7 +194,7 @@ def test_an_io_error_midway_is_not_damage_either(tmp_path, monkeypatch):
 # reach), then as nobody (uid 65534) when that user is root, on the store itself.
 AS_NOBODY = """
 import os, sys
-from orchestrator.cli import main
+from attnsweep.cli import main
 
 def query(store):
     sys.argv = ["attnsweep", "query", "SELECT count(*) AS n FROM trials", "--format", "csv", "--store", store]
@@ -247,7 +247,7 @@ GIB = 2**30
 MEASURE = """
 import json, re, resource, sys, warnings
 from pathlib import Path
-from results import ResultsStore
+from attnsweep.results import ResultsStore
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     n = ResultsStore(sys.argv[1]).scan_trials().collect().height

@@ -9,10 +9,10 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from results import ResultsStore
-from results.integrity import check_store, compact_store
-from results.locks import RunLock, RunLockedError
-from results.store import StoreWarning, write_parquet_atomic
+from attnsweep.results import ResultsStore
+from attnsweep.results.integrity import check_store, compact_store
+from attnsweep.results.locks import RunLock, RunLockedError
+from attnsweep.results.store import StoreWarning, write_parquet_atomic
 
 
 def _part(store, run, name, table):
@@ -138,7 +138,7 @@ def test_check_reports_trials_without_a_run_record(evolved):
 
 
 def test_check_tells_a_store_from_other_folders(tmp_path):
-    from results import StoreError
+    from attnsweep.results import StoreError
 
     with pytest.raises(StoreError, match="no such folder"):
         check_store(ResultsStore(tmp_path / "nothing"))
@@ -169,7 +169,7 @@ def test_store_check_and_compact_refuse_what_is_not_a_store(tmp_path, evolved):
     (tmp_path / "empty").mkdir()
 
     def cli(*args):
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "store", *args], cwd=tmp_path,
+        proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "store", *args], cwd=tmp_path,
                               capture_output=True, text=True, timeout=300, env=dict(os.environ, COLUMNS="250"))
         return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
 

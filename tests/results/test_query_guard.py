@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from results import QueryError, ResultsStore, TrialWriter, run_query
+from attnsweep.results import QueryError, ResultsStore, TrialWriter, run_query
 
 SCHEMA = pa.schema([("seed", pa.int64()), ("m", pa.int64()), ("status", pa.string())])
 

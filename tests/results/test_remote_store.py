@@ -13,10 +13,10 @@ import warnings
 import pytest
 from rich.console import Console
 
-from orchestrator import LocalExecutor, parse_spec, run_sweep
-from results import ResultsStore, StoreError, run_query
-from results.integrity import check_store, compact_store
-from results.store import StoreWarning
+from attnsweep.orchestrator import LocalExecutor, parse_spec, run_sweep
+from attnsweep.results import ResultsStore, StoreError, run_query
+from attnsweep.results.integrity import check_store, compact_store
+from attnsweep.results.store import StoreWarning
 
 SPEC = ("name: remote\nseeds: 2\ngrid: {T: [8], m: [8, 16]}\n"
         "fixed: {task: and, s: 1, max_epochs: 3, n_test: 100, d: 8, heads: 1}\nexecution: {pack_size: 1, flush_rows: 1}\n")
@@ -77,7 +77,7 @@ def test_a_uri_no_store_can_live_at_is_refused_on_opening(uri):
 def test_every_command_refuses_a_data_uri_store_in_one_line(command, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from attnsweep.cli import app
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "spec.yaml").write_text(SPEC)
@@ -92,17 +92,17 @@ def test_the_cli_runs_and_queries_a_file_uri_store(tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
     uri = f"file://{tmp_path}/uri-store"
     env = dict(os.environ, COLUMNS="200")
-    run = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", "spec.yaml", "--local", "--no-analyze",
+    run = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--local", "--no-analyze",
                           "--store", uri], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "uri-store" / "trials").is_dir()
-    q = subprocess.run([sys.executable, "-m", "orchestrator.cli", "query", "SELECT count(*) AS n FROM trials",
+    q = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", "SELECT count(*) AS n FROM trials",
                         "--format", "csv", "--store", uri], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert q.returncode == 0 and q.stdout.split() == ["n", "4"]
 
 
 def test_an_adaptive_search_with_tuning_at_a_uri(root, tmp_path, monkeypatch):
-    from orchestrator.adaptive import study_dir
+    from attnsweep.orchestrator.adaptive import study_dir
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # where a remote store's Optuna journals go
     spec = parse_spec(

@@ -13,8 +13,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-import results.store as store_module
-from results import QueryError, ResultsStore, StoreError, TrialWriter, rows_to_table, run_query
+import attnsweep.results.store as store_module
+from attnsweep.results import QueryError, ResultsStore, StoreError, TrialWriter, rows_to_table, run_query
 
 SCHEMA = pa.schema([
     ("seed", pa.int64()),

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-import tasks
-from tasks import AmbiguousTrainingSetError, TaskError
+from attnsweep import tasks
+from attnsweep.tasks import AmbiguousTrainingSetError, TaskError
 
 # NB: ``tasks.test_chunks`` is only ever used through the module, never imported by
 # name, so that pytest does not collect it as a test function.

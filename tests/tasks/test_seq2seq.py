@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.errors import TaskError
-from tasks.seq2seq import TEACHERS, sample_dataset, teacher_outputs, teacher_params
+from attnsweep.tasks.errors import TaskError
+from attnsweep.tasks.seq2seq import TEACHERS, sample_dataset, teacher_outputs, teacher_params
 
 N, K_ROWS, D = 5, 3, 4
 

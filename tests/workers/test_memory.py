@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from workers import BooleanTrialConfig, SymmetryTrialConfig, build_model, build_student
-from workers.memory import (boolean_trial_bytes, boolean_working_bytes, pack_bytes, symmetry_trial_bytes,
+from attnsweep.workers import BooleanTrialConfig, SymmetryTrialConfig, build_model, build_student
+from attnsweep.workers.memory import (boolean_trial_bytes, boolean_working_bytes, pack_bytes, symmetry_trial_bytes,
                             symmetry_working_bytes)
 
 
@@ -31,7 +31,7 @@ def test_one_layer_transformer_estimate_counts_the_real_parameters():
 _PEAK = """
 import os, resource, sys, threading, time, torch
 torch.set_num_threads(1)
-from workers import BooleanTrialConfig, train_pack
+from attnsweep.workers import BooleanTrialConfig, train_pack
 PAGE = os.sysconf("SC_PAGE_SIZE")
 def rss():
     with open("/proc/self/statm") as f:
@@ -105,7 +105,7 @@ def test_estimate_grows_linearly_in_T_for_the_one_layer_path():
 def test_the_closed_form_parameter_count_is_the_count_of_the_built_model(model, d, layers, heads, width):
     import torch
 
-    from workers.memory import boolean_param_count
+    from attnsweep.workers.memory import boolean_param_count
 
     for T in (2, 3, 7, 64, 1000, 12345):
         with torch.device("meta"):
@@ -120,8 +120,8 @@ def test_the_closed_form_parameter_count_is_the_count_of_the_built_model(model, 
 def test_the_closed_form_student_count_is_the_count_of_the_built_student(model, equivariance, n, k, d, width, heads):
     import torch
 
-    from workers.memory import symmetry_param_count
-    from workers.students import build_student
+    from attnsweep.workers.memory import symmetry_param_count
+    from attnsweep.workers.students import build_student
 
     with torch.device("meta"):
         built = build_student(model, equivariance, n, k, d, width, heads)
@@ -133,7 +133,7 @@ def test_a_spec_is_checked_and_sized_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from orchestrator.spec import load_spec; from orchestrator.packing import count_packs, "
+    code = ("import sys; from attnsweep.orchestrator.spec import load_spec; from attnsweep.orchestrator.packing import count_packs, "
             "spec_pack_sizer; s = load_spec('sweeps/quickstart.yaml'); "
             "print(count_packs(s, spec_pack_sizer(s, 2))[0]); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray', 'polars', 'scipy')))")

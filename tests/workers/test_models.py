@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch.func import stack_module_state
 
-from workers import MLP, CLSTransformer, build_model, matrix_norm
-from workers.norms import project_mlp, project_transformer
+from attnsweep.workers import MLP, CLSTransformer, build_model, matrix_norm
+from attnsweep.workers.norms import project_mlp, project_transformer
 
 KINDS = ["frobenius", "spectral", "l21"]
 
@@ -125,7 +125,7 @@ def test_matmul_path_in_float32_stays_exact_up_to_the_safe_score_range(T):
     # Scores spread over ~55 nats: a sample whose bits pick low scores has all its
     # exponentials near exp(-50), which the affine form e0 + x (e1 - e0) would lose to
     # cancellation in float32; the float64 general forward is the reference.
-    from workers.models import score_range_safe
+    from attnsweep.workers.models import score_range_safe
 
     model = _randomised(T, heads=4, seed=3)
     base = _widen_scores(model, 1.0)
@@ -141,7 +141,7 @@ def test_matmul_path_in_float32_stays_exact_up_to_the_safe_score_range(T):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_extreme_score_range_falls_back_to_an_exact_finite_result(dtype):
-    from workers.models import score_range_safe
+    from attnsweep.workers.models import score_range_safe
 
     T = 200
     model = _randomised(T, heads=2, seed=5)
@@ -154,8 +154,8 @@ def test_extreme_score_range_falls_back_to_an_exact_finite_result(dtype):
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out.double(), ref, atol=1e-3 if dtype == torch.float32 else 1e-9, rtol=1e-4)
     if dtype == torch.float32:  # a trainer's step takes the same decision per trial (workers/train.py)
-        from workers import BooleanTrialConfig
-        from workers.train import _Trial
+        from attnsweep.workers import BooleanTrialConfig
+        from attnsweep.workers.train import _Trial
 
         c = BooleanTrialConfig(task="and", T=T, s=3, m=40, seed=0, d=16, heads=2, n_test=100)
         trial = _Trial(c, x.to(torch.uint8), torch.zeros(40), torch.device("cpu"))

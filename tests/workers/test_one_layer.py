@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from workers import one_layer
-from workers.models import CLSTransformer
+from attnsweep.workers import one_layer
+from attnsweep.workers.models import CLSTransformer
 
 
 def _model(T: int, d: int, heads: int, seed: int, scale: float = 1.0) -> CLSTransformer:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workers import BooleanTrialConfig, train_pack
+from attnsweep.workers import BooleanTrialConfig, train_pack
 
 SHARED = ("wall_s", "pack_size", "worker_host")
 """Fields that describe the pack, not the trial."""
@@ -46,8 +46,8 @@ def test_a_trial_alone_and_in_packs_of_other_sizes_gives_the_same_row(settings):
                                      dict(model="transformer", equivariance="orthogonal"),
                                      dict(model="mlp", equivariance="none")])
 def test_a_symmetry_trial_alone_and_in_packs_gives_the_same_row(student):
-    from workers import SymmetryTrialConfig
-    from workers.train_symmetry import train_symmetry_pack
+    from attnsweep.workers import SymmetryTrialConfig
+    from attnsweep.workers.train_symmetry import train_symmetry_pack
 
     torch.set_num_threads(1)
     configs = [SymmetryTrialConfig(teacher="equivariant", n=4, k=2, d=4, m=8, seed=seed, width=8, heads=2,

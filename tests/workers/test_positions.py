@@ -11,13 +11,13 @@ import math
 import pytest
 import torch
 
-import tasks
-from orchestrator.spec import trial_id
-from workers import one_layer
-from workers.config import BooleanTrialConfig
-from workers.models import CLSTransformer, position_codes
-from workers.norms import transformer_norms
-from workers.train import _Trial, train_pack
+from attnsweep import tasks
+from attnsweep.orchestrator.spec import trial_id
+from attnsweep.workers import one_layer
+from attnsweep.workers.config import BooleanTrialConfig
+from attnsweep.workers.models import CLSTransformer, position_codes
+from attnsweep.workers.norms import transformer_norms
+from attnsweep.workers.train import _Trial, train_pack
 
 
 def _trial(seed: int, m: int = 32, **settings) -> tuple[_Trial, torch.Tensor]:

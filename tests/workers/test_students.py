@@ -13,13 +13,13 @@ import torch
 from scipy.stats import ortho_group
 from torch.func import functional_call, stack_module_state
 
-from workers.equivariance import (
+from attnsweep.workers.equivariance import (
     haar_orthogonal,
     orthogonal_equivariance_error,
     permutation_equivariance_error,
     summarize,
 )
-from workers.students import InnerProductStudent, SeqMLP, SeqTransformer, build_student
+from attnsweep.workers.students import InnerProductStudent, SeqMLP, SeqTransformer, build_student
 
 B, N, K_ROWS, D = 6, 5, 3, 4
 
@@ -285,7 +285,7 @@ def _pair_scores_naive(score, U, V):
 
 
 def test_pair_scores_equal_the_definition_in_float64_values_and_gradients():
-    from workers.students import PairScore
+    from attnsweep.workers.students import PairScore
 
     torch.manual_seed(3)
     score = PairScore(heads=3, hidden=5).double()

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-import tasks
-from workers import BooleanTrialConfig, train_pack
-from workers import train as train_module
+from attnsweep import tasks
+from attnsweep.workers import BooleanTrialConfig, train_pack
+from attnsweep.workers import train as train_module
 
 BASE = dict(task="and", T=8, s=1, m=64, heads=4, lr=3e-3, max_epochs=200, n_test=500)
 SEEDS = [0, 1, 2]
@@ -172,7 +172,7 @@ def test_bfloat16_mixed_precision_trains_and_differs_from_float32(pack_rows):
 def test_exploded_weights_are_flagged(value, bad):
     import torch
 
-    from workers.pack import EXPLODED_WEIGHT, exploded
+    from attnsweep.workers.pack import EXPLODED_WEIGHT, exploded
 
     params = {"w": torch.zeros(3, 2), "b": torch.ones(5)}
     params["b"][4] = value * EXPLODED_WEIGHT if math.isfinite(value) else value

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from workers import SymmetryTrialConfig
-from workers.train_symmetry import train_symmetry_pack
+from attnsweep.workers import SymmetryTrialConfig
+from attnsweep.workers.train_symmetry import train_symmetry_pack
 
 
 def cfg(**kw):
@@ -49,8 +49,8 @@ def test_mismatched_pack_is_refused():
 
 
 def test_rotate_rows_maps_each_row_by_its_samples_rotation_in_float64():
-    from workers.equivariance import haar_orthogonal
-    from workers.train_symmetry import rotate_rows
+    from attnsweep.workers.equivariance import haar_orthogonal
+    from attnsweep.workers.train_symmetry import rotate_rows
 
     P, m, r, d = 2, 3, 4, 5
     t = torch.randn(P, m, r, d, dtype=torch.float64)

@@ -3,13 +3,13 @@ changes with d, n and k, and the generic student's equivariance error E against 
 (docs/claims.md 1b; Ma & Ying, arXiv 2210.06741).
 
 A *group* is one (n, k, d): every cell of a symmetry run with those sizes (both teachers,
-every student). S1-S4 are judged in each group exactly as :func:`results.symmetry.verdicts`
+every student). S1-S4 are judged in each group exactly as :func:`stats.symmetry.verdicts`
 judges a one-size run. The paper makes no claim about how the numbers below change with
 size, so they are measurements with intervals, not verdicts:
 
 * *advantage*: on the equivariant teacher, m* of a generic student (the transformer, and the
   transformer trained on rotated samples) divided by m* of the inner-product student in the
-  same group. Its interval pairs the two cells' bootstrap replicates (results/critical.py;
+  same group. Its interval pairs the two cells' bootstrap replicates (stats/critical.py;
   a bracketed cell's widened as below); the cells are resampled independently (their seeds
   are separate draws).
 * *advantage slope* along an axis a in (d, n, k): over the groups that differ only in a (a
@@ -17,10 +17,10 @@ size, so they are measurements with intervals, not verdicts:
   is the percentile interval of the slope over the paired replicates.
 * *E slope*: per group, the OLS slope of log10 E (the generic transformer's median float64
   O(d) error, on the equivariant teacher) on log10 m with a seed-bootstrap interval
-  (:func:`results.symmetry.log_slope`), and E's median at each m tried in every cell.
+  (:func:`stats.symmetry.log_slope`), and E's median at each m tried in every cell.
 
-Censoring (docs/claims.md 2, results/critical.py): the advantage of a generic m* over the
-inner-product m* is a bound whenever either is (:func:`results.verdicts.ratio_bound`: a
+Censoring (docs/claims.md 2, stats/critical.py): the advantage of a generic m* over the
+inner-product m* is a bound whenever either is (:func:`stats.verdicts.ratio_bound`: a
 generic m* beyond the grid or an inner-product m* that is an upper bound makes it a lower
 bound, ``> x``; the other way round an upper bound), and a bound is left out of a slope
 and named in ``left_out``. An inner-product m* at m = 1 is exact (the floor: no fewer
@@ -38,9 +38,9 @@ import math
 import numpy as np
 import polars as pl
 
-from results.critical import _cell_hash, format_m_star, percentile_interval
-from results.symmetry import CELL, log_slope, verdicts, with_student
-from results.verdicts import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, quantity, ratio_bound
+from attnsweep.stats.critical import _cell_hash, format_m_star, percentile_interval
+from attnsweep.stats.symmetry import CELL, log_slope, verdicts, with_student
+from attnsweep.stats.verdicts import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, quantity, ratio_bound
 
 GROUP = ["n", "k", "d"]
 AXES = ("d", "n", "k")
@@ -58,8 +58,8 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
     """S1-S4 in each (n, k, d) group.
 
     Args:
-        trials: the run's trial rows (as :func:`results.symmetry.verdicts` takes them).
-        m_star: :func:`results.symmetry.critical_sizes` of those rows.
+        trials: the run's trial rows (as :func:`stats.symmetry.verdicts` takes them).
+        m_star: :func:`stats.symmetry.critical_sizes` of those rows.
 
     Returns:
         One row per (group, claim): ``n``, ``k``, ``d``, ``claim`` (S1..S4), ``verdict``,
@@ -68,7 +68,7 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
     """
     import json
 
-    from results.verdicts import jsonable
+    from attnsweep.stats.verdicts import jsonable
 
     rows = []
     for n, k, d in groups(trials):
@@ -91,7 +91,7 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[dict]:
         texts: each claim's full text by its short name (``S1`` -> ``S1: ...``).
 
     Returns:
-        Verdict dicts of :mod:`results.verdicts`; ``series`` holds one entry per group
+        Verdict dicts of :mod:`stats.verdicts`; ``series`` holds one entry per group
         (``cells``: ``{"d", "n", "k"}``), with that group's verdict and numbers.
     """
     import json
@@ -130,9 +130,9 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
     """S2's advantage per group and generic student, on the equivariant teacher.
 
     Args:
-        m_star: :func:`results.symmetry.critical_sizes` (its bracketed intervals).
+        m_star: :func:`stats.symmetry.critical_sizes` (its bracketed intervals).
         replicates: the ``(n_boot,)`` bootstrap m* of each cell (+inf: beyond the grid),
-            keyed by its :data:`results.symmetry.CELL` values, as critical_sizes returns them.
+            keyed by its :data:`stats.symmetry.CELL` values, as critical_sizes returns them.
 
     Returns:
         One row per (group, student in :data:`COMPARED`): ``n``, ``k``, ``d``, ``student``,
@@ -294,7 +294,7 @@ def center(trials: pl.DataFrame) -> dict[str, int]:
 
 def _ratio(o: dict, b: dict) -> tuple[float, str]:
     """The advantage of cell ``o`` over baseline ``b`` (their m* values, each a bound's value
-    where it is one) and its bound (:func:`results.verdicts.ratio_bound`)."""
+    where it is one) and its bound (:func:`stats.verdicts.ratio_bound`)."""
     bound = ratio_bound(o["bound"], b["bound"])
     if bound == "none":
         return math.nan, "none"

@@ -17,8 +17,8 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from results.fits import predict  # noqa: E402
-from results.outputs import replacing  # noqa: E402
+from attnsweep.stats.fits import predict  # noqa: E402
+from attnsweep.results.outputs import replacing  # noqa: E402
 
 
 def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, path: Path,
@@ -27,10 +27,10 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
 
     Args:
         m_star: rows with ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``bound`` (or
-            ``censored``, ``m_min``, ``m_max``) and the ``hue`` column (results/critical.py).
+            ``censored``, ``m_min``, ``m_max``) and the ``hue`` column (stats/critical.py).
             A lower bound (beyond the grid) is a triangle up at the bound, an upper bound (at
             or below the grid, or budget-limited) a triangle down; no line or fit uses them.
-        fits: per hue value, the table of :func:`results.fits.compare_growth`.
+        fits: per hue value, the table of :func:`stats.fits.compare_growth`.
         hue: column that tells series apart (e.g. ``"model"``).
         path: PNG to write.
         reference: optionally the paper's read-off (``T``, ``critical_m``, ``err_lo``,
@@ -98,7 +98,7 @@ def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
 
     A (T, m) without a row in ``rates`` is drawn white, and a legend below the panels says
     what white means (:data:`NO_TRAINED_TRIAL`): ``rates`` counts trained trials only (done
-    or diverged; results/critical.py), so such a cell had only failed trials, or none.
+    or diverged; stats/critical.py), so such a cell had only failed trials, or none.
 
     Args:
         rates: rows with ``T``, ``m``, ``rate`` and the ``facet`` column.
@@ -182,7 +182,7 @@ def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
     return _save(grid.figure, path)
 
 
-# Students in the order the symmetry claims name them (results/symmetry.py); others follow.
+# Students in the order the symmetry claims name them (stats/symmetry.py); others follow.
 STUDENT_ORDER = ("inner-product", "transformer", "mlp", "transformer + rotations", "mlp + rotations",
                  "transformer, no positions")
 # Room above the largest box and below the smallest: this fraction of the (log) axis height,
@@ -253,11 +253,11 @@ def _save(fig, path: Path) -> Path:
 
 
 def _with_bound(m_star: pl.DataFrame) -> pl.DataFrame:
-    """``m_star`` with ``bound`` (results/critical.py), derived from ``censored`` where a
+    """``m_star`` with ``bound`` (stats/critical.py), derived from ``censored`` where a
     table made without it lacks it (a bound's value then in ``m_star``)."""
     if "bound" in m_star.columns or m_star.is_empty():
         return m_star
-    from results.verdicts import normalized
+    from attnsweep.stats.verdicts import normalized
 
     return normalized(m_star)
 
@@ -267,10 +267,10 @@ def plot_reference(ours: pl.DataFrame, reference: pl.DataFrame, path: Path) -> P
     figure "Transformer, 3-way AND"), both with their intervals, on linear axes as in the paper.
 
     Args:
-        ours: our cells of that setting (``results.verdicts.reference_cells``): rows with
+        ours: our cells of that setting (``stats.verdicts.reference_cells``): rows with
             ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``bound`` (or ``censored``) and
             optionally ``series`` (one colour each); may be empty. Bounds are triangles.
-        reference: the read-off (``results.verdicts.read_reference``): ``T``,
+        reference: the read-off (``stats.verdicts.read_reference``): ``T``,
             ``critical_m``, ``err_lo``, ``err_hi``.
         path: PNG to write.
     """
@@ -319,8 +319,8 @@ def plot_advantage(advantage: pl.DataFrame, center: dict[str, int], path: Path) 
     upper bound (e.g. a generic m* that ran out of epochs); no number, no mark.
 
     Args:
-        advantage: :func:`results.symmetry_scale.advantage`.
-        center: the sizes the lines share (:func:`results.symmetry_scale.center`).
+        advantage: :func:`stats.symmetry_scale.advantage`.
+        center: the sizes the lines share (:func:`stats.symmetry_scale.center`).
     """
     sns.set_theme(style="whitegrid")
 
@@ -375,7 +375,7 @@ def plot_error_against_m(medians: pl.DataFrame, center: dict[str, int], path: Pa
     quartiles) against m, one line per d at the ``center``'s n and k, log-log.
 
     Args:
-        medians: the second table of :func:`results.symmetry_scale.error_against_m`.
+        medians: the second table of :func:`stats.symmetry_scale.error_against_m`.
     """
     sns.set_theme(style="whitegrid")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from results.critical import critical_sample_sizes
-from results.verdicts import (
+from attnsweep.stats.critical import critical_sample_sizes
+from attnsweep.stats.verdicts import (
     REFERENCE_CSV,
     l1_log_growth,
     l2_norm_bound,

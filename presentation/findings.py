@@ -2,13 +2,13 @@
 from the results store by ``attnsweep report RUN_ID --publish [--readme README.md]``.
 
 Beside the report (report.html, verdicts.json, figures/ and m_star.csv, see
-orchestrator/report.py) the folder gets
+presentation/report.py) the folder gets
 
 * ``trials.parquet``: every trial row of the runs, one file, so that every number can be
   recomputed without rerunning (``attnsweep``'s m* code, or any Parquet reader);
 * ``m_star_vs_T.png``: m* against T (log axis) for 3-way AND at the paper's setting
   (s = 3, no norm bound), each model with its 95% bootstrap intervals and the three fitted
-  growth laws of verdict L1 (results/verdicts.py, :func:`results.verdicts.series_fit`),
+  growth laws of verdict L1 (stats/verdicts.py, :func:`stats.verdicts.series_fit`),
   and the paper's read-off (Edelman et al., ICML 2022, section 5);
 * ``findings.md``: that figure, and every verdict L1-L4 and R with its statistic, interval
   and reason, exactly the strings of verdicts.json.
@@ -32,14 +32,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from orchestrator.analyze_symmetry import SymmetryAnalysis
-from orchestrator.errors import AttnsweepError
-from orchestrator.rows import run_schema, trial_schema
-from results import ResultsStore
-from results import verdicts as boolean
-from results.figures import plot_m_star
-from results.outputs import replacing, write_text
-from workers.config import LATER_FIELDS
+from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.orchestrator.rows import run_schema, trial_schema
+from attnsweep.results import ResultsStore
+from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.figures import plot_m_star
+from attnsweep.results.outputs import replacing, write_text
+from attnsweep.workers.config import LATER_FIELDS
 
 FIGURE = "m_star_vs_T.png"
 TRIALS, RUNS, SUMS = "trials.parquet", "runs.parquet", "SHA256SUMS"
@@ -209,8 +209,8 @@ def _check_run(folder: Path, sweep: str, run_id: str, record: dict, rows: pa.Tab
     experiment, and every row's settings valid for it (the experiment's config, which names
     the field and the allowed values). A folder whose files were edited and checksummed
     again is read only as far as its contents are sound."""
-    from results.store import NAME_RE
-    from workers import EXPERIMENTS
+    from attnsweep.results.store import NAME_RE
+    from attnsweep.workers import EXPERIMENTS
 
     where = f"--from: {folder / RUNS}: run {run_id!r} (sweep {sweep!r})"
     for label, value in (("sweep", sweep), ("run_id", run_id)):
@@ -255,7 +255,7 @@ def _check_record(where: str, record: dict, columns: list[str]) -> None:
     orchestrator/completeness.py writes, ``spec_yaml`` YAML whose analysis settings are valid."""
     import yaml
 
-    from orchestrator.spec import AnalysisSettings, read_yaml
+    from attnsweep.orchestrator.spec import AnalysisSettings, read_yaml
 
     for name in COUNTS:
         if (record.get(name) or 0) < 0:
@@ -779,7 +779,7 @@ def _seeds_note(symmetry: list[SymmetryAnalysis]) -> str:
 
 
 def _flag_note(union: pl.DataFrame) -> str:
-    """The cells whose m* carries a flag (results/critical.py), in a sentence ("" if none)."""
+    """The cells whose m* carries a flag (stats/critical.py), in a sentence ("" if none)."""
     if union.is_empty() or "flags" not in union.columns:
         return ""
     parts = []

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from results import figures, success_rates
+from attnsweep.stats import figures, success_rates
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ R) and 1b (S1-S4), computed from the results store when the report is built.
 ``build_report(store, run_ids, out_dir)`` analyses each run (``analyze_run`` for
 sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
 ``out_dir/figures``), judges L1-L4 and R on the union of the sparse-Boolean runs' m* tables
-(``results.verdicts``) and S1-S4 on each symmetry run (``results.symmetry``), and writes
+(``stats.verdicts``) and S1-S4 on each symmetry run (``stats.symmetry``), and writes
 
 * ``out_dir/report.html``: verdicts, figures (embedded as base64 PNG), m* tables, the R plot,
   and each run's spec, package versions, code version and hosts; no external CSS, script or
@@ -15,7 +15,7 @@ sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
 * ``out_dir/m_star_symmetry.csv``: the m* table of the symmetry runs (one row per cell and run);
 * in ``verdicts.json``, ``groups``, ``advantage`` and ``measurements``: a multi-size symmetry
   run's S1-S4 per (d, n, k) group, S2's advantage per group and the slopes across scale;
-* with ``publish``: the findings of orchestrator/findings.py (trials.parquet, the
+* with ``publish``: the findings of presentation/findings.py (trials.parquet, the
   m*-against-T figure, findings.md), and with ``readme`` the same findings in a README.
 """
 
@@ -31,17 +31,17 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from orchestrator.analyze import (CELL_FIELDS, analyze_run, boolean_verdicts, interval_text, m_star_table,
+from attnsweep.orchestrator.analyze import (CELL_FIELDS, analyze_run, boolean_verdicts, interval_text, m_star_table,
                                   run_caveats, settings_of, tuned_fields)
-from orchestrator import findings
-from orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
-from orchestrator.errors import AttnsweepError
-from results import ResultsStore
-from results.critical import format_m_star
-from results import symmetry as sym
-from results import verdicts as boolean
-from results.figures import plot_reference
-from results.outputs import linked_folders, replacing, write_text
+from attnsweep.presentation import findings
+from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
+from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.results import ResultsStore
+from attnsweep.stats.critical import format_m_star
+from attnsweep.stats import symmetry as sym
+from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.figures import plot_reference
+from attnsweep.results.outputs import linked_folders, replacing, write_text
 
 TEMPLATES = Path(__file__).parent / "templates"
 SYMMETRY_CSV = "m_star_symmetry.csv"
@@ -94,7 +94,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
             is in several runs, the first run given is used).
         out_dir: the report folder (created).
         reference: the paper's read-off for claim R (columns T, critical_m, err_lo, err_hi).
-        publish: also write the findings (orchestrator/findings.py): trials.parquet, the
+        publish: also write the findings (presentation/findings.py): trials.parquet, the
             m*-against-T figure with the paper's points, findings.md.
         readme: also put the findings into this README between its markers (implies publish).
 
@@ -201,7 +201,7 @@ def _verdict_view(v: dict) -> dict:
 
 def _advantage_record(row: dict, run_id: str) -> dict:
     """One row of S2's advantage as verdicts.json carries it: the group, the student, the
-    advantage and both m* as quantities (results/verdicts.py :func:`~results.verdicts.quantity`)."""
+    advantage and both m* as quantities (stats/verdicts.py :func:`~stats.verdicts.quantity`)."""
     return dict(cells=dict(d=row["d"], n=row["n"], k=row["k"]), student=row["student"],
                 advantage=boolean.quantity(row["ratio"], row["ci_lo"], row["ci_hi"], row["bound"]),
                 m_star=boolean.quantity(row["m_star"], row["m_star_lo"], row["m_star_hi"], row["m_star_bound"]),
@@ -273,7 +273,7 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     extra = ["m_star_2x", "budget"] if checked else []  # a grid sweep has no budget check
     if "tuning" in m_star.columns and (m_star["tuning"] != "not tuned").any():
         extra += ["m_star_default", "m_star_tuned", "tuning"]
-    for column in ("at_bound", "min_norm_qk"):  # how much of its bound a cell used (results/norm_use.py)
+    for column in ("at_bound", "min_norm_qk"):  # how much of its bound a cell used (stats/norm_use.py)
         if column in m_star.columns and m_star[column].is_not_null().any():
             extra.append(column)
     if "flags" in m_star.columns and (m_star["flags"].fill_null("") != "").any():
@@ -295,7 +295,7 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
 
 def _cell(row: dict, column: str) -> str:
     """The budget check's, the tuning's and the flags' columns: ``-`` where a cell was not
-    checked or tuned; an m* as :func:`results.critical.format_m_star` writes it, by its bound."""
+    checked or tuned; an m* as :func:`stats.critical.format_m_star` writes it, by its bound."""
     if column == "m_star_2x":
         if row.get("budget") in (None, "not checked"):
             return "-"

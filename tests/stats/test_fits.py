@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from results import compare_growth, fit_growth, predict
+from attnsweep.stats import compare_growth, fit_growth, predict
 
 T = 2.0 ** np.arange(3, 11)  # 8 .. 1024
 

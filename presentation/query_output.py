@@ -30,9 +30,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orchestrator.errors import AttnsweepError
-from results.errors import QueryError
-from results.query import MAX_SQL_BYTES, quote_identifier
+from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.results.errors import QueryError
+from attnsweep.results.query import MAX_SQL_BYTES, quote_identifier
 
 TABLE_ROWS = 200
 """The most rows ``--format table`` shows."""

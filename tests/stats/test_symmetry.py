@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from results.symmetry import critical_sizes, log_slope, verdicts
+from attnsweep.stats.symmetry import critical_sizes, log_slope, verdicts
 
 
 def test_log_slope_of_an_exact_power_law():

@@ -11,7 +11,7 @@ Input: the trial rows of a symmetry run (columns ``teacher``, ``model``, ``equiv
   over all its trials is below ``ROUNDOFF`` (1e-10), and the generic transformer's median E
   on the equivariant teacher at the smallest m is at least ``GAP`` (1e4) times larger
   (bootstrap CI over its trials).
-* S2: on the equivariant teacher the inner-product student's m* (results/critical.py, with
+* S2: on the equivariant teacher the inner-product student's m* (stats/critical.py, with
   success = relative test error <= target, and its bounds) lies below the generic
   transformer's and the MLP's: supported when its interval lies below each of theirs (a
   lower bound's interval starts at the bound) and the grid m* are ordered the same way; not
@@ -20,12 +20,12 @@ Input: the trial rows of a symmetry run (columns ``teacher``, ``model``, ``equiv
   interval lies above its own).
 * S3: the generic transformer's E falls as m grows: the OLS slope of log10 E on log10 m,
   with a bootstrap CI over seeds, lies below -``EFFECT_SLOPE`` (E falls by at least a
-  factor 1.12 per tenfold m; results/verdicts.py); not supported when the interval lies
+  factor 1.12 per tenfold m; stats/verdicts.py); not supported when the interval lies
   above it (flat or rising).
 * S4: the same for the permutation error of the generic transformer with positions, on
   the equivariant teacher (which is permutation-equivariant).
 
-Each verdict is a dict as :mod:`results.verdicts` describes (``id``, ``claim``,
+Each verdict is a dict as :mod:`stats.verdicts` describes (``id``, ``claim``,
 ``verdict``, ``statistic``, ``interval``, ``why``, ``series`` with ``numbers``,
 ``not_judged``, ``flags``).
 """
@@ -37,8 +37,8 @@ import math
 import numpy as np
 import polars as pl
 
-from results.critical import critical_sample_sizes, format_m_star, resolve_bounds
-from results.verdicts import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, _split,
+from attnsweep.stats.critical import critical_sample_sizes, format_m_star, resolve_bounds
+from attnsweep.stats.verdicts import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, _split,
                               quantity)
 
 ROUNDOFF = 1e-10
@@ -59,7 +59,7 @@ def with_student(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
 
 def critical_sizes(trials: pl.DataFrame, target_error: float, n_boot: int, ci: float) -> pl.DataFrame:
     """m* per (teacher, student, n, k, d) with success = relative test error <= target
-    (results/critical.py: its interval, bound and flags; a trial has fit its training set
+    (stats/critical.py: its interval, bound and flags; a trial has fit its training set
     when its training error is at or below the target)."""
     return critical_sizes_and_replicates(trials, target_error, n_boot, ci)[0]
 
@@ -67,7 +67,7 @@ def critical_sizes(trials: pl.DataFrame, target_error: float, n_boot: int, ci: f
 def critical_sizes_and_replicates(trials: pl.DataFrame, target_error: float, n_boot: int,
                                   ci: float) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
     """:func:`critical_sizes` and each cell's ``(n_boot,)`` bootstrap m* (+inf: beyond the
-    grid), keyed by the tuple of its :data:`CELL` values (results/critical.py)."""
+    grid), keyed by the tuple of its :data:`CELL` values (stats/critical.py)."""
     labelled = with_student(trials)
     fitted = (pl.col("train_error") <= target_error) if "train_error" in labelled.collect_schema().names() else None
     table, reps = critical_sample_sizes(labelled, CELL, success=pl.col("test_error") <= target_error,
@@ -148,7 +148,7 @@ def _median_ci(values: np.ndarray, n_boot: int, ci: float, seed: int = 0) -> tup
 
 
 def verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int = 1000, ci: float = 0.95) -> list[dict]:
-    """S1-S4 (module docstring), each a verdict dict of :mod:`results.verdicts`."""
+    """S1-S4 (module docstring), each a verdict dict of :mod:`stats.verdicts`."""
     done = with_student(trials).filter(pl.col("status") == "done").collect()
     return [_s1(done, n_boot, ci), _s2(m_star), _s3(done, n_boot, ci, m_star), _s4(done, n_boot, ci, m_star)]
 

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from results import critical_sample_sizes, outcomes, success_rates
+from attnsweep.stats import critical_sample_sizes, outcomes, success_rates
 
 CELL = ["task", "T"]
 
@@ -167,7 +167,7 @@ def test_bootstrap_interval_contains_m_star():
     vals = reps[("and", 32)]
     assert vals.shape == (400,)
     # The interval holds the 2.5 / 97.5 percentiles of the replicates (inf = censored above)
-    # and the grid bracket of the first m whose rate reaches 1/2 (results/critical.py).
+    # and the grid bracket of the first m whose rate reaches 1/2 (stats/critical.py).
     lo, hi = np.percentile(vals, [2.5, 97.5], method="inverted_cdf")
     assert row["ci_lo"] <= lo and row["ci_hi"] >= hi
     grid = row["m_star_grid"]

@@ -1,4 +1,4 @@
-"""How much of its norm bound a cell used (results/norm_use.py), on rows whose right answer
+"""How much of its norm bound a cell used (stats/norm_use.py), on rows whose right answer
 follows from their construction."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from results.norm_use import norm_growth, norm_use
+from attnsweep.stats.norm_use import norm_growth, norm_use
 
 
 def _rows():

@@ -9,7 +9,7 @@ an MLP on the flattened bits needs samples that grow like T.
 Input: an m* table, one row per cell, as ``orchestrator.analyze.analyze_run(...).m_star``
 returns it: cell columns (``task``, ``T``, ``s``, ``model``, ``norm_bound``, ...) and
 ``m_star``, ``bound`` ("exact", "lower", "upper", "none"), ``ci_lo``, ``ci_hi``, ``flags``,
-``m_min``, ``m_max`` (results/critical.py defines them; a table without ``bound`` has it
+``m_min``, ``m_max`` (stats/critical.py defines them; a table without ``bound`` has it
 derived from ``censored``). Two optional columns:
 
 * ``replicates`` (list of float): the cell's bootstrap m* (seeds resampled; +inf for a
@@ -27,7 +27,7 @@ whose statistic uses a budget-limited cell (``flags``: ``budget-limited`` or
 ``out-of-epochs``) is inconclusive and names it; non-monotone cells and cells with few seeds
 are named in its ``flags``.
 
-Each verdict is a dict (the same keys as :func:`results.symmetry.verdicts`):
+Each verdict is a dict (the same keys as :func:`stats.symmetry.verdicts`):
 
 * ``id`` (``L1`` ...), ``claim`` (its text), ``verdict`` (:data:`VERDICTS`: ``supported``,
   ``not supported``, ``inconclusive`` when the data cannot decide, ``not tested`` when the
@@ -54,8 +54,8 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
-from results.critical import format_m_star
-from results.fits import compare_growth
+from attnsweep.stats.critical import format_m_star
+from attnsweep.stats.fits import compare_growth
 
 ATTENTION, BASELINE = "transformer", "mlp"
 ARCH_FIELDS = ("model", "d", "layers", "heads", "mlp_width")
@@ -100,7 +100,7 @@ SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED = "supported", "not supported
 VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED)
 """The four verdicts: the data support the claim, contradict it, cannot decide it, or do not test it."""
 LIMITING = ("budget-limited", "out-of-epochs")
-"""Flags of a cell whose m* measures the training budget (results/critical.py)."""
+"""Flags of a cell whose m* measures the training budget (stats/critical.py)."""
 
 
 def verdicts(m_star: pl.DataFrame, cell: list[str] | None = None, reference: Path | str = REFERENCE_CSV,
@@ -124,7 +124,7 @@ def with_replicates(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], c
 
     Args:
         replicates: ``(n_boot,)`` arrays keyed by the tuple of the cell's ``cell`` values, as
-            the second value :func:`results.critical.critical_sample_sizes` returns.
+            the second value :func:`stats.critical.critical_sample_sizes` returns.
     """
     keys = (tuple(r) for r in m_star.select(cell).iter_rows())
     col = [None if (v := replicates.get(k)) is None else [float(x) for x in v] for k in keys]
@@ -213,7 +213,7 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
     ``a T^c`` by AIC and BIC (each by >= ``AIC_MARGIN``), over >= ``MIN_DECADES`` decades of T.
 
     Source: docs/claims.md 1a (L1); Edelman et al. 2022, Theorem 4.2 (sample complexity
-    O(log T)). The laws and their AIC/BIC are those of :func:`results.fits.compare_growth`
+    O(log T)). The laws and their AIC/BIC are those of :func:`stats.fits.compare_growth`
     (least squares on the m* scale). "Grows" means the interval of the power-law exponent c
     (the log-log slope of m* on T) lies above :data:`EFFECT_SLOPE`. A series is the
     transformer's cells that differ only in T; only exact m* enter the fit, the others are
@@ -243,7 +243,7 @@ def series_fit(part: pl.DataFrame, ci: float = 0.95) -> tuple[pl.DataFrame, pl.D
     """The growth-law fits of one series, as L1 judges them: ``(used, fit)``.
 
     ``used``: the series' cells with an exact m*, sorted by T; ``fit``: the table of
-    :func:`results.fits.compare_growth` over them (with the bootstrap replicates when every
+    :func:`stats.fits.compare_growth` over them (with the bootstrap replicates when every
     cell has them), or None with fewer than ``MIN_POINTS`` values of T.
     """
     part = normalized(part)
@@ -453,7 +453,7 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
 
 def ratio_bound(top: str, bottom: str) -> str:
     """The bound of the ratio top / bottom of two values with bounds ``top`` and ``bottom``
-    (:data:`results.critical.BOUNDS`): exact when both are; a lower bound when the top is a
+    (:data:`stats.critical.BOUNDS`): exact when both are; a lower bound when the top is a
     lower bound or the bottom an upper bound (and neither the other way round); an upper
     bound the other way round; none when they pull both ways or either has no number."""
     if "none" in (top, bottom):
@@ -593,7 +593,7 @@ def r_reference(m_star: pl.DataFrame, reference: Path | str = REFERENCE_CSV, cel
     Statistic: the geometric-mean ratio ours / paper over our T in the range with an exact
     m*, exp(mean ln(m*(T) / m_paper(T))), with m_paper linearly interpolated in T between
     the read-off points (Edelman et al. 2022, section 5, figure "Transformer, 3-way AND";
-    our read-off in ``results/data``), and its bootstrap interval (the read-off is taken as
+    our read-off in ``stats/data``), and its bootstrap interval (the read-off is taken as
     fixed). An equivalence test (Schuirmann's two one-sided tests, as an interval inside the
     margin): supported when the interval lies inside ``margin``, not supported when it lies
     wholly outside, inconclusive otherwise. The verdict says which way ours differs, the
@@ -721,7 +721,7 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _interval(reps: np.ndarray | None, ci: float) -> tuple[float, float]:
-    """Percentile interval (order statistics, as in results/critical.py) of the replicates,
+    """Percentile interval (order statistics, as in stats/critical.py) of the replicates,
     NaN ones dropped; NaNs when fewer than 20 remain."""
     if reps is None:
         return math.nan, math.nan

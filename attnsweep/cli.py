@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 
-from orchestrator.errors import AttnsweepError
+from attnsweep.orchestrator.errors import AttnsweepError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Sweeps of small attention models on Ray, results in Parquet, verdicts with polars.")
@@ -52,8 +52,8 @@ def _user_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from results import StoreError
-        from tasks import TaskError
+        from attnsweep.results import StoreError
+        from attnsweep.tasks import TaskError
 
         try:
             return fn(*args, **kwargs)
@@ -83,8 +83,8 @@ STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "aiohttp", "gcsfs", "google"
 @_user_errors
 def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000) -> None:
     """Check a spec and say what it would run; writes nothing."""
-    from orchestrator.packing import count_packs, spec_pack_sizer
-    from orchestrator.spec import load_spec
+    from attnsweep.orchestrator.packing import count_packs, spec_pack_sizer
+    from attnsweep.orchestrator.spec import load_spec
 
     s = load_spec(spec, max_trials=max_trials)
     workers = s.resources.num_workers or max(1, int((os.cpu_count() or 1) / s.resources.cpus_per_worker))
@@ -154,7 +154,7 @@ def run(
     progress_interval: ProgressOpt = DEFAULT_PROGRESS_INTERVAL,
 ) -> None:
     """Run a sweep, stream its rows into the store, then print the analysis."""
-    from orchestrator.spec import load_spec
+    from attnsweep.orchestrator.spec import load_spec
 
     s = load_spec(spec, max_trials=max_trials)  # before anything is started or written
     _execute(s, store, address, local, max_in_flight, figures, analyze, resume, progress_interval)
@@ -177,7 +177,7 @@ def resume(
     The spec is the one stored in the run's record; the attempt is added to it.
     """
     from attnsweep.api import stored_spec
-    from results import ResultsStore
+    from attnsweep.results import ResultsStore
 
     s = stored_spec(ResultsStore(store), run_id)
     _execute(s, store, address, local, max_in_flight, figures, analyze, run_id, progress_interval)
@@ -188,7 +188,7 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
     """attnsweep run / resume: the Python API's run (attnsweep/api.py; SIGTERM ends it as
     Ctrl-C does) with a terminal's output around it."""
     from attnsweep import api
-    from orchestrator.driver import new_run_id
+    from attnsweep.orchestrator.driver import new_run_id
 
     if local and address is not None:
         raise AttnsweepError(f"--local and --address {address}: a run without Ray has no cluster; give one of them")
@@ -209,7 +209,7 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
                   f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s, "
                   f"workers idle {summary.idle_frac or 0:.0%} of the time; store {store}", soft_wrap=True)
     if analyze:
-        from results import ResultsStore
+        from attnsweep.results import ResultsStore
 
         _print_analysis(ResultsStore(store), summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
 
@@ -235,11 +235,12 @@ def replicate(
     Writes report.md (every comparison, the cells that moved, baseline and new figures side by side).
     """
     from attnsweep import api
-    from orchestrator.analyze import run_caveats
-    from orchestrator.provenance import code_version
-    from orchestrator.replicate import compare_runs, write_report
-    from orchestrator.spec import load_spec
-    from results import ResultsStore
+    from attnsweep.orchestrator.analyze import run_caveats
+    from attnsweep.orchestrator.provenance import code_version
+    from attnsweep.orchestrator.replicate import compare_runs
+    from attnsweep.presentation.replication import write_report
+    from attnsweep.orchestrator.spec import load_spec
+    from attnsweep.results import ResultsStore
 
     s = load_spec(spec)
     results = ResultsStore(store)
@@ -281,9 +282,9 @@ DEFAULT_TIMEOUT = 30.0  # orchestrator.deadline.TIMEOUT_S, without importing it 
 def _analysable(results, run_id: str) -> None:
     """Raise AttnsweepError unless run ``run_id`` can be analysed (it has trained trials),
     so that a replication finds a useless baseline before it spends a sweep's time."""
-    from orchestrator.analyze import analyze_run, settings_of
-    from orchestrator.analyze_symmetry import analyze_symmetry_run
-    from results import StoreError
+    from attnsweep.orchestrator.analyze import analyze_run, settings_of
+    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+    from attnsweep.results import StoreError
 
     sweep = results.sweep_of(run_id)
     record = results.read_run(sweep, run_id)
@@ -313,7 +314,7 @@ def submit(
         help="seconds between the progress lines in the job's log")] = DEFAULT_PROGRESS_INTERVAL,
 ) -> None:
     """Submit a sweep as a Ray job to a cluster's job server; prints the job id."""
-    from orchestrator import jobs
+    from attnsweep.orchestrator import jobs
 
     jid = jobs.submit(spec, address, store, job_id, timeout_s=timeout, progress_interval_s=progress_interval)
     out.print(jid, markup=False, highlight=False)
@@ -331,7 +332,7 @@ def submit(
 def status(job_id: JobArg, address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
            timeout: TimeoutOpt = DEFAULT_TIMEOUT) -> None:
     """Print a submitted job's status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED)."""
-    from orchestrator import jobs
+    from attnsweep.orchestrator import jobs
 
     state, message = jobs.status(address, job_id, timeout_s=timeout)
     out.print(f"{state}{': ' + message if message else ''}", markup=False, highlight=False)
@@ -346,7 +347,7 @@ def logs(
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
 ) -> None:
     """Print a submitted job's log."""
-    from orchestrator import jobs
+    from attnsweep.orchestrator import jobs
 
     jobs.logs(address, job_id, follow, write=lambda chunk: typer.echo(chunk, nl=False), timeout_s=timeout)
 
@@ -356,7 +357,7 @@ def logs(
 def cancel(job_id: JobArg, address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
            timeout: TimeoutOpt = DEFAULT_TIMEOUT) -> None:
     """Stop a submitted job (finished trials stay in the store; resume the run later)."""
-    from orchestrator import jobs
+    from attnsweep.orchestrator import jobs
 
     stopped = jobs.cancel(address, job_id, timeout_s=timeout)
     out.print(f"job {job_id}: {'stopping' if stopped else 'had already ended'}", markup=False, highlight=False)
@@ -377,8 +378,8 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     runs. Exit 1 on a problem, 2 when the path is not a store."""
     from rich.markup import escape
 
-    from results import ResultsStore
-    from results.integrity import check_store
+    from attnsweep.results import ResultsStore
+    from attnsweep.results.integrity import check_store
 
     if not store.strip():
         raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
@@ -453,9 +454,9 @@ def store_compact(
     """Merge each run's part files into one file without changing a row (skips runs a
     driver is writing, and folders no run writes; a run beyond a quarter of the limit on a
     file, ATTNSWEEP_MAX_FILE_MB, becomes a few files)."""
-    from results import ResultsStore
-    from results.integrity import compact_store, not_a_run_folder, recognise
-    from results.locks import RunLock, RunLockedError
+    from attnsweep.results import ResultsStore
+    from attnsweep.results.integrity import compact_store, not_a_run_folder, recognise
+    from attnsweep.results.locks import RunLock, RunLockedError
 
     if not store.strip():
         raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
@@ -495,7 +496,7 @@ def _largest_trials(s):
     """The trials whose memory the pack count did not already see: an adaptive search's at
     the top of its m range; of a grid with more shapes than the count visits (a sample),
     each block's trial with every numeric axis at its largest value (memory grows with each)."""
-    from orchestrator.packing import shape_groups
+    from attnsweep.orchestrator.packing import shape_groups
 
     if s.search.adaptive:
         yield from (s.family.config(**cell, m=s.search.m.max, seed=s.seeds[0]) for cell in s.cells())
@@ -529,7 +530,7 @@ def analyze(
     figures: FiguresOpt = None,
 ) -> None:
     """Print m* per cell with bootstrap intervals, the growth-law fits (or S1-S4), and write figures."""
-    from results import ResultsStore
+    from attnsweep.results import ResultsStore
 
     if run is not None and run_id is not None and run != run_id:
         raise AttnsweepError(f"two runs given ({run} and --run {run_id}): give one")
@@ -538,8 +539,9 @@ def analyze(
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
-    from orchestrator.analyze import analyze_run, print_analysis, run_caveats, settings_of
-    from orchestrator.analyze_symmetry import analyze_symmetry_run, print_symmetry
+    from attnsweep.orchestrator.analyze import analyze_run, run_caveats, settings_of
+    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+    from attnsweep.presentation.terminal import print_analysis, print_symmetry
 
     if run_id is None:
         _, run_id = store.latest_run()
@@ -589,8 +591,8 @@ def report(
     import json
     import tempfile
 
-    from orchestrator.report import summary
-    from results import ResultsStore
+    from attnsweep.presentation.report import summary
+    from attnsweep.results import ResultsStore
 
     if not run_ids and from_folder is None:
         raise AttnsweepError("give at least one run id, or --from a published findings folder "
@@ -604,13 +606,13 @@ def report(
     if out_dir.exists() and not out_dir.is_dir():
         raise AttnsweepError(f"--out: {out_dir} exists and is not a directory")
     if readme is not None:  # every problem with the README is found before anything is written
-        from orchestrator.findings import SYMMETRY_END, SYMMETRY_START, check_readme
+        from attnsweep.presentation.findings import SYMMETRY_END, SYMMETRY_START, check_readme
 
         check_readme(readme)
         check_readme(readme, SYMMETRY_START, SYMMETRY_END)
     with tempfile.TemporaryDirectory(prefix="attnsweep-findings-") as scratch:
         if from_folder is not None:
-            from orchestrator.findings import load
+            from attnsweep.presentation.findings import load
 
             store, publish = str(Path(scratch) / "store"), True
             loaded = load(from_folder, ResultsStore(store))
@@ -629,7 +631,7 @@ def report(
 
 
 def _report(store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None) -> Path:
-    from orchestrator.report import build_report
+    from attnsweep.presentation.report import build_report
 
     try:
         return build_report(store, run_ids, out_dir, publish=publish, readme=readme)
@@ -641,7 +643,7 @@ def _query_output(output: str):
     """``query --output`` as orchestrator.query_output.resolve_output decides it, and first a
     path that names a folder by its form refused: one ending in '/' (or '/.'), which a Path
     would read as the file without it, where that is not a folder (a folder is refused there)."""
-    from orchestrator.query_output import resolve_output
+    from attnsweep.presentation.query_output import resolve_output
 
     if not output:
         raise AttnsweepError("--output: an empty path; give a file")
@@ -679,9 +681,9 @@ def query(
     """
     from contextlib import nullcontext
 
-    from orchestrator.query_output import converter, open_output, read_sql, read_sql_file, table_text, write_batches
-    from results import ResultsStore, stream_query
-    from results.query import check_memory_limit, hugeint_as_text, table_schemas
+    from attnsweep.presentation.query_output import converter, open_output, read_sql, read_sql_file, table_text, write_batches
+    from attnsweep.results import ResultsStore, stream_query
+    from attnsweep.results.query import check_memory_limit, hugeint_as_text, table_schemas
 
     limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
     target = _query_output(output) if output is not None and not schema else None

@@ -1,4 +1,4 @@
-"""The symmetry statistics across scale (results/symmetry_scale.py) on constructed runs whose
+"""The symmetry statistics across scale (stats/symmetry_scale.py) on constructed runs whose
 answers follow from how they are built, not from the code under test."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import polars as pl
 import pytest
 
-from results import symmetry_scale as scale
-from results.symmetry import critical_sizes_and_replicates, verdicts
+from attnsweep.stats import symmetry_scale as scale
+from attnsweep.stats.symmetry import critical_sizes_and_replicates, verdicts
 
 # One axis at a time around (d, n, k) = (8, 6, 4), as sweeps/symmetry-scale.yaml runs it.
 GROUPS = [(6, 4, 4), (6, 4, 8), (6, 4, 16), (3, 4, 8), (12, 4, 8), (6, 2, 8), (6, 8, 8)]  # (n, k, d)

@@ -1,0 +1,145 @@
+"""One namespace: the installed project is ``attnsweep`` and nothing else at the top level.
+
+The repository keeps its folders at the top (``orchestrator/``, ``results/``...); pyproject's
+``package-dir`` maps them to ``attnsweep.orchestrator``, ``attnsweep.results``... These tests
+build the wheel, read its file list, install it into a fresh virtual environment and check
+that a user's own ``results`` and ``tasks`` packages are not shadowed; and that the editable
+install imports from any directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
+ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
+def _folder(package: str) -> Path:
+    """The repository folder of ``package`` (``attnsweep.results`` -> ``results/``)."""
+    return ROOT / SETUPTOOLS.get("package-dir", {}).get(package, package.replace(".", "/"))
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    # From a copy of what the build reads: setuptools' build/ folder in a checkout may hold
+    # modules of an earlier layout, which a build there would put in the wheel again.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for package in SETUPTOOLS["packages"]:
+        folder = _folder(package)
+        shutil.copytree(folder, source / folder.relative_to(ROOT), dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # No build isolation: the build uses this environment's setuptools, so the test needs no index.
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
+                           "--wheel-dir", str(out), "--quiet"], capture_output=True, text=True, timeout=600, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    [built] = out.glob("attnsweep-*.whl")
+    return built
+
+
+def test_the_wheel_holds_only_the_attnsweep_namespace(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    dist_info = {n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")}
+    assert len(dist_info) == 1 and next(iter(dist_info)).startswith("attnsweep-")
+    top = {n.split("/")[0] for n in names} - dist_info
+    assert top == {"attnsweep"}, f"top-level names besides attnsweep: {sorted(top - {'attnsweep'})}"
+    for bare in ("orchestrator", "results", "tasks", "workers", "presentation", "stats"):
+        assert not any(n.startswith(f"{bare}/") for n in names)
+    # Every module of every package, at its place in the namespace.
+    for package in SETUPTOOLS["packages"]:
+        for module in _folder(package).glob("*.py"):
+            assert f"{package.replace('.', '/')}/{module.name}" in names, module
+    # Package data: the report's templates and the paper's read-off.
+    for package, patterns in SETUPTOOLS["package-data"].items():
+        for pattern in patterns:
+            files = list(_folder(package).glob(pattern))
+            assert files, (package, pattern)
+            for f in files:
+                assert f"{package.replace('.', '/')}/{f.relative_to(_folder(package)).as_posix()}" in names
+    assert any(n.endswith(".j2") for n in names) and any(n.endswith(".csv") for n in names)
+    entry_points = zipfile.ZipFile(wheel).read(f"{next(iter(dist_info))}/entry_points.txt").decode()
+    assert "attnsweep = attnsweep." in entry_points
+
+
+USER_CHECK = """
+import importlib.metadata, sys
+from pathlib import Path
+import results, tasks
+assert results.MARKER == "the user's results", results.__file__
+assert tasks.MARKER == "the user's tasks", tasks.__file__
+import attnsweep, attnsweep.results.store, attnsweep.tasks.errors, attnsweep.orchestrator.spec, attnsweep.workers.config
+import results as again
+assert again is results and sys.modules["tasks"] is tasks
+site = Path(sys.argv[1]).resolve()
+for module in (attnsweep, attnsweep.results.store, attnsweep.orchestrator.spec):
+    assert Path(module.__file__).resolve().is_relative_to(site / "attnsweep"), module.__file__
+assert attnsweep.results.store.ResultsStore is not None
+print("ok", importlib.metadata.version("attnsweep"))
+"""
+
+
+def test_the_installed_wheel_leaves_a_users_results_and_tasks_alone(wheel, tmp_path):
+    """A fresh venv (not --system-site-packages, which would see this editable install):
+    the wheel goes in with --no-deps, and the dependencies come from this environment
+    through a .pth file appended after the fresh site-packages (installing torch, Ray and
+    polars again would take minutes). A .pth line only adds a folder to sys.path; the
+    editable install's own .pth (its import hook) in that folder is not run."""
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    fresh_site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                     capture_output=True, text=True, check=True, env=ENV).stdout.strip())
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
+                           "--quiet", str(wheel)], capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    (fresh_site / "zz-outer-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    user = tmp_path / "user"
+    for name in ("results", "tasks"):
+        (user / name).mkdir(parents=True)
+        (user / name / "__init__.py").write_text(f'MARKER = "the user\'s {name}"\n')
+    (user / "check.py").write_text(USER_CHECK)
+    proc = subprocess.run([python, "check.py", str(fresh_site)], cwd=user, capture_output=True, text=True,
+                          timeout=300, env={**ENV, "PYTHONPATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok ")
+    # The console script of the wheel, from the user's folder.
+    proc = subprocess.run([venv / "bin" / "attnsweep", "--help"], cwd=user, capture_output=True, text=True,
+                          timeout=300, env={**ENV, "PYTHONPATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage" in proc.stdout
+
+
+def test_the_editable_install_imports_from_anywhere(tmp_path):
+    """Outside the repository (no folder of it on sys.path), the editable install's finder
+    maps attnsweep.orchestrator to orchestrator/ and so on; the bare names are not there."""
+    code = textwrap.dedent("""
+        import importlib.util, sys
+        from pathlib import Path
+        import attnsweep.orchestrator.spec, attnsweep.results.store, attnsweep.workers.config, attnsweep.tasks.errors
+        root = Path(sys.argv[1])
+        assert Path(attnsweep.orchestrator.spec.__file__).resolve() == root / "orchestrator" / "spec.py"
+        assert Path(attnsweep.results.store.__file__).resolve() == root / "results" / "store.py"
+        for bare in ("orchestrator", "results", "tasks", "workers"):
+            assert importlib.util.find_spec(bare) is None, bare
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
