@@ -23,10 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from worktree import checkout
+from worktree import checkout, prefix
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY = "import sys; from attnsweep.cli import main; sys.argv[0] = 'attnsweep'; main()"
+# The CLI of the checkout at hand: attnsweep.cli from the namespace on (issue 27), orchestrator.cli before.
+ENTRY = "import sys; from {module} import main; sys.argv[0] = 'attnsweep'; main()"
 
 
 def _closed_port() -> int:
@@ -86,7 +87,8 @@ def main() -> None:
             times: dict[str, list[float]] = {"before": [], "after": []}
             for _ in range(args.repeat):
                 for label, cwd in (("before", before), ("after", ROOT)):
-                    times[label].append(_time([py, "-c", ENTRY, *cli_args], cwd))
+                    entry = ENTRY.format(module="attnsweep.cli" if prefix(cwd) else "orchestrator.cli")
+                    times[label].append(_time([py, "-c", entry, *cli_args], cwd))
             rows[name] = {k: statistics.median(v) for k, v in times.items()}
             print(f"{name:45s} before {rows[name]['before']:6.2f} s  after {rows[name]['after']:6.2f} s  "
                   f"({rows[name]['before'] / rows[name]['after']:.1f}x)", flush=True)

@@ -20,15 +20,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from worktree import ROOT, checkout
+from worktree import ROOT, checkout, prefix
 
 STUDENTS = {"inner-product": ("transformer", "orthogonal"), "transformer": ("transformer", "none"),
             "transformer + rotations": ("transformer", "augment"), "mlp": ("mlp", "none")}
 _PACK = """
-import cProfile, json, pstats, sys, time, torch
+import cProfile, importlib, json, pstats, sys, time, torch
 torch.set_num_threads(1)
-from attnsweep.workers.config import SymmetryTrialConfig
-from attnsweep.workers.train_symmetry import train_symmetry_pack
+SymmetryTrialConfig = importlib.import_module(sys.argv[2] + "workers.config").SymmetryTrialConfig
+train_symmetry_pack = importlib.import_module(sys.argv[2] + "workers.train_symmetry").train_symmetry_pack
 model, eq, d, n, k, m, epochs, profile = json.loads(sys.argv[1])
 cfgs = [SymmetryTrialConfig(teacher="equivariant", n=n, k=k, d=d, m=m, seed=s, model=model, equivariance=eq,
                             max_epochs=epochs, n_test=1000) for s in range(3)]
@@ -46,7 +46,7 @@ def _pack_s(cwd: Path, student: str, args, profile: bool = False) -> float | str
     model, eq = STUDENTS[student]
     spec = json.dumps([model, eq, args.d, args.n, args.k, args.m, args.epochs, profile])
     env = {**os.environ, "PYTHONPATH": str(cwd)}
-    out = subprocess.run([sys.executable, "-c", _PACK, spec], cwd=cwd, env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", _PACK, spec, prefix(cwd)], cwd=cwd, env=env, capture_output=True, text=True,
                          check=True, timeout=3600).stdout
     return out if profile else float(out.split()[-1])
 

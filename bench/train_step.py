@@ -29,14 +29,14 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worktree import ROOT, checkout  # noqa: E402
+from worktree import ROOT, checkout, prefix  # noqa: E402
 
 HEADS, M = 4, 128
 CHILD = r"""
-import json, sys, time, torch
+import importlib, json, sys, time, torch
 torch.set_num_threads(1)
-from attnsweep.workers.config import BooleanTrialConfig
-from attnsweep.workers.train import train_pack
+BooleanTrialConfig = importlib.import_module(sys.argv[5] + "workers.config").BooleanTrialConfig
+train_pack = importlib.import_module(sys.argv[5] + "workers.train").train_pack
 T, d, P, E = map(int, sys.argv[1:5])
 warm = [BooleanTrialConfig(task="and", T=16, s=3, m=16, seed=0, n_test=100, max_epochs=2)]
 train_pack(warm, "cpu")
@@ -53,7 +53,8 @@ print(json.dumps(dict(wall=wall, epochs=sum(r["epochs"] or 0 for r in rows),
 def run_pack(code_root: Path, T: int, d: int, pack: int, epochs: int) -> dict:
     """One pack trained by the code at ``code_root`` in a fresh one-thread process."""
     env = dict(os.environ, PYTHONPATH=str(code_root), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(T), str(d), str(pack), str(epochs)], cwd=code_root,
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(T), str(d), str(pack), str(epochs), prefix(code_root)],
+                          cwd=code_root,
                           env=env, capture_output=True, text=True, timeout=3600)
     if proc.returncode:
         raise RuntimeError(proc.stderr[-3000:])

@@ -22,3 +22,11 @@ def checkout(rev: str):
             yield folder
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=ROOT, capture_output=True)
+
+
+def prefix(code_root: Path) -> str:
+    """How the code at ``code_root`` names its packages: ``"attnsweep."`` from the namespace
+    on (issue 27: ``attnsweep.workers.config``), ``""`` before it (``workers.config``). A
+    child process of a benchmark imports the earlier commit's modules by their own names,
+    so that the installed namespace (the current code) does not stand in for them."""
+    return "attnsweep." if (Path(code_root) / "attnsweep" / "cli.py").is_file() else ""
