@@ -75,7 +75,7 @@ def _user_errors(fn):
     return wrapper
 
 
-STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "aiohttp", "gcsfs", "google", "adlfs", "azure")
+STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs", "azure")  # not google: protobuf (Ray) lives there
 """Packages whose errors are an object store's refusal, told in one line (exit 2) as an OSError is."""
 
 

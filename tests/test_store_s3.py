@@ -373,7 +373,6 @@ def test_a_server_gone_mid_run_loses_no_finished_row_and_resume_completes_it(s3,
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    print(stderr)
     assert proc.returncode == 2, stderr[-3000:]
     stderr = " ".join(stderr.split())  # the terminal wraps long lines
     m = re.search(r"its (\d+) unwritten finished rows are saved in (\S+) \(the (\d+) rows before them are in the store\)",
