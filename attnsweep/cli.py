@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 
-from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.orchestrator.errors import AttnsweepError, RayDiedError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Sweeps of small attention models on Ray, results in Parquet, verdicts with polars.")
@@ -40,6 +40,26 @@ SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="sweep spec (YAML)
 MaxTrialsOpt = Annotated[int, typer.Option(min=1, metavar="N", help="refuse grids above this many trials")]
 DEFAULT_PROGRESS_INTERVAL = 10.0  # orchestrator.progress.PROGRESS_INTERVAL_S, without importing it for --help
 DEFAULT_STORE = "results-store"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("attnsweep")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            number = "unknown (not installed)"
+        out.print(f"attnsweep {number}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print the installed version and exit")] = False,
+) -> None:
+    """Sweeps of small attention models on Ray, results in Parquet, verdicts with polars."""
 
 
 def _error(message: str) -> None:
@@ -157,13 +177,17 @@ def run(
     from attnsweep.orchestrator.spec import load_spec
 
     s = load_spec(spec, max_trials=max_trials)  # before anything is started or written
+    if resume is not None:
+        from attnsweep.results import ResultsStore
+
+        resume = _run_or_latest(ResultsStore(store), resume)
     _execute(s, store, address, local, max_in_flight, figures, analyze, resume, progress_interval)
 
 
 @app.command()
 @_user_errors
 def resume(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run to continue")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run to continue (a sweep's name: its latest run)")],
     store: StoreOpt = DEFAULT_STORE,
     address: AddressOpt = None,
     local: LocalOpt = False,
@@ -179,6 +203,7 @@ def resume(
     from attnsweep.api import stored_spec
     from attnsweep.results import ResultsStore
 
+    run_id = _run_or_latest(ResultsStore(store), run_id)
     s = stored_spec(ResultsStore(store), run_id)
     _execute(s, store, address, local, max_in_flight, figures, analyze, run_id, progress_interval)
 
@@ -201,10 +226,16 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
         err.print(f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
                   + (f" --store {store}" if store != DEFAULT_STORE else ""), soft_wrap=True)
         raise typer.Exit(130) from None
+    except RayDiedError as exc:  # one line naming the run to resume, not Ray's traceback
+        raise AttnsweepError(f"{exc} with: attnsweep resume {run_id}"
+                             + (f" --store {store}" if store != DEFAULT_STORE else "")) from None
     if summary.already_complete:
         err.print(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume", markup=False)
     else:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
+        if resume_id is not None:  # the whole run, as the store holds it; then this attempt's part
+            whole = _trial_counts(store, summary.sweep, summary.run_id)
+            counts = (", ".join(f"{k} {v}" for k, v in sorted(whole.items())) or "no trials") + f" (this attempt: {counts})"
         err.print(f"[bold]run {summary.run_id}[/] of sweep {summary.sweep}: {counts}; "
                   f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s, "
                   f"workers idle {summary.idle_frac or 0:.0%} of the time; store {store}", soft_wrap=True)
@@ -214,11 +245,22 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
         _print_analysis(ResultsStore(store), summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
 
 
+def _trial_counts(store: str, sweep: str, run_id: str) -> dict[str, int]:
+    """Trials of a run by status, each trial once, as the store holds them."""
+    from attnsweep.results import ResultsStore, StoreError
+
+    try:
+        held = ResultsStore(store).scan_run_trials(sweep, run_id).group_by("status").len().collect()
+    except StoreError:
+        return {}
+    return dict(zip(held["status"].to_list(), held["len"].to_list()))
+
+
 @app.command()
 @_user_errors
 def replicate(
     spec: Annotated[Path, typer.Argument(metavar="SPEC", help="the pinned sweep spec (YAML)")],
-    baseline: Annotated[str, typer.Option(metavar="RUN_ID", help="run id of the baseline run of this spec")],
+    baseline: Annotated[str, typer.Option(metavar="RUN_ID", help="run id of the baseline run of this spec (a sweep's name: its latest run)")],
     store: StoreOpt = DEFAULT_STORE,
     address: AddressOpt = None,
     local: LocalOpt = False,
@@ -244,6 +286,7 @@ def replicate(
 
     s = load_spec(spec)
     results = ResultsStore(store)
+    baseline = _run_or_latest(results, baseline)
     record = results.read_run(results.sweep_of(baseline), baseline)
     if record["spec_hash"] != s.spec_hash():
         raise AttnsweepError(f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
@@ -488,6 +531,47 @@ def store_compact(
               + (f"; {total['deleted_temp']} temporary file(s) of dead writers removed" if total["deleted_temp"] else ""))
 
 
+@app.command()
+@_user_errors
+def runs(
+    sweep: Annotated[str | None, typer.Argument(metavar="SWEEP", help="only this sweep's runs")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """List the sweeps and runs in the store: status, trials by status, start and end (UTC)."""
+    import polars as pl
+    from rich.table import Table
+
+    from attnsweep.results import StoreError
+
+    results = _existing_store(store)
+    try:
+        records = results.scan_runs().collect()
+    except StoreError:
+        err.print(f"the store at {store} holds no runs: run a sweep first", markup=False, highlight=False)
+        return
+    if sweep is not None:
+        records = records.filter(pl.col("sweep") == sweep)
+        if records.is_empty():
+            raise AttnsweepError(f"no sweep {sweep!r} in the store at {store}")
+    records = records.sort("sweep", "started_at")
+    statuses = ("done", "failed", "diverged", "lost")
+    t = Table(title=f"runs in {store}")
+    for c in ("sweep", "run", "status", "trials", *statuses, "started", "ended"):
+        t.add_column(c, justify="right" if c in ("trials", *statuses) else "left", no_wrap=c in ("run", "started", "ended"))
+    for r in records.iter_rows(named=True):
+        counts = {s: r.get(f"n_{s}") for s in statuses}
+        if any(v is None for v in counts.values()):  # not ended: count the rows the run holds so far
+            try:
+                held = (results.scan_run_trials(r["sweep"], r["run_id"]).group_by("status").len().collect())
+                counts = dict.fromkeys(statuses, 0) | dict(zip(held["status"], held["len"]))
+            except StoreError:
+                counts = dict.fromkeys(statuses, 0)
+        when = [f"{v:%Y-%m-%d %H:%M:%S}" if v is not None else "-" for v in (r.get("started_at"), r.get("ended_at"))]
+        t.add_row(r["sweep"], r["run_id"], r.get("status") or "-", str(r.get("n_trials") or "-"),
+                  *(str(counts.get(s, 0)) for s in statuses), *when)
+    out.print(t)
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -512,6 +596,42 @@ def _largest_trials(s):
             pass
 
 
+def _run_or_latest(results, name: str | None) -> str | None:
+    """``name`` as a run id; a sweep's name means that sweep's latest run, said on stderr.
+    A name that is neither is returned as it is, for the command's own message."""
+    if name is None:
+        return None
+    import polars as pl
+
+    from attnsweep.results import StoreError
+
+    try:
+        runs = results.scan_runs().select("sweep", "run_id", "started_at").collect()
+    except StoreError:
+        return name
+    if name in set(runs["run_id"].to_list()):
+        return name
+    mine = runs.filter(pl.col("sweep") == name).sort("started_at")
+    if mine.is_empty():
+        return name
+    run_id = mine["run_id"][-1]
+    err.print(f"{name} is a sweep: its latest run is {run_id}"
+              + (f" (of {len(mine)}; `attnsweep runs` lists them)" if len(mine) > 1 else ""),
+              markup=False, highlight=False, soft_wrap=True)
+    return run_id
+
+
+def _existing_store(store: str):
+    """The ResultsStore at ``store``, refusing a local path that does not exist (rather
+    than reading it as an empty store)."""
+    from attnsweep.results import ResultsStore
+
+    results = ResultsStore(store)  # a URI whose scheme cannot hold a store is refused here
+    if results.local and not Path(results.root).exists():
+        raise AttnsweepError(f"no store at {store}: that path does not exist (give --store DIR or set ATTNSWEEP_STORE)")
+    return results
+
+
 def _check_paths(store: str, figures: Path | None) -> None:
     """Refuse store and figure paths that cannot work, before any trial runs."""
     if not store.strip():
@@ -524,10 +644,14 @@ def _check_paths(store: str, figures: Path | None) -> None:
 @app.command()
 @_user_errors
 def analyze(
-    run: Annotated[str | None, typer.Argument(metavar="RUN_ID", help="the run (default: the latest run)")] = None,
+    run: Annotated[str | None, typer.Argument(metavar="RUN_ID", help="the run, or a sweep's name for its latest run "
+                                                                      "(default: the latest run)")] = None,
     store: StoreOpt = DEFAULT_STORE,
     run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="the run, as an option")] = None,
     figures: FiguresOpt = None,
+    format: Annotated[Literal["table", "csv", "json"], typer.Option(
+        "--format", metavar="table|csv|json", help="table: tables and figures; csv, json: the m* table alone on "
+                                                   "stdout, for scripts (figures only with --figures)")] = "table",
 ) -> None:
     """Print m* per cell with bootstrap intervals, the growth-law fits (or S1-S4), and write figures."""
     from attnsweep.results import ResultsStore
@@ -535,10 +659,11 @@ def analyze(
     if run is not None and run_id is not None and run != run_id:
         raise AttnsweepError(f"two runs given ({run} and --run {run_id}): give one")
     _check_paths(store, figures)
-    _print_analysis(ResultsStore(store), run or run_id, figures)
+    results = ResultsStore(store)
+    _print_analysis(results, _run_or_latest(results, run or run_id), figures, format)
 
 
-def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
+def _print_analysis(store, run_id: str | None, figures: Path | None, format: str = "table") -> None:
     from attnsweep.orchestrator.analyze import analyze_run, run_caveats, settings_of
     from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
     from attnsweep.presentation.terminal import print_analysis, print_symmetry
@@ -546,9 +671,13 @@ def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
     if run_id is None:
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
-    figures = figures or Path("figures") / sweep / run_id
     for note in run_caveats(store, sweep, run_id):
         err.print(f"warning: {note}", style="yellow", markup=False, highlight=False)
+    if format != "table":
+        _write_m_star(store, sweep, run_id, figures, format)
+        return
+    figures = figures or Path("figures") / sweep / run_id
+
     def run(figures_dir):
         if store.read_run(sweep, run_id).get("experiment") == "symmetry":
             settings = settings_of(store, sweep, run_id)
@@ -562,6 +691,35 @@ def _print_analysis(store, run_id: str | None, figures: Path | None) -> None:
         err.print(f"warning: no figures ({exc.strerror or exc}: {exc.filename or figures}); give --figures DIR",
                   style="yellow", markup=False, highlight=False)
         run(None)
+
+
+def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: str) -> None:
+    """The m* table of a run on stdout, a row per cell with the run id first, as CSV (a
+    header, then a line per cell; a list column as its JSON text) or JSON (an array of
+    objects; NaN and infinity as null, as ``query --format json`` writes them). The
+    bootstrap replicates of each m* are left out."""
+    import json
+
+    import polars as pl
+
+    from attnsweep.orchestrator.analyze import analyze_run, m_star_table, settings_of
+    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+
+    if store.read_run(sweep, run_id).get("experiment") == "symmetry":
+        table = analyze_symmetry_run(store, sweep, run_id, settings_of(store, sweep, run_id), figures).m_star
+    else:
+        table = m_star_table(analyze_run(store, run_id, figures))
+    table = table.drop("replicates", strict=False).with_columns(pl.lit(run_id).alias("run_id"))
+    table = table.select("run_id", pl.exclude("run_id"))
+    if format == "json":
+        sys.stdout.write(table.write_json() + "\n")
+    else:
+        nested = [c for c, d in table.schema.items() if d.is_nested()]
+        table = table.with_columns(pl.col(c).map_elements(lambda v: json.dumps(v.to_list() if hasattr(v, "to_list")
+                                                                               else v, default=str),
+                                                          return_dtype=pl.String) for c in nested)
+        sys.stdout.write(table.write_csv())
+    sys.stdout.flush()
 
 
 @app.command()
@@ -600,6 +758,8 @@ def report(
     if from_folder is not None and not from_folder.is_dir():
         raise AttnsweepError(f"--from: {from_folder} " + ("is not a directory" if from_folder.exists()
                                                           else "does not exist"))
+    if from_folder is None:
+        run_ids = [_run_or_latest(ResultsStore(store), r) for r in run_ids]
     out_dir = out_dir or from_folder or Path("reports") / run_ids[0]
     if from_folder is None:
         _check_paths(store, None)
@@ -688,7 +848,7 @@ def query(
     limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
     target = _query_output(output) if output is not None and not schema else None
     _check_paths(store, None)
-    results = ResultsStore(store)  # a URI whose scheme cannot hold a store is refused here
+    results = _existing_store(store)
     if target is not None and results.holds(target.path):
         raise AttnsweepError(f"--output: {output} is inside the results store at {store}; a file written there would "
                              "be read back as part of the store or replace a run's files. Give a path outside it; "

@@ -69,3 +69,8 @@ def collapse(problems: list[str]) -> list[str]:
 
 class RunError(AttnsweepError):
     """A run could not start or finish (e.g. Ray could not be reached)."""
+
+
+class RayDiedError(RunError):
+    """The embedded local Ray died under a run: the run's finished trials are saved, and
+    the run can be resumed (the CLI names the command)."""

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from attnsweep.orchestrator.errors import RunError
+from attnsweep.orchestrator.errors import RayDiedError, RunError
 from attnsweep.orchestrator.packing import Pack
 from attnsweep.orchestrator.spec import ExecutionSettings, ResourceSettings
 
@@ -237,8 +237,8 @@ class RayExecutor(Executor):
         node = getattr(self._ray._private.worker, "_global_node", None)
         dead = node.dead_processes() if node is not None else []
         if dead:
-            raise RunError(f"the local Ray died under this sweep ({', '.join(name for name, _ in dead)} exited); "
-                           "finished trials are saved: resume the run")
+            raise RayDiedError(f"the local Ray died under this sweep ({', '.join(name for name, _ in dead)} exited); "
+                               "finished trials are saved: resume the run")
 
     def slots(self) -> int:
         return len(self._actors) if self._actors else self._fits_now()

@@ -1,0 +1,136 @@
+"""Everyday gaps a new user hit (issue 27): --version, `runs`, a sweep's name for its latest
+run, `query` on a store that is not there, `analyze --format csv|json`, and the summary
+after a resume counting the whole run. In-process executor, so no Ray start-up."""
+
+from __future__ import annotations
+
+import csv
+import importlib.metadata
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from attnsweep.results import ResultsStore
+
+SPEC = "name: rs\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 5}\n"
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=dict(os.environ, COLUMNS="250"),
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """A store with two runs of sweep ``rs``; the second lost two of its four rows and was
+    resumed by the sweep's name."""
+    folder = tmp_path_factory.mktemp("everyday")
+    (folder / "spec.yaml").write_text(SPEC)
+    for _ in range(2):
+        proc = _cli("run", "spec.yaml", "--local", "--no-analyze", cwd=folder)
+        assert proc.returncode == 0, proc.stderr
+    store = ResultsStore(folder / "results-store")
+    first, second = store.scan_runs().sort("started_at").collect()["run_id"].to_list()
+    files = sorted((store.root / "trials" / "sweep=rs" / f"run_id={second}").glob("*.parquet"))
+    rows = store.scan_run_trials("rs", second).collect()
+    for f in files:
+        f.unlink()
+    rows.head(2).drop("sweep", "run_id", strict=False).write_parquet(files[0])
+    resumed = _cli("resume", "rs", "--local", "--no-analyze", cwd=folder)
+    assert resumed.returncode == 0, resumed.stderr
+    return folder, first, second, resumed
+
+
+def test_version_is_the_installed_distributions(tmp_path):
+    proc = _cli("--version", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"attnsweep {importlib.metadata.version('attnsweep')}"
+
+
+def test_resume_by_sweep_name_takes_its_latest_run_and_counts_the_whole_run(two_runs):
+    _, _, second, resumed = two_runs
+    assert f"rs is a sweep: its latest run is {second}" in resumed.stderr
+    # The summary counts the run's four trials, and says the attempt ran two of them.
+    assert f"run {second} of sweep rs: done 4 (this attempt: done 2)" in " ".join(resumed.stderr.split())
+
+
+def test_runs_lists_every_run_with_its_counts_and_times(two_runs):
+    folder, first, second, _ = two_runs
+    proc = _cli("runs", cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    lines = {run: next(line for line in proc.stdout.splitlines() if run in line) for run in (first, second)}
+    for line in lines.values():
+        cells = [c.strip() for c in line.split("│") if c.strip()]
+        assert cells[0] == "rs" and cells[2] == "finished", cells
+        assert cells[3:8] == ["4", "4", "0", "0", "0"], cells  # trials; done, failed, diverged, lost
+        assert cells[8][:2] == "20" and cells[9][:2] == "20"  # started, ended
+    assert proc.stdout.index(first) < proc.stdout.index(second)
+    assert _cli("runs", "nope", cwd=folder).returncode == 2
+    missing = _cli("runs", "--store", "no-such-store", cwd=folder)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_query_on_a_store_that_does_not_exist_says_so(tmp_path):
+    for args in (["SELECT 1"], ["--schema"]):
+        proc = _cli("query", *args, "--store", str(tmp_path / "missing"), cwd=tmp_path)
+        assert proc.returncode == 2
+        assert "does not exist" in proc.stderr and "empty" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "missing").exists()
+
+
+def test_analyze_writes_the_m_star_table_as_csv_or_json_for_scripts(two_runs):
+    folder, _, second, _ = two_runs
+    as_csv = _cli("analyze", "rs", "--format", "csv", cwd=folder)
+    assert as_csv.returncode == 0, as_csv.stderr
+    assert f"its latest run is {second}" in as_csv.stderr
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert rows and {r["run_id"] for r in rows} == {second}
+    assert {"T", "m_star", "ci_lo", "ci_hi", "bound"} <= set(rows[0])
+    as_json = _cli("analyze", second, "--format", "json", cwd=folder)
+    assert as_json.returncode == 0, as_json.stderr
+    table = json.loads(as_json.stdout)
+    assert [r["T"] for r in table] == [int(r["T"]) for r in rows]
+    assert not (folder / "figures").exists()  # csv and json write no figures unless asked
+
+
+KILL_RAY = """
+import sys, threading, time
+from pathlib import Path
+import ray
+from attnsweep.cli import main
+
+def kill_gcs():  # once the run is under way (its record written, the first packs out)
+    for _ in range(3000):
+        node = getattr(ray._private.worker, "_global_node", None)
+        if node is not None and node.all_processes.get("gcs_server") and any(Path("s/trials").glob("*/*/*.parquet")):
+            break
+        time.sleep(0.1)
+    node.all_processes["gcs_server"][0].process.kill()  # as `ray stop --force` or the OOM killer would
+
+threading.Thread(target=kill_gcs, daemon=True).start()
+sys.argv = ["attnsweep", *sys.argv[1:]]
+main()
+"""
+KILLS = ("name: kills\nseeds: 4\ngrid: {T: [8, 16], m: [32, 64, 128]}\nexecution: {pack_size: 1, flush_s: 1}\n"
+         "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 1000}\n")
+
+
+def test_when_the_embedded_ray_dies_the_error_names_the_run_to_resume(tmp_path):
+    (tmp_path / "spec.yaml").write_text(KILLS)
+    proc = subprocess.run([sys.executable, "-c", KILL_RAY, "run", "spec.yaml", "--no-analyze", "--store", "s"],
+                          cwd=tmp_path, env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="250"),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr
+    (run_id,) = ResultsStore(tmp_path / "s").scan_runs().collect()["run_id"].to_list()
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
+    assert errors == [f"error: the local Ray died under this sweep (gcs_server exited); finished trials are saved: "
+                      f"resume the run with: attnsweep resume {run_id} --store s"], proc.stderr
+    assert "Traceback" not in proc.stderr
+    # Resumed (here without Ray), the summary counts all 24 trials, not only this attempt's.
+    resumed = _cli("resume", run_id, "--store", "s", "--local", "--no-analyze", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"run {run_id} of sweep kills: done 24 (this attempt: " in " ".join(resumed.stderr.split())
