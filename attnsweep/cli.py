@@ -560,14 +560,16 @@ def runs(
         t.add_column(c, justify="right" if c in ("trials", *statuses) else "left", no_wrap=c in ("run", "started", "ended"))
     for r in records.iter_rows(named=True):
         counts = {s: r.get(f"n_{s}") for s in statuses}
-        if any(v is None for v in counts.values()):  # not ended: count the rows the run holds so far
+        running = r.get("status") == "running" or any(v is None for v in counts.values())
+        if running:  # not ended (its record's counts are those of its start): count the rows it holds so far
             try:
                 held = (results.scan_run_trials(r["sweep"], r["run_id"]).group_by("status").len().collect())
                 counts = dict.fromkeys(statuses, 0) | dict(zip(held["status"], held["len"]))
             except StoreError:
                 counts = dict.fromkeys(statuses, 0)
         when = [f"{v:%Y-%m-%d %H:%M:%S}" if v is not None else "-" for v in (r.get("started_at"), r.get("ended_at"))]
-        t.add_row(r["sweep"], r["run_id"], r.get("status") or "-", str(r.get("n_trials") or "-"),
+        trials = f"{sum(counts.values())} so far" if running else str(r.get("n_trials") or "-")
+        t.add_row(r["sweep"], r["run_id"], r.get("status") or "-", trials,
                   *(str(counts.get(s, 0)) for s in statuses), *when)
     out.print(t)
 

@@ -134,3 +134,26 @@ def test_when_the_embedded_ray_dies_the_error_names_the_run_to_resume(tmp_path):
     resumed = _cli("resume", run_id, "--store", "s", "--local", "--no-analyze", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert f"run {run_id} of sweep kills: done 24 (this attempt: " in " ".join(resumed.stderr.split())
+
+
+def test_runs_counts_a_running_runs_rows_not_its_starting_record(two_runs, tmp_path):
+    # A run still running has the counts of its start in its record (0 done): `runs` counts
+    # the rows it holds so far instead.
+    import shutil
+
+    import polars as pl
+
+    from attnsweep.orchestrator.rows import run_schema
+
+    folder, first, _, _ = two_runs
+    copy = tmp_path / "store"
+    shutil.copytree(folder / "results-store", copy)
+    store = ResultsStore(copy)
+    record = store.scan_runs().filter(pl.col("run_id") == first).collect().row(0, named=True)
+    record = {k: v for k, v in record.items() if k not in ("sweep", "run_id")}
+    store.write_run("rs", first, {**record, "status": "running", "ended_at": None, "n_done": 0, "n_failed": 0,
+                                  "n_diverged": 0, "n_lost": 0}, run_schema())
+    proc = _cli("runs", "--store", str(copy), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cells = [c.strip() for c in next(line for line in proc.stdout.splitlines() if first in line).split("│") if c.strip()]
+    assert cells[2:8] == ["running", "4 so far", "4", "0", "0", "0"], cells
