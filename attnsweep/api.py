@@ -134,7 +134,8 @@ class Store:
         symmetry run; docs/claims.md), and its figures.
 
         Args:
-            run: the run id (default: the latest run).
+            run: the run id, or a sweep's name for that sweep's latest run (default: the
+                latest run).
             figures: the folder for the PNG figures (default ``figures/SWEEP/RUN_ID``).
 
         Raises:
@@ -148,8 +149,7 @@ class Store:
             raise ArgumentError(f"figures: give a folder as a str or a Path, not {type(figures).__name__}")
         if figures is not None and Path(figures).exists() and not Path(figures).is_dir():
             raise ArgumentError(f"figures: {figures} exists and is not a folder")
-        if run is None:
-            run = self.latest_run()
+        run = self.latest_run() if run is None else self.results.resolve_run(run)[0]  # a sweep's name: its latest run
         sweep = self.results.sweep_of(run)
         record = self.results.read_run(sweep, run)
         folder = Path(figures) if figures is not None else Path("figures") / sweep / run

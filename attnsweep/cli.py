@@ -543,7 +543,13 @@ def runs(
 
     from attnsweep.results import StoreError
 
+    from attnsweep.results.integrity import recognise
+
+    if not store.strip():
+        raise AttnsweepError("--store: an empty path; give a directory (default results-store)")
     results = _existing_store(store)
+    if results.local:
+        recognise(results)  # a folder that is not a store (/etc, a home folder) is refused, not listed as empty
     try:
         records = results.scan_runs().collect()
     except StoreError:
@@ -603,23 +609,11 @@ def _run_or_latest(results, name: str | None) -> str | None:
     A name that is neither is returned as it is, for the command's own message."""
     if name is None:
         return None
-    import polars as pl
-
-    from attnsweep.results import StoreError
-
-    try:
-        runs = results.scan_runs().select("sweep", "run_id", "started_at").collect()
-    except StoreError:
-        return name
-    if name in set(runs["run_id"].to_list()):
-        return name
-    mine = runs.filter(pl.col("sweep") == name).sort("started_at")
-    if mine.is_empty():
-        return name
-    run_id = mine["run_id"][-1]
-    err.print(f"{name} is a sweep: its latest run is {run_id}"
-              + (f" (of {len(mine)}; `attnsweep runs` lists them)" if len(mine) > 1 else ""),
-              markup=False, highlight=False, soft_wrap=True)
+    run_id, n_runs = results.resolve_run(name)
+    if n_runs:
+        err.print(f"{name} is a sweep: its latest run is {run_id}"
+                  + (f" (of {n_runs}; `attnsweep runs` lists them)" if n_runs > 1 else ""),
+                  markup=False, highlight=False, soft_wrap=True)
     return run_id
 
 
@@ -661,6 +655,12 @@ def analyze(
     if run is not None and run_id is not None and run != run_id:
         raise AttnsweepError(f"two runs given ({run} and --run {run_id}): give one")
     _check_paths(store, figures)
+    if figures is not None:  # a folder asked for and not writable is an error, not a warning after the tables
+        try:
+            figures.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise AttnsweepError(f"--figures: cannot make {figures}: {exc.strerror or exc}; nothing was "
+                                 "analysed") from None
     results = ResultsStore(store)
     _print_analysis(results, _run_or_latest(results, run or run_id), figures, format)
 
@@ -756,7 +756,7 @@ def report(
 
     if not run_ids and from_folder is None:
         raise AttnsweepError("give at least one run id, or --from a published findings folder "
-                             "(attnsweep query \"SELECT run_id, sweep FROM runs\" lists the runs)")
+                             "(attnsweep runs lists them)")
     if from_folder is not None and not from_folder.is_dir():
         raise AttnsweepError(f"--from: {from_folder} " + ("is not a directory" if from_folder.exists()
                                                           else "does not exist"))

@@ -22,6 +22,7 @@ from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings, read_y
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
 from attnsweep.stats.critical import format_m_star, resolve_bounds
+from attnsweep.stats.verdicts import MIN_DECADES
 from attnsweep.stats.figures import plot_m_star, plot_success_curves, plot_success_grid
 from attnsweep.workers import BooleanTrialConfig
 
@@ -324,11 +325,16 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: set[str] 
             verdict = "inconclusive"  # no interval, or m* did not vary at all
         else:
             verdict = "yes" if log["b_lo"] > 0 else ("no" if log["b_hi"] <= 0 else "inconclusive")
+        Ts = (table.filter(pl.col("series") == label)["T"] if {"series", "T"} <= set(table.columns)
+              else pl.Series([], dtype=pl.Int64)).drop_nulls()
+        span = math.log10(Ts.max() / Ts.min()) if Ts.len() and Ts.min() > 0 else math.nan
+        which = ("" if span >= MIN_DECADES else
+                 f" (which law holds is not decided here: T spans {span:.1f} decades, L1 needs {MIN_DECADES:g})")
         checks.append(dict(
             check=f"m* grows with T [{label}]",
             verdict=verdict,
             detail=f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f}); "
-                   f"best law by AIC: {fit['model'][0]}; power-law exponent c = {power['b']:.2f} "
+                   f"best law by AIC: {fit['model'][0]}{which}; power-law exponent c = {power['b']:.2f} "
                    f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
         ))
     if "tuning" in table.columns and (table["tuning"] != "not tuned").any():

@@ -107,7 +107,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     """
     run_ids = list(dict.fromkeys(run_ids))
     if not run_ids:
-        raise AttnsweepError("give at least one run id (attnsweep query \"SELECT run_id, sweep FROM runs\" lists them)")
+        raise AttnsweepError("give at least one run id (attnsweep runs lists them)")
     runs = []
     for run_id in run_ids:  # every id checked before anything is computed or written
         sweep = store.sweep_of(run_id)

@@ -603,6 +603,19 @@ class ResultsStore:
         runs = self.scan_runs().select("sweep", "run_id", "started_at").sort("started_at").collect()
         return runs["sweep"][-1], runs["run_id"][-1]
 
+    def resolve_run(self, name: str) -> tuple[str, int]:
+        """``name`` as a run id, and how many runs its sweep has when it named a sweep: a run
+        id is itself (count 0); a sweep's name means that sweep's latest run by start; a
+        name that is neither comes back as it is (count 0), for the caller's own message."""
+        try:
+            runs = self.scan_runs().select("sweep", "run_id", "started_at").collect()
+        except StoreError:
+            return name, 0
+        if name in set(runs["run_id"].to_list()):
+            return name, 0
+        mine = runs.filter(pl.col("sweep") == name).sort("started_at")
+        return (name, 0) if mine.is_empty() else (mine["run_id"][-1], mine.height)
+
     def sweep_of(self, run_id: str) -> str:
         """The sweep a run belongs to.
 

@@ -533,8 +533,12 @@ def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple:
     else:
         shown = f"{value:.2f}"
     lo, hi = _interval(None if reps is None else reps[:, -1], ci)
-    if bound == "lower" and math.isinf(lo):  # every replicate beyond the grid: the interval starts at the bound
-        lo = value
+    if bound == "lower" and math.isinf(lo):
+        # The MLP's m* is beyond the grid in every replicate: the ratio is above (its bound) /
+        # (the transformer's m*), and the smallest that can be within the transformer's
+        # interval is the bound over the interval's upper end, not over its estimate.
+        top = last["ci_hi"]
+        lo = last["m_star_mlp"] / top if top is not None and math.isfinite(top) and top > 0 else value
     statistic = f"MLP m* / transformer m* at T={T[-1]}: {shown}"
     interval = f"ratio CI {_end(lo)} .. {_end(hi)}"
     exact = (used["bound"] == "exact").to_numpy() & (used["bound_mlp"] == "exact").to_numpy()

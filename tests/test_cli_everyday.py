@@ -157,3 +157,26 @@ def test_runs_counts_a_running_runs_rows_not_its_starting_record(two_runs, tmp_p
     assert proc.returncode == 0, proc.stderr
     cells = [c.strip() for c in next(line for line in proc.stdout.splitlines() if first in line).split("│") if c.strip()]
     assert cells[2:8] == ["running", "4 so far", "4", "0", "0", "0"], cells
+
+
+def test_runs_and_analyze_refuse_paths_that_cannot_work(two_runs, tmp_path):
+    folder, first, _, _ = two_runs
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x")
+    for store in (str(tmp_path / "notes"), ""):
+        proc = _cli("runs", "--store", store, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "is not an attnsweep store" in _cli("runs", "--store", str(tmp_path / "notes"), cwd=tmp_path).stderr
+    # --figures that cannot be made: exit 2 before any analysis, not a warning after it
+    proc = _cli("analyze", first, "--figures", "/proc/attnsweep-nope", cwd=folder)
+    assert proc.returncode == 2 and "--figures: cannot make /proc/attnsweep-nope" in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_the_api_takes_a_sweeps_name_for_its_latest_run_as_the_cli_does(two_runs, tmp_path):
+    import attnsweep
+
+    folder, first, second, _ = two_runs
+    store = attnsweep.open_store(folder / "results-store")
+    assert store.analyze("rs", figures=tmp_path / "f").run_id == second
+    assert store.analyze(first, figures=tmp_path / "g").run_id == first

@@ -296,3 +296,25 @@ def test_a_symmetry_cell_whose_deciding_m_succeeds_at_twice_the_epochs_is_budget
     assert limited["bound"] == "upper" and "budget-limited" in limited["flags"]  # m* <= its estimate, not a value
     kept = table.filter((pl.col("d") == 8) & (pl.col("student") == "transformer")).row(0, named=True)
     assert kept["bound"] == "exact" and "budget-limited" not in kept["flags"]
+
+
+# --- L4: a ratio over a censored MLP m* starts at the bound over the transformer's upper end ---
+
+def test_the_l4_ratio_interval_carries_the_transformers_uncertainty(tmp_path):
+    # At T = 512 the MLP fails at every m <= 64 (m* > 64) and the transformer succeeds from
+    # m = 32 on; the ratio is above 64 / m*, and, the transformer's m* being anywhere in its
+    # interval, the interval's lower end is 64 / (the transformer's upper end), not 64 / m*.
+    store = ResultsStore(tmp_path / "store")
+    ms = (8, 12, 16, 24, 32, 48, 64)
+    rows = []
+    for T, tr_first, mlp_first in ((8, 12, 32), (64, 16, 64), (512, 32, None)):
+        rows += _rows(T, {m: (8 if m >= tr_first else 0, 0) for m in ms}, 8)
+        rows += _rows(T, {m: (8 if mlp_first and m >= mlp_first else 0, 0) for m in ms}, 8, model="mlp")
+    _write(store, "constructed", "20261202-090000-eeeeee", rows, SPEC, "sparse_boolean")
+    result = attnsweep.open_store(store.root).analyze("20261202-090000-eeeeee")
+    tr = result.m_star.filter((pl.col("model") == "transformer") & (pl.col("T") == 512)).row(0, named=True)
+    l4 = next(v for v in result.verdicts if v["id"] == "L4")
+    ratio = l4["series"][0]["numbers"]["ratio"]
+    assert ratio["bound"] == "lower" and ratio["estimate"] == pytest.approx(64 / tr["m_star"])
+    assert tr["ci_hi"] > tr["m_star"] and ratio["ci_lo"] == pytest.approx(64 / tr["ci_hi"])
+    assert ratio["ci_lo"] < ratio["estimate"]
