@@ -389,6 +389,11 @@ def tune_cell(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str,
         plan = [_config(spec, {**cell, **params}, probe, seed) for _, params, told in asked if not told for seed in seeds]
         if plan or (b == 0 and any(trial_id(c) not in batches.results for c in defaults)):
             yield Request([*(defaults if b == 0 else []), *plan], {"search_phase": "tune", "search_round": next(rounds)})
+        if any(not told for _, _, told in asked):
+            # The rows must be in the store before the study says the trials are done: a crash
+            # between a tell and the writer's next flush would leave told trials whose rows a
+            # resume never runs again.
+            batches.writer.flush()
         for number, params, told in asked:
             if not told:
                 scores = [_score(spec, batches.results.get(_trial_id(spec, {**cell, **params}, probe, seed)))
