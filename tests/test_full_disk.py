@@ -30,7 +30,7 @@ from attnsweep.results.integrity import check_store
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ("name: full\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "
-        "max_epochs: 5}\nexecution: {pack_size: 1, flush_rows: 2}\n")  # 6 trials, two rows per part file
+        "max_epochs: 5}\nexecution: {pack_size: 1, flush_rows: 2, flush_s: 3600}\n")  # 6 trials, two rows per part file (never one by time, on a loaded machine)
 
 # `attnsweep run` with a store whose disk is full after its first part file: part files
 # (and, with "all", run records too) are refused with ENOSPC.
