@@ -115,7 +115,9 @@ threading.Thread(target=kill_gcs, daemon=True).start()
 sys.argv = ["attnsweep", *sys.argv[1:]]
 main()
 """
-KILLS = ("name: kills\nseeds: 4\ngrid: {T: [8, 16], m: [32, 64, 128]}\nexecution: {pack_size: 1, flush_s: 1}\n"
+# 96 trials: long enough (tens of seconds even on an idle machine) that Ray is killed mid-run,
+# after the first part file (at most half a second of rows).
+KILLS = ("name: kills\nseeds: 8\ngrid: {T: [128, 256, 512], m: [64, 128, 256, 512]}\nexecution: {pack_size: 1, flush_s: 0.5}\n"
          "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 1000}\n")
 
 
@@ -130,10 +132,10 @@ def test_when_the_embedded_ray_dies_the_error_names_the_run_to_resume(tmp_path):
     assert errors == [f"error: the local Ray died under this sweep (gcs_server exited); finished trials are saved: "
                       f"resume the run with: attnsweep resume {run_id} --store s"], proc.stderr
     assert "Traceback" not in proc.stderr
-    # Resumed (here without Ray), the summary counts all 24 trials, not only this attempt's.
+    # Resumed (here without Ray), the summary counts all 96 trials, not only this attempt's.
     resumed = _cli("resume", run_id, "--store", "s", "--local", "--no-analyze", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"run {run_id} of sweep kills: done 24 (this attempt: " in " ".join(resumed.stderr.split())
+    assert f"run {run_id} of sweep kills: done 96 (this attempt: " in " ".join(resumed.stderr.split())
 
 
 def test_runs_counts_a_running_runs_rows_not_its_starting_record(two_runs, tmp_path):
