@@ -426,7 +426,18 @@ def _asked(study: optuna.Study, want: range, dists: dict) -> list[tuple[int, dic
     for number in want:
         if number in have:
             t = have[number]
-            out.append((number, dict(t.params), t.state.is_finished()))
+            params = dict(t.params)
+            if not t.state.is_finished() and set(params) != set(dists):
+                # A crash between the journal's "new trial" and its parameters left some unset:
+                # fill them with a draw fixed by the study and number, so a resume that reads
+                # this trial again trains the settings it records (not the spec's defaults).
+                rng = np.random.default_rng([int(study.study_name[:8], 16), number])
+                for name, dist in dists.items():
+                    if name not in params:
+                        value = float(np.exp(rng.uniform(math.log(dist.low), math.log(dist.high))))
+                        study._storage.set_trial_param(t._trial_id, name, dist.to_internal_repr(value), dist)
+                        params[name] = value
+            out.append((number, params, t.state.is_finished()))
         else:
             t = study.ask(dists)
             out.append((t.number, dict(t.params), False))

@@ -331,3 +331,20 @@ def test_a_symmetry_search_checks_each_cells_deciding_m_at_twice_the_epochs(tmp_
         twins = cell.filter(pl.col("m").is_in(expected))
         stopped = twins.filter(pl.col("epochs") < 150).height
         assert checked["reused_from"].is_not_null().sum() == stopped
+
+
+def test_a_tuning_trial_left_without_some_parameters_by_a_crash_gets_them_once(tmp_path):
+    # The journal holds "new trial" and one parameter: the crash came between them. The trial
+    # is given the missing one (a draw fixed by study and number), the same on every read.
+    from attnsweep.orchestrator.adaptive import _asked
+
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.journal")))
+    study = optuna.create_study(study_name="abcdef0123", storage=storage)
+    dists = {"lr": optuna.distributions.FloatDistribution(1e-4, 3e-2, log=True),
+             "weight_decay": optuna.distributions.FloatDistribution(1e-6, 1e-1, log=True)}
+    tid = storage.create_new_trial(study._study_id)
+    storage.set_trial_param(tid, "weight_decay", dists["weight_decay"].to_internal_repr(1e-3), dists["weight_decay"])
+    first = _asked(optuna.load_study(study_name="abcdef0123", storage=storage), range(0, 2), dists)
+    number, params, told = first[0]
+    assert number == 0 and not told and params["weight_decay"] == 1e-3 and 1e-4 <= params["lr"] <= 3e-2
+    assert _asked(optuna.load_study(study_name="abcdef0123", storage=storage), range(0, 2), dists) == first
