@@ -632,9 +632,9 @@ def md_code(text) -> str:
 
 
 CLAIM_CLASS = ("The claim as Edelman et al. state it is about a head whose weight norms are bounded, over position "
-               "codes that are not learned per T (docs/claims.md, section 1): the series of fixed or sinusoidal codes "
-               "with a norm bound is the one it covers; learned positions without a bound are the paper's "
-               "experimental protocol, outside the theorem's class.")
+               "codes that are not learned per T and inputs of bounded norm (docs/claims.md, section 1): the series "
+               "of fixed or sinusoidal codes with a norm bound and inputs of norm sqrt(d) is the one it covers; "
+               "learned positions without a bound are the paper's experimental protocol, outside the theorem's class.")
 
 
 def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
@@ -674,11 +674,16 @@ def _series_kind(union: pl.DataFrame, key: dict) -> dict:
     positions = one("positions", "learned") or "learned"
     bound = one("norm_bound")
     tuned = "tuning" in cells.columns and bool(cells["tuning"].is_in(["not tuned"]).not_().any())
-    theory = positions in ("fixed", "sinusoidal") and bound is not None
+    ln_affine = one("ln_affine", True)
+    ln_affine = True if ln_affine is None else ln_affine
+    # The theorem bounds the head's weights and its inputs' norm: untrained codes, a bound, and a
+    # LayerNorm without trained gain before the head (docs/claims.md, section 1).
+    theory = positions in ("fixed", "sinusoidal") and bound is not None and ln_affine is False
     label = f"{positions} positions, " + ("no norm bound" if bound is None else f"norm bound {bound:g}"
                                           if isinstance(bound, (int, float)) else f"norm bound {bound}")
+    label += ", inputs of norm sqrt(d)" if ln_affine is False else ""
     label += ", tuned" if tuned else ", untuned"
-    others = {k: v for k, v in key.items() if k not in ("positions", "norm_bound")}
+    others = {k: v for k, v in key.items() if k not in ("positions", "norm_bound", "ln_affine")}
     if others:
         label += " (" + ", ".join(f"{k}={v}" for k, v in others.items()) + ")"
     return dict(label=label, theory=theory)
@@ -706,6 +711,10 @@ def _meaning(kind: dict, verdict: str, numbers: dict) -> str:
                                  "learned position table grows with T and is not bounded, so this series is not "
                                  "the theorem's class and does not test the claim as stated."}.get(
             verdict, "the rows cannot tell log growth from faster growth under the paper's protocol.")
+    if kind["label"].startswith(("fixed", "sinusoidal")) and "norm bound" in kind["label"] and \
+            "no norm bound" not in kind["label"]:
+        return (f"near the theorem's class, but the LayerNorm before the head trains its gain, so the inputs' norm "
+                f"is not bounded: L1 is {verdict} here.")
     return f"outside the theorem's class (no norm bound): L1 is {verdict} here."
 
 

@@ -242,8 +242,10 @@ def test_the_symmetry_error_figure_draws_one_panel_per_group(tmp_path, monkeypat
 # --- the headline: one row per L1 series, named by what the theorem covers ------------------
 
 def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_class(tmp_path):
-    # Two series over 3 decades of T: the paper's protocol (learned positions, no bound) and the
-    # theorem's class (fixed positions, norm bound 1). Seeds succeed from m = first on.
+    # Three series over 3 decades of T: the paper's protocol (learned positions, no bound), the
+    # theorem's class (fixed positions, norm bound 1, inputs of norm sqrt(d): no LayerNorm gain
+    # before the head) and the same with a trained gain, whose inputs' norm no bound covers.
+    # Seeds succeed from m = first on.
     from attnsweep.presentation.findings import series_table
 
     store = ResultsStore(tmp_path / "store")
@@ -252,21 +254,28 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
     for T, learned_first, fixed_first in ((8, 12, 16), (64, 24, 24), (512, 48, 32), (8192, 192, 48)):
         rows += _rows(T, {m: (8 if m >= learned_first else 0, 0) for m in grid_ms}, 8)
         rows += _rows(T, {m: (8 if m >= fixed_first else 0, 0) for m in grid_ms}, 8, positions="fixed",
+                      norm_bound=1.0, ln_affine=False)
+        rows += _rows(T, {m: (8 if m >= fixed_first else 0, 0) for m in grid_ms}, 8, positions="fixed",
                       norm_bound=1.0)
     _write(store, "constructed", "20261202-090000-cccccc", rows, SPEC, "sparse_boolean")
     result = attnsweep.open_store(store.root).analyze("20261202-090000-cccccc")
     l1 = next(v for v in result.verdicts if v["id"] == "L1")
-    assert len(l1["series"]) == 2
+    assert len(l1["series"]) == 3
     lines = series_table(result.verdicts, result.m_star)
     body = [line for line in lines if line.startswith("| ") and not line.startswith("| series")]
-    assert len(body) == 2
+    assert len(body) == 3
     by_label = {line.split(" | ")[0][2:]: line for line in body}
-    assert set(by_label) == {"learned positions, no norm bound, untuned", "fixed positions, norm bound 1, untuned"}
-    assert "the theorem's class" in by_label["fixed positions, norm bound 1, untuned"]
-    assert "not the theorem's class" in by_label["learned positions, no norm bound, untuned"]
+    theory, near, protocol = ("fixed positions, norm bound 1, inputs of norm sqrt(d), untuned",
+                              "fixed positions, norm bound 1, untuned", "learned positions, no norm bound, untuned")
+    assert set(by_label) == {theory, near, protocol}
+    assert "theorem's class" in by_label[theory] and "near the" not in by_label[theory]
+    assert "not the theorem's class" not in by_label[theory]
+    assert "inputs' norm is not bounded" in by_label[near]
+    assert "not the theorem's class" in by_label[protocol]
     for s in l1["series"]:
-        line = by_label["fixed positions, norm bound 1, untuned" if s["cells"].get("positions") == "fixed"
-                        else "learned positions, no norm bound, untuned"]
+        cells = s["cells"]
+        line = by_label[protocol if cells.get("positions", "learned") == "learned"
+                        else theory if cells.get("ln_affine") is False else near]
         c = s["numbers"]["c"]
         assert f"{c['estimate']:.3f} ({c['ci_lo']:.3f} .. {c['ci_hi']:.3f})" in line
         assert "8..8192 (4 cells, 3.0 decades)" in line and f"| {s['verdict']} |" in line

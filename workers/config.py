@@ -24,7 +24,7 @@ Precision = Literal["float32", "bfloat16"]
 Positions = Literal["learned", "fixed", "sinusoidal"]
 
 
-LATER_FIELDS: dict[str, object] = {"positions": "learned"}
+LATER_FIELDS: dict[str, object] = {"positions": "learned", "ln_affine": True}
 """Trial settings added after trial rows were first published, with the value every earlier
 trial had: at that value a setting does not enter a trial's id (orchestrator/spec.py
 ``trial_id``), so earlier trials keep theirs and a resume finds them, and a stored row
@@ -95,6 +95,9 @@ class BooleanTrialConfig(StrictSettings):
     positions: Positions = Field("learned", description="transformer position codes: 'learned' (a trained (T+1) x d "
                                  "table, the paper's protocol), 'fixed' (drawn once from N(0, 1) for (T, d), never "
                                  "trained) or 'sinusoidal' (never trained)")
+    ln_affine: bool = Field(True, description="train the gain and bias of the LayerNorm before each attention head; "
+                            "false fixes them at 1 and 0, so every input the head reads has Euclidean norm sqrt(d) "
+                            "(the bounded inputs of Edelman et al., section 3)")
 
     # The norm bound of the theory (None: unbounded).
     norm_bound: float | None = Field(None, gt=0, le=1e12, description="bound B on the norms")
@@ -119,6 +122,9 @@ class BooleanTrialConfig(StrictSettings):
         if self.model != "transformer" and self.positions != "learned":
             raise ValueError(f"positions {self.positions!r} is a setting of the transformer; the {self.model} has "
                              "no position codes (leave it 'learned')")
+        if self.model != "transformer" and not self.ln_affine:
+            raise ValueError(f"ln_affine is a setting of the transformer; the {self.model} has no LayerNorm before a "
+                             "head (leave it true)")
         return self
 
     def shape_key(self) -> tuple:

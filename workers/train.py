@@ -100,6 +100,13 @@ def uses_one_layer_step(cfg: BooleanTrialConfig) -> bool:
     return cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
 
 
+def trained(c: BooleanTrialConfig, name: str) -> bool:
+    """Whether the parameter ``name`` of a trial's model trains: all do but, with ``ln_affine``
+    false, the gain and bias of the LayerNorm before each head (kept at 1 and 0, so the head's
+    inputs have norm sqrt(d): Edelman et al., section 3, bound the inputs' norm)."""
+    return c.ln_affine or not (name.startswith("blocks.") and ".ln1." in name)
+
+
 def _model(c: BooleanTrialConfig, dev: torch.device) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(tasks.derive_seed("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed))
@@ -130,10 +137,13 @@ class _Trial:
     def __init__(self, c: BooleanTrialConfig, x: torch.Tensor, y: torch.Tensor, dev: torch.device):
         self.c, self.dev = c, dev
         self.model = _model(c, dev)
-        self.params = dict(self.model.named_parameters())  # what trains
-        # What the hand-written step reads: the parameters, and the position codes where they
+        every = dict(self.model.named_parameters())
+        self.params = {k: v for k, v in every.items() if trained(c, k)}  # what trains
+        for k in every.keys() - self.params.keys():
+            every[k].requires_grad_(False)
+        # What the hand-written step reads: every parameter, and the position codes where they
         # are a buffer (fixed or sinusoidal codes are read, never trained).
-        self.tensors = {**self.params, "pos": self.model.pos} if c.model == "transformer" else self.params
+        self.tensors = {**every, "pos": self.model.pos} if c.model == "transformer" else every
         self.opt = _optimizer(list(self.params.values()), c)
         self.fast = uses_one_layer_step(c)
         self.bits, self.y = x, y  # (m, T) uint8, (m,)

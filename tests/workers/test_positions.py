@@ -92,11 +92,37 @@ def test_a_row_of_untrained_codes_says_so_and_trains():
 
 def test_the_default_keeps_the_trial_ids_of_rows_stored_before_the_setting_existed():
     c = BooleanTrialConfig(task="and", T=64, s=3, m=32, seed=5)
-    before = {k: v for k, v in c.model_dump(mode="json").items() if k != "positions"}  # a config of the old code
+    before = {k: v for k, v in c.model_dump(mode="json").items() if k not in ("positions", "ln_affine")}  # old code's
     assert trial_id(c) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
     assert trial_id(c.model_copy(update={"positions": "fixed"})) != trial_id(c)
+    assert trial_id(c.model_copy(update={"ln_affine": False})) != trial_id(c)
 
 
 def test_the_mlp_has_no_position_codes_to_set():
     with pytest.raises(ValueError, match="setting of the transformer"):
         BooleanTrialConfig(task="and", T=64, s=3, m=32, seed=0, model="mlp", positions="fixed")
+    with pytest.raises(ValueError, match="ln_affine is a setting of the transformer"):
+        BooleanTrialConfig(task="and", T=64, s=3, m=32, seed=0, model="mlp", ln_affine=False)
+
+
+@pytest.mark.parametrize("norm_bound", [None, 0.5])
+def test_without_ln_affine_the_heads_inputs_keep_norm_sqrt_d_through_training(norm_bound):
+    trial, y = _trial(4, ln_affine=False, norm_bound=norm_bound)
+    ln1 = {k for k in trial.tensors if ".ln1." in k}
+    assert ln1 == {"blocks.0.ln1.weight", "blocks.0.ln1.bias"} and not ln1 & trial.params.keys()
+    before = {k: v.detach().clone() for k, v in trial.params.items()}
+    for _ in range(8):
+        assert trial.step(trial.x, y) == "stepped"
+        trial.project()
+    assert torch.equal(trial.tensors["blocks.0.ln1.weight"], torch.ones(16))
+    assert torch.equal(trial.tensors["blocks.0.ln1.bias"], torch.zeros(16))
+    assert all(not torch.equal(before[k], v) for k, v in trial.params.items())  # everything else trained
+    # Every input the head reads: LayerNorm(tok[b] + pos[t]) and LayerNorm(cls + pos[0]), in float64.
+    m = trial.model.double().requires_grad_(False)
+    rows = torch.cat([(m.tok.weight[:, None, :] + m.pos[None, 1:]).reshape(-1, 16), (m.cls + m.pos[0])[None]])
+    centred = rows - rows.mean(-1, keepdim=True)
+    var = centred.pow(2).mean(-1, keepdim=True)
+    inputs = m.blocks[0].ln1(rows)
+    torch.testing.assert_close(inputs, centred / (var + one_layer.EPS).sqrt(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(inputs.norm(dim=-1), (16 * var / (var + one_layer.EPS)).sqrt().squeeze(-1))
+    assert float((inputs.norm(dim=-1) - 4.0).abs().max()) < 1e-3  # sqrt(d), up to LayerNorm's eps
