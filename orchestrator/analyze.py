@@ -25,6 +25,7 @@ from attnsweep.stats.critical import format_m_star, resolve_bounds
 from attnsweep.stats.verdicts import MIN_DECADES
 from attnsweep.stats.figures import plot_m_star, plot_success_curves, plot_success_grid
 from attnsweep.workers import BooleanTrialConfig
+from attnsweep.workers.config import LATER_FIELDS
 
 CELL_FIELDS = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")]
 """A sparse-Boolean cell: every setting but m and the seed (and the test-only fault)."""
@@ -227,7 +228,8 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
         raise StoreError(f"run {run_id} has no trained trials to analyse{why}")
     varying = [c for c in cols if data[c].n_unique() > 1]
     m_star = functools.partial(critical_sample_sizes, acc_threshold=settings.acc_threshold,
-                               success_frac=settings.success_frac, n_boot=settings.n_boot, ci=settings.ci)
+                               success_frac=settings.success_frac, n_boot=settings.n_boot, ci=settings.ci,
+                               earlier=LATER_FIELDS)
     table, reps = m_star(data, cols)
     # Tuned settings differ from cell to cell by choice, not as an axis: they do not split a series.
     tuned = tuned_fields(store, sweep, run_id)
@@ -251,6 +253,11 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     use = norm_use(data, cols, settings.acc_threshold).drop("n_trained", "n_success")
     use = use.with_columns([pl.col(c).cast(table.schema[c]) for c in cols])  # an all-null column is typed Null there
     table = table.join(use, on=cols, how="left", nulls_equal=True)
+    if budget is not None and not budget_rows.is_empty():  # the budget check's twin: did more epochs fit?
+        keys = [c for c in cols if c != "max_epochs"]
+        twice = (norm_use(budget_rows, cols, settings.acc_threshold).select(*keys, fit_at_m_max_2x="fit_at_m_max")
+                 .with_columns([pl.col(c).cast(table.schema[c]) for c in keys]))
+        table = table.join(twice, on=keys, how="left", nulls_equal=True)
     result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned), replicates=reps,
                       series_fields=series_cols,
                       tuning=choices)

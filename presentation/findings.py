@@ -39,6 +39,7 @@ from attnsweep.results import ResultsStore
 from attnsweep.stats import verdicts as boolean
 from attnsweep.stats.figures import plot_m_star
 from attnsweep.results.outputs import replacing, write_text
+from attnsweep.stats.norm_use import fit_limits
 from attnsweep.workers.config import LATER_FIELDS
 
 FIGURE = "m_star_vs_T.png"
@@ -659,7 +660,25 @@ def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
             kind["label"], span, _with_interval(c, 3), _with_interval(k, 2),
             law if law != "undecided" else f"undecided (first: {numbers.get('best_law', '-')})",
             s["verdict"], _meaning(kind, s["verdict"], numbers))) + " |")
-    return [*lines, ""]
+    return [*lines, "", *fit_limit_lines(union)]
+
+
+def fit_limit_lines(union: pl.DataFrame) -> list[str]:
+    """One paragraph naming the cells where a norm-bounded model could not fit the task
+    (:func:`stats.norm_use.fit_limits`); [] when there are none."""
+    limits = fit_limits(union)
+    if limits.is_empty():
+        return []
+    parts = []
+    for r in limits.sort("norm_bound", "T", nulls_last=True).iter_rows(named=True):
+        twice = r.get("fit_at_m_max_2x")
+        fit = f"{r['fit_at_m_max']:.0%} of the trials at m = {r['m_max']} fit their training set"
+        fit += f" ({twice:.0%} with twice the epochs)" if twice is not None else ""
+        where = f"T = {r['T']}" if "T" in r else "a cell"
+        parts.append(f"{where}, norm bound {r['norm_bound']:g} ({r.get('positions') or 'learned'} positions): {fit}")
+    return ["Fit limits (m\\* beyond the grid because the bounded model did not fit the task, not for want of "
+            "samples; a bound too small to represent the target at that T, or training that did not find it: "
+            "the rows cannot tell which): " + md_text("; ".join(parts)) + ".", ""]
 
 
 def _series_kind(union: pl.DataFrame, key: dict) -> dict:

@@ -276,6 +276,9 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     for column in ("at_bound", "min_norm_qk"):  # how much of its bound a cell used (stats/norm_use.py)
         if column in m_star.columns and m_star[column].is_not_null().any():
             extra.append(column)
+    if "at_bound" in extra:  # with a bound: did the largest m still fit its training sets?
+        extra += [c for c in ("fit_at_m_max", "fit_at_m_max_2x") if c in m_star.columns
+                  and m_star[c].is_not_null().any()]
     if "flags" in m_star.columns and (m_star["flags"].fill_null("") != "").any():
         extra += ["flags"]
     rows = []
@@ -286,7 +289,8 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
                      "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
                      str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}", *(_cell(r, c) for c in extra)])
     names = {"m_star_2x": "m* at 2x epochs", "m_star_default": "m* spec settings", "m_star_tuned": "m* tuned",
-             "at_bound": "at the bound", "min_norm_qk": "least ||W_Q W_K^T|| of a success"}
+             "at_bound": "at the bound", "min_norm_qk": "least ||W_Q W_K^T|| of a success",
+             "fit_at_m_max": "fit at the largest m", "fit_at_m_max_2x": "fit there at 2x epochs"}
     numeric = [*(m_star[c].dtype.is_numeric() for c in shown), True, True, True, True, True,
                *(c not in TEXT_COLUMNS for c in extra)]
     return dict(columns=[*shown, "m*", "95% CI", "grid m*", "seeds", "m range", *(names.get(c, c) for c in extra)],
@@ -302,8 +306,8 @@ def _cell(row: dict, column: str) -> str:
         return format_m_star(row[column], row.get("bound_2x"))
     if column in ("m_star_default", "m_star_tuned"):
         return format_m_star(row[column], row.get(column.replace("m_star", "bound")))
-    if column == "at_bound":
-        return "-" if row[column] is None else f"{row[column]:.0%}"
+    if column in ("at_bound", "fit_at_m_max", "fit_at_m_max_2x"):
+        return "-" if row.get(column) is None else f"{row[column]:.0%}"
     if column == "min_norm_qk":
         return "-" if row[column] is None else f"{row[column]:.3g}"
     return str(row[column] or "")

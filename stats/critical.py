@@ -144,6 +144,7 @@ def critical_sample_sizes(
     seed: int = 0,
     success: pl.Expr | None = None,
     fitted: pl.Expr | None = None,
+    earlier: dict[str, object] | None = None,
 ) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
     """m* per cell with its interval, bound and flags (module docstring).
 
@@ -160,6 +161,9 @@ def critical_sample_sizes(
             rows (which the store does not fix) nor on the other cells of the table.
         success: success expression replacing ``test_acc >= acc_threshold`` (see outcomes).
         fitted: "fit its training set" expression (see :func:`outcomes`).
+        earlier: settings added after trials were first stored, with the value earlier trials
+            had (``workers.config.LATER_FIELDS``): a cell at that value is seeded as if the
+            setting did not exist, so adding one leaves earlier runs' intervals unchanged.
 
     Returns:
         ``(table, replicates)``: one row per cell with ``cell`` columns, ``m_star``,
@@ -177,8 +181,13 @@ def critical_sample_sizes(
     data = (outcomes(trials, acc_threshold, success, fitted)
             .select([*cell, "m", "seed", "success", "out_of_epochs"]).collect())
     out, reps = [], {}
+    # A setting added later at the value earlier trials had does not enter the generator's seed:
+    # a new setting leaves the intervals of earlier runs as they were.
+    earlier = earlier or {}
+    later = [i for i, name in enumerate(cell) if name in earlier]
     for key, group in data.group_by(cell, maintain_order=True):
-        rng = np.random.default_rng([seed, _cell_hash(key)])
+        named = tuple(v for i, v in enumerate(key) if i not in later or v != earlier[cell[i]])
+        rng = np.random.default_rng([seed, _cell_hash(named)])
         ms = np.sort(group["m"].unique().to_numpy())
         seeds = group["seed"].unique().sort().to_numpy()
         # (seeds, ms) outcome matrix; NaN where a seed has no trained trial at that m.

@@ -11,6 +11,10 @@ numbers per cell say whether an experiment sits in that regime:
 * ``min_norm_qk``: the smallest achieved ||W_Q,h^T W_K,h|| (max over heads) among the
   trials that succeeded: the norm that generalising needed at this T.
 
+* ``fit_at_m_max``: the fraction of trained trials at the cell's largest m that fit their
+  training set (training accuracy 1): where a bound is set, m* is beyond the grid and fewer
+  than half of them fit, the bounded class failed to fit the task at all (:func:`fit_limits`).
+
 Across T, ``min_norm_qk`` against ln T (least squares, :func:`norm_growth`) says how fast the
 needed norm grows: a slope above 0 means a fixed bound holds only up to some T, beyond which
 the class cannot represent the target at all (a representability limit, not a sample count).
@@ -46,23 +50,54 @@ def norm_use(rows: pl.DataFrame, cell: list[str], acc_threshold: float) -> pl.Da
         One row per cell: the ``cell`` columns, ``n_trained`` (trials done), ``at_bound``
         (fraction of them with a bounded matrix at the bound; null without a bound),
         ``min_norm_qk`` (smallest ||W_Q,h^T W_K,h|| among the successful; null when none
-        succeeded) and ``n_success``.
+        succeeded), ``n_success`` and ``fit_at_m_max`` (fraction of the trials at the cell's
+        largest m with training accuracy 1; null without ``m`` and ``train_acc``).
     """
     done = rows.filter(pl.col("status") == "done")
     norms = [pl.col(c) for c in BOUNDED if c in done.columns]
     if done.is_empty() or not norms:
         return pl.DataFrame(schema={**{c: rows.schema[c] for c in cell}, "n_trained": pl.UInt32,
-                                    "at_bound": pl.Float64, "min_norm_qk": pl.Float64, "n_success": pl.UInt32})
+                                    "at_bound": pl.Float64, "min_norm_qk": pl.Float64, "n_success": pl.UInt32,
+                                    "fit_at_m_max": pl.Float64})
     # The largest achieved norm over the bounded matrices, relative to the bound.
     used = pl.max_horizontal(norms) / pl.col("norm_bound")
     success = pl.col("test_acc") >= acc_threshold
+    fit = ((pl.col("train_acc") >= 1.0).filter(pl.col("m") == pl.col("m").max()).mean()
+           if {"m", "train_acc"} <= set(done.columns) else pl.lit(None, pl.Float64))
     return (done.group_by(cell, maintain_order=True)
             .agg(n_trained=pl.len(),
                  at_bound=pl.when(pl.col("norm_bound").is_not_null().all())
                  .then((used >= 1 - TOLERANCE).mean()).otherwise(None),
                  min_norm_qk=pl.col("norm_qk").filter(success).min(),
-                 n_success=success.sum().cast(pl.UInt32))
+                 n_success=success.sum().cast(pl.UInt32),
+                 fit_at_m_max=fit.cast(pl.Float64))
             .sort(cell, nulls_last=True))
+
+
+def fit_limits(m_star: pl.DataFrame) -> pl.DataFrame:
+    """The cells where a norm-bounded model could not fit the task: a bound is set, m* is
+    beyond the grid (``bound`` "lower" or "none": no m tried reached the success rate), and
+    fewer than half the trials at the largest m fit their own training set, with the spec's
+    epochs and, where the budget check ran, with twice them (``fit_at_m_max_2x``).
+
+    Such a cell's m* is not a sample count out of reach: the bounded class failed to fit m
+    samples at all, either because no head within the bound represents the target at this T
+    (a representability limit) or because training did not find one (an optimisation limit);
+    the rows cannot tell the two apart.
+
+    Args:
+        m_star: the analysis' m* table (``norm_bound``, ``bound``, ``fit_at_m_max`` and,
+            where present, ``fit_at_m_max_2x``).
+
+    Returns:
+        Its rows that are such cells (maybe none).
+    """
+    needed = {"norm_bound", "bound", "fit_at_m_max"}
+    if m_star.is_empty() or not needed <= set(m_star.columns):
+        return m_star.clear()
+    twice = pl.col("fit_at_m_max_2x") if "fit_at_m_max_2x" in m_star.columns else pl.lit(None, pl.Float64)
+    return m_star.filter(pl.col("norm_bound").is_not_null() & pl.col("bound").is_in(["lower", "none"])
+                         & (pl.col("fit_at_m_max") < 0.5) & (twice.is_null() | (twice < 0.5)))
 
 
 def norm_growth(T: np.ndarray, norm: np.ndarray, ci: float = 0.95) -> dict:

@@ -281,6 +281,21 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
         assert "8..8192 (4 cells, 3.0 decades)" in line and f"| {s['verdict']} |" in line
 
 
+def test_the_headline_names_the_fit_limits_of_a_bounded_series():
+    from attnsweep.presentation.findings import fit_limit_lines
+
+    table = pl.DataFrame([dict(T=4096, norm_bound=1.0, positions="fixed", bound="lower", fit_at_m_max=0.125,
+                               fit_at_m_max_2x=0.25, m_max=2048),
+                          dict(T=1024, norm_bound=1.0, positions="fixed", bound="exact", fit_at_m_max=1.0,
+                               fit_at_m_max_2x=None, m_max=2048)],
+                         schema_overrides={"fit_at_m_max_2x": pl.Float64})
+    (line, blank) = fit_limit_lines(table)
+    assert line.startswith("Fit limits") and blank == ""
+    assert "T = 4096, norm bound 1 (fixed positions): 12% of the trials at m = 2048 fit their training set " \
+           "(25% with twice the epochs)" in line and "T = 1024" not in line
+    assert fit_limit_lines(table.filter(pl.col("T") == 1024)) == []
+
+
 # --- the symmetry budget check: a deciding m whose outcome moves with twice the epochs -------
 
 def test_a_symmetry_cell_whose_deciding_m_succeeds_at_twice_the_epochs_is_budget_limited(tmp_path):

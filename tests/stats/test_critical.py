@@ -191,6 +191,23 @@ def test_a_cells_interval_depends_neither_on_row_order_nor_on_the_other_cells():
     assert (row["ci_lo"], row["ci_hi"]) == (again["ci_lo"], again["ci_hi"])
 
 
+def test_a_setting_added_later_at_its_earlier_value_leaves_the_bootstrap_as_it_was():
+    # As workers.config.LATER_FIELDS says: rows that carry ln_affine = True (every trial before
+    # the setting) draw the same bootstrap replicates as the rows of before.
+    rows = frame(noisy_rows())
+    before, reps = critical_sample_sizes(rows, CELL, n_boot=200, seed=5)
+    earlier = {"ln_affine": True, "positions": "learned"}
+    after, reps_after = critical_sample_sizes(rows.with_columns(ln_affine=pl.lit(True), positions=pl.lit("learned")),
+                                              [*CELL, "ln_affine", "positions"], n_boot=200, seed=5, earlier=earlier)
+    _, reps_other = critical_sample_sizes(rows.with_columns(ln_affine=pl.lit(False)), [*CELL, "ln_affine"],
+                                          n_boot=200, seed=5, earlier=earlier)
+    (key,) = reps
+    np.testing.assert_array_equal(reps_after[(*key, True, "learned")], reps[key])
+    assert not np.array_equal(reps_other[(*key, False)], reps[key])  # another cell: its own generator
+    row, again = one_row(before, T=32), one_row(after, T=32)
+    assert (row["ci_lo"], row["ci_hi"]) == (again["ci_lo"], again["ci_hi"])
+
+
 def test_no_bootstrap_gives_nan_interval():
     table, reps = critical_sample_sizes(frame(noisy_rows()), CELL, n_boot=0)
     row = one_row(table, task="and", T=32)
