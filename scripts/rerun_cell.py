@@ -1,0 +1,139 @@
+"""Rerun one cell of a stored sparse-Boolean run as a grid, and check that it came back.
+
+    python scripts/rerun_cell.py spec RUN_ID --store S --where T=64 --where norm_bound=1 > rerun.yaml
+    attnsweep run rerun.yaml --store rerun-store --no-analyze
+    python scripts/rerun_cell.py compare RUN_ID --store S RERUN_ID --rerun-store rerun-store
+
+``spec`` writes a grid spec (YAML, on stdout) that trains the cell at every m the run tried
+(search and budget check), with the run's seeds and settings: the same trial configs, so the
+same trial ids. ``compare`` joins the two runs' rows on trial id and reports the rows whose
+trained results (status, epochs, losses, accuracies, achieved norms) differ by a single bit,
+and the cell's m* both ways; exit 1 when anything differs. A row is a function of its config,
+seed, code version and device kind (docs/claims.md 4), so on the same code and device kind
+every row, and m* with them, must come back exactly.
+
+A published findings folder (``docs/findings``) is read as a store with ``--store
+docs/findings``: its trials.parquet and runs.parquet are loaded first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+import attnsweep
+from attnsweep.orchestrator.spec import parse_spec
+from attnsweep.results import ResultsStore
+from attnsweep.workers import BooleanTrialConfig
+from attnsweep.workers.config import LATER_FIELDS
+
+RESULTS = ("status", "epochs", "converged", "train_acc", "train_loss", "test_acc", "test_loss", "norm_qk", "norm_v",
+           "norm_readout", "support", "redraws")
+"""The columns a trial's training decides (not its timing, host or run)."""
+
+
+def _store(path: str, scratch: Path) -> ResultsStore:
+    folder = Path(path)
+    if (folder / "trials.parquet").is_file() and (folder / "runs.parquet").is_file():
+        from attnsweep.presentation.findings import load
+
+        store = ResultsStore(scratch / folder.name)
+        load(folder, store)
+        return store
+    return ResultsStore(path)
+
+
+def _where(pairs: list[str], rows: pl.DataFrame) -> pl.DataFrame:
+    for pair in pairs:
+        name, _, text = pair.partition("=")
+        if name not in rows.columns:
+            sys.exit(f"--where {pair}: the rows have no column {name!r}")
+        value = yaml.safe_load(text)
+        rows = rows.filter(pl.col(name).is_null() if value is None else pl.col(name) == value)
+    return rows
+
+
+def _cell_rows(store: ResultsStore, run_id: str, where: list[str]) -> tuple[pl.DataFrame, str]:
+    rows = store.scan_trials().filter(pl.col("run_id") == run_id).collect()
+    if rows.is_empty():
+        sys.exit(f"no rows of run {run_id} in {store.root}")
+    return _where(where, rows), rows["sweep"][0]
+
+
+def spec(args, scratch: Path) -> None:
+    store = _store(args.store, scratch)
+    rows, sweep = _cell_rows(store, args.run_id, args.where)
+    record = store.read_run(sweep, args.run_id)
+    base = parse_spec(record["spec_yaml"])
+    fields = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed") and f in rows.columns]
+    main = rows.filter(pl.col("search_phase") != "budget")
+    cells = main.select(fields).unique()
+    if cells.height != 1:
+        sys.exit(f"the --where filters leave {cells.height} cells of run {args.run_id}: name one "
+                 f"(settings that differ: {', '.join(f for f in fields if main[f].n_unique() > 1)})")
+    # Rows stored before a setting existed hold null for it: the value those trials had.
+    cell = {k: LATER_FIELDS[k] if v is None and k in LATER_FIELDS else v for k, v in cells.row(0, named=True).items()}
+    out = dict(name=f"{sweep}-rerun", description=f"cell {' '.join(args.where)} of run {args.run_id}, every m its "
+                                                  "search tried, its seeds",
+               seeds=sorted(main["seed"].unique().to_list()),
+               grid=dict(m=sorted(main["m"].unique().to_list())),
+               fixed={k: v for k, v in cell.items() if v is not None},
+               execution=dict(pack_size=4), analysis=base.analysis.model_dump())
+    yaml.safe_dump(out, sys.stdout, sort_keys=False, default_flow_style=None, width=100)
+
+
+def compare(args, scratch: Path) -> int:
+    a_store, b_store = _store(args.store, scratch), _store(args.rerun_store, scratch)
+    b, b_sweep = _cell_rows(b_store, args.rerun_id, [])
+    a, a_sweep = _cell_rows(a_store, args.run_id, [])
+    a = a.filter(pl.col("trial_id").is_in(b["trial_id"].implode()))
+    cols = [c for c in RESULTS if c in a.columns and c in b.columns]
+    joined = a.select("trial_id", *cols).join(b.select("trial_id", *cols), on="trial_id", suffix="_rerun")
+    missing = b.height - joined.height
+    differ = joined.filter(pl.any_horizontal([pl.col(c).ne_missing(pl.col(f"{c}_rerun")) for c in cols]))
+    print(f"{joined.height} rows of run {args.rerun_id} found in run {args.run_id} by trial id "
+          f"({missing} not found); {differ.height} differ in any of {', '.join(cols)}")
+    if not differ.is_empty():
+        print(differ.head(10))
+    m_a = attnsweep.open_store(a_store.root).analyze(args.run_id).m_star
+    m_b = attnsweep.open_store(b_store.root).analyze(args.rerun_id).m_star
+    keys = [c for c in m_b.columns if c in m_a.columns and c in ("T", "s", "model", "norm_bound", "positions",
+                                                                    "ln_affine", "d", "lr", "max_epochs")]
+    pair = m_b.select(*keys, "m_star", "bound").join(m_a.select(*keys, "m_star", "bound"), on=keys,
+                                                     suffix="_published", nulls_equal=True)
+    print(pair)
+    same_m = all((x is None and y is None or x is not None and y is not None and math.isclose(x, y, rel_tol=1e-12))
+                 and s == t for x, y, s, t in pair.select("m_star", "m_star_published", "bound",
+                                                          "bound_published").iter_rows())
+    print("m* " + ("the same" if same_m and pair.height else "DIFFERS"))
+    return 0 if differ.is_empty() and missing == 0 and same_m and pair.height else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("spec", help="write the grid spec of one cell")
+    p.add_argument("run_id")
+    p.add_argument("--store", required=True)
+    p.add_argument("--where", action="append", default=[], metavar="NAME=VALUE")
+    p = sub.add_parser("compare", help="compare a rerun's rows with the run's")
+    p.add_argument("run_id")
+    p.add_argument("--store", required=True)
+    p.add_argument("rerun_id")
+    p.add_argument("--rerun-store", required=True)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="attnsweep-rerun-") as scratch:
+        if args.command == "spec":
+            spec(args, Path(scratch))
+            return 0
+        return compare(args, Path(scratch))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""scripts/rerun_cell.py: one cell of an adaptive run, rerun as a grid at every m its search
+tried, comes back row for row and with the same m*; a changed row is reported."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from attnsweep.results import ResultsStore
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
+
+SPEC = """
+name: small-theory
+seeds: 4
+grid: {T: [8, 16], norm_bound: [1.0]}
+fixed: {task: and, s: 2, d: 16, heads: 2, n_test: 200, lr: 0.01, max_epochs: 300, positions: fixed,
+        ln_affine: false}
+search:
+  mode: adaptive
+  m: {min: 8, max: 256}
+  rel_tol: 0.3
+  budget_check: false
+"""
+
+
+def _run(*args, cwd):
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+def test_a_cell_rerun_as_a_grid_comes_back_row_for_row(tmp_path):
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    first = _run("-m", "attnsweep.cli", "run", "spec.yaml", "--store", "s", "--local", "--no-analyze", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    store = ResultsStore(tmp_path / "s")
+    (run_id,) = store.scan_trials().select("run_id").unique().collect()["run_id"].to_list()
+    script = str(ROOT / "scripts" / "rerun_cell.py")
+    spec = _run(script, "spec", run_id, "--store", "s", "--where", "T=16", cwd=tmp_path)
+    assert spec.returncode == 0, spec.stderr[-2000:]
+    (tmp_path / "rerun.yaml").write_text(spec.stdout)
+    searched = store.scan_trials().filter(pl.col("T") == 16).collect()
+    assert f"m: {sorted(set(searched['m']))}" in spec.stdout and "positions: fixed" in spec.stdout
+    again = _run("-m", "attnsweep.cli", "run", "rerun.yaml", "--store", "r", "--local", "--no-analyze", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    (rerun_id,) = ResultsStore(tmp_path / "r").scan_trials().select("run_id").unique().collect()["run_id"].to_list()
+    same = _run(script, "compare", run_id, "--store", "s", rerun_id, "--rerun-store", "r", cwd=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr[-2000:]
+    assert f"{searched.height} rows of run {rerun_id} found" in same.stdout and "0 differ" in same.stdout
+    assert "m* the same" in same.stdout
+
+    # One row changed in the first run's store: the comparison says so and fails.
+    part = next((tmp_path / "s" / "trials").rglob("*.parquet"))
+    rows = pl.read_parquet(part)
+    hit = rows.filter(pl.col("T") == 16).head(1)["trial_id"][0] if (rows["T"] == 16).any() else None
+    if hit is None:
+        part = next(p for p in (tmp_path / "s" / "trials").rglob("*.parquet") if (pl.read_parquet(p)["T"] == 16).any())
+        rows = pl.read_parquet(part)
+        hit = rows.filter(pl.col("T") == 16)["trial_id"][0]
+    rows.with_columns(epochs=pl.when(pl.col("trial_id") == hit).then(pl.col("epochs") + 1)
+                      .otherwise(pl.col("epochs"))).write_parquet(part)
+    changed = _run(script, "compare", run_id, "--store", "s", rerun_id, "--rerun-store", "r", cwd=tmp_path)
+    assert changed.returncode == 1 and "1 differ" in changed.stdout
