@@ -174,9 +174,10 @@ def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.
 def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame:
     """Add ``m_star_2x``, ``bound_2x`` and ``budget`` to the m* table: for each cell with a
     budget-check twin (the same cell at twice ``max_epochs``), ``"ok"`` when the twin's m*
-    lies inside the cell's interval (both beyond the grid on the same side also counts),
-    else ``"budget-limited"``: more training moved m*, so m* measured the budget, not the
-    samples. Cells without a twin: ``"not checked"``. The bounds and flags are then
+    lies inside the cell's interval (both beyond the grid on the same side also counts) and
+    the twin's own trials did not run out of epochs where they decide its m*, else
+    ``"budget-limited"``: more training moved m*, or twice the epochs were still too few to
+    say, so m* measured the budget, not the samples. Cells without a twin: ``"not checked"``. The bounds and flags are then
     resolved again (stats/critical.py, :func:`stats.critical.resolve_bounds`): the
     check overrides the rows' own out-of-epochs rule where it ran."""
     table = table.with_columns(m_star_2x=pl.lit(None, pl.Float64), bound_2x=pl.lit(None, pl.String),
@@ -185,15 +186,18 @@ def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: li
         return resolve_bounds(table)
     keys = [c for c in cols if c != "max_epochs"]
     twin = budget.select(*keys, max_epochs=pl.col("max_epochs") // 2, m_star_2x_=pl.col("m_star"),
-                         censored_2x=pl.col("censored"), bound_2x_=pl.col("bound"))
+                         censored_2x=pl.col("censored"), bound_2x_=pl.col("bound"), ran_out_2x=pl.col("out_of_epochs"))
     joined = table.drop("m_star_2x", "bound_2x").join(twin, on=[*keys, "max_epochs"], how="left", nulls_equal=True)
     inside = (pl.col("m_star_2x_") >= pl.col("ci_lo")) & (pl.col("m_star_2x_") <= pl.col("ci_hi"))
     same_side = (pl.col("censored") != "") & (pl.col("censored") == pl.col("censored_2x"))
+    # A twin whose own trials ran out of epochs and decide its m* settles nothing: twice the
+    # epochs were still too few to say, so the cell stays limited by its budget.
     verdict = (pl.when(pl.col("censored_2x").is_null()).then(pl.lit("not checked"))
+               .when(pl.col("ran_out_2x").fill_null(False)).then(pl.lit("budget-limited"))
                .when(same_side | ((pl.col("censored_2x") != "above") & inside.fill_null(False)))
                .then(pl.lit("ok")).otherwise(pl.lit("budget-limited")))
     joined = joined.with_columns(budget=verdict, m_star_2x=pl.col("m_star_2x_"), bound_2x=pl.col("bound_2x_"))
-    return resolve_bounds(joined.drop("m_star_2x_", "censored_2x", "bound_2x_"))
+    return resolve_bounds(joined.drop("m_star_2x_", "censored_2x", "bound_2x_", "ran_out_2x"))
 
 
 def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Path | None = None,

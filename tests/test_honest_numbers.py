@@ -92,6 +92,30 @@ def test_a_non_monotone_budget_decided_cell_is_a_flagged_bound_not_a_value(parit
     assert row["bound"] == "upper" and row["m_star"] == 512.0 and row["m_star_grid"] == 512.0
 
 
+def test_a_budget_check_whose_own_trials_ran_out_of_epochs_settles_nothing(tmp_path):
+    # T = 4096: every seed fails at m = 256 and 2048 with 500 epochs, out of epochs; with 1000
+    # (the budget check) 3 of 8 succeed at 2048 and the other 5 still run out. Both are beyond
+    # the grid, but the twin's own failures ran out: twice the epochs were still too few, so the
+    # cell is budget-limited and m* only "> 32" (the optimistic count reaches half at 256).
+    # T = 1024: the same search rows, but at 1000 epochs the failures fit their training sets:
+    # the check is clean and m* > 2048 stands.
+    store = ResultsStore(tmp_path / "store")
+    rows = []
+    for T, twin_ran_out in ((4096, (8, 5)), (1024, (0, 0))):
+        rows += [dict(r, search_phase="search") for r in _rows(T, {32: (0, 0), 256: (0, 8), 2048: (0, 8)}, 8)]
+        twin = _rows(T, {32: (0, 0), 256: (0, twin_ran_out[0]), 2048: (3, twin_ran_out[1])}, 8, max_epochs=1000)
+        rows += [dict(r, search_phase="budget") for r in twin]
+    _write(store, "constructed", "20261202-090000-dddddd", rows, SPEC, "sparse_boolean")
+    table = analyze_run(store, "20261202-090000-dddddd").m_star
+    limited = table.filter(pl.col("T") == 4096).row(0, named=True)
+    assert limited["budget"] == "budget-limited" and "budget-limited" in limited["flags"]
+    assert (limited["bound"], limited["m_star"]) == ("lower", 32.0)
+    assert limited["fit_at_m_max"] == 0.0 and limited["fit_at_m_max_2x"] == pytest.approx(3 / 8)
+    clean = table.filter(pl.col("T") == 1024).row(0, named=True)
+    assert clean["budget"] == "ok" and (clean["bound"], clean["m_star"]) == ("lower", 2048.0)
+    assert clean["fit_at_m_max_2x"] == 1.0
+
+
 def test_an_interval_with_few_seeds_holds_the_grid_bracket(parity_like):
     row = analyze_run(parity_like, "20261202-090000-aaaaaa").m_star.filter(pl.col("T") == 16).row(0, named=True)
     # Every seed fails at 128 and succeeds at 256: the grid says only 128 < m* <= 256, whatever
