@@ -84,6 +84,37 @@ def test_the_bound_holds_after_every_step_for_every_bounded_matrix():
             assert norms[name].item() <= 0.5 * (1 + 1e-6), name
 
 
+@pytest.mark.parametrize("kind", ["frobenius", "spectral", "l21"])
+def test_the_bound_holds_after_every_step_in_float64(kind):
+    # The trial's own step and projection, on a float64 copy of its model: every bounded matrix
+    # (W_Q,h^T W_K,h and W_V,h per head, the readout) within B to float64 round-off, after
+    # every step, while the LayerNorm before the head keeps gain 1 and bias 0.
+    from attnsweep.workers.norms import project_transformer
+
+    trial, y = _trial(5, norm_bound=0.5, ln_affine=False)
+    model = trial.model.double()
+    tensors = {**dict(model.named_parameters()), "pos": model.pos}
+    trained = {k: v for k, v in tensors.items() if k in trial.params}
+    opt = torch.optim.AdamW(list(trained.values()), lr=3e-2)
+    x, y = trial.x.double(), y.double()
+    bound = torch.tensor([0.5], dtype=torch.float64)
+    stacked = {k: v.data[None] for k, v in trained.items()}
+    project_transformer(stacked, bound, 2, kind)
+    at_bound = 0
+    for _ in range(15):
+        _, _, grads, _ = one_layer.loss_and_grads({k: v.detach() for k, v in tensors.items()}, 2, x, y)
+        for k, v in trained.items():
+            v.grad = grads[k]
+        opt.step()
+        project_transformer(stacked, bound, 2, kind)
+        norms = transformer_norms({k: v.detach()[None] for k, v in trained.items()}, 2, kind)
+        for name in ("norm_qk", "norm_v", "norm_readout"):
+            assert norms[name].item() <= 0.5 * (1 + 1e-12), (name, norms[name].item())
+        at_bound += int(norms["norm_qk"].item() >= 0.5 * (1 - 1e-9))
+        assert torch.equal(tensors["blocks.0.ln1.weight"], torch.ones(16, dtype=torch.float64))
+    assert at_bound > 0  # the bound was reached, so the projection did work
+
+
 def test_a_row_of_untrained_codes_says_so_and_trains():
     rows = train_pack([BooleanTrialConfig(task="and", T=32, s=3, m=64, seed=0, n_test=100, d=16, heads=2,
                                           lr=3e-3, max_epochs=30, positions="sinusoidal")], "cpu")
