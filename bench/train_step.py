@@ -8,7 +8,10 @@ attainable rate of the step's main product shape, ``(m, T) @ (T, H + d)`` float3
 thread, and states each path's products (the work a step cannot avoid) as a fraction of it.
 Then it profiles the new step at T = 65536 (torch.profiler: where a step's time goes).
 
-    python bench/train_step.py [--before 15fb5a3] [--Ts 1024 8192 65536] [--ds 32 64]
+    python bench/train_step.py [--before 15fb5a3] [--Ts 1024 8192 65536] [--ds 32 64] [--m 128]
+
+``--m`` sets the training-set size (128, the issue's reference size, by default; the fourth
+decade trains at m = 256..1024, where the products are a larger part of a step).
 
 Trials stop when they fit their training set, so a pack runs at most ``--epochs`` epochs
 (scaled down with T) and the rate is the epochs its trials ran over its wall time; the test
@@ -37,10 +40,10 @@ import importlib, json, sys, time, torch
 torch.set_num_threads(1)
 BooleanTrialConfig = importlib.import_module(sys.argv[5] + "workers.config").BooleanTrialConfig
 train_pack = importlib.import_module(sys.argv[5] + "workers.train").train_pack
-T, d, P, E = map(int, sys.argv[1:5])
+T, d, P, E, M = map(int, sys.argv[1:5] + sys.argv[6:7])
 warm = [BooleanTrialConfig(task="and", T=16, s=3, m=16, seed=0, n_test=100, max_epochs=2)]
 train_pack(warm, "cpu")
-configs = [BooleanTrialConfig(task="and", T=T, s=3, m=128, seed=i, n_test=100, d=d, heads=4, lr=3e-3,
+configs = [BooleanTrialConfig(task="and", T=T, s=3, m=M, seed=i, n_test=100, d=d, heads=4, lr=3e-3,
                               max_epochs=E, reject_ambiguous=False) for i in range(P)]
 t0 = time.perf_counter()
 rows = train_pack(configs, "cpu")
@@ -53,7 +56,8 @@ print(json.dumps(dict(wall=wall, epochs=sum(r["epochs"] or 0 for r in rows),
 def run_pack(code_root: Path, T: int, d: int, pack: int, epochs: int) -> dict:
     """One pack trained by the code at ``code_root`` in a fresh one-thread process."""
     env = dict(os.environ, PYTHONPATH=str(code_root), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(T), str(d), str(pack), str(epochs), prefix(code_root)],
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(T), str(d), str(pack), str(epochs), prefix(code_root),
+                           str(M)],
                           cwd=code_root,
                           env=env, capture_output=True, text=True, timeout=3600)
     if proc.returncode:
@@ -107,13 +111,16 @@ def profile_step(T: int, d: int, steps: int) -> list[tuple[str, float]]:
 
 
 def main() -> None:
+    global M
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", default="15fb5a3", help="the commit of the path replaced (default: the vmap pack)")
     ap.add_argument("--Ts", type=int, nargs="+", default=[1024, 8192, 65536])
     ap.add_argument("--ds", type=int, nargs="+", default=[32, 64])
     ap.add_argument("--epochs", type=int, default=60, help="most epochs per trial at T = 1024 (fewer at larger T)")
     ap.add_argument("--profile-steps", type=int, default=10)
+    ap.add_argument("--m", type=int, default=M, help="training-set size (samples per trial)")
     args = ap.parse_args()
+    M = args.m
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"1 thread per process; m = {M}, {HEADS} heads, 3-way AND; before = {args.before}")
     print("| T | d | trials x epochs | before: trial-epochs/s | now: trial-epochs/s | speed-up | attainable GFLOP/s "
