@@ -174,11 +174,19 @@ def read_reference(path: Path | str = REFERENCE_CSV) -> pl.DataFrame:
 
 
 def reference_cells(m_star: pl.DataFrame, t_range: tuple[float, float] = R_RANGE) -> pl.DataFrame:
-    """Our cells of the paper's setting: transformer, 3-way AND, T within ``t_range``."""
+    """Our cells of the paper's setting: transformer with learned position codes and a trained
+    LayerNorm (the paper's protocol; a missing column reads as that), 3-way AND, T within
+    ``t_range``. The theorem's class (untrained codes, bounded inputs) is another model than
+    the one the paper's figure measured, so R does not compare it."""
     if not {"task", "s", "model", "T"} <= set(m_star.columns):
         return m_star.clear()
+    protocol = pl.lit(True)
+    if "positions" in m_star.columns:
+        protocol = protocol & (pl.col("positions").fill_null("learned") == "learned")
+    if "ln_affine" in m_star.columns:
+        protocol = protocol & pl.col("ln_affine").fill_null(True)
     return m_star.filter((pl.col("task") == "and") & (pl.col("s") == 3) & (pl.col("model") == ATTENTION)
-                         & pl.col("T").is_between(*t_range)).sort("T")
+                         & pl.col("T").is_between(*t_range) & protocol).sort("T")
 
 
 def quantity(estimate: float, lo: float = math.nan, hi: float = math.nan, bound: str = "exact") -> dict:

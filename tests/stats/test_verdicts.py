@@ -264,6 +264,20 @@ def test_r_matching_the_paper_is_supported():
     assert v["verdict"] == "supported" and "= 1.00" in v["statistic"], v
 
 
+def test_r_compares_only_the_papers_protocol_not_the_theorems_class():
+    # Beside the protocol series (learned codes, ratio 1), a series of the theorem's class
+    # (fixed codes, bound, inputs of norm sqrt(d)) at twice the paper's m*: R leaves it out.
+    Ts = [128, 256, 512, 1024]
+    protocol = along_T(paper_at, Ts=Ts, positions="learned", ln_affine=True)
+    theory = along_T(lambda T: 2 * paper_at(T), Ts=Ts, positions="fixed", ln_affine=False, norm_bound=1.0)
+    v = r_reference(cells(protocol + theory))
+    assert v["verdict"] == "supported" and "= 1.00" in v["statistic"] and "fixed" not in v["statistic"], v
+    assert r_reference(cells(theory))["verdict"] == "not tested"
+    # Rows stored before the settings existed (null) are the protocol's.
+    legacy = cells(along_T(paper_at, Ts=Ts, positions=None, ln_affine=None))
+    assert r_reference(legacy)["verdict"] == "supported"
+
+
 def test_r_twice_the_paper_is_not_supported():
     v = r_reference(cells(along_T(lambda T: 2 * paper_at(T), Ts=[128, 256, 512, 1024])))
     assert v["verdict"] == "not supported" and "= 2.00" in v["statistic"], v
