@@ -6,8 +6,8 @@ presentation/report.py) the folder gets
 
 * ``trials.parquet``: every trial row of the runs, one file, so that every number can be
   recomputed without rerunning (``attnsweep``'s m* code, or any Parquet reader);
-* ``m_star_vs_T.png``: m* against T (log axis) for 3-way AND at the paper's setting
-  (s = 3, no norm bound), each model with its 95% bootstrap intervals and the three fitted
+* ``m_star_vs_T.png``: m* against T (log axis) for 3-way AND (s = 3), each series that
+  spans T (model and setting) with its 95% bootstrap intervals and the fitted
   growth laws of verdict L1 (stats/verdicts.py, :func:`stats.verdicts.series_fit`),
   and the paper's read-off (Edelman et al., ICML 2022, section 5);
 * ``findings.md``: that figure, and every verdict L1-L4 and R with its statistic, interval
@@ -345,24 +345,48 @@ def run_records(store: ResultsStore, runs: list[tuple[str, str]]) -> list[dict]:
 
 
 def main_series(union: pl.DataFrame) -> pl.DataFrame:
-    """The cells of the paper's setting: 3-way AND, no norm bound, every model."""
+    """The cells of the figure: 3-way AND, s = 3, in series of at least three values of T
+    (each model's unbounded series, and each series of the theorem's class or another setting
+    that spans T; side blocks at one or two T are left out), labelled in ``series``."""
     if union.is_empty() or not {"task", "s", "model", "T"} <= set(union.columns):
         return union.clear()
-    keep = (pl.col("task") == "and") & (pl.col("s") == 3)
-    if "norm_bound" in union.columns:
-        keep &= pl.col("norm_bound").is_null()
-    return union.filter(keep).sort("model", "T")
+    cells = union.filter((pl.col("task") == "and") & (pl.col("s") == 3))
+    if "positions" in cells.columns:
+        cells = cells.with_columns(pl.col("positions").fill_null("learned"))
+    if "ln_affine" in cells.columns:
+        cells = cells.with_columns(pl.col("ln_affine").fill_null(True))
+    settings = [c for c in cells.columns if c in SERIES_SETTINGS and cells[c].n_unique() > 1]
+    cells = cells.with_columns(series=pl.struct(["model", *settings]).map_elements(_series_name, return_dtype=pl.String))
+    spans = cells.group_by("series").agg(pl.col("T").n_unique().alias("n_T"))
+    keep = spans.filter(pl.col("n_T") >= 3)["series"]
+    return cells.filter(pl.col("series").is_in(keep.implode())).sort("series", "T")
+
+
+SERIES_SETTINGS = ("positions", "norm_bound", "ln_affine", "max_epochs", "lr", "d", "heads")
+"""Settings that make a figure series of their own when they vary among the runs' cells."""
+
+
+def _series_name(row: dict) -> str:
+    parts = [str(row["model"])]
+    if row.get("positions", "learned") != "learned":
+        parts.append(f"{row['positions']} positions")
+    if "norm_bound" in row:
+        parts.append("no bound" if row["norm_bound"] is None else f"B={row['norm_bound']:g}")
+    if row.get("ln_affine") is False:
+        parts.append("inputs of norm sqrt(d)")
+    parts += [f"{k}={v}" for k, v in row.items() if k not in ("model", "positions", "norm_bound", "ln_affine")]
+    return ", ".join(parts)
 
 
 def plot_main_series(union: pl.DataFrame, reference: pl.DataFrame, path: Path, ci: float = 0.95) -> Path:
-    """m* against T per model (the paper's setting, :func:`main_series`) with the L1 fits
-    and the paper's points: the figure of the README's findings."""
-    cells = main_series(union).with_columns(series=pl.col("model"))
+    """m* against T per series (:func:`main_series`) with the L1 fits and the paper's points:
+    the figure of the README's findings."""
+    cells = main_series(union)
     fits = {}
-    for (model,), part in cells.group_by(["model"], maintain_order=True):
+    for (series,), part in cells.group_by(["series"], maintain_order=True):
         _, fit = boolean.series_fit(part, ci)
         if fit is not None:
-            fits[str(model)] = fit
+            fits[str(series)] = fit
     return plot_m_star(cells, fits, "series", path, reference=reference,
                        title="3-way AND: critical sample size against context length (95% intervals)")
 
@@ -382,8 +406,9 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
               "[--readme README.md]`: regenerate it, do not edit it.",
               "", f"![m* against T]({link(FIGURE)})", "",
-              "m* against T (both axes logarithmic): per model, 3-way AND (s = 3, no norm bound), one series per "
-              "model (nothing pooled), 95% intervals of m* (the hull of the seed bootstrap, the grid bracket and the "
+              "m* against T (both axes logarithmic): 3-way AND (s = 3), one series per model and setting that "
+              "spans T (nothing pooled; the MLP, the transformer under the paper's protocol, and where the runs hold "
+              "it the theorem's class: fixed positions, a norm bound B, inputs of norm sqrt(d)), 95% intervals of m* (the hull of the seed bootstrap, the grid bracket and the "
               "profile likelihood) and the four growth laws least-squares fitted to the cells whose m* is exact "
               "(`a + b ln T`, `a + b T`, `a T^c`, `a (ln T)^k`; ΔAIC: each law's AIC above the best one's); triangles up: "
               "m* above a bound (beyond the largest m tried), down: at or below one; grey squares: the paper's figure, "

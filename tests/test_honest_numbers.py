@@ -303,6 +303,15 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
         c = s["numbers"]["c"]
         assert f"{c['estimate']:.3f} ({c['ci_lo']:.3f} .. {c['ci_hi']:.3f})" in line
         assert "8..8192 (4 cells, 3.0 decades)" in line and f"| {s['verdict']} |" in line
+    # The figure draws each series that spans T, named by its setting; a side block at one T does not.
+    from attnsweep.presentation.findings import main_series
+
+    side = result.m_star.head(1).with_columns(norm_bound=pl.lit(0.25), T=pl.lit(64, result.m_star.schema["T"]))
+    drawn = main_series(pl.concat([result.m_star, side], how="diagonal_relaxed"))
+    assert sorted(drawn["series"].unique()) == ["transformer, fixed positions, B=1",
+                                                "transformer, fixed positions, B=1, inputs of norm sqrt(d)",
+                                                "transformer, no bound"]
+    assert drawn.group_by("series").agg(pl.col("T").n_unique())["T"].to_list() == [4, 4, 4]
 
 
 def test_the_headline_names_the_fit_limits_of_a_bounded_series():
