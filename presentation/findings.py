@@ -356,7 +356,12 @@ def main_series(union: pl.DataFrame) -> pl.DataFrame:
     if "ln_affine" in cells.columns:
         cells = cells.with_columns(pl.col("ln_affine").fill_null(True))
     settings = [c for c in cells.columns if c in SERIES_SETTINGS and cells[c].n_unique() > 1]
-    cells = cells.with_columns(series=pl.struct(["model", *settings]).map_elements(_series_name, return_dtype=pl.String))
+    # Named by the model class first (codes, bound, inputs); other settings only where needed to
+    # tell two series apart.
+    primary = [c for c in settings if c in ("positions", "norm_bound", "ln_affine")]
+    if cells.select("model", *primary).n_unique() < cells.select("model", *settings).n_unique():
+        primary = settings
+    cells = cells.with_columns(series=pl.struct(["model", *primary]).map_elements(_series_name, return_dtype=pl.String))
     spans = cells.group_by("series").agg(pl.col("T").n_unique().alias("n_T"))
     keep = spans.filter(pl.col("n_T") >= 3)["series"]
     return cells.filter(pl.col("series").is_in(keep.implode())).sort("series", "T")
@@ -744,6 +749,14 @@ def _with_interval(q: dict | None, digits: int) -> str:
 def _meaning(kind: dict, verdict: str, numbers: dict) -> str:
     """One sentence: what this series' L1 verdict says about the claim as its authors state it."""
     law = numbers.get("best_law", "?")
+    decades, margin = numbers.get("decades"), numbers.get("log_margin_aic")
+    if verdict == "inconclusive" and decades is not None and decades < 3 and margin is not None:
+        # Too short a span to judge (docs/claims.md: three decades), but say what it shows.
+        whose = "the theorem's class" if kind["theory"] else ("the paper's protocol" if "learned" in kind["label"]
+                                                              else "this series")
+        lead = (f"the log law trails the best ({law}) by {-margin:.1f} AIC" if margin < 0
+                else "the log law fits best")
+        return (f"inconclusive for {whose}: T spans {decades:.1f} decades and L1 needs 3; over that span {lead}.")
     if kind["theory"]:
         return {"supported": "m* of the theorem's class grows like log T: the claim as stated holds over these T.",
                 "not supported": f"m* of the theorem's class, as trained here, grows faster than log T ({law} fits "

@@ -314,6 +314,17 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
     assert drawn.group_by("series").agg(pl.col("T").n_unique())["T"].to_list() == [4, 4, 4]
 
 
+def test_a_series_too_short_to_judge_still_says_what_its_span_shows():
+    from attnsweep.presentation.findings import _meaning
+
+    kind = dict(label="fixed positions, norm bound 2, inputs of norm sqrt(d), untuned", theory=True)
+    text = _meaning(kind, "inconclusive", dict(best_law="polylog", decades=2.7, log_margin_aic=-24.12))
+    assert text == ("inconclusive for the theorem's class: T spans 2.7 decades and L1 needs 3; over that span the "
+                    "log law trails the best (polylog) by 24.1 AIC.")
+    over_three = _meaning(kind, "inconclusive", dict(best_law="power", decades=3.0, log_margin_aic=-1.0))
+    assert over_three == "the rows cannot tell log growth from faster growth for the theorem's class."
+
+
 def test_the_headline_names_the_fit_limits_of_a_bounded_series():
     from attnsweep.presentation.findings import fit_limit_lines
 
