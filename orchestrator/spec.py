@@ -710,7 +710,9 @@ def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[st
                 coerced.append(_field_adapter(exp.config, key).validate_python(whole_float(annotation, value)))
             except ValidationError as exc:
                 for err in exc.errors():
-                    problems.append(f"{where}.{key}: value {value!r}: {err['msg']}")
+                    allowed = " (allowed: true or false)" if err["type"].startswith("bool") else ""
+                    shown = "null" if value is None else repr(value)  # as the YAML spelled it
+                    problems.append(f"{where}.{key}: value {shown}: {err['msg']}{allowed}")
         counts = collections.Counter(coerced)  # axis values are scalars (hashable)
         repeated = sorted({repr(v) for v in coerced if counts[v] > 1})
         if repeated:

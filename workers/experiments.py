@@ -57,7 +57,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     "sparse_boolean": Experiment(
         "sparse_boolean", BooleanTrialConfig, _train_boolean,
         example={"task": "and", "T": 64, "s": 1, "m": 1, "seed": 0},
-        cross_fields=("T", "s", "d", "heads", "model"),
+        cross_fields=("T", "s", "d", "heads", "model", "positions", "ln_affine"),
         memory_bytes=boolean_trial_bytes,
         working_bytes=boolean_working_bytes,
     ),

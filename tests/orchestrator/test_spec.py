@@ -78,6 +78,15 @@ def test_T_not_above_s_is_refused():
         parse_spec("name: x\ngrid: {T: [3, 8]}\nfixed: {task: and, s: 3, m: 8}\n")
 
 
+@pytest.mark.parametrize("axis, needle", [("ln_affine: [true, false]", "ln_affine is a setting of the transformer"),
+                                          ("positions: [learned, sinusoidal]", "positions 'sinusoidal' is a setting")])
+def test_a_transformer_only_setting_on_a_grid_beside_the_mlp_is_refused_before_anything_runs(axis, needle):
+    # One grid crossing the model with a transformer-only setting: the (mlp, setting) trials
+    # cannot exist, so the spec is refused whole, as the same value in `fixed` is.
+    with pytest.raises(SpecError, match=needle):
+        parse_spec(f"name: x\ngrid: {{T: [8], m: [16], model: [transformer, mlp], {axis}}}\nfixed: {{task: and, s: 3}}\n")
+
+
 def test_all_problems_are_reported_at_once():
     with pytest.raises(SpecError) as info:
         parse_spec("name: x\ngrid: {T: [8], m: [0]}\nfixed: {task: parity, s: 3, lr: -1}\nexecution: {pack_size: 0}\n")
@@ -281,3 +290,11 @@ def test_thousands_of_grid_blocks_are_refused_and_long_errors_are_capped():
         parse_spec("name: b\nseeds: 1\ngrid:\n" + many + "fixed: {task: and, s: 2}\n")
     lines = str(caught.value).splitlines()
     assert len(caught.value.problems) >= 300 and len(lines) == 52 and lines[-1].startswith("  - ... and ")
+
+
+def test_a_setting_that_takes_true_or_false_says_so():
+    with pytest.raises(SpecError) as info:
+        parse_spec("name: x\ngrid: {T: [8], m: [16]}\nfixed: {task: and, s: 3, ln_affine: maybe, reject_ambiguous: null}\n")
+    assert info.value.problems == [
+        "fixed.ln_affine: value 'maybe': Input should be a valid boolean (allowed: true or false)",
+        "fixed.reject_ambiguous: value null: Input should be a valid boolean (allowed: true or false)"]
