@@ -8,7 +8,8 @@
 (search and budget check), with the run's seeds and settings: the same trial configs, so the
 same trial ids. ``compare`` joins the two runs' rows on trial id and reports the rows whose
 trained results (status, epochs, losses, accuracies, achieved norms) differ by a single bit,
-and the cell's m* both ways; exit 1 when anything differs. A row is a function of its config,
+and the cell's m* both ways; exit 1 when anything differs, 2 when the request cannot be served
+(no such store, run or cell). A sweep's name stands for its latest run, as in the CLI. A row is a function of its config,
 seed, code version and device kind (docs/claims.md 4), so on the same code and device kind
 every row, and m* with them, must come back exactly.
 
@@ -29,13 +30,18 @@ import yaml
 
 import attnsweep
 from attnsweep.orchestrator.spec import parse_spec
-from attnsweep.results import ResultsStore
+from attnsweep.results import ResultsStore, StoreError
+from attnsweep.stats.critical import format_m_star
 from attnsweep.workers import BooleanTrialConfig
 from attnsweep.workers.config import LATER_FIELDS
 
 RESULTS = ("status", "epochs", "converged", "train_acc", "train_loss", "test_acc", "test_loss", "norm_qk", "norm_v",
            "norm_readout", "support", "redraws")
 """The columns a trial's training decides (not its timing, host or run)."""
+
+
+class UsageError(Exception):
+    """A request the script cannot serve: exit 2 with its message (1 means rows differ)."""
 
 
 def _store(path: str, scratch: Path) -> ResultsStore:
@@ -45,41 +51,60 @@ def _store(path: str, scratch: Path) -> ResultsStore:
 
         store = ResultsStore(scratch / folder.name)
         load(folder, store)
+        store.shown = path
         return store
-    return ResultsStore(path)
+    if "://" not in path and not folder.is_dir():
+        raise UsageError(f"{path}: no such store or published findings folder")
+    store = ResultsStore(path)
+    store.shown = path
+    return store
 
 
 def _where(pairs: list[str], rows: pl.DataFrame) -> pl.DataFrame:
     for pair in pairs:
-        name, _, text = pair.partition("=")
-        if name not in rows.columns:
-            sys.exit(f"--where {pair}: the rows have no column {name!r}")
+        name, sep, text = pair.partition("=")
+        if not sep or name not in rows.columns:
+            raise UsageError(f"--where {pair}: give NAME=VALUE with a setting of the rows as NAME "
+                             f"(settings: {', '.join(f for f in BooleanTrialConfig.model_fields if f in rows.columns)})")
         value = yaml.safe_load(text)
-        rows = rows.filter(pl.col(name).is_null() if value is None else pl.col(name) == value)
+        column = pl.col(name).fill_null(LATER_FIELDS[name]) if name in LATER_FIELDS else pl.col(name)
+        try:
+            kept = rows.filter(column.is_null() if value is None else column == value)
+        except (pl.exceptions.PolarsError, TypeError) as exc:
+            raise UsageError(f"--where {pair}: {value!r} is not a value {name} can take ({exc.__class__.__name__})")
+        if kept.is_empty():
+            have = sorted({str(v) for v in rows[name].to_list()})
+            raise UsageError(f"--where {pair}: no row left with {name} = {value!r} (values there: {', '.join(have)})")
+        rows = kept
     return rows
 
 
-def _cell_rows(store: ResultsStore, run_id: str, where: list[str]) -> tuple[pl.DataFrame, str]:
-    rows = store.scan_trials().filter(pl.col("run_id") == run_id).collect()
+def _cell_rows(store: ResultsStore, run_id: str, where: list[str]) -> tuple[pl.DataFrame, str, str]:
+    try:
+        run_id, _ = store.resolve_run(run_id)
+        rows = store.scan_trials().filter(pl.col("run_id") == run_id).collect()
+    except StoreError as exc:
+        raise UsageError(f"{store.shown}: {exc}") from exc
     if rows.is_empty():
-        sys.exit(f"no rows of run {run_id} in {store.root}")
-    return _where(where, rows), rows["sweep"][0]
+        runs = sorted(set(store.scan_trials().select("run_id").collect()["run_id"].to_list()))
+        raise UsageError(f"no rows of run {run_id} in {store.shown} (its runs: {', '.join(runs) or 'none'})")
+    return _where(where, rows), rows["sweep"][0], run_id
 
 
 def spec(args, scratch: Path) -> None:
     store = _store(args.store, scratch)
-    rows, sweep = _cell_rows(store, args.run_id, args.where)
-    record = store.read_run(sweep, args.run_id)
+    rows, sweep, run_id = _cell_rows(store, args.run_id, args.where)
+    record = store.read_run(sweep, run_id)
     base = parse_spec(record["spec_yaml"])
     fields = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed") and f in rows.columns]
-    main = rows.filter(pl.col("search_phase") != "budget")
+    main = rows.filter(pl.col("search_phase").fill_null("") != "budget")  # grid runs have no phase
     cells = main.select(fields).unique()
     if cells.height != 1:
-        sys.exit(f"the --where filters leave {cells.height} cells of run {args.run_id}: name one "
-                 f"(settings that differ: {', '.join(f for f in fields if main[f].n_unique() > 1)})")
+        raise UsageError(f"the --where filters leave {cells.height} cells of run {run_id}: name one "
+                         f"(settings that differ: {', '.join(f for f in fields if main[f].n_unique() > 1)})")
     # Rows stored before a setting existed hold null for it: the value those trials had.
     cell = {k: LATER_FIELDS[k] if v is None and k in LATER_FIELDS else v for k, v in cells.row(0, named=True).items()}
-    out = dict(name=f"{sweep}-rerun", description=f"cell {' '.join(args.where)} of run {args.run_id}, every m its "
+    out = dict(name=f"{sweep}-rerun", description=f"cell {' '.join(args.where)} of run {run_id}, every m its "
                                                   "search tried, its seeds",
                seeds=sorted(main["seed"].unique().to_list()),
                grid=dict(m=sorted(main["m"].unique().to_list())),
@@ -90,24 +115,30 @@ def spec(args, scratch: Path) -> None:
 
 def compare(args, scratch: Path) -> int:
     a_store, b_store = _store(args.store, scratch), _store(args.rerun_store, scratch)
-    b, b_sweep = _cell_rows(b_store, args.rerun_id, [])
-    a, a_sweep = _cell_rows(a_store, args.run_id, [])
+    b, b_sweep, rerun_id = _cell_rows(b_store, args.rerun_id, [])
+    a, a_sweep, run_id = _cell_rows(a_store, args.run_id, [])
     a = a.filter(pl.col("trial_id").is_in(b["trial_id"].implode()))
+    if a.is_empty():
+        raise UsageError(f"run {run_id} holds none of the {b.height} trials of run {rerun_id}: the rerun is of "
+                         "another run (or other settings)")
     cols = [c for c in RESULTS if c in a.columns and c in b.columns]
     joined = a.select("trial_id", *cols).join(b.select("trial_id", *cols), on="trial_id", suffix="_rerun")
     missing = b.height - joined.height
     differ = joined.filter(pl.any_horizontal([pl.col(c).ne_missing(pl.col(f"{c}_rerun")) for c in cols]))
-    print(f"{joined.height} rows of run {args.rerun_id} found in run {args.run_id} by trial id "
+    print(f"{joined.height} rows of run {rerun_id} found in run {run_id} by trial id "
           f"({missing} not found); {differ.height} differ in any of {', '.join(cols)}")
-    if not differ.is_empty():
-        print(differ.head(10))
-    m_a = attnsweep.open_store(a_store.root).analyze(args.run_id).m_star
-    m_b = attnsweep.open_store(b_store.root).analyze(args.rerun_id).m_star
-    keys = [c for c in m_b.columns if c in m_a.columns and c in ("T", "s", "model", "norm_bound", "positions",
-                                                                    "ln_affine", "d", "lr", "max_epochs")]
+    for row in differ.head(10).iter_rows(named=True):
+        print("  " + ", ".join(f"{c}: {row[c]} -> {row[f'{c}_rerun']}" for c in cols if row[c] != row[f"{c}_rerun"])
+              + f" (trial {row['trial_id']})")
+    m_a = attnsweep.open_store(a_store.root).analyze(run_id).m_star
+    m_b = attnsweep.open_store(b_store.root).analyze(rerun_id).m_star
+    keys = [c for c in BooleanTrialConfig.model_fields if c in m_b.columns and c in m_a.columns and c not in ("m", "seed")]
     pair = m_b.select(*keys, "m_star", "bound").join(m_a.select(*keys, "m_star", "bound"), on=keys,
                                                      suffix="_published", nulls_equal=True)
-    print(pair)
+    shown = [c for c in keys if m_b[c].n_unique() > 1 or c in ("T", "norm_bound", "positions")]
+    for row in pair.iter_rows(named=True):
+        print(", ".join(f"{c}={row[c]}" for c in shown) + f": m* {format_m_star(row['m_star'], row['bound'])} "
+              f"(the run's {format_m_star(row['m_star_published'], row['bound_published'])})")
     same_m = all((x is None and y is None or x is not None and y is not None and math.isclose(x, y, rel_tol=1e-12))
                  and s == t for x, y, s, t in pair.select("m_star", "m_star_published", "bound",
                                                           "bound_published").iter_rows())
@@ -129,10 +160,14 @@ def main() -> int:
     p.add_argument("--rerun-store", required=True)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="attnsweep-rerun-") as scratch:
-        if args.command == "spec":
-            spec(args, Path(scratch))
-            return 0
-        return compare(args, Path(scratch))
+        try:
+            if args.command == "spec":
+                spec(args, Path(scratch))
+                return 0
+            return compare(args, Path(scratch))
+        except UsageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

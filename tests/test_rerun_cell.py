@@ -51,6 +51,20 @@ def test_a_cell_rerun_as_a_grid_comes_back_row_for_row(tmp_path):
     assert f"{searched.height} rows of run {rerun_id} found" in same.stdout and "0 differ" in same.stdout
     assert "m* the same" in same.stdout
 
+    # The rerun is a grid run (no search phase): its one cell makes a spec too, by sweep name.
+    again_spec = _run(script, "spec", "small-theory-rerun", "--store", "r", cwd=tmp_path)
+    assert again_spec.returncode == 0 and f"m: {sorted(set(searched['m']))}" in again_spec.stdout, again_spec.stderr
+    # What it cannot serve exits 2 with a message, not a traceback (1 means rows differ).
+    for args, needle in ((("--where", "T=17"), "no row left with T = 17 (values there: 16, 8)"),
+                         (("--where", "norm_bound=one"), "'one' is not a value norm_bound can take"),
+                         (("--where", "T"), "give NAME=VALUE")):
+        bad = _run(script, "spec", run_id, "--store", "s", *args, cwd=tmp_path)
+        assert bad.returncode == 2 and needle in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    missing = _run(script, "spec", run_id, "--store", "nowhere", cwd=tmp_path)
+    assert missing.returncode == 2 and "nowhere: no such store" in missing.stderr
+    several = _run(script, "spec", run_id, "--store", "s", cwd=tmp_path)
+    assert several.returncode == 2 and "leave 2 cells" in several.stderr and "T" in several.stderr
+
     # One row changed in the first run's store: the comparison says so and fails.
     part = next((tmp_path / "s" / "trials").rglob("*.parquet"))
     rows = pl.read_parquet(part)
