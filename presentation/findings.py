@@ -37,6 +37,7 @@ from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.orchestrator.rows import run_schema, trial_schema
 from attnsweep.results import ResultsStore
 from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.figures import plot_m_star
 from attnsweep.results.outputs import replacing, write_text
 from attnsweep.stats.norm_use import fit_limits
@@ -677,7 +678,8 @@ def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
     if not series:
         return []
     lines = [CLAIM_CLASS, "",
-             "| series | T (cells with an exact m*) | c (a T^c) | k (a (ln T)^k) | best law by AIC | L1 | what it says |",
+             "| series | T (cells with an exact m*) | c of a T^c (95% CI) | k of a (ln T)^k (95% CI) "
+             "| best law by AIC | L1 | what it says |",
              "|---|---|---|---|---|---|---|"]
     for s in series:
         kind = _series_kind(union, s["cells"])
@@ -706,9 +708,11 @@ def fit_limit_lines(union: pl.DataFrame) -> list[str]:
         fit += f" ({twice:.0%} with twice the epochs)" if twice is not None else ""
         where = f"T = {r['T']}" if "T" in r else "a cell"
         parts.append(f"{where}, norm bound {r['norm_bound']:g} ({r.get('positions') or 'learned'} positions): {fit}")
-    return ["Fit limits (m\\* beyond the grid because the bounded model did not fit the task, not for want of "
-            "samples; a bound too small to represent the target at that T, or training that did not find it: "
-            "the rows cannot tell which): " + md_text("; ".join(parts)) + ".", ""]
+    return ["Fit limits (bounded cells where fewer than half the trials at the largest m fit their own training "
+            "set, so m\\* was not measured there: the bounded model did not fit the task within its epochs, either "
+            "because no head within the bound represents the target at that T or because training did not find one; "
+            "the rows cannot tell which, and where more of them fit at twice the epochs, training is part of it): "
+            + md_text("; ".join(parts)) + ".", ""]
 
 
 def _series_kind(union: pl.DataFrame, key: dict) -> dict:
@@ -732,7 +736,9 @@ def _series_kind(union: pl.DataFrame, key: dict) -> dict:
                                           if isinstance(bound, (int, float)) else f"norm bound {bound}")
     label += ", inputs of norm sqrt(d)" if ln_affine is False else ""
     label += ", tuned" if tuned else ", untuned"
-    others = {k: v for k, v in key.items() if k not in ("positions", "norm_bound", "ln_affine")}
+    epochs = one("max_epochs")
+    label += f", {epochs} epochs" if isinstance(epochs, int) else ""
+    others = {k: v for k, v in key.items() if k not in ("positions", "norm_bound", "ln_affine", "max_epochs")}
     if others:
         label += " (" + ", ".join(f"{k}={v}" for k, v in others.items()) + ")"
     return dict(label=label, theory=theory)
@@ -797,13 +803,16 @@ def _budget_note(union: pl.DataFrame) -> str:
     if checked.is_empty():
         return "The training budget was not checked (no cell was searched again with twice the epochs)." + _flag_note(union)
     def name(r: dict) -> str:
-        text = md_text(" ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r))
-        return text + (" (beyond the range both times)" if r.get("censored") == "above" else "")
+        text = md_text(" ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound", "max_epochs") if c in r))
+        if r["budget"] == "ok":
+            return text + (" (beyond the range both times)" if r.get("censored") == "above" else "")
+        return text + f" (m* {format_m_star(r['m_star_2x'], r.get('bound_2x'))} at twice the epochs)"
     limited = [name(r) for r in checked.filter(pl.col("budget") == "budget-limited").iter_rows(named=True)]
     ok = [name(r) for r in checked.filter(pl.col("budget") == "ok").iter_rows(named=True)]
     text = f"Budget check (twice the epochs): m* stayed inside its interval at {', '.join(ok) or 'no cell'}"
     if limited:
-        text += f"; **budget-limited** (m* moved with more training, so it measured the budget): {', '.join(limited)}"
+        text += ("; **budget-limited** (m* moved with more training, or at twice the epochs trials still ran out "
+                 f"where they decide it, so it measured the budget): {', '.join(limited)}")
     return text + "." + _flag_note(union)
 
 

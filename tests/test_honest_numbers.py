@@ -289,8 +289,9 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
     body = [line for line in lines if line.startswith("| ") and not line.startswith("| series")]
     assert len(body) == 3
     by_label = {line.split(" | ")[0][2:]: line for line in body}
-    theory, near, protocol = ("fixed positions, norm bound 1, inputs of norm sqrt(d), untuned",
-                              "fixed positions, norm bound 1, untuned", "learned positions, no norm bound, untuned")
+    theory, near, protocol = ("fixed positions, norm bound 1, inputs of norm sqrt(d), untuned, 500 epochs",
+                              "fixed positions, norm bound 1, untuned, 500 epochs",
+                              "learned positions, no norm bound, untuned, 500 epochs")
     assert set(by_label) == {theory, near, protocol}
     assert "theorem's class" in by_label[theory] and "near the" not in by_label[theory]
     assert "not the theorem's class" not in by_label[theory]
