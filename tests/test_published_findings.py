@@ -23,9 +23,9 @@ from attnsweep.presentation.findings import END, START, SYMMETRY_END, SYMMETRY_S
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"docs/findings": (START, END), "docs/findings/symmetry": (SYMMETRY_START, SYMMETRY_END),
-           "docs/findings/theory-500": (None, None)}
+           "docs/findings/theory-500": (None, None), "docs/findings/tuned-interrupted": (None, None)}
 """Each published folder and its README section (None: a folder the README does not show)."""
-INNER = ("symmetry", "theory-500")
+INNER = ("symmetry", "theory-500", "tuned-interrupted")
 """Folders published inside docs/findings, each checked on its own."""
 GENERATED = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
 
