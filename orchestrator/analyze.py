@@ -177,16 +177,18 @@ def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: li
     lies inside the cell's interval (both beyond the grid on the same side also counts) and
     the twin's own trials did not run out of epochs where they decide its m*, else
     ``"budget-limited"``: more training moved m*, or twice the epochs were still too few to
-    say, so m* measured the budget, not the samples. Cells without a twin: ``"not checked"``. The bounds and flags are then
-    resolved again (stats/critical.py, :func:`stats.critical.resolve_bounds`): the
-    check overrides the rows' own out-of-epochs rule where it ran."""
+    say, so m* measured the budget, not the samples. Cells without a twin: ``"not checked"``.
+    The bounds and flags are then resolved again (stats/critical.py,
+    :func:`stats.critical.resolve_bounds`): the check overrides the rows' own out-of-epochs
+    rule where it ran."""
     table = table.with_columns(m_star_2x=pl.lit(None, pl.Float64), bound_2x=pl.lit(None, pl.String),
                                budget=pl.lit("not checked"))
     if budget is None or budget.is_empty():
         return resolve_bounds(table)
     keys = [c for c in cols if c != "max_epochs"]
     twin = budget.select(*keys, max_epochs=pl.col("max_epochs") // 2, m_star_2x_=pl.col("m_star"),
-                         censored_2x=pl.col("censored"), bound_2x_=pl.col("bound"), ran_out_2x=pl.col("out_of_epochs"))
+                         censored_2x=pl.col("censored"), bound_2x_=pl.col("bound"),
+                         ran_out_2x=pl.col("out_of_epochs"))
     joined = table.drop("m_star_2x", "bound_2x").join(twin, on=[*keys, "max_epochs"], how="left", nulls_equal=True)
     inside = (pl.col("m_star_2x_") >= pl.col("ci_lo")) & (pl.col("m_star_2x_") <= pl.col("ci_hi"))
     same_side = (pl.col("censored") != "") & (pl.col("censored") == pl.col("censored_2x"))

@@ -51,13 +51,10 @@ def _store(path: str, scratch: Path) -> ResultsStore:
 
         store = ResultsStore(scratch / folder.name)
         load(folder, store)
-        store.shown = path
         return store
     if "://" not in path and not folder.is_dir():
         raise UsageError(f"{path}: no such store or published findings folder")
-    store = ResultsStore(path)
-    store.shown = path
-    return store
+    return ResultsStore(path)
 
 
 def _where(pairs: list[str], rows: pl.DataFrame) -> pl.DataFrame:
@@ -79,21 +76,23 @@ def _where(pairs: list[str], rows: pl.DataFrame) -> pl.DataFrame:
     return rows
 
 
-def _cell_rows(store: ResultsStore, run_id: str, where: list[str]) -> tuple[pl.DataFrame, str, str]:
+def _cell_rows(store: ResultsStore, named: str, run_id: str, where: list[str]) -> tuple[pl.DataFrame, str, str]:
+    """The rows of ``run_id`` (or a sweep's latest run) that pass ``where``; ``named`` is the
+    store as the user gave it, for messages (a findings folder is read through a scratch store)."""
     try:
         run_id, _ = store.resolve_run(run_id)
         rows = store.scan_trials().filter(pl.col("run_id") == run_id).collect()
     except StoreError as exc:
-        raise UsageError(f"{store.shown}: {exc}") from exc
+        raise UsageError(f"{named}: {exc}") from exc
     if rows.is_empty():
         runs = sorted(set(store.scan_trials().select("run_id").collect()["run_id"].to_list()))
-        raise UsageError(f"no rows of run {run_id} in {store.shown} (its runs: {', '.join(runs) or 'none'})")
+        raise UsageError(f"no rows of run {run_id} in {named} (its runs: {', '.join(runs) or 'none'})")
     return _where(where, rows), rows["sweep"][0], run_id
 
 
 def spec(args, scratch: Path) -> None:
     store = _store(args.store, scratch)
-    rows, sweep, run_id = _cell_rows(store, args.run_id, args.where)
+    rows, sweep, run_id = _cell_rows(store, args.store, args.run_id, args.where)
     record = store.read_run(sweep, run_id)
     base = parse_spec(record["spec_yaml"])
     fields = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed") and f in rows.columns]
@@ -115,8 +114,8 @@ def spec(args, scratch: Path) -> None:
 
 def compare(args, scratch: Path) -> int:
     a_store, b_store = _store(args.store, scratch), _store(args.rerun_store, scratch)
-    b, b_sweep, rerun_id = _cell_rows(b_store, args.rerun_id, [])
-    a, a_sweep, run_id = _cell_rows(a_store, args.run_id, [])
+    b, _, rerun_id = _cell_rows(b_store, args.rerun_store, args.rerun_id, [])
+    a, _, run_id = _cell_rows(a_store, args.store, args.run_id, [])
     a = a.filter(pl.col("trial_id").is_in(b["trial_id"].implode()))
     if a.is_empty():
         raise UsageError(f"run {run_id} holds none of the {b.height} trials of run {rerun_id}: the rerun is of "

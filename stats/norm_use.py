@@ -13,7 +13,8 @@ numbers per cell say whether an experiment sits in that regime:
 
 * ``fit_at_m_max``: the fraction of trained trials at the cell's largest m that fit their
   training set (training accuracy 1): where a bound is set, m* is beyond the grid and fewer
-  than half of them fit, the bounded class failed to fit the task at all (:func:`fit_limits`).
+  than half of them fit, the bounded model did not fit the task within its epochs
+  (:func:`fit_limits`).
 
 Across T, ``min_norm_qk`` against ln T (least squares, :func:`norm_growth`) says how fast the
 needed norm grows: a slope above 0 means a fixed bound holds only up to some T, beyond which
@@ -80,10 +81,11 @@ def fit_limits(m_star: pl.DataFrame) -> pl.DataFrame:
     fewer than half the trials at the largest m fit their own training set, with the spec's
     epochs and, where the budget check ran, with twice them (``fit_at_m_max_2x``).
 
-    Such a cell's m* is not a sample count out of reach: the bounded class failed to fit m
-    samples at all, either because no head within the bound represents the target at this T
-    (a representability limit) or because training did not find one (an optimisation limit);
-    the rows cannot tell the two apart.
+    Such a cell's m* was not measured: the bounded model did not fit m samples within its
+    epochs, either because no head within the bound represents the target at this T (a
+    representability limit) or because training did not find one (an optimisation limit); the
+    rows cannot tell the two apart, and a larger share fitting at twice the epochs points at
+    training.
 
     Args:
         m_star: the analysis' m* table (``norm_bound``, ``bound``, ``fit_at_m_max`` and,

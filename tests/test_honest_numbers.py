@@ -387,3 +387,12 @@ def test_the_l4_ratio_interval_carries_the_transformers_uncertainty(tmp_path):
     assert ratio["bound"] == "lower" and ratio["estimate"] == pytest.approx(64 / tr["m_star"])
     assert tr["ci_hi"] > tr["m_star"] and ratio["ci_lo"] == pytest.approx(64 / tr["ci_hi"])
     assert ratio["ci_lo"] < ratio["estimate"]
+
+
+def test_a_run_that_stopped_early_says_how_many_trials_it_stored_not_its_plan():
+    from attnsweep.presentation.findings import _run_line
+
+    rec = dict(run_id="r1", sweep="s", n_trials=5280, n_done=1477, n_failed=122, status="interrupted",
+               started_at=START, wall_s=3564.0, code_version="abc")
+    assert "(1599 trials stored of at most 5280 planned: 1477 done, 122 failed; interrupted;" in _run_line(rec)
+    assert "(5280 trials: " in _run_line(dict(rec, status="finished", n_done=5158))
