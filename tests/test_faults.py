@@ -183,7 +183,10 @@ def test_a_truncated_file_is_reported_and_queries_still_run(tmp_path):
 def test_the_embedded_ray_dying_under_a_sweep_fails_it_instead_of_hanging(tmp_path):
     from attnsweep.orchestrator import RunError
 
-    spec = parse_spec(SWEEP + "execution: {pack_size: 1}\n")
+    # Long enough that no machine finishes it before the kill 2 s in (24 trials of 300 epochs
+    # did, once, on an idle one): 256 trials of up to 5000 epochs.
+    spec = parse_spec(SWEEP.replace("seeds: 4", "seeds: 32").replace("max_epochs: 300", "max_epochs: 5000")
+                      + "execution: {pack_size: 1}\n")
     store = ResultsStore(tmp_path)
     executor = RayExecutor(spec.execution, None, spec.resources)
     node = ray._private.worker._global_node
