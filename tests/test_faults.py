@@ -183,10 +183,12 @@ def test_a_truncated_file_is_reported_and_queries_still_run(tmp_path):
 def test_the_embedded_ray_dying_under_a_sweep_fails_it_instead_of_hanging(tmp_path):
     from attnsweep.orchestrator import RunError
 
-    # Long enough that no machine finishes it before the kill 2 s in (24 trials of 300 epochs
-    # did, once, on an idle one): 256 trials of up to 5000 epochs.
-    spec = parse_spec(SWEEP.replace("seeds: 4", "seeds: 32").replace("max_epochs: 300", "max_epochs: 5000")
+    # Trials stop when they fit their training set, so only a step too small to fit in any
+    # number of epochs makes the sweep outlast the kill 2 s in on every machine (256 trials that
+    # could fit finished first in CI): 24 trials of 5000 epochs each, none of which can stop early.
+    spec = parse_spec(SWEEP.replace("lr: 3e-3", "lr: 1e-12").replace("max_epochs: 300", "max_epochs: 5000")
                       + "execution: {pack_size: 1}\n")
+    assert spec.fixed["lr"] == 1e-12 and spec.fixed["max_epochs"] == 5000
     store = ResultsStore(tmp_path)
     executor = RayExecutor(spec.execution, None, spec.resources)
     node = ray._private.worker._global_node
