@@ -133,7 +133,28 @@ def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
     fewer (or more) of its rows than it recorded (:mod:`orchestrator.completeness`)."""
     from attnsweep.orchestrator.completeness import incomplete_note
 
-    return [n for n in (unfinished_note(store, sweep, run_id), incomplete_note(store, sweep, run_id)) if n is not None]
+    notes = (unfinished_note(store, sweep, run_id), incomplete_note(store, sweep, run_id), pooled_note(store, sweep, run_id))
+    return [n for n in notes if n is not None]
+
+
+def pooled_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
+    """A warning for a symmetry run whose cells pool trials of different settings (e.g. a
+    calibration grid over ``max_epochs``): its cells are keyed by teacher, student, n, k
+    and d alone (stats/symmetry.py), so each m* and error there mixes those settings."""
+    from attnsweep.stats.symmetry import pooled_settings
+    from attnsweep.workers import SymmetryTrialConfig
+
+    trials = store.scan_run_trials(sweep, run_id)
+    if "teacher" not in trials.collect_schema().names():
+        return None
+    settings = [f for f in SymmetryTrialConfig.model_fields if f not in ("m", "seed", "fault", "model", "equivariance")]
+    pooled = pooled_settings(search_rows(trials, ["teacher", "model", "equivariance", "n", "k", "d"]), settings)
+    if not pooled:
+        return None
+    listed = " and ".join(f"{k} ({', '.join(map(str, v))})" for k, v in pooled.items())
+    return (f"run {run_id} varies {listed} within its symmetry cells, which are keyed by "
+            "teacher, student, n, k and d alone: each m*, error and verdict below pools those settings. "
+            "Read one setting's rows with attnsweep query, or give each setting its own run")
 
 
 def m_star_table(result: Analysis) -> pl.DataFrame:

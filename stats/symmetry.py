@@ -46,6 +46,28 @@ GAP = 1e4
 CELL = ["teacher", "student", "n", "k", "d"]
 
 
+def pooled_settings(trials: pl.LazyFrame | pl.DataFrame, settings: list[str]) -> dict[str, list]:
+    """The ``settings`` (trial config fields other than the :data:`CELL` axes, m and seed)
+    that take more than one value among ``trials``: a symmetry cell is keyed by
+    :data:`CELL` alone, so its m* and errors would pool those values.
+
+    Args:
+        trials: the rows m* is computed from (the budget check's doubled epochs excluded).
+
+    Returns:
+        Each such setting with its sorted distinct values; empty when none varies.
+    """
+    frame = trials.lazy()
+    names = [c for c in settings if c in frame.collect_schema().names() and c not in CELL]
+    if not names:
+        return {}
+    counts = frame.select(pl.col(c).n_unique() for c in names).collect().row(0, named=True)
+    varying = [c for c in names if counts[c] > 1]
+    values = frame.select(varying).unique().collect() if varying else None
+    return {c: sorted(values[c].unique().to_list(), key=lambda v: (v is None, str(v) if v is None else v))
+            for c in varying}
+
+
 def with_student(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
     """Add the ``student`` label column."""
     eq, model = pl.col("equivariance"), pl.col("model")

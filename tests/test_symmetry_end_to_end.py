@@ -27,3 +27,19 @@ def test_symmetry_sweep_end_to_end(tmp_path):
         assert claim in proc.stdout
     assert "S1: the inner-product student is exactly O(d)-equivariant; the generic one is not: supported" in proc.stdout
     assert len(list((tmp_path / "figures").rglob("*.png"))) == 3
+
+
+def test_a_symmetry_run_that_varies_a_setting_within_its_cells_is_named_by_analyze(tmp_path):
+    # Symmetry cells are keyed by teacher, student, n, k, d: a calibration grid over
+    # max_epochs pools both budgets in one cell, and analyze must say so; the same trials
+    # in two runs of one budget each must not.
+    grid = "{teacher: [equivariant], d: [4], m: [2, 8], model: [transformer], equivariance: [none], max_epochs: %s}"
+    fixed = "fixed: {n: 3, k: 2, width: 8, heads: 2, n_test: 64, n_q: 2}\nanalysis: {target_error: 0.05, n_boot: 20}\n"
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="400")
+    for name, epochs in (("pooled", "[3, 5]"), ("one", "[3]")):
+        (tmp_path / f"{name}.yaml").write_text(f"name: {name}\nexperiment: symmetry\nseeds: 1\ngrid:\n  - {grid % epochs}\n{fixed}")
+        proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", f"{name}.yaml", "--local", "--store", "store"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        warned = "varies max_epochs (3, 5) within its symmetry cells" in " ".join((proc.stdout + proc.stderr).split())
+        assert warned == (name == "pooled"), proc.stdout + proc.stderr
