@@ -56,6 +56,9 @@ def boolean_working_bytes(cfg: BooleanTrialConfig) -> int:
     workers/one_layer.py) and per sample ``16 d + 4 (H + d)`` floats; a deeper transformer
     keeps ``16 (T+1) d`` floats per sample and layer, the MLP ``4 max(T, mlp_width)``, and
     their data is the bits as float32. Scoring: chunks of at most ``EVAL_BUDGET_BYTES``.
+    Not counted: a one-layer step whose scores spread beyond the float32 matmul form (range
+    above 60, workers/train.py) holds the batch's bits in float64 twice while it runs, up to
+    ``16 m T`` bytes more (the table path it replaced held several ``(m, T, H)`` tensors).
     Measured against the peak RSS of real packs in tests/workers/test_memory.py.
     """
     n_params = boolean_param_count(cfg.model, cfg.T, cfg.d, cfg.layers, cfg.heads, cfg.mlp_width)

@@ -11,9 +11,9 @@ pack it runs in (tests/workers/test_pack_invariance.py).
 
 The one-layer transformer in float32 trains on the hand-written forward and backward of
 workers/one_layer.py: per epoch a product over the ``(2T, .)`` tables and a pair over the
-training set's T bits, no autograd graph (a step whose score range is beyond the float32 matmul
-form, :func:`workers.models.score_range_safe`, is taken through autograd on the exact
-table path instead). Every other model, and bfloat16 mixed precision, trains through
+training set's T bits, no autograd graph. A step whose score range is beyond the float32 matmul form
+(:func:`workers.models.score_range_safe`, 60) takes the same form in float64 (safe to 489),
+and only beyond that the exact table path through autograd. Every other model, and bfloat16 mixed precision, trains through
 autograd on the model itself.
 """
 
@@ -160,10 +160,18 @@ class _Trial:
         if self.fast:
             with torch.no_grad():
                 t = one_layer.tables(self.tensors, self.c.heads)
-            if t.score_range <= score_range_safe(torch.float32):
-                return torch.no_grad()(lambda x: one_layer.head(self.tensors, t, x).logits)
+                if t.score_range <= score_range_safe(torch.float32):
+                    return torch.no_grad()(lambda x: one_layer.head(self.tensors, t, x).logits)
+                if t.score_range <= score_range_safe(torch.float64):
+                    p64 = self._float64()
+                    t64 = one_layer.tables(p64, self.c.heads)
+                    return torch.no_grad()(lambda x: one_layer.head(p64, t64, x.double()).logits.float())
             return torch.no_grad()(self.model.forward_table)
         return torch.no_grad()(self.model)
+
+    def _float64(self) -> dict[str, torch.Tensor]:
+        """The tensors the hand-written step reads, as float64 copies."""
+        return {k: v.detach().double() for k, v in self.tensors.items()}
 
     def _zeros(self, x: torch.Tensor) -> torch.Tensor:
         """``1 - x``: made once for the whole training set (the one-layer step's one-hot form
@@ -196,7 +204,9 @@ class _Trial:
                         param.grad = grads[name]
                     self.opt.step()
                     return "stepped"
-            logits = self.model.forward_table(x)  # scores too wide for the float32 matmul form: the exact path
+                if t.score_range <= score_range_safe(torch.float64):
+                    return self._step_float64(x, y, stop_when_fit)
+            logits = self.model.forward_table(x)  # scores too wide for the float64 matmul form: the exact path
         else:
             with autocast(self.dev, self.c.precision):
                 logits = self.model(x).float()
@@ -205,6 +215,27 @@ class _Trial:
         if state != "step":
             return state
         loss.backward()
+        self.opt.step()
+        return "stepped"
+
+    def _step_float64(self, x: torch.Tensor, y: torch.Tensor, stop_when_fit: bool) -> str:
+        """:meth:`step` on the hand-written form in float64, for scores too wide for it in
+        float32 (range above ``score_range_safe(float32)``, 60; at most 489 here): the same
+        exact formulas at twice the precision and exponent range, where the table path's
+        autograd over ``(m, T, H)`` tensors took tens of times longer (BENCHMARKS.md). The
+        gradients are rounded to the parameters' float32 for AdamW."""
+        p64 = self._float64()
+        t = one_layer.tables(p64, self.c.heads)
+        x64 = x.double()  # per step, not kept: the bits are exact in any float
+        x0 = 1 - x64 if t.kappa > one_layer.KAPPA_MAX else None
+        hd = one_layer.head(p64, t, x64, x0)
+        y64 = y.double()
+        state = _state(hd.logits, y64, stop_when_fit)
+        if state != "step":
+            return state
+        grads = one_layer.backward(p64, t, hd, x64, (torch.sigmoid(hd.logits) - y64) / y.shape[0], x0)
+        for name, param in self.params.items():
+            param.grad = grads[name].to(param.dtype)
         self.opt.step()
         return "stepped"
 

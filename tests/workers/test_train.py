@@ -177,3 +177,43 @@ def test_exploded_weights_are_flagged(value, bad):
     params = {"w": torch.zeros(3, 2), "b": torch.ones(5)}
     params["b"][4] = value * EXPLODED_WEIGHT if math.isfinite(value) else value
     assert exploded(params.values()) is bad
+
+
+def test_scores_too_wide_for_float32_take_the_hand_written_step_in_float64(monkeypatch):
+    """A score range between the float32 and float64 limits of the matmul form (60 and 489)
+    trains on the hand-written step in float64, not on the table path: its gradients are the
+    float64 autograd gradients of the model's general forward, rounded to float32, and the
+    scorer gives that forward's logits."""
+    import torch
+
+    from attnsweep.workers import one_layer
+    from attnsweep.workers.models import CLSTransformer, score_range_safe
+
+    c = cfg(T=64, s=3, m=40, d=16, seed=5)
+    g = torch.Generator().manual_seed(0)
+    bits = torch.randint(0, 2, (c.m, c.T), generator=g, dtype=torch.uint8)
+    y = torch.randint(0, 2, (c.m,), generator=g).float()
+    trial = train_module._Trial(c, bits, y, torch.device("cpu"))
+    with torch.no_grad():  # query and key weights scaled until the scores spread past float32's limit
+        trial.model.blocks[0].attn.q.weight.mul_(15.0)
+        trial.model.blocks[0].attn.k.weight.mul_(15.0)
+    with torch.no_grad():
+        t = one_layer.tables(trial.tensors, c.heads)
+    assert score_range_safe(torch.float32) < t.score_range <= score_range_safe(torch.float64)
+
+    def table_path(*_a, **_k):
+        raise AssertionError("the table path was taken")
+
+    monkeypatch.setattr(CLSTransformer, "forward_table", table_path)
+    reference = CLSTransformer(c.T, c.d, 1, c.heads).double()
+    reference.load_state_dict({k: v.double() for k, v in trial.model.state_dict().items()})
+    logits = reference.forward_general(bits)
+    torch.nn.functional.binary_cross_entropy_with_logits(logits, y.double()).backward()
+    want = {n: p.grad for n, p in reference.named_parameters()}
+
+    monkeypatch.setattr(trial.opt, "step", lambda: None)  # keep the weights the reference saw
+    assert trial.step(trial.x, trial.y) == "stepped"
+    for name, p in trial.params.items():
+        assert p.grad.dtype == torch.float32
+        torch.testing.assert_close(p.grad, want[name].float(), rtol=1e-5, atol=1e-7, msg=name)
+    torch.testing.assert_close(trial.scorer()(trial.x).double(), logits.detach(), rtol=1e-5, atol=1e-5)
