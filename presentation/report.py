@@ -270,7 +270,8 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     shown = [c for c in cell if c in m_star.columns and (m_star[c].n_unique() > 1 or c in always)]
     fixed = ", ".join(f"{c}={m_star[c][0]}" for c in cell if c in m_star.columns and c not in shown and c != "run_id")
     checked = "budget" in m_star.columns and (m_star["budget"] != "not checked").any()
-    extra = ["m_star_2x", "budget"] if checked else []  # a grid sweep has no budget check
+    # A grid sweep has no budget check; a symmetry cell's check re-runs its deciding m, not a search (no m* at 2x).
+    extra = [c for c in ("m_star_2x", "budget") if c in m_star.columns] if checked else []
     if "tuning" in m_star.columns and (m_star["tuning"] != "not tuned").any():
         extra += ["m_star_default", "m_star_tuned", "tuning"]
     for column in ("at_bound", "min_norm_qk"):  # how much of its bound a cell used (stats/norm_use.py)
