@@ -145,10 +145,12 @@ def pooled_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
     from attnsweep.workers import SymmetryTrialConfig
 
     trials = store.scan_run_trials(sweep, run_id)
-    if "teacher" not in trials.collect_schema().names():
+    if "experiment" not in trials.collect_schema().names():
         return None
-    settings = [f for f in SymmetryTrialConfig.model_fields if f not in ("m", "seed", "fault", "model", "equivariance")]
-    pooled = pooled_settings(search_rows(trials, ["teacher", "model", "equivariance", "n", "k", "d"]), settings)
+    trials = trials.filter(pl.col("experiment") == "symmetry")  # every run's rows carry every column
+    settings = [f for f in SymmetryTrialConfig.model_fields if f not in ("m", "seed", "fault")]
+    # The rows analyze_symmetry_run reads: the search's (tuning rows only where they repeat a searched trial).
+    pooled = pooled_settings(search_rows(trials, settings), [f for f in settings if f not in ("model", "equivariance")])
     if not pooled:
         return None
     listed = " and ".join(f"{k} ({', '.join(map(str, v))})" for k, v in pooled.items())

@@ -822,25 +822,38 @@ def _budget_note(union: pl.DataFrame) -> str:
 
 def _symmetry_budget(symmetry: list[SymmetryAnalysis]) -> str:
     """What the budget check of the symmetry cells (each cell's deciding m at twice the
-    epochs) found, in a sentence."""
+    epochs) found, in a sentence; per run (named by its sweep) when there are several."""
     rows = [r for a in symmetry for r in a.m_star.iter_rows(named=True)]
-    checked = [r for r in rows if r.get("budget") in ("ok", "budget-limited")]
-    if not checked:
+    if not any(r.get("budget") in ("ok", "budget-limited") for r in rows):
         return ("The training budget was not checked at twice the epochs (a run made before the check, or with "
                 "`search.budget_check: false`): a student's m* here is the m* at the spec's `max_epochs`.")
+    lead = "Budget check (each cell's deciding m again at twice the epochs): "
+    if len(symmetry) == 1:
+        return lead + _budget_counts(rows) + "."
+    parts = [f"run `{a.run_id}` ({md_text(a.sweep)}): {_budget_counts(list(a.m_star.iter_rows(named=True)))}"
+             for a in symmetry]
+    return lead + "; ".join(parts) + "."
+
+
+def _budget_counts(rows: list[dict]) -> str:
+    """How many of ``rows`` (m* table rows) kept their outcome at twice the epochs, which did
+    not (by name) and how many were not checked."""
+    checked = [r for r in rows if r.get("budget") in ("ok", "budget-limited")]
+    if not checked:
+        return f"not checked ({len(rows)} cells)"
     limited = [md_text(f"{r['teacher']} teacher: {r['student']} at d={r['d']}, n={r['n']}, k={r['k']}")
                for r in checked if r["budget"] == "budget-limited"]
-    text = (f"Budget check (each cell's deciding m again at twice the epochs): {len(checked) - len(limited)} of "
-            f"{len(rows)} cells kept their outcome")
+    text = f"{len(checked) - len(limited)} of {len(rows)} cells kept their outcome"
     if limited:
-        text += f"; **budget-limited** (an outcome changed with more training, so m* measured the budget): {', '.join(limited)}"
+        text += f", **budget-limited** (an outcome changed with more training, so m* measured the budget): {', '.join(limited)}"
     unchecked = len(rows) - len(checked)
-    return text + (f"; {unchecked} not checked." if unchecked else ".")
+    return text + (f", {unchecked} not checked" if unchecked else "")
 
 
 def _symmetry_flags(symmetry: list[SymmetryAnalysis]) -> str:
     """Which symmetry cells carry the out-of-epochs flag, as a clause ("" if none)."""
-    cells = [md_text(f"{r['teacher']} teacher: {r['student']} at d={r['d']}, n={r['n']}, k={r['k']}")
+    run = (lambda a: f"{a.sweep}, ") if len(symmetry) > 1 else (lambda a: "")
+    cells = [md_text(f"{run(a)}{r['teacher']} teacher: {r['student']} at d={r['d']}, n={r['n']}, k={r['k']}")
              for a in symmetry for r in a.m_star.iter_rows(named=True) if "out-of-epochs" in (r.get("flags") or "")]
     return (f": {len(cells)} cells ({', '.join(cells[:8])}"
             + (f" and {len(cells) - 8} more" if len(cells) > 8 else "") + ")") if cells else ""
