@@ -126,6 +126,13 @@ def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000) -> None:
         err.print(f"warning: one trial needs about {biggest / 2**20:,.0f} MiB of training memory, more than "
                   f"execution.pack_memory_mb ({s.execution.pack_memory_mb:g}); such trials run one per pack and "
                   "may not fit a worker", style="yellow", markup=False)
+    if s.experiment == "symmetry":  # its cells are keyed by these alone (stats/symmetry.py)
+        pooled = sorted({axis for g in s.grids for axis, values in g.items() if len(values) > 1}
+                        - {"teacher", "model", "equivariance", "n", "k", "d", "m"})
+        if pooled:
+            err.print(f"warning: the grid varies {', '.join(pooled)}: symmetry cells are keyed by teacher, student, n, k "
+                      "and d, so analyze will pool those values in one cell (it names them then); give each value "
+                      "its own run to compare them", style="yellow", markup=False)
     if s.search.adaptive:
         n_cells = s.n_cells()
         tune = (f", {' and '.join(s.search.tune.params()).replace('_', ' ')} tuned by Optuna against the spec's "

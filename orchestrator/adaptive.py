@@ -411,7 +411,15 @@ def tune_cell(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str,
 def _study(folder: Path, cell: dict, tune) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     key = cell_key(cell)
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(folder / f"{key}.journal")))
+    journal = folder / f"{key}.journal"
+    # A driver killed while it held the journal's lock leaves the lock behind (a symlink to the
+    # journal, dangling when the kill came before the journal's first write), and Optuna's
+    # acquire then spins on it forever. Only the driver holding this run's lock reaches here,
+    # so a lock left there is a dead driver's.
+    stale = Path(f"{journal}.lock")
+    if stale.is_symlink() or stale.exists():
+        stale.unlink()
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
     sampler = optuna.samplers.TPESampler(seed=int(key[:8], 16), constant_liar=True,
                                          n_startup_trials=max(1, min(tune.batch, tune.n_trials // 2)))
     return optuna.create_study(study_name=key, storage=storage, sampler=sampler, direction="maximize",

@@ -330,18 +330,25 @@ def _s4(done: pl.DataFrame, n_boot: int, ci: float, m_star: pl.DataFrame) -> dic
 def _budgeted(verdict: dict, m_star: pl.DataFrame) -> dict:
     """A slope verdict (S3, S4) measured on generic-transformer trials that ran out of epochs
     before fitting their training sets (the cell's ``out-of-epochs`` or ``budget-limited``
-    flag): E then measures the training budget as much as the samples, so a decided verdict
-    becomes inconclusive and says so (docs/claims.md 2)."""
+    flag, or its ``out_of_epochs`` column where a budget check that kept m*'s outcome cleared
+    the flag): E then measures the training budget as much as the samples, so a decided
+    verdict becomes inconclusive and says so (docs/claims.md 2)."""
     cell = m_star.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")) \
         if not m_star.is_empty() and "student" in m_star.columns else m_star.clear()
-    flags = [f for r in cell.iter_rows(named=True) for f in _flags_of(r)
-             if f["flag"] in ("out-of-epochs", "budget-limited")]
+    rows = list(cell.iter_rows(named=True))
+    flags = [f for r in rows for f in _flags_of(r) if f["flag"] in ("out-of-epochs", "budget-limited")]
+    # A budget check that kept m*'s outcome clears the cell's flag, but not what E measured: the
+    # trials that decide m* still ran out of epochs before fitting their training sets.
+    flags += [dict(flag="out-of-epochs", cell=f["cell"]) for r in rows if r.get("out_of_epochs")
+              for f in [dict(cell={c: r[c] for c in ("teacher", "student", "n", "k", "d") if c in r})]
+              if not any(g["cell"] == f["cell"] for g in flags)]
     if not flags:
         return verdict
     verdict["flags"] = flags
     if verdict["verdict"] in (SUPPORTED, NOT_SUPPORTED):
         verdict["why"] += ("; but the generic transformer's trials ran out of epochs before fitting their training "
-                           f"sets (flag {flags[0]['flag']}): E measures the training budget as much as the samples, "
+                           f"sets (flag {flags[0]['flag']}; a budget check that kept m*'s outcome does not clear E): "
+                           "E measures the training budget as much as the samples, "
                            f"so the verdict ({verdict['verdict']} as measured) is inconclusive")
         verdict["verdict"] = INCONCLUSIVE
         if verdict["series"]:

@@ -43,6 +43,10 @@ def test_a_symmetry_run_that_varies_a_setting_within_its_cells_is_named_by_analy
         assert proc.returncode == 0, proc.stderr[-3000:]
         warned = "varies max_epochs (3, 5) within its symmetry cells" in " ".join((proc.stdout + proc.stderr).split())
         assert warned == (name == "pooled"), proc.stdout + proc.stderr
+        check = subprocess.run([sys.executable, "-m", "attnsweep.cli", "validate", f"{name}.yaml"], cwd=tmp_path,
+                               env=env, capture_output=True, text=True, timeout=600)
+        assert check.returncode == 0
+        assert ("warning: the grid varies max_epochs" in check.stderr) == (name == "pooled"), check.stderr
 
 
 def test_a_symmetry_run_with_its_budget_check_is_reported_and_published(tmp_path):

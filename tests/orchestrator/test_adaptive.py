@@ -348,3 +348,26 @@ def test_a_tuning_trial_left_without_some_parameters_by_a_crash_gets_them_once(t
     number, params, told = first[0]
     assert number == 0 and not told and params["weight_decay"] == 1e-3 and 1e-4 <= params["lr"] <= 3e-2
     assert _asked(optuna.load_study(study_name="abcdef0123", storage=storage), range(0, 2), dists) == first
+
+
+def test_a_study_lock_left_by_a_killed_driver_does_not_stop_the_resume(tmp_path):
+    # A driver killed while it held a journal's lock, before the journal's first write, leaves
+    # a symlink lock pointing at no file; Optuna's acquire spun on it forever (a CI resume hung).
+    import threading
+
+    from attnsweep.orchestrator import adaptive
+
+    spec = parse_spec("name: t\nseeds: 1\ngrid: {T: [8]}\nfixed: {task: and, s: 2, d: 8, heads: 2}\n"
+                      "search: {mode: adaptive, m: {min: 8, max: 64}, tune: {n_trials: 2, batch: 1, seeds: 1,"
+                      " lr: {min: 1.0e-3, max: 1.0e-2}}}\n")
+    cell = {"T": 8, "task": "and"}
+    journal = tmp_path / f"{cell_key(cell)}.journal"
+    (tmp_path / f"{journal.name}.lock").symlink_to(journal)  # dangling: the journal was never written
+    made = {}
+    worker = threading.Thread(target=lambda: made.update(study=adaptive._study(tmp_path, cell, spec.search.tune)),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "creating the study hung on the stale lock"
+    assert made["study"].study_name == cell_key(cell) and journal.is_file()
+    assert not (tmp_path / f"{journal.name}.lock").exists()  # released after the write

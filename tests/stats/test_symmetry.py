@@ -116,3 +116,21 @@ def test_s2_is_inconclusive_when_both_students_are_beyond_the_grid_on_the_equiva
     s2 = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)[1]
     assert s2["verdict"] == "inconclusive"
     assert "undecided (the two overlap, or one has no number): equivariant: mlp, equivariant: transformer" in s2["why"]
+
+
+def test_e_slopes_of_trials_that_ran_out_of_epochs_stay_inconclusive_after_a_budget_check_kept_m_star():
+    # The budget check settles m* (its outcome at twice the epochs), not E: when the generic
+    # transformer's deciding trials ran out of epochs, S3 and S4 are inconclusive even where
+    # the check kept the outcome and cleared the cell's flag.
+    trials = _trials()
+    m_star = critical_sizes(trials, target_error=0.05, n_boot=100, ci=0.95)
+    generic = (pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")
+    cleared = m_star.with_columns(out_of_epochs=pl.when(generic).then(True).otherwise(pl.col("out_of_epochs")),
+                                  flags=pl.when(generic).then(pl.lit("")).otherwise(pl.col("flags")),
+                                  budget=pl.lit("ok"))
+    got = {v["claim"][:2]: v for v in verdicts(trials, cleared, n_boot=100)}
+    for claim in ("S3", "S4"):
+        assert got[claim]["verdict"] == "inconclusive", got[claim]["why"]
+        assert "does not clear E" in got[claim]["why"]
+    plain = {v["claim"][:2]: v for v in verdicts(trials, m_star, n_boot=100)}
+    assert plain["S3"]["verdict"] == plain["S4"]["verdict"] == "supported"
