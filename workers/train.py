@@ -195,15 +195,7 @@ class _Trial:
                 t = one_layer.tables(self.tensors, self.c.heads)
                 if t.score_range <= score_range_safe(torch.float32):
                     x0 = self._zeros(x) if t.kappa > one_layer.KAPPA_MAX else None
-                    hd = one_layer.head(self.tensors, t, x, x0)
-                    state = _state(hd.logits, y, stop_when_fit)
-                    if state != "step":
-                        return state
-                    grads = one_layer.backward(self.tensors, t, hd, x, (torch.sigmoid(hd.logits) - y) / y.shape[0], x0)
-                    for name, param in self.params.items():
-                        param.grad = grads[name]
-                    self.opt.step()
-                    return "stepped"
+                    return self._hand_step(self.tensors, t, x, y, x0, stop_when_fit)
                 if t.score_range <= score_range_safe(torch.float64):
                     return self._step_float64(x, y, stop_when_fit)
             logits = self.model.forward_table(x)  # scores too wide for the float64 matmul form: the exact path
@@ -228,14 +220,20 @@ class _Trial:
         t = one_layer.tables(p64, self.c.heads)
         x64 = x.double()  # per step, not kept: the bits are exact in any float
         x0 = 1 - x64 if t.kappa > one_layer.KAPPA_MAX else None
-        hd = one_layer.head(p64, t, x64, x0)
-        y64 = y.double()
-        state = _state(hd.logits, y64, stop_when_fit)
+        return self._hand_step(p64, t, x64, y.double(), x0, stop_when_fit)
+
+    def _hand_step(self, p: dict[str, torch.Tensor], t: one_layer.Tables, x: torch.Tensor, y: torch.Tensor,
+                   x0: torch.Tensor | None, stop_when_fit: bool) -> str:
+        """One AdamW step from workers/one_layer.py's forward and backward on the tensors
+        ``p`` (the parameters' own, or float64 copies) with their tables ``t``; the gradients
+        are set in the parameters' dtype. Returns as :meth:`step`."""
+        hd = one_layer.head(p, t, x, x0)
+        state = _state(hd.logits, y, stop_when_fit)
         if state != "step":
             return state
-        grads = one_layer.backward(p64, t, hd, x64, (torch.sigmoid(hd.logits) - y64) / y.shape[0], x0)
+        grads = one_layer.backward(p, t, hd, x, (torch.sigmoid(hd.logits) - y) / y.shape[0], x0)
         for name, param in self.params.items():
-            param.grad = grads[name].to(param.dtype)
+            param.grad = grads[name].to(param.dtype)  # the same tensor when the dtypes agree
         self.opt.step()
         return "stepped"
 
