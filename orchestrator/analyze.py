@@ -30,6 +30,12 @@ from attnsweep.workers.config import LATER_FIELDS
 CELL_FIELDS = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")]
 """A sparse-Boolean cell: every setting but m and the seed (and the test-only fault)."""
 
+TUNED_RUN = "tuned_search"
+"""A column of the m* table of a run whose adaptive search tuned settings per cell (always
+true there; absent, read as false, for every other run): in a report of several runs it keeps
+a tuned series apart from an untuned one of the same settings (issue 25: L1 per positions x
+bound x tuning) instead of pooling the two into one series."""
+
 
 @dataclass
 class Analysis:
@@ -166,7 +172,14 @@ def m_star_table(result: Analysis) -> pl.DataFrame:
 
     cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
     table = boolean.with_replicates(result.m_star, result.replicates, cell)
-    return table.with_columns(run_id=pl.lit(result.run_id))
+    table = table.with_columns(run_id=pl.lit(result.run_id))
+    return table.with_columns(pl.lit(True).alias(TUNED_RUN)) if result.tuned else table
+
+
+def union_cell(union: pl.DataFrame) -> list[str]:
+    """The columns that name a cell of a report's union m* table: :data:`CELL_FIELDS` and,
+    where a run tuned, :data:`TUNED_RUN`."""
+    return [c for c in [*CELL_FIELDS, TUNED_RUN] if c in union.columns]
 
 
 def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.95,
@@ -174,7 +187,8 @@ def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.
     """Claims L1-L4 and R (docs/claims.md 1a) judged on the m* tables of sparse-Boolean runs.
 
     Args:
-        tables: each run's :func:`m_star_table`; where a cell is in several, the first is used.
+        tables: each run's :func:`m_star_table`; where a cell is in several, the first is used
+            (a tuned run's cells are never the same as an untuned run's: :data:`TUNED_RUN`).
         tuned: settings an adaptive search tuned per cell (:func:`tuned_fields`): choices,
             not axes, so they do not split the series and groups the claims compare.
         ci: the level of the bootstrap intervals.
@@ -189,7 +203,9 @@ def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.
     if not tables:
         return pl.DataFrame(), boolean.verdicts(pl.DataFrame())
     union = pl.concat(tables, how="diagonal_relaxed")
-    cell = [c for c in CELL_FIELDS if c in union.columns]
+    if TUNED_RUN in union.columns:
+        union = union.with_columns(pl.col(TUNED_RUN).fill_null(False))
+    cell = union_cell(union)
     union = union.unique(subset=cell, keep="first", maintain_order=True)
     return union, boolean.verdicts(union, [c for c in cell if c not in tuned], reference or boolean.REFERENCE_CSV, ci)
 

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
+from attnsweep.orchestrator.analyze import TUNED_RUN
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.orchestrator.rows import run_schema, trial_schema
@@ -730,7 +731,9 @@ def _series_kind(union: pl.DataFrame, key: dict) -> dict:
         return values[0] if len(values) == 1 else (default if not values else "mixed")
     positions = one("positions", "learned") or "learned"
     bound = one("norm_bound")
-    tuned = "tuning" in cells.columns and bool(cells["tuning"].is_in(["not tuned"]).not_().any())
+    # A tuned run's cells are tuned series even where no cell adopted its tuning (the protocol ran).
+    tuned = (bool(cells[TUNED_RUN].fill_null(False).all()) if TUNED_RUN in cells.columns and not cells.is_empty()
+             else False) or ("tuning" in cells.columns and bool(cells["tuning"].is_in(["not tuned"]).not_().any()))
     ln_affine = one("ln_affine", True)
     ln_affine = True if ln_affine is None else ln_affine
     # The theorem bounds the head's weights and its inputs' norm: untrained codes, a bound, and a
@@ -742,7 +745,7 @@ def _series_kind(union: pl.DataFrame, key: dict) -> dict:
     label += ", tuned" if tuned else ", untuned"
     epochs = one("max_epochs")
     label += f", {epochs} epochs" if isinstance(epochs, int) else ""
-    others = {k: v for k, v in key.items() if k not in ("positions", "norm_bound", "ln_affine", "max_epochs")}
+    others = {k: v for k, v in key.items() if k not in ("positions", "norm_bound", "ln_affine", "max_epochs", TUNED_RUN)}
     if others:
         label += " (" + ", ".join(f"{k}={v}" for k, v in others.items()) + ")"
     return dict(label=label, theory=theory)
@@ -766,7 +769,8 @@ def _meaning(kind: dict, verdict: str, numbers: dict) -> str:
                                                               else "this series")
         lead = (f"the log law trails the best ({law}) by {-margin:.1f} AIC" if margin < 0
                 else "the log law fits best")
-        return (f"inconclusive for {whose}: T spans {decades:.1f} decades and L1 needs 3; over that span {lead}.")
+        return (f"inconclusive for {whose}: T spans {decades:.1f} decades and L1 needs 3; over that span {lead}"
+                f"{_span_end(numbers)}.")
     if kind["theory"]:
         return {"supported": "m* of the theorem's class grows like log T: the claim as stated holds over these T.",
                 "not supported": f"m* of the theorem's class, as trained here, grows faster than log T ({law} fits "
@@ -783,6 +787,19 @@ def _meaning(kind: dict, verdict: str, numbers: dict) -> str:
         return (f"near the theorem's class, but the LayerNorm before the head trains its gain, so the inputs' norm "
                 f"is not bounded: L1 is {verdict} here.")
     return f"outside the theorem's class (no norm bound): L1 is {verdict} here."
+
+
+def _span_end(numbers: dict) -> str:
+    """Where a series' cells beyond its largest exact T hold only bounds: the clause naming
+    them and their flags (what ends the span), or "" when nothing lies beyond it."""
+    exact = numbers.get("T") or []
+    beyond = [c for c in numbers.get("left_out") or [] if exact and c["T"] > max(exact)]
+    if not beyond:
+        return ""
+    flags = sorted({f for c in beyond for f in c.get("flags") or []})
+    cells = ", ".join(f"T={c['T']:g}: {c['text']}" for c in beyond)
+    return (f"; beyond T = {max(exact):g} m* is a bound, not a value ({cells}"
+            + (f"; {', '.join(flags)}" if flags else "") + ")")
 
 
 def _cell(text: str) -> str:

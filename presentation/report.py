@@ -31,8 +31,8 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from attnsweep.orchestrator.analyze import (CELL_FIELDS, analyze_run, boolean_verdicts, interval_text, m_star_table,
-                                  run_caveats, settings_of, tuned_fields)
+from attnsweep.orchestrator.analyze import (analyze_run, boolean_verdicts, interval_text, m_star_table, run_caveats,
+                                  settings_of, tuned_fields, union_cell)
 from attnsweep.presentation import findings
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
 from attnsweep.orchestrator.errors import AttnsweepError
@@ -137,7 +137,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
                 ci = settings.ci
             boolean_tables.append(run.m_star)
     union, claims = boolean_verdicts(boolean_tables, tuned, ci, reference)
-    cell = [c for c in CELL_FIELDS if c in union.columns]
+    cell = union_cell(union)
     if not boolean_tables:
         claims = _missing(claims)
     symmetry_runs = [r for r in runs if r.experiment == "symmetry"]

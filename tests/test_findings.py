@@ -143,3 +143,20 @@ def test_a_readme_that_is_not_utf8_is_refused_and_markers_count_only_as_whole_li
     text = (root / "QUOTED.md").read_bytes().decode()
     assert text.startswith(quoted) and "\n" not in text.replace("\r\n", "")
     assert _rows(read_section(root / "QUOTED.md")).keys() == {"L1", "L2", "L3", "L4", "R"}
+
+
+def test_a_short_series_names_the_bounds_that_end_its_span():
+    # Exact m* up to T = 256, then bounds at 512 and 1024: the sentence says the span ends
+    # there because m* is only a bound, and which flag made it one; a series whose bounds lie
+    # inside its span (or has none) gets no such clause.
+    from attnsweep.presentation.findings import _meaning
+
+    kind = dict(label="fixed positions, norm bound 1, inputs of norm sqrt(d), untuned", theory=True)
+    left = [dict(T=512, text="≤ 168", flags=["out-of-epochs"]), dict(T=1024, text="≤ 340", flags=["budget-limited"])]
+    numbers = dict(best_law="power", decades=1.8, log_margin_aic=-17.2, T=[4, 16, 64, 256], left_out=left)
+    text = _meaning(kind, "inconclusive", numbers)
+    assert text.startswith("inconclusive for the theorem's class: T spans 1.8 decades")
+    assert "beyond T = 256 m* is a bound, not a value (T=512: ≤ 168, T=1024: ≤ 340; budget-limited, out-of-epochs)" \
+        in text
+    inside = dict(numbers, T=[4, 16, 64, 256, 2048], left_out=[dict(T=1024, text="≤ 436", flags=["out-of-epochs"])])
+    assert "bound, not a value" not in _meaning(kind, "inconclusive", inside)

@@ -342,3 +342,28 @@ def test_with_replicates_attaches_the_bootstraps_of_critical_sample_sizes():
     out = with_replicates(table, reps, ["T"])
     assert out["replicates"].list.len().to_list() == [50, 50]
     assert np.allclose(out.filter(pl.col("T") == 8)["replicates"][0].to_numpy(), reps[(8,)])
+
+
+def test_a_tuned_run_and_an_untuned_run_of_the_same_settings_are_two_l1_series():
+    # The same cells twice: an untuned run (m* = 5 sqrt(T), a power law) and a run whose search
+    # tuned lr per cell (m* = 20 + 10 ln T exactly, lr 3e-3 kept at half the T, 1e-2 adopted at
+    # the rest). Pooled, the tuned cells that kept lr 3e-3 would be dropped as duplicates and
+    # the others would join the untuned series at the same T; kept apart, each series gets its
+    # own verdict from its own law, and its label says which protocol it is.
+    from attnsweep.orchestrator.analyze import TUNED_RUN, boolean_verdicts
+    from attnsweep.presentation.findings import _series_kind
+
+    untuned = cells(along_T(lambda T: 5 * math.sqrt(T), lr=3e-3))
+    tuned = cells([({"T": T, "lr": 3e-3 if i % 2 else 1e-2}, 20 + 10 * math.log(T)) for i, T in enumerate(POW2)])
+    union, claims = boolean_verdicts([untuned, tuned.with_columns(pl.lit(True).alias(TUNED_RUN))], {"lr"})
+    assert union.height == 2 * len(POW2)
+    l1 = next(v for v in claims if v["id"] == "L1")
+    by_protocol = {s["cells"][TUNED_RUN]: s for s in l1["series"]}
+    assert by_protocol[False]["verdict"] == "not supported" and by_protocol[True]["verdict"] == "supported"
+    assert by_protocol[False]["numbers"]["n_cells"] == by_protocol[True]["numbers"]["n_cells"] == len(POW2)
+    assert ", tuned" in _series_kind(union, by_protocol[True]["cells"])["label"]
+    assert ", untuned" in _series_kind(union, by_protocol[False]["cells"])["label"]
+    assert TUNED_RUN not in _series_kind(union, by_protocol[True]["cells"])["label"]
+    # Without a tuned run the table has no such column: earlier reports come back unchanged.
+    alone, _ = boolean_verdicts([untuned], {"lr"})
+    assert TUNED_RUN not in alone.columns
