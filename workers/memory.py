@@ -55,10 +55,11 @@ def boolean_working_bytes(cfg: BooleanTrialConfig) -> int:
     and output, scores and values, exponentials, and their gradients;
     workers/one_layer.py) and per sample ``16 d + 4 (H + d)`` floats; a deeper transformer
     keeps ``16 (T+1) d`` floats per sample and layer, the MLP ``4 max(T, mlp_width)``, and
-    their data is the bits as float32. Scoring: chunks of at most ``EVAL_BUDGET_BYTES``.
-    Not counted: a one-layer step whose scores spread beyond the float32 matmul form (range
-    above 60, workers/train.py) holds the batch's bits in float64 twice while it runs, up to
-    ``16 m T`` bytes more (the table path it replaced held several ``(m, T, H)`` tensors).
+    their data is the bits as float32. A one-layer step whose scores spread beyond the float32
+    matmul form (range above 60, workers/train.py) holds the minibatch's bits in float64 twice
+    (``x`` and ``1 - x``) while it runs: ``16 b (T + 1)`` bytes more for a minibatch of ``b``,
+    counted for every one-layer trial, since whether its scores will spread is not known before
+    it trains. Scoring: chunks of at most ``EVAL_BUDGET_BYTES``.
     Measured against the peak RSS of real packs in tests/workers/test_memory.py.
     """
     n_params = boolean_param_count(cfg.model, cfg.T, cfg.d, cfg.layers, cfg.heads, cfg.mlp_width)
@@ -68,6 +69,7 @@ def boolean_working_bytes(cfg: BooleanTrialConfig) -> int:
         tables = 12 * rows * (cfg.heads + cfg.d)
         acts = 16 * cfg.d + 4 * (cfg.heads + cfg.d)
         data = (2 * cfg.m + batch) * (cfg.T + 1)  # the bits as floats, 1 - X (one-hot form), a minibatch
+        data += 4 * batch * (cfg.T + 1)  # a float64 step's x and 1 - x: 16 b (T + 1) bytes, 4 float32 each
         train = FLOAT_BYTES * (PARAM_COPIES * n_params + tables + data + batch * acts)
         n_eval = rows + 16 * cfg.d
     else:

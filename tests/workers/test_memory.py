@@ -25,7 +25,9 @@ def test_one_layer_transformer_estimate_counts_the_real_parameters():
     rows = 2 * 65
     tables = 12 * rows * (4 + 16)
     acts = 16 * 16 + 4 * (4 + 16)
-    assert boolean_working_bytes(c) == 4 * (4 * params + tables + 300 * 65 + 100 * acts)  # data: (2m + m) (T + 1)
+    # data: (2m + m) (T + 1) float32 values, and a float64 step's x and 1 - x over a minibatch
+    # of m: 2 x 8 m (T + 1) bytes, i.e. 4 m (T + 1) float32 values' worth.
+    assert boolean_working_bytes(c) == 4 * (4 * params + tables + 300 * 65 + 4 * 100 * 65 + 100 * acts)
 
 
 _PEAK = """
