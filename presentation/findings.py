@@ -358,6 +358,11 @@ def main_series(union: pl.DataFrame) -> pl.DataFrame:
     if "ln_affine" in cells.columns:
         cells = cells.with_columns(pl.col("ln_affine").fill_null(True))
     settings = [c for c in cells.columns if c in SERIES_SETTINGS and cells[c].n_unique() > 1]
+    if TUNED_RUN in cells.columns:
+        # A tuned run's lr is each cell's choice, not an axis (as in the verdicts): its series is
+        # the run's tuning, which keeps it apart from an untuned one of the same settings.
+        cells = cells.with_columns(pl.col(TUNED_RUN).fill_null(False))
+        settings = [c for c in settings if c != "lr"] + [TUNED_RUN]
     # Named by the model class first (codes, bound, inputs); other settings only where needed to
     # tell two series apart.
     primary = [c for c in settings if c in ("positions", "norm_bound", "ln_affine")]
@@ -381,7 +386,10 @@ def _series_name(row: dict) -> str:
         parts.append("no bound" if row["norm_bound"] is None else f"B={row['norm_bound']:g}")
     if row.get("ln_affine") is False:
         parts.append("inputs of norm sqrt(d)")
-    parts += [f"{k}={v}" for k, v in row.items() if k not in ("model", "positions", "norm_bound", "ln_affine")]
+    if row.get(TUNED_RUN):
+        parts.append("tuned")
+    parts += [f"{k}={v}" for k, v in row.items() if k not in ("model", "positions", "norm_bound", "ln_affine",
+                                                               TUNED_RUN)]
     return ", ".join(parts)
 
 

@@ -81,7 +81,11 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         if points:  # fits that fall towards 0 would stretch a log axis over empty decades
             ax.set_ylim(bottom=0.5 * min(points))
         ax.set_ylabel("critical sample size m* (log axis)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # off the points
+    legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # off the points
+    # A legend of many series outgrows the axes' height: the figure grows to hold it
+    # (about 0.17 inches per entry at this font size), the axes keep their size.
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, max(height, 0.17 * len(legend.get_texts()) + 0.8))
     fig.tight_layout()
     with replacing(path) as temp:
         fig.savefig(temp, dpi=120)
