@@ -41,7 +41,7 @@ from attnsweep.stats import verdicts as boolean
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.figures import plot_m_star
 from attnsweep.results.outputs import replacing, write_text
-from attnsweep.stats.norm_use import fit_limits
+from attnsweep.stats.norm_use import TOLERANCE, fit_limits, norm_growth
 from attnsweep.workers.config import LATER_FIELDS
 
 FIGURE = "m_star_vs_T.png"
@@ -705,7 +705,7 @@ def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
             kind["label"], span, _with_interval(c, 3), _with_interval(k, 2),
             law if law != "undecided" else f"undecided (first: {numbers.get('best_law', '-')})",
             s["verdict"], _meaning(kind, s["verdict"], numbers))) + " |")
-    return [*lines, "", *fit_limit_lines(union)]
+    return [*lines, "", *norm_use_lines(claims, union), *fit_limit_lines(union)]
 
 
 def fit_limit_lines(union: pl.DataFrame) -> list[str]:
@@ -728,12 +728,58 @@ def fit_limit_lines(union: pl.DataFrame) -> list[str]:
             + md_text("; ".join(parts)) + ".", ""]
 
 
-def _series_kind(union: pl.DataFrame, key: dict) -> dict:
-    """What a series is: its position codes, norm bound and tuning, read from its cells."""
+def _series_cells(union: pl.DataFrame, key: dict) -> pl.DataFrame:
+    """The transformer cells of one L1 series (``key``: the settings that name it)."""
     cells = union.filter(pl.col("model") == "transformer") if "model" in union.columns else union
     for name, value in key.items():
         if name in cells.columns:
             cells = cells.filter(pl.col(name).is_null() if value is None else pl.col(name) == value)
+    return cells
+
+
+def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> list[str]:
+    """One line per L1 series on the norms its trained heads used (stats/norm_use.py;
+    Edelman et al., ICML 2022, Theorem 4.2 bounds capacity by these norms at a fixed bound):
+    where a bound is set, the share of trained trials with a bounded matrix at it per cell;
+    and the least ||W_Q,h^T W_K,h|| of a successful trial against ln T, least-squares fitted
+    (:func:`stats.norm_use.norm_growth`). Markdown lines, [] when no series has the norms."""
+    l1 = next((v for v in claims if v["claim"].startswith("L1")), None)
+    series = [s for s in (l1 or {}).get("series", []) if s.get("numbers", {}).get("T")]
+    if not series or "min_norm_qk" not in union.columns:
+        return []
+    items = []
+    for s in series:
+        cells = _series_cells(union, s["cells"]).sort("T")
+        parts = []
+        if "at_bound" in cells.columns and cells["at_bound"].drop_nulls().len():
+            shares = cells.filter(pl.col("at_bound").is_not_null())
+            lo, hi = shares["at_bound"].min(), shares["at_bound"].max()
+            parts.append(f"a bounded matrix at the bound in {lo:.0%}..{hi:.0%} of a cell's trained trials "
+                         f"(T = {shares['T'].min():g}: {shares['at_bound'][0]:.0%}, "
+                         f"T = {shares['T'].max():g}: {shares['at_bound'][-1]:.0%})")
+        norms = cells.filter(pl.col("min_norm_qk").is_not_null())
+        if norms.height:
+            g = norm_growth(norms["T"].to_numpy(), norms["min_norm_qk"].to_numpy(), ci)
+            text = (f"the least ||W_Q W_K^T|| of a success {norms['min_norm_qk'][0]:.2f} at T = {norms['T'][0]:g} "
+                    f"and {norms['min_norm_qk'][-1]:.2f} at T = {norms['T'][-1]:g}")
+            if not math.isnan(g["b"]):
+                text += (f", {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, "
+                         f"{g['n_points']} T)")
+            bound = cells["norm_bound"].drop_nulls() if "norm_bound" in cells.columns else None
+            if bound is not None and bound.len() and (norms["min_norm_qk"] >= (1 - TOLERANCE) * bound.max()).any():
+                text += "; where it sits at the bound, the fit measures the bound, not the need"
+            parts.append(text)
+        if parts:
+            items.append(f"{_series_kind(union, s['cells'])['label']}: " + "; ".join(parts) + ".")
+    if not items:
+        return []
+    return ["Norms the trained heads used, per series (the theorem bounds capacity by them at a fixed bound; "
+            "docs/claims.md, section 1):", "", *[f"- {md_text(i)}" for i in items], ""]
+
+
+def _series_kind(union: pl.DataFrame, key: dict) -> dict:
+    """What a series is: its position codes, norm bound and tuning, read from its cells."""
+    cells = _series_cells(union, key)
     def one(name: str, default=None):
         values = cells[name].unique().to_list() if name in cells.columns and not cells.is_empty() else []
         return values[0] if len(values) == 1 else (default if not values else "mixed")

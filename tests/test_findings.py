@@ -3,6 +3,7 @@ section are regenerated from a small store, and every number in them is checked 
 verdicts.json and against the store's own rows, read here with polars."""
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -160,3 +161,25 @@ def test_a_short_series_names_the_bounds_that_end_its_span():
         in text
     inside = dict(numbers, T=[4, 16, 64, 256, 2048], left_out=[dict(T=1024, text="≤ 436", flags=["out-of-epochs"])])
     assert "bound, not a value" not in _meaning(kind, "inconclusive", inside)
+
+
+def test_the_norm_lines_fit_the_least_norm_of_a_success_against_ln_T():
+    # Two series: unbounded, the least ||W_Q W_K^T|| of a success is exactly 1 + 0.1 ln T, so
+    # the least-squares slope is 0.1 with a zero-width interval; bounded at B = 1.2, the same
+    # norms reach the bound from T = 8 on (1 + 0.1 ln 8 = 1.21), so the line says the fit there
+    # measures the bound, and the share at the bound runs from 0% (T = 2) to 100%.
+    import polars as pl
+
+    from attnsweep.presentation.findings import norm_use_lines
+
+    Ts = [2, 8, 32, 128]
+    rows = [dict(model="transformer", T=T, norm_bound=B, min_norm_qk=min(1 + 0.1 * math.log(T), B or math.inf),
+                 at_bound=None if B is None else float(T > 2)) for B in (None, 1.2) for T in Ts]
+    union = pl.DataFrame(rows, schema_overrides={"norm_bound": pl.Float64, "at_bound": pl.Float64})
+    claims = [dict(claim="L1: m* grows like log T", series=[dict(cells={"norm_bound": B}, numbers=dict(T=Ts))
+                                                             for B in (None, 1.2)])]
+    lines = norm_use_lines(claims, union)
+    unbounded, bounded = [line for line in lines if line.startswith("- ")]
+    assert "+0.1 per unit of ln T (95% CI 0.1 .. 0.1, 4 T)" in unbounded and "measures the bound" not in unbounded
+    assert "at the bound in 0%..100%" in bounded and "T = 2: 0%" in bounded and "measures the bound" in bounded
+    assert norm_use_lines(claims, union.drop("min_norm_qk")) == []
