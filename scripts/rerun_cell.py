@@ -70,7 +70,7 @@ def _where(pairs: list[str], rows: pl.DataFrame) -> pl.DataFrame:
         except (pl.exceptions.PolarsError, TypeError) as exc:
             raise UsageError(f"--where {pair}: {value!r} is not a value {name} can take ({exc.__class__.__name__})")
         if kept.is_empty():
-            have = sorted({str(v) for v in rows[name].to_list()})
+            have = [str(v) for v in rows[name].unique().sort(nulls_last=True).to_list()]  # in value order
             raise UsageError(f"--where {pair}: no row left with {name} = {value!r} (values there: {', '.join(have)})")
         rows = kept
     return rows
