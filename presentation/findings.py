@@ -306,6 +306,32 @@ def _check_rows(folder: Path, run_id: str, rows: pa.Table) -> None:
                                  "samples, so not a row a run could have written")
 
 
+def published_run_ids(folder: Path) -> list[str]:
+    """The run ids a published findings folder holds (its runs.parquet), in its order; []
+    where the folder has none, or has a link at that name (the report replaces the link).
+
+    Raises:
+        AttnsweepError: runs.parquet is there but cannot be read, so what writing over the
+            folder would drop cannot be told.
+    """
+    path = Path(folder) / RUNS
+    if not path.is_file() or path.is_symlink():  # a link is replaced, never written through: it loses nothing
+        return []
+    try:
+        ids = pq.read_table(path, columns=["run_id"])["run_id"].to_pylist()
+    except (pa.ArrowException, OSError, KeyError, UnicodeDecodeError) as exc:
+        raise AttnsweepError(f"--out: {path} cannot be read, so a report there could drop the runs it holds; give "
+                             f"another --out, or move that folder away first ({exc.__class__.__name__})") from exc
+    return list(dict.fromkeys(i for i in ids if i is not None))
+
+
+def readme_run_ids(readme: Path, start: str = START, end: str = END) -> list[str]:
+    """The run ids a README's findings section (between ``start`` and ``end``) names, in its
+    order; [] where it has no such section."""
+    section = read_section(readme, start, end) if Path(readme).is_file() else ""
+    return list(dict.fromkeys(re.findall(r"^(?:### )?Run `([^`]+)`", section or "", flags=re.MULTILINE)))
+
+
 def _read(path: Path, schema: pa.Schema) -> pa.Table:
     """A published Parquet file, its page checksums verified, with every column of
     ``schema`` (and ``sweep``, ``run_id``) of a type that casts to the schema's.

@@ -116,6 +116,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     out_dir = Path(out_dir)
     _outside_store(store, out_dir)
     _own_folders(out_dir, run_ids)
+    _drops_nothing(out_dir, readme, runs)
     # Figures go to figures/RUN_ID/ and overwrite the same names; nothing else there is removed
     # (a figure `run` or `analyze` wrote, or a file a person put there, is not the report's to delete).
     figures = out_dir / "figures"
@@ -217,6 +218,29 @@ def _outside_store(store: ResultsStore, out_dir: Path) -> None:
     if store.holds(out_dir):
         raise AttnsweepError(f"--out: {out_dir} is inside the results store at {store.root}; a report or published "
                              "findings there would be read back as part of the store. Give a folder outside it")
+
+
+def _drops_nothing(out_dir: Path, readme: Path | None, runs: list[_Run]) -> None:
+    """Raise AttnsweepError when the report would write over published findings of runs it
+    does not include: a folder whose runs.parquet holds other runs (its trials.parquet would
+    lose their rows, re-signed in SHA256SUMS so nothing would catch it), or a README section
+    that shows other runs. Reporting the same runs again, or more, is what republishing is."""
+    ids = {r.run_id for r in runs}
+    dropped = [r for r in findings.published_run_ids(out_dir) if r not in ids]
+    if dropped:
+        raise AttnsweepError(f"--out: {out_dir} holds the published rows of run(s) {', '.join(dropped)}, which this "
+                             "report does not include; writing there would drop them. Report them too (attnsweep "
+                             f"report --from {out_dir} makes the folder again with every run it holds), or give "
+                             "another --out")
+    if readme is None:
+        return
+    sections = ([(findings.START, findings.END)] if any(r.experiment != "symmetry" for r in runs) else []) + \
+        ([(findings.SYMMETRY_START, findings.SYMMETRY_END)] if any(r.experiment == "symmetry" for r in runs) else [])
+    dropped = [r for start, end in sections for r in findings.readme_run_ids(readme, start, end) if r not in ids]
+    if dropped:
+        raise AttnsweepError(f"--readme: {readme} shows the findings of run(s) {', '.join(dropped)}, which this "
+                             "report does not include; writing there would replace them. Report them too, or "
+                             "delete that section from the README first")
 
 
 def _own_folders(out_dir: Path, run_ids: list[str]) -> None:

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -183,3 +184,33 @@ def test_the_norm_lines_fit_the_least_norm_of_a_success_against_ln_T():
     assert "+0.1 per unit of ln T (95% CI 0.1 .. 0.1, 4 T)" in unbounded and "measures the bound" not in unbounded
     assert "at the bound in 0%..100%" in bounded and "T = 2: 0%" in bounded and "measures the bound" in bounded
     assert norm_use_lines(claims, union.drop("min_norm_qk")) == []
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_report_never_writes_over_published_runs_it_does_not_include(tmp_path):
+    # The main findings hold four runs. Reporting one of them into that folder (the default
+    # --out of --from), or another folder's run over it, would drop the others' rows and
+    # re-sign SHA256SUMS; a README section showing other runs would be replaced. Each is
+    # refused (exit 2, the runs named), and not one byte of the folders or the README moves.
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "docs/findings", tmp_path / "main", ignore=shutil.ignore_patterns("symmetry", "theory-500", "tuned-interrupted"))
+    shutil.copytree(root / "docs/findings/theory-500", tmp_path / "t500")
+    shutil.copy(root / "README.md", tmp_path / "README.md")
+    main_runs = json.loads((tmp_path / "main/verdicts.json").read_text())["runs"]
+    assert len(main_runs) >= 2
+    before = {name: _tree(tmp_path / name) for name in ("main", "t500")}
+    readme = (tmp_path / "README.md").read_bytes()
+
+    subset = _cli("report", "--from", "main", main_runs[0], cwd=tmp_path)
+    assert subset.returncode == 2 and all(r in subset.stderr for r in main_runs[1:]), subset.stderr
+    over = _cli("report", "--from", "t500", "--out", "main", cwd=tmp_path)
+    assert over.returncode == 2 and "would drop them" in over.stderr and main_runs[0] in over.stderr, over.stderr
+    headline = _cli("report", "--from", "t500", "--out", "elsewhere", "--readme", "README.md", cwd=tmp_path)
+    assert headline.returncode == 2 and "--readme" in headline.stderr and main_runs[0] in headline.stderr
+    assert {name: _tree(tmp_path / name) for name in ("main", "t500")} == before
+    assert (tmp_path / "README.md").read_bytes() == readme and not (tmp_path / "elsewhere").exists()
+    # The same runs again (republishing) is allowed, and one run to a folder of its own too.
+    assert _cli("report", "--from", "main", main_runs[0], "--out", "one", cwd=tmp_path).returncode == 0
