@@ -377,11 +377,14 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: set[str] 
             verdict = "inconclusive"  # no interval, or m* did not vary at all
         else:
             verdict = "yes" if log["b_lo"] > 0 else ("no" if log["b_hi"] <= 0 else "inconclusive")
-        Ts = (table.filter(pl.col("series") == label)["T"] if {"series", "T"} <= set(table.columns)
+        # The span of the cells the fit used (exact m*): a bound beyond them widens nothing.
+        exact = (pl.col("bound") == "exact") if "bound" in table.columns else pl.lit(True)
+        Ts = (table.filter((pl.col("series") == label) & exact)["T"] if {"series", "T"} <= set(table.columns)
               else pl.Series([], dtype=pl.Int64)).drop_nulls()
         span = math.log10(Ts.max() / Ts.min()) if Ts.len() and Ts.min() > 0 else math.nan
         which = ("" if span >= MIN_DECADES else
-                 f" (which law holds is not decided here: T spans {span:.1f} decades, L1 needs {MIN_DECADES:g})")
+                 f" (which law holds is not decided here: its exact m* span {span:.1f} decades of T, L1 needs "
+                 f"{MIN_DECADES:g})")
         checks.append(dict(
             check=f"m* grows with T [{label}]",
             verdict=verdict,

@@ -731,7 +731,23 @@ def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
             kind["label"], span, _with_interval(c, 3), _with_interval(k, 2),
             law if law != "undecided" else f"undecided (first: {numbers.get('best_law', '-')})",
             s["verdict"], _meaning(kind, s["verdict"], numbers))) + " |")
-    return [*lines, "", *norm_use_lines(claims, union), *fit_limit_lines(union)]
+    return [*lines, "", *_as_stated(l1, series, union), *norm_use_lines(claims, union), *fit_limit_lines(union)]
+
+
+def _as_stated(l1: dict, series: list[dict], union: pl.DataFrame) -> list[str]:
+    """A sentence where the L1 row of the claims table (every series combined: not supported
+    where any series is) reads otherwise than the series of the theorem's class, which alone
+    test the claim as its authors state it; [] where the two agree or there is no such series."""
+    theory = [s["verdict"] for s in series if _series_kind(union, s["cells"])["theory"]]
+    if not theory:
+        return []
+    verdict = ("not supported" if "not supported" in theory
+               else "supported" if all(v == "supported" for v in theory) else "inconclusive")
+    if verdict == l1["verdict"]:
+        return []
+    return [md_text(f"The L1 row of the claims table below combines every series (not supported where any one is), "
+                    f"so it reads \"{l1['verdict']}\"; for the claim as its authors state it, the series of the "
+                    f"theorem's class above, L1 is {verdict}."), ""]
 
 
 def fit_limit_lines(union: pl.DataFrame) -> list[str]:
@@ -904,7 +920,7 @@ def _budget_note(union: pl.DataFrame) -> str:
     if checked.is_empty():
         return "The training budget was not checked (no cell was searched again with twice the epochs)." + _flag_note(union)
     def name(r: dict) -> str:
-        text = md_text(" ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound", "max_epochs") if c in r))
+        text = _cell_name(r, ("model", "T", "s", "norm_bound", "max_epochs"))
         if r["budget"] == "ok":
             return text + (" (beyond the range both times)" if r.get("censored") == "above" else "")
         return text + f" (m* {format_m_star(r['m_star_2x'], r.get('bound_2x'))} at twice the epochs)"
@@ -967,6 +983,13 @@ def _seeds_note(symmetry: list[SymmetryAnalysis]) -> str:
             "their intervals, and the advantages and slopes made from them, as about 90% intervals.")
 
 
+def _cell_name(r: dict, cols: tuple[str, ...]) -> str:
+    """A cell as ``model=transformer T=32 ...`` (Markdown-escaped); a tuned run's cell says so,
+    since an untuned one of the same settings may sit beside it."""
+    return md_text(" ".join([f"{c}={r[c]}" for c in cols if c in r] + ([f"{TUNED_RUN}=True"] if r.get(TUNED_RUN)
+                                                                          else [])))
+
+
 def _flag_note(union: pl.DataFrame) -> str:
     """The cells whose m* carries a flag (stats/critical.py), in a sentence ("" if none)."""
     if union.is_empty() or "flags" not in union.columns:
@@ -975,7 +998,7 @@ def _flag_note(union: pl.DataFrame) -> str:
     for flag, meaning in (("out-of-epochs", "trials that ran out of epochs could have moved m*: an upper bound"),
                           ("non-monotone", "the success rate fell back below half at a larger m"),
                           ("few-seeds", "too few seeds for the interval's level")):
-        cells = [md_text(" ".join(f"{c}={r[c]}" for c in ("model", "T", "s", "norm_bound") if c in r))
+        cells = [_cell_name(r, ("model", "T", "s", "norm_bound"))
                  for r in union.filter(pl.col("flags").fill_null("").str.contains(flag, literal=True))
                  .iter_rows(named=True)]
         if cells:

@@ -214,3 +214,20 @@ def test_a_report_never_writes_over_published_runs_it_does_not_include(tmp_path)
     assert (tmp_path / "README.md").read_bytes() == readme and not (tmp_path / "elsewhere").exists()
     # The same runs again (republishing) is allowed, and one run to a folder of its own too.
     assert _cli("report", "--from", "main", main_runs[0], "--out", "one", cwd=tmp_path).returncode == 0
+
+
+def test_the_headline_says_when_the_combined_l1_is_not_the_theorem_class_answer():
+    # L1 combined reads "not supported" from the learned, unbounded series alone; the series of
+    # the theorem's class (fixed codes, a bound, inputs of norm sqrt(d)) is inconclusive, and
+    # the headline says that this, not the combined row, answers the claim as stated.
+    from attnsweep.presentation.findings import _as_stated
+
+    union = pl.DataFrame([dict(model="transformer", T=T, positions=p, norm_bound=B, ln_affine=ln)
+                          for T in (8, 64) for p, B, ln in (("learned", None, True), ("fixed", 1.0, False))],
+                         schema_overrides={"norm_bound": pl.Float64})
+    series = [dict(cells={"positions": "learned"}, verdict="not supported"),
+              dict(cells={"positions": "fixed"}, verdict="inconclusive")]
+    (line, _) = _as_stated(dict(verdict="not supported"), series, union)
+    assert 'reads "not supported"' in line and "theorem's class above, L1 is inconclusive" in line
+    assert _as_stated(dict(verdict="inconclusive"), series, union) == []
+    assert _as_stated(dict(verdict="not supported"), series[:1], union) == []
