@@ -60,9 +60,10 @@ def _store(path: str, scratch: Path) -> ResultsStore:
 def _where(pairs: list[str], rows: pl.DataFrame) -> pl.DataFrame:
     for pair in pairs:
         name, sep, text = pair.partition("=")
-        if not sep or name not in rows.columns:
+        if not sep or not text or name not in rows.columns:
             raise UsageError(f"--where {pair}: give NAME=VALUE with a setting of the rows as NAME "
-                             f"(settings: {', '.join(f for f in BooleanTrialConfig.model_fields if f in rows.columns)})")
+                             f"(settings: {', '.join(f for f in BooleanTrialConfig.model_fields if f in rows.columns and f != 'fault')}; "
+                             "null for a setting that is not set)")
         value = yaml.safe_load(text)
         column = pl.col(name).fill_null(LATER_FIELDS[name]) if name in LATER_FIELDS else pl.col(name)
         try:

@@ -56,7 +56,7 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
         below = m_star.filter((pl.col(hue) == value) & (pl.col("bound") == "upper"))
         if not below.is_empty():  # m* at or below a bound: a triangle down at the bound
             ax.scatter(below["T"], below["m_star"], marker="v", color=color,
-                       label=f"{value}: m* ≤ bound (smallest m tried, or budget-limited)")
+                       label=f"{value}: m* ≤ bound (smallest m tried, out of epochs, or budget-limited)")
         part = m_star.filter((pl.col(hue) == value) & pl.col("m_star").is_not_nan()
                              & (pl.col("bound") == "exact")).sort("T")
         if part.is_empty():

@@ -324,7 +324,7 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
                    f"law's margin there {g_aic:+.1f} AIC): the m* estimator decides, not the rows")
             return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
         why = (f"{fit['model'][0]} growth fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; "
-               f"{AIC_MARGIN:g} decides), on the grid m* too (by {-g_aic:.1f} AIC)")
+               f"a margin of {AIC_MARGIN:g} decides), on the grid m* too (by {-g_aic:.1f} AIC)")
         return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
     if power["b_lo"] > EFFECT_SLOPE and aic >= AIC_MARGIN and bic >= AIC_MARGIN:
         if not grid_ahead:

@@ -55,7 +55,7 @@ def test_a_cell_rerun_as_a_grid_comes_back_row_for_row(tmp_path):
     again_spec = _run(script, "spec", "small-theory-rerun", "--store", "r", cwd=tmp_path)
     assert again_spec.returncode == 0 and f"m: {sorted(set(searched['m']))}" in again_spec.stdout, again_spec.stderr
     # What it cannot serve exits 2 with a message, not a traceback (1 means rows differ).
-    for args, needle in ((("--where", "T=17"), "no row left with T = 17 (values there: 16, 8)"),
+    for args, needle in ((("--where", "T=17"), "no row left with T = 17 (values there: 8, 16)"),
                          (("--where", "norm_bound=one"), "'one' is not a value norm_bound can take"),
                          (("--where", "T"), "give NAME=VALUE")):
         bad = _run(script, "spec", run_id, "--store", "s", *args, cwd=tmp_path)

@@ -162,7 +162,7 @@ def test_m_star_at_or_below_the_grid_is_a_down_triangle_at_the_smallest_m(drawn,
     (ax,) = drawn()[-1].axes
     labels = ax.get_legend_handles_labels()[1]
     assert labels == ["transformer: m* > bound (beyond the grid)",
-                      "transformer: m* ≤ bound (smallest m tried, or budget-limited)", "transformer"]
+                      "transformer: m* ≤ bound (smallest m tried, out of epochs, or budget-limited)", "transformer"]
     below = next(c for c in ax.collections if c.get_label().startswith("transformer: m* ≤"))
     assert below.get_offsets().tolist() == [[8.0, 8.0]]  # at T = 8, m = the smallest m tried
     points = next(c for c in ax.containers if c.get_label() == "transformer").lines[0]
