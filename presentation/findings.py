@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from attnsweep.orchestrator.analyze import TUNED_RUN
+from attnsweep.orchestrator.analyze import TUNED_RUN, interval_text
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.orchestrator.rows import run_schema, trial_schema
@@ -468,6 +468,22 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     return "\n".join(lines)
 
 
+def _symmetry_cells(m_star: pl.DataFrame) -> list[str]:
+    """A single-group symmetry run's m* per (teacher, student) as Markdown lines (a multi-size
+    run shows its groups instead); [] without cells. Its claims may be "not tested" (a rerun of
+    one cell has no pair to compare), but its m* is a measurement all the same."""
+    if m_star.is_empty():
+        return []
+    lines = ["m* per cell (relative test error at or below the target in half the seeds):", "",
+             "| teacher | student | d | n | k | m* | 95% CI | seeds | budget | flags |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for r in m_star.iter_rows(named=True):
+        lines.append("| " + " | ".join(md_text(x) for x in (
+            r["teacher"], r["student"], r["d"], r["n"], r["k"], format_m_star(r["m_star"], r["bound"]),
+            interval_text(r), r["n_seeds"], r.get("budget") or "-", r.get("flags") or "-")) + " |")
+    return [*lines, ""]
+
+
 def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[SymmetryAnalysis], base: str,
                     caveats: list[str] = (), out_dir: Path | None = None, full: bool = False) -> str:
     """The symmetry findings as Markdown: per symmetry run, its S1-S4 verdicts (across
@@ -497,7 +513,7 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
             lines.append("| " + " | ".join(_cell(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why"))
                          + " |")
         if a.scale is None:
-            lines.append("")
+            lines += ["", *_symmetry_cells(a.m_star)]
             continue
         sc = a.scale
         figures = {p.stem: p for p in a.figures}

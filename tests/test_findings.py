@@ -231,3 +231,20 @@ def test_the_headline_says_when_the_combined_l1_is_not_the_theorem_class_answer(
     assert 'reads "not supported"' in line and "theorem's class above, L1 is inconclusive" in line
     assert _as_stated(dict(verdict="inconclusive"), series, union) == []
     assert _as_stated(dict(verdict="not supported"), series[:1], union) == []
+
+
+def test_a_single_group_symmetry_run_shows_its_m_star_per_cell():
+    # A rerun of one symmetry cell tests no claim (no pair to compare), but its m* is shown:
+    # an exact value with its interval, and a bound written as one.
+    from attnsweep.presentation.findings import _symmetry_cells
+
+    m_star = pl.DataFrame([
+        dict(teacher="equivariant", student="transformer + rotations", d=16, n=6, k=4, m_star=2.7, bound="exact",
+             ci_lo=2.0, ci_hi=3.3, n_seeds=5, budget="ok", flags="few-seeds"),
+        dict(teacher="equivariant", student="transformer", d=32, n=6, k=4, m_star=512.0, bound="lower",
+             ci_lo=512.0, ci_hi=math.inf, n_seeds=5, budget="budget-limited", flags=None)])
+    rows = [line for line in _symmetry_cells(m_star) if line.startswith("| equivariant")]
+    assert rows[0] == "| equivariant | transformer + rotations | 16 | 6 | 4 | 2.7 | 2.0 .. 3.3 | 5 | ok | few-seeds |"
+    # The bound is Markdown-escaped (a bare ">" would open a quote).
+    assert "| \\> 512 | 512.0 .. inf |" in rows[1] and rows[1].endswith("| budget-limited | - |")
+    assert _symmetry_cells(m_star.clear()) == []
