@@ -785,7 +785,8 @@ def report(
 
             store, publish = str(Path(scratch) / "store"), True
             loaded = load(from_folder, ResultsStore(store))
-            unknown = [r for r in run_ids or [] if r not in loaded]
+            run_ids = [_run_or_latest(ResultsStore(store), r) for r in run_ids or []]  # a sweep: its latest run there
+            unknown = [r for r in run_ids if r not in loaded]
             if unknown:
                 raise AttnsweepError(f"--from: {from_folder} holds no run {', '.join(unknown)} "
                                      f"(it holds {', '.join(loaded)})")

@@ -214,6 +214,9 @@ def test_a_report_never_writes_over_published_runs_it_does_not_include(tmp_path)
     assert (tmp_path / "README.md").read_bytes() == readme and not (tmp_path / "elsewhere").exists()
     # The same runs again (republishing) is allowed, and one run to a folder of its own too.
     assert _cli("report", "--from", "main", main_runs[0], "--out", "one", cwd=tmp_path).returncode == 0
+    # A sweep's name means its latest run in the folder, as it does in a store.
+    by_name = _cli("report", "--from", "t500", "theory", "--out", "two", cwd=tmp_path)
+    assert by_name.returncode == 0 and "theory is a sweep: its latest run is" in by_name.stderr, by_name.stderr
 
 
 def test_the_headline_says_when_the_combined_l1_is_not_the_theorem_class_answer():
