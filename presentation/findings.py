@@ -306,23 +306,43 @@ def _check_rows(folder: Path, run_id: str, rows: pa.Table) -> None:
                                  "samples, so not a row a run could have written")
 
 
-def published_run_ids(folder: Path) -> list[str]:
-    """The run ids a published findings folder holds (its runs.parquet), in its order; []
-    where the folder has none, or has a link at that name (the report replaces the link).
+def published_rows(folder: Path) -> dict[str, int]:
+    """The trial rows a published findings folder holds, per run id: counted in its
+    trials.parquet, with every run its runs.parquet lists (0 where it has no rows there); {}
+    where the folder has neither. A link at either name is not read: the report replaces the
+    link and never writes through it, so what it points at loses nothing.
 
     Raises:
-        AttnsweepError: runs.parquet is there but cannot be read, so what writing over the
-            folder would drop cannot be told.
+        AttnsweepError: a file there cannot be read as the file publish writes, so what
+            writing over the folder would drop cannot be told.
     """
-    path = Path(folder) / RUNS
-    if not path.is_file() or path.is_symlink():  # a link is replaced, never written through: it loses nothing
-        return []
-    try:
-        ids = pq.read_table(path, columns=["run_id"])["run_id"].to_pylist()
-    except (pa.ArrowException, OSError, KeyError, UnicodeDecodeError) as exc:
-        raise AttnsweepError(f"--out: {path} cannot be read, so a report there could drop the runs it holds; give "
-                             f"another --out, or move that folder away first ({exc.__class__.__name__})") from exc
-    return list(dict.fromkeys(i for i in ids if i is not None))
+    counts: dict[str, int] = {}
+    for name in (TRIALS, RUNS):
+        path = Path(folder) / name
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            ids = pq.read_table(path, columns=["run_id"])["run_id"]
+        except (pa.ArrowException, OSError, KeyError, UnicodeDecodeError) as exc:
+            raise AttnsweepError(f"--out: {path} cannot be read as published findings, so a report there could drop "
+                                 "the rows it holds; give another --out, or move that folder away first "
+                                 f"({exc.__class__.__name__})") from exc
+        for entry in pc.value_counts(ids).to_pylist():
+            if entry["values"] is not None:
+                counts[entry["values"]] = counts.get(entry["values"], 0) + (entry["counts"] if name == TRIALS else 0)
+    return counts
+
+
+def published_within(out_dir: Path) -> Path | None:
+    """The published findings folder whose ``figures`` folder holds ``out_dir`` (a report there
+    would write over that folder's figures), or None."""
+    out = Path(out_dir).resolve()
+    for folder in out.parents:
+        if (folder / RUNS).is_file() or (folder / SUMS).is_file():
+            inside = out.relative_to(folder).parts
+            if inside and inside[0] == "figures":
+                return folder
+    return None
 
 
 def readme_run_ids(readme: Path, start: str = START, end: str = END) -> list[str]:

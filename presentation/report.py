@@ -116,7 +116,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     out_dir = Path(out_dir)
     _outside_store(store, out_dir)
     _own_folders(out_dir, run_ids)
-    _drops_nothing(out_dir, readme, runs)
+    _drops_nothing(store, out_dir, publish, readme, runs)
     # Figures go to figures/RUN_ID/ and overwrite the same names; nothing else there is removed
     # (a figure `run` or `analyze` wrote, or a file a person put there, is not the report's to delete).
     figures = out_dir / "figures"
@@ -220,18 +220,31 @@ def _outside_store(store: ResultsStore, out_dir: Path) -> None:
                              "findings there would be read back as part of the store. Give a folder outside it")
 
 
-def _drops_nothing(out_dir: Path, readme: Path | None, runs: list[_Run]) -> None:
-    """Raise AttnsweepError when the report would write over published findings of runs it
-    does not include: a folder whose runs.parquet holds other runs (its trials.parquet would
-    lose their rows, re-signed in SHA256SUMS so nothing would catch it), or a README section
-    that shows other runs. Reporting the same runs again, or more, is what republishing is."""
+def _drops_nothing(store: ResultsStore, out_dir: Path, publish: bool, readme: Path | None, runs: list[_Run]) -> None:
+    """Raise AttnsweepError when the report would write over published findings it does not
+    hold again in full: a folder whose trials.parquet or runs.parquet holds other runs, or
+    (publishing) more rows of a run than the store now has (re-signed in SHA256SUMS, nothing
+    would catch the loss); a folder inside another published folder's figures; or a README
+    section that shows other runs. Reporting the same runs again, or more, is republishing."""
+    within = findings.published_within(out_dir)
+    if within is not None:
+        raise AttnsweepError(f"--out: {out_dir} is inside the figures of the published findings in {within}; a report "
+                             "there would write over them. Give a folder outside it")
     ids = {r.run_id for r in runs}
-    dropped = [r for r in findings.published_run_ids(out_dir) if r not in ids]
+    held = findings.published_rows(out_dir)
+    dropped = [r for r in held if r not in ids]
     if dropped:
         raise AttnsweepError(f"--out: {out_dir} holds the published rows of run(s) {', '.join(dropped)}, which this "
                              "report does not include; writing there would drop them. Report them too (attnsweep "
                              f"report --from {out_dir} makes the folder again with every run it holds), or give "
                              "another --out")
+    if publish or readme is not None:
+        for r in runs:
+            have = store.scan_run_trials(r.sweep, r.run_id).select(pl.len()).collect().item()
+            if held.get(r.run_id, 0) > have:
+                raise AttnsweepError(f"--out: {out_dir} holds {held[r.run_id]} rows of run {r.run_id}, the store "
+                                     f"{have}; publishing would drop {held[r.run_id] - have}. Publish from a store "
+                                     "that holds them all (attnsweep report --from that folder), or give another --out")
     if readme is None:
         return
     sections = ([(findings.START, findings.END)] if any(r.experiment != "symmetry" for r in runs) else []) + \

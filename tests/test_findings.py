@@ -210,8 +210,33 @@ def test_a_report_never_writes_over_published_runs_it_does_not_include(tmp_path)
     assert over.returncode == 2 and "would drop them" in over.stderr and main_runs[0] in over.stderr, over.stderr
     headline = _cli("report", "--from", "t500", "--out", "elsewhere", "--readme", "README.md", cwd=tmp_path)
     assert headline.returncode == 2 and "--readme" in headline.stderr and main_runs[0] in headline.stderr
+    # Without its runs.parquet, or with a link at that name, the folder's trials.parquet still
+    # says which runs it holds; and a folder inside a published folder's figures is refused.
+    (tmp_path / "main/runs.parquet").rename(tmp_path / "runs.kept")
+    for link in (False, True):
+        if link:
+            (tmp_path / "main/runs.parquet").symlink_to(tmp_path / "runs.kept")
+        lost = _cli("report", "--from", "t500", "--out", "main", cwd=tmp_path)
+        assert lost.returncode == 2 and main_runs[0] in lost.stderr, lost.stderr
+    (tmp_path / "main/runs.parquet").unlink()
+    (tmp_path / "runs.kept").rename(tmp_path / "main/runs.parquet")
+    figures = _cli("report", "--from", "t500", "--out", "main/figures/x", cwd=tmp_path)
+    assert figures.returncode == 2 and "inside the figures" in figures.stderr, figures.stderr
     assert {name: _tree(tmp_path / name) for name in ("main", "t500")} == before
     assert (tmp_path / "README.md").read_bytes() == readme and not (tmp_path / "elsewhere").exists()
+    # The same run from a store that holds fewer of its rows than the folder: refused too.
+    from attnsweep.presentation.findings import load, write_sums
+    from attnsweep.results import ResultsStore
+
+    short = tmp_path / "short"
+    shutil.copytree(tmp_path / "t500", short)
+    rows = pl.read_parquet(short / "trials.parquet")
+    rows.filter(pl.col("T") < rows["T"].max()).write_parquet(short / "trials.parquet")
+    write_sums(short)
+    (run_id,) = load(short, ResultsStore(tmp_path / "s"))
+    fewer = _cli("report", run_id, "--store", "s", "--out", "t500", "--publish", cwd=tmp_path)
+    assert fewer.returncode == 2 and f"holds {rows.height} rows of run {run_id}" in fewer.stderr, fewer.stderr
+    assert _tree(tmp_path / "t500") == before["t500"]
     # The same runs again (republishing) is allowed, and one run to a folder of its own too.
     assert _cli("report", "--from", "main", main_runs[0], "--out", "one", cwd=tmp_path).returncode == 0
     # A sweep's name means its latest run in the folder, as it does in a store.
