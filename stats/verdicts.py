@@ -389,12 +389,14 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
     with a bootstrap interval. Supported when rho's interval lies above 0 and the ratio's
     above :data:`EFFECT_RATIO`; not supported when rho's lies at or below 0 or the ratio's
     below :data:`EFFECT_RATIO`. Groups whose cells are all bounds on the same side carry no
-    order and are left out; a cell with no number (bound ``none``) is left out of its group.
+    order and are left out, as are groups with a bound whose order against another cell it
+    does not settle (:func:`_ordered`: a bound is never ranked as a value); a cell with no
+    number (bound ``none``) is left out of its group.
     """
     att = _attention(m_star)
     if x not in att.columns or att.is_empty():
         return _verdict(cid, claim, NOT_TESTED, f"no transformer cells with a {x} column")
-    kept, keys, dropped = [], [], 0
+    kept, keys, dropped, unordered = [], [], 0, 0
     for key, part in _groups(att, [c for c in cell if c != x]):
         part = part.filter(pl.col("bound") != "none")
         levels = part[x].drop_nulls().n_unique()
@@ -403,13 +405,18 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
         if part["bound"].n_unique() == 1 and part["bound"][0] != "exact":
             dropped += 1
             continue
+        if not _ordered(part):
+            unordered += 1
+            continue
         kept.append(part)
         keys.append(key)
     what = "bounded values of B" if x == "norm_bound" else f"values of {x}"
     left_out = f"; {dropped} group(s) with bounds only (no order) left out" if dropped else ""
+    left_out += (f"; {unordered} group(s) with a bound whose order against the other cells is not known (a bound is "
+                 "not a value) left out" if unordered else "")
     if not kept:
         why = f"needs transformer cells that differ only in {x}, at >= 2 {what}"
-        return _verdict(cid, claim, INCONCLUSIVE if dropped else NOT_TESTED, why + left_out)
+        return _verdict(cid, claim, INCONCLUSIVE if dropped or unordered else NOT_TESTED, why + left_out)
     rhos, reps, ratios, ratio_reps = [], [], [], []
     for part in kept:
         xs = part[x].cast(pl.Float64).fill_null(math.inf).to_numpy()
@@ -457,6 +464,25 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
     used = pl.concat(kept, how="diagonal_relaxed")
     series = [dict(cells={}, verdict=verdict, statistic=statistic, interval=interval, why=why, numbers=numbers)]
     return _verdict(cid, claim, verdict, why, statistic, interval, series=series, used=used)
+
+
+def _ordered(part: pl.DataFrame) -> bool:
+    """Whether every pair of a group's cells has a known order: two values always; a bound
+    against a value or another bound only where the bound settles it (``≤ u`` below ``v`` when
+    u < v, ``> l`` above ``v`` when l >= v, ``≤ u`` below ``> l`` when u <= l). Two lower bounds
+    at the same value (both beyond the same grid) tie, as the ranks treat them."""
+    cells = list(zip(part["bound"].to_list(), part["m_star"].cast(pl.Float64).to_list()))
+    for i, (b1, v1) in enumerate(cells):
+        for b2, v2 in cells[i + 1:]:
+            if b1 == b2 == "exact" or (b1 == b2 == "lower" and v1 == v2):
+                continue
+            (bl, vl), (bh, vh) = sorted([(b1, v1), (b2, v2)], key=lambda c: ("upper", "exact", "lower").index(c[0]))
+            # bl is the pair's lower-reading end (upper bound or value), bh the higher one.
+            if bl == "upper" and bh == "upper" or bl == "lower":
+                return False
+            if not (vl < vh if bl == "upper" and bh == "exact" else vl <= vh):
+                return False
+    return True
 
 
 def ratio_bound(top: str, bottom: str) -> str:

@@ -367,3 +367,17 @@ def test_a_tuned_run_and_an_untuned_run_of_the_same_settings_are_two_l1_series()
     # Without a tuned run the table has no such column: earlier reports come back unchanged.
     alone, _ = boolean_verdicts([untuned], {"lr"})
     assert TUNED_RUN not in alone.columns
+
+
+def test_l2_leaves_out_a_group_whose_bound_does_not_settle_its_order():
+    # At T = 2048: B = 1 "≤ 508" (budget-limited, an upper bound) against B = 2 at 388 exactly:
+    # m* at B = 1 may lie above or below 388, so the group has no rank order and is left out
+    # (ranking 508 as a value would give rho = -1). "≤ 300" against 388 settles it: kept.
+    def group(upper):
+        table = cells([({"T": 2048, "norm_bound": 1.0}, upper), ({"T": 2048, "norm_bound": 2.0}, 388.0)])
+        return table.with_columns(bound=pl.when(pl.col("norm_bound") == 1.0).then(pl.lit("upper"))
+                                  .otherwise(pl.lit("exact")))
+    unsettled = l2_norm_bound(group(508.0))
+    assert unsettled["verdict"] == "inconclusive" and "order against the other cells is not known" in unsettled["why"]
+    settled = l2_norm_bound(group(300.0))
+    assert "rho of m* with norm_bound = 1.00 over 1 group" in settled["statistic"], settled
