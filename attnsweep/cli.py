@@ -791,7 +791,8 @@ def report(
                 raise AttnsweepError(f"--from: {from_folder} holds no run {', '.join(unknown)} "
                                      f"(it holds {', '.join(loaded)})")
             run_ids = run_ids or loaded
-        path = _report(ResultsStore(store), run_ids, out_dir, publish, readme)
+        source = f"the published rows in {from_folder}" if from_folder is not None else "the results store"
+        path = _report(ResultsStore(store), run_ids, out_dir, publish, readme, source)
     written = json.loads((path.parent / "verdicts.json").read_text())
     for caveat in written["caveats"]:
         err.print(f"warning: {caveat}", style="yellow", markup=False)
@@ -800,11 +801,12 @@ def report(
     out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _report(store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None) -> Path:
+def _report(store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None,
+            source: str = "the results store") -> Path:
     from attnsweep.presentation.report import build_report
 
     try:
-        return build_report(store, run_ids, out_dir, publish=publish, readme=readme)
+        return build_report(store, run_ids, out_dir, publish=publish, readme=readme, source=source)
     except OSError as exc:  # the folder cannot be made or written
         raise AttnsweepError(f"--out: cannot write the report to {out_dir}: {exc.strerror or exc}") from exc
 

@@ -85,7 +85,7 @@ class _Run:
 
 def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
                  reference: Path | str = boolean.REFERENCE_CSV, publish: bool = False,
-                 readme: Path | None = None) -> Path:
+                 readme: Path | None = None, source: str = "the results store") -> Path:
     """Analyse the runs, judge the claims and write the report.
 
     Args:
@@ -97,6 +97,8 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         publish: also write the findings (presentation/findings.py): trials.parquet, the
             m*-against-T figure with the paper's points, findings.md.
         readme: also put the findings into this README between its markers (implies publish).
+        source: where the trial rows came from, as the page says it ("the results store", or
+            the published folder a ``report --from`` rebuilt them from).
 
     Returns:
         The path of ``report.html``.
@@ -154,7 +156,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     caveats = [note for r in runs for note in run_caveats(store, r.sweep, r.run_id)]
     page = _template().render(
         caveats=caveats,
-        title=f"attnsweep verdict report: {', '.join(run_ids)}", generated=generated,
+        title=f"attnsweep verdict report: {', '.join(run_ids)}", generated=generated, source=source,
         runs=[_run_view(r) for r in runs], verdicts=[_verdict_view(v) for v in claims], r_plot=_data_uri(r_plot) if r_plot else None,
         boolean_table=_table(union, [*cell, "run_id"]) if boolean_tables else None,
         symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],

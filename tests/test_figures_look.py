@@ -67,7 +67,8 @@ class _Cells(HTMLParser):
 
 
 def _page(boolean: dict | None, symmetry: list[tuple[str, dict]], runs=()) -> str:
-    return _template().render(caveats=[], title="t", generated="g", runs=list(runs), verdicts=[], r_plot="",
+    return _template().render(caveats=[], title="t", generated="g", source="the results store", runs=list(runs),
+                              verdicts=[], r_plot="",
                               boolean_table=boolean, symmetry_tables=symmetry, scale=[], reference="ref.csv",
                               margin=(0.8, 1.25))
 

@@ -51,6 +51,8 @@ def test_the_committed_folder_and_readme_section_come_back_unchanged(folder, tmp
     assert proc.returncode == 0, proc.stderr[-3000:]
     if start:
         assert read_section(copy / "README.md", start, end) == read_section(ROOT / "README.md", start, end)
+    # The page says where its rows came from: the folder, not a store.
+    assert f"from the published rows in {folder};" in (copy / folder / "report.html").read_text()
     made = sorted(p.relative_to(copy / folder) for p in (copy / folder).rglob("*") if p.is_file())
     kept = sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file()
                   and not (folder == "docs/findings" and p.relative_to(committed).parts[0] in INNER))
