@@ -744,12 +744,17 @@ CLAIM_CLASS = ("The claim as Edelman et al. state it is about a head whose weigh
                "learned positions without a bound are the paper's experimental protocol, outside the theorem's class.")
 
 
+def _l1_series(claims: list[dict]) -> tuple[dict | None, list[dict]]:
+    """The L1 verdict among ``claims`` (None if absent) and its series that were fitted over T."""
+    l1 = next((v for v in claims if v["claim"].startswith("L1")), None)
+    return l1, [s for s in (l1 or {}).get("series", []) if s.get("numbers", {}).get("T")]
+
+
 def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
     """The README's headline: one row per series L1 judged (the transformer cells that differ
     in a setting other than T), with c and k and their intervals, the best law, the verdict
     and a sentence of what it says about the claim; Markdown lines, [] when L1 judged none."""
-    l1 = next((v for v in claims if v["claim"].startswith("L1")), None)
-    series = [s for s in (l1 or {}).get("series", []) if s.get("numbers", {}).get("T")]
+    l1, series = _l1_series(claims)
     if not series:
         return []
     lines = [CLAIM_CLASS, "",
@@ -777,8 +782,7 @@ def _as_stated(l1: dict, series: list[dict], union: pl.DataFrame) -> list[str]:
     theory = [s["verdict"] for s in series if _series_kind(union, s["cells"])["theory"]]
     if not theory:
         return []
-    verdict = ("not supported" if "not supported" in theory
-               else "supported" if all(v == "supported" for v in theory) else "inconclusive")
+    verdict = boolean.combined(theory)  # the rule the L1 row itself uses, on these series alone
     if verdict == l1["verdict"]:
         return []
     return [md_text(f"The L1 row of the claims table below combines every series (not supported where any one is), "
@@ -821,8 +825,7 @@ def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) ->
     where a bound is set, the share of trained trials with a bounded matrix at it per cell;
     and the least ||W_Q,h^T W_K,h|| of a successful trial against ln T, least-squares fitted
     (:func:`stats.norm_use.norm_growth`). Markdown lines, [] when no series has the norms."""
-    l1 = next((v for v in claims if v["claim"].startswith("L1")), None)
-    series = [s for s in (l1 or {}).get("series", []) if s.get("numbers", {}).get("T")]
+    _, series = _l1_series(claims)
     if not series or "min_norm_qk" not in union.columns:
         return []
     items = []

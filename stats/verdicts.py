@@ -849,6 +849,13 @@ def _few(names: list[str], k: int = 4) -> str:
     return "; ".join(names[:k]) + (f"; and {len(names) - k} more" if len(names) > k else "")
 
 
+def combined(verdicts: list[str]) -> str:
+    """One verdict from several series': not supported when any is, supported when all are,
+    else inconclusive."""
+    return (NOT_SUPPORTED if NOT_SUPPORTED in verdicts
+            else SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE)
+
+
 def _combine(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> dict:
     """One verdict from per-series ``(key, verdict, statistic, interval, why, used, numbers)``:
     supported when all are, not supported when any is not, else inconclusive (a series that
@@ -858,9 +865,7 @@ def _combine(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> dic
         one = _verdict(cid, claim, verdict, why, statistic, interval, used=used)
         series.append(dict(cells=key, verdict=one["verdict"], statistic=statistic, interval=interval, why=one["why"],
                            numbers=numbers, flags=one["flags"]))
-    verdicts = [s["verdict"] for s in series]
-    verdict = (NOT_SUPPORTED if NOT_SUPPORTED in verdicts
-               else SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE)
+    verdict = combined([s["verdict"] for s in series])
 
     def tag(s: dict, text: str) -> str:
         return f"[{_label(s['cells'])}] {text}" if s["cells"] and len(series) > 1 else text
