@@ -57,7 +57,7 @@ def test_a_cell_rerun_as_a_grid_comes_back_row_for_row(tmp_path):
     # What it cannot serve exits 2 with a message, not a traceback (1 means rows differ).
     for args, needle in ((("--where", "T=17"), "no row left with T = 17 (values there: 8, 16)"),
                          (("--where", "norm_bound=one"), "'one' is not a value norm_bound can take"),
-                         (("--where", "T"), "give NAME=VALUE")):
+                         (("--where", "T"), "give NAME=VALUE"), (("--where", "T="), "give NAME=VALUE")):
         bad = _run(script, "spec", run_id, "--store", "s", *args, cwd=tmp_path)
         assert bad.returncode == 2 and needle in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     missing = _run(script, "spec", run_id, "--store", "nowhere", cwd=tmp_path)
