@@ -236,7 +236,8 @@ def _drops_nothing(store: ResultsStore, out_dir: Path, publish: bool, readme: Pa
     held = findings.published_rows(out_dir)
     dropped = [r for r in held if r not in ids]
     if dropped:
-        raise AttnsweepError(f"--out: {out_dir} holds the published rows of run(s) {', '.join(dropped)}, which this "
+        raise AttnsweepError(f"--out: {out_dir} (the report folder; with --from, that folder unless --out names "
+                             f"another) holds the published rows of run(s) {', '.join(dropped)}, which this "
                              "report does not include; writing there would drop them. Report them too (attnsweep "
                              f"report --from {out_dir} makes the folder again with every run it holds), or give "
                              "another --out")
