@@ -31,6 +31,7 @@ from attnsweep.workers import one_layer
 from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
+from attnsweep.workers.stacked_boolean import fit_stacked
 from attnsweep.workers.status import TrialStatus
 from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
@@ -40,13 +41,16 @@ from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer,
 from attnsweep.workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
 
 
-def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None) -> list[dict]:
+def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None,
+               stacked: bool | None = None) -> list[dict]:
     """Train and score every trial of a pack.
 
     Args:
         configs: trials whose ``shape_key()`` are all equal (they may differ in seed,
             norm bound and fault).
         device: ``"cpu"``, ``"cuda"``, ...; None picks CUDA when available.
+        stacked: train the trials together (True) or one after the other (False); None (what
+            sweeps use) follows :func:`stacks`. Benchmarks compare the two.
 
     Returns:
         One dict per trial, in order: ``status`` ("done", "failed" or "diverged"),
@@ -70,7 +74,7 @@ def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None)
     rows = [_empty_row() for _ in configs]
     runnable = apply_faults(configs, rows)
     if runnable:
-        _train_runnable([configs[i] for i in runnable], [rows[i] for i in runnable], dev)
+        _train_runnable([configs[i] for i in runnable], [rows[i] for i in runnable], dev, stacked)
     wall = time.perf_counter() - t0
     host = socket.gethostname()
     for row in rows:
@@ -78,7 +82,8 @@ def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None)
     return rows
 
 
-def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: torch.device) -> None:
+def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: torch.device,
+                    stacked: bool | None = None) -> None:
     cfg = configs[0]
     batch, ok, errors = tasks.sample_training_sets(
         cfg.task, cfg.T, cfg.s, cfg.m, [c.seed for c in configs],
@@ -88,11 +93,50 @@ def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: to
         fail_row(rows[i], exc)
     if batch is None:
         return
+    if stacks(cfg) if stacked is None else stacked:
+        _train_stacked([configs[i] for i in ok], [rows[i] for i in ok], batch, dev)
+        return
     for j, i in enumerate(ok):
         try:
             _fit(configs[i], rows[i], batch.x[j], batch.y[j], batch.support[j], int(batch.redraws[j]), dev)
         except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
             fail_row(rows[i], exc)
+
+
+def _train_stacked(configs: list[BooleanTrialConfig], rows: list[dict], batch, dev: torch.device) -> None:
+    """Train the trials together (workers/stacked_boolean.py), then score each alone."""
+    try:
+        models = [_model(c, dev) for c in configs]
+        names = {k for k, _ in models[0].named_parameters() if trained(configs[0], k)}
+        ends = fit_stacked(configs, models, names, batch.x, batch.y, dev)
+    except Exception as exc:  # noqa: BLE001 - a pack-wide error fails its trials, not the sweep
+        for row in rows:
+            fail_row(row, exc)
+        return
+    for j, (c, row, end) in enumerate(zip(configs, rows, ends)):
+        try:
+            with torch.no_grad():
+                every = dict(models[j].named_parameters())
+                for k, v in end["params"].items():
+                    every[k].copy_(v)
+            trial = _Trial(c, batch.x[j], batch.y[j], dev, models[j])
+            score(trial, row, batch.y[j], batch.support[j], int(batch.redraws[j]), end["epochs"], end["converged"],
+                  end["diverged_epoch"])
+        except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
+            fail_row(row, exc)
+
+
+STACKED_ONE_LAYER_MAX_T = 256
+"""Largest T at which a one-layer float32 transformer trains stacked; beyond it each trial takes
+the hand-written step of workers/one_layer.py alone, whose products already fill a core
+(bench/packing.py measured the crossing; docs/decisions.md)."""
+
+
+def stacks(cfg: BooleanTrialConfig) -> bool:
+    """Whether a trial's pack trains stacked (workers/stacked_boolean.py) or one trial after the
+    other: a function of the settings a pack shares (its shape key), never of the pack's size,
+    so a trial takes the same path alone and in any pack."""
+    return not (uses_one_layer_step(cfg) and cfg.T > STACKED_ONE_LAYER_MAX_T)
 
 
 def uses_one_layer_step(cfg: BooleanTrialConfig) -> bool:
@@ -109,7 +153,10 @@ def trained(c: BooleanTrialConfig, name: str) -> bool:
 
 def _model(c: BooleanTrialConfig, dev: torch.device) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(tasks.derive_seed("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed))
+        # The CPU generator alone (the model is built on the CPU): torch.manual_seed would also
+        # queue a CUDA seeding that records a traceback, most of a small model's build time.
+        torch.default_generator.manual_seed(
+            tasks.derive_seed("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed))
         return build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.positions).to(dev)
 
 
@@ -134,9 +181,10 @@ def _state(logits: torch.Tensor, y: torch.Tensor, stop_when_fit: bool, loss: tor
 class _Trial:
     """One trial's model, optimiser and training set, and the step that trains it."""
 
-    def __init__(self, c: BooleanTrialConfig, x: torch.Tensor, y: torch.Tensor, dev: torch.device):
+    def __init__(self, c: BooleanTrialConfig, x: torch.Tensor, y: torch.Tensor, dev: torch.device,
+                 model: torch.nn.Module | None = None):
         self.c, self.dev = c, dev
-        self.model = _model(c, dev)
+        self.model = _model(c, dev) if model is None else model
         every = dict(self.model.named_parameters())
         self.params = {k: v for k, v in every.items() if trained(c, k)}  # what trains
         for k in every.keys() - self.params.keys():
@@ -233,7 +281,9 @@ class _Trial:
             return state
         grads = one_layer.backward(p, t, hd, x, (torch.sigmoid(hd.logits) - y) / y.shape[0], x0)
         for name, param in self.params.items():
-            param.grad = grads[name].to(param.dtype)  # the same tensor when the dtypes agree
+            # The same tensor when the dtypes agree and it is contiguous, as the fused AdamW
+            # kernel needs (workers/stacked.py, StackedPack.step).
+            param.grad = grads[name].to(param.dtype).contiguous()
         self.opt.step()
         return "stepped"
 
@@ -258,7 +308,7 @@ def _fit(c: BooleanTrialConfig, row: dict, bits: torch.Tensor, y: torch.Tensor, 
     epochs, converged, diverged_epoch = 0, False, None
     bs = c.batch_size if c.batch_size and c.batch_size < c.m else None
     perm_gen = tasks.generator(tasks.derive_seed("batches", c.seed), dev) if bs else None
-    chunk = _eval_chunk(c)
+    chunk = eval_chunk(c)
     for epoch in range(c.max_epochs):
         if bs is None:
             state = trial.step(trial.x, y, stop_when_fit=True)
@@ -290,6 +340,15 @@ def _fit(c: BooleanTrialConfig, row: dict, bits: torch.Tensor, y: torch.Tensor, 
         if trial.exploded():
             diverged_epoch = epoch
             break
+    score(trial, row, y, support, redraws, epochs, converged, diverged_epoch)
+
+
+def score(trial: _Trial, row: dict, y: torch.Tensor, support: torch.Tensor, redraws: int, epochs: int,
+          converged: bool, diverged_epoch: int | None) -> None:
+    """Fill a trained trial's row: its scores on its training set and on fresh test samples
+    (in chunks fixed by its settings), its achieved norms and how training ended."""
+    c, dev = trial.c, trial.dev
+    chunk = eval_chunk(c)
     if diverged_epoch is not None:  # scores of NaN weights mean nothing
         train_loss = train_acc = test_loss = test_acc = math.nan
     else:
@@ -326,7 +385,7 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _eval_chunk(cfg: BooleanTrialConfig) -> int:
+def eval_chunk(cfg: BooleanTrialConfig) -> int:
     """Samples per evaluation chunk of one trial, so that its activations fit
     ``EVAL_BUDGET_BYTES`` (a function of the trial's settings only, never of its pack).
 

@@ -1,8 +1,10 @@
-"""Training a pack of symmetry trials (docs/claims.md 1b), one trial after the other.
+"""Training a pack of symmetry trials (docs/claims.md 1b): stacked together
+(workers/stacked_symmetry.py), or one trial after the other.
 
-Students learn Y = f(X, K) from a teacher by full-batch AdamW on the mean squared error. As
-in :mod:`workers.train`, each trial trains on its own tensors with its own optimiser and its
-own random streams (its rotations too), so its row does not depend on its packmates. Each
+Students learn Y = f(X, K) from a teacher by full-batch AdamW on the mean squared error. Each
+trial has its own optimiser state and its own random streams (its rotations too), and stacked
+packs keep every slot's arithmetic its own (workers/stacked.py), so its row does not depend on
+its packmates. Each
 trial is scored by its relative test error and by its equivariance errors: orthogonal
 (float64 and float32) and permutation, over random rotations / permutations
 (workers/equivariance.py).
@@ -28,6 +30,7 @@ from attnsweep.workers.equivariance import (
 from attnsweep.workers.status import TrialStatus
 from attnsweep.workers.students import build_student
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
+from attnsweep.workers.stacked_symmetry import fit_stacked
 
 # Held-out samples on which the equivariance errors are measured.
 EQUIVARIANCE_SAMPLES = 64
@@ -35,8 +38,11 @@ EQUIVARIANCE_SAMPLES = 64
 FIT_ERROR = 1e-7
 
 
-def train_symmetry_pack(configs: Sequence[SymmetryTrialConfig], device: str | None = None) -> list[dict]:
-    """Train and score every trial of a pack of equal ``shape_key()``.
+def train_symmetry_pack(configs: Sequence[SymmetryTrialConfig], device: str | None = None,
+                        stacked: bool | None = None) -> list[dict]:
+    """Train and score every trial of a pack of equal ``shape_key()``: together, stacked
+    (workers/stacked_symmetry.py), or with ``stacked=False`` one after the other (what
+    benchmarks compare against).
 
     Returns:
         One dict per trial: ``status``, ``error_type``, ``error``, ``train_error`` and
@@ -57,7 +63,9 @@ def train_symmetry_pack(configs: Sequence[SymmetryTrialConfig], device: str | No
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = [dict(status=TrialStatus.FAILED.value, error_type=None, error=None) for _ in configs]
     runnable = apply_faults(configs, rows)
-    if runnable:
+    if runnable and (stacked is None or stacked):
+        _train_stacked([configs[i] for i in runnable], [rows[i] for i in runnable], dev)
+    elif runnable:
         for i in runnable:
             try:
                 _fit(configs[i], rows[i], dev)
@@ -71,15 +79,38 @@ def train_symmetry_pack(configs: Sequence[SymmetryTrialConfig], device: str | No
 
 def _student(c: SymmetryTrialConfig) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(tasks.derive_seed("init", c.model, c.equivariance, c.n, c.k, c.d, c.width, c.heads, c.seed))
+        # The CPU generator alone (the student is built on the CPU; workers/train.py says why).
+        torch.default_generator.manual_seed(
+            tasks.derive_seed("init", c.model, c.equivariance, c.n, c.k, c.d, c.width, c.heads, c.seed))
         width = c.mlp_width if c.model == "mlp" and c.equivariance in ("none", "augment") else c.width
         return build_student(c.model, c.equivariance, c.n, c.k, c.d, width, c.heads)
+
+
+def _train_stacked(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device) -> None:
+    """Train the trials together, then score each alone."""
+    try:
+        data = [sample_dataset(c.teacher, c.n, c.k, c.d, c.m, c.seed, "train", device=dev) for c in configs]
+        X, K, Y = (torch.stack(t) for t in zip(*data))  # (trials, m, n, d), (trials, m, k, d), (trials, m, n, d)
+        models = [_student(c).to(dev) for c in configs]
+        ends = fit_stacked(configs, models, X, K, Y, FIT_ERROR, dev)
+    except Exception as exc:  # noqa: BLE001 - a pack-wide error fails its trials, not the sweep
+        for row in rows:
+            fail_row(row, exc)
+        return
+    for c, row, model, (x, k, y), end in zip(configs, rows, models, data, ends):
+        try:
+            with torch.no_grad():
+                every = dict(model.named_parameters())
+                for name, v in end["params"].items():
+                    every[name].copy_(v)
+            _score(c, row, model, x, k, y, end["epochs"], end["converged"], end["diverged_epoch"], dev)
+        except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
+            fail_row(row, exc)
 
 
 def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
     """Train one trial to its end and score it."""
     X, K, Y = sample_dataset(c.teacher, c.n, c.k, c.d, c.m, c.seed, "train", device=dev)  # (m, n, d), (m, k, d), (m, n, d)
-    Xt, Kt, Yt = sample_dataset(c.teacher, c.n, c.k, c.d, c.n_test, c.seed, "test", device=dev)
     model = _student(c).to(dev)
     params = list(model.parameters())
     try:
@@ -117,6 +148,14 @@ def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
         if exploded(model.parameters()):
             diverged = epoch
             break
+    _score(c, row, model, X, K, Y, epochs, converged, diverged, dev)
+
+
+def _score(c: SymmetryTrialConfig, row: dict, model: torch.nn.Module, X: torch.Tensor, K: torch.Tensor,
+           Y: torch.Tensor, epochs: int, converged: bool, diverged: int | None, dev: torch.device) -> None:
+    """Fill a trained trial's row: relative errors on its training set and on fresh test
+    samples, equivariance errors, and how training ended."""
+    Xt, Kt, Yt = sample_dataset(c.teacher, c.n, c.k, c.d, c.n_test, c.seed, "test", device=dev)
     with torch.no_grad():
         train_err = _relative_error(model, X, K, Y)
         test_err = _relative_error(model, Xt, Kt, Yt)

@@ -1,0 +1,153 @@
+"""Training the trials of a pack together: stacked parameters, one vmapped forward and backward
+and one AdamW step per epoch for the whole pack, each trial still its own.
+
+The trials' parameters are stacked along a leading *slot* axis (``torch.func.stack_module_state``)
+and the model runs under ``torch.func.vmap`` over ``functional_call``; the loss is the sum of the
+slots' losses, so each slot's gradient is its own loss's gradient exactly, and AdamW is
+elementwise, so each slot's optimiser state is its own. A trial that fits, diverges or explodes
+leaves with a copy of its weights at that moment; its slot may go on computing, but nothing it
+computes reaches another slot.
+
+Why the slot count is a multiple of :data:`LANES`. An elementwise kernel on the CPU runs the body
+of a tensor in SIMD vectors and its last ``numel mod (2 x vector width)`` elements one at a time,
+and the two round differently (torch 2.13 here: ``sigmoid`` differed in 76 of 1000 elements,
+fused AdamW in 2). Which of a trial's elements fall in that tail depends on the pack's size and
+the trial's slot. With the slot count a multiple of 32 (twice the widest float vector, AVX-512)
+every stacked tensor's size is too, there is no tail, and each element takes the same path in
+every slot of every pack. Empty slots are filled with copies of a trial (*padding*) whose results
+are dropped; when enough trials have left, the pack is compacted to a smaller multiple, which
+moves trials between slots, harmless since no slot position matters. Intra-op threads are held
+at one while a stacked pack trains: a thread split cuts the flat range at a point set by the
+pack's size, and each piece has its own tail.
+
+So a trial's row is a function of its settings, seed, code version and device kind, whatever its
+packmates (tests/workers/test_pack_invariance.py). On CUDA no such promise is made: kernels may
+be chosen by the whole batch's shape (docs/claims.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections.abc import Iterator, Sequence
+
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+LANES = 32
+"""Slot granularity of a stacked pack: twice the widest SIMD vector of float32 (AVX-512, 16), so
+that no stacked tensor has an elementwise tail (module docstring)."""
+
+
+def slot_count(trials: int) -> int:
+    """Slots for ``trials`` trials: the next multiple of :data:`LANES` (at least one multiple)."""
+    return max(1, math.ceil(trials / LANES)) * LANES
+
+
+@contextlib.contextmanager
+def one_thread(dev: torch.device) -> Iterator[None]:
+    """One intra-op thread on the CPU for the duration (module docstring); nothing on CUDA."""
+    if dev.type != "cpu":
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class StackedPack:
+    """The slots of a pack: stacked parameters and buffers, their AdamW, and which slot holds
+    which trial.
+
+    Args:
+        models: one initialised model per trial, all of one architecture.
+        trained: the names of the parameters that train (others are read, never stepped).
+        lr, weight_decay: AdamW's (Loshchilov & Hutter, ICLR 2019), the same for every trial of
+            a pack (they are part of its shape key).
+        dev: the device.
+
+    Attributes:
+        params: name -> ``(slots, ...)`` tensors (leaves that require grad for trained names).
+        buffers: name -> ``(slots, ...)`` tensors.
+        trial: ``(slots,)`` the trial index each slot holds (padding repeats a trial).
+        active: ``(slots,)`` bool, whether the slot's trial is still training (never for padding).
+    """
+
+    def __init__(self, models: Sequence[torch.nn.Module], trained: set[str], lr: float, weight_decay: float,
+                 dev: torch.device):
+        self.lr, self.weight_decay, self.trained, self.dev = lr, weight_decay, trained, dev
+        n = len(models)
+        slots = slot_count(n)
+        order = list(range(n)) + [0] * (slots - n)
+        params, buffers = stack_module_state([models[i] for i in order])
+        self.base = copy.deepcopy(models[0]).to("meta")
+        self.params = {k: v.detach().to(dev).requires_grad_(k in trained) for k, v in params.items()}
+        self.buffers = {k: v.to(dev) for k, v in buffers.items()}
+        self.trial = torch.tensor(order)
+        self.active = torch.tensor([i < n for i in range(slots)])
+        self.opt = _adamw([v for k, v in self.params.items() if k in trained], lr, weight_decay)
+
+    @property
+    def slots(self) -> int:
+        return int(self.trial.shape[0])
+
+    def call(self, *inputs: torch.Tensor, **kwargs) -> torch.Tensor:
+        """The model's forward on every slot: ``inputs`` ``(slots, ...)`` each -> ``(slots, ...)``;
+        ``kwargs`` (not batched) go to every call."""
+        def one(p, b, *x):
+            return functional_call(self.base, (p, b), x, kwargs)
+        return vmap(one)(self.params, self.buffers, *inputs)
+
+    def step(self, loss: torch.Tensor | None = None, grads: dict[str, torch.Tensor] | None = None) -> None:
+        """One AdamW step from ``loss`` ``(slots,)`` (each slot's own loss; summed, each slot's
+        gradient is its own loss's), or from ``grads`` computed by hand (name -> ``(slots, ...)``;
+        only the trained names are read)."""
+        self.opt.zero_grad(set_to_none=True)
+        if grads is None:
+            loss.sum().backward()
+        else:
+            for k in self.trained:
+                # Contiguous: torch 2.13's fused CPU AdamW reads a strided gradient as if it were
+                # contiguous (a view's step was off by 2 lr in tests/workers/test_stacked.py).
+                self.params[k].grad = grads[k].to(self.params[k].dtype).contiguous()
+        self.opt.step()
+
+    def slot_params(self, slot: int) -> dict[str, torch.Tensor]:
+        """A copy of one slot's parameters, by name, shaped as the model's own."""
+        return {k: v[slot].detach().clone() for k, v in self.params.items()}
+
+    def compact(self, keep: list[int]) -> list[int]:
+        """Keep the slots ``keep`` (each holding an active trial), in that order, padded to a
+        multiple of :data:`LANES`, with their optimiser state. Returns the old slot of each new one."""
+        slots = slot_count(len(keep))
+        old = keep + [keep[0]] * (slots - len(keep))
+        index = torch.tensor(old, device=self.dev)
+        state = {k: self.opt.state.get(v, {}) for k, v in self.params.items() if k in self.trained}
+        self.params = {k: v.detach()[index].clone().requires_grad_(k in self.trained) for k, v in self.params.items()}
+        self.buffers = {k: v[index] for k, v in self.buffers.items()}
+        self.trial = self.trial[torch.tensor(old)]
+        self.active = torch.tensor([i < len(keep) for i in range(slots)])
+        self.opt = _adamw([v for k, v in self.params.items() if k in self.trained], self.lr, self.weight_decay)
+        for k, s in state.items():
+            if s:
+                self.opt.state[self.params[k]] = {name: (t[index].clone() if t.dim() > 0 else t.clone())
+                                                  for name, t in s.items()}
+        return old
+
+
+def _adamw(params: list[torch.Tensor], lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW over the stacked parameters; the fused kernel where torch has it."""
+    try:
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+def per_slot_max_abs(params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """``(slots,)`` the largest absolute weight of each slot (NaN where a slot holds one)."""
+    flat = torch.cat([v.detach().reshape(v.shape[0], -1) for v in params.values()], 1)
+    return flat.abs().amax(1)
