@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from attnsweep.workers import EXPERIMENTS
+from attnsweep.workers.memory import STACKED_SLOTS, pack_bytes
 
 if TYPE_CHECKING:  # the spec imports this module
     from attnsweep.orchestrator.spec import SweepSpec
@@ -43,13 +44,18 @@ class Pack:
 
 def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float) -> int:
     """Trials like ``config`` that fit ``budget_bytes`` of training memory, in [1, AUTO_PACK_MAX]:
-    one trial's working set and each trial's share (workers/memory.py) within the budget.
+    one trial's working set and each trial's share (workers/memory.py) within the budget, or for
+    a stacked pack (workers/stacking.py) whole lane groups of 32 slots, at least one (a lone
+    trial fills one anyway, and the rule keeps a group under 1 GiB).
 
     Raises:
         KeyError: unknown experiment.
     """
     exp = EXPERIMENTS[experiment]
     per_trial, working = exp.memory_bytes(config), exp.working_bytes(config)
+    if exp.stacks(config):  # every slot holds a working set: whole lane groups that fit, at least one
+        groups = budget_bytes // pack_bytes(per_trial, working, STACKED_SLOTS, stacked=True)
+        return int(min(AUTO_PACK_MAX, max(1, groups) * STACKED_SLOTS))
     return int(max(1, min(AUTO_PACK_MAX, (budget_bytes - working) // max(per_trial, 1))))
 
 

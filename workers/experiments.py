@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
 from attnsweep.workers.memory import boolean_trial_bytes, boolean_working_bytes, symmetry_trial_bytes, symmetry_working_bytes
+from attnsweep.workers.stacking import boolean_stacks, symmetry_stacks
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class Experiment:
         working_bytes: the most one trial uses while it trains or is scored, ``config ->
             bytes``; a pack of P trials needs ``working + P x memory`` (workers/memory.py)
             (:mod:`workers.memory`); sizes packs when ``execution.pack_size`` is ``auto``.
+        stacks: whether a trial's pack trains stacked, ``config -> bool`` (workers/stacking.py);
+            a stacked pack needs every slot's working set (:func:`workers.memory.pack_bytes`).
     """
 
     name: str
@@ -39,6 +42,7 @@ class Experiment:
     cross_fields: tuple[str, ...]
     memory_bytes: Callable[[BaseModel], int]
     working_bytes: Callable[[BaseModel], int]
+    stacks: Callable[[BaseModel], bool]
 
 
 def _train_boolean(configs, device=None):
@@ -60,6 +64,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         cross_fields=("T", "s", "d", "heads", "model", "positions", "ln_affine"),
         memory_bytes=boolean_trial_bytes,
         working_bytes=boolean_working_bytes,
+        stacks=boolean_stacks,
     ),
     "symmetry": Experiment(
         "symmetry", SymmetryTrialConfig, _train_symmetry,
@@ -67,5 +72,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         cross_fields=("model", "equivariance", "width", "heads"),
         memory_bytes=symmetry_trial_bytes,
         working_bytes=symmetry_working_bytes,
+        stacks=symmetry_stacks,
     ),
 }

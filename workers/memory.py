@@ -1,10 +1,12 @@
 """How much memory a pack needs while it trains: what sizes packs.
 
-A pack trains its trials one after the other (workers/train.py, workers/train_symmetry.py),
-so its memory is one trial's working set plus what every trial of the pack holds for the
-whole pack (its drawn training set):
+A pack that trains its trials one after the other (workers/train.py,
+workers/train_symmetry.py) needs one trial's working set plus what every trial of the pack
+holds for the whole pack (its drawn training set); a stacked pack (workers/stacked.py), every
+slot's working set and share at once, padding slots included:
 
     pack bytes = working_bytes(config) + trials x trial_bytes(config)
+    stacked:     slots(trials) x (working_bytes(config) + trial_bytes(config))
 
 The estimate is deliberately simple and errs high; it only has to rank settings and keep a
 pack inside its budget (``execution.pack_memory_mb``), not predict an allocator's peak:
@@ -34,8 +36,22 @@ EVAL_BUDGET_BYTES = 256 * 2**20
 """As :data:`workers.train.EVAL_BUDGET_BYTES` (kept here so that ``validate`` imports no torch)."""
 
 
-def pack_bytes(trial_bytes: int, working_bytes: int, trials: int) -> int:
-    """Memory of a pack of ``trials`` trials (bytes): one working set and every trial's share."""
+STACKED_SLOTS = 32
+"""The most slots a stacked pack pads its trials to (workers/stacked.py's lanes: 16 with AVX2,
+32 with AVX-512); memory is sized for 32, so it errs high on AVX2."""
+
+
+def stacked_slots(trials: int) -> int:
+    """Slots a stacked pack of ``trials`` trials is sized for: whole groups of ``STACKED_SLOTS``."""
+    return max(1, -(-trials // STACKED_SLOTS)) * STACKED_SLOTS
+
+
+def pack_bytes(trial_bytes: int, working_bytes: int, trials: int, stacked: bool = False) -> int:
+    """Memory of a pack of ``trials`` trials (bytes): one working set and every trial's share, or
+    stacked (workers/stacked.py) a working set and a share for every slot, padding included
+    (:func:`stacked_slots`)."""
+    if stacked:
+        return stacked_slots(trials) * (working_bytes + trial_bytes)
     return working_bytes + trials * trial_bytes
 
 

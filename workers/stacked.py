@@ -12,7 +12,8 @@ Why the slot count is a multiple of :data:`LANES`. An elementwise kernel on the 
 of a tensor in SIMD vectors and its last ``numel mod (2 x vector width)`` elements one at a time,
 and the two round differently (torch 2.13 here: ``sigmoid`` differed in 76 of 1000 elements,
 fused AdamW in 2). Which of a trial's elements fall in that tail depends on the pack's size and
-the trial's slot. With the slot count a multiple of 32 (twice the widest float vector, AVX-512)
+the trial's slot. With the slot count a multiple of :data:`LANES` (twice the float vector: 16 with AVX2, 32 with
+AVX-512)
 every stacked tensor's size is too, there is no tail, and each element takes the same path in
 every slot of every pack. Empty slots are filled with copies of a trial (*padding*) whose results
 are dropped; when enough trials have left, the pack is compacted to a smaller multiple, which
@@ -35,9 +36,15 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
-LANES = 32
-"""Slot granularity of a stacked pack: twice the widest SIMD vector of float32 (AVX-512, 16), so
-that no stacked tensor has an elementwise tail (module docstring)."""
+def _lanes() -> int:
+    """Twice the float32 SIMD width torch's CPU kernels use here: 16 with AVX2 (8 floats), 32 with
+    AVX-512 and wherever the width is not known."""
+    return 16 if torch.backends.cpu.get_cpu_capability() == "AVX2" else 32
+
+
+LANES = _lanes()
+"""Slot granularity of a stacked pack: twice the float32 SIMD width, so that no stacked tensor has
+an elementwise tail (module docstring). It is a property of the processor, as a row's bits are."""
 
 
 def slot_count(trials: int) -> int:

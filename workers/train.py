@@ -32,6 +32,7 @@ from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
 from attnsweep.workers.stacked_boolean import fit_stacked
+from attnsweep.workers.stacking import boolean_stacks
 from attnsweep.workers.status import TrialStatus
 from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
@@ -50,7 +51,7 @@ def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None,
             norm bound and fault).
         device: ``"cpu"``, ``"cuda"``, ...; None picks CUDA when available.
         stacked: train the trials together (True) or one after the other (False); None (what
-            sweeps use) follows :func:`stacks`. Benchmarks compare the two.
+            sweeps use) follows :func:`workers.stacking.boolean_stacks`. Benchmarks compare the two.
 
     Returns:
         One dict per trial, in order: ``status`` ("done", "failed" or "diverged"),
@@ -93,7 +94,7 @@ def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: to
         fail_row(rows[i], exc)
     if batch is None:
         return
-    if stacks(cfg) if stacked is None else stacked:
+    if boolean_stacks(cfg) if stacked is None else stacked:
         _train_stacked([configs[i] for i in ok], [rows[i] for i in ok], batch, dev)
         return
     for j, i in enumerate(ok):
@@ -126,17 +127,6 @@ def _train_stacked(configs: list[BooleanTrialConfig], rows: list[dict], batch, d
             fail_row(row, exc)
 
 
-STACKED_ONE_LAYER_MAX_T = 256
-"""Largest T at which a one-layer float32 transformer trains stacked; beyond it each trial takes
-the hand-written step of workers/one_layer.py alone, whose products already fill a core
-(bench/packing.py measured the crossing; docs/decisions.md)."""
-
-
-def stacks(cfg: BooleanTrialConfig) -> bool:
-    """Whether a trial's pack trains stacked (workers/stacked_boolean.py) or one trial after the
-    other: a function of the settings a pack shares (its shape key), never of the pack's size,
-    so a trial takes the same path alone and in any pack."""
-    return not (uses_one_layer_step(cfg) and cfg.T > STACKED_ONE_LAYER_MAX_T)
 
 
 def uses_one_layer_step(cfg: BooleanTrialConfig) -> bool:

@@ -31,6 +31,7 @@ from attnsweep.workers.status import TrialStatus
 from attnsweep.workers.students import build_student
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
 from attnsweep.workers.stacked_symmetry import fit_stacked
+from attnsweep.workers.stacking import symmetry_stacks
 
 # Held-out samples on which the equivariance errors are measured.
 EQUIVARIANCE_SAMPLES = 64
@@ -63,7 +64,7 @@ def train_symmetry_pack(configs: Sequence[SymmetryTrialConfig], device: str | No
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = [dict(status=TrialStatus.FAILED.value, error_type=None, error=None) for _ in configs]
     runnable = apply_faults(configs, rows)
-    if runnable and (stacked is None or stacked):
+    if runnable and (symmetry_stacks(configs[0]) if stacked is None else stacked):
         _train_stacked([configs[i] for i in runnable], [rows[i] for i in runnable], dev)
     elif runnable:
         for i in runnable:
