@@ -3,8 +3,9 @@
 Every method trains the same trials: ``BooleanTrialConfig(**TRIAL, seed=i)`` for
 i = 0..N-1 (a 1-layer, d=16 transformer on 4-sparse parity of 16 bits, 128 samples,
 100 full-batch steps; no trial fits its training set early, so all run 100 steps).
-(a)-(d) train one trial per call, ``train_pack([cfg], device="cpu")``, as a user of
-those tools would; attnsweep packs trials as its spec's defaults say.
+(a)-(d) train one trial per call on the per-trial path, ``train_pack([cfg], device="cpu",
+stacked=False)``, as a user of those tools would (a lone trial on the stacked path would pay
+for a whole lane group of padding); attnsweep packs trials as its spec's defaults say.
 
   tune_default  Ray Tune, defaults: Tuner over a function trainable, grid over the seed,
                 default TuneConfig/RunConfig (a new actor per trial, CSV/JSON loggers,
@@ -62,7 +63,7 @@ def train_one(seed: int) -> dict:
     from attnsweep.workers.train import train_pack
 
     torch.set_num_threads(1)  # two 1-CPU workers on two cores must not oversubscribe them
-    return {**train_pack([BooleanTrialConfig(**TRIAL, seed=seed)], device="cpu")[0], "seed": seed}
+    return {**train_pack([BooleanTrialConfig(**TRIAL, seed=seed)], device="cpu", stacked=False)[0], "seed": seed}
 
 
 def tune_trainable(config: dict) -> None:

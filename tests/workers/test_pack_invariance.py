@@ -59,3 +59,86 @@ def test_a_symmetry_trial_alone_and_in_packs_gives_the_same_row(student):
             if c.seed < 2:
                 assert alone[c.seed]["status"] == "done"
                 _same(alone[c.seed], row)
+
+
+BOOLEAN_MODELS = {
+    "one-layer, hand-written step": dict(model="transformer", d=16, heads=2),
+    "one-layer, bfloat16": dict(model="transformer", d=16, heads=2, precision="bfloat16"),
+    "one-layer, fixed codes, bounded, ln gain fixed": dict(model="transformer", d=16, heads=2, positions="fixed",
+                                                           ln_affine=False, norm_bound=1.0),
+    "two layers": dict(model="transformer", d=16, heads=2, layers=2),
+    "MLP": dict(model="mlp", mlp_width=32),
+    "MLP, minibatches": dict(model="mlp", mlp_width=32, batch_size=8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOOLEAN_MODELS))
+def test_every_boolean_model_gives_a_trial_its_row_in_packs_of_1_2_8_and_64(name):
+    # 64 trials of one setting: some fit early (at different epochs), one diverges (NaN weights
+    # after its first epoch), the rest run out of epochs. Trial 3 is watched in packs of 1, 2, 8
+    # and 64, in the first slot and the last, beside a copy of itself; so are the early and the
+    # diverged trials in the pack of 64.
+    torch.set_num_threads(1)
+    configs = [BooleanTrialConfig(task="and", T=16, s=2, m=24, seed=seed, n_test=100, lr=1e-2, max_epochs=25,
+                                  fault="nan" if seed == 5 else None, **BOOLEAN_MODELS[name]) for seed in range(64)]
+    alone = {i: train_pack([configs[i]], device="cpu")[0] for i in (3, 5)}
+    assert alone[3]["status"] == "done" and alone[5]["status"] == "diverged"
+    big = train_pack(configs[:3] + configs[4:] + [configs[3]], device="cpu")  # trial 3 last of 64
+    for pack, slot in (([configs[3], configs[9]], 0), ([configs[3]] + configs[10:17], 0),
+                       (configs[20:27] + [configs[3]], 7), ([configs[3], configs[3]], 1)):
+        _same(alone[3], train_pack(pack, device="cpu")[slot])
+    _same(alone[3], big[-1])
+    _same(alone[5], big[4])
+    epochs = [row["epochs"] for row in big]
+    early = [i for i, row in enumerate(big) if row["converged"]]
+    if early:  # trials that fit left the pack at their own epochs
+        i = early[0]
+        _same(train_pack([(configs[:3] + configs[4:] + [configs[3]])[i]], device="cpu")[0], big[i])
+    assert len(set(epochs)) > 1
+
+
+SYMMETRY_STUDENTS = {
+    "generic transformer": dict(model="transformer", equivariance="none"),
+    "augmented transformer": dict(model="transformer", equivariance="augment"),
+    "inner-product student": dict(model="transformer", equivariance="orthogonal"),
+    "permutation transformer": dict(model="transformer", equivariance="permutation"),
+    "MLP": dict(model="mlp", equivariance="none"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYMMETRY_STUDENTS))
+def test_every_symmetry_student_gives_a_trial_its_row_in_packs_of_1_2_8_and_64(name):
+    from attnsweep.workers import SymmetryTrialConfig
+    from attnsweep.workers.train_symmetry import train_symmetry_pack
+
+    torch.set_num_threads(1)
+    configs = [SymmetryTrialConfig(teacher="equivariant", n=4, k=2, d=4, m=8, seed=seed, width=8, heads=2,
+                                   mlp_width=16, max_epochs=15, n_test=16, n_q=2, fault="nan" if seed == 5 else None,
+                                   **SYMMETRY_STUDENTS[name]) for seed in range(64)]
+    alone = {i: train_symmetry_pack([configs[i]], device="cpu")[0] for i in (3, 5)}
+    assert alone[3]["status"] == "done" and alone[5]["status"] == "diverged"
+    big = train_symmetry_pack(configs[:3] + configs[4:] + [configs[3]], device="cpu")
+    _same(alone[3], big[-1])
+    _same(alone[5], big[4])
+    for pack, slot in (([configs[3], configs[9]], 0), (configs[20:27] + [configs[3]], 7), ([configs[3]] * 2, 1)):
+        _same(alone[3], train_symmetry_pack(pack, device="cpu")[slot])
+
+
+def test_the_lanes_leave_no_elementwise_tail_a_slot_could_fall_into():
+    # Why packs are padded (workers/stacked.py): on this CPU an elementwise kernel's tail
+    # rounds differently from its body, so one trial's values in a tensor of another size could
+    # change. A pack's slot count is a multiple of the lanes, and each slot's sigmoid is then
+    # the same wherever it sits.
+    from attnsweep.workers.stacked import LANES, slot_count
+
+    assert LANES in (16, 32) and slot_count(1) == LANES and slot_count(LANES + 1) == 2 * LANES
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(7, generator=g) * 5
+    ref = None
+    for slots in (LANES, 2 * LANES, 4 * LANES):
+        for slot in (0, slots - 1):
+            X = torch.randn(slots, 7, generator=g) * 5
+            X[slot] = x
+            got = torch.sigmoid(X)[slot]
+            ref = got if ref is None else ref
+            assert torch.equal(got, ref)
