@@ -2,11 +2,15 @@
 
 1. Check: a pack of sparse-AND trials trained on CUDA (float32) reaches the same epochs and
    test accuracy (within 1e-3) as on the CPU, and the bfloat16 mixed-precision pack trains.
-2. Throughput: trials/s of one-layer transformer packs on CUDA against pack size, float32
+2. Stacked against one by one: for each model of bench/packing.py (the tiny transformer and
+   the MLP on parity, T = 16; the generic and inner-product symmetry students, d = 8), a
+   stacked pack of P trials on CUDA against the same trials one after the other on the
+   per-trial path, also on CUDA (where each trial's tiny kernels leave the device waiting).
+3. Throughput: trials/s of one-layer transformer packs on CUDA against pack size, float32
    and bfloat16, at T = 64 and 1024 (m = 256, 100 full-batch epochs, no early stop), with
    the peak CUDA memory per pack beside the pack-size estimate of workers/memory.py.
 
-Usage: ``python bench/gpu.py [--sizes 1 8 64 256] [--epochs 100]``
+Usage: ``python bench/gpu.py [--sizes 1 8 64 256] [--epochs 100] [--stacked-sizes 32 256]``
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 from attnsweep.workers import BooleanTrialConfig, train_pack
 from attnsweep.workers.memory import boolean_trial_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/packing.py's trials
 
 
 def check() -> None:
@@ -31,6 +38,36 @@ def check() -> None:
     bf16 = train_pack([c.model_copy(update={"precision": "bfloat16"}) for c in cfgs], device="cuda")
     assert all(r["status"] == "done" and r["test_acc"] >= 0.9 for r in bf16), bf16
     print("check: CUDA float32 pack equals the CPU pack; bfloat16 pack trains")
+
+
+def stacked_against_one_by_one(sizes: list[int], epochs: int, alone: int = 8) -> None:
+    from packing import configs, train  # bench/packing.py: the same trials as on the CPU
+
+    print(f"\n{torch.cuda.get_device_name()}: stacked against one by one, {epochs} epochs\n")
+    print("| model | pack size | stacked trials/s | one by one trials/s | speed-up |")
+    print("|---|---|---|---|---|")
+    for model in ("transformer", "mlp", "generic", "inner"):
+        for p in sizes:
+            cfgs = configs(model, p, epochs)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            _train_cuda(model, cfgs, True)
+            torch.cuda.synchronize()
+            ts = p / (time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            for c in cfgs[:alone]:
+                _train_cuda(model, [c], False)
+            torch.cuda.synchronize()
+            ta = min(alone, p) / (time.perf_counter() - t0)
+            print(f"| {model} | {p} | {ts:.1f} | {ta:.1f} | {ts / ta:.1f}x |", flush=True)
+
+
+def _train_cuda(model: str, cfgs: list, stacked: bool) -> list[dict]:
+    from attnsweep.workers.train_symmetry import train_symmetry_pack
+
+    if model in ("transformer", "mlp"):
+        return train_pack(cfgs, device="cuda", stacked=stacked)
+    return train_symmetry_pack(cfgs, device="cuda", stacked=stacked)
 
 
 def throughput(sizes: list[int], epochs: int) -> None:
@@ -57,12 +94,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 64, 256])
     ap.add_argument("--epochs", type=int, default=100)
+    ap.add_argument("--stacked-sizes", type=int, nargs="+", default=[32, 256])
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device here", file=sys.stderr)
         sys.exit(2)
     train_pack([BooleanTrialConfig(task="and", T=8, s=1, m=8, seed=0, max_epochs=1)], device="cuda")  # CUDA start-up
     check()
+    stacked_against_one_by_one(args.stacked_sizes, args.epochs)
     throughput(args.sizes, args.epochs)
 
 

@@ -47,8 +47,11 @@ LANES = _lanes()
 an elementwise tail (module docstring). It is a property of the processor, as a row's bits are."""
 
 
-def slot_count(trials: int) -> int:
-    """Slots for ``trials`` trials: the next multiple of :data:`LANES` (at least one multiple)."""
+def slot_count(trials: int, dev: torch.device | None = None) -> int:
+    """Slots for ``trials`` trials: on a CPU the next multiple of :data:`LANES` (at least one);
+    on another device ``trials`` (no bitwise promise is made there, so no padding)."""
+    if dev is not None and dev.type != "cpu":
+        return trials
     return max(1, math.ceil(trials / LANES)) * LANES
 
 
@@ -88,7 +91,7 @@ class StackedPack:
                  dev: torch.device):
         self.lr, self.weight_decay, self.trained, self.dev = lr, weight_decay, trained, dev
         n = len(models)
-        slots = slot_count(n)
+        slots = slot_count(n, dev)
         order = list(range(n)) + [0] * (slots - n)
         params, buffers = stack_module_state([models[i] for i in order])
         self.base = copy.deepcopy(models[0]).to("meta")
@@ -130,7 +133,7 @@ class StackedPack:
     def compact(self, keep: list[int]) -> list[int]:
         """Keep the slots ``keep`` (each holding an active trial), in that order, padded to a
         multiple of :data:`LANES`, with their optimiser state. Returns the old slot of each new one."""
-        slots = slot_count(len(keep))
+        slots = slot_count(len(keep), self.dev)
         old = keep + [keep[0]] * (slots - len(keep))
         index = torch.tensor(old, device=self.dev)
         state = {k: self.opt.state.get(v, {}) for k, v in self.params.items() if k in self.trained}

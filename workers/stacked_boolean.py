@@ -137,7 +137,7 @@ def _fit(configs, models, trained, x, y, dev) -> list[dict]:
         keep = torch.nonzero(pack.active).flatten().tolist()
         if not keep:
             break
-        if slot_count(len(keep)) < pack.slots:  # a lane group's worth has left: drop it
+        if slot_count(len(keep), dev) < pack.slots:  # a lane group's worth has left: drop it
             pack.compact(keep)
             if gens is not None:
                 gens = _follow(gens, keep, pack.slots)

@@ -86,7 +86,7 @@ def _fit(configs, models, X, K, Y, fit_error, dev) -> list[dict]:
         keep = torch.nonzero(pack.active).flatten().tolist()
         if not keep:
             break
-        if slot_count(len(keep)) < pack.slots:  # a lane group's worth has left: drop it
+        if slot_count(len(keep), dev) < pack.slots:  # a lane group's worth has left: drop it
             pack.compact(keep)
             if gens is not None:
                 gens = [gens[s] for s in keep] + [_copy(gens[keep[0]]) for _ in range(pack.slots - len(keep))]

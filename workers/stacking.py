@@ -8,28 +8,39 @@ No torch here: ``validate`` and the packer read it.
 
 from __future__ import annotations
 
-from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
-from attnsweep.workers.memory import STACKED_SLOTS, boolean_working_bytes, symmetry_working_bytes
+from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig  # noqa: F401 - in signatures
+from attnsweep.workers.memory import STACKED_SLOTS, boolean_working_bytes
 
 STACKED_MAX_BYTES = 2**30
 """Largest working set of a lane group (``STACKED_SLOTS`` trials' working sets, bytes) that
 trains stacked: a lone trial is padded to a full group, so a group must fit any worker."""
 
-ONE_LAYER_MAX_T = 1024
+ONE_LAYER_MAX_T = 256
 """Largest T at which a one-layer float32 transformer trains stacked. Beyond it each trial takes
-the hand-written step of workers/one_layer.py alone, which sums over T bits instead of the 2T
-one-hot columns and whose products already fill a core: stacked 16 trials ran 2.1x faster at
-T = 256, 1.3x at T = 512 and 1024 (bench/packing.py)."""
+the hand-written step of workers/one_layer.py alone, which sums over the T bits instead of the
+2T one-hot columns and whose products already fill a core. Measured (bench/packing.py, 16-slot
+lane groups, m = 128): a full group ran 2.1x faster than its trials one by one at T = 256 and
+1.3x at T = 512 and 1024; a group costs what 7.5 lone trials cost at T = 256, so a pack of 8
+breaks even there and would lose beyond it, and packs of 8 seeds are common (the adaptive
+search). Not a function of the pack's size, by design (module docstring)."""
 
 
-def boolean_stacks(cfg: BooleanTrialConfig) -> bool:
-    """Whether a sparse-Boolean trial's pack trains stacked."""
+def boolean_stacks(cfg: BooleanTrialConfig, device_type: str = "cpu") -> bool:
+    """Whether a sparse-Boolean trial's pack trains stacked on a device of ``device_type``
+    (``"cpu"``, ``"cuda"``...): on a GPU always (one trial's tiny kernels leave it waiting), on
+    a CPU as measured (:data:`ONE_LAYER_MAX_T`, :data:`STACKED_MAX_BYTES`)."""
+    if device_type != "cpu":
+        return True
     one_layer_step = cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
     if one_layer_step and cfg.T > ONE_LAYER_MAX_T:
         return False
     return STACKED_SLOTS * boolean_working_bytes(cfg) <= STACKED_MAX_BYTES
 
 
-def symmetry_stacks(cfg: SymmetryTrialConfig) -> bool:
-    """Whether a symmetry trial's pack trains stacked."""
-    return STACKED_SLOTS * symmetry_working_bytes(cfg) <= STACKED_MAX_BYTES
+def symmetry_stacks(cfg: SymmetryTrialConfig, device_type: str = "cpu") -> bool:
+    """Whether a symmetry trial's pack trains stacked on a device of ``device_type``: on a GPU
+    always; on a CPU never. There a student's step is bound by torch's kernel for many tiny
+    matrix products, whose cost grows with their number whether they come from one trial or 32:
+    a full lane group ran 1.0-1.7x faster than its trials one by one (bench/packing.py), and a
+    pack of 5 seeds padded to 16 slots would run about 2x slower."""
+    return device_type != "cpu"

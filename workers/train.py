@@ -94,7 +94,7 @@ def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: to
         fail_row(rows[i], exc)
     if batch is None:
         return
-    if boolean_stacks(cfg) if stacked is None else stacked:
+    if boolean_stacks(cfg, dev.type) if stacked is None else stacked:
         _train_stacked([configs[i] for i in ok], [rows[i] for i in ok], batch, dev)
         return
     for j, i in enumerate(ok):

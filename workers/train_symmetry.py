@@ -64,7 +64,7 @@ def train_symmetry_pack(configs: Sequence[SymmetryTrialConfig], device: str | No
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = [dict(status=TrialStatus.FAILED.value, error_type=None, error=None) for _ in configs]
     runnable = apply_faults(configs, rows)
-    if runnable and (symmetry_stacks(configs[0]) if stacked is None else stacked):
+    if runnable and (symmetry_stacks(configs[0], dev.type) if stacked is None else stacked):
         _train_stacked([configs[i] for i in runnable], [rows[i] for i in runnable], dev)
     elif runnable:
         for i in runnable:

@@ -108,6 +108,8 @@ SYMMETRY_STUDENTS = {
 
 @pytest.mark.parametrize("name", sorted(SYMMETRY_STUDENTS))
 def test_every_symmetry_student_gives_a_trial_its_row_in_packs_of_1_2_8_and_64(name):
+    # The stacked path, which symmetry packs take on a GPU (on a CPU they train one by one,
+    # workers/stacking.py, and the test above covers that path).
     from attnsweep.workers import SymmetryTrialConfig
     from attnsweep.workers.train_symmetry import train_symmetry_pack
 
@@ -115,13 +117,13 @@ def test_every_symmetry_student_gives_a_trial_its_row_in_packs_of_1_2_8_and_64(n
     configs = [SymmetryTrialConfig(teacher="equivariant", n=4, k=2, d=4, m=8, seed=seed, width=8, heads=2,
                                    mlp_width=16, max_epochs=15, n_test=16, n_q=2, fault="nan" if seed == 5 else None,
                                    **SYMMETRY_STUDENTS[name]) for seed in range(64)]
-    alone = {i: train_symmetry_pack([configs[i]], device="cpu")[0] for i in (3, 5)}
+    alone = {i: train_symmetry_pack([configs[i]], device="cpu", stacked=True)[0] for i in (3, 5)}
     assert alone[3]["status"] == "done" and alone[5]["status"] == "diverged"
-    big = train_symmetry_pack(configs[:3] + configs[4:] + [configs[3]], device="cpu")
+    big = train_symmetry_pack(configs[:3] + configs[4:] + [configs[3]], device="cpu", stacked=True)
     _same(alone[3], big[-1])
     _same(alone[5], big[4])
     for pack, slot in (([configs[3], configs[9]], 0), (configs[20:27] + [configs[3]], 7), ([configs[3]] * 2, 1)):
-        _same(alone[3], train_symmetry_pack(pack, device="cpu")[slot])
+        _same(alone[3], train_symmetry_pack(pack, device="cpu", stacked=True)[slot])
 
 
 def test_the_lanes_leave_no_elementwise_tail_a_slot_could_fall_into():

@@ -137,7 +137,7 @@ def test_long_context_uses_chunked_evaluation():
     c = BooleanTrialConfig(task="and", T=2048, s=1, m=16, max_epochs=2, n_test=20_000, seed=0)
     # A one-layer test sample holds its one-hot, 2 (T+1) floats, and its bits: about 20 kB,
     # so the 256 MiB budget holds ~13000 samples: the 20000 come in two chunks.
-    assert train_module._eval_chunk(c) < c.n_test
+    assert train_module.eval_chunk(c) < c.n_test
     (row,) = train_pack([c], device="cpu")
     assert row["status"] == "done"
     assert 0.0 <= row["test_acc"] <= 1.0
@@ -148,9 +148,9 @@ def test_evaluation_does_not_depend_on_chunk_size(monkeypatch):
     c = cfg(seed=0, max_epochs=5, n_test=300)
     (whole,) = train_pack([c], device="cpu")
     # A budget that fits a handful of samples per chunk.
-    per_sample = 4 * (2 * (c.T + 1) + 16 * c.d) + 2 * (c.T + 1)  # one-layer matmul path, see _eval_chunk
+    per_sample = 4 * (2 * (c.T + 1) + 16 * c.d) + 2 * (c.T + 1)  # one-layer matmul path, see eval_chunk
     monkeypatch.setattr(train_module, "EVAL_BUDGET_BYTES", per_sample * 7)
-    assert train_module._eval_chunk(c) == 7
+    assert train_module.eval_chunk(c) == 7
     (chunked,) = train_pack([c], device="cpu")
     assert chunked["test_acc"] == pytest.approx(whole["test_acc"], abs=1e-9)
     assert chunked["test_loss"] == pytest.approx(whole["test_loss"], rel=1e-5)
