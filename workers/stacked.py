@@ -161,3 +161,18 @@ def per_slot_max_abs(params: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(slots,)`` the largest absolute weight of each slot (NaN where a slot holds one)."""
     flat = torch.cat([v.detach().reshape(v.shape[0], -1) for v in params.values()], 1)
     return flat.abs().amax(1)
+
+
+def follow(gens: list[torch.Generator], keep: list[int], slots: int) -> list[torch.Generator]:
+    """Per-slot generators after :meth:`StackedPack.compact` kept ``keep``: the kept slots' own,
+    then for each padding slot a new generator in the first kept one's state (padding draws are
+    never used, and must not advance a trial's own stream)."""
+    kept = [gens[s] for s in keep]
+    return kept + [copy_generator(kept[0]) for _ in range(slots - len(keep))]
+
+
+def copy_generator(g: torch.Generator) -> torch.Generator:
+    """A new generator in ``g``'s state, on its device."""
+    new = torch.Generator(device=g.device)
+    new.set_state(g.get_state())
+    return new

@@ -22,11 +22,11 @@ from attnsweep.workers.models import logistic_loss, score_range_safe
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
-from attnsweep.workers.stacked import StackedPack, one_thread, per_slot_max_abs, slot_count
+from attnsweep.workers.stacked import StackedPack, follow, one_thread, per_slot_max_abs, slot_count
 
 
 def fit_stacked(configs: list[BooleanTrialConfig], models: list[torch.nn.Module], trained: set[str],
-                x: torch.Tensor, y: torch.Tensor, dev: torch.device) -> list[dict]:
+                x: torch.Tensor, y: torch.Tensor, chunk: int, dev: torch.device) -> list[dict]:
     """Train the trials together from their initialised ``models`` on their training sets.
 
     Args:
@@ -34,16 +34,18 @@ def fit_stacked(configs: list[BooleanTrialConfig], models: list[torch.nn.Module]
         models: each trial's initialised model.
         trained: the names of the parameters that train.
         x: ``(trials, m, T)`` uint8 bits; y: ``(trials, m)`` float32 labels.
+        chunk: samples per slot per chunk when the whole training set is scored (minibatch
+            training checks its fit every epoch): :func:`workers.train.eval_chunk`.
 
     Returns:
         Per trial: ``params`` (its weights when it stopped, by name), ``epochs``, ``converged``,
         ``diverged_epoch``.
     """
     with one_thread(dev):
-        return _fit(configs, models, trained, x, y, dev)
+        return _fit(configs, models, trained, x, y, chunk, dev)
 
 
-def _fit(configs, models, trained, x, y, dev) -> list[dict]:
+def _fit(configs, models, trained, x, y, chunk, dev) -> list[dict]:
     cfg = configs[0]
     pack = StackedPack(models, trained, cfg.lr, cfg.weight_decay, dev)
     n = len(configs)
@@ -102,7 +104,7 @@ def _fit(configs, models, trained, x, y, dev) -> list[dict]:
             pack.step(grads=grads) if hand else pack.step(loss)
         else:
             with torch.no_grad():
-                fit = _fits(forward, xs, ys, _chunk(cfg)).cpu()
+                fit = _fits(forward, xs, ys, chunk).cpu()
             for s in torch.nonzero(pack.active & fit).flatten().tolist():
                 leave(s, converged=True)
             if not pack.active.any():
@@ -140,28 +142,10 @@ def _fit(configs, models, trained, x, y, dev) -> list[dict]:
         if slot_count(len(keep), dev) < pack.slots:  # a lane group's worth has left: drop it
             pack.compact(keep)
             if gens is not None:
-                gens = _follow(gens, keep, pack.slots)
+                gens = follow(gens, keep, pack.slots)
     for s in torch.nonzero(pack.active).flatten().tolist():  # out of epochs
         leave(s)
     return out
-
-
-def _follow(gens: list, keep: list[int], slots: int) -> list:
-    """The generators of the kept slots, padding slots given fresh copies of the first kept one's
-    state (padding draws are never used)."""
-    kept = [gens[s] for s in keep]
-    pad = []
-    for _ in range(slots - len(keep)):
-        g = torch.Generator(device=kept[0].device)
-        g.set_state(kept[0].get_state())
-        pad.append(g)
-    return kept + pad
-
-
-def _chunk(cfg: BooleanTrialConfig) -> int:
-    from attnsweep.workers.train import eval_chunk
-
-    return eval_chunk(cfg)
 
 
 def _fits(forward, xs: torch.Tensor, ys: torch.Tensor, chunk: int) -> torch.Tensor:

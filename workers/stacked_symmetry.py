@@ -17,7 +17,7 @@ import torch
 from attnsweep import tasks
 from attnsweep.workers.config import SymmetryTrialConfig
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
-from attnsweep.workers.stacked import StackedPack, one_thread, per_slot_max_abs, slot_count
+from attnsweep.workers.stacked import StackedPack, follow, one_thread, per_slot_max_abs, slot_count
 
 
 def fit_stacked(configs: list[SymmetryTrialConfig], models: list[torch.nn.Module], X: torch.Tensor,
@@ -89,7 +89,7 @@ def _fit(configs, models, X, K, Y, fit_error, dev) -> list[dict]:
         if slot_count(len(keep), dev) < pack.slots:  # a lane group's worth has left: drop it
             pack.compact(keep)
             if gens is not None:
-                gens = [gens[s] for s in keep] + [_copy(gens[keep[0]]) for _ in range(pack.slots - len(keep))]
+                gens = follow(gens, keep, pack.slots)
     for s in torch.nonzero(pack.active).flatten().tolist():  # out of epochs
         leave(s)
     return out
@@ -103,10 +103,3 @@ def rotations(d: int, m: int, gens: list[torch.Generator], dtype: torch.dtype) -
     Q, R = torch.linalg.qr(Z)
     signs = torch.where(torch.diagonal(R, dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(Q.dtype)
     return (Q * signs[..., None, :]).to(dtype)
-
-
-def _copy(g: torch.Generator) -> torch.Generator:
-    """A new generator in ``g``'s state (for a padding slot, whose draws are never used)."""
-    new = torch.Generator(device=g.device)
-    new.set_state(g.get_state())
-    return new

@@ -109,7 +109,7 @@ def _train_stacked(configs: list[BooleanTrialConfig], rows: list[dict], batch, d
     try:
         models = [_model(c, dev) for c in configs]
         names = {k for k, _ in models[0].named_parameters() if trained(configs[0], k)}
-        ends = fit_stacked(configs, models, names, batch.x, batch.y, dev)
+        ends = fit_stacked(configs, models, names, batch.x, batch.y, eval_chunk(configs[0]), dev)
     except Exception as exc:  # noqa: BLE001 - a pack-wide error fails its trials, not the sweep
         for row in rows:
             fail_row(row, exc)

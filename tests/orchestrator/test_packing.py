@@ -7,7 +7,8 @@ import pytest
 
 from attnsweep.orchestrator import SpecError, make_packs, parse_spec, trial_id
 from attnsweep.orchestrator.packing import AUTO_PACK_MAX, auto_pack_size, count_packs, spec_pack_sizer
-from attnsweep.workers.memory import boolean_trial_bytes, boolean_working_bytes
+from attnsweep.workers.memory import STACKED_SLOTS, boolean_trial_bytes, boolean_working_bytes, pack_bytes
+from attnsweep.workers.stacking import boolean_stacks
 
 SPEC = "name: p\nseeds: {seeds}\ngrid: {{T: [8, 16], m: [32]}}\nfixed: {{task: and, s: 2}}\n"
 
@@ -16,15 +17,33 @@ def _packs(spec):
     return list(make_packs(((trial_id(c), c) for c in spec.trials()), spec_pack_sizer(spec), spec.experiment))
 
 
+ONE_BY_ONE = "name: p\nseeds: {seeds}\ngrid: {{T: [512, 1024], m: [32]}}\nfixed: {{task: and, s: 2}}\n"
+"""Settings whose packs train one trial after the other (workers/stacking.py: T > 256)."""
+
+
 def test_auto_pack_size_fills_the_memory_budget():
-    spec = parse_spec(SPEC.format(seeds=8))
+    spec = parse_spec(ONE_BY_ONE.format(seeds=8))
     first = next(spec.trials())
+    assert not boolean_stacks(first)
     per_trial, working = boolean_trial_bytes(first), boolean_working_bytes(first)
     # A budget that holds one trial's working set, 3 trials' shares and most of a 4th's.
     budget_mb = (working + 3.9 * per_trial) / 2**20
-    spec = parse_spec(SPEC.format(seeds=8) + f"execution: {{pack_memory_mb: {budget_mb}}}\n")
-    sizes = [len(p) for p in _packs(spec) if p.configs[0].T == 8]
+    spec = parse_spec(ONE_BY_ONE.format(seeds=8) + f"execution: {{pack_memory_mb: {budget_mb}}}\n")
+    sizes = [len(p) for p in _packs(spec) if p.configs[0].T == 512]
     assert sizes == [3, 3, 2]
+
+
+def test_a_stacked_setting_is_packed_in_whole_lane_groups():
+    # Every slot of a stacked pack holds a working set and a share, padding included
+    # (workers/memory.py), so the budget buys whole groups of 32 slots, and at least one.
+    spec = parse_spec(SPEC.format(seeds=100))
+    first = next(spec.trials())
+    assert boolean_stacks(first)
+    group = pack_bytes(boolean_trial_bytes(first), boolean_working_bytes(first), STACKED_SLOTS, stacked=True)
+    for groups, expected in ((2.7, 64), (1.0, 32), (0.01, 32)):
+        assert auto_pack_size(first, "sparse_boolean", groups * group) == expected
+    spec = parse_spec(SPEC.format(seeds=100) + f"execution: {{pack_memory_mb: {2.7 * group / 2**20}}}\n")
+    assert [len(p) for p in _packs(spec) if p.configs[0].T == 8] == [64, 36]
 
 
 def test_auto_is_the_default_and_is_capped():
@@ -32,7 +51,8 @@ def test_auto_is_the_default_and_is_capped():
     assert spec.execution.pack_size == "auto"
     sizes = [len(p) for p in _packs(spec)]
     assert sizes == [AUTO_PACK_MAX, 300 - AUTO_PACK_MAX] * 2
-    assert auto_pack_size(next(spec.trials()), "sparse_boolean", 1) == 1  # never below one
+    assert auto_pack_size(next(spec.trials()), "sparse_boolean", 1) == STACKED_SLOTS  # never below a group
+    assert auto_pack_size(next(parse_spec(ONE_BY_ONE.format(seeds=2)).trials()), "sparse_boolean", 1) == 1
 
 
 def test_an_explicit_pack_size_wins_and_packs_never_mix_shapes():
