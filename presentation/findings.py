@@ -861,8 +861,7 @@ def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) ->
             parts.append(_least_norm_text(cells, norms, ci))
         if parts:
             items.append(f"{_series_kind(union, s['cells'])['label']}: " + "; ".join(parts) + ".")
-    l1 = next((v for v in claims if v["claim"].startswith("L1")), None) or {}
-    for pair in l1.get("across_bound") or []:
+    for pair in _across(series):
         items.append(_across_bound_text(pair))
     if not items:
         return []
@@ -897,6 +896,11 @@ def _least_norm_text(cells: pl.DataFrame, norms: pl.DataFrame, ci: float) -> str
             text += (f"; below it (T < {first:g}) {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. "
                      f"{g['b_hi']:.3g}, {g['n_points']} T)")
     return text
+
+
+def _across(series: list[dict]) -> list[dict]:
+    """The m*-across-the-bound comparisons the L1 series carry (:func:`stats.verdicts.across_bound`)."""
+    return [s["numbers"]["across_bound"] for s in series if s.get("numbers", {}).get("across_bound")]
 
 
 def _across_bound_text(pair: dict) -> str:
@@ -1283,7 +1287,7 @@ def headline(claims: list[dict], union: pl.DataFrame) -> str:
     laws = "; growth law: " + ", ".join(
         f"{s['numbers']['law']} at {name(s)}" if s["numbers"].get("law") in ("log", "polylog", "linear", "power")
         else f"not named at {name(s)}" for s in theory)
-    across = [p for p in (l1 or {}).get("across_bound") or [] if p.get("n_T")]
+    across = [p for p in _across(theory) if p.get("n_T")]
     b_text = ""
     if across:
         q = across[0]["geomean"]

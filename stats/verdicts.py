@@ -234,7 +234,13 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
         why = "no transformer cells" if not side else f"no series has {MIN_POINTS} or more values of T"
         return _verdict("L1", L1_CLAIM, NOT_TESTED, why, not_judged=side)
     out = _combine("L1", L1_CLAIM, [(key, *_l1_series(part, ci)) for key, part in series], side)
-    out["across_bound"] = across_bound(series, ci)
+    # How m* moves with the bound sits with the larger bound's series (its numbers' ``across_bound``).
+    for pair in across_bound(series, ci):
+        larger = dict(pair["cells"], norm_bound=pair["bounds"][1])
+        for s in out["series"]:
+            if s["cells"] == larger or (set(s["cells"]) == set(larger) and all(
+                    s["cells"][c] == larger[c] for c in larger)):
+                s["numbers"]["across_bound"] = pair
     return out
 
 
