@@ -1195,8 +1195,8 @@ def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, r
              f"different outcome at the {threshold:g} threshold" for r in shared.iter_rows(named=True)]
     lines += [md_text("Trial ids run by two code versions (the same settings and seed): " + "; ".join(parts) + ". "
                       "By the pooling rule (docs/decisions.md, \"Pooling across code versions\") these are split, "
-                      "never pooled: each cell takes its rows from one run, so the two versions' rows of one trial "
-                      "sit in different series (an untuned and a tuned one) and are compared, not averaged."), ""]
+                      "never pooled: each cell takes its rows from one run, so two versions' rows of one trial never "
+                      "enter one m*; they are counted here, not averaged."), ""]
     return lines
 
 

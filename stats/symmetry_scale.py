@@ -143,7 +143,9 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
         ``bound`` (``exact``; ``lower`` or ``upper``: the ratio is at least or at most ``ratio``;
         ``none``: no number),
         ``ci_lo``, ``ci_hi`` (percentile interval of the paired replicates' ratio; NaN when
-        there are no replicates), ``text`` (e.g. ``38.2 (29.1 .. 51.0)`` or ``> 256``).
+        there are no replicates), ``text`` (e.g. ``38.2 (29.1 .. 51.0)`` or ``> 256``),
+        ``baseline_floor`` (the inner-product m* is the floor 1) and ``baseline_m_max`` (the
+        largest m its search tried).
     """
     return _advantage(m_star, replicates, ci, seed)[0]
 
@@ -208,7 +210,11 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
         ``ci_hi``, ``censored_share`` (fraction of replicates in which a used cell's m* was
         beyond the grid; their slope is +-inf and counts as such in the percentiles),
         ``left_out`` (the axis values whose advantage is a bound or none, not a number); lines with
-        fewer than two usable values give a NaN slope and say so in ``left_out``.
+        fewer than two usable values give a NaN slope and say so in ``left_out``;
+        ``local_json`` (over 3+ values: each neighbouring pair's slope with its paired-bootstrap
+        interval, ``from``, ``to``, ``slope``, ``ci_lo``, ``ci_hi``), ``lack_of_fit`` (two local
+        intervals do not overlap: one power law misstates the line, so the local slopes are
+        the statistic) and ``floor`` (every denominator of the line is the floor m* = 1).
     """
     adv, paired = _advantage(m_star, replicates, ci, seed)
     rows = []

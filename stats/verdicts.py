@@ -40,6 +40,14 @@ Each verdict is a dict (the same keys as :func:`stats.symmetry.verdicts`):
 * ``not_judged``: the settings of series named but not judged (side blocks with fewer
   than 3 values of T), ``flags``: ``{"flag", "cell"}`` per flagged cell the statistic saw.
 
+L1's series ``numbers`` also say what the statistic says where the rule does not decide:
+``direction`` ("faster than log", "log", "undecided"), ``log_deficit_aicc`` (the log law's AICc
+behind the best rival: ``full``, ``least``, ``most`` over the fitting variants, ``variants``),
+``span_short`` (fewer than ``MIN_DECADES``), ``law`` (named only when it wins every variant
+of :func:`stats.fits.robust_law`; "undecided" or "too few cells" otherwise), ``robust`` (its
+winners per variant) and, on the larger bound's series of two that differ only in B,
+``across_bound`` (:func:`across_bound`). R's numbers add ``ratio_by_T`` and ``trend_slope``.
+
 Where a claim is judged on several series (e.g. transformer cells at two norm bounds for
 L1), it is supported when every judged series supports it, not supported when any
 contradicts it, and inconclusive otherwise.
