@@ -82,10 +82,11 @@ class Analysis:
 def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name: str = "search") -> pl.LazyFrame:
     """The rows m* is computed from: all of a grid sweep's; of an adaptive search, its
     ``search`` phase (the spec's settings; ``phase_name="tuned"``: the search with the
-    adopted settings) plus the tuning trials at an m that search tried (a tuning trial has
-    the trial id of the search trial with the same settings, m and seed, so the search
-    counted it and did not run it again: without it that m would lack those seeds). Tuning
-    trials at an m the search did not try, and the budget check, stay out.
+    adopted settings) plus every tuning trial whose settings are that search's cell's (the
+    adopted set's trials at the probe m). The same rule holds in every cell, whether or not
+    the search came back to the probe m: a tuning trial with a cell's own settings is a trial
+    of that cell (it has the trial id the search trial with the same settings, m and seed would
+    have had). Tuning trials of sets not adopted, and the budget check, stay out.
 
     Args:
         cell: the columns that identify a cell (every setting but m and the seed).
@@ -94,7 +95,7 @@ def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name
     trials = trials.lazy()
     searched = trials.filter((phase.is_null() | (phase == "search")) if phase_name == "search" else phase == phase_name)
     tuned = trials.filter(phase == "tune").join(
-        searched.filter(phase == phase_name).select(*cell, "m").unique(), on=[*cell, "m"], how="semi", nulls_equal=True)
+        searched.filter(phase == phase_name).select(*cell).unique(), on=cell, how="semi", nulls_equal=True)
     return pl.concat([searched, tuned])
 
 

@@ -55,13 +55,24 @@ class ScaleAnalysis:
         for r in self.advantage_slopes.iter_rows(named=True):
             fixed = {k: int(v) for k, v in (part.split("=") for part in r["fixed"].split(", ") if "=" in part)}
             values = [int(v) for v in r["values"].split(", ") if v]
+            local = json.loads(r["local_json"] or "[]")
             numbers = dict(kind="advantage_slope", student=r["student"], axis=r["axis"], fixed=fixed, values=values,
                            slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"], "exact" if values[1:] else "none"),
-                           censored_share=r["censored_share"], left_out=json.loads(r["left_out_json"] or "[]"))
+                           censored_share=r["censored_share"], left_out=json.loads(r["left_out_json"] or "[]"),
+                           local_slopes=[dict(l, slope=quantity(l["slope"], l["ci_lo"], l["ci_hi"])) for l in local],
+                           lack_of_fit=r["lack_of_fit"], denominator_at_floor=r["floor"])
+            statistic, interval = _slope_text(r, f"advantage ~ {r['axis']}^slope"), _interval(r)
+            if r["lack_of_fit"]:
+                # One power law does not fit the line: its local slopes are the statistic, not one slope.
+                statistic = (f"no single slope (the local slopes disagree): "
+                             + ", ".join(f"{r['axis']} {l['from']} -> {l['to']}: {l['slope']:.2f}" for l in local))
+                interval = ", ".join(f"{r['axis']} {l['from']} -> {l['to']}: CI {_num(l['ci_lo'])} .. "
+                                     f"{_num(l['ci_hi'])}" for l in local) + (
+                    f" (intervals that do not overlap; one power law's slope {r['slope']:.2f}, CI {_num(r['ci_lo'])} "
+                    f".. {_num(r['ci_hi'])}, would misstate the line)")
             out.append(dict(measurement=f"S2 advantage of the inner-product student over the {r['student']} "
                                         f"against {r['axis']} ({r['fixed']})",
-                            statistic=_slope_text(r, f"advantage ~ {r['axis']}^slope"),
-                            interval=_interval(r), note=_slope_note(r), numbers=numbers))
+                            statistic=statistic, interval=interval, note=_slope_note(r), numbers=numbers))
         for r in self.error_slopes.iter_rows(named=True):
             numbers = dict(kind="error_slope", cells=dict(d=r["d"], n=r["n"], k=r["k"]),
                            slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"]), m_min=r["m_min"], m_max=r["m_max"])
@@ -145,6 +156,14 @@ def _slope_note(r: dict) -> str:
     values = [v for v in r["values"].split(", ") if v]
     parts = [f"{r['axis']} = {r['values']}" + (" (two points: no check of the law)" if len(values) == 2 else "")
              if values else "no value with a number"]
+    local = json.loads(r.get("local_json") or "[]")
+    if local and not r.get("lack_of_fit"):
+        parts.append("local slopes agree within their intervals: " + ", ".join(
+            f"{l['from']} -> {l['to']}: {l['slope']:.2f} ({_num(l['ci_lo'])} .. {_num(l['ci_hi'])})" for l in local))
+    if r.get("floor"):
+        parts.append("the denominator is the inner-product student's m* at its floor of 1 in every group of the line "
+                     "(it succeeded at m = 1, the smallest m there is): the advantage is the generic student's m* "
+                     "over that floor; the inner-product student's need, at most 1 sample, is not resolved further")
     if r["left_out"]:
         parts.append(f"left out (a bound or none, not a number): {r['left_out']}")
     if r["censored_share"] and not math.isnan(r["censored_share"]):

@@ -26,22 +26,26 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from attnsweep.orchestrator.analyze import TUNED_RUN, interval_text
+from attnsweep.orchestrator.analyze import CELL_FIELDS, TUNED_RUN, interval_text, search_rows
+from attnsweep.orchestrator.spec import read_yaml
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
-from attnsweep.orchestrator.rows import run_schema, trial_schema
+from attnsweep.orchestrator.rows import run_schema, trial_schema, with_later_fields
 from attnsweep.results import ResultsStore
 from attnsweep.stats import verdicts as boolean
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.figures import plot_m_star
 from attnsweep.results.outputs import replacing, write_text
+from attnsweep.stats.epochs import epoch_growth, epochs_by_cell
 from attnsweep.stats.norm_use import TOLERANCE, fit_limits, norm_growth
+from attnsweep.stats.pooling import shared_trials
 from attnsweep.workers.config import LATER_FIELDS
 
 FIGURE = "m_star_vs_T.png"
@@ -90,7 +94,7 @@ def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, uni
     records = run_records(store, runs)
     parts = []
     if union is not None:
-        parts.append(render(records, claims, union, base="", caveats=caveats))
+        parts.append(render(records, claims, union, base="", caveats=caveats, rows=rows))
     if symmetry:
         parts.append(render_symmetry(records, claims, symmetry, base="", caveats=caveats, out_dir=out_dir, full=True))
     return write_text(path, "\n".join(parts))
@@ -109,7 +113,9 @@ def update_readmes(readme: Path, store: ResultsStore, runs: list[tuple[str, str]
     records = run_records(store, runs)
     base = relative(out_dir, readme)
     if union is not None:
-        update_readme(readme, render(records, claims, union, base=base, caveats=caveats))
+        rows = pl.concat([store.scan_run_trials(sweep, run_id).collect() for sweep, run_id in runs],
+                         how="diagonal_relaxed").sort("run_id", "trial_id")
+        update_readme(readme, render(records, claims, union, base=base, caveats=caveats, rows=rows))
     if symmetry:
         update_readme(readme, render_symmetry(records, claims, symmetry, base=base, caveats=caveats, out_dir=out_dir),
                       SYMMETRY_START, SYMMETRY_END)
@@ -452,13 +458,18 @@ def plot_main_series(union: pl.DataFrame, reference: pl.DataFrame, path: Path, c
                        title="3-way AND: critical sample size against context length (95% intervals)")
 
 
-def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: str, caveats: list[str] = ()) -> str:
+def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: str, caveats: list[str] = (),
+           rows: pl.DataFrame | None = None) -> str:
     """The findings as Markdown; ``base`` is the findings folder relative to the file the
-    text goes into ("" for findings.md itself); each of ``caveats`` is a warning line."""
+    text goes into ("" for findings.md itself); each of ``caveats`` is a warning line;
+    ``rows``: the runs' trial rows (for what each series pools and its epochs; None: not shown)."""
     def link(name: str) -> str:
         return md_target(f"{base}/{name}" if base else name)
 
     lines = ["## What attnsweep found", ""]
+    lead = headline(claims, union)
+    if lead:
+        lines += [lead, ""]
     for rec in records:
         if rec.get("experiment") != "symmetry":
             lines.append(_run_line(rec))
@@ -475,6 +486,10 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
               "m* above a bound (beyond the largest m tried), down: at or below one; grey squares: the paper's figure, "
               "read off by eye.", ""]
     lines += series_table(claims, union)
+    if rows is not None and not rows.is_empty():
+        threshold = _threshold(records)
+        lines += pooling_lines(claims, union, rows, records, threshold)
+        lines += epoch_lines(claims, union, rows, threshold)
     lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
     shown = [v for v in claims if v["claim"].split(":", 1)[0] in CLAIMS]
     for v in shown:
@@ -562,8 +577,11 @@ def render_symmetry(records: list[dict], claims: list[dict], symmetry: list[Symm
                          + " | ".join(md_text(verdict.get(c, "-")) for c in ("S1", "S2", "S3", "S4"))
                          + f" | {_cell(adv.get((n, k, d, 'transformer'), '-'))}"
                          + f" | {_cell(adv.get((n, k, d, 'transformer + rotations'), '-'))} | {e_text} |")
+        lines += _floor_note(sc.advantage)
         lines += ["", "Measured across scale (the paper makes no claim about these; log-log slopes, 95% bootstrap "
-                  "intervals):", "", "| measurement | statistic | interval | note |", "|---|---|---|---|"]
+                  "intervals; where a line's local slopes between neighbouring values disagree beyond their "
+                  "intervals, the local slopes are the statistic, not one slope):", "",
+                  "| measurement | statistic | interval | note |", "|---|---|---|---|"]
         for m in sc.measurements():
             lines.append("| " + " | ".join(_cell(m[c]) for c in ("measurement", "statistic", "interval", "note")) + " |")
         if folder is not None and "error_vs_m_by_d" in figures:
@@ -759,7 +777,7 @@ def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
         return []
     lines = [CLAIM_CLASS, "",
              "| series | T (cells with an exact m*) | c of a T^c (95% CI) | k of a (ln T)^k (95% CI) "
-             "| best law by AIC | L1 | what it says |",
+             "| growth law (named only where robust) | L1 | what it says |",
              "|---|---|---|---|---|---|---|"]
     for s in series:
         kind = _series_kind(union, s["cells"])
@@ -840,22 +858,64 @@ def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) ->
                          f"T = {shares['T'].max():g}: {shares['at_bound'][-1]:.0%})")
         norms = cells.filter(pl.col("min_norm_qk").is_not_null())
         if norms.height:
-            g = norm_growth(norms["T"].to_numpy(), norms["min_norm_qk"].to_numpy(), ci)
-            text = (f"the least ||W_Q W_K^T|| of a success {norms['min_norm_qk'][0]:.2f} at T = {norms['T'][0]:g} "
-                    f"and {norms['min_norm_qk'][-1]:.2f} at T = {norms['T'][-1]:g}")
-            if not math.isnan(g["b"]):
-                text += (f", {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, "
-                         f"{g['n_points']} T)")
-            bound = cells["norm_bound"].drop_nulls() if "norm_bound" in cells.columns else None
-            if bound is not None and bound.len() and (norms["min_norm_qk"] >= (1 - TOLERANCE) * bound.max()).any():
-                text += "; where it sits at the bound, the fit measures the bound, not the need"
-            parts.append(text)
+            parts.append(_least_norm_text(cells, norms, ci))
         if parts:
             items.append(f"{_series_kind(union, s['cells'])['label']}: " + "; ".join(parts) + ".")
+    for pair in _across(series):
+        items.append(_across_bound_text(pair))
     if not items:
         return []
     return ["Norms the trained heads used, per series (the theorem bounds capacity by them at a fixed bound; "
-            "docs/claims.md, section 1):", "", *[f"- {md_text(i)}" for i in items], ""]
+            "docs/claims.md, section 1), and how m* moves with the bound:", "", *[f"- {md_text(i)}" for i in items], ""]
+
+
+def _least_norm_text(cells: pl.DataFrame, norms: pl.DataFrame, ci: float) -> str:
+    """The least ||W_Q W_K^T|| of a success along T, in a clause. Where it sits at the bound
+    it is the bound, not what a head needs: only the cells below the bound are fitted, and from
+    the first T where it binds on the clause says so and draws nothing from it."""
+    text = (f"the least ||W_Q W_K^T|| of a success {norms['min_norm_qk'][0]:.2f} at T = {norms['T'][0]:g} "
+            f"and {norms['min_norm_qk'][-1]:.2f} at T = {norms['T'][-1]:g}")
+    bound = cells["norm_bound"].drop_nulls() if "norm_bound" in cells.columns else None
+    at = (norms["min_norm_qk"] >= (1 - TOLERANCE) * bound.max()) if bound is not None and bound.len() else None
+    if at is None or not at.any():
+        g = norm_growth(norms["T"].to_numpy(), norms["min_norm_qk"].to_numpy(), ci)
+        if not math.isnan(g["b"]):
+            text += (f", {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, "
+                     f"{g['n_points']} T)")
+        return text
+    first = norms.filter(at)["T"].min()
+    binding = norms.filter(pl.col("T") >= first)
+    share = (binding["min_norm_qk"] >= (1 - TOLERANCE) * bound.max()).sum()
+    text += (f"; from T = {first:g} on it is the bound {bound.max():g} itself in {share} of {binding.height} cells: "
+             "there a success uses all the norm it is allowed, so the least norm measures the bound, and says "
+             "nothing of the norm a head needs (no conclusion about need is drawn from it)")
+    below = norms.filter(pl.col("T") < first)
+    if below.height >= 3:
+        g = norm_growth(below["T"].to_numpy(), below["min_norm_qk"].to_numpy(), ci)
+        if not math.isnan(g["b"]):
+            text += (f"; below it (T < {first:g}) {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. "
+                     f"{g['b_hi']:.3g}, {g['n_points']} T)")
+    return text
+
+
+def _across(series: list[dict]) -> list[dict]:
+    """The m*-across-the-bound comparisons the L1 series carry (:func:`stats.verdicts.across_bound`)."""
+    return [s["numbers"]["across_bound"] for s in series if s.get("numbers", {}).get("across_bound")]
+
+
+def _across_bound_text(pair: dict) -> str:
+    """m* of two series that differ only in the norm bound, as a sentence (:func:`stats.verdicts.across_bound`)."""
+    lo_b, hi_b = pair["bounds"]
+    if not pair["n_T"]:
+        return f"m*(B={hi_b:g}) / m*(B={lo_b:g}): no T where both m* are values"
+    q = pair["geomean"]
+    ci = "" if q.get("ci_lo") is None else f" (95% CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f})"
+    per = ", ".join(f"{r:.2f} at T = {t:g}" for t, r in zip(pair["T"], pair["ratios"]))
+    text = (f"m* across the bound: m*(B={hi_b:g}) / m*(B={lo_b:g}) has a geometric mean of {q['estimate']:.2f}{ci} "
+            f"over {pair['n_T']} T where both are values ({per})")
+    if pair["left_out"]:
+        text += f"; left out (a bound on either side): T = {', '.join(f'{t:g}' for t in pair['left_out'])}"
+    return text
 
 
 def _series_kind(union: pl.DataFrame, key: dict) -> dict:
@@ -896,16 +956,26 @@ def _with_interval(q: dict | None, digits: int) -> str:
 
 def _meaning(kind: dict, verdict: str, numbers: dict) -> str:
     """One sentence: what this series' L1 verdict says about the claim as its authors state it."""
-    law = numbers.get("best_law", "?")
+    named = numbers.get("law", numbers.get("best_law", "?"))
+    law = (f"{named} fits best in every fitting variant" if named in ("log", "polylog", "linear", "power")
+           else "no law fits best in every fitting variant")
     decades, margin = numbers.get("decades"), numbers.get("log_margin_aic")
     if verdict == "inconclusive" and decades is not None and decades < 3 and margin is not None:
         # Too short a span to judge (docs/claims.md: three decades), but say what it shows.
         whose = "the theorem's class" if kind["theory"] else ("the paper's protocol" if "learned" in kind["label"]
                                                               else "this series")
-        lead = (f"the log law trails the best ({law}) by {-margin:.1f} AIC" if margin < 0
-                else "the log law fits best")
-        return (f"inconclusive for {whose}: T spans {decades:.1f} decades and L1 needs 3; over that span {lead}"
-                f"{_span_end(numbers)}.")
+        deficit = numbers.get("log_deficit_aicc") or {}
+        if numbers.get("direction") == "faster than log":
+            lead = (f"m* grows faster than log T: the log law trails by {deficit['least']:.0f} to "
+                    f"{deficit['most']:.0f} AICc in all {deficit['variants']} fitting variants (m* and ln m* scales, "
+                    "each T left out)")
+        elif numbers.get("direction") == "log":
+            lead = f"the log law leads in all {deficit['variants']} fitting variants"
+        else:
+            lead = (f"the direction is undecided (the log law's deficit ranges {deficit.get('least', math.nan):+.0f} to "
+                    f"{deficit.get('most', math.nan):+.0f} AICc over the fitting variants)")
+        return (f"inconclusive for {whose} by the rule (T spans {decades:.1f} decades, L1 needs 3), but over that "
+                f"span {lead}{_span_end(numbers)}.")
     if kind["theory"]:
         return {"supported": "m* of the theorem's class grows like log T: the claim as stated holds over these T.",
                 "not supported": f"m* of the theorem's class, as trained here, grows faster than log T ({law} fits "
@@ -913,7 +983,7 @@ def _meaning(kind: dict, verdict: str, numbers: dict) -> str:
             verdict, "the rows cannot tell log growth from faster growth for the theorem's class.")
     if "learned" in kind["label"]:
         return {"supported": "m* grows like log T under the paper's protocol, as the paper's experiment reports.",
-                "not supported": f"m* grows faster than log T under the paper's protocol ({law} fits best); a "
+                "not supported": f"m* grows faster than log T under the paper's protocol ({law}); a "
                                  "learned position table grows with T and is not bounded, so this series is not "
                                  "the theorem's class and does not test the claim as stated."}.get(
             verdict, "the rows cannot tell log growth from faster growth under the paper's protocol.")
@@ -1043,3 +1113,187 @@ def _flag_note(union: pl.DataFrame) -> str:
         if cells:
             parts.append(f"{flag} ({meaning}): {', '.join(cells)}")
     return (" Flagged cells: " + "; ".join(parts) + ".") if parts else " No cell is flagged (non-monotone, out of epochs or few seeds)."
+
+
+def _threshold(records: list[dict]) -> float:
+    """The success threshold of the sparse-Boolean runs (their specs' ``analysis.acc_threshold``,
+    the first run's where they differ; 0.95, the spec's default, where none sets it)."""
+    for rec in records:
+        if rec.get("experiment") == "symmetry":
+            continue
+        try:
+            raw = read_yaml(rec.get("spec_yaml") or "") or {}
+        except Exception:  # noqa: BLE001 - an old or odd record: the default
+            raw = {}
+        value = (raw.get("analysis") or {}).get("acc_threshold")
+        if value is not None:
+            return float(value)
+    return 0.95
+
+
+def series_sources(union: pl.DataFrame, key: dict, rows: pl.DataFrame) -> list[dict]:
+    """Where each cell of one L1 series comes from, sorted by T: ``T``, ``run_id``, ``lr``,
+    ``tuning`` (the cell's tuning state, "not tuned" for a grid sweep), ``rows`` (the trial
+    rows its m* was computed from: :func:`orchestrator.analyze.search_rows` of its run, the
+    tuned phase where the adopted settings are used) and ``phases`` (those rows per search
+    phase)."""
+    cells = _series_cells(union, key).sort("T")
+    rows = with_later_fields(rows)  # rows stored before a setting existed read as the value they had
+    cols = [c for c in CELL_FIELDS if c in cells.columns and c in rows.columns]
+    out = []
+    for r in cells.iter_rows(named=True):
+        mine = rows.filter(pl.col("run_id") == r["run_id"]) if "run_id" in r and r["run_id"] else rows
+        cell = pl.DataFrame([{c: r[c] for c in cols}], schema={c: mine.schema[c] for c in cols})
+        mine = mine.join(cell, on=cols, how="semi", nulls_equal=True)
+        phase = "tuned" if r.get("settings") == "tuned" else "search"
+        used = search_rows(mine, cols, phase).collect()
+        phases = dict(used.group_by("search_phase").len().sort("search_phase").iter_rows()) if used.height else {}
+        out.append(dict(T=r["T"], run_id=r.get("run_id"), lr=r.get("lr"), tuning=r.get("tuning") or "not tuned",
+                        rows=used, phases={str(k): int(v) for k, v in phases.items()}))
+    return out
+
+
+def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, records: list[dict],
+                  threshold: float) -> list[str]:
+    """What each L1 series pools: its runs and their code versions (with the T each gives),
+    its learning rates and the search phases of its rows; and the trial ids two code versions
+    both ran, with how many changed (stats/pooling.py). Markdown lines."""
+    _, series = _l1_series(claims)
+    if not series:
+        return []
+    version = {rec["run_id"]: rec.get("code_version") or "?" for rec in records}
+    items = []
+    for s in series:
+        src = series_sources(union, s["cells"], rows)
+        if not src:
+            continue
+        by_run = {}
+        for c in src:
+            by_run.setdefault(c["run_id"], []).append(c["T"])
+        runs = "; ".join(f"run {r} (code {version.get(r, '?')}): T = {_ts(ts)}" for r, ts in by_run.items())
+        lrs = sorted({c["lr"] for c in src if c["lr"] is not None})
+        lr = (f"lr {lrs[0]:g} in every cell" if len(lrs) == 1 else
+              "lr per cell " + ", ".join(f"{c['lr']:.2g} at T = {c['T']:g} ({c['tuning']})" for c in src))
+        kinds = {tuple(sorted(c["phases"])) for c in src}
+        if len(kinds) == 1:
+            phases = "rows of the " + " and ".join(f"{p} phase" for p in next(iter(kinds))) + " in every cell"
+        else:
+            phases = "rows per cell: " + ", ".join(
+                f"T = {c['T']:g}: " + " + ".join(f"{n} {p}" for p, n in c["phases"].items()) for c in src)
+        if any("tune" in c["phases"] for c in src) or any(c["tuning"] == "tuned" for c in src):
+            phases += ("; a cell that adopted tuned settings takes the tuning trials of the adopted set (at the probe "
+                       "m) in every such cell, whether or not the search came back to that m")
+        items.append(f"{_series_kind(union, s['cells'])['label']}: {runs}; {lr}; {phases}.")
+    lines = ["What each series pools (runs, code versions, learning rates, search phases):", "",
+             *[f"- {md_text(i)}" for i in items], ""]
+    shared = shared_trials(rows, threshold)
+    if shared.is_empty():
+        lines += ["No trial id was trained by two code versions: no cell mixes two versions of one trial.", ""]
+        return lines
+    parts = [f"runs {r['run_a']} (code {r['version_a']}) and {r['run_b']} (code {r['version_b']}) share {r['shared']} "
+             f"trained trial ids: {r['changed']} of them have a different test accuracy and {r['flipped']} a "
+             f"different outcome at the {threshold:g} threshold" for r in shared.iter_rows(named=True)]
+    lines += [md_text("Trial ids run by two code versions (the same settings and seed): " + "; ".join(parts) + ". "
+                      "By the pooling rule (docs/decisions.md, \"Pooling across code versions\") these are split, "
+                      "never pooled: each cell takes its rows from one run, so two versions' rows of one trial never "
+                      "enter one m*; they are counted here, not averaged."), ""]
+    return lines
+
+
+def epoch_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, threshold: float,
+                ci: float = 0.95) -> list[str]:
+    """Epochs against T per L1 series (stats/epochs.py): per cell, the median (quartiles) of
+    the epochs a success took and the share of trained trials that ran out of epochs, and the
+    median's growth against T with its interval. Markdown lines."""
+    _, series = _l1_series(claims)
+    items = []
+    for s in series:
+        src = series_sources(union, s["cells"], rows)
+        cells = [(c["T"], epochs_by_cell(c["rows"], threshold)) for c in src]
+        cells = [(t, e) for t, e in cells if e["n_trained"]]
+        if not cells:
+            continue
+        g = epoch_growth(np.array([t for t, _ in cells], float), [np.array(e["success_epochs"]) for _, e in cells],
+                         ci=ci)
+        per = ", ".join(f"T = {t:g}: {e['epochs_median']:.0f} ({e['epochs_q1']:.0f}..{e['epochs_q3']:.0f}), "
+                        f"{e['ran_out']:.0%} ran out" if e["n_success"] else f"T = {t:g}: no success, "
+                        f"{e['ran_out']:.0%} ran out" for t, e in cells)
+        grow = ("" if math.isnan(g["slope"]) else
+                f"; the median grows like T^{g['slope']:.2f} ({ci:.0%} CI {g['ci_lo']:.2f} .. {g['ci_hi']:.2f}, "
+                f"{g['n_points']} T)")
+        epochs = _series_kind(union, s["cells"])
+        items.append(f"{epochs['label']}: {per}{grow}.")
+    if not items:
+        return []
+    return ["Epochs against T, per series (the epochs a success trained for: median (quartiles); the share of a "
+            "cell's trained trials, at every m tried, that stopped at the epoch budget without converging; "
+            "stats/epochs.py). Where the median grows with T under a fixed budget and a share runs out, the "
+            "optimiser's budget is part of what m* measures:", "", *[f"- {md_text(i)}" for i in items], ""]
+
+
+def _ts(values: list) -> str:
+    return ", ".join(f"{v:g}" for v in values)
+
+
+def _floor_note(advantage: pl.DataFrame) -> list[str]:
+    """A sentence naming the advantage's denominator where it is the floor m* = 1 (the
+    inner-product student succeeded at the smallest m there is); [] where none is."""
+    if advantage.is_empty() or "baseline_floor" not in advantage.columns:
+        return []
+    groups = advantage.unique(subset=["n", "k", "d"])
+    floor = groups.filter(pl.col("baseline_floor"))
+    if floor.is_empty():
+        return []
+    only = floor.filter(pl.col("baseline_m_max") == 1).height
+    tried = (f"; in {only} of them m = 1 is the only m the search tried for it" if only else "")
+    return ["", md_text(f"The advantage's denominator: in {floor.height} of {groups.height} groups the inner-product "
+                        f"student's m* is 1, the floor (it succeeded at m = 1){tried}. There the advantage is the "
+                        "generic student's m* over that floor: it measures how many samples the generic student needs, "
+                        "not a ratio of two measured needs.")]
+
+
+def headline(claims: list[dict], union: pl.DataFrame) -> str:
+    """One sentence: what the series of the theorem's class (bounded heads, untrained codes,
+    bounded inputs) show about L1, made from their numbers; "" where the runs hold none."""
+    l1, series = _l1_series(claims)
+    theory = [s for s in series if _series_kind(union, s["cells"])["theory"]]
+    if not theory:
+        return ""
+
+    def name(s: dict) -> str:
+        bound = s["cells"].get("norm_bound")
+        return f"B = {bound:g}" if isinstance(bound, (int, float)) else _series_kind(union, s["cells"])["label"]
+
+    def span(s: dict) -> str:
+        n = s["numbers"]
+        return f"at {name(s)} over T = {min(n['T']):g}..{max(n['T']):g} ({n['decades']:.1f} decades)"
+
+    directions = {s["numbers"].get("direction", "undecided") for s in theory}
+    spans = " and ".join(span(s) for s in theory)
+    if directions == {"faster than log"}:
+        deficits = " and ".join(f"{d['least']:.0f}-{d['most']:.0f}" for d in
+                                (s["numbers"]["log_deficit_aicc"] for s in theory))
+        what = (f"needs samples that grow faster than log T {spans}, the log law trailing by {deficits} AICc in "
+                "every fitting variant")
+    elif directions == {"log"}:
+        what = f"needs samples that grow like log T {spans}"
+    else:
+        what = f"shows no single direction of growth against log T {spans} (" + "; ".join(
+            f"{name(s)}: {s['numbers'].get('direction', 'undecided')}" for s in theory) + ")"
+    verdict = boolean.combined([s["verdict"] for s in theory])
+    short = all(s["numbers"].get("span_short") for s in theory)
+    rule = (f"but short of the {boolean.MIN_DECADES:g} decades the pre-set rule needs, so L1 is {verdict}, neither "
+            "confirmed nor refuted" if short and verdict == "inconclusive" else f"so L1 is {verdict}")
+    laws = "; growth law: " + ", ".join(
+        f"{s['numbers']['law']} at {name(s)}" if s["numbers"].get("law") in ("log", "polylog", "linear", "power")
+        else f"not named at {name(s)}" for s in theory)
+    across = [p for p in _across(theory) if p.get("n_T")]
+    b_text = ""
+    if across:
+        q = across[0]["geomean"]
+        ci = "" if q.get("ci_lo") is None else f", 95% CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f}"
+        b_text = (f"; m*(B={across[0]['bounds'][1]:g}) / m*(B={across[0]['bounds'][0]:g}) = {q['estimate']:.2f} "
+                  f"(geometric mean over {across[0]['n_T']} T{ci})")
+    return "**The theorem's bounded class** " + md_text(
+        f"(fixed position codes, a norm bound B, inputs of norm sqrt(d)), trained by AdamW from one initialisation, "
+        f"{what}, {rule}{laws}{b_text}.")

@@ -120,3 +120,141 @@ def compare_growth(
         rows.append(row)
     table = pl.DataFrame(rows).sort("aic")
     return table.with_columns(delta_aic=pl.col("aic") - pl.col("aic").min())
+
+
+SCALES = ("m", "ln m")
+"""The scales a robustness check fits on: least squares on m* itself, and on ln m* (each
+law's prediction's logarithm against ln m*: the same laws, the errors taken as relative)."""
+MIN_LAW_POINTS = 5
+"""Exact cells below which no growth law is named: with three parameters per law (two and
+the noise variance) AICc = AIC + 2k(k+1)/(n-k-1) is undefined at n <= 4 (Hurvich & Tsai,
+Biometrika 76, 1989)."""
+
+
+def aicc(rss: float, n: int, k: int = K_PARAMS) -> float:
+    """Small-sample AIC of a least-squares fit: n ln(RSS/n) + 2k + 2k(k+1)/(n-k-1) (Hurvich &
+    Tsai 1989; Burnham & Anderson 2002, eq. 2.2); NaN where n - k - 1 <= 0."""
+    if n - k - 1 <= 0:
+        return math.nan
+    return n * math.log(max(rss, 1e-12) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
+
+
+def fit_growth_log(T: np.ndarray, m_star: np.ndarray, model: str) -> tuple[float, float] | None:
+    """Least-squares parameters of one law fitted on the ln m* scale: minimise
+    sum (ln m* - ln f(T))^2 from the m*-scale fit; None where the law cannot be positive at
+    every T (a log or linear law through zero), so that no logarithm of it exists.
+
+    Raises:
+        ValueError: unknown model.
+    """
+    from scipy.optimize import least_squares
+
+    T, y = np.asarray(T, float), np.asarray(m_star, float)
+    start = np.array(fit_growth(T, y, model))
+    ly = np.log(y)
+
+    def resid(p: np.ndarray) -> np.ndarray:
+        f = predict(model, (p[0], p[1]), T)
+        return ly - np.log(np.maximum(f, 1e-12))
+
+    if np.any(predict(model, tuple(start), T) <= 0):  # start from the fit through the points' logs
+        start = np.array([y.min(), 0.0]) if model in ("log", "linear") else start
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sol = least_squares(resid, start, method="lm", max_nfev=4000)
+    if np.any(predict(model, tuple(sol.x), T) <= 0):
+        return None
+    return float(sol.x[0]), float(sol.x[1])
+
+
+def variant_aicc(T: np.ndarray, m_star: np.ndarray, scale: str) -> dict[str, float]:
+    """AICc of each law (:data:`MODELS`) fitted on ``scale`` (:data:`SCALES`) to ``(T, m*)``
+    ``(n,)``; +inf for a law with no fit on that scale, NaN for every law when n <= 4.
+
+    Every law has the same number of parameters, so within one variant the AICc ranking is
+    the AIC ranking; AICc is what makes the margin between two laws honest at small n.
+    """
+    T, y = np.asarray(T, float), np.asarray(m_star, float)
+    n, out = len(T), {}
+    for model in MODELS:
+        if scale == "m":
+            rss = float(np.sum((y - predict(model, fit_growth(T, y, model), T)) ** 2))
+        elif scale == "ln m":
+            params = fit_growth_log(T, y, model)
+            if params is None:
+                out[model] = math.inf
+                continue
+            rss = float(np.sum((np.log(y) - np.log(predict(model, params, T))) ** 2))
+        else:
+            raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+        out[model] = aicc(rss, n)
+    return out
+
+
+def robust_law(T: np.ndarray, m_star: np.ndarray, rivals: tuple[str, ...] = ("linear", "power", "polylog"),
+               margin: float = 2.0) -> dict:
+    """Which growth law the cells name robustly, and how far the log law trails.
+
+    Variants: each scale of :data:`SCALES`, with all cells and with each T left out in turn
+    (2 (n + 1) fits of every law). A law is named when it has the lowest AICc in every
+    variant; else the reading is ``"undecided"``. Below :data:`MIN_LAW_POINTS` cells no law
+    is named (``"too few cells"``). A left-out variant with n - 1 = 4 cells has no AICc; its
+    ranking is then by the least-squares term alone (the same for every law's k).
+
+    The log law's deficit in a variant: the AICc (or that ranking term) of the log law minus
+    that of the best of ``rivals`` (> 0: the log law trails). ``direction``: ``"faster than
+    log"`` when the log law trails by at least ``margin`` in every variant, ``"log"`` when it
+    leads by at least ``margin`` in every variant, else ``"undecided"``.
+
+    Args:
+        T, m_star: ``(n,)`` distinct context lengths and their exact m* (> 0).
+        rivals: the laws the log law is measured against (linear and power always; polylog
+            when its exponent's interval lies above 1, as L1 decides).
+        margin: AICc units that decide (Burnham & Anderson 2002, section 2.6).
+
+    Returns:
+        ``law`` (a model name, ``"undecided"`` or ``"too few cells"``), ``winners`` (per
+        variant, e.g. ``{"m, all": "power", "ln m, without T=512": "polylog"}``),
+        ``log_deficit`` (the full-data variant on the m* scale), ``log_deficit_min`` and
+        ``log_deficit_max`` over the variants, ``direction``, ``n_variants``, ``n_points``.
+    """
+    T, y = np.asarray(T, float), np.asarray(m_star, float)
+    n = len(T)
+    out = dict(law="too few cells", winners={}, log_deficit=math.nan, log_deficit_min=math.nan,
+               log_deficit_max=math.nan, direction="undecided", n_variants=0, n_points=n)
+    if n < 3:
+        return out
+    deficits, winners = [], {}
+    for scale in SCALES:
+        drops = [None] + (list(range(n)) if n - 1 >= 3 else [])
+        for drop in drops:
+            keep = np.arange(n) != (-1 if drop is None else drop)
+            scores = variant_aicc(T[keep], y[keep], scale)
+            if any(math.isnan(v) for v in scores.values()):  # n <= 4: rank by the least-squares term
+                scores = _ls_term(T[keep], y[keep], scale)
+            name = f"{scale}, " + ("all" if drop is None else f"without T={T[drop]:g}")
+            winners[name] = min(scores, key=scores.get)
+            deficits.append(scores["log"] - min(scores[m] for m in rivals))
+    out.update(winners=winners, log_deficit=deficits[0], log_deficit_min=float(min(deficits)),
+               log_deficit_max=float(max(deficits)), n_variants=len(deficits))
+    if min(deficits) >= margin:
+        out["direction"] = "faster than log"
+    elif max(deficits) <= -margin:
+        out["direction"] = "log"
+    if n >= MIN_LAW_POINTS:
+        names = set(winners.values())
+        out["law"] = names.pop() if len(names) == 1 else "undecided"
+    return out
+
+
+def _ls_term(T: np.ndarray, y: np.ndarray, scale: str) -> dict[str, float]:
+    """n ln(RSS/n) of each law on ``scale``: the part of AIC that differs between laws."""
+    n, out = len(T), {}
+    for model in MODELS:
+        if scale == "m":
+            rss = float(np.sum((y - predict(model, fit_growth(T, y, model), T)) ** 2))
+        else:
+            params = fit_growth_log(T, y, model)
+            rss = math.inf if params is None else float(np.sum((np.log(y) - np.log(predict(model, params, T))) ** 2))
+        out[model] = n * math.log(max(rss, 1e-12) / n) if math.isfinite(rss) else math.inf
+    return out

@@ -143,7 +143,9 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
         ``bound`` (``exact``; ``lower`` or ``upper``: the ratio is at least or at most ``ratio``;
         ``none``: no number),
         ``ci_lo``, ``ci_hi`` (percentile interval of the paired replicates' ratio; NaN when
-        there are no replicates), ``text`` (e.g. ``38.2 (29.1 .. 51.0)`` or ``> 256``).
+        there are no replicates), ``text`` (e.g. ``38.2 (29.1 .. 51.0)`` or ``> 256``),
+        ``baseline_floor`` (the inner-product m* is the floor 1) and ``baseline_m_max`` (the
+        largest m its search tried).
     """
     return _advantage(m_star, replicates, ci, seed)[0]
 
@@ -182,12 +184,20 @@ def _advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: fl
                              m_star_bound=o["bound"], baseline_bound=b["bound"], m_star_lo=o["ci_lo"],
                              m_star_hi=o["ci_hi"], baseline_lo=b["ci_lo"], baseline_hi=b["ci_hi"],
                              m_star_text=_m_text(o), baseline_text=_m_text(b),
-                             ratio=ratio, bound=bound, ci_lo=lo, ci_hi=hi, text=_ratio_text(ratio, bound, lo, hi)))
+                             ratio=ratio, bound=bound, ci_lo=lo, ci_hi=hi, text=_ratio_text(ratio, bound, lo, hi),
+                             baseline_floor=_at_floor(b), baseline_m_max=b.get("m_max")))
     schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, student=pl.String, m_star=pl.Float64,
                   m_star_baseline=pl.Float64, m_star_bound=pl.String, baseline_bound=pl.String, m_star_lo=pl.Float64,
                   m_star_hi=pl.Float64, baseline_lo=pl.Float64, baseline_hi=pl.Float64, m_star_text=pl.String, baseline_text=pl.String, ratio=pl.Float64,
-                  bound=pl.String, ci_lo=pl.Float64, ci_hi=pl.Float64, text=pl.String)
+                  bound=pl.String, ci_lo=pl.Float64, ci_hi=pl.Float64, text=pl.String, baseline_floor=pl.Boolean,
+                  baseline_m_max=pl.Int64)
     return pl.DataFrame(rows, schema=schema), reps
+
+
+def _at_floor(b: dict) -> bool:
+    """Whether the inner-product m* is the floor m = 1: it succeeded at the smallest m there is,
+    so the advantage's denominator is that floor, not a measured need above it."""
+    return b["bound"] == "exact" and b["m_star"] is not None and float(b["m_star"]) <= 1.0 and b.get("m_min") == 1
 
 
 def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float,
@@ -200,7 +210,11 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
         ``ci_hi``, ``censored_share`` (fraction of replicates in which a used cell's m* was
         beyond the grid; their slope is +-inf and counts as such in the percentiles),
         ``left_out`` (the axis values whose advantage is a bound or none, not a number); lines with
-        fewer than two usable values give a NaN slope and say so in ``left_out``.
+        fewer than two usable values give a NaN slope and say so in ``left_out``;
+        ``local_json`` (over 3+ values: each neighbouring pair's slope with its paired-bootstrap
+        interval, ``from``, ``to``, ``slope``, ``ci_lo``, ``ci_hi``), ``lack_of_fit`` (two local
+        intervals do not overlap: one power law misstates the line, so the local slopes are
+        the statistic) and ``floor`` (every denominator of the line is the floor m* = 1).
     """
     adv, paired = _advantage(m_star, replicates, ci, seed)
     rows = []
@@ -218,7 +232,9 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
                 left_out = [_left_out(r, axis, used) for r in left.iter_rows(named=True)]
                 row = dict(student=student, axis=axis, fixed=fixed, values=", ".join(str(v) for v in used[axis]),
                            slope=math.nan, ci_lo=math.nan, ci_hi=math.nan, censored_share=math.nan,
-                           left_out="; ".join(x["text"] for x in left_out), left_out_json=json.dumps(left_out))
+                           left_out="; ".join(x["text"] for x in left_out), left_out_json=json.dumps(left_out),
+                           local_json="[]", lack_of_fit=False,
+                           floor=bool(used.height) and bool((used["baseline_floor"]).all()))
                 if used.height >= 2:
                     x = np.log(used[axis].to_numpy().astype(float))
                     w = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = w . y
@@ -233,13 +249,49 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
                             s = (logs * w).sum(1)
                         row["ci_lo"], row["ci_hi"] = percentile_interval(s, ci)
                         row["censored_share"] = float(np.mean(~np.isfinite(logs).all(1)))
+                        if used.height >= 3:
+                            local = _local_slopes(used[axis].to_numpy().astype(float), y, logs, ci)
+                            row["local_json"] = json.dumps(local)
+                            row["lack_of_fit"] = _disagree(local)
                 elif not row["left_out"]:
                     row["left_out"] = "fewer than two values"
                 rows.append(row)
     schema = dict(student=pl.String, axis=pl.String, fixed=pl.String, values=pl.String, slope=pl.Float64,
                   ci_lo=pl.Float64, ci_hi=pl.Float64, censored_share=pl.Float64, left_out=pl.String,
-                  left_out_json=pl.String)
+                  left_out_json=pl.String, local_json=pl.String, lack_of_fit=pl.Boolean, floor=pl.Boolean)
     return pl.DataFrame(rows, schema=schema)
+
+
+def _local_slopes(x: np.ndarray, y: np.ndarray, logs: np.ndarray, ci: float) -> list[dict]:
+    """The slope between each two neighbouring values of a line, with its interval.
+
+    Args:
+        x: ``(n,)`` the axis values (ascending); y: ``(n,)`` ln advantage at them;
+        logs: ``(R, n)`` ln advantage in the paired replicates.
+
+    Returns:
+        One dict per neighbouring pair: ``from``, ``to``, ``slope``, ``ci_lo``, ``ci_hi``.
+    """
+    out = []
+    for i in range(len(x) - 1):
+        dx = math.log(x[i + 1]) - math.log(x[i])
+        with np.errstate(invalid="ignore"):
+            reps = (logs[:, i + 1] - logs[:, i]) / dx
+        lo, hi = percentile_interval(reps, ci)
+        out.append({"from": int(x[i]), "to": int(x[i + 1]), "slope": float((y[i + 1] - y[i]) / dx),
+                    "ci_lo": float(lo), "ci_hi": float(hi)})
+    return out
+
+
+def _disagree(local: list[dict]) -> bool:
+    """Lack of fit of one power law: two local slopes whose intervals do not overlap (each
+    interval is one slope's; intervals that miss each other mean no single exponent lies in
+    both, so a single slope would misstate the line)."""
+    for i, a in enumerate(local):
+        for b in local[i + 1:]:
+            if a["ci_hi"] < b["ci_lo"] or b["ci_hi"] < a["ci_lo"]:
+                return True
+    return False
 
 
 def _left_out(r: dict, axis: str, used: pl.DataFrame) -> dict:

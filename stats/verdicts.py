@@ -40,6 +40,14 @@ Each verdict is a dict (the same keys as :func:`stats.symmetry.verdicts`):
 * ``not_judged``: the settings of series named but not judged (side blocks with fewer
   than 3 values of T), ``flags``: ``{"flag", "cell"}`` per flagged cell the statistic saw.
 
+L1's series ``numbers`` also say what the statistic says where the rule does not decide:
+``direction`` ("faster than log", "log", "undecided"), ``log_deficit_aicc`` (the log law's AICc
+behind the best rival: ``full``, ``least``, ``most`` over the fitting variants, ``variants``),
+``span_short`` (fewer than ``MIN_DECADES``), ``law`` (named only when it wins every variant
+of :func:`stats.fits.robust_law`; "undecided" or "too few cells" otherwise), ``robust`` (its
+winners per variant) and, on the larger bound's series of two that differ only in B,
+``across_bound`` (:func:`across_bound`). R's numbers add ``ratio_by_T`` and ``trend_slope``.
+
 Where a claim is judged on several series (e.g. transformer cells at two norm bounds for
 L1), it is supported when every judged series supports it, not supported when any
 contradicts it, and inconclusive otherwise.
@@ -55,7 +63,7 @@ import polars as pl
 from scipy.stats import rankdata
 
 from attnsweep.stats.critical import format_m_star
-from attnsweep.stats.fits import compare_growth
+from attnsweep.stats.fits import MIN_LAW_POINTS, compare_growth, robust_law
 
 ATTENTION, BASELINE = "transformer", "mlp"
 ARCH_FIELDS = ("model", "d", "layers", "heads", "mlp_width")
@@ -233,7 +241,34 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
     if not series:
         why = "no transformer cells" if not side else f"no series has {MIN_POINTS} or more values of T"
         return _verdict("L1", L1_CLAIM, NOT_TESTED, why, not_judged=side)
-    return _combine("L1", L1_CLAIM, [(key, *_l1_series(part, ci)) for key, part in series], side)
+    out = _combine("L1", L1_CLAIM, [(key, *_l1_series(part, ci)) for key, part in series], side)
+    # How m* moves with the bound sits with the larger bound's series (its numbers' ``across_bound``).
+    for pair in across_bound(series, ci):
+        larger = dict(pair["cells"], norm_bound=pair["bounds"][1])
+        for s in out["series"]:
+            if s["cells"] == larger or (set(s["cells"]) == set(larger) and all(
+                    s["cells"][c] == larger[c] for c in larger)):
+                s["numbers"]["across_bound"] = pair
+    return out
+
+
+def across_bound(series: list[tuple[dict, pl.DataFrame]], ci: float = 0.95) -> list[dict]:
+    """m* of each pair of L1 series that differ only in a (finite) norm bound: the larger
+    bound's over the smaller's, per T, with :func:`m_star_ratio`. Where the bound binds, the
+    norm a success uses is the bound; how m* moves with the bound says what the bound costs in
+    samples. One dict per pair: ``cells`` (the shared settings), ``bounds`` ([small, large])
+    and the fields of :func:`m_star_ratio`."""
+    out = []
+    bounded = [(key, part) for key, part in series if key.get("norm_bound") is not None]
+    for i, (k1, p1) in enumerate(bounded):
+        for k2, p2 in bounded[i + 1:]:
+            rest1 = {c: v for c, v in k1.items() if c != "norm_bound"}
+            rest2 = {c: v for c, v in k2.items() if c != "norm_bound"}
+            if rest1 != rest2 or k1["norm_bound"] == k2["norm_bound"]:
+                continue
+            (lo_b, lo_p), (hi_b, hi_p) = sorted([(k1["norm_bound"], p1), (k2["norm_bound"], p2)], key=lambda x: x[0])
+            out.append(dict(cells=rest1, bounds=[lo_b, hi_b], **m_star_ratio(hi_p, lo_p, ci)))
+    return out
 
 
 def _t_series(series: list[tuple[dict, pl.DataFrame]]) -> tuple[list[tuple[dict, pl.DataFrame]], list[dict]]:
@@ -285,9 +320,15 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     aic = min(law[m]["aic"] for m in rivals) - log["aic"]  # > 0: the log law is better
     bic = min(law[m]["bic"] for m in rivals) - log["bic"]
     decades = math.log10(T.max() / T.min())
+    robust = robust_law(T, used["m_star"].to_numpy().astype(float), rivals, AIC_MARGIN)
+    numbers["robust"] = robust
+    numbers["law"] = robust["law"]
+    numbers["direction"] = robust["direction"]
+    numbers["log_deficit_aicc"] = dict(full=robust["log_deficit"], least=robust["log_deficit_min"],
+                                       most=robust["log_deficit_max"], variants=robust["n_variants"])
     numbers.update(
         c=quantity(power["b"], power["b_lo"], power["b_hi"]), b=quantity(log["b"], log["b_lo"], log["b_hi"]),
-        k=quantity(poly["b"], poly["b_lo"], poly["b_hi"]), reading=_reading(fit),
+        k=quantity(poly["b"], poly["b_lo"], poly["b_hi"]), reading=_law_reading(robust),
         best_law=fit["model"][0], log_margin_aic=aic, log_margin_bic=bic, decades=decades,
         laws={r["model"]: dict(a=r["a"], b=r["b"], a_ci=[r["a_lo"], r["a_hi"]], b_ci=[r["b_lo"], r["b_hi"]],
                                aic=r["aic"], bic=r["bic"], delta_aic=r["delta_aic"], r2=r["r2"])
@@ -301,15 +342,19 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     numbers["grid"] = dict(c=glaw["power"]["b"], k=glaw["polylog"]["b"], best_law=grid["model"][0],
                            reading=_reading(grid), log_margin_aic=g_aic, log_margin_bic=g_bic)
     statistic = (f"c = {power['b']:.3f} (a T^c); k = {poly['b']:.2f} (a (ln T)^k); best law by AIC: "
-                 f"{fit['model'][0]}; the log law's margin "
+                 f"{fit['model'][0]}; growth law named: {_law_reading(robust)} ({_law_why(robust)}); "
+                 f"direction: {_direction_text(robust)}; the log law's margin "
                  f"AIC {aic:+.1f}, BIC {bic:+.1f}; log slope b = {log['b']:.3g}; "
                  f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells); on the grid m*: c = "
                  f"{glaw['power']['b']:.3f}, best law {grid['model'][0]}, the log law's margin AIC {g_aic:+.1f}")
     interval = (f"c {power['b_lo']:.3f} .. {power['b_hi']:.3f}; k {poly['b_lo']:.2f} .. {poly['b_hi']:.2f}; "
                 f"b {log['b_lo']:.3g} .. {log['b_hi']:.3g}")
+    numbers["span_short"] = decades < MIN_DECADES
     if decades < MIN_DECADES:
-        return (INCONCLUSIVE, statistic, interval, f"T spans {decades:.1f} decades; telling log from power-law "
-                f"growth needs >= {MIN_DECADES:g} (max T / min T >= {10 ** MIN_DECADES:g}){left_text}", used, numbers)
+        lead = f"{_direction_text(robust)} over {decades:.1f} decades" if robust["direction"] != "undecided" else \
+            f"the direction is undecided over {decades:.1f} decades ({_direction_text(robust)})"
+        return (INCONCLUSIVE, statistic, interval, f"{lead}; the rule's {MIN_DECADES:g} decades (max T / min T >= "
+                f"{10 ** MIN_DECADES:g}) not reached, so L1 is not decided{left_text}", used, numbers)
     if math.isnan(power["b_lo"]):
         why = "no bootstrap interval for the exponent (too few finite replicates)"
         return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
@@ -320,10 +365,10 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     grid_behind, grid_ahead = g_aic <= -AIC_MARGIN or g_bic <= -AIC_MARGIN, g_aic >= AIC_MARGIN and g_bic >= AIC_MARGIN
     if aic <= -AIC_MARGIN or bic <= -AIC_MARGIN:
         if not grid_behind:
-            why = (f"{fit['model'][0]} growth fits the fitted m* better than log growth, but not the grid m* (the log "
+            why = (f"{_growth_name(robust)} fits the fitted m* better than log growth, but not the grid m* (the log "
                    f"law's margin there {g_aic:+.1f} AIC): the m* estimator decides, not the rows")
             return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
-        why = (f"{fit['model'][0]} growth fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; "
+        why = (f"{_growth_name(robust)} fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; "
                f"a margin of {AIC_MARGIN:g} decides), on the grid m* too (by {-g_aic:.1f} AIC)")
         return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
     if power["b_lo"] > EFFECT_SLOPE and aic >= AIC_MARGIN and bic >= AIC_MARGIN:
@@ -346,6 +391,54 @@ def _rivals(poly: dict) -> tuple[str, ...]:
     reaching 1 or below agrees with the claim rather than rivalling it."""
     faster = poly["b_lo"] > 1  # NaN (no interval) compares False: not a rival
     return ("linear", "power", "polylog") if faster else ("linear", "power")
+
+
+def _law_reading(robust: dict) -> str:
+    """The growth law a series names (:func:`stats.fits.robust_law`): the law, or what
+    stands in its place ("faster than log, law undecided", "no law named: 4 exact cells")."""
+    law = robust["law"]
+    if law == "too few cells":
+        return f"no law named ({robust['n_points']} exact cells; a law needs {MIN_LAW_POINTS})"
+    if law == "undecided":
+        return "faster than log, law undecided" if robust["direction"] == "faster than log" else "law undecided"
+    return law
+
+
+def _law_why(robust: dict) -> str:
+    """Why a law is named or not, in a clause."""
+    wins = robust["winners"]
+    if robust["law"] == "too few cells":
+        return f"AICc needs >= {MIN_LAW_POINTS} cells for a 3-parameter law"
+    if robust["law"] == "undecided":
+        counts = {}
+        for w in wins.values():
+            counts[w] = counts.get(w, 0) + 1
+        return ("the best law by AICc changes with the variant: " +
+                ", ".join(f"{m} in {c} of {len(wins)}" for m, c in sorted(counts.items(), key=lambda x: -x[1])))
+    return f"lowest AICc in all {len(wins)} variants: m* and ln m* scales, each T left out"
+
+
+def _growth_name(robust: dict) -> str:
+    """The growth a why names: the robust law's ("power growth"), else "faster-than-log growth
+    (law undecided)" or "growth (law not named)"."""
+    law = robust["law"]
+    if law in ("too few cells", "undecided"):
+        return ("faster-than-log growth (no law named)" if robust["direction"] == "faster than log"
+                else "faster-than-log growth on all cells, not in every fitting variant (no law named)")
+    return f"{law} growth"
+
+
+def _direction_text(robust: dict) -> str:
+    """Which way and how strongly the cells point against the log law, in a clause."""
+    lo, hi, n = robust["log_deficit_min"], robust["log_deficit_max"], robust["n_variants"]
+    if not n:
+        return "not measured"
+    span = f"{lo:.0f} to {hi:.0f}" if round(lo) != round(hi) else f"{lo:.0f}"
+    if robust["direction"] == "faster than log":
+        return f"faster than log: the log law trails by {span} AICc in all {n} variants"
+    if robust["direction"] == "log":
+        return f"log-like: the log law leads by {-hi:.0f} to {-lo:.0f} AICc in all {n} variants"
+    return f"the log law's deficit ranges {lo:+.0f} to {hi:+.0f} AICc over {n} variants"
 
 
 def _reading(fit: pl.DataFrame) -> str:
@@ -691,20 +784,42 @@ def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[fl
             paper_reps = rng.uniform(lo_p, hi_p, size=reps.shape)
             ratio_reps = np.exp(np.mean(np.log(reps / paper_reps), axis=1))
         lo, hi = _interval(ratio_reps, ci)
+        # The trend beside the level: the log-log slope of the ratio on T (ratio ~ T^slope), with
+        # the same replicates' interval; a ratio that drifts with T is not one protocol's offset.
+        per_T = point / paper  # (n,)
+        slope = slo = shi = math.nan
+        if len(T) >= MIN_POINTS:
+            x = np.log(T)
+            w = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
+            slope = float(w @ np.log(per_T))
+            if reps is not None:
+                rep_slopes = np.log(reps / paper_reps) @ w
+                slo, shi = _interval(rep_slopes[np.isfinite(rep_slopes)], ci)
     papers = ", ".join(f"{p:.0f}" if r else f"{p:.0f}*" for p, r in zip(paper, read))
     statistic = (f"geometric-mean ratio ours/paper = {gm:.2f} over T = {', '.join(f'{t:g}' for t in T)} "
                  f"(ours {', '.join(_show(r) for r in exact.iter_rows(named=True))}; paper {papers}"
                  + ("; *: interpolated between read-off points" if not read.all() else "")
-                 + f"); on the grid m*: {gm_grid:.2f}")
+                 + f"); on the grid m*: {gm_grid:.2f}; the ratio against T: "
+                 + ", ".join(f"{r:.2f}" for r in per_T)
+                 + (f"; its trend ratio ~ T^{slope:.2f}" if not math.isnan(slope) else ""))
     interval = f"CI {lo:.3f} .. {hi:.3f} (the paper's error bars included); margin {margin[0]:g} .. {margin[1]:g}"
+    if not math.isnan(slope):
+        interval += f"; trend slope CI {slo:.2f} .. {shi:.2f}"
     numbers = dict(ratio=quantity(gm, lo, hi), ratio_grid=gm_grid, margin=list(margin), T=[int(t) for t in T],
                    ours=[float(p) for p in point], ours_grid=[float(g) for g in grid], paper=[float(p) for p in paper],
-                   paper_read_off=[bool(r) for r in read], left_out=left, protocol=protocol)
+                   paper_read_off=[bool(r) for r in read], left_out=left, protocol=protocol,
+                   ratio_by_T=[float(r) for r in per_T], trend_slope=quantity(slope, slo, shi))
     if math.isnan(lo):
         return INCONCLUSIVE, statistic, interval, "no bootstrap replicates" + left_text, exact, numbers
     side = (f"ours is {_pct(lo)} to {_pct(hi)} the paper's" if lo > 1 or hi < 1 else
             f"ours is between {_pct(lo)} and {_pct(hi)} the paper's")
     why = f"{side}; equivalent when the interval lies inside {margin[0]:g} .. {margin[1]:g}; {rests_on}{left_text}"
+    if not math.isnan(slo):
+        drift = ("ours rises against the paper's as T grows" if slo > 0 else
+                 "ours falls against the paper's as T grows" if shi < 0 else "no trend of the ratio with T is shown")
+        why += (f"; trend: {drift} (ratio {per_T[0]:.2f} at T={T[0]:g}, {per_T[-1]:.2f} at T={T[-1]:g}; slope "
+                f"{slope:.2f}, CI {slo:.2f} .. {shi:.2f}): the level is an average over a drift, read it with it"
+                if slo > 0 or shi < 0 else f"; trend: {drift} (slope {slope:.2f}, CI {slo:.2f} .. {shi:.2f})")
     grid_inside = margin[0] <= gm_grid <= margin[1]
     if margin[0] <= lo and hi <= margin[1]:
         room = min(lo - margin[0], margin[1] - hi)
@@ -876,4 +991,44 @@ def _combine(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> dic
                flags=[f for s in series for f in s["flags"]])
     for s in series:
         del s["flags"]
+    return out
+
+
+def m_star_ratio(top: pl.DataFrame, bottom: pl.DataFrame, ci: float = 0.95) -> dict:
+    """How m* of one series compares with another's at the same T (e.g. m*(B=2) / m*(B=1)).
+
+    Statistic: per T where both cells' m* are exact, the ratio top / bottom; their geometric
+    mean exp(mean ln ratio) with a percentile interval over the bootstrap replicates (replicate
+    r of the mean from replicate r of every cell; the cells' bootstraps are independent).
+    Cells where either m* is a bound are named in ``left_out``, never used as values.
+
+    Args:
+        top, bottom: m* tables of the two series (columns ``T``, ``m_star``, ``bound`` and
+            optionally ``replicates``), one row per T.
+
+    Returns:
+        ``T`` (list of int), ``ratios`` (list of float), ``geomean``
+        (:func:`quantity`), ``n_T``, ``left_out`` (T values).
+    """
+    top, bottom = normalized(top), normalized(bottom)
+    cols = ["T", "m_star", "bound"] + (["replicates"] if "replicates" in top.columns and "replicates" in
+                                       bottom.columns else [])
+    pairs = top.select(cols).join(bottom.select(cols), on="T", suffix="_b").sort("T")
+    exact = pairs.filter((pl.col("bound") == "exact") & (pl.col("bound_b") == "exact"))
+    left = [int(t) for t in pairs.filter((pl.col("bound") != "exact") | (pl.col("bound_b") != "exact"))["T"]]
+    out = dict(T=[int(t) for t in exact["T"]], ratios=[], geomean=quantity(math.nan), n_T=exact.height,
+               left_out=left)
+    if exact.is_empty():
+        return out
+    ratios = (exact["m_star"] / exact["m_star_b"]).to_numpy()
+    gm = float(np.exp(np.mean(np.log(ratios))))
+    lo = hi = math.nan
+    if "replicates" in cols and not exact["replicates"].null_count() and not exact["replicates_b"].null_count():
+        R = min(min(len(r) for r in exact["replicates"].to_list()), min(len(r) for r in exact["replicates_b"].to_list()))
+        ra = np.array([r[:R] for r in exact["replicates"].to_list()], float)  # (n, R)
+        rb = np.array([r[:R] for r in exact["replicates_b"].to_list()], float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            reps = np.exp(np.mean(np.log(ra / rb), axis=0))  # (R,); inf/NaN where a replicate is beyond the grid
+        lo, hi = _interval(reps, ci)
+    out.update(ratios=[float(r) for r in ratios], geomean=quantity(gm, lo, hi))
     return out

@@ -157,7 +157,7 @@ def test_a_short_series_names_the_bounds_that_end_its_span():
     left = [dict(T=512, text="≤ 168", flags=["out-of-epochs"]), dict(T=1024, text="≤ 340", flags=["budget-limited"])]
     numbers = dict(best_law="power", decades=1.8, log_margin_aic=-17.2, T=[4, 16, 64, 256], left_out=left)
     text = _meaning(kind, "inconclusive", numbers)
-    assert text.startswith("inconclusive for the theorem's class: T spans 1.8 decades")
+    assert text.startswith("inconclusive for the theorem's class by the rule (T spans 1.8 decades, L1 needs 3)")
     assert "beyond T = 256 m* is a bound, not a value (T=512: ≤ 168, T=1024: ≤ 340; budget-limited, out-of-epochs)" \
         in text
     inside = dict(numbers, T=[4, 16, 64, 256, 2048], left_out=[dict(T=1024, text="≤ 436", flags=["out-of-epochs"])])

@@ -319,9 +319,16 @@ def test_a_series_too_short_to_judge_still_says_what_its_span_shows():
     from attnsweep.presentation.findings import _meaning
 
     kind = dict(label="fixed positions, norm bound 2, inputs of norm sqrt(d), untuned", theory=True)
-    text = _meaning(kind, "inconclusive", dict(best_law="polylog", decades=2.7, log_margin_aic=-24.12))
-    assert text == ("inconclusive for the theorem's class: T spans 2.7 decades and L1 needs 3; over that span the "
-                    "log law trails the best (polylog) by 24.1 AIC.")
+    deficit = dict(full=24.12, least=18.95, most=38.2, variants=20)
+    text = _meaning(kind, "inconclusive", dict(best_law="polylog", law="undecided", decades=2.7, log_margin_aic=-24.12,
+                                               direction="faster than log", log_deficit_aicc=deficit))
+    assert text == ("inconclusive for the theorem's class by the rule (T spans 2.7 decades, L1 needs 3), but over "
+                    "that span m* grows faster than log T: the log law trails by 19 to 38 AICc in all 20 fitting "
+                    "variants (m* and ln m* scales, each T left out).")
+    mixed = _meaning(kind, "inconclusive", dict(law="undecided", decades=2.7, log_margin_aic=-3.0,
+                                                direction="undecided", log_deficit_aicc=dict(least=-4, most=9,
+                                                                                             variants=20)))
+    assert "the direction is undecided (the log law's deficit ranges -4 to +9 AICc" in mixed
     over_three = _meaning(kind, "inconclusive", dict(best_law="power", decades=3.0, log_margin_aic=-1.0))
     assert over_three == "the rows cannot tell log growth from faster growth for the theorem's class."
 

@@ -215,10 +215,15 @@ def test_tuning_runs_after_the_default_search_and_a_robustly_better_set_is_searc
     table = result.m_star
     assert set(table["settings"]) == {"tuned"} and set(table["tuning"]) == {"tuned"}
     assert (table["m_star_tuned"] < table["m_star_default"]).all()
-    for row in table.iter_rows(named=True):  # m* counts the tuned search's m values only, each with every seed
+    for row in table.iter_rows(named=True):
+        # m* counts the tuned search's m values, each with every seed, and the adopted set's own
+        # tuning trials at the probe m (the same rule in every tuned cell); the sets not adopted stay out.
         tuned = rows.filter((pl.col("search_phase") == "tuned") & (pl.col("T") == row["T"]))
-        at = rows.filter((pl.col("T") == row["T"]) & (pl.col("lr") == row["lr"]) & pl.col("m").is_in(tuned["m"].unique()))
-        assert row["n_trials"] == at.height == 4 * tuned["m"].n_unique() and row["n_seeds"] == 4
+        adopted = rows.filter((pl.col("search_phase") == "tune") & (pl.col("T") == row["T"])
+                              & (pl.col("lr") == row["lr"]))
+        assert adopted.height == 4
+        assert row["n_trials"] == tuned.height + adopted.height == 4 * tuned["m"].n_unique() + 4
+        assert row["n_seeds"] == 4
     assert result.m_star["series"].n_unique() == 1  # tuned values do not split the series
     assert result.tuning.height == 2 and result.tuning["adopted"].all()
     assert (result.tuning["probe_m"].to_list() == [

@@ -44,3 +44,29 @@ def test_settings_tuned_per_cell_do_not_split_the_comparison():
     table = pl.DataFrame([dict(r, lr=lr) for r, lr in zip(rows, (1e-3, 2e-3, 3e-3, 4e-3))])
     assert _checks(table, fits={}) == []  # every lr its own group: nothing to compare
     assert [c["verdict"] for c in _checks(table, fits={}, tuned={"lr"})] == ["yes"]
+
+
+def test_search_rows_count_the_adopted_sets_tuning_trials_in_every_tuned_cell():
+    # Two tuned cells (lr adopted 0.01 at T = 8 and 0.02 at T = 32), each tuned at a probe m
+    # with its adopted lr and with a set not adopted. At T = 8 the tuned search came back to
+    # the probe m, at T = 32 it did not: the adopted set's tuning trials count in both cells
+    # alike, and the set not adopted in neither.
+    from attnsweep.orchestrator.analyze import search_rows
+
+    def row(T, lr, m, phase):
+        return dict(T=T, lr=lr, m=m, seed=0, search_phase=phase)
+
+    trials = pl.DataFrame([
+        row(8, 0.003, 18, "search"), row(8, 0.01, 18, "tune"), row(8, 0.005, 18, "tune"),
+        row(8, 0.01, 18, "tuned"), row(8, 0.01, 40, "tuned"),
+        row(32, 0.003, 33, "search"), row(32, 0.02, 33, "tune"), row(32, 0.004, 33, "tune"),
+        row(32, 0.02, 40, "tuned"), row(32, 0.02, 90, "tuned"), row(32, 0.02, 90, "budget"),
+    ])
+    got = search_rows(trials, ["T", "lr"], "tuned").collect()
+    tune = got.filter(pl.col("search_phase") == "tune")
+    assert sorted(tune.select("T", "lr", "m").iter_rows()) == [(8, 0.01, 18), (32, 0.02, 33)]
+    assert got.filter(pl.col("search_phase") == "tuned").height == 4
+    assert "budget" not in got["search_phase"].to_list() and "search" not in got["search_phase"].to_list()
+    # The spec's own search: its cells' rows only (no tuning trial has the spec's lr here).
+    spec = search_rows(trials, ["T", "lr"]).collect()
+    assert spec["search_phase"].to_list() == ["search", "search"]

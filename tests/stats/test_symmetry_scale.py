@@ -1,11 +1,13 @@
 """The symmetry statistics across scale (stats/symmetry_scale.py) on constructed runs whose
 answers follow from how they are built, not from the code under test."""
 
+import json
 import math
 
 import polars as pl
 import pytest
 
+from attnsweep.orchestrator.analyze_symmetry import ScaleAnalysis
 from attnsweep.stats import symmetry_scale as scale
 from attnsweep.stats.symmetry import critical_sizes_and_replicates, verdicts
 
@@ -18,11 +20,12 @@ THRESHOLDS = (2, 3, 3, 4, 6)
 BASE = (1, 2, 3, 4, 6, 8)
 
 
-def _run(transformer_thresholds=THRESHOLDS, rising_error_at=None):
+def _run(transformer_thresholds=THRESHOLDS, rising_error_at=None, scale_of=lambda d: d):
     """A symmetry run over GROUPS, 5 seeds.
 
     * inner-product: exact (E 1e-15), learns the equivariant teacher from m = 1, never the control;
-    * transformer: success from m = d * threshold (equivariant teacher only); E = 0.5 m^-0.5
+    * transformer: success from m = scale_of(d) * threshold (equivariant teacher only), tried at
+      m = scale_of(d) * BASE, so its m* is scale_of(d) times the d = 1 cell's; E = 0.5 m^-0.5
       times a per-seed constant (so the log-log slope is -0.5 exactly), rising as m^+0.5 in
       the group ``rising_error_at``;
     * transformer + rotations: success from m = 4 d, tried at m = d/2 * (1, 2, 4, 8) up to 32 (so
@@ -40,10 +43,10 @@ def _run(transformer_thresholds=THRESHOLDS, rising_error_at=None):
                                      test_error=1e-3 if eq else 0.9, eq_error_median=1e-15, eq_error_max=2e-15,
                                      perm_error_median=1e-15))
                 power = 0.5 if (n, k, d) == rising_error_at else -0.5
-                for m in (d * b for b in BASE):
+                for m in (scale_of(d) * b for b in BASE):
                     e = 0.5 * m ** power * (1 + 0.1 * seed)
                     rows.append(dict(base, m=m, model="transformer", equivariance="none",
-                                     test_error=0.01 if eq and m >= d * t else 0.5, eq_error_median=e,
+                                     test_error=0.01 if eq and m >= scale_of(d) * t else 0.5, eq_error_median=e,
                                      eq_error_max=2 * e, perm_error_median=e))
                     rows.append(dict(base, m=m, model="mlp", equivariance="none", test_error=0.7,
                                      eq_error_median=1.0, eq_error_max=1.0, perm_error_median=1.0))
@@ -172,3 +175,39 @@ def test_a_censored_baseline_gives_a_bound_or_no_advantage():
     slopes = scale.advantage_slopes(m_star, reps, 0.95)
     assert slopes["slope"].is_nan().all()
     assert math.isnan(slopes["ci_lo"][0])
+
+
+def test_curved_local_slopes_are_published_instead_of_one_slope():
+    # The generic m* is 4 at d = 4 and 8 (local slope 0) and 32 at d = 16 (local slope 3): one
+    # power law cannot fit the line, and each local slope's interval is far from the other's.
+    m_star, reps = _analyse(_run(scale_of={4: 4, 8: 4, 16: 32}.get))
+    row = scale.advantage_slopes(m_star, reps, 0.95).filter(
+        (pl.col("student") == "transformer") & (pl.col("axis") == "d")).row(0, named=True)
+    local = json.loads(row["local_json"])
+    assert [(x["from"], x["to"]) for x in local] == [(4, 8), (8, 16)]
+    assert local[0]["slope"] == pytest.approx(0.0, abs=1e-9) and local[1]["slope"] == pytest.approx(3.0, abs=1e-9)
+    assert local[0]["ci_hi"] < local[1]["ci_lo"]
+    assert row["lack_of_fit"] is True
+    # The inner-product m* is 1 in every group of the line: the advantage's denominator is the floor.
+    assert row["floor"] is True
+    # What the findings publish: the local slopes, not one slope.
+    analysis = ScaleAnalysis(groups=pl.DataFrame(), advantage=pl.DataFrame(),
+                             advantage_slopes=scale.advantage_slopes(m_star, reps, 0.95),
+                             error_slopes=pl.DataFrame(schema=dict(d=pl.Int64, n=pl.Int64, k=pl.Int64, slope=pl.Float64,
+                                                                   ci_lo=pl.Float64, ci_hi=pl.Float64,
+                                                                   m_min=pl.Int64, m_max=pl.Int64)),
+                             error_medians=pl.DataFrame(), center={})
+    m = next(x for x in analysis.measurements() if x["measurement"].startswith(
+        "S2 advantage of the inner-product student over the transformer against d"))
+    assert m["statistic"].startswith("no single slope (the local slopes disagree): d 4 -> 8: 0.00, d 8 -> 16: 3.00")
+    assert m["numbers"]["lack_of_fit"] is True and len(m["numbers"]["local_slopes"]) == 2
+    assert "floor of 1" in m["note"]
+
+
+def test_a_straight_line_keeps_its_one_slope():
+    # m* proportional to d: both local slopes are 1, their intervals overlap, one slope stands.
+    m_star, reps = _analyse(_run())
+    row = scale.advantage_slopes(m_star, reps, 0.95).filter(
+        (pl.col("student") == "transformer") & (pl.col("axis") == "d")).row(0, named=True)
+    assert row["lack_of_fit"] is False
+    assert [x["slope"] for x in json.loads(row["local_json"])] == pytest.approx([1.0, 1.0], abs=1e-9)

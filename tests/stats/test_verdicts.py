@@ -381,3 +381,127 @@ def test_l2_leaves_out_a_group_whose_bound_does_not_settle_its_order():
     assert unsettled["verdict"] == "inconclusive" and "order against the other cells is not known" in unsettled["why"]
     settled = l2_norm_bound(group(300.0))
     assert "rho of m* with norm_bound = 1.00 over 1 group" in settled["statistic"], settled
+
+
+# --- a growth law named only where robust; a short span's direction ---------------------------
+# (stats/fits.py robust_law; constructed tables whose right answers follow from how they are built)
+
+from scipy.optimize import least_squares  # noqa: E402
+
+from attnsweep.stats.fits import MIN_LAW_POINTS, aicc, robust_law  # noqa: E402
+
+# Half a polylog, half a power law, times noise, rounded: a table on which the m* scale and the
+# ln m* scale disagree about the best law (checked independently below).
+T_MIX = [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+M_MIX = [6, 11, 17, 30, 44, 75, 92, 105, 165, 240]
+
+
+def _rss(law, T, y, log_scale):
+    """Least squares of a T^c (law "power") or a (ln T)^k ("polylog") on m* or on ln m*."""
+    x = T if law == "power" else np.log(T)
+    f = lambda p: p[0] * x ** p[1]  # noqa: E731
+    resid = (lambda p: np.log(np.maximum(f(p), 1e-12)) - np.log(y)) if log_scale else (lambda p: f(p) - y)
+    best = min((least_squares(resid, p0, method="lm") for p0 in ([1.0, 0.5], [1.0, 2.0], [5.0, 1.0])),
+               key=lambda r: r.cost)
+    return 2 * best.cost
+
+
+def test_the_two_fitting_scales_disagree_so_no_law_is_named():
+    T, y = np.array(T_MIX, float), np.array(M_MIX, float)
+    # Built so: on m* the power law fits better than the polylog law, on ln m* the other way round.
+    assert _rss("power", T, y, False) < _rss("polylog", T, y, False)
+    assert _rss("polylog", T, y, True) < _rss("power", T, y, True)
+    r = robust_law(T, y)
+    assert r["winners"]["m, all"] == "power" and r["winners"]["ln m, all"] == "polylog"
+    assert r["law"] == "undecided"
+    # 2 scales x (all cells + each of 10 left out).
+    assert r["n_variants"] == 22
+    v = l1_log_growth(cells([({"T": t}, m) for t, m in zip(T_MIX, M_MIX)], noise=0.05))
+    numbers = v["series"][0]["numbers"]
+    assert numbers["law"] == "undecided" and numbers["reading"] in ("faster than log, law undecided", "law undecided")
+    assert "power" not in numbers["reading"] and "polylog" not in numbers["reading"]
+    assert "the best law by AICc changes with the variant" in v["statistic"]
+
+
+def test_four_cells_name_no_law_even_when_a_law_fits_them_exactly():
+    # m* = 5 sqrt(T) at 4 T over 3 decades: the power law fits exactly, but with 3 parameters
+    # per law AICc = AIC + 2k(k+1)/(n-k-1) has n - k - 1 = 0: undefined, so no law is named.
+    Ts = [8, 64, 1024, 8192]
+    assert math.isnan(aicc(1.0, 4)) and MIN_LAW_POINTS == 5
+    r = robust_law(np.array(Ts, float), np.array([5 * math.sqrt(t) for t in Ts]))
+    assert r["law"] == "too few cells"
+    v = l1_log_growth(cells(along_T(lambda t: 5 * math.sqrt(t), Ts)))
+    numbers = v["series"][0]["numbers"]
+    assert numbers["law"] == "too few cells"
+    assert numbers["reading"] == "no law named (4 exact cells; a law needs 5)"
+    assert "growth law named: no law named" in v["statistic"]
+    assert "power growth fits" not in v["why"]
+
+
+def test_five_exact_power_cells_name_the_power_law():
+    # The same law at 5 T: it wins every variant (its fit is exact on both scales).
+    Ts = [8, 64, 512, 2048, 8192]
+    r = robust_law(np.array(Ts, float), np.array([5 * math.sqrt(t) for t in Ts]))
+    assert r["law"] == "power" and set(r["winners"].values()) == {"power"}
+    assert r["direction"] == "faster than log"
+
+
+def test_a_short_span_with_a_large_log_law_deficit_is_inconclusive_with_its_direction():
+    # m* = 5 sqrt(T) over T = 4..1024: 2.4 decades, short of the rule's 3, so L1 stays
+    # inconclusive; but the log law misses a square root by far on every scale and with any T
+    # left out, and the verdict must say so, with the deficit as numbers.
+    Ts = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    T, y = np.array(Ts, float), 5 * np.sqrt(np.array(Ts, float))
+    b, a = np.polyfit(np.log(T), y, 1)
+    log_rss = float(np.sum((y - a - b * np.log(T)) ** 2))
+    # Independently: the log law's AICc against an exact power law (RSS floored at 1e-12) is far behind.
+    assert aicc(log_rss, len(Ts)) - aicc(1e-12, len(Ts)) > 100
+    v = l1_log_growth(cells(along_T(lambda t: 5 * math.sqrt(t), Ts)))
+    s = v["series"][0]
+    assert v["verdict"] == "inconclusive"
+    numbers = s["numbers"]
+    assert numbers["direction"] == "faster than log" and numbers["span_short"] is True
+    assert numbers["log_deficit_aicc"]["least"] > 2 and numbers["log_deficit_aicc"]["variants"] == 2 * (1 + len(Ts))
+    assert numbers["decades"] == pytest.approx(math.log10(256))
+    assert s["why"].startswith("faster than log: the log law trails by ")
+    assert "over 2.4 decades; the rule's 3 decades (max T / min T >= 1000) not reached" in s["why"]
+
+
+def test_a_short_span_of_log_growth_says_log_like_not_faster():
+    Ts = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    v = l1_log_growth(cells(along_T(lambda t: 20 + 10 * math.log(t), Ts)))
+    numbers = v["series"][0]["numbers"]
+    assert v["verdict"] == "inconclusive" and numbers["direction"] == "log"
+    assert v["series"][0]["why"].startswith("log-like: the log law leads by ")
+
+
+def test_r_reports_the_ratio_against_T_with_its_trend():
+    # Ours = the paper's m* times (T / 128)^0.3: the ratio rises from 1 at T = 128 to 2 at
+    # T = 1024, so its log-log slope on T is 0.3 exactly, and the verdict says it rises.
+    Ts = [128, 256, 512, 1024]
+    v = r_reference(cells(along_T(lambda T: paper_at(T) * (T / 128) ** 0.3, Ts=Ts), noise=0.01))
+    n = v["series"][0]["numbers"]
+    assert n["ratio_by_T"] == pytest.approx([(t / 128) ** 0.3 for t in Ts], rel=1e-9)
+    assert n["trend_slope"]["estimate"] == pytest.approx(0.3, abs=1e-9)
+    assert n["trend_slope"]["ci_lo"] > 0.2 and n["trend_slope"]["ci_hi"] < 0.4
+    assert "trend: ours rises against the paper's as T grows" in v["why"] and "trend slope CI" in v["interval"]
+    # A flat ratio shows no trend.
+    flat = r_reference(cells(along_T(paper_at, Ts=Ts), noise=0.01))
+    assert "no trend of the ratio with T is shown" in flat["why"]
+
+
+def test_m_star_across_the_bound_is_the_geometric_mean_of_the_per_T_ratios():
+    # B = 2 needs 1.1, 1.2 and 1.4 times B = 1's samples at three T; at a fourth T the B = 2
+    # cell is beyond the grid: a bound, left out, never a value.
+    Ts = [8, 64, 512]
+    factor = {8: 1.1, 64: 1.2, 512: 1.4}
+    b1 = along_T(lambda T: 10 * math.sqrt(T), Ts=Ts + [4096], positions="fixed", norm_bound=1.0)
+    b2 = along_T(lambda T: factor[T] * 10 * math.sqrt(T), Ts=Ts, positions="fixed", norm_bound=2.0)
+    b2 += [({"T": 4096, "positions": "fixed", "norm_bound": 2.0}, math.inf)]
+    v = l1_log_growth(cells(b1 + b2, noise=0.01))
+    two = next(s for s in v["series"] if s["cells"].get("norm_bound") == 2.0)
+    pair = two["numbers"]["across_bound"]
+    assert pair["bounds"] == [1.0, 2.0] and pair["T"] == Ts and pair["left_out"] == [4096]
+    assert pair["ratios"] == pytest.approx([1.1, 1.2, 1.4], rel=1e-9)
+    assert pair["geomean"]["estimate"] == pytest.approx((1.1 * 1.2 * 1.4) ** (1 / 3), rel=1e-9)
+    assert pair["geomean"]["ci_lo"] < pair["geomean"]["estimate"] < pair["geomean"]["ci_hi"]
