@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--Ts", type=int, nargs="+", default=[1024, 8192, 65536])
     ap.add_argument("--ds", type=int, nargs="+", default=[32, 64])
     ap.add_argument("--epochs", type=int, default=60, help="most epochs per trial at T = 1024 (fewer at larger T)")
-    ap.add_argument("--profile-steps", type=int, default=10)
+    ap.add_argument("--profile-steps", type=int, default=10, help="0: no profile")
     ap.add_argument("--m", type=int, default=M, help="training-set size (samples per trial)")
     args = ap.parse_args()
     M = args.m
@@ -140,6 +140,8 @@ def main() -> None:
                 f_new = r_new * products(T, d, one_hot=False) / 1e9 / rate
                 print(f"| {T} | {d} | {pack} x <= {epochs} | {r_old:.1f} | {r_new:.1f} | {r_new / r_old:.1f}x "
                       f"| {rate:.0f} | {f_old:.0%} | {f_new:.0%} |", flush=True)
+    if args.profile_steps <= 0:
+        return
     T = max(args.Ts)
     print(f"\n# where a step's time goes now: T = {T}, d = 32, {args.profile_steps} steps (torch.profiler, self time)")
     print("| op | share |")

@@ -1,20 +1,22 @@
-"""Training a *pack* of sparse-Boolean trials, one trial after the other.
+"""Training a *pack* of sparse-Boolean trials: stacked together, or one trial after the other.
 
 A pack is what one Ray call trains: trials that share their shapes (workers/config.py,
-``shape_key``), whose training sets are drawn together. Each trial then trains on its own
-tensors with its own AdamW (fused where torch has it), from its own seeded initialisation,
-to its own end: it stops when it fits its training set (train accuracy 1), when its loss or
-weights stop being finite or explode, or after ``max_epochs``. Nothing a trial computes is
-batched with its packmates, so its row (epochs, losses, accuracies, norms) is a function of
-its settings, seed, code version, device kind and thread count alone, bit for bit, whatever
-pack it runs in (tests/workers/test_pack_invariance.py).
+``shape_key``), whose training sets are drawn together. Each trial trains with its own AdamW
+state (fused where torch has it), from its own seeded initialisation, to its own end: it stops
+when it fits its training set (train accuracy 1), when its loss or weights stop being finite
+or explode, or after ``max_epochs``. Whether the pack trains stacked (workers/stacked_boolean.py,
+all trials in one set of kernels) or one trial after the other (here) is decided by the
+settings the pack shares and the device kind (workers/stacking.py); either way a trial's row
+(epochs, losses, accuracies, norms) is a function of its settings, seed, code version, device
+kind and thread count alone, bit for bit, whatever pack it runs in
+(tests/workers/test_pack_invariance.py). Every trial is scored alone (:func:`score`).
 
-The one-layer transformer in float32 trains on the hand-written forward and backward of
-workers/one_layer.py: per epoch a product over the ``(2T, .)`` tables and a pair over the
-training set's T bits, no autograd graph. A step whose score range is beyond the float32 matmul form
-(:func:`workers.models.score_range_safe`, 60) takes the same form in float64 (safe to 489),
-and only beyond that the exact table path through autograd. Every other model, and bfloat16 mixed precision, trains through
-autograd on the model itself.
+One by one, the one-layer transformer in float32 trains on the hand-written forward and
+backward of workers/one_layer.py: per epoch a product over the ``(2T, .)`` tables and a pair
+over the training set's T bits, no autograd graph. A step whose score range is beyond the
+float32 matmul form (:func:`workers.models.score_range_safe`, 60) takes the same form in
+float64 (safe to 489), and only beyond that the exact table path through autograd. Every other
+model, and bfloat16 mixed precision, trains through autograd on the model itself.
 """
 
 from __future__ import annotations
