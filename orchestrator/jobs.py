@@ -60,10 +60,10 @@ READ_BYTES = 2**16
 """Bytes read from a socket at a time."""
 
 
-def client(address: str, timeout_s: float = TIMEOUT_S):
+def client(address: str, timeout_s: float = TIMEOUT_S, limit_s: float | None = None):
     """A ``JobSubmissionClient`` for the job server at ``address`` (``http://host:8265``)
     whose every answer is read with a cap (:data:`ANSWER_BYTES`) and every socket read
-    with ``timeout_s``.
+    with ``timeout_s`` (``limit_s``: the whole command's limit, for the message).
 
     Raises:
         RunError: nothing answers there within ``timeout_s`` seconds, or it refuses the client.
@@ -72,7 +72,8 @@ def client(address: str, timeout_s: float = TIMEOUT_S):
     use_token_if_present()
     capped = _capped_client_class()
     try:
-        return within(timeout_s, f"the job server at {shown(address)}", lambda: capped(address, timeout_s))
+        return within(timeout_s, f"the job server at {shown(address)}", lambda: capped(address, timeout_s),
+                      limit_s)
     except RunError:
         raise
     except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
@@ -140,7 +141,7 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
     def left() -> float:
         return timeout_s - (time.monotonic() - started)
 
-    jobs = client(address, max(left(), 0.1))
+    jobs = client(address, max(left(), 0.1), timeout_s)
     staging = Path(tempfile.mkdtemp(prefix="attnsweep-job-"))
     try:
         stage_sources(staging)
@@ -160,7 +161,7 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
                     entrypoint=entrypoint, submission_id=submission_id,
                     runtime_env={"working_dir": str(staging)},
                     metadata={"sweep": spec.name, "spec_hash": spec.spec_hash()},
-                ))
+                ), timeout_s)
             except RunError:
                 if agentless:  # the deadline passed while the server still had no agent: say that
                     raise RunError(_no_agent(address, timeout_s)) from None
@@ -319,7 +320,7 @@ def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str],
     try:
         # One deadline for reaching the server and finding the job; the stream then lasts as long as the job.
         within(max(timeout_s - (time.monotonic() - started), 0.1), f"the job server at {shown(address)}",
-               lambda: jobs.get_job_info(job_id))
+               lambda: jobs.get_job_info(job_id), timeout_s)
 
         async def tail() -> None:
             async for chunk in jobs.tail_job_logs(job_id):
