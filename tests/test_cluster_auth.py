@@ -67,8 +67,7 @@ def head():
             if proc.poll() is not None or time.time() > deadline:
                 pytest.fail(f"ray start --head did not come up: {log.read_text()[-2000:]}")
             time.sleep(1)
-        assert "Token authentication is enabled" in log.read_text() or "auth" in log.read_text().lower(), \
-            log.read_text()[-2000:]
+        # That the head enforces the token is shown by the test of a wrong token (refused).
         yield address, home, tmpdir
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # --block: the cluster stops with the process that started it
