@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tomllib
 from pathlib import Path
 
 from attnsweep.orchestrator.jobs import SOURCE_SUFFIXES, copy_source, stage_sources
@@ -54,11 +55,16 @@ def test_a_staged_job_holds_every_module_and_package_data_file_and_nothing_else(
     # independently: every .py, .j2 and .csv git would ship from the package folders
     face = Path(importlib.util.find_spec("attnsweep").origin).parent
     repo = face.parent
-    expected = {f"{folder}/{p.relative_to(repo / folder).as_posix()}" if folder != "attnsweep" else
-                p.relative_to(face).as_posix()
-                for folder in ("attnsweep", "presentation", "orchestrator", "stats", "results", "workers", "tasks")
-                for p in (repo / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    # the packages as pyproject.toml lists them (the one list the build uses); data-only ones hold no source
+    setuptools = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {package.removeprefix("attnsweep.") if package != "attnsweep" else "attnsweep":
+               repo / setuptools["package-dir"].get(package, package.replace(".", "/"))
+               for package in setuptools["packages"]}
+    expected = {(f"{name}/" if name != "attnsweep" else "") + p.relative_to(folder).as_posix()
+                for name, folder in folders.items()
+                for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                 and p.suffix in {".py", ".j2", ".csv"}}
+    assert {p.split("/")[0] for p in expected if "/" in p} >= {"orchestrator", "results", "workers", "tasks"}
     assert staged == expected
     assert any(p.startswith("presentation/templates/") and p.endswith(".j2") for p in staged)
     assert any(p.startswith("stats/data/") and p.endswith(".csv") for p in staged)
