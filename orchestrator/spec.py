@@ -348,9 +348,10 @@ class SweepSpec(BaseModel):
         for name, field in self.family.config.model_fields.items():
             if name == "seed":
                 value, source = self.seeds, "seeds"
-            elif name in tuned:
+            elif name in tuned:  # the m* search runs at the spec's value first, then Optuna tunes it per cell
                 span = self.search.tune.params()[name]
-                value, source = f"tuned by Optuna in {span.min:g}..{span.max:g}", "search"
+                first = grid.get(name, self.fixed.get(name, field.default))
+                value, source = f"{first}, then tuned by Optuna in {span.min:g}..{span.max:g}", "search"
             elif name in grid:
                 value, source = grid[name], "grid"
             elif name in self.fixed:
