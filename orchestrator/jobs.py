@@ -162,10 +162,13 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
                     runtime_env={"working_dir": str(staging)},
                     metadata={"sweep": spec.name, "spec_hash": spec.spec_hash()},
                 ), timeout_s)
-            except RunError:
-                if agentless:  # the deadline passed while the server still had no agent: say that
+            except RunError as exc:
+                if agentless and str(exc).startswith("no answer"):  # the deadline passed while the server still had no agent
                     raise RunError(_no_agent(address, timeout_s)) from None
                 raise
+            except RecursionError:
+                raise RunError(f"the job server at {shown(address)} answered with JSON nested too deeply to be a job "
+                               "server's answer") from None
             except Exception as exc:  # noqa: BLE001
                 agentless = _is_agentless(str(exc))
                 if wait_s is None or not agentless and "try again later" not in str(exc):
@@ -191,7 +194,7 @@ def _is_agentless(text: str) -> bool:
 def _no_agent(address: str, timeout_s: float) -> str:
     """The message for a job server whose head has no dashboard agent: the cause and what to check."""
     return (f"the job server at {shown(address)} has no dashboard agent to run jobs (Ray: \"No available agent\"; "
-            f"still none after {timeout_s:g} s): the head's dashboard agent is not running, most often because its "
+            f"none came within --timeout {timeout_s:g} s): the head's dashboard agent is not running, most often because its "
             "port is taken by another process. Check `ray status` and the head's "
             "logs/dashboard_agent.log (in /tmp/ray/session_latest, or under RAY_TMPDIR), then restart the head with "
             "free ports (ray start --head --dashboard-agent-listen-port=PORT --dashboard-agent-grpc-port=PORT)")

@@ -220,3 +220,11 @@ def test_server_text_is_printed_escaped(server, tmp_path):
                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert failing.returncode == 2 and "\x1b" not in failing.stderr and "\r" not in failing.stderr
     assert "\\x1b[2J\\rgone" in failing.stderr, failing.stderr
+
+
+def test_submit_refuses_a_deeply_nested_answer_in_one_line(server, tmp_path):
+    import ray.job_submission  # noqa: F401 - imported before the clock starts
+
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    message, took = _timed(lambda: jobs.submit(tmp_path / "spec.yaml", server("deep"), "/shared/store", timeout_s=20))
+    assert "nested too deeply" in message and took < 20, message
