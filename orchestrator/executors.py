@@ -11,6 +11,7 @@ import abc
 import contextlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -252,11 +253,30 @@ class RayExecutor(Executor):
         return f"ray ({self.address or 'local'}, {mode})"
 
     def shutdown(self) -> None:
-        for actor in self._actors:
-            self._ray.kill(actor)
-        self._actors = []
-        if self._owns_ray:
-            self._ray.shutdown()
+        """Kill the actors (and stop an embedded Ray). Packs still in flight (a Ctrl-C) make
+        Ray's error listener print each killed task as "failed ... will be retried", which it
+        will not be: those lines are dropped from what Ray writes meanwhile (on stdout and
+        stderr), the rest passed on as written."""
+        import tempfile
+
+        with tempfile.TemporaryFile() as out_held, tempfile.TemporaryFile() as err_held:
+            restores = [_hold_stderr(out_held, fd=1), _hold_stderr(err_held, fd=2)]
+            try:
+                for actor in self._actors:
+                    self._ray.kill(actor)
+                self._actors = []
+                if self._owns_ray:
+                    self._ray.shutdown()
+            finally:
+                for restore in reversed(restores):
+                    restore()
+                for held, stream in ((out_held, sys.stdout), (err_held, sys.stderr)):
+                    held.seek(0)
+                    said = held.read(1 << 20).decode("utf-8", "replace")
+                    kept = "".join(line for line in said.splitlines(keepends=True) if not _KILLED_TASK.search(line))
+                    if kept:
+                        stream.write(kept)
+                        stream.flush()
 
 
 def _threads(resources: ResourceSettings) -> int:
@@ -308,6 +328,10 @@ busy: by default a raylet that answers no check for about a minute (5 checks, 10
 declared dead and exits, which a loaded laptop or CI runner can cause."""
 
 
+_KILLED_TASK = re.compile(r"\bTask \S+ failed\. There (are|is) \d+ retr(y|ies) remaining.*killed by `ray\.kill`")
+"""Ray's line for a task of an actor that :meth:`RayExecutor.shutdown` killed."""
+
+
 def _connect(ray, address: str) -> None:
     """``ray.init`` to the cluster at ``address`` (``auto``: this machine's own, without a
     deadline, as a job's driver on the head; ``HOST:PORT``: within the default deadline, so a
@@ -349,22 +373,23 @@ def _connect(ray, address: str) -> None:
         raise failure
 
 
-def _hold_stderr(held) -> Callable[[], None]:
-    """Point file descriptor 2 at the file ``held``; returns the function that points it back
-    (a no-op where descriptor 2 cannot be duplicated)."""
+def _hold_stderr(held, fd: int = 2) -> Callable[[], None]:
+    """Point file descriptor ``fd`` (2: stderr, 1: stdout) at the file ``held``; returns the
+    function that points it back (a no-op where the descriptor cannot be duplicated)."""
+    stream = sys.stdout if fd == 1 else sys.stderr
     try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(held.fileno(), 2)
-    except (OSError, ValueError):
+        stream.flush()
+        saved = os.dup(fd)
+        os.dup2(held.fileno(), fd)
+    except (OSError, ValueError, AttributeError):
         return lambda: None
 
     def restore() -> None:
         try:
-            sys.stderr.flush()
-        except (OSError, ValueError):
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
             pass
-        os.dup2(saved, 2)
+        os.dup2(saved, fd)
         os.close(saved)
 
     return restore
