@@ -16,7 +16,16 @@
 Names load on first use (lazy_loader): ``import attnsweep`` imports neither torch nor Ray.
 """
 
+from importlib.metadata import PackageNotFoundError as _NotInstalled
+from importlib.metadata import version as _version
+
 import lazy_loader as lazy
+
+try:
+    __version__: str = _version("attnsweep")
+    """The installed distribution's version (pyproject.toml's ``version``)."""
+except _NotInstalled:  # run from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
     "api": ["CriticalSampleSize", "RunAnalysis", "Store", "open_store", "resume", "run"],

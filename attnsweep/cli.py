@@ -101,7 +101,10 @@ STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs", "azure")  
 
 @app.command()
 @_user_errors
-def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000) -> None:
+def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000,
+             show: Annotated[bool, typer.Option("--show", metavar="",
+                                                help="also print every trial setting of each grid block and where it "
+                                                     "comes from (spec or default)")] = False) -> None:
     """Check a spec and say what it would run; writes nothing."""
     from attnsweep.orchestrator.packing import count_packs, spec_pack_sizer
     from attnsweep.orchestrator.spec import load_spec
@@ -152,6 +155,155 @@ def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000) -> None:
             values = ", ".join("null" if x is None else str(x) for x in shown)
             out.print(f"  {'  ' if len(s.grids) > 1 else ''}{k}: [{values}]" + (f" ({len(v)} values)" if len(v) > 12 else ""),
                       markup=False, highlight=False)
+    if show:
+        for i in range(len(s.grids)):
+            out.print(_settings_table(s, i))
+
+
+def _settings_table(s, block: int):
+    """A rich table of grid block ``block``'s resolved trial settings: name, value, where it
+    came from (the spec's grid, fixed, seeds or search, or the default), meaning. Defaults are
+    dimmed and marked, so a setting the spec left out cannot pass unseen."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from rich import box
+
+    title = f"trial settings of grid block {block}" if len(s.grids) > 1 else "trial settings"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  caption="from: the spec's grid, fixed, seeds or search section, or the default (dimmed)",
+                  caption_justify="left")
+    # Headers never fold below their own width; the meaning column takes what the terminal has left,
+    # and goes where there is no room for it.
+    table.add_column("setting", no_wrap=True, min_width=len("setting"))
+    table.add_column("value", overflow="fold", min_width=len("value"), max_width=48)
+    table.add_column("from", no_wrap=True, min_width=len("default"))
+    wide = out.width >= 72
+    if wide:
+        table.add_column("meaning", overflow="fold", min_width=len("meaning"), ratio=1)
+    for name, value, source, meaning in s.resolved_settings(block):
+        style = "dim" if source == "default" else ""
+        cells = [Text(name, style=style), Text(_setting_text(value), style=style), Text(source, style=style)]
+        table.add_row(*cells, *([Text(meaning, style=style)] if wide else []))
+    return table
+
+
+def _setting_text(value) -> str:
+    """A setting's value as the spec would write it (lists long as a grid's: their ends)."""
+    def one(x) -> str:
+        return "null" if x is None else str(x).lower() if isinstance(x, bool) else str(x)
+
+    if isinstance(value, list):
+        shown = value if len(value) <= 12 else [*value[:6], "...", *value[-2:]]
+        return "[" + ", ".join(one(x) if x != "..." else x for x in shown) + "]"
+    return one(value)
+
+
+STARTER = """\
+# A starter sweep: the critical sample size m* against the context length T for 3-sparse AND.
+# `attnsweep validate --show {path}` lists every trial setting and which ones are defaults;
+# `attnsweep examples` lists the example specs (attnsweep examples copy NAME to start from one).
+name: {name}
+seeds: 4
+grid:
+  T: [8, 16, 32]
+  m: {{start: 8, stop: 256, num: 6, scale: log}}   # 8, 16, 32, 64, 128, 256
+fixed:
+  task: and          # or parity
+  s: 3               # relevant bits
+  model: transformer # or mlp (the baseline)
+  d: 32
+  heads: 4
+  lr: 3e-3
+  max_epochs: 1000
+analysis:
+  acc_threshold: 0.95  # a seed succeeds at this test accuracy
+  success_frac: 0.5    # m* is the smallest m at which this fraction of seeds succeeds
+"""
+
+
+@app.command()
+@_user_errors
+def init(path: Annotated[Path, typer.Argument(metavar="[PATH]", help="where to write it")] = Path("sweep.yaml")) -> None:
+    """Write a starter sweep spec (never over an existing file)."""
+    import re
+
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem)
+    name = stem if re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,99}", stem) else "my-sweep"
+    _write_new(path, STARTER.format(name=name, path=path).encode())
+    out.print(f"wrote {path}; next: attnsweep validate --show {path}, then attnsweep run {path}",
+              markup=False, highlight=False)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file at ``path``: never over a file, a link or a folder.
+
+    Raises:
+        AttnsweepError: something is already at ``path``, or its folder is missing.
+    """
+    try:
+        with open(path, "xb") as fh:  # O_EXCL: refuses any existing name, a dangling link included
+            fh.write(data)
+    except FileExistsError:
+        raise AttnsweepError(f"{path}: already exists; give another path (nothing was written)") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise AttnsweepError(f"{path}: its folder does not exist") from None
+
+
+def examples_dir() -> Path:
+    """The folder of the example specs: ``sweeps/`` of a checkout (or an editable install),
+    ``attnsweep/examples/`` of an installed wheel (package data)."""
+    face = Path(__file__).resolve().parent
+    for folder in (face / "examples", face.parent / "sweeps"):
+        if folder.is_dir() and any(folder.glob("*.yaml")):
+            return folder
+    raise AttnsweepError(f"no example specs found beside {face}: reinstall attnsweep")
+
+
+examples_app = typer.Typer(help="List the example sweep specs, or copy one to start from.",
+                           invoke_without_command=True)
+app.add_typer(examples_app, name="examples")
+
+
+@examples_app.callback()
+def examples(ctx: typer.Context) -> None:
+    """List the example specs (name and what each runs); `examples copy NAME` copies one."""
+    if ctx.invoked_subcommand is None:
+        examples_list()
+
+
+@examples_app.command("list")
+@_user_errors
+def examples_list() -> None:
+    """List the example specs: name, trials, description."""
+    import yaml
+
+    for path in sorted(examples_dir().glob("*.yaml"), key=lambda p: p.stem):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+            about = " ".join(str(data.get("description") or "").split())
+        except (yaml.YAMLError, AttributeError):
+            about = ""
+        out.print(f"{path.stem:<26} {about[:100] + ('...' if len(about) > 100 else '')}".rstrip(),
+                  markup=False, highlight=False)
+
+
+@examples_app.command("copy")
+@_user_errors
+def examples_copy(name: Annotated[str, typer.Argument(metavar="NAME", help="an example's name (see: attnsweep examples)")],
+                  dest: Annotated[Path | None, typer.Argument(metavar="[DEST]", help="file or existing folder "
+                                                               "(default: NAME.yaml here)")] = None) -> None:
+    """Copy an example spec to DEST (never over an existing file)."""
+    folder = examples_dir()
+    names = sorted(p.stem for p in folder.glob("*.yaml"))
+    stem = name[:-5] if name.endswith(".yaml") else name
+    if stem not in names:
+        raise AttnsweepError(f"examples copy: no example {name!r}; the examples are: {', '.join(names)}")
+    target = dest if dest is not None else Path(f"{stem}.yaml")
+    if target.is_dir():
+        target = target / f"{stem}.yaml"
+    _write_new(target, (folder / f"{stem}.yaml").read_bytes())
+    out.print(f"wrote {target}", markup=False, highlight=False)
 
 
 AddressOpt = Annotated[str | None, typer.Option(metavar="ADDRESS",

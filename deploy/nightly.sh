@@ -3,6 +3,7 @@
 # baseline run; exit 1 (and say which cells moved) on a regression.
 # Needs: ATTNSWEEP_BASELINE (the baseline run id) and ATTNSWEEP_STORE (the shared store);
 # ATTNSWEEP_ADDRESS (default auto: the cluster this machine belongs to); ATTNSWEEP_HOME (the checkout).
+# Ray's token: attnsweep finds ~/.ray/auth_token itself; off the head, set RAY_AUTH_TOKEN_PATH to a copy of it.
 set -euo pipefail
 cd "${ATTNSWEEP_HOME:-$HOME/attnsweep}"
 # The Python that cluster.yaml installed the project into (ATTNSWEEP_PYTHON to override).

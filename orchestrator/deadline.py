@@ -44,12 +44,14 @@ def default_timeout() -> float:
     return value
 
 
-def within(timeout_s: float, what: str, fn: Callable[[], T]) -> T:
+def within(timeout_s: float, what: str, fn: Callable[[], T], limit_s: float | None = None) -> T:
     """``fn()``, or a :class:`RunError` saying that ``what`` did not answer within
     ``timeout_s`` seconds.
 
     Args:
         what: who is waited on, e.g. ``"the job server at http://host:8265"``.
+        limit_s: the limit the message names (default ``timeout_s``): a command's whole
+            ``--timeout`` when this call has only what is left of it.
 
     Raises:
         RunError: the deadline passed; and whatever ``fn`` raises.
@@ -66,7 +68,7 @@ def within(timeout_s: float, what: str, fn: Callable[[], T]) -> T:
     try:
         ok, value = done.get(timeout=timeout_s)
     except queue.Empty:
-        raise RunError(f"no answer from {what} within {timeout_s:g} s; check the address and that the server is up "
+        raise RunError(f"no answer from {what} within {timeout_s if limit_s is None else limit_s:g} s; check the address and that the server is up "
                        "(raise the limit with --timeout or ATTNSWEEP_TIMEOUT)") from None
     if not ok:
         raise value

@@ -11,12 +11,14 @@ import abc
 import contextlib
 import logging
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from attnsweep.orchestrator.errors import RayDiedError, RunError
 from attnsweep.orchestrator.packing import Pack
+from attnsweep.orchestrator.ray_auth import auth_refused, is_auth_failure, use_token_if_present
 from attnsweep.orchestrator.spec import ExecutionSettings, ResourceSettings
 
 Outcome = list[dict] | BaseException
@@ -98,13 +100,19 @@ class RayExecutor(Executor):
     Either way Ray retries a pack whose worker process or node dies (``max_retries``;
     an actor is restarted in place); a pack that still fails comes back as the exception.
 
+    With an ``address``, Ray's token authentication is turned on when a token is found
+    (:mod:`orchestrator.ray_auth`), so a ``ray start --head`` cluster needs no setting.
+
     Raises:
-        RunError: Ray cannot be started or reached, or an embedded local Ray can never
-            offer the resources a worker asks for.
+        RunError: Ray cannot be started or reached, the cluster refuses this client's token
+            (the message says what to set), or an embedded local Ray can never offer the
+            resources a worker asks for.
     """
 
     def __init__(self, settings: ExecutionSettings, address: str | None = None,
                  resources: ResourceSettings | None = None, max_workers: int | None = None):
+        if address is not None:  # a cluster of the user's: its token, found as Ray finds it, before Ray reads its config
+            use_token_if_present()
         import ray
 
         self.settings = settings
@@ -125,13 +133,10 @@ class RayExecutor(Executor):
                     with _quiet(AUTH_NOTICE_LOGGER):  # a notice about our private cluster, not the user's business
                         ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False,
                                  object_store_memory=LOCAL_OBJECT_STORE_BYTES, _system_config=LOCAL_RAY_CONFIG)
-                elif address == "auto":  # this machine's own cluster (a job's driver on the head): no deadline
-                    ray.init(address=address, log_to_driver=False)
-                else:  # a cluster that accepts the connection and never answers must not hang the run
-                    from attnsweep.orchestrator.deadline import default_timeout, within
-
-                    within(default_timeout(), f"the Ray cluster at {address}",
-                           lambda: ray.init(address=address, log_to_driver=False))
+                else:
+                    _connect(ray, address)
+        except RunError:
+            raise
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RunError(f"cannot start or reach Ray at {address or 'a new local cluster'}: {exc}") from exc
         self.address = address
@@ -248,11 +253,30 @@ class RayExecutor(Executor):
         return f"ray ({self.address or 'local'}, {mode})"
 
     def shutdown(self) -> None:
-        for actor in self._actors:
-            self._ray.kill(actor)
-        self._actors = []
-        if self._owns_ray:
-            self._ray.shutdown()
+        """Kill the actors (and stop an embedded Ray). Packs still in flight (a Ctrl-C) make
+        Ray's error listener print each killed task as "failed ... will be retried", which it
+        will not be: those lines are dropped from what Ray writes meanwhile (on stdout and
+        stderr), the rest passed on as written."""
+        import tempfile
+
+        with tempfile.TemporaryFile() as out_held, tempfile.TemporaryFile() as err_held:
+            restores = [_hold_stderr(out_held, fd=1), _hold_stderr(err_held, fd=2)]
+            try:
+                for actor in self._actors:
+                    self._ray.kill(actor)
+                self._actors = []
+                if self._owns_ray:
+                    self._ray.shutdown()
+            finally:
+                for restore in reversed(restores):
+                    restore()
+                for held, stream in ((out_held, sys.stdout), (err_held, sys.stderr)):
+                    held.seek(0)
+                    said = held.read(1 << 20).decode("utf-8", "replace")
+                    kept = "".join(line for line in said.splitlines(keepends=True) if not _KILLED_TASK.search(line))
+                    if kept:
+                        stream.write(kept)
+                        stream.flush()
 
 
 def _threads(resources: ResourceSettings) -> int:
@@ -302,6 +326,73 @@ LOCAL_RAY_CONFIG = {"health_check_timeout_ms": 30_000, "health_check_failure_thr
 """The embedded Ray's node health checks, patient enough for a machine whose cores are all
 busy: by default a raylet that answers no check for about a minute (5 checks, 10 s each) is
 declared dead and exits, which a loaded laptop or CI runner can cause."""
+
+
+_KILLED_TASK = re.compile(r"\bTask \S+ failed\. There (are|is) \d+ retr(y|ies) remaining.*killed by `ray\.kill`")
+"""Ray's line for a task of an actor that :meth:`RayExecutor.shutdown` killed."""
+
+
+def _connect(ray, address: str) -> None:
+    """``ray.init`` to the cluster at ``address`` (``auto``: this machine's own, without a
+    deadline, as a job's driver on the head; ``HOST:PORT``: within the default deadline, so a
+    cluster that accepts the connection and never answers cannot hang the run).
+
+    A cluster that refuses this client's token is not told apart by Ray's exception (a
+    ConnectionError after about 20 s of retries, each logged by Ray's C++ core straight to
+    file descriptor 2), so that stream is held aside while Ray connects: on success it is
+    passed on as it was; on a refused token it gives way to one line saying what to set.
+
+    Raises:
+        RunError: the token was refused (or is missing), or no answer within the deadline.
+        ConnectionError, RuntimeError, ValueError: Ray's own, for the caller to word.
+    """
+    import tempfile
+
+    from attnsweep.orchestrator.deadline import default_timeout, within
+
+    def init() -> None:
+        ray.init(address=address, log_to_driver=False)
+
+    with tempfile.TemporaryFile() as held:
+        restore = _hold_stderr(held)
+        failure: BaseException | None = None
+        try:
+            init() if address == "auto" else within(default_timeout(), f"the Ray cluster at {address}", init)
+        except Exception as exc:  # noqa: BLE001 - re-raised below, reworded when it is the token
+            failure = exc
+        finally:
+            restore()
+        held.seek(0)
+        said = held.read(1 << 20).decode("utf-8", "replace")
+    if failure is not None and (is_auth_failure(failure) or "InvalidAuthToken" in said or "Unauthenticated" in said):
+        raise RunError(auth_refused(address, failure)) from None
+    if said:
+        sys.stderr.write(said)
+        sys.stderr.flush()
+    if failure is not None:
+        raise failure
+
+
+def _hold_stderr(held, fd: int = 2) -> Callable[[], None]:
+    """Point file descriptor ``fd`` (2: stderr, 1: stdout) at the file ``held``; returns the
+    function that points it back (a no-op where the descriptor cannot be duplicated)."""
+    stream = sys.stdout if fd == 1 else sys.stderr
+    try:
+        stream.flush()
+        saved = os.dup(fd)
+        os.dup2(held.fileno(), fd)
+    except (OSError, ValueError, AttributeError):
+        return lambda: None
+
+    def restore() -> None:
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+        os.dup2(saved, fd)
+        os.close(saved)
+
+    return restore
 
 
 def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:

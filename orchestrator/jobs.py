@@ -34,6 +34,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 import tempfile
 import time
 import urllib.error
@@ -44,6 +45,7 @@ from pathlib import Path
 
 from attnsweep.orchestrator.deadline import TIMEOUT_S, within
 from attnsweep.orchestrator.errors import RunError
+from attnsweep.orchestrator.ray_auth import TOKEN_ADVICE, use_token_if_present
 
 PACKAGES = ("presentation", "orchestrator", "stats", "results", "workers", "tasks")
 """The packages inside the ``attnsweep`` namespace (folders at the top of the repository)."""
@@ -52,25 +54,61 @@ PACKAGES = ("presentation", "orchestrator", "stats", "results", "workers", "task
 CLUSTER_STORE = '"${ATTNSWEEP_STORE:?set ATTNSWEEP_STORE on the cluster or give --store}"'
 ANSWER_CHARS = 300
 """Characters of a job server's error answer that a message quotes at most (its last line)."""
+ANSWER_BYTES = 64 * 2**20
+"""Bytes of a job server's answer read at most (64 MiB: a job's whole log fits many times over)."""
+READ_BYTES = 2**16
+"""Bytes read from a socket at a time."""
 
 
-def client(address: str, timeout_s: float = TIMEOUT_S):
-    """A ``JobSubmissionClient`` for the job server at ``address`` (``http://host:8265``).
+def client(address: str, timeout_s: float = TIMEOUT_S, limit_s: float | None = None):
+    """A ``JobSubmissionClient`` for the job server at ``address`` (``http://host:8265``)
+    whose every answer is read with a cap (:data:`ANSWER_BYTES`) and every socket read
+    with ``timeout_s`` (``limit_s``: the whole command's limit, for the message).
 
     Raises:
         RunError: nothing answers there within ``timeout_s`` seconds, or it refuses the client.
     """
     _base_url(address)  # a malformed address is one clear error before Ray sees it
-    _use_token_if_present()
-    from ray.job_submission import JobSubmissionClient
-
+    use_token_if_present()
+    capped = _capped_client_class()
     try:
-        return within(timeout_s, f"the job server at {shown(address)}", lambda: JobSubmissionClient(address))
+        return within(timeout_s, f"the job server at {shown(address)}", lambda: capped(address, timeout_s),
+                      limit_s)
     except RunError:
         raise
     except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
-        raise RunError(f"no Ray job server answers at {shown(address)}: {shown(exc)}; start one with `ray start --head` "
+        raise RunError(f"no Ray job server answers at {shown(address)}: {_said(exc)}; start one with `ray start --head` "
                        "or forward it with `ray dashboard cluster.yaml`") from exc
+
+
+def _capped_client_class():
+    """Ray's ``JobSubmissionClient`` with its HTTP answers read through :func:`_read_capped`.
+
+    Ray's client reads whole answers with ``requests`` and sets no socket timeout; a server
+    that sends an endless body would grow this process without bound. Every request it
+    makes goes through ``_do_request``: there the answer is streamed and the body read by a
+    response hook, which runs before Ray (or ``requests``) touches the content.
+    """
+    from ray.job_submission import JobSubmissionClient
+
+    class CappedJobSubmissionClient(JobSubmissionClient):
+        def __init__(self, address: str, timeout_s: float):
+            self._attnsweep_timeout_s = timeout_s
+            self._attnsweep_address = address
+            super().__init__(address)
+
+        def _do_request(self, method, endpoint, **kwargs):  # noqa: D102 - Ray's, with a cap and a timeout
+            def cap(response, *args, **hook_kwargs):
+                response._content = _read_capped(response.headers.get("content-length"),
+                                                  lambda n: next(response.iter_content(n), b""),
+                                                  self._attnsweep_address)
+                return response
+
+            kwargs.update(stream=True, hooks={"response": [cap]})
+            kwargs.setdefault("timeout", self._attnsweep_timeout_s)
+            return super()._do_request(method, endpoint, **kwargs)
+
+    return CappedJobSubmissionClient
 
 
 def submit(spec_path: Path, address: str, store: str | None = None, submission_id: str | None = None,
@@ -94,11 +132,16 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
     """
     from attnsweep.orchestrator.spec import load_spec  # pydantic, numpy: only the command that reads a spec pays for them
 
+    started = time.monotonic()
     spec = load_spec(spec_path)
     if store is not None and "://" not in store and not store.startswith("/"):
         raise RunError(f"--store {store!r}: give an absolute path or a URI as the cluster sees it; a relative path "
                        "would land in the job's temporary working directory and be lost")
-    jobs = client(address, timeout_s)
+
+    def left() -> float:
+        return timeout_s - (time.monotonic() - started)
+
+    jobs = client(address, max(left(), 0.1), timeout_s)
     staging = Path(tempfile.mkdtemp(prefix="attnsweep-job-"))
     try:
         stage_sources(staging)
@@ -109,39 +152,132 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         entrypoint = f"python -m attnsweep.cli run spec.yaml --address auto --store {target} --no-analyze"
         if progress_interval_s is not None:
             entrypoint += f" --progress-interval {float(progress_interval_s):g}"
-        # A head that has just started answers before its job agent is ready ("try again later").
+        # A head that has just started answers before its job agent is ready ("try again later"):
+        # retried, within the one deadline of the whole command.
+        agentless = False
         for wait_s in (1, 2, 4, 8, 16, 32, None):
             try:
-                return within(timeout_s, f"the job server at {shown(address)}", lambda: jobs.submit_job(
+                return within(max(left(), 0.1), f"the job server at {shown(address)}", lambda: jobs.submit_job(
                     entrypoint=entrypoint, submission_id=submission_id,
                     runtime_env={"working_dir": str(staging)},
                     metadata={"sweep": spec.name, "spec_hash": spec.spec_hash()},
-                ))
-            except RunError:
+                ), timeout_s)
+            except RunError as exc:
+                if agentless and str(exc).startswith("no answer"):  # the deadline passed while the server still had no agent
+                    raise RunError(_no_agent(address, timeout_s)) from None
                 raise
+            except RecursionError:
+                raise RunError(f"the job server at {shown(address)} answered with JSON nested too deeply to be a job "
+                               "server's answer") from None
             except Exception as exc:  # noqa: BLE001
-                if wait_s is None or "try again later" not in str(exc):
-                    raise RunError(f"the job server at {shown(address)} refused the job: {shown(exc)}") from exc
+                agentless = _is_agentless(str(exc))
+                if wait_s is None or not agentless and "try again later" not in str(exc):
+                    if agentless:
+                        raise RunError(_no_agent(address, timeout_s)) from None
+                    raise RunError(f"the job server at {shown(address)} refused the job: {_said(exc)}") from exc
+                if left() <= wait_s:
+                    if agentless:
+                        raise RunError(_no_agent(address, timeout_s)) from None
+                    raise RunError(f"the job server at {shown(address)} did not take the job within {timeout_s:g} s: "
+                                   f"{_said(exc)}") from exc
                 time.sleep(wait_s)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def stage_sources(staging: Path) -> Path:
+def _is_agentless(text: str) -> bool:
+    """Whether a job server's answer says it has no dashboard agent to hand the job to (Ray's
+    job head answers so to a submit, and with a TimeoutError traceback to a stop)."""
+    return "No available agent" in text or "Failed to get head node agent" in text
+
+
+def _no_agent(address: str, timeout_s: float) -> str:
+    """The message for a job server whose head has no dashboard agent: the cause and what to check."""
+    return (f"the job server at {shown(address)} has no dashboard agent to run jobs (Ray: \"No available agent\"; "
+            f"none came within --timeout {timeout_s:g} s): the head's dashboard agent is not running, most often because its "
+            "port is taken by another process. Check `ray status` and the head's "
+            "logs/dashboard_agent.log (in /tmp/ray/session_latest, or under RAY_TMPDIR), then restart the head with "
+            "free ports (ray start --head --dashboard-agent-listen-port=PORT --dashboard-agent-grpc-port=PORT)")
+
+
+def _said(exc: BaseException) -> str:
+    """A client error's text for a message: its last non-blank line, capped and printable
+    (a server's traceback ends with its error; its body may hold anything)."""
+    return printable(shown(_last_line(str(exc).encode("utf-8", "replace"))))
+
+
+SOURCE_SUFFIXES = frozenset({".py", ".j2", ".csv"})
+"""What counts as the project's source when a job is staged: its modules, and the package
+data that pyproject.toml ships (report templates, reference read-offs). Nothing else in the
+package folders travels to the cluster (no .env, keys, stores, notebooks, caches)."""
+SECRET_NAMES = re.compile(r"(^\.env(\..*)?$|^\.netrc$|^\.pgpass$|^id_(rsa|dsa|ecdsa|ed25519)|\.(pem|key|p12|pfx|jks|keystore)$"
+                          r"|credential|secret|token)", re.IGNORECASE)
+"""File names that look like secrets: never staged, even with a source suffix (a warning names them)."""
+
+
+def stage_sources(staging: Path, warn: Callable[[str], None] | None = None) -> Path:
     """Copy the source into ``staging`` as it installs: ``attnsweep/`` (its own modules) with
     ``attnsweep/orchestrator``, ``attnsweep/results``... inside, wherever each folder lives
     here (at the top of a checkout, or inside ``attnsweep/`` when installed from a wheel).
-    ``python -m attnsweep.cli`` then runs in ``staging``; returns ``staging / "attnsweep"``."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    Only source files go (:func:`copy_source`). ``python -m attnsweep.cli`` then runs in
+    ``staging``; returns ``staging / "attnsweep"``.
+
+    Args:
+        warn: told each file left out because its name looks like a secret (default: stderr).
+    """
     top = staging / "attnsweep"
     # Found, not imported: the face (attnsweep/__init__.py) sits above this package.
-    shutil.copytree(Path(importlib.util.find_spec("attnsweep").origin).parent, top, ignore=ignore,
-                    dirs_exist_ok=True)
+    face = Path(importlib.util.find_spec("attnsweep").origin).parent
+    copy_source(face, top, warn, skip=set(PACKAGES))
     for package in PACKAGES:
         source = Path(importlib.util.find_spec(f"attnsweep.{package}").origin).parent
-        if not (top / package).exists():  # a wheel's attnsweep/ already holds them
-            shutil.copytree(source, top / package, ignore=ignore)
+        copy_source(source, top / package, warn)
     return top
+
+
+def copy_source(source: Path, target: Path, warn: Callable[[str], None] | None = None,
+                skip: set[str] = frozenset()) -> list[Path]:
+    """Copy the source files under ``source`` to ``target`` (same relative paths); returns
+    the paths copied, relative to ``source``.
+
+    A source file has a suffix in :data:`SOURCE_SUFFIXES` and a name that does not look
+    like a secret (:data:`SECRET_NAMES`; those are named to ``warn``). Links are never
+    followed out of ``source``: a link (to a file or a folder) whose target lies outside it
+    is left out, one inside is copied as the file it names. Hidden folders and caches are
+    not walked. Top-level folders named in ``skip`` are left out.
+    """
+    warn = warn or (lambda text: print(text, file=sys.stderr))
+    root = source.resolve()
+    copied: list[Path] = []
+    for folder, dirs, files in os.walk(source, followlinks=False):
+        here = Path(folder)
+        rel_dir = here.relative_to(source)
+        kept = []
+        for name in sorted(dirs):
+            path = here / name
+            if name.startswith(".") or name == "__pycache__" or (rel_dir == Path(".") and name in skip):
+                continue
+            if path.is_symlink():  # os.walk does not enter it; a link inside the tree names files seen anyway
+                continue
+            kept.append(name)
+        dirs[:] = kept
+        for name in sorted(files):
+            path = here / name
+            if Path(name).suffix not in SOURCE_SUFFIXES:
+                if SECRET_NAMES.search(name):
+                    warn(f"not staged (looks like a secret): {printable(str(path))}")
+                continue
+            if SECRET_NAMES.search(name):
+                warn(f"not staged (looks like a secret): {printable(str(path))}")
+                continue
+            resolved = path.resolve()
+            if not resolved.is_file() or not resolved.is_relative_to(root):
+                continue  # a link out of the tree (or to nothing): never followed
+            dest = target / rel_dir / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(resolved, dest)
+            copied.append(rel_dir / name)
+    return copied
 
 
 def status(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> tuple[str, str]:
@@ -178,23 +314,33 @@ def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str],
         answer = _job_call(address, job_id, "GET", "/logs", "read the log of", timeout_s)
         if not isinstance(answer.get("logs"), str):
             raise RunError(f"the job server at {shown(address)} gave no log for job {job_id!r}: {_quote_answer(answer)}")
-        write(answer["logs"])
+        write(printable_log(answer["logs"]))
         return
     import asyncio
 
+    started = time.monotonic()
     jobs = client(address, timeout_s)
     try:
-        within(timeout_s, f"the job server at {shown(address)}", lambda: jobs.get_job_info(job_id))  # the job exists: then stream
+        # One deadline for reaching the server and finding the job; the stream then lasts as long as the job.
+        within(max(timeout_s - (time.monotonic() - started), 0.1), f"the job server at {shown(address)}",
+               lambda: jobs.get_job_info(job_id), timeout_s)
 
         async def tail() -> None:
             async for chunk in jobs.tail_job_logs(job_id):
-                write(chunk)
+                write(printable_log(chunk))
 
         asyncio.run(tail())
     except RunError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise RunError(f"cannot read the log of job {job_id!r} at {shown(address)}: {shown(exc)}") from exc
+        raise RunError(f"cannot read the log of job {job_id!r} at {shown(address)}: {_said(exc)}") from exc
+
+
+def printable_log(text: str) -> str:
+    """A log from a server as a terminal shows it as it is: its lines kept, every other
+    control or format character but the tab (``\\r``, escape sequences, bidi overrides) written as an
+    escape by :func:`printable`, so a log cannot rewrite or recolour the screen."""
+    return "\n".join("\t".join(map(printable, line.split("\t"))) for line in text.split("\n"))
 
 
 def cancel(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> bool:
@@ -250,7 +396,9 @@ def _job_call(address: str, job_id: str, method: str, tail: str, doing: str, tim
         if code == 403:
             raise RunError(f"the job server at {shown(address)} refused the token from {token_source} (HTTP 403); "
                            "give the token of this cluster")
-        raise RunError(f"cannot {doing} job {job_id!r} at {shown(address)}: HTTP {code}: {_last_line(body)}")
+        if _is_agentless(body[-4096:].decode("utf-8", "replace")):
+            raise RunError(_no_agent(address, timeout_s))
+        raise RunError(f"cannot {doing} job {job_id!r} at {shown(address)}: HTTP {code}: {printable(_last_line(body))}")
 
     return within(timeout_s, f"the job server at {shown(address)}", exchange)
 
@@ -301,10 +449,10 @@ def _http(method: str, url: str, headers: dict[str, str], address: str, timeout_
     try:
         try:
             with opener.open(request, timeout=timeout_s) as response:
-                return response.status, response.read()
+                return response.status, _read_capped(response.headers.get("content-length"), response.read, address)
         except urllib.error.HTTPError as answer:
             with answer:
-                return answer.code, answer.read()
+                return answer.code, _read_capped(answer.headers.get("content-length"), answer.read, address)
     except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         if isinstance(reason, TimeoutError):
@@ -314,6 +462,31 @@ def _http(method: str, url: str, headers: dict[str, str], address: str, timeout_
                            "and that the server is up (raise the limit with --timeout or ATTNSWEEP_TIMEOUT)") from None
         raise RunError(f"no Ray job server answers at {shown(address)}: {str(reason) or type(reason).__name__}; "
                        f"{_START_HINT}") from exc
+
+
+def _read_capped(content_length: str | None, read: Callable[[int], bytes], address: str) -> bytes:
+    """An answer's body, read in pieces by ``read(n)`` (at most ``n`` bytes; b"" at its end),
+    refused as soon as it passes :data:`ANSWER_BYTES`: memory stays bounded whatever the
+    server sends (an endless body, a ``Content-Length`` of 10^12).
+
+    Raises:
+        RunError: the body is (or says it will be) longer than the cap.
+    """
+    too_long = RunError(f"the job server at {shown(address)} sent an answer longer than {ANSWER_BYTES // 2**20} MiB; "
+                        "a Ray job server does not (for a job's long log, use `attnsweep logs --follow`)")
+    try:
+        if content_length is not None and int(content_length) > ANSWER_BYTES:
+            raise too_long
+    except ValueError:
+        pass  # a malformed length: the body is read with the cap as if none were given
+    pieces: list[bytes] = []
+    size = 0
+    while piece := read(min(READ_BYTES, ANSWER_BYTES + 1 - size)):
+        pieces.append(piece)
+        size += len(piece)
+        if size > ANSWER_BYTES:
+            raise too_long
+    return b"".join(pieces)
 
 
 def _json_object(body: bytes, address: str, strict: bool = True) -> dict:
@@ -326,6 +499,11 @@ def _json_object(body: bytes, address: str, strict: bool = True) -> dict:
         value = json.loads(body.decode("utf-8"))
     except ValueError:
         value = None
+    except RecursionError:  # nested deeper than the parser's stack: no job server answers so
+        if not strict:
+            return {}
+        raise RunError(f"the job server at {shown(address)} answered with JSON nested too deeply to be a job "
+                       "server's answer") from None
     if isinstance(value, dict):
         return value
     if not strict:
@@ -336,7 +514,8 @@ def _json_object(body: bytes, address: str, strict: bool = True) -> dict:
 
 def _last_line(body: bytes) -> str:
     """The last non-blank line of an answer (a server's traceback ends with its error), capped."""
-    lines = [line.strip() for line in body.decode("utf-8", "replace").splitlines() if line.strip()]
+    # Split at line feeds only: a carriage return inside a line is shown (escaped), not obeyed.
+    lines = [line.strip() for line in body.decode("utf-8", "replace").split("\n") if line.strip()]
     line = lines[-1] if lines else "(empty answer)"
     return line if len(line) <= ANSWER_CHARS else line[:ANSWER_CHARS] + "..."
 
@@ -387,14 +566,6 @@ def _token_advice() -> str:
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None and mode.lower() != "token":
         return f"RAY_AUTH_MODE={mode} here sends none; unset it or set RAY_AUTH_MODE=token"
-    return ("none was found here; set RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH, or put the cluster's token in "
-            "~/.ray/auth_token")
+    return f"none was found here; {TOKEN_ADVICE}"
 
 
-def _use_token_if_present() -> None:
-    """Turn on Ray's token authentication in this client when a token is there to use."""
-    if "RAY_AUTH_MODE" in os.environ:
-        return
-    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
-    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
-        os.environ["RAY_AUTH_MODE"] = "token"

@@ -20,7 +20,7 @@ from collections import Counter
 from rich.console import Console
 from rich.progress import (
     BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn,
-    TimeElapsedColumn, TimeRemainingColumn,
+    TimeElapsedColumn,
 )
 from rich.text import Text
 
@@ -78,10 +78,28 @@ def parse_progress_line(line: str) -> dict:
                 eta=parts[8].removeprefix("ETA "))
 
 
+def _average_rate(task) -> float | None:
+    """Trials per second since the bar started: the rate of the plain line and of the run's
+    summary (finished / elapsed). rich's own ``task.speed`` averages a moving window, so on a
+    run whose packs finish unevenly it disagreed with the summary printed at the end."""
+    elapsed = task.finished_time if task.finished else task.elapsed
+    return task.completed / elapsed if elapsed and task.completed else None
+
+
 class _RateColumn(ProgressColumn):
     def render(self, task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text(f"{speed:.1f} trials/s" if speed else "- trials/s", style="cyan")
+        rate = _average_rate(task)
+        return Text(f"{rate:.1f} trials/s" if rate else "- trials/s", style="cyan")
+
+
+class _EtaColumn(ProgressColumn):
+    """Time left at the average rate (as the plain line's ETA)."""
+
+    def render(self, task) -> Text:
+        rate = _average_rate(task)
+        if task.total is None or not rate:
+            return Text("-:--:--", style="cyan")
+        return Text(_clock(max(task.total - task.completed, 0) / rate), style="cyan")
 
 
 class SweepProgress:
@@ -106,7 +124,7 @@ class SweepProgress:
                 SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("[green]done {task.fields[done]}[/] [red]failed {task.fields[failed]}[/]"
                            " [yellow]diverged {task.fields[diverged]}[/] [magenta]lost {task.fields[lost]}[/]"),
-                _RateColumn(), TextColumn("ETA"), TimeRemainingColumn(), TimeElapsedColumn(),
+                _RateColumn(), TextColumn("ETA"), _EtaColumn(), TimeElapsedColumn(),
                 console=console, transient=False, speed_estimate_period=60.0,
             )
             self._task = self._progress.add_task(label, total=total, **self._fields())

@@ -333,6 +333,36 @@ class SweepSpec(BaseModel):
             for values in itertools.product(*axes.values()):
                 yield self.family.config(**self.fixed, **dict(zip(names, values)))
 
+    def resolved_settings(self, block: int = 0) -> list[tuple[str, Any, str, str]]:
+        """Every trial setting of grid block ``block`` as a trial of it gets it:
+        ``(name, value, source, meaning)``, in the trial config's field order.
+
+        ``source`` says where the value came from: ``grid`` (the value is the axis' list),
+        ``fixed``, ``seeds``, ``search`` (m chosen by the adaptive search, or a setting its
+        Optuna tuning chooses) or ``default`` (the spec does not name it; the value is the
+        trial config's default). ``meaning`` is the field's description.
+        """
+        grid = self.grids[block]
+        tuned = set(self.search.tune.params()) if self.search.adaptive and self.search.tune else set()
+        rows = []
+        for name, field in self.family.config.model_fields.items():
+            if name == "seed":
+                value, source = self.seeds, "seeds"
+            elif name in tuned:  # the m* search runs at the spec's value first, then Optuna tunes it per cell
+                span = self.search.tune.params()[name]
+                first = grid.get(name, self.fixed.get(name, field.default))
+                value, source = f"{first}, then tuned by Optuna in {span.min:g}..{span.max:g}", "search"
+            elif name in grid:
+                value, source = grid[name], "grid"
+            elif name in self.fixed:
+                value, source = self.fixed[name], "fixed"
+            elif name == "m" and self.search.adaptive:
+                value, source = f"searched in {self.search.m.min}..{self.search.m.max}", "search"
+            else:
+                value, source = field.default, "default"
+            rows.append((name, value, source, field.description or ""))
+        return rows
+
     def spec_hash(self) -> str:
         """Hash of the canonical spec (grid, fixed, seeds, analysis): 16 hex digits."""
         canon = self.model_dump(exclude={"source_yaml", "description", "execution", "resources"})

@@ -208,6 +208,8 @@ def head(schema: pa.Schema, batches: Iterator[pa.RecordBatch], n: int = TABLE_RO
     return df.head(n), df.height > n
 
 
+NAME_CHARS = 200
+"""Characters of a column name a table shows at most, however narrow its values."""
 QUERY_TABLE_WIDTH = 65_535
 """The widest table polars prints on a line (its limit is a u16); a wider one it wraps, cell by
 cell, in time that grows with the square of the width."""
@@ -238,11 +240,14 @@ def _full_table(schema: pa.Schema, df: pl.DataFrame) -> str:
     the table fits :data:`QUERY_TABLE_WIDTH`; in a wider one the widest values are cut with '…'
     to fit, and a line under the table says so."""
     heads, widths, longest = [], [], 8  # polars squeezes a table whose fmt_str_lengths is below 2
+    # polars cuts column names at fmt_str_lengths too: the cap is never below the longest name
+    # (within reason), so a 1 x 1 result keeps its header ("count_star()", not "count_st…").
+    name_room = min(max((len(name) for name in df.columns), default=0), NAME_CHARS)
     for column in df.get_columns():
         texts = [v if isinstance(v, str) else str(v) for v in column.to_list()]
         heads.append(max(len(column.name), len(str(column.dtype))))
         widths.append(max([heads[-1], *(len(line) for t in texts for line in t.split("\n"))]))
-        longest = max([longest, *map(len, texts)])
+        longest = max([longest, name_room, *map(len, texts)])
     room = QUERY_TABLE_WIDTH - 3 * df.width - 1  # '│ ', ' ┆ ' between columns, ' │'
     cap, items = longest, -1
     if sum(widths) > room:  # the largest cap on a value's width that fits (headers are never cut)
@@ -251,7 +256,7 @@ def _full_table(schema: pa.Schema, df: pl.DataFrame) -> str:
             mid = (low + high + 1) // 2
             fits = sum(max(min(w, mid), h) for w, h in zip(widths, heads)) <= room
             low, high = (mid, high) if fits else (low, mid - 1)
-        cap, items = max(low, 8), max(1, low // 3)
+        cap, items = max(low, 8, name_room), max(1, low // 3)
     text = _printed(schema, df, tbl_cols=-1, fmt_str_lengths=cap, fmt_table_cell_list_len=items,
                     tbl_width_chars=QUERY_TABLE_WIDTH)
     if items != -1:

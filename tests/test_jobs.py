@@ -151,7 +151,7 @@ def test_cancel_stops_a_running_job_and_its_run_is_resumable(head, tmp_path):
 # ("submit", entrypoint), ("status" | "logs" | "stop", job id) becomes its answer or {"error": ...}.
 _SDK = """
 import json, sys
-from attnsweep.orchestrator.jobs import _use_token_if_present
+from attnsweep.orchestrator.ray_auth import use_token_if_present as _use_token_if_present
 _use_token_if_present()
 from ray.job_submission import JobSubmissionClient
 client = JobSubmissionClient(sys.argv[1])

@@ -31,6 +31,10 @@ def _folder(package: str) -> Path:
     return ROOT / SETUPTOOLS["package-dir"].get(package, package.replace(".", "/"))
 
 
+CODE_PACKAGES = [p for p in SETUPTOOLS["packages"] if (_folder(p) / "__init__.py").exists()]
+"""The packages of code; the others (``attnsweep.examples``: sweeps/) ship data only."""
+
+
 def _modules() -> dict[str, Path]:
     """``attnsweep.results.store`` -> ``results/store.py``, for every installed module."""
     out = {}
@@ -178,7 +182,9 @@ def test_no_package_holds_a_third_of_the_code():
 
 
 def test_every_package_names_its_public_api():
-    for package in SETUPTOOLS["packages"]:
+    assert set(SETUPTOOLS["packages"]) - set(CODE_PACKAGES) == {"attnsweep.examples"}  # data only, and no .py there
+    assert not list(_folder("attnsweep.examples").glob("*.py"))
+    for package in CODE_PACKAGES:
         source = (_folder(package) / "__init__.py").read_text()
         assert "__all__" in source, package
 
@@ -187,6 +193,6 @@ def test_the_readme_layout_lists_exactly_the_packages():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `([\w/]+?)/?` \|", section, re.M))
-    packages = {str(_folder(p).relative_to(ROOT)) for p in SETUPTOOLS["packages"]}
+    packages = {str(_folder(p).relative_to(ROOT)) for p in CODE_PACKAGES}
     folders = {f for f in listed if (ROOT / f / "__init__.py").exists()}
     assert folders == packages, f"README lists {sorted(folders)}, the packages are {sorted(packages)}"

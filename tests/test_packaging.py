@@ -48,6 +48,8 @@ def wheel(tmp_path_factory) -> Path:
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
                            "--wheel-dir", str(out), "--quiet"], capture_output=True, text=True, timeout=600, env=ENV)
     assert proc.returncode == 0, proc.stderr
+    # Package data is declared, never guessed: setuptools has no folder to warn about.
+    assert "would be ignored" not in proc.stderr and "absent from the `packages`" not in proc.stderr, proc.stderr
     [built] = out.glob("attnsweep-*.whl")
     return built
 
@@ -72,6 +74,11 @@ def test_the_wheel_holds_only_the_attnsweep_namespace(wheel):
             for f in files:
                 assert f"{package.replace('.', '/')}/{f.relative_to(_folder(package)).as_posix()}" in names
     assert any(n.endswith(".j2") for n in names) and any(n.endswith(".csv") for n in names)
+    # Every example spec, as `attnsweep examples` finds it in an installed wheel.
+    specs = sorted((ROOT / "sweeps").glob("*.yaml"))
+    assert specs and all(f"attnsweep/examples/{p.name}" in names for p in specs)
+    assert {n for n in names if n.startswith("attnsweep/examples/")} == {f"attnsweep/examples/{p.name}" for p in specs}
+    assert all(zipfile.ZipFile(wheel).read(f"attnsweep/examples/{p.name}") == p.read_bytes() for p in specs)
     entry_points = zipfile.ZipFile(wheel).read(f"{next(iter(dist_info))}/entry_points.txt").decode()
     assert "attnsweep = attnsweep." in entry_points
 
@@ -123,6 +130,19 @@ def test_the_installed_wheel_leaves_a_users_results_and_tasks_alone(wheel, tmp_p
                           timeout=300, env={**ENV, "PYTHONPATH": ""})
     assert proc.returncode == 0, proc.stderr
     assert "Usage" in proc.stdout
+    # The example specs come from the wheel, not from a checkout.
+    proc = subprocess.run([venv / "bin" / "attnsweep", "examples", "copy", "quickstart", "qs.yaml"], cwd=user,
+                          capture_output=True, text=True, timeout=300, env={**ENV, "PYTHONPATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert (user / "qs.yaml").read_bytes() == (ROOT / "sweeps" / "quickstart.yaml").read_bytes()
+    listed = subprocess.run([venv / "bin" / "attnsweep", "examples"], cwd=user, capture_output=True, text=True,
+                            timeout=300, env={**ENV, "PYTHONPATH": ""})
+    assert sorted(line.split()[0] for line in listed.stdout.splitlines()) == sorted(
+        p.stem for p in (ROOT / "sweeps").glob("*.yaml"))
+    version = subprocess.run([python, "-c", "import attnsweep, importlib.metadata as m; "
+                              "print(attnsweep.__version__ == m.version('attnsweep'), attnsweep.__version__)"],
+                             cwd=user, capture_output=True, text=True, timeout=300, env={**ENV, "PYTHONPATH": ""})
+    assert version.stdout.split() == ["True", PYPROJECT["project"]["version"]], version.stderr
 
 
 def test_the_editable_install_imports_from_anywhere(tmp_path):

@@ -93,3 +93,28 @@ def test_a_progress_interval_that_is_not_a_sane_number_is_one_error(tmp_path, ar
                           timeout=120, env={**os.environ, **env})
     assert proc.returncode == 2 and "progress-interval" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "store").exists()  # refused before anything started
+
+
+def test_the_live_bar_shows_the_rate_and_eta_the_summary_uses():
+    import io
+    import time
+
+    from rich.console import Console
+
+    from attnsweep.orchestrator.progress import SweepProgress, _EtaColumn, _RateColumn
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    with SweepProgress(console, 100, "live", interval_s=60) as bar:
+        bar.advance(5, Counter(done=5))
+        time.sleep(0.5)
+        bar.advance(5, Counter(done=5))
+        time.sleep(1.5)
+        task = bar._progress.tasks[0]
+        shown = _RateColumn().render(task).plain
+        eta = _EtaColumn().render(task).plain
+        line = parse_progress_line(bar.line())
+    # finished / elapsed, as the plain line and the summary: about 10 / 2 s, not rich's windowed 5 / 0.5 s
+    assert shown == f"{line['rate']:.1f} trials/s" and 4.0 <= line["rate"] <= 5.1, (shown, line)
+    assert task.speed is not None and abs(task.speed - line["rate"]) > 2  # the window would have disagreed
+    h, m, s = map(int, eta.split(":"))
+    assert abs(h * 3600 + m * 60 + s - 90 / line["rate"]) <= 2

@@ -128,3 +128,15 @@ def test_the_table_format_off_a_terminal_shows_every_column_and_character(store)
                           capture_output=True, text=True, cwd=ROOT, timeout=300)  # stdout a pipe, not a terminal
     assert proc.returncode == 0, proc.stderr
     assert "x" * 300 in proc.stdout and "column_39" in proc.stdout and "…" not in proc.stdout
+
+
+@pytest.mark.parametrize("sql, header", [
+    ("SELECT count(*) FROM trials", "count_star()"),
+    ("SELECT 1 AS a_name_much_longer_than_its_value", "a_name_much_longer_than_its_value"),
+    ("SELECT max(seed) AS largest_seed_of_all, min(seed) AS s FROM trials", "largest_seed_of_all"),
+])
+def test_a_narrow_result_keeps_its_whole_header(store, sql, header):
+    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", sql, "--store", str(store)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # off a terminal
+    assert proc.returncode == 0, proc.stderr
+    assert f"│ {header} " in proc.stdout and "…" not in proc.stdout, proc.stdout
