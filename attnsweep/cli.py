@@ -507,13 +507,14 @@ def store_compact(
     from attnsweep.results import ResultsStore
     from attnsweep.results.integrity import compact_store, not_a_run_folder, recognise
     from attnsweep.results.locks import RunLock, RunLockedError
+    from attnsweep.results.store import listing
 
     if not store.strip():
         raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
     results = ResultsStore(store)
     recognise(results)  # exit 2 for no folder, or a folder that is not a store
     total = dict(runs=0, files_before=0, files_after=0, rows=0, deleted_temp=0)
-    folders = [f for f in sorted((results.root / "trials").glob("sweep=*/run_id=*"), key=str)
+    folders = [f for f in sorted(listing(results.root / "trials", "sweep=*/run_id=*"), key=str)
                if (not sweep or f.parent.name == f"sweep={sweep}") and (not run_id or f.name == f"run_id={run_id}")]
     if (sweep or run_id) and not folders:
         raise AttnsweepError(f"no trials of {'run ' + run_id if run_id else ''}{' of ' if sweep and run_id else ''}"

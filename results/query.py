@@ -41,7 +41,7 @@ import polars as pl
 import pyarrow as pa
 
 from attnsweep.results.errors import QueryError, StoreError
-from attnsweep.results.store import ResultsStore
+from attnsweep.results.store import ResultsStore, listing
 
 LOCKED = {
     "enable_external_access": False,
@@ -237,7 +237,7 @@ def _listing(store: ResultsStore) -> list[str]:
     """The names of the store's table files, to tell whether the store changed."""
     try:
         return sorted(str(p) for table in ("trials", "runs")
-                      for p in (store.root / table).glob("sweep=*/run_id=*/*.parquet"))
+                      for p in listing(store.root / table, "sweep=*/run_id=*/*.parquet"))
     except OSError:
         return []
 
