@@ -6,6 +6,7 @@ with code 2; an interrupted run exits with 130 after saving what finished.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -765,6 +766,10 @@ def report(
     if not run_ids and from_folder is None:
         raise AttnsweepError("give at least one run id, or --from a published findings folder "
                              "(attnsweep runs lists them)")
+    if from_folder is not None:
+        from attnsweep.results.outputs import recover_folder
+
+        recover_folder(from_folder)  # a publish a kill interrupted: the old folder or the new one, whole
     if from_folder is not None and not from_folder.is_dir():
         raise AttnsweepError(f"--from: {from_folder} " + ("is not a directory" if from_folder.exists()
                                                           else "does not exist"))
@@ -780,26 +785,62 @@ def report(
 
         check_readme(readme)
         check_readme(readme, SYMMETRY_START, SYMMETRY_END)
-    with tempfile.TemporaryDirectory(prefix="attnsweep-findings-") as scratch:
-        if from_folder is not None:
-            from attnsweep.presentation.findings import load
-
-            store, publish = str(Path(scratch) / "store"), True
-            loaded = load(from_folder, ResultsStore(store))
-            run_ids = [_run_or_latest(ResultsStore(store), r) for r in run_ids or []]  # a sweep: its latest run there
-            unknown = [r for r in run_ids if r not in loaded]
-            if unknown:
-                raise AttnsweepError(f"--from: {from_folder} holds no run {', '.join(unknown)} "
-                                     f"(it holds {', '.join(loaded)})")
-            run_ids = run_ids or loaded
-        source = f"the published rows in {from_folder}" if from_folder is not None else "the results store"
-        path = _report(ResultsStore(store), run_ids, out_dir, publish, readme, source)
+    try:
+        with _sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="attnsweep-findings-") as scratch:
+            path = _report_in(store, run_ids, out_dir, publish, readme, from_folder, scratch)
+    except KeyboardInterrupt:
+        kept = (f"{out_dir} holds the old findings or the new ones, whole, never a mix"
+                + (f"; {readme} is whole" if readme is not None else "")
+                if publish or readme is not None or from_folder is not None
+                else f"{out_dir} may hold some of the new report's files beside the old ones")
+        err.print(f"interrupted: the report stopped; {kept}", style="yellow", markup=False, highlight=False,
+                  soft_wrap=True)
+        raise typer.Exit(130) from None
     written = json.loads((path.parent / "verdicts.json").read_text())
     for caveat in written["caveats"]:
         err.print(f"warning: {caveat}", style="yellow", markup=False)
     verdicts = written["verdicts"]
     out.print(str(path), markup=False, highlight=False, soft_wrap=True)
     out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (``timeout``, a scheduler) stops the block as Ctrl-C does, so that what it
+    writes is cleaned up the same way (from the main thread only)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report_in(store, run_ids, out_dir: Path, publish: bool, readme: Path | None, from_folder: Path | None,
+               scratch: str) -> Path:
+    from attnsweep.results import ResultsStore
+
+    if from_folder is not None:
+        from attnsweep.presentation.findings import load
+        store, publish = str(Path(scratch) / "store"), True
+        loaded = load(from_folder, ResultsStore(store))
+        run_ids = [_run_or_latest(ResultsStore(store), r) for r in run_ids or []]  # a sweep: its latest run there
+        unknown = [r for r in run_ids if r not in loaded]
+        if unknown:
+            raise AttnsweepError(f"--from: {from_folder} holds no run {', '.join(unknown)} "
+                                 f"(it holds {', '.join(loaded)})")
+        run_ids = run_ids or loaded
+    source = f"the published rows in {from_folder}" if from_folder is not None else "the results store"
+    return _report(ResultsStore(store), run_ids, out_dir, publish, readme, source)
 
 
 def _report(store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None,

@@ -40,7 +40,7 @@ from attnsweep.results import ResultsStore
 from attnsweep.stats import verdicts as boolean
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.figures import plot_m_star
-from attnsweep.results.outputs import replacing, write_text
+from attnsweep.results.outputs import read_text_capped, replacing, write_text
 from attnsweep.stats.norm_use import TOLERANCE, fit_limits, norm_growth
 from attnsweep.workers.config import LATER_FIELDS
 
@@ -615,8 +615,9 @@ def check_readme(readme: Path, start: str = START, end: str = END) -> str:
     if not readme.is_file():
         raise AttnsweepError(f"--readme: {readme} is not a file")
     try:
-        with open(readme, encoding="utf-8", newline="") as fh:
-            text = fh.read()
+        text = read_text_capped(readme, "--readme", newline="")
+    except ValueError as exc:  # too large, or not a regular file (a FIFO would block)
+        raise AttnsweepError(str(exc)) from None
     except UnicodeDecodeError as exc:
         raise AttnsweepError(f"--readme: {readme} is not UTF-8 text (byte {exc.start}): "
                              "the findings are Markdown in UTF-8") from exc
@@ -649,9 +650,13 @@ def update_readme(readme: Path, markdown: str, start: str = START, end: str = EN
         text = "".join(lines[:starts[0]]) + block + "".join(lines[ends[0] + 1:])
     else:
         text = text.rstrip() + (newline * 2 if text.strip() else "") + block
+    # Written aside and renamed over the README (at its target, when it is a link: the README
+    # the user keeps, not the link, is what gets the section): a full disk or a kill mid-write
+    # leaves the old README whole, never one cut mid-line.
     try:
-        with open(readme, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with replacing(os.path.realpath(readme)) as temp:
+            with open(temp, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
     except OSError as exc:
         raise AttnsweepError(f"--readme: cannot write {readme}: {exc.strerror or exc}") from exc
 
@@ -669,7 +674,7 @@ def relative(folder: Path, readme: Path) -> str:
 
 def read_section(readme: Path, start: str = START, end: str = END) -> str:
     """The Markdown between the marker lines of ``readme`` ("" when it has none)."""
-    text = Path(readme).read_text(encoding="utf-8")
+    text = read_text_capped(readme, "--readme")
     starts, ends = _marker_lines(text, start, end)
     if not starts or not ends:
         return ""

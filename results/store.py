@@ -277,9 +277,9 @@ class ResultsStore:
             # fsspec keeps one client per URI and process, with a cache of listings (s3fs,
             # gcsfs) shared by every store object: another process's files would stay unseen.
             self.root.fs.invalidate_cache()
-        found = listing(folder, "*.parquet") if folder is not None else listing(self.root / table, "sweep=*/run_id=*/*.parquet")
         try:
-            found = sorted(found, key=str)
+            found = sorted(listing(folder, "*.parquet") if folder is not None
+                           else listing(self.root / table, "sweep=*/run_id=*/*.parquet"), key=str)
         except OSError:
             raise
         except Exception as exc:  # noqa: BLE001 - an object store client's own errors, as a local listing's OSError

@@ -1,0 +1,314 @@
+"""What the product guarantees against a hostile or careless user (docs/decisions.md, "What we
+guarantee"): paths are taken literally, files it updates are replaced whole, a published folder
+is one unit, a query's memory and spill are bounded, every command writes only where it was
+asked, and text from data reaches the terminal as text."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from attnsweep.orchestrator.rows import run_schema, trial_schema
+from attnsweep.orchestrator.spec import parse_spec, trial_id
+from attnsweep.results import ResultsStore
+from attnsweep.workers import BooleanTrialConfig
+
+SPEC = "name: tiny\nseeds: 4\ngrid: {m: [16, 32]}\nfixed: {task: and, T: 8, s: 3, n_test: 100}\n"
+
+
+def _cli(*args, cwd, env=None, timeout=600, **kw):
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def make_store(root: Path, run_id: str, status: str = "finished", trial_status: str = "done",
+               sweep: str = "tiny") -> ResultsStore:
+    """A store at ``root`` holding one finished run of :data:`SPEC` (8 trials) under ``run_id``."""
+    spec = parse_spec(SPEC.replace("name: tiny", f"name: {sweep}"))
+    store = ResultsStore(root)
+    ok = trial_status == "done"
+    rows = []
+    for m in (16, 32):
+        for seed in range(4):
+            cfg = BooleanTrialConfig(task="and", T=8, s=3, m=m, seed=seed, n_test=100)
+            rows.append({**cfg.model_dump(), "trial_id": trial_id(cfg), "experiment": "sparse_boolean",
+                         "status": trial_status, "test_acc": 1.0 if ok else None, "train_acc": 1.0 if ok else None,
+                         "converged": ok})
+    schema = trial_schema()
+    store.write_trials(spec.name, run_id,
+                       pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema))
+    t0 = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
+    store.write_run(spec.name, run_id, dict(
+        status=status, started_at=t0, ended_at=t0, wall_s=1.0, n_trials=len(rows), n_done=len(rows) if ok else 0,
+        n_failed=0 if ok else len(rows), n_diverged=0, n_lost=0, spec_name=spec.name, spec_hash=spec.spec_hash(),
+        spec_yaml=SPEC.replace("name: tiny", f"name: {sweep}"), executor="x", host="x", code_version="x",
+        packages="{}", experiment="sparse_boolean", trial_fields=None, cell_counts=None, attempts=[]), run_schema())
+    return store
+
+
+MINE, DECOY = "20261202-090000-aaaaaa", "20261202-090000-dddddd"
+
+
+# --- paths are paths, not patterns --------------------------------------------------------------
+
+# Each store's name is a pattern that the decoy's name matches (fnmatch, polars' and fsspec's
+# globs, brace expansion): a reader that expands it reads the decoy's run, or none.
+@pytest.mark.parametrize("name, decoy", [
+    ("data [run2]", "data r"),
+    ("st*", "stX"),
+    ("res?lts", "resXlts"),
+    ("s{a,b}", "sa"),
+    ("[!x]y", "zy"),
+])
+def test_every_command_reads_the_store_it_was_given_not_what_its_name_matches(tmp_path, name, decoy):
+    make_store(tmp_path / name, MINE)
+    make_store(tmp_path / decoy, DECOY, sweep="decoy")
+    proc = _cli("runs", "--store", name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert MINE in proc.stdout and DECOY not in proc.stdout, proc.stdout
+    proc = _cli("store", "check", "--store", name, cwd=tmp_path)
+    assert proc.returncode == 0 and "trials: 1 files, 8 rows" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    proc = _cli("analyze", MINE, "--store", name, "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cells = json.loads(proc.stdout)
+    assert {c["m_star"] for c in cells} == {16} and "missing" not in proc.stderr, proc.stdout
+    proc = _cli("resume", MINE, "--store", name, "--local", "--no-analyze", cwd=tmp_path)
+    assert proc.returncode == 0 and "is complete (8 trials); nothing to resume" in proc.stderr, proc.stderr[-2000:]
+    proc = _cli("report", MINE, "--store", name, "--out", "out", "--publish", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import polars as pl
+
+    published = pl.read_parquet(tmp_path / "out" / "trials.parquet")
+    assert published["run_id"].unique().to_list() == [MINE] and published.height == 8
+    # the decoy was only read, never written
+    assert not (tmp_path / decoy / "quarantine").exists()
+    assert ResultsStore(tmp_path / decoy).scan_runs().collect()["run_id"].to_list() == [DECOY]
+
+
+def test_store_reads_take_file_and_folder_names_literally(tmp_path):
+    """The library itself, on a store whose root holds every glob character."""
+    root = tmp_path / "a[b]*?{c,d}"
+    store = make_store(root, MINE)
+    make_store(tmp_path / "abc", DECOY, sweep="decoy")
+    assert ResultsStore(root).scan_trials().collect().height == 8
+    assert ResultsStore(root).scan_run_trials("tiny", MINE).collect().height == 8
+    assert ResultsStore(root).arrow_dataset().to_table().num_rows == 8
+    assert store.scan_runs().collect()["run_id"].to_list() == [MINE]
+
+
+# --- files the product updates are replaced whole ----------------------------------------------
+
+HAND = "# My project\n\nIntro written by hand.\n\n{section}\n## After the findings\n\nHand-written text, " \
+       "kept.\n" + "More prose. " * 200 + "\n"
+
+
+def _readme_with_section(path: Path) -> bytes:
+    from attnsweep.presentation.findings import END, START
+
+    path.write_text(HAND.format(section=f"{START}\nold findings\n{END}\n"))
+    return path.read_bytes()
+
+
+def test_a_readme_whose_write_fails_halfway_is_left_as_it_was(tmp_path, monkeypatch):
+    import errno
+
+    from attnsweep.presentation import findings
+
+    readme = tmp_path / "README.md"
+    before = _readme_with_section(readme)
+    real_open = open
+
+    class HalfWrite:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def write(self, text):
+            self.fh.write(text[: len(text) // 2])
+            self.fh.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def failing_open(file, mode="r", *args, **kw):
+        fh = real_open(file, mode, *args, **kw)
+        return HalfWrite(fh) if "w" in mode else fh
+
+    monkeypatch.setattr(findings, "open", failing_open, raising=False)
+    with pytest.raises(findings.AttnsweepError, match="No space left"):
+        findings.update_readme(readme, "new findings\n" * 500)
+    assert readme.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]  # no temporary file left
+
+
+def _mount_tmpfs(folder: Path, size: str) -> bool:
+    folder.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
+    return proc.returncode == 0
+
+
+def test_a_readme_on_a_full_disk_is_left_as_it_was_and_named(tmp_path):
+    disk = tmp_path / "disk"
+    if not _mount_tmpfs(disk, "256k"):
+        pytest.skip("no right to mount a small file system here (the half-write test covers the class)")
+    try:
+        make_store(tmp_path / "store", MINE)
+        readme = disk / "README.md"
+        before = _readme_with_section(readme)
+        free = os.statvfs(disk)
+        (disk / "filler").write_bytes(b"x" * (free.f_bavail * free.f_frsize - 4096))  # one page left
+        proc = _cli("report", MINE, "--store", "store", "--out", "out", "--readme", str(readme), cwd=tmp_path)
+        assert proc.returncode == 2 and "No space left" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert str(readme) in proc.stderr
+        assert readme.read_bytes() == before
+        assert sorted(p.name for p in disk.iterdir()) == ["README.md", "filler"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_readme_update_keeps_its_permissions_and_a_link_stays_a_link(tmp_path):
+    from attnsweep.presentation import findings
+
+    real = tmp_path / "docs" / "README.md"
+    real.parent.mkdir()
+    _readme_with_section(real)
+    real.chmod(0o640)
+    link = tmp_path / "README.md"
+    link.symlink_to(real)
+    findings.update_readme(link, "fresh findings")
+    assert link.is_symlink() and "fresh findings" in real.read_text() and "Hand-written text, kept." in real.read_text()
+    assert (real.stat().st_mode & 0o777) == 0o640
+
+
+def test_a_readme_too_large_to_read_whole_is_refused_before_anything_is_read(tmp_path):
+    from attnsweep.presentation import findings
+    from attnsweep.results.outputs import MAX_TEXT_BYTES
+
+    readme = tmp_path / "README.md"
+    with open(readme, "wb") as fh:  # sparse: no disk and no memory until read
+        fh.truncate(MAX_TEXT_BYTES + 1)
+    with pytest.raises(findings.AttnsweepError, match="more than the"):
+        findings.check_readme(readme)
+    make_store(tmp_path / "store", MINE)
+    proc = _cli("report", MINE, "--store", "store", "--readme", "README.md", cwd=tmp_path)
+    assert proc.returncode == 2 and "more than the" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "reports").exists()
+
+
+# --- a published folder is one unit -----------------------------------------------------------
+
+# `attnsweep report` that signals itself at the Nth step of interest (a rename or replace of a
+# file or folder, the folder exchange, a removal of a tree, a copy of the old folder): a real
+# signal to a real process, at a moment chosen exactly. Argument 1: N (0: never; the count of
+# steps is written to argument 3); argument 2: the signal's name.
+KILL_AT = """
+import atexit, os, shutil, signal, sys
+import attnsweep.results.outputs as outputs
+
+n, sig, count_file = int(sys.argv.pop(1)), getattr(signal, sys.argv.pop(1)), sys.argv.pop(1)
+steps = [0]
+
+def step():
+    steps[0] += 1
+    if steps[0] == n:
+        os.kill(os.getpid(), sig)
+
+def wrap(fn):
+    def wrapped(*a, **kw):
+        step()
+        return fn(*a, **kw)
+    return wrapped
+
+os.replace, os.rename = wrap(os.replace), wrap(os.rename)
+outputs._exchange, outputs._remove_tree = wrap(outputs._exchange), wrap(outputs._remove_tree)
+shutil.copytree = wrap(shutil.copytree)
+atexit.register(lambda: open(count_file, "w").write(str(steps[0])))
+from attnsweep.cli import main
+sys.argv = ["attnsweep", *sys.argv[1:]]
+main()
+"""
+
+OTHER = "20261202-100000-bbbbbb"
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _publish_killed(tmp_path: Path, n: int, sig: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
+    return subprocess.run([sys.executable, "-c", KILL_AT, str(n), sig, str(tmp_path / "steps"), "report", MINE, OTHER,
+                           "--store", "store", "--out", "pub", "--publish"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_a_publish_killed_at_any_moment_leaves_the_old_folder_or_the_new_one(tmp_path):
+    from attnsweep.presentation.findings import _check_sums, published_rows
+    from attnsweep.results.outputs import recover_folder
+
+    make_store(tmp_path / "store", MINE)
+    make_store(tmp_path / "store", OTHER, sweep="other")
+    proc = _cli("report", MINE, "--store", "store", "--out", "pub", "--publish", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (tmp_path / "pub" / "notes.txt").write_text("a person's notes, kept")
+    old = _snapshot(tmp_path / "pub")
+    proc = _publish_killed(tmp_path, 0, "SIGKILL")  # counts the steps of a whole publish
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    total = int((tmp_path / "steps").read_text())
+    assert total > 10
+    new_rows = published_rows(tmp_path / "pub")
+    assert new_rows == {MINE: 8, OTHER: 8}
+    # back to the old folder, then kill the same publish at several moments
+    import shutil
+
+    shutil.rmtree(tmp_path / "pub")
+    (tmp_path / "pub").mkdir()
+    for name, data in old.items():
+        (tmp_path / "pub" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pub" / name).write_bytes(data)
+    seen = set()
+    moments = [(1, "SIGKILL"), (2, "SIGKILL"), (total // 2, "SIGKILL"), (total - 3, "SIGKILL"), (total - 2, "SIGKILL"),
+               (total - 1, "SIGKILL"), (total, "SIGKILL"), (total // 2, "SIGTERM"), (total - 1, "SIGTERM"),
+               (total // 3, "SIGINT")]
+    for n, sig in moments:
+        proc = _publish_killed(tmp_path, n, sig)
+        assert "Traceback" not in proc.stderr, (n, sig, proc.stderr[-3000:])
+        if sig != "SIGKILL" and proc.returncode != 0:
+            assert proc.returncode == 130 and "interrupted: the report stopped" in proc.stderr, proc.stderr[-2000:]
+        recover_folder(tmp_path / "pub")  # what the next start does
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["pub", "steps", "store"], (n, sig)
+        _check_sums(tmp_path / "pub")  # raises unless SHA256SUMS hold
+        assert (tmp_path / "pub" / "notes.txt").read_text() == "a person's notes, kept"
+        now = _snapshot(tmp_path / "pub")
+        if now == old:
+            seen.add("old")
+        else:
+            assert published_rows(tmp_path / "pub") == new_rows, (n, sig)
+            assert set(now) >= set(old), (n, sig)
+            seen.add("new")
+            shutil.rmtree(tmp_path / "pub")  # the old folder again for the next moment
+            for name, data in old.items():
+                (tmp_path / "pub" / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp_path / "pub" / name).write_bytes(data)
+    assert seen == {"old", "new"}  # the moments fell both before and after the swap
+    proc = _cli("report", "--from", "pub", "--out", "again", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_publishing_into_the_current_folder_is_refused(tmp_path):
+    make_store(tmp_path / "store", MINE)
+    for out in (".", str(tmp_path.parent)):
+        proc = _cli("report", MINE, "--store", "store", "--out", out, "--publish", cwd=tmp_path)
+        assert proc.returncode == 2 and "is the current folder or holds it" in proc.stderr, proc.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
