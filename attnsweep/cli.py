@@ -886,20 +886,22 @@ def query(
     memory_limit: Annotated[str, typer.Option(
         "--memory-limit", envvar="ATTNSWEEP_QUERY_MEMORY", metavar="SIZE",
         help="DuckDB's memory for the query, e.g. 2GB, 512MiB or 25% (of this machine's); beyond it, it spills "
-             "to a temporary folder")] = "25%",
+             "to a temporary folder; the result's batches count too")] = "25%",
+    spill_limit: Annotated[str | None, typer.Option(
+        "--spill-limit", envvar="ATTNSWEEP_QUERY_SPILL", metavar="SIZE",
+        help="the most the query may spill to its temporary folder (under TMPDIR), e.g. 20GB or 50% (of the space "
+             "free there); default half the space free there. The folder is removed however the query ends")] = None,
 ) -> None:
     """Run a read-only SQL query over the store (DuckDB SQL; the engine has no file access).
 
     The table format shows at most 200 rows; csv, json and parquet stream every row. The SQL
     is at most 1,000,000 bytes.
     """
-    from contextlib import nullcontext
-
-    from attnsweep.presentation.query_output import converter, open_output, read_sql, read_sql_file, table_text, write_batches
-    from attnsweep.results import ResultsStore, stream_query
-    from attnsweep.results.query import check_memory_limit, hugeint_as_text, table_schemas
+    from attnsweep.presentation.query_output import read_sql, read_sql_file
+    from attnsweep.results.query import check_memory_limit, check_spill_limit, table_schemas
 
     limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
+    spill_bytes = check_spill_limit(spill_limit)
     target = _query_output(output) if output is not None and not schema else None
     _check_paths(store, None)
     results = _existing_store(store)
@@ -929,20 +931,8 @@ def query(
             raise AttnsweepError("query -: stdin is closed; give the SQL as an argument or with --file FILE")
         sql = read_sql(sys.stdin.buffer, "stdin")
     try:
-        schema_, batches = stream_query(results, sql, memory_limit=limit, convert=hugeint_as_text(converter(format)))
-        with batches:  # the connection and its spill folder go whatever happens below
-            sink = open_output(target) if target is not None else nullcontext(sys.stdout.buffer)
-            if format == "table":
-                # On a terminal polars fits the table to it; a file or a pipe gets every column, every character.
-                terminal = output is None and sys.stdout.isatty()
-                text = table_text(schema_, batches, terminal=terminal)
-                with sink as fh:
-                    fh.write((text + "\n").encode())
-            else:
-                with sink as fh:
-                    write_batches(schema_, batches, format, fh)
-            if target is None:
-                sys.stdout.buffer.flush()
+        with _sigterm_as_interrupt():  # SIGTERM (timeout, cron, systemd) cleans up as Ctrl-C does
+            _query_to(results, sql, limit, spill_bytes, format, target, output)
     except KeyboardInterrupt:
         err.print("interrupted" + (f": {output} is as it was" if target is not None and not target.through else ""),
                   style="yellow", markup=False, highlight=False)
@@ -953,6 +943,30 @@ def query(
         except (OSError, ValueError):
             pass
         raise typer.Exit(141) from None
+
+
+def _query_to(results, sql: str, limit: str, spill_bytes: int, format: str, target, output: str | None) -> None:
+    from contextlib import nullcontext
+
+    from attnsweep.presentation.query_output import converter, open_output, table_text, write_batches
+    from attnsweep.results import stream_query
+    from attnsweep.results.query import hugeint_as_text
+
+    schema_, batches = stream_query(results, sql, memory_limit=limit, convert=hugeint_as_text(converter(format)),
+                                    spill_bytes=spill_bytes)
+    with batches:  # the connection and its spill folder go whatever happens below
+        sink = open_output(target) if target is not None else nullcontext(sys.stdout.buffer)
+        if format == "table":
+            # On a terminal polars fits the table to it; a file or a pipe gets every column, every character.
+            terminal = output is None and sys.stdout.isatty()
+            text = table_text(schema_, batches, terminal=terminal)
+            with sink as fh:
+                fh.write((text + "\n").encode())
+        else:
+            with sink as fh:
+                write_batches(schema_, batches, format, fh)
+        if target is None:
+            sys.stdout.buffer.flush()
 
 
 def main() -> None:

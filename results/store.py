@@ -694,6 +694,7 @@ def store_root(root: str | os.PathLike) -> tuple[Path, bool]:
 
 
 _IGNORED = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP, errno.EACCES, errno.EPERM)
+_IGNORED_TYPES = (FileNotFoundError, NotADirectoryError, PermissionError)  # fsspec's carry no errno
 
 
 def listing(base: Path, pattern: str) -> list[Path]:
@@ -710,7 +711,7 @@ def listing(base: Path, pattern: str) -> list[Path]:
             try:
                 entries = list(folder.iterdir())
             except OSError as exc:
-                if isinstance(exc, PermissionError) or exc.errno in _IGNORED or isinstance(exc, FileNotFoundError):
+                if isinstance(exc, _IGNORED_TYPES) or exc.errno in _IGNORED:
                     continue
                 raise
             found += [p for p in entries if fnmatch.fnmatchcase(p.name, part)]
@@ -727,7 +728,7 @@ def listing_tree(base: Path) -> list[Path]:
         try:
             entries = list(folder.iterdir())
         except OSError as exc:
-            if isinstance(exc, PermissionError) or exc.errno in _IGNORED or isinstance(exc, FileNotFoundError):
+            if isinstance(exc, _IGNORED_TYPES) or exc.errno in _IGNORED:
                 continue
             raise
         out += entries
