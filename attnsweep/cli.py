@@ -299,9 +299,16 @@ def replicate(
     if record["spec_hash"] != s.spec_hash():
         raise AttnsweepError(f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
                              f"this spec {s.spec_hash()}); replicate pins one spec")
+    if record.get("status") != "finished":
+        raise AttnsweepError(f"--baseline: run {baseline} is {record.get('status') or 'not recorded as finished'}, "
+                             "not finished: a replication compared with it would report what it lacks as a "
+                             "regression. Finish it first (attnsweep resume " + baseline + ") or give a finished run")
     _analysable(results, baseline)  # before the sweep runs again, not after
+    if report is not None:  # the folder checked before the sweep runs: it writes only inside it
+        _check_report_folder(results, report)
     summary = api.run(s, store, address=address, local=local, progress_interval_s=progress_interval, console=err)
     folder = report or Path("reports") / s.name / summary.run_id
+    _check_report_folder(results, folder)
     comparisons = compare_runs(results, baseline, summary.run_id, tolerance, alpha, folder / "figures")
     header = dict(sweep=s.name, spec_hash=s.spec_hash(), baseline_code=record["code_version"],
                   new_code=code_version(), tolerance=tolerance, alpha=alpha)
@@ -328,6 +335,27 @@ JobArg = Annotated[str, typer.Argument(metavar="JOB_ID", help="job id from submi
 TimeoutOpt = Annotated[float, typer.Option("--timeout", envvar="ATTNSWEEP_TIMEOUT", min=0.1, max=86_400, metavar="SECONDS",
                                            help="seconds each call to the job server may take")]
 DEFAULT_TIMEOUT = 30.0  # orchestrator.deadline.TIMEOUT_S, without importing it for --help
+
+
+def _check_report_folder(results, folder: Path) -> None:
+    """Raise AttnsweepError unless ``replicate`` may write its report into ``folder``: not a
+    file, not inside the store, no link among its figure folders, no report.md of an earlier
+    replication (each run gets a folder of its own; a second one would replace the first's)."""
+    from attnsweep.results.outputs import check_output_folder
+
+    if folder.exists() and not folder.is_dir():
+        raise AttnsweepError(f"--report: {folder} exists and is not a folder")
+    if results.holds(folder):
+        raise AttnsweepError(f"--report: {folder} is inside the results store at {results.root}; give a folder "
+                             "outside it")
+    figures = folder / "figures"
+    try:
+        check_output_folder(folder, [figures, figures / "baseline", figures / "new"], "--report")
+    except ValueError as exc:
+        raise AttnsweepError(str(exc)) from None
+    if (folder / "report.md").exists() and not (folder / "report.md").is_symlink():
+        raise AttnsweepError(f"--report: {folder} already holds the report of a replication (report.md); each "
+                             "replication gets a folder of its own: give a new one")
 
 
 def _analysable(results, run_id: str) -> None:

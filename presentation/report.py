@@ -43,7 +43,7 @@ from attnsweep.stats.critical import format_m_star
 from attnsweep.stats import symmetry as sym
 from attnsweep.stats import verdicts as boolean
 from attnsweep.stats.figures import plot_reference
-from attnsweep.results.outputs import building, linked_folders, recover_folder, replacing, write_text
+from attnsweep.results.outputs import building, check_output_folder, recover_folder, replacing, write_text
 
 TEMPLATES = Path(__file__).parent / "templates"
 SYMMETRY_CSV = "m_star_symmetry.csv"
@@ -298,10 +298,10 @@ def _own_folders(out_dir: Path, run_ids: list[str]) -> None:
     figures would land wherever the link points (a link at a file name is simply replaced,
     results/outputs.py)."""
     figures = out_dir / "figures"
-    linked = linked_folders(out_dir, [figures, *(figures / run_id for run_id in run_ids)])
-    if linked:
-        raise AttnsweepError(f"--out: {linked[0]} is a link to {linked[0].resolve()}; the report writes its figures "
-                             "there and does not follow links out of its folder. Remove the link or give another --out")
+    try:
+        check_output_folder(out_dir, [figures, *(figures / run_id for run_id in run_ids)], "--out")
+    except ValueError as exc:
+        raise AttnsweepError(str(exc)) from None
 
 
 def summary(verdicts: list[dict]) -> str:

@@ -90,6 +90,21 @@ def read_text_capped(path: Path | str, what: str, limit: int = MAX_TEXT_BYTES, e
     return text if newline == "" else text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def check_output_folder(root: Path | str, folders: list[Path | str], option: str) -> None:
+    """Refuse, before anything is written, an output folder whose subfolders (``folders``,
+    under ``root``) are links or lead out of ``root``: every command that writes files into a
+    folder it was given calls this first, and writes each file through :func:`replacing`, so it
+    writes only inside that folder (a link at a file's name is replaced, never followed).
+
+    Raises:
+        ValueError: naming the option, the link and where it points.
+    """
+    linked = linked_folders(root, [Path(f) for f in folders])
+    if linked:
+        raise ValueError(f"{option}: {linked[0]} is a link to {linked[0].resolve()}; files are written only inside "
+                         f"{root}, never through links out of it. Remove the link or give another folder")
+
+
 def linked_folders(root: Path | str, folders: list[Path]) -> list[Path]:
     """The folders among ``folders`` (paths under ``root``) that are links or lie, once
     resolved, outside ``root``: a report refuses to write through them, since its files

@@ -425,3 +425,79 @@ def test_a_query_ended_by_sigterm_or_sigkill_leaves_no_spill_behind(tmp_path):
     done = _cli("query", "SELECT count(*) AS n FROM trials", "--store", "store", cwd=tmp_path, env={"TMPDIR": str(tmp)})
     assert done.returncode == 0 and "8" in done.stdout, done.stderr[-2000:]
     assert list(tmp.iterdir()) == []
+
+
+# --- every command writes only inside the folder it was given ---------------------------------
+
+REPL = ("name: rep\nseeds: 2\ngrid: {m: [8, 64]}\nfixed: {task: and, T: 8, s: 1, d: 8, heads: 2, max_epochs: 30, "
+        "n_test: 100}\nanalysis: {n_boot: 50}\n")
+
+
+@pytest.fixture(scope="module")
+def repl_baseline(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repl")
+    (root / "rep.yaml").write_text(REPL)
+    proc = _cli("run", "rep.yaml", "--local", "--no-analyze", "--store", "store", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, ResultsStore(root / "store").latest_run()[1]
+
+
+def _n_runs(root: Path) -> int:
+    return ResultsStore(root / "store").scan_runs().collect().height
+
+
+def test_replicate_replaces_a_link_at_its_report_and_leaves_the_target_alone(repl_baseline):
+    root, run = repl_baseline
+    victim = root / "victim.md"
+    victim.write_text("someone else's file")
+    (root / "rep1").mkdir()
+    (root / "rep1" / "report.md").symlink_to(victim)
+    proc = _cli("replicate", "rep.yaml", "--baseline", run, "--store", "store", "--local", "--report", "rep1",
+                cwd=root)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert victim.read_text() == "someone else's file"
+    report = root / "rep1" / "report.md"
+    assert report.is_file() and not report.is_symlink() and "# Replication of rep" in report.read_text()
+    assert (root / "rep1" / "figures" / "new" / "m_star_vs_T.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("link", ["figures", "figures/new", "figures/baseline"])
+def test_replicate_refuses_a_linked_figure_folder_before_it_runs(repl_baseline, link):
+    root, run = repl_baseline
+    before = _n_runs(root)
+    elsewhere = root / f"elsewhere-{link.replace('/', '-')}"
+    elsewhere.mkdir()
+    out = root / f"rep-{link.replace('/', '-')}"
+    (out / link).parent.mkdir(parents=True, exist_ok=True)
+    (out / link).symlink_to(elsewhere, target_is_directory=True)
+    proc = _cli("replicate", "rep.yaml", "--baseline", run, "--store", "store", "--local", "--report", str(out),
+                cwd=root)
+    assert proc.returncode == 2 and "is a link to" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert list(elsewhere.iterdir()) == [] and _n_runs(root) == before
+
+
+def test_replicate_never_writes_over_an_earlier_replications_report(repl_baseline):
+    root, run = repl_baseline
+    before = _n_runs(root)
+    (root / "earlier").mkdir()
+    (root / "earlier" / "report.md").write_text("last night's report")
+    proc = _cli("replicate", "rep.yaml", "--baseline", run, "--store", "store", "--local", "--report", "earlier",
+                cwd=root)
+    assert proc.returncode == 2 and "folder of its own" in proc.stderr, proc.stderr
+    assert (root / "earlier" / "report.md").read_text() == "last night's report" and _n_runs(root) == before
+
+
+@pytest.mark.parametrize("status", ["interrupted", "running", "failed"])
+def test_replicate_refuses_an_unfinished_baseline_before_it_runs(tmp_path, status):
+    make_store(tmp_path / "store", MINE, status=status)
+    (tmp_path / "tiny.yaml").write_text(SPEC)
+    proc = _cli("replicate", "tiny.yaml", "--baseline", MINE, "--store", "store", "--local", cwd=tmp_path)
+    assert proc.returncode == 2 and f"is {status}, not finished" in proc.stderr, proc.stderr[-2000:]
+    assert ResultsStore(tmp_path / "store").scan_runs().collect().height == 1
+
+
+def test_the_nightly_job_writes_each_run_into_a_folder_of_its_own():
+    script = (Path(__file__).resolve().parents[1] / "deploy" / "nightly.sh").read_text()
+    line = next(ln for ln in script.splitlines() if "--report" in ln)
+    folder = line.split('"')[1]
+    assert "%H%M%S" in folder and "$$" in folder  # to the second, and the process: two runs a day differ
