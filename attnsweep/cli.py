@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from attnsweep.orchestrator.errors import AttnsweepError, RayDiedError
+from attnsweep.presentation.console_text import log_text, markup, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Sweeps of small attention models on Ray, results in Parquet, verdicts with polars.")
@@ -65,7 +66,7 @@ def _options(
 
 def _error(message: str) -> None:
     # One line however long: a wrapped message breaks grep and the tests that read it.
-    err.print(f"error: {message}", markup=False, highlight=False, style="red", soft_wrap=True)
+    err.print(f"error: {visible(message)}", markup=False, highlight=False, style="red", soft_wrap=True)
 
 
 def _user_errors(fn):
@@ -232,25 +233,32 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
                           run_id=run_id, progress_interval_s=progress_interval, console=err)
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
-                  + (f" --store {store}" if store != DEFAULT_STORE else ""), soft_wrap=True)
+                  + (f" --store {markup(_quoted(store))}" if store != DEFAULT_STORE else ""), soft_wrap=True)
         raise typer.Exit(130) from None
     except RayDiedError as exc:  # one line naming the run to resume, not Ray's traceback
         raise AttnsweepError(f"{exc} with: attnsweep resume {run_id}"
                              + (f" --store {store}" if store != DEFAULT_STORE else "")) from None
     if summary.already_complete:
-        err.print(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume", markup=False)
+        err.print(visible(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume"), markup=False)
     else:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
         if resume_id is not None:  # the whole run, as the store holds it; then this attempt's part
             whole = _trial_counts(store, summary.sweep, summary.run_id)
             counts = (", ".join(f"{k} {v}" for k, v in sorted(whole.items())) or "no trials") + f" (this attempt: {counts})"
-        err.print(f"[bold]run {summary.run_id}[/] of sweep {summary.sweep}: {counts}; "
+        err.print(f"[bold]run {markup(summary.run_id)}[/] of sweep {markup(summary.sweep)}: {markup(counts)}; "
                   f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s, "
-                  f"workers idle {summary.idle_frac or 0:.0%} of the time; store {store}", soft_wrap=True)
+                  f"workers idle {summary.idle_frac or 0:.0%} of the time; store {markup(store)}", soft_wrap=True)
     if analyze:
         from attnsweep.results import ResultsStore
 
         _print_analysis(ResultsStore(store), summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
+
+
+def _quoted(path: str) -> str:
+    """``path`` as a shell word (a command to copy and paste)."""
+    import shlex
+
+    return shlex.quote(path)
 
 
 def _trial_counts(store: str, sweep: str, run_id: str) -> dict[str, int]:
@@ -314,15 +322,15 @@ def replicate(
                   new_code=code_version(), tolerance=tolerance, alpha=alpha)
     caveats = [n for r in (baseline, summary.run_id) for n in run_caveats(results, results.sweep_of(r), r)]
     for note in caveats:
-        err.print(f"warning: {note}", style="yellow", markup=False, highlight=False)
+        err.print(visible(f"warning: {note}"), style="yellow", markup=False, highlight=False)
     path = write_report(folder / "report.md", comparisons, baseline, summary.run_id, folder / "figures", header,
                         caveats)
     failed = [c for c in comparisons if c.ok is False]
     for c in failed:
-        err.print(f"moved: {c.kind} {c.what}: baseline {c.baseline}, new {c.new}", markup=False, highlight=False)
+        err.print(visible(f"moved: {c.kind} {c.what}: baseline {c.baseline}, new {c.new}"), markup=False, highlight=False)
     verdict = "REGRESSION" if failed else "passed"
-    out.print(f"replication of {s.name} (run {summary.run_id} vs baseline {baseline}): {verdict}; "
-              f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} comparisons failed; report {path}",
+    out.print(visible(f"replication of {s.name} (run {summary.run_id} vs baseline {baseline}): {verdict}; "
+                      f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} comparisons failed; report {path}"),
               markup=False, highlight=False)
     if failed:
         raise typer.Exit(1)
@@ -396,12 +404,12 @@ def submit(
     from attnsweep.orchestrator import jobs
 
     jid = jobs.submit(spec, address, store, job_id, timeout_s=timeout, progress_interval_s=progress_interval)
-    out.print(jid, markup=False, highlight=False)
+    out.print(visible(jid), markup=False, highlight=False)
     if wait:
-        jobs.logs(address, jid, follow=True, write=lambda chunk: err.print(chunk, end="", markup=False, highlight=False),
+        jobs.logs(address, jid, follow=True, write=lambda chunk: err.print(log_text(chunk), end="", markup=False, highlight=False),
                   timeout_s=timeout)
         state, message = jobs.status(address, jid, timeout_s=timeout)
-        err.print(f"job {jid}: {state}{': ' + message if message else ''}", markup=False, highlight=False)
+        err.print(visible(f"job {jid}: {state}{': ' + message if message else ''}"), markup=False, highlight=False)
         if state != "SUCCEEDED":
             raise typer.Exit(1)
 
@@ -414,7 +422,7 @@ def status(job_id: JobArg, address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
     from attnsweep.orchestrator import jobs
 
     state, message = jobs.status(address, job_id, timeout_s=timeout)
-    out.print(f"{state}{': ' + message if message else ''}", markup=False, highlight=False)
+    out.print(visible(f"{state}{': ' + message if message else ''}"), markup=False, highlight=False)
 
 
 @app.command()
@@ -428,7 +436,7 @@ def logs(
     """Print a submitted job's log."""
     from attnsweep.orchestrator import jobs
 
-    jobs.logs(address, job_id, follow, write=lambda chunk: typer.echo(chunk, nl=False), timeout_s=timeout)
+    jobs.logs(address, job_id, follow, write=lambda chunk: typer.echo(log_text(chunk), nl=False), timeout_s=timeout)
 
 
 @app.command()
@@ -439,7 +447,7 @@ def cancel(job_id: JobArg, address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
     from attnsweep.orchestrator import jobs
 
     stopped = jobs.cancel(address, job_id, timeout_s=timeout)
-    out.print(f"job {job_id}: {'stopping' if stopped else 'had already ended'}", markup=False, highlight=False)
+    out.print(visible(f"job {job_id}: {'stopping' if stopped else 'had already ended'}"), markup=False, highlight=False)
 
 
 store_app = typer.Typer(no_args_is_help=True, help="Check or compact the results store.")
@@ -455,8 +463,6 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     schema per table, one row per trial id in each run, each ended run's trials as its record
     counts them, one record per run, no temporary files of dead writers, no failed or dead
     runs. Exit 1 on a problem, 2 when the path is not a store."""
-    from rich.markup import escape
-
     from attnsweep.results import ResultsStore
     from attnsweep.results.integrity import check_store
 
@@ -464,59 +470,59 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
         raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
     report = check_store(ResultsStore(store))
     if report.empty:
-        out.print(f"empty: the store at {escape(store)} holds no runs yet (nothing to check)")
+        out.print(f"empty: the store at {markup(store)} holds no runs yet (nothing to check)")
         return
     out.print(f"trials: {report.files['trials']} files, {report.rows['trials']} rows; "
               f"runs: {report.files['runs']} files, {report.rows['runs']} rows")
     for path in report.quarantined:
-        out.print(f"[red]damaged[/]: {escape(path)} (unreadable as Parquet; quarantined: its rows are not read; "
+        out.print(f"[red]damaged[/]: {markup(path)} (unreadable as Parquet; quarantined: its rows are not read; "
                   "resume its run to recompute them, then delete the file)")
     for problem in report.skipped:
-        out.print(f"[red]damaged[/]: {escape(problem)} (unreadable as Parquet)")
+        out.print(f"[red]damaged[/]: {markup(problem)} (unreadable as Parquet)")
     for problem in report.unreadable:
-        out.print(f"[red]not readable here[/]: {escape(problem)}")
+        out.print(f"[red]not readable here[/]: {markup(problem)}")
     for problem in report.too_large:
-        out.print(f"[red]too large[/]: {escape(problem)}", soft_wrap=True)
+        out.print(f"[red]too large[/]: {markup(problem)}", soft_wrap=True)
     for problem in report.schema_problems:
-        out.print(f"[red]schema[/]: {escape(problem)}")
+        out.print(f"[red]schema[/]: {markup(problem)}")
     for problem in report.foreign:
-        out.print(f"[red]set aside[/]: {escape(problem)}", soft_wrap=True)
+        out.print(f"[red]set aside[/]: {markup(problem)}", soft_wrap=True)
     for sweep, run_id, path in report.extra_records:
-        out.print(f"[red]second run record[/]: run {run_id} of sweep {sweep}: {escape(path)} is not read (a run's "
+        out.print(f"[red]second run record[/]: run {markup(run_id)} of sweep {markup(sweep)}: {markup(path)} is not read (a run's "
                   "record is run.parquet alone); move or delete it", soft_wrap=True)
     for sweep, run_id, read, recorded, detail in report.row_counts:
         if read < recorded:
-            out.print(f"[red]missing rows[/]: run {run_id} of sweep {sweep} holds {read} of the {recorded} trials its "
-                      f"record counts ({detail}); attnsweep resume {run_id} reruns the missing trials of a grid sweep",
+            out.print(f"[red]missing rows[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {read} of the {markup(recorded)} trials its "
+                      f"record counts ({markup(detail)}); attnsweep resume {markup(run_id)} reruns the missing trials of a grid sweep",
                       soft_wrap=True)
         else:
-            out.print(f"[red]extra rows[/]: run {run_id} of sweep {sweep} holds {read} trials, its record counts "
-                      f"{recorded} ({detail}): rows were added after it ended", soft_wrap=True)
+            out.print(f"[red]extra rows[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {read} trials, its record counts "
+                      f"{markup(recorded)} ({markup(detail)}): rows were added after it ended", soft_wrap=True)
     for sweep, run_id, rows in report.no_trial_id:
-        out.print(f"[red]no trial id[/]: run {run_id} of sweep {sweep} holds {rows} rows whose trial_id is null",
+        out.print(f"[red]no trial id[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {rows} rows whose trial_id is null",
                   soft_wrap=True)
     for sweep, run_id, tid, copies in report.duplicates:
-        out.print(f"[red]duplicate[/]: trial {tid} of run {run_id} (sweep {sweep}) is stored {copies} times")
+        out.print(f"[red]duplicate[/]: trial {markup(tid)} of run {markup(run_id)} (sweep {markup(sweep)}) is stored {copies} times")
     for sweep, run_id, why, rescue in report.failed_runs:
-        kept = ("" if rescue is None else f"; the rows the store refused are in {escape(rescue)}"
+        kept = ("" if rescue is None else f"; the rows the store refused are in {markup(rescue)}"
                 + ("" if Path(rescue).exists() else " (that file is gone now)"))
-        out.print(f"[red]failed run[/]: run {run_id} of sweep {sweep}: {escape(why or 'no reason recorded')}{kept}; "
-                  f"attnsweep resume {run_id} runs its missing trials", soft_wrap=True)
+        out.print(f"[red]failed run[/]: run {markup(run_id)} of sweep {markup(sweep)}: {markup(why or 'no reason recorded')}{kept}; "
+                  f"attnsweep resume {markup(run_id)} runs its missing trials", soft_wrap=True)
     for sweep, run_id in report.died_runs:
-        out.print(f"[red]died run[/]: run {run_id} of sweep {sweep} is recorded running but no driver holds its "
-                  f"lock: its driver was killed or could not record its end; attnsweep resume {run_id} continues it")
+        out.print(f"[red]died run[/]: run {markup(run_id)} of sweep {markup(sweep)} is recorded running but no driver holds its "
+                  f"lock: its driver was killed or could not record its end; attnsweep resume {markup(run_id)} continues it")
     for path, age, writer in report.temp_files:
-        out.print(f"[yellow]temporary file[/]: {escape(path)} ({age:.0f} s old, written by {writer}: removed by the "
+        out.print(f"[yellow]temporary file[/]: {markup(path)} ({age:.0f} s old, written by {markup(writer)}: removed by the "
                   "next run or store compact once its writer is provably gone; delete it by hand if you know it is)")
     for path, age, writer in report.writing:
-        out.print(f"being written: {escape(path)} ({age:.0f} s old, by {writer}, which is alive)")
+        out.print(f"being written: {markup(path)} ({age:.0f} s old, by {markup(writer)}, which is alive)")
     for sweep, run_id in report.orphans:
-        out.print(f"[red]no run record[/]: run {run_id} of sweep {sweep} has trial rows but no readable run record "
+        out.print(f"[red]no run record[/]: run {markup(run_id)} of sweep {markup(sweep)} has trial rows but no readable run record "
                   "(analyze and resume need it)")
     for path in report.stray:
-        out.print(f"[red]stray file[/]: {escape(path)} (not in a sweep=NAME/run_id=ID folder a run writes: not read)")
+        out.print(f"[red]stray file[/]: {markup(path)} (not in a sweep=NAME/run_id=ID folder a run writes: not read)")
     for path in report.superseded:
-        out.print(f"[yellow]superseded[/]: {path} (replaced by a compaction; skipped by readers; store compact deletes it)")
+        out.print(f"[yellow]superseded[/]: {markup(path)} (replaced by a compaction; skipped by readers; store compact deletes it)")
     if report.ok:
         out.print("[green]ok[/]")
     else:
@@ -552,14 +558,15 @@ def store_compact(
         sw, r = folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
         why = not_a_run_folder(folder)  # one odd folder must not stop the compaction of the others
         if why is not None:
-            err.print(f"skipped: {folder.relative_to(results.root)}: {why}; left as it is (store check lists its files)",
+            err.print(visible(f"skipped: {folder.relative_to(results.root)}: {why}; left as it is (store check lists "
+                              "its files)"),
                       style="yellow", markup=False, highlight=False, soft_wrap=True)
             continue
         try:
             with RunLock(results, sw, r):
                 rep = compact_store(results, sw, r)
         except RunLockedError as exc:
-            err.print(f"skipped: {exc}", style="yellow", markup=False)
+            err.print(visible(f"skipped: {exc}"), style="yellow", markup=False)
             continue
         for k in total:
             total[k] += getattr(rep, k)
@@ -590,7 +597,7 @@ def runs(
     try:
         records = results.scan_runs().collect()
     except StoreError:
-        err.print(f"the store at {store} holds no runs: run a sweep first", markup=False, highlight=False)
+        err.print(f"the store at {visible(store)} holds no runs: run a sweep first", markup=False, highlight=False)
         return
     if sweep is not None:
         records = records.filter(pl.col("sweep") == sweep)
@@ -598,7 +605,7 @@ def runs(
             raise AttnsweepError(f"no sweep {sweep!r} in the store at {store}")
     records = records.sort("sweep", "started_at")
     statuses = ("done", "failed", "diverged", "lost")
-    t = Table(title=f"runs in {store}")
+    t = Table(title=f"runs in {markup(store)}")
     for c in ("sweep", "run", "status", "trials", *statuses, "started", "ended"):
         t.add_column(c, justify="right" if c in ("trials", *statuses) else "left", no_wrap=c in ("run", "started", "ended"))
     for r in records.iter_rows(named=True):
@@ -612,7 +619,7 @@ def runs(
                 counts = dict.fromkeys(statuses, 0)
         when = [f"{v:%Y-%m-%d %H:%M:%S}" if v is not None else "-" for v in (r.get("started_at"), r.get("ended_at"))]
         trials = f"{sum(counts.values())} so far" if running else str(r.get("n_trials") or "-")
-        t.add_row(r["sweep"], r["run_id"], r.get("status") or "-", trials,
+        t.add_row(markup(r["sweep"]), markup(r["run_id"]), markup(r.get("status") or "-"), trials,
                   *(str(counts.get(s, 0)) for s in statuses), *when)
     out.print(t)
 
@@ -648,8 +655,8 @@ def _run_or_latest(results, name: str | None) -> str | None:
         return None
     run_id, n_runs = results.resolve_run(name)
     if n_runs:
-        err.print(f"{name} is a sweep: its latest run is {run_id}"
-                  + (f" (of {n_runs}; `attnsweep runs` lists them)" if n_runs > 1 else ""),
+        err.print(visible(f"{name} is a sweep: its latest run is {run_id}"
+                          + (f" (of {n_runs}; `attnsweep runs` lists them)" if n_runs > 1 else "")),
                   markup=False, highlight=False, soft_wrap=True)
     return run_id
 
@@ -711,7 +718,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
     for note in run_caveats(store, sweep, run_id):
-        err.print(f"warning: {note}", style="yellow", markup=False, highlight=False)
+        err.print(visible(f"warning: {note}"), style="yellow", markup=False, highlight=False)
     if format != "table":
         _write_m_star(store, sweep, run_id, figures, format)
         return
@@ -727,7 +734,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     try:
         run(figures)
     except OSError as exc:  # the figure folder cannot be written: the analysis still prints
-        err.print(f"warning: no figures ({exc.strerror or exc}: {exc.filename or figures}); give --figures DIR",
+        err.print(visible(f"warning: no figures ({exc.strerror or exc}: {exc.filename or figures}); give --figures DIR"),
                   style="yellow", markup=False, highlight=False)
         run(None)
 
@@ -821,15 +828,15 @@ def report(
                 + (f"; {readme} is whole" if readme is not None else "")
                 if publish or readme is not None or from_folder is not None
                 else f"{out_dir} may hold some of the new report's files beside the old ones")
-        err.print(f"interrupted: the report stopped; {kept}", style="yellow", markup=False, highlight=False,
+        err.print(visible(f"interrupted: the report stopped; {kept}"), style="yellow", markup=False, highlight=False,
                   soft_wrap=True)
         raise typer.Exit(130) from None
     written = json.loads((path.parent / "verdicts.json").read_text())
     for caveat in written["caveats"]:
-        err.print(f"warning: {caveat}", style="yellow", markup=False)
+        err.print(visible(f"warning: {caveat}"), style="yellow", markup=False)
     verdicts = written["verdicts"]
-    out.print(str(path), markup=False, highlight=False, soft_wrap=True)
-    out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False, soft_wrap=True)
+    out.print(visible(path), markup=False, highlight=False, soft_wrap=True)
+    out.print(visible(f"verdicts: {summary(verdicts)}"), markup=False, highlight=False, soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -947,7 +954,7 @@ def query(
         for name, columns in tables.items():
             out.print(f"{name} ({len(columns)} columns)", markup=False, highlight=False)
             for f in columns:
-                out.print(f"  {f.name}: {f.type}", markup=False, highlight=False)
+                out.print(visible(f"  {f.name}: {f.type}"), markup=False, highlight=False)
         return
     given = [x for x in (sql, file) if x is not None]
     if len(given) != 1:
@@ -1003,7 +1010,7 @@ def main() -> None:
 
     # One line per warning (e.g. a quarantined store file), not the source line behind it.
     warnings.showwarning = lambda message, category, *args, **kw: err.print(
-        f"warning: {message}", style="yellow", markup=False, highlight=False)
+        f"warning: {visible(message)}", style="yellow", markup=False, highlight=False)
     app()
 
 

@@ -501,3 +501,45 @@ def test_the_nightly_job_writes_each_run_into_a_folder_of_its_own():
     line = next(ln for ln in script.splitlines() if "--report" in ln)
     folder = line.split('"')[1]
     assert "%H%M%S" in folder and "$$" in folder  # to the second, and the process: two runs a day differ
+
+
+# --- text from data, paths and servers reaches the terminal as text ----------------------------
+
+EVIL = "\x1b]0;owned\x07\x1b[2J[/x][bold]\rid"
+
+
+def test_visible_writes_out_control_characters_and_keeps_the_rest():
+    from attnsweep.presentation.console_text import log_text, markup, visible
+
+    assert visible("a\x1b[31mb\rc\x07d\u202ee\tf\ng") == "a\\x1b[31mb\\rc\\x07d\\u202ee\tf\ng"
+    assert visible("x\ny", newlines=False) == "x\\ny"
+    assert markup("[/x] [bold]") == "\\[/x] \\[bold]"
+    assert log_text("10%\r50%\r\n100%\x1b[0m\n") == "10%\n50%\n100%\\x1b[0m\n"
+    assert visible("résumé — ok ✓") == "résumé — ok ✓"
+
+
+def test_data_and_paths_holding_markup_and_escapes_print_as_text(tmp_path):
+    store = make_store(tmp_path / "st [v2]", MINE, status="[/x]")
+    schema = trial_schema()
+    rows = [{f.name: None for f in schema} | {"trial_id": EVIL, "status": "[red]done", "experiment": "sparse_boolean",
+                                               "task": "and", "T": 8, "s": 3, "m": 16, "seed": 9}] * 2
+    store.write_trials("tiny", MINE, pa.Table.from_pylist(rows, schema=schema))
+    (tmp_path / "st [v2]" / "trials" / "\x1b[31mstray[red].parquet").write_bytes(b"x")
+    for args in (["runs"], ["store", "check"]):
+        proc = _cli(*args, "--store", "st [v2]", cwd=tmp_path)
+        assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        shown = proc.stdout + proc.stderr
+        assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown, repr(shown)
+    check = _cli("store", "check", "--store", "st [v2]", cwd=tmp_path).stdout
+    assert "\\x1b]0;owned\\x07\\x1b[2J[/x][bold]\\rid" in check, check  # the duplicate trial, as text
+    assert "\\x1b[31mstray[red].parquet" in check, check
+    runs = _cli("runs", "--store", "st [v2]", cwd=tmp_path).stdout
+    assert "[/x]" in runs and "runs in st [v2]" in runs, runs
+
+
+def test_the_run_summary_names_a_store_path_holding_brackets_whole(tmp_path):
+    (tmp_path / "s.yaml").write_text("name: brk\nseeds: 1\ngrid: {m: [8]}\nfixed: {task: and, T: 8, s: 1, d: 8, heads: 2, "
+                                     "max_epochs: 2, n_test: 100}\n")
+    proc = _cli("run", "s.yaml", "--store", "res [v2] [/x]", "--local", "--no-analyze", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "store res [v2] [/x]" in " ".join(proc.stderr.split()), proc.stderr
