@@ -146,7 +146,8 @@ def _sha256(path: Path) -> str:
 def _check_sums(folder: Path) -> None:
     """Raise AttnsweepError unless runs.parquet and trials.parquet match :data:`SUMS`."""
     try:
-        listed = dict(reversed(line.split(None, 1)) for line in (folder / SUMS).read_text(encoding="ascii").splitlines()
+        listed = dict(reversed(line.split(None, 1)) for line in
+                      read_text_capped(folder / SUMS, "--from", limit=64 * 1024, encoding="ascii").splitlines()
                       if line.strip())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise AttnsweepError(f"--from: cannot read {folder / SUMS}: {exc}") from exc

@@ -288,7 +288,12 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
             meta = {REPLACES_KEY: json.dumps([p.name for p in group]).encode()}
             name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-            write_parquet_atomic(table, folder / name)
+            try:
+                write_parquet_atomic(table, folder / name)
+            except OSError as exc:  # a full disk, a quota: said with the file, and nothing of the run changed
+                raise StoreError(f"store compact could not write {folder / name} ({os_reason(exc)}); the run's "
+                                 f"{len(group)} files it was to replace are as they were (free space and run it "
+                                 "again)") from None
             for p in group:
                 p.unlink(missing_ok=True)
             report.files_before += len(group)

@@ -543,3 +543,38 @@ def test_the_run_summary_names_a_store_path_holding_brackets_whole(tmp_path):
     proc = _cli("run", "s.yaml", "--store", "res [v2] [/x]", "--local", "--no-analyze", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "store res [v2] [/x]" in " ".join(proc.stderr.split()), proc.stderr
+
+
+# --- a full disk during store compact names the file ------------------------------------------
+
+def test_store_compact_on_a_full_disk_names_the_file_and_changes_nothing(tmp_path):
+    disk = tmp_path / "disk"
+    if not _mount_tmpfs(disk, "512k"):
+        pytest.skip("no right to mount a small file system here")
+    try:
+        store = make_store(disk / "store", MINE)
+        part = next((disk / "store" / "trials").rglob("*.parquet"))
+        for _ in range(3):  # more part files of the same rows' shape
+            store.write_trials("tiny", MINE, pa.parquet.read_table(part))
+        before = _snapshot(disk / "store" / "trials")
+        free = os.statvfs(disk)
+        (disk / "filler").write_bytes(b"x" * (free.f_bavail * free.f_frsize - 4096))
+        proc = _cli("store", "compact", "--store", str(disk / "store"), cwd=tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert "could not write" in proc.stderr and "ENOSPC" in proc.stderr, proc.stderr
+        assert str(disk / "store" / "trials" / "sweep=tiny" / f"run_id={MINE}" / "part-") in proc.stderr
+        assert _snapshot(disk / "store" / "trials") == before
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_lock_holder_file_of_any_size_is_not_read_whole(tmp_path):
+    from attnsweep.results.locks import RunLock, RunLockedError
+
+    store = make_store(tmp_path / "store", MINE)
+    with RunLock(store, "tiny", MINE) as lock:
+        with open(lock.holder_path, "wb") as fh:
+            fh.truncate(10 * 2**30)  # sparse: 10 GiB that would be read into memory
+        with pytest.raises(RunLockedError, match="another process"):
+            with RunLock(store, "tiny", MINE):
+                pass
