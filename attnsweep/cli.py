@@ -6,6 +6,7 @@ with code 2; an interrupted run exits with 130 after saving what finished.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -16,6 +17,7 @@ import typer
 from rich.console import Console
 
 from attnsweep.orchestrator.errors import AttnsweepError, RayDiedError
+from attnsweep.presentation.console_text import log_text, markup, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Sweeps of small attention models on Ray, results in Parquet, verdicts with polars.")
@@ -64,7 +66,7 @@ def _options(
 
 def _error(message: str) -> None:
     # One line however long: a wrapped message breaks grep and the tests that read it.
-    err.print(f"error: {message}", markup=False, highlight=False, style="red", soft_wrap=True)
+    err.print(f"error: {visible(message)}", markup=False, highlight=False, style="red", soft_wrap=True)
 
 
 def _user_errors(fn):
@@ -383,25 +385,32 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
                           run_id=run_id, progress_interval_s=progress_interval, console=err)
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
-                  + (f" --store {store}" if store != DEFAULT_STORE else ""), soft_wrap=True)
+                  + (f" --store {markup(_quoted(store))}" if store != DEFAULT_STORE else ""), soft_wrap=True)
         raise typer.Exit(130) from None
     except RayDiedError as exc:  # one line naming the run to resume, not Ray's traceback
         raise AttnsweepError(f"{exc} with: attnsweep resume {run_id}"
                              + (f" --store {store}" if store != DEFAULT_STORE else "")) from None
     if summary.already_complete:
-        err.print(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume", markup=False)
+        err.print(visible(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume"), markup=False)
     else:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
         if resume_id is not None:  # the whole run, as the store holds it; then this attempt's part
             whole = _trial_counts(store, summary.sweep, summary.run_id)
             counts = (", ".join(f"{k} {v}" for k, v in sorted(whole.items())) or "no trials") + f" (this attempt: {counts})"
-        err.print(f"[bold]run {summary.run_id}[/] of sweep {summary.sweep}: {counts}; "
+        err.print(f"[bold]run {markup(summary.run_id)}[/] of sweep {markup(summary.sweep)}: {markup(counts)}; "
                   f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s, "
-                  f"workers idle {summary.idle_frac or 0:.0%} of the time; store {store}", soft_wrap=True)
+                  f"workers idle {summary.idle_frac or 0:.0%} of the time; store {markup(store)}", soft_wrap=True)
     if analyze:
         from attnsweep.results import ResultsStore
 
         _print_analysis(ResultsStore(store), summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
+
+
+def _quoted(path: str) -> str:
+    """``path`` as a shell word (a command to copy and paste)."""
+    import shlex
+
+    return shlex.quote(path)
 
 
 def _trial_counts(store: str, sweep: str, run_id: str) -> dict[str, int]:
@@ -450,23 +459,30 @@ def replicate(
     if record["spec_hash"] != s.spec_hash():
         raise AttnsweepError(f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
                              f"this spec {s.spec_hash()}); replicate pins one spec")
+    if record.get("status") != "finished":
+        raise AttnsweepError(f"--baseline: run {baseline} is {record.get('status') or 'not recorded as finished'}, "
+                             "not finished: a replication compared with it would report what it lacks as a "
+                             "regression. Finish it first (attnsweep resume " + baseline + ") or give a finished run")
     _analysable(results, baseline)  # before the sweep runs again, not after
+    if report is not None:  # the folder checked before the sweep runs: it writes only inside it
+        _check_report_folder(results, report)
     summary = api.run(s, store, address=address, local=local, progress_interval_s=progress_interval, console=err)
     folder = report or Path("reports") / s.name / summary.run_id
+    _check_report_folder(results, folder)
     comparisons = compare_runs(results, baseline, summary.run_id, tolerance, alpha, folder / "figures")
     header = dict(sweep=s.name, spec_hash=s.spec_hash(), baseline_code=record["code_version"],
                   new_code=code_version(), tolerance=tolerance, alpha=alpha)
     caveats = [n for r in (baseline, summary.run_id) for n in run_caveats(results, results.sweep_of(r), r)]
     for note in caveats:
-        err.print(f"warning: {note}", style="yellow", markup=False, highlight=False)
+        err.print(visible(f"warning: {note}"), style="yellow", markup=False, highlight=False)
     path = write_report(folder / "report.md", comparisons, baseline, summary.run_id, folder / "figures", header,
                         caveats)
     failed = [c for c in comparisons if c.ok is False]
     for c in failed:
-        err.print(f"moved: {c.kind} {c.what}: baseline {c.baseline}, new {c.new}", markup=False, highlight=False)
+        err.print(visible(f"moved: {c.kind} {c.what}: baseline {c.baseline}, new {c.new}"), markup=False, highlight=False)
     verdict = "REGRESSION" if failed else "passed"
-    out.print(f"replication of {s.name} (run {summary.run_id} vs baseline {baseline}): {verdict}; "
-              f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} comparisons failed; report {path}",
+    out.print(visible(f"replication of {s.name} (run {summary.run_id} vs baseline {baseline}): {verdict}; "
+                      f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} comparisons failed; report {path}"),
               markup=False, highlight=False)
     if failed:
         raise typer.Exit(1)
@@ -479,6 +495,27 @@ JobArg = Annotated[str, typer.Argument(metavar="JOB_ID", help="job id from submi
 TimeoutOpt = Annotated[float, typer.Option("--timeout", envvar="ATTNSWEEP_TIMEOUT", min=0.1, max=86_400, metavar="SECONDS",
                                            help="seconds each call to the job server may take")]
 DEFAULT_TIMEOUT = 30.0  # orchestrator.deadline.TIMEOUT_S, without importing it for --help
+
+
+def _check_report_folder(results, folder: Path) -> None:
+    """Raise AttnsweepError unless ``replicate`` may write its report into ``folder``: not a
+    file, not inside the store, no link among its figure folders, no report.md of an earlier
+    replication (each run gets a folder of its own; a second one would replace the first's)."""
+    from attnsweep.results.outputs import check_output_folder
+
+    if folder.exists() and not folder.is_dir():
+        raise AttnsweepError(f"--report: {folder} exists and is not a folder")
+    if results.holds(folder):
+        raise AttnsweepError(f"--report: {folder} is inside the results store at {results.root}; give a folder "
+                             "outside it")
+    figures = folder / "figures"
+    try:
+        check_output_folder(folder, [figures, figures / "baseline", figures / "new"], "--report")
+    except ValueError as exc:
+        raise AttnsweepError(str(exc)) from None
+    if (folder / "report.md").exists() and not (folder / "report.md").is_symlink():
+        raise AttnsweepError(f"--report: {folder} already holds the report of a replication (report.md); each "
+                             "replication gets a folder of its own: give a new one")
 
 
 def _analysable(results, run_id: str) -> None:
@@ -519,12 +556,12 @@ def submit(
     from attnsweep.orchestrator import jobs
 
     jid = jobs.submit(spec, address, store, job_id, timeout_s=timeout, progress_interval_s=progress_interval)
-    out.print(jid, markup=False, highlight=False)
+    out.print(visible(jid), markup=False, highlight=False)
     if wait:
-        jobs.logs(address, jid, follow=True, write=lambda chunk: err.print(chunk, end="", markup=False, highlight=False),
+        jobs.logs(address, jid, follow=True, write=lambda chunk: err.print(log_text(chunk), end="", markup=False, highlight=False),
                   timeout_s=timeout)
         state, message = jobs.status(address, jid, timeout_s=timeout)
-        err.print(f"job {jid}: {state}{': ' + message if message else ''}", markup=False, highlight=False)
+        err.print(visible(f"job {jid}: {state}{': ' + message if message else ''}"), markup=False, highlight=False)
         if state != "SUCCEEDED":
             raise typer.Exit(1)
 
@@ -537,7 +574,7 @@ def status(job_id: JobArg, address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
     from attnsweep.orchestrator import jobs
 
     state, message = jobs.status(address, job_id, timeout_s=timeout)
-    out.print(f"{state}{': ' + message if message else ''}", markup=False, highlight=False)
+    out.print(visible(f"{state}{': ' + message if message else ''}"), markup=False, highlight=False)
 
 
 @app.command()
@@ -551,7 +588,7 @@ def logs(
     """Print a submitted job's log."""
     from attnsweep.orchestrator import jobs
 
-    jobs.logs(address, job_id, follow, write=lambda chunk: typer.echo(chunk, nl=False), timeout_s=timeout)
+    jobs.logs(address, job_id, follow, write=lambda chunk: typer.echo(log_text(chunk), nl=False), timeout_s=timeout)
 
 
 @app.command()
@@ -562,7 +599,7 @@ def cancel(job_id: JobArg, address: JobAddressOpt = DEFAULT_JOB_ADDRESS,
     from attnsweep.orchestrator import jobs
 
     stopped = jobs.cancel(address, job_id, timeout_s=timeout)
-    out.print(f"job {job_id}: {'stopping' if stopped else 'had already ended'}", markup=False, highlight=False)
+    out.print(visible(f"job {job_id}: {'stopping' if stopped else 'had already ended'}"), markup=False, highlight=False)
 
 
 store_app = typer.Typer(no_args_is_help=True, help="Check or compact the results store.")
@@ -578,8 +615,6 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     schema per table, one row per trial id in each run, each ended run's trials as its record
     counts them, one record per run, no temporary files of dead writers, no failed or dead
     runs. Exit 1 on a problem, 2 when the path is not a store."""
-    from rich.markup import escape
-
     from attnsweep.results import ResultsStore
     from attnsweep.results.integrity import check_store
 
@@ -587,59 +622,59 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
         raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
     report = check_store(ResultsStore(store))
     if report.empty:
-        out.print(f"empty: the store at {escape(store)} holds no runs yet (nothing to check)")
+        out.print(f"empty: the store at {markup(store)} holds no runs yet (nothing to check)")
         return
     out.print(f"trials: {report.files['trials']} files, {report.rows['trials']} rows; "
               f"runs: {report.files['runs']} files, {report.rows['runs']} rows")
     for path in report.quarantined:
-        out.print(f"[red]damaged[/]: {escape(path)} (unreadable as Parquet; quarantined: its rows are not read; "
+        out.print(f"[red]damaged[/]: {markup(path)} (unreadable as Parquet; quarantined: its rows are not read; "
                   "resume its run to recompute them, then delete the file)")
     for problem in report.skipped:
-        out.print(f"[red]damaged[/]: {escape(problem)} (unreadable as Parquet)")
+        out.print(f"[red]damaged[/]: {markup(problem)} (unreadable as Parquet)")
     for problem in report.unreadable:
-        out.print(f"[red]not readable here[/]: {escape(problem)}")
+        out.print(f"[red]not readable here[/]: {markup(problem)}")
     for problem in report.too_large:
-        out.print(f"[red]too large[/]: {escape(problem)}", soft_wrap=True)
+        out.print(f"[red]too large[/]: {markup(problem)}", soft_wrap=True)
     for problem in report.schema_problems:
-        out.print(f"[red]schema[/]: {escape(problem)}")
+        out.print(f"[red]schema[/]: {markup(problem)}")
     for problem in report.foreign:
-        out.print(f"[red]set aside[/]: {escape(problem)}", soft_wrap=True)
+        out.print(f"[red]set aside[/]: {markup(problem)}", soft_wrap=True)
     for sweep, run_id, path in report.extra_records:
-        out.print(f"[red]second run record[/]: run {run_id} of sweep {sweep}: {escape(path)} is not read (a run's "
+        out.print(f"[red]second run record[/]: run {markup(run_id)} of sweep {markup(sweep)}: {markup(path)} is not read (a run's "
                   "record is run.parquet alone); move or delete it", soft_wrap=True)
     for sweep, run_id, read, recorded, detail in report.row_counts:
         if read < recorded:
-            out.print(f"[red]missing rows[/]: run {run_id} of sweep {sweep} holds {read} of the {recorded} trials its "
-                      f"record counts ({detail}); attnsweep resume {run_id} reruns the missing trials of a grid sweep",
+            out.print(f"[red]missing rows[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {read} of the {markup(recorded)} trials its "
+                      f"record counts ({markup(detail)}); attnsweep resume {markup(run_id)} reruns the missing trials of a grid sweep",
                       soft_wrap=True)
         else:
-            out.print(f"[red]extra rows[/]: run {run_id} of sweep {sweep} holds {read} trials, its record counts "
-                      f"{recorded} ({detail}): rows were added after it ended", soft_wrap=True)
+            out.print(f"[red]extra rows[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {read} trials, its record counts "
+                      f"{markup(recorded)} ({markup(detail)}): rows were added after it ended", soft_wrap=True)
     for sweep, run_id, rows in report.no_trial_id:
-        out.print(f"[red]no trial id[/]: run {run_id} of sweep {sweep} holds {rows} rows whose trial_id is null",
+        out.print(f"[red]no trial id[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {rows} rows whose trial_id is null",
                   soft_wrap=True)
     for sweep, run_id, tid, copies in report.duplicates:
-        out.print(f"[red]duplicate[/]: trial {tid} of run {run_id} (sweep {sweep}) is stored {copies} times")
+        out.print(f"[red]duplicate[/]: trial {markup(tid)} of run {markup(run_id)} (sweep {markup(sweep)}) is stored {copies} times")
     for sweep, run_id, why, rescue in report.failed_runs:
-        kept = ("" if rescue is None else f"; the rows the store refused are in {escape(rescue)}"
+        kept = ("" if rescue is None else f"; the rows the store refused are in {markup(rescue)}"
                 + ("" if Path(rescue).exists() else " (that file is gone now)"))
-        out.print(f"[red]failed run[/]: run {run_id} of sweep {sweep}: {escape(why or 'no reason recorded')}{kept}; "
-                  f"attnsweep resume {run_id} runs its missing trials", soft_wrap=True)
+        out.print(f"[red]failed run[/]: run {markup(run_id)} of sweep {markup(sweep)}: {markup(why or 'no reason recorded')}{kept}; "
+                  f"attnsweep resume {markup(run_id)} runs its missing trials", soft_wrap=True)
     for sweep, run_id in report.died_runs:
-        out.print(f"[red]died run[/]: run {run_id} of sweep {sweep} is recorded running but no driver holds its "
-                  f"lock: its driver was killed or could not record its end; attnsweep resume {run_id} continues it")
+        out.print(f"[red]died run[/]: run {markup(run_id)} of sweep {markup(sweep)} is recorded running but no driver holds its "
+                  f"lock: its driver was killed or could not record its end; attnsweep resume {markup(run_id)} continues it")
     for path, age, writer in report.temp_files:
-        out.print(f"[yellow]temporary file[/]: {escape(path)} ({age:.0f} s old, written by {writer}: removed by the "
+        out.print(f"[yellow]temporary file[/]: {markup(path)} ({age:.0f} s old, written by {markup(writer)}: removed by the "
                   "next run or store compact once its writer is provably gone; delete it by hand if you know it is)")
     for path, age, writer in report.writing:
-        out.print(f"being written: {escape(path)} ({age:.0f} s old, by {writer}, which is alive)")
+        out.print(f"being written: {markup(path)} ({age:.0f} s old, by {markup(writer)}, which is alive)")
     for sweep, run_id in report.orphans:
-        out.print(f"[red]no run record[/]: run {run_id} of sweep {sweep} has trial rows but no readable run record "
+        out.print(f"[red]no run record[/]: run {markup(run_id)} of sweep {markup(sweep)} has trial rows but no readable run record "
                   "(analyze and resume need it)")
     for path in report.stray:
-        out.print(f"[red]stray file[/]: {escape(path)} (not in a sweep=NAME/run_id=ID folder a run writes: not read)")
+        out.print(f"[red]stray file[/]: {markup(path)} (not in a sweep=NAME/run_id=ID folder a run writes: not read)")
     for path in report.superseded:
-        out.print(f"[yellow]superseded[/]: {path} (replaced by a compaction; skipped by readers; store compact deletes it)")
+        out.print(f"[yellow]superseded[/]: {markup(path)} (replaced by a compaction; skipped by readers; store compact deletes it)")
     if report.ok:
         out.print("[green]ok[/]")
     else:
@@ -659,13 +694,14 @@ def store_compact(
     from attnsweep.results import ResultsStore
     from attnsweep.results.integrity import compact_store, not_a_run_folder, recognise
     from attnsweep.results.locks import RunLock, RunLockedError
+    from attnsweep.results.store import listing
 
     if not store.strip():
         raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
     results = ResultsStore(store)
     recognise(results)  # exit 2 for no folder, or a folder that is not a store
     total = dict(runs=0, files_before=0, files_after=0, rows=0, deleted_temp=0)
-    folders = [f for f in sorted((results.root / "trials").glob("sweep=*/run_id=*"), key=str)
+    folders = [f for f in sorted(listing(results.root / "trials", "sweep=*/run_id=*"), key=str)
                if (not sweep or f.parent.name == f"sweep={sweep}") and (not run_id or f.name == f"run_id={run_id}")]
     if (sweep or run_id) and not folders:
         raise AttnsweepError(f"no trials of {'run ' + run_id if run_id else ''}{' of ' if sweep and run_id else ''}"
@@ -674,14 +710,15 @@ def store_compact(
         sw, r = folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
         why = not_a_run_folder(folder)  # one odd folder must not stop the compaction of the others
         if why is not None:
-            err.print(f"skipped: {folder.relative_to(results.root)}: {why}; left as it is (store check lists its files)",
+            err.print(visible(f"skipped: {folder.relative_to(results.root)}: {why}; left as it is (store check lists "
+                              "its files)"),
                       style="yellow", markup=False, highlight=False, soft_wrap=True)
             continue
         try:
             with RunLock(results, sw, r):
                 rep = compact_store(results, sw, r)
         except RunLockedError as exc:
-            err.print(f"skipped: {exc}", style="yellow", markup=False)
+            err.print(visible(f"skipped: {exc}"), style="yellow", markup=False)
             continue
         for k in total:
             total[k] += getattr(rep, k)
@@ -712,7 +749,7 @@ def runs(
     try:
         records = results.scan_runs().collect()
     except StoreError:
-        err.print(f"the store at {store} holds no runs: run a sweep first", markup=False, highlight=False)
+        err.print(f"the store at {visible(store)} holds no runs: run a sweep first", markup=False, highlight=False)
         return
     if sweep is not None:
         records = records.filter(pl.col("sweep") == sweep)
@@ -720,7 +757,7 @@ def runs(
             raise AttnsweepError(f"no sweep {sweep!r} in the store at {store}")
     records = records.sort("sweep", "started_at")
     statuses = ("done", "failed", "diverged", "lost")
-    t = Table(title=f"runs in {store}")
+    t = Table(title=f"runs in {markup(store)}")
     for c in ("sweep", "run", "status", "trials", *statuses, "started", "ended"):
         t.add_column(c, justify="right" if c in ("trials", *statuses) else "left", no_wrap=c in ("run", "started", "ended"))
     for r in records.iter_rows(named=True):
@@ -734,7 +771,7 @@ def runs(
                 counts = dict.fromkeys(statuses, 0)
         when = [f"{v:%Y-%m-%d %H:%M:%S}" if v is not None else "-" for v in (r.get("started_at"), r.get("ended_at"))]
         trials = f"{sum(counts.values())} so far" if running else str(r.get("n_trials") or "-")
-        t.add_row(r["sweep"], r["run_id"], r.get("status") or "-", trials,
+        t.add_row(markup(r["sweep"]), markup(r["run_id"]), markup(r.get("status") or "-"), trials,
                   *(str(counts.get(s, 0)) for s in statuses), *when)
     out.print(t)
 
@@ -770,8 +807,8 @@ def _run_or_latest(results, name: str | None) -> str | None:
         return None
     run_id, n_runs = results.resolve_run(name)
     if n_runs:
-        err.print(f"{name} is a sweep: its latest run is {run_id}"
-                  + (f" (of {n_runs}; `attnsweep runs` lists them)" if n_runs > 1 else ""),
+        err.print(visible(f"{name} is a sweep: its latest run is {run_id}"
+                          + (f" (of {n_runs}; `attnsweep runs` lists them)" if n_runs > 1 else "")),
                   markup=False, highlight=False, soft_wrap=True)
     return run_id
 
@@ -833,7 +870,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
     for note in run_caveats(store, sweep, run_id):
-        err.print(f"warning: {note}", style="yellow", markup=False, highlight=False)
+        err.print(visible(f"warning: {note}"), style="yellow", markup=False, highlight=False)
     if format != "table":
         _write_m_star(store, sweep, run_id, figures, format)
         return
@@ -849,7 +886,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     try:
         run(figures)
     except OSError as exc:  # the figure folder cannot be written: the analysis still prints
-        err.print(f"warning: no figures ({exc.strerror or exc}: {exc.filename or figures}); give --figures DIR",
+        err.print(visible(f"warning: no figures ({exc.strerror or exc}: {exc.filename or figures}); give --figures DIR"),
                   style="yellow", markup=False, highlight=False)
         run(None)
 
@@ -916,6 +953,10 @@ def report(
     if not run_ids and from_folder is None:
         raise AttnsweepError("give at least one run id, or --from a published findings folder "
                              "(attnsweep runs lists them)")
+    if from_folder is not None:
+        from attnsweep.results.outputs import recover_folder
+
+        recover_folder(from_folder)  # a publish a kill interrupted: the old folder or the new one, whole
     if from_folder is not None and not from_folder.is_dir():
         raise AttnsweepError(f"--from: {from_folder} " + ("is not a directory" if from_folder.exists()
                                                           else "does not exist"))
@@ -931,26 +972,62 @@ def report(
 
         check_readme(readme)
         check_readme(readme, SYMMETRY_START, SYMMETRY_END)
-    with tempfile.TemporaryDirectory(prefix="attnsweep-findings-") as scratch:
-        if from_folder is not None:
-            from attnsweep.presentation.findings import load
-
-            store, publish = str(Path(scratch) / "store"), True
-            loaded = load(from_folder, ResultsStore(store))
-            run_ids = [_run_or_latest(ResultsStore(store), r) for r in run_ids or []]  # a sweep: its latest run there
-            unknown = [r for r in run_ids if r not in loaded]
-            if unknown:
-                raise AttnsweepError(f"--from: {from_folder} holds no run {', '.join(unknown)} "
-                                     f"(it holds {', '.join(loaded)})")
-            run_ids = run_ids or loaded
-        source = f"the published rows in {from_folder}" if from_folder is not None else "the results store"
-        path = _report(ResultsStore(store), run_ids, out_dir, publish, readme, source)
+    try:
+        with _sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="attnsweep-findings-") as scratch:
+            path = _report_in(store, run_ids, out_dir, publish, readme, from_folder, scratch)
+    except KeyboardInterrupt:
+        kept = (f"{out_dir} holds the old findings or the new ones, whole, never a mix"
+                + (f"; {readme} is whole" if readme is not None else "")
+                if publish or readme is not None or from_folder is not None
+                else f"{out_dir} may hold some of the new report's files beside the old ones")
+        err.print(visible(f"interrupted: the report stopped; {kept}"), style="yellow", markup=False, highlight=False,
+                  soft_wrap=True)
+        raise typer.Exit(130) from None
     written = json.loads((path.parent / "verdicts.json").read_text())
     for caveat in written["caveats"]:
-        err.print(f"warning: {caveat}", style="yellow", markup=False)
+        err.print(visible(f"warning: {caveat}"), style="yellow", markup=False)
     verdicts = written["verdicts"]
-    out.print(str(path), markup=False, highlight=False, soft_wrap=True)
-    out.print(f"verdicts: {summary(verdicts)}", markup=False, highlight=False, soft_wrap=True)
+    out.print(visible(path), markup=False, highlight=False, soft_wrap=True)
+    out.print(visible(f"verdicts: {summary(verdicts)}"), markup=False, highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (``timeout``, a scheduler) stops the block as Ctrl-C does, so that what it
+    writes is cleaned up the same way (from the main thread only)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report_in(store, run_ids, out_dir: Path, publish: bool, readme: Path | None, from_folder: Path | None,
+               scratch: str) -> Path:
+    from attnsweep.results import ResultsStore
+
+    if from_folder is not None:
+        from attnsweep.presentation.findings import load
+        store, publish = str(Path(scratch) / "store"), True
+        loaded = load(from_folder, ResultsStore(store))
+        run_ids = [_run_or_latest(ResultsStore(store), r) for r in run_ids or []]  # a sweep: its latest run there
+        unknown = [r for r in run_ids if r not in loaded]
+        if unknown:
+            raise AttnsweepError(f"--from: {from_folder} holds no run {', '.join(unknown)} "
+                                 f"(it holds {', '.join(loaded)})")
+        run_ids = run_ids or loaded
+    source = f"the published rows in {from_folder}" if from_folder is not None else "the results store"
+    return _report(ResultsStore(store), run_ids, out_dir, publish, readme, source)
 
 
 def _report(store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None,
@@ -996,20 +1073,22 @@ def query(
     memory_limit: Annotated[str, typer.Option(
         "--memory-limit", envvar="ATTNSWEEP_QUERY_MEMORY", metavar="SIZE",
         help="DuckDB's memory for the query, e.g. 2GB, 512MiB or 25% (of this machine's); beyond it, it spills "
-             "to a temporary folder")] = "25%",
+             "to a temporary folder; the result's batches count too")] = "25%",
+    spill_limit: Annotated[str | None, typer.Option(
+        "--spill-limit", envvar="ATTNSWEEP_QUERY_SPILL", metavar="SIZE",
+        help="the most the query may spill to its temporary folder (under TMPDIR), e.g. 20GB or 50% (of the space "
+             "free there); default half the space free there. The folder is removed however the query ends")] = None,
 ) -> None:
     """Run a read-only SQL query over the store (DuckDB SQL; the engine has no file access).
 
     The table format shows at most 200 rows; csv, json and parquet stream every row. The SQL
     is at most 1,000,000 bytes.
     """
-    from contextlib import nullcontext
-
-    from attnsweep.presentation.query_output import converter, open_output, read_sql, read_sql_file, table_text, write_batches
-    from attnsweep.results import ResultsStore, stream_query
-    from attnsweep.results.query import check_memory_limit, hugeint_as_text, table_schemas
+    from attnsweep.presentation.query_output import read_sql, read_sql_file
+    from attnsweep.results.query import check_memory_limit, check_spill_limit, table_schemas
 
     limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
+    spill_bytes = check_spill_limit(spill_limit)
     target = _query_output(output) if output is not None and not schema else None
     _check_paths(store, None)
     results = _existing_store(store)
@@ -1027,7 +1106,7 @@ def query(
         for name, columns in tables.items():
             out.print(f"{name} ({len(columns)} columns)", markup=False, highlight=False)
             for f in columns:
-                out.print(f"  {f.name}: {f.type}", markup=False, highlight=False)
+                out.print(visible(f"  {f.name}: {f.type}"), markup=False, highlight=False)
         return
     given = [x for x in (sql, file) if x is not None]
     if len(given) != 1:
@@ -1039,20 +1118,8 @@ def query(
             raise AttnsweepError("query -: stdin is closed; give the SQL as an argument or with --file FILE")
         sql = read_sql(sys.stdin.buffer, "stdin")
     try:
-        schema_, batches = stream_query(results, sql, memory_limit=limit, convert=hugeint_as_text(converter(format)))
-        with batches:  # the connection and its spill folder go whatever happens below
-            sink = open_output(target) if target is not None else nullcontext(sys.stdout.buffer)
-            if format == "table":
-                # On a terminal polars fits the table to it; a file or a pipe gets every column, every character.
-                terminal = output is None and sys.stdout.isatty()
-                text = table_text(schema_, batches, terminal=terminal)
-                with sink as fh:
-                    fh.write((text + "\n").encode())
-            else:
-                with sink as fh:
-                    write_batches(schema_, batches, format, fh)
-            if target is None:
-                sys.stdout.buffer.flush()
+        with _sigterm_as_interrupt():  # SIGTERM (timeout, cron, systemd) cleans up as Ctrl-C does
+            _query_to(results, sql, limit, spill_bytes, format, target, output)
     except KeyboardInterrupt:
         err.print("interrupted" + (f": {output} is as it was" if target is not None and not target.through else ""),
                   style="yellow", markup=False, highlight=False)
@@ -1065,13 +1132,37 @@ def query(
         raise typer.Exit(141) from None
 
 
+def _query_to(results, sql: str, limit: str, spill_bytes: int, format: str, target, output: str | None) -> None:
+    from contextlib import nullcontext
+
+    from attnsweep.presentation.query_output import converter, open_output, table_text, write_batches
+    from attnsweep.results import stream_query
+    from attnsweep.results.query import hugeint_as_text
+
+    schema_, batches = stream_query(results, sql, memory_limit=limit, convert=hugeint_as_text(converter(format)),
+                                    spill_bytes=spill_bytes)
+    with batches:  # the connection and its spill folder go whatever happens below
+        sink = open_output(target) if target is not None else nullcontext(sys.stdout.buffer)
+        if format == "table":
+            # On a terminal polars fits the table to it; a file or a pipe gets every column, every character.
+            terminal = output is None and sys.stdout.isatty()
+            text = table_text(schema_, batches, terminal=terminal)
+            with sink as fh:
+                fh.write((text + "\n").encode())
+        else:
+            with sink as fh:
+                write_batches(schema_, batches, format, fh)
+        if target is None:
+            sys.stdout.buffer.flush()
+
+
 def main() -> None:
     """Console-script entry point."""
     import warnings
 
     # One line per warning (e.g. a quarantined store file), not the source line behind it.
     warnings.showwarning = lambda message, category, *args, **kw: err.print(
-        f"warning: {message}", style="yellow", markup=False, highlight=False)
+        f"warning: {visible(message)}", style="yellow", markup=False, highlight=False)
     app()
 
 

@@ -10,4 +10,4 @@ cd "${ATTNSWEEP_HOME:-$HOME/attnsweep}"
 exec "${ATTNSWEEP_PYTHON:-python3}" -m attnsweep.cli replicate sweeps/nightly.yaml \
   --baseline "${ATTNSWEEP_BASELINE:?set ATTNSWEEP_BASELINE to the baseline run id}" \
   --address "${ATTNSWEEP_ADDRESS:-auto}" \
-  --report "reports/nightly/$(date -u +%Y%m%d)"
+  --report "reports/nightly/$(date -u +%Y%m%dT%H%M%SZ)-$$"  # a folder per run: a second run the same day keeps the first's

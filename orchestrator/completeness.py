@@ -14,7 +14,7 @@ import json
 import polars as pl
 
 from attnsweep.results import ResultsStore, StoreError
-from attnsweep.results.store import QUARANTINE
+from attnsweep.results.store import QUARANTINE, listing
 
 NOT_COUNTED = ("seed", "fault")
 """Trial settings the per-cell counts do not split by: a cell holds every seed."""
@@ -100,7 +100,7 @@ def _why(store: ResultsStore, sweep: str, run_id: str) -> str:
     folder = store.run_dir("trials", sweep, run_id)
     left = {p.name: why for p, why in store.set_aside.items() if p.parent == folder}
     quarantine = store.root / QUARANTINE / folder.relative_to(store.root)
-    earlier = [p for p in sorted(quarantine.glob("*.parquet")) if p.name not in left]
+    earlier = [p for p in sorted(listing(quarantine, "*.parquet")) if p.name not in left]
     parts = []
     if left:
         parts.append("files left out of this read: " + "; ".join(f"{name}: {why}" for name, why in left.items()))

@@ -42,7 +42,7 @@ from attnsweep.results import ResultsStore
 from attnsweep.stats import verdicts as boolean
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.figures import plot_m_star
-from attnsweep.results.outputs import replacing, write_text
+from attnsweep.results.outputs import read_text_capped, replacing, write_text
 from attnsweep.stats.epochs import epoch_growth, epochs_by_cell
 from attnsweep.stats.norm_use import TOLERANCE, fit_limits, norm_growth
 from attnsweep.stats.pooling import shared_trials
@@ -152,7 +152,8 @@ def _sha256(path: Path) -> str:
 def _check_sums(folder: Path) -> None:
     """Raise AttnsweepError unless runs.parquet and trials.parquet match :data:`SUMS`."""
     try:
-        listed = dict(reversed(line.split(None, 1)) for line in (folder / SUMS).read_text(encoding="ascii").splitlines()
+        listed = dict(reversed(line.split(None, 1)) for line in
+                      read_text_capped(folder / SUMS, "--from", limit=64 * 1024, encoding="ascii").splitlines()
                       if line.strip())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise AttnsweepError(f"--from: cannot read {folder / SUMS}: {exc}") from exc
@@ -633,8 +634,9 @@ def check_readme(readme: Path, start: str = START, end: str = END) -> str:
     if not readme.is_file():
         raise AttnsweepError(f"--readme: {readme} is not a file")
     try:
-        with open(readme, encoding="utf-8", newline="") as fh:
-            text = fh.read()
+        text = read_text_capped(readme, "--readme", newline="")
+    except ValueError as exc:  # too large, or not a regular file (a FIFO would block)
+        raise AttnsweepError(str(exc)) from None
     except UnicodeDecodeError as exc:
         raise AttnsweepError(f"--readme: {readme} is not UTF-8 text (byte {exc.start}): "
                              "the findings are Markdown in UTF-8") from exc
@@ -667,9 +669,13 @@ def update_readme(readme: Path, markdown: str, start: str = START, end: str = EN
         text = "".join(lines[:starts[0]]) + block + "".join(lines[ends[0] + 1:])
     else:
         text = text.rstrip() + (newline * 2 if text.strip() else "") + block
+    # Written aside and renamed over the README (at its target, when it is a link: the README
+    # the user keeps, not the link, is what gets the section): a full disk or a kill mid-write
+    # leaves the old README whole, never one cut mid-line.
     try:
-        with open(readme, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with replacing(os.path.realpath(readme)) as temp:
+            with open(temp, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
     except OSError as exc:
         raise AttnsweepError(f"--readme: cannot write {readme}: {exc.strerror or exc}") from exc
 
@@ -687,7 +693,7 @@ def relative(folder: Path, readme: Path) -> str:
 
 def read_section(readme: Path, start: str = START, end: str = END) -> str:
     """The Markdown between the marker lines of ``readme`` ("" when it has none)."""
-    text = Path(readme).read_text(encoding="utf-8")
+    text = read_text_capped(readme, "--readme")
     starts, ends = _marker_lines(text, start, end)
     if not starts or not ends:
         return ""

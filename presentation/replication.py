@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnsweep.orchestrator.replicate import Comparison
+from attnsweep.results.outputs import write_text
 
 
 def write_report(path: Path, comparisons: list[Comparison], baseline: str, new: str, figures: Path | None,
                  header: dict, caveats: list[str] = ()) -> Path:
-    """A Markdown report: verdict, the rules, warnings (``caveats``: a run incomplete or
+    """A Markdown report, replaced whole (results/outputs.py): verdict, the rules, warnings (``caveats``: a run incomplete or
     unfinished), every comparison (failures first), and the baseline and new figures side by side."""
     failed = [c for c in comparisons if c.ok is False]
     lines = [f"# Replication of {header.get('sweep')}: {'REGRESSION' if failed else 'PASSED'}", "",
@@ -33,6 +34,4 @@ def write_report(path: Path, comparisons: list[Comparison], baseline: str, new: 
             lines += ["", "## Figures (baseline | new)", "", "| baseline | new |", "|---|---|"]
             rel = figures.relative_to(path.parent) if figures.is_relative_to(path.parent) else figures
             lines += [f"| ![baseline]({rel}/baseline/{n}) | ![new]({rel}/new/{n}) |" for n in pngs]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_text(path, "\n".join(lines) + "\n")  # a link at the name is replaced, its target left alone

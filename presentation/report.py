@@ -22,9 +22,11 @@ sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +43,7 @@ from attnsweep.stats.critical import format_m_star
 from attnsweep.stats import symmetry as sym
 from attnsweep.stats import verdicts as boolean
 from attnsweep.stats.figures import plot_reference
-from attnsweep.results.outputs import linked_folders, replacing, write_text
+from attnsweep.results.outputs import building, check_output_folder, recover_folder, replacing, write_text
 
 TEMPLATES = Path(__file__).parent / "templates"
 SYMMETRY_CSV = "m_star_symmetry.csv"
@@ -116,9 +118,44 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         record = store.read_run(sweep, run_id)
         runs.append(_Run(run_id, sweep, record, record.get("experiment") or "sparse_boolean"))
     out_dir = Path(out_dir)
+    recover_folder(out_dir)  # a publish a kill interrupted: the folder is made the old or the new one first
     _outside_store(store, out_dir)
     _own_folders(out_dir, run_ids)
     _drops_nothing(store, out_dir, publish, readme, runs)
+    if not (publish or readme is not None):
+        _write(store, runs, run_ids, out_dir, reference, False, source)
+        return out_dir / "report.html"
+    # A published folder is one unit (its SHA256SUMS vouch for the files beside it): it is built
+    # aside and swapped in whole (results/outputs.py), at the folder a link there points to.
+    final = Path(os.path.realpath(out_dir))
+    here = Path.cwd().resolve()
+    if final in (here, *here.parents):
+        raise AttnsweepError(f"--out: {out_dir} is the current folder or holds it; published findings replace "
+                             "their folder whole, so give a folder of their own (e.g. docs/findings)")
+    with building(final) as stage:
+        made = _write(store, runs, run_ids, stage, reference, True, source)
+    if readme is not None:
+        boolean_runs = [r for r in runs if r.experiment != "symmetry"]
+        symmetry_runs = [r for r in runs if r.experiment == "symmetry"]
+        # The analyses name their figures in the folder they were made in; they are in out_dir now.
+        symmetry = [dataclasses.replace(r.symmetry, figures=[out_dir / Path(p).relative_to(stage)
+                                                             for p in r.symmetry.figures]) for r in symmetry_runs]
+        findings.update_readmes(readme, store, [(r.sweep, r.run_id) for r in runs], out_dir,
+                                made.union if boolean_runs else None, made.claims, made.caveats, symmetry)
+    return out_dir / "report.html"
+
+
+@dataclass
+class _Made:
+    """What :func:`_write` computed that the README section needs too."""
+    union: pl.DataFrame | None
+    claims: list[dict]
+    caveats: list[str]
+
+
+def _write(store: ResultsStore, runs: list[_Run], run_ids: list[str], out_dir: Path, reference: Path | str,
+           publish: bool, source: str) -> _Made:
+    """Analyse ``runs`` and write the report (and, ``publish``, the findings) into ``out_dir``."""
     # Figures go to figures/RUN_ID/ and overwrite the same names; nothing else there is removed
     # (a figure `run` or `analyze` wrote, or a file a person put there, is not the report's to delete).
     figures = out_dir / "figures"
@@ -184,16 +221,13 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         with replacing(out_dir / SYMMETRY_CSV) as temp:
             pl.concat([r.m_star.with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
                       how="diagonal_relaxed").write_csv(temp)
-    path = write_text(out_dir / "report.html", page)
-    if publish or readme is not None:
+    write_text(out_dir / "report.html", page)
+    if publish:
         runs_ = [(r.sweep, r.run_id) for r in runs]
         symmetry = [r.symmetry for r in symmetry_runs]
         findings.publish(store, runs_, out_dir, union if boolean_tables else None, claims, reference, ci, caveats,
                          symmetry)
-        if readme is not None:
-            findings.update_readmes(readme, store, runs_, out_dir, union if boolean_tables else None, claims,
-                                    caveats, symmetry)
-    return path
+    return _Made(union, claims, caveats)
 
 
 def _verdict_view(v: dict) -> dict:
@@ -264,10 +298,10 @@ def _own_folders(out_dir: Path, run_ids: list[str]) -> None:
     figures would land wherever the link points (a link at a file name is simply replaced,
     results/outputs.py)."""
     figures = out_dir / "figures"
-    linked = linked_folders(out_dir, [figures, *(figures / run_id for run_id in run_ids)])
-    if linked:
-        raise AttnsweepError(f"--out: {linked[0]} is a link to {linked[0].resolve()}; the report writes its figures "
-                             "there and does not follow links out of its folder. Remove the link or give another --out")
+    try:
+        check_output_folder(out_dir, [figures, *(figures / run_id for run_id in run_ids)], "--out")
+    except ValueError as exc:
+        raise AttnsweepError(str(exc)) from None
 
 
 def summary(verdicts: list[dict]) -> str:

@@ -12,13 +12,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from attnsweep.presentation.console_text import markup
+
 from attnsweep.orchestrator.analyze import Analysis, interval_text
 from attnsweep.orchestrator.analyze_symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.stats.critical import format_m_star
 
 
 def _show(value) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+    return f"{value:.3g}" if isinstance(value, float) else markup(value)
 
 
 def print_analysis(result: Analysis, console: Console) -> None:
@@ -98,7 +100,7 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
                      justify="left" if c in ("teacher", "student", "flags") else "right")
     for r in result.m_star.iter_rows(named=True):
         grid = r["m_star_grid"]
-        t.add_row(r["teacher"], r["student"], *(str(r[c]) for c in shapes), format_m_star(r["m_star"], r["bound"]),
+        t.add_row(markup(r["teacher"]), markup(r["student"]), *(str(r[c]) for c in shapes), format_m_star(r["m_star"], r["bound"]),
                   interval_text(r), "-" if grid is None or math.isnan(grid) else f"{grid:.0f}", str(r["n_seeds"]),
                   f"{r['m_min']}..{r['m_max']}", *([r["budget"]] if checked else []), *([r["flags"] or ""] if flagged else []))
     console.print(t)
@@ -107,7 +109,7 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     for c in ("teacher", "student", *sizes, "m", "test error", "E", "perm E"):
         e.add_column(c, justify="left" if c in ("teacher", "student") else "right")
     for r in result.errors.iter_rows(named=True):
-        e.add_row(r["teacher"], r["student"], *(str(r[c]) for c in sizes), str(r["m"]),
+        e.add_row(markup(r["teacher"]), markup(r["student"]), *(str(r[c]) for c in sizes), str(r["m"]),
                   *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")))
     console.print(e)
     if result.scale is not None:
@@ -132,7 +134,7 @@ def print_scale(sc: ScaleAnalysis, console: Console) -> None:
     for c in ("d", "n", "k", "student", "m*", "m* inner-product", "advantage"):
         a.add_column(c, justify="left" if c == "student" else "right")
     for r in sc.advantage.iter_rows(named=True):
-        a.add_row(str(r["d"]), str(r["n"]), str(r["k"]), r["student"], r["m_star_text"], r["baseline_text"],
+        a.add_row(str(r["d"]), str(r["n"]), str(r["k"]), markup(r["student"]), r["m_star_text"], r["baseline_text"],
                   escape(r["text"]))
     console.print(a)
     m = Table(title="measured across scale (no claim of the paper; log-log slopes, 95% bootstrap CI)")

@@ -16,6 +16,7 @@ deletes them; it also removes the temporary files of those runs whose writer is 
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import time
 import uuid
@@ -28,8 +29,8 @@ import pyarrow.parquet as pq
 
 from attnsweep.results.errors import StoreError
 from attnsweep.results.locks import RunLock
-from attnsweep.results.store import (QUARANTINE, REPLACES_KEY, RUN_FILE, ResultsStore, decoded_estimate, os_reason,
-                           partition_ok, write_parquet_atomic)
+from attnsweep.results.store import (QUARANTINE, REPLACES_KEY, RUN_FILE, ResultsStore, decoded_estimate, listing,
+                                     listing_tree, os_reason, partition_ok, write_parquet_atomic)
 
 STORE_FOLDERS = ("trials", "runs", "locks", "quarantine", "studies")
 """The folders attnsweep makes at a store's root."""
@@ -157,7 +158,7 @@ def check_store(store: ResultsStore) -> CheckReport:
         report.files[table] = len(files)
         report.rows[table] = sum(store.metadata(p).num_rows for p in files)
         base = store.root / table
-        for p in sorted(base.rglob("*.parquet"), key=str):
+        for p in sorted((p for p in listing_tree(base) if fnmatch.fnmatchcase(p.name, "*.parquet")), key=str):
             if p.name.startswith("."):
                 continue
             if not _in_run_folder(p, base):
@@ -211,7 +212,7 @@ def check_store(store: ResultsStore) -> CheckReport:
                 report.row_counts.append(counted)
     report.orphans = sorted({run_of(f.parent) for f in store._files("trials")} - recorded)
     qdir = store.root / QUARANTINE
-    report.quarantined = sorted(str(p.relative_to(store.root)) for p in qdir.rglob("*") if p.is_file()) if qdir.exists() else []
+    report.quarantined = sorted(str(p.relative_to(store.root)) for p in listing_tree(qdir) if p.is_file()) if qdir.exists() else []
     now = time.time()
     for temp in store.temp_files():
         try:
@@ -263,7 +264,7 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
         StoreError: a run's files have incompatible column types.
     """
     report = CompactReport()
-    for folder in sorted((store.root / "trials").glob("sweep=*/run_id=*"), key=str):
+    for folder in sorted(listing(store.root / "trials", "sweep=*/run_id=*"), key=str):
         s, r = run_of(folder)
         if (sweep and s != sweep) or (run_id and r != run_id):
             continue
@@ -287,7 +288,12 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
             meta = {REPLACES_KEY: json.dumps([p.name for p in group]).encode()}
             name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-            write_parquet_atomic(table, folder / name)
+            try:
+                write_parquet_atomic(table, folder / name)
+            except OSError as exc:  # a full disk, a quota: said with the file, and nothing of the run changed
+                raise StoreError(f"store compact could not write {folder / name} ({os_reason(exc)}); the run's "
+                                 f"{len(group)} files it was to replace are as they were (free space and run it "
+                                 "again)") from None
             for p in group:
                 p.unlink(missing_ok=True)
             report.files_before += len(group)

@@ -23,6 +23,7 @@ from pathlib import Path
 import filelock
 
 from attnsweep.results.errors import StoreError
+from attnsweep.results.outputs import read_text_capped
 from attnsweep.results.store import ResultsStore
 
 
@@ -83,7 +84,7 @@ class RunLock:
 
     def _holder(self) -> str:
         try:
-            h = json.loads(self.holder_path.read_text())
+            h = json.loads(read_text_capped(self.holder_path, "lock holder", limit=64 * 1024))
             return f"pid {h['pid']} on host {h['host']} since {h['since']}"
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError):
             return "another process"

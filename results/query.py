@@ -41,7 +41,7 @@ import polars as pl
 import pyarrow as pa
 
 from attnsweep.results.errors import QueryError, StoreError
-from attnsweep.results.store import ResultsStore
+from attnsweep.results.store import ResultsStore, listing
 
 LOCKED = {
     "enable_external_access": False,
@@ -55,7 +55,18 @@ and the last are set after the connection opens (``enable_external_access`` woul
 spill folder), before the statement is read."""
 
 BATCH_ROWS = 65_536
-"""Rows per batch of a streamed result."""
+"""Rows per batch of a streamed result, at most (fewer where its bytes reach the batch budget)."""
+
+READ_ROWS = 256
+"""Rows DuckDB hands over at a time: small, so that wide values (a 30 kB string, a list of
+4,000 numbers) cannot make one hand-over larger than the batch budget; the batches given out
+are made of several (:class:`QueryBatches`)."""
+
+DEFAULT_SPILL_SHARE = 0.5
+"""Unless a spill limit is given, DuckDB may spill at most this share of the space free in the
+temporary folder when the query starts (DuckDB's own default is 90%: a query could fill it)."""
+
+SPILL_PREFIX = "attnsweep-query-"
 
 MAX_SQL_BYTES = 1_000_000
 """The longest SQL text a query takes, in bytes of UTF-8 (as a spec file: 1 MB)."""
@@ -97,6 +108,98 @@ def check_memory_limit(text: str) -> str:
         raise QueryError(f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is out of range: at most "
                          f"{MAX_MEMORY_BYTES // 10**12:,}TB (10^18 bytes); give {MEMORY_HELP}")
     return match[1] + match[2]
+
+
+def memory_bytes(limit: str) -> int:
+    """A limit as :func:`check_memory_limit` returns it, in bytes (a percentage of this
+    machine's physical memory)."""
+    match = _MEMORY_RE.fullmatch(limit)
+    number = Fraction(match[1])
+    if match[2] == "%":
+        return int(number * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 100)
+    return int(number * _UNIT_BYTES[match[2].lower()])
+
+
+def batch_budget(limit_bytes: int) -> int:
+    """The most bytes one batch of a result may hold under a memory limit of ``limit_bytes``:
+    a sixteenth of it, between 1 MiB and 64 MiB. The query's process holds at most about four
+    (DuckDB's hand-over, the batch being made, the batch given out and the output's text of
+    it), so DuckDB's own limit is the memory limit less four budgets (:func:`engine_limit`)."""
+    return max(2**20, min(64 * 2**20, limit_bytes // 16))
+
+
+ENGINE_SHARE = 0.75
+"""The share of a query's memory limit (less the batches') that DuckDB's own limit is set to:
+DuckDB counts the blocks of its buffer manager, not the chunks of 2,048 rows that its threads
+hold in flight nor the vectors it converts to Arrow, which measured up to a third of a query's
+limit and more (wide strings, lists turned into JSON text: see tests/test_guarantees.py)."""
+
+
+MIN_MEMORY_BYTES = 32 * 2**20
+"""The least memory limit a query starts under."""
+
+
+def engine_limit(limit_bytes: int) -> int:
+    """DuckDB's memory limit, in bytes, for a query under ``limit_bytes`` in all (at least 8 MiB)."""
+    return max(8 * 2**20, int((limit_bytes - 4 * batch_budget(limit_bytes)) * ENGINE_SHARE))
+
+
+THREAD_BYTES = 256 * 2**20
+"""Memory a DuckDB thread is given under a query's limit: each holds chunks of 2,048 rows in
+flight whose values DuckDB's own limit does not count (2,048 rows of 90 kB strings are 184 MB),
+so a small limit gets few threads."""
+
+
+def engine_threads(limit_bytes: int) -> int:
+    """DuckDB's threads for a query under a memory limit of ``limit_bytes``: one per
+    :data:`THREAD_BYTES`, at least one, at most this machine's processors."""
+    return max(1, min(os.cpu_count() or 1, limit_bytes // THREAD_BYTES))
+
+
+def check_spill_limit(text: str | None, folder: str | None = None) -> int:
+    """``text`` (a size, as :data:`MEMORY_HELP`; a percentage is of the space free in the
+    temporary folder) as the most bytes a query may spill; None: :data:`DEFAULT_SPILL_SHARE`
+    of the space free now.
+
+    Raises:
+        QueryError: not a size or percentage, or zero.
+    """
+    free = shutil.disk_usage(folder or tempfile.gettempdir()).free
+    if text is None:
+        return max(2**20, int(free * DEFAULT_SPILL_SHARE))
+    match = _MEMORY_RE.fullmatch(str(text))
+    number = Fraction(match[1]) if match else None
+    if match is None or number <= 0 or (match[2] == "%" and number > 100):
+        raise QueryError(f"--spill-limit (ATTNSWEEP_QUERY_SPILL) {text!r} is not a size: give {MEMORY_HELP} (a "
+                         "percentage is of the space free in the temporary folder); above 0")
+    if match[2] == "%":
+        return max(2**20, int(number * free / 100))
+    return min(int(number * _UNIT_BYTES[match[2].lower()]), MAX_MEMORY_BYTES)
+
+
+def remove_stale_spill(folder: str | None = None) -> list[str]:
+    """Remove the spill folders of queries whose process is gone (killed: SIGKILL, a power cut),
+    named :data:`SPILL_PREFIX` with the process id; returns them."""
+    base = folder or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        m = re.fullmatch(re.escape(SPILL_PREFIX) + r"(\d+)-[A-Za-z0-9_]+", name)
+        if m is None or int(m[1]) == os.getpid():
+            continue
+        try:
+            os.kill(int(m[1]), 0)
+            continue  # alive (or another user's: EPERM below)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        removed.append(os.path.join(base, name))
+    return removed
 
 
 def hugeint_as_text(convert: Convert | None) -> Convert:
@@ -159,7 +262,7 @@ def _wakeup_fd() -> int:
 
             def watch() -> None:
                 while data := os.read(r, 64):  # the numbers of the signals that came
-                    if signal.SIGINT in data:
+                    if signal.SIGINT in data or signal.SIGTERM in data:
                         for con in list(_running):
                             try:
                                 con.interrupt()
@@ -237,7 +340,7 @@ def _listing(store: ResultsStore) -> list[str]:
     """The names of the store's table files, to tell whether the store changed."""
     try:
         return sorted(str(p) for table in ("trials", "runs")
-                      for p in (store.root / table).glob("sweep=*/run_id=*/*.parquet"))
+                      for p in listing(store.root / table, "sweep=*/run_id=*/*.parquet"))
     except OSError:
         return []
 
@@ -279,23 +382,34 @@ def _vanished(tables: dict[str, object]) -> list[str]:
     return gone
 
 
-def _connect(tables: dict[str, object], memory_limit: str):
-    """A locked in-memory connection with ``tables`` registered and a spill folder of its own.
+def _connect(tables: dict[str, object], memory_limit: str, spill_bytes: int | None = None):
+    """A locked in-memory connection with ``tables`` registered and a spill folder of its own,
+    DuckDB's memory limit :func:`engine_limit` of ``memory_limit`` and its spill at most
+    ``spill_bytes`` (None: :func:`check_spill_limit`'s default).
 
     Returns:
         ``(connection, spill_folder)``; the caller removes the folder after closing.
     """
     import duckdb
 
+    remove_stale_spill()
+    limit_bytes = memory_bytes(memory_limit)
+    if limit_bytes < MIN_MEMORY_BYTES:
+        raise QueryError(f"--memory-limit {memory_limit} is too little for DuckDB to start a query (it needs at "
+                         f"least {MIN_MEMORY_BYTES >> 20} MiB with the result's batches): give more, e.g. 256MB")
     try:
-        spill = tempfile.mkdtemp(prefix="attnsweep-query-")
+        spill = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
+        spill_bytes = check_spill_limit(None, spill) if spill_bytes is None else spill_bytes
     except OSError as exc:
         raise QueryError(f"cannot make DuckDB's spill folder in {tempfile.gettempdir()}: {exc.strerror or exc} "
                          "(TMPDIR names the folder)") from None
     con = None
     try:
         config = {k: v for k, v in LOCKED.items() if k not in ("enable_external_access", "lock_configuration")}
-        con = duckdb.connect(":memory:", config={**config, "memory_limit": memory_limit, "temp_directory": spill})
+        con = duckdb.connect(":memory:", config={**config, "memory_limit": f"{engine_limit(limit_bytes)}B",
+                                                 "threads": engine_threads(limit_bytes),
+                                                 "temp_directory": spill,
+                                                 "max_temp_directory_size": f"{spill_bytes}B"})
         try:  # a TIMESTAMPTZ reads the same on every machine, whatever its local time zone
             con.execute("SET TimeZone = 'UTC'")
         except duckdb.Error:  # no ICU extension: time zones are UTC already
@@ -312,7 +426,7 @@ def _connect(tables: dict[str, object], memory_limit: str):
     except duckdb.OutOfMemoryException as exc:
         _release(con, spill)
         raise QueryError(f"--memory-limit {memory_limit} is too little for DuckDB to start a query "
-                         f"({_one_line(exc)}): give more, e.g. 256MB") from None
+                         f"({_engine_reason(exc)}): give more, e.g. 256MB") from None
     except BaseException:
         _release(con, spill)
         raise
@@ -325,6 +439,23 @@ def _release(con, spill: str) -> None:
             con.close()
     finally:
         shutil.rmtree(spill, ignore_errors=True)
+
+
+def _engine_reason(exc: Exception) -> str:
+    """DuckDB's first line, without its advice: it suggests PRAGMA and SET commands that the
+    locked connection of a query refuses."""
+    return str(exc).strip().splitlines()[0].strip() if str(exc).strip() else type(exc).__name__
+
+
+def _memory_message(exc: Exception, memory_limit: str, spill: str) -> str:
+    """What a user can do when DuckDB runs out of memory or of spill space, in our options."""
+    reason = _engine_reason(exc)
+    if "max_temp_directory_size" in str(exc) or "offload" in reason:
+        return (f"query's spill reached its limit in {os.path.dirname(spill)} ({reason}): give a larger "
+                "--spill-limit (ATTNSWEEP_QUERY_SPILL; default half the free space there) or more --memory-limit "
+                "(ATTNSWEEP_QUERY_MEMORY), or make the query smaller (filter or aggregate before sorting or joining)")
+    return (f"query ran out of memory under --memory-limit {memory_limit} (ATTNSWEEP_QUERY_MEMORY; {reason}): give it "
+            "more, or make the query smaller")
 
 
 def _one_line(exc: Exception) -> str:
@@ -399,23 +530,25 @@ class QueryBatches(Iterator[pa.RecordBatch]):
     the query run again, on the files there are then (:data:`ATTEMPTS` in all).
     """
 
-    def __init__(self, store: ResultsStore, sql: str, batch_rows: int, memory_limit: str, convert: Convert | None):
-        self._args = (store, sql, batch_rows, memory_limit, convert)
+    def __init__(self, store: ResultsStore, sql: str, batch_rows: int, memory_limit: str, convert: Convert | None,
+                 spill_bytes: int | None = None):
+        self._args = (store, sql, batch_rows, memory_limit, convert, spill_bytes)
+        self._batch_bytes = batch_budget(memory_bytes(memory_limit))
         self._yielded = False
         self._starts = 1
         self._release = None
         self._start()
 
     def _start(self) -> None:
-        store, sql, batch_rows, memory_limit, convert = self._args
+        store, sql, batch_rows, memory_limit, convert, spill_bytes = self._args
         self._tables = _datasets(store)
-        con, spill = _connect(self._tables, memory_limit)
-        self._con = con
+        con, spill = _connect(self._tables, memory_limit, spill_bytes)
+        self._con, self._spill = con, spill
         self._release = weakref.finalize(self, _release, con, spill)
         try:
             rel = _projected(con.sql(_statement(con, sql)), convert)
             with _interruptible(con):
-                self._reader = _reader(rel, batch_rows)
+                self._reader = _reader(rel, min(batch_rows, READ_ROWS))
             self.schema = self._reader.schema
         except BaseException as exc:
             self._fail(exc)
@@ -439,26 +572,51 @@ class QueryBatches(Iterator[pa.RecordBatch]):
         if isinstance(exc, duckdb.PermissionException):
             raise QueryError("query reads only the store's tables 'trials' and 'runs', not files or the network "
                              f"({_one_line(exc)})") from exc
-        if isinstance(exc, duckdb.OutOfMemoryException):
-            raise QueryError(f"query ran out of memory under --memory-limit {self._args[3]} (ATTNSWEEP_QUERY_MEMORY; "
-                             f"{_one_line(exc)}): give it more, or make the query smaller") from None
+        # DuckDB's errors reach us as its own exceptions, or (while batches are read through
+        # Arrow's stream) as an OSError or ArrowException carrying its text.
+        engine = isinstance(exc, (duckdb.Error, pa.ArrowException, OSError))
+        if isinstance(exc, duckdb.OutOfMemoryException) or (engine and (
+                "Out of Memory Error" in str(exc) or "max_temp_directory_size" in str(exc))):
+            raise QueryError(_memory_message(exc, self._args[3], self._spill)) from None
+        if engine and "No space left" in str(exc):
+            raise QueryError(f"query's spill folder {self._spill} filled its disk ({_engine_reason(exc)}): free "
+                             "space there, set TMPDIR to a folder on a larger disk, give a smaller --spill-limit "
+                             "(ATTNSWEEP_QUERY_SPILL), or make the query smaller") from None
         if isinstance(exc, (duckdb.Error, pa.ArrowException)):
             raise QueryError(f"query failed: {_one_line(exc)}") from exc
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+            # from the engine (a store file it could not read), not from the output: said as the query's
+            raise QueryError(f"query failed: {_one_line(exc)}") from None
         raise exc
 
     def __next__(self) -> pa.RecordBatch:
+        """The next batch: DuckDB's hand-overs (:data:`READ_ROWS` rows each) joined until it
+        holds ``batch_rows`` rows or :func:`batch_budget` bytes, so its memory is bounded by
+        bytes whatever the width of a row."""
         if self._release is None or not self._release.alive:
             raise StopIteration
-        try:
-            with _interruptible(self._con):
-                batch = self._reader.read_next_batch()
-        except StopIteration:
-            self.close()
-            raise
-        except BaseException as exc:
-            self._fail(exc)
-            return next(self)  # the query started again
+        pieces, rows, size = [], 0, 0
+        while rows < self._args[2] and size < self._batch_bytes:
+            try:
+                with _interruptible(self._con):
+                    piece = self._reader.read_next_batch()
+            except StopIteration:
+                if pieces:
+                    break
+                self.close()
+                raise
+            except BaseException as exc:
+                pieces.clear()
+                self._fail(exc)
+                return next(self)  # the query started again
+            pieces.append(piece)
+            rows += piece.num_rows
+            size += piece.nbytes
         self._yielded = True
+        if len(pieces) == 1:
+            return pieces[0]
+        batch = pa.concat_batches(pieces)
+        pieces.clear()
         return batch
 
     def close(self) -> None:
@@ -474,7 +632,7 @@ class QueryBatches(Iterator[pa.RecordBatch]):
 
 
 def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 convert: Convert | None = None) -> tuple[pa.Schema, QueryBatches]:
+                 convert: Convert | None = None, spill_bytes: int | None = None) -> tuple[pa.Schema, QueryBatches]:
     """Run one SELECT over ``trials`` and ``runs`` and stream its result.
 
     Args:
@@ -482,14 +640,19 @@ def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS, me
         sql: DuckDB SQL, at most :data:`MAX_SQL_BYTES` bytes; the tables are named
             ``trials`` and ``runs``.
         batch_rows: the most rows per batch.
-        memory_limit: DuckDB's memory limit (:func:`check_memory_limit`); beyond it DuckDB
-            spills to a folder of its own under the system's temporary folder.
+        memory_limit: the query's memory limit (:func:`check_memory_limit`): DuckDB's own
+            (:func:`engine_limit`) and the result's batches (:func:`batch_budget` bytes each)
+            together; beyond it DuckDB spills to a folder of its own under the system's
+            temporary folder.
+        spill_bytes: the most DuckDB may spill, in bytes (:func:`check_spill_limit`; None:
+            half the space free in the temporary folder). The spill folder is removed when
+            the batches are released, and the next query removes those of killed processes.
         convert: how to give columns of some DuckDB types (:data:`Convert`), e.g. as text for
             a format that cannot hold them; None keeps DuckDB's Arrow export.
 
     Returns:
         ``(schema, batches)``: the result's Arrow schema and an iterator of record batches
-        (at most ``batch_rows`` rows each) that owns the connection (:class:`QueryBatches`;
+        (at most ``batch_rows`` rows each, and about :func:`batch_budget` bytes) that owns the connection (:class:`QueryBatches`;
         close it, or exhaust it, to release the connection and its spill folder). Repeated
         column names get a suffix (:func:`unique_names`).
 
@@ -507,7 +670,7 @@ def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS, me
         bad = ord(sql[exc.start])
         what = f"the byte 0x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else f"the lone surrogate U+{bad:04X}"
         raise QueryError(f"the SQL is not UTF-8 text: character {exc.start + 1} is {what}") from None
-    batches = QueryBatches(store, sql, batch_rows, check_memory_limit(memory_limit), convert)
+    batches = QueryBatches(store, sql, batch_rows, check_memory_limit(memory_limit), convert, spill_bytes)
     return batches.schema, batches
 
 

@@ -46,6 +46,8 @@ skipped if a crash left them behind.
 
 from __future__ import annotations
 
+import errno
+import fnmatch
 import json
 import os
 import re
@@ -259,7 +261,7 @@ class ResultsStore:
     def has_trials(self) -> bool:
         """Whether any trial file exists (checks no file: a cheap look before a read)."""
         base = self.root / "trials"
-        return base.exists() and any(not p.name.startswith(".") for p in base.glob("*/*/*.parquet"))
+        return base.exists() and any(not p.name.startswith(".") for p in listing(base, "*/*/*.parquet"))
 
     def _files(self, table: str, folder: Path | None = None) -> list[Path]:
         """The files of ``table`` (or of one run's ``folder``) a read uses: regular files in
@@ -275,9 +277,9 @@ class ResultsStore:
             # fsspec keeps one client per URI and process, with a cache of listings (s3fs,
             # gcsfs) shared by every store object: another process's files would stay unseen.
             self.root.fs.invalidate_cache()
-        found = folder.glob("*.parquet") if folder is not None else (self.root / table).glob("sweep=*/run_id=*/*.parquet")
         try:
-            found = sorted(found, key=str)
+            found = sorted(listing(folder, "*.parquet") if folder is not None
+                           else listing(self.root / table, "sweep=*/run_id=*/*.parquet"), key=str)
         except OSError:
             raise
         except Exception as exc:  # noqa: BLE001 - an object store client's own errors, as a local listing's OSError
@@ -513,8 +515,8 @@ class ResultsStore:
         if not self.local:
             return pl.scan_pyarrow_dataset(self._dataset(table, files, partitioned=folder is None))
         schema = pl.from_arrow(self.schema(table, files).empty_table()).schema
-        return pl.scan_parquet(
-            files, schema=schema, hive_partitioning=folder is None,
+        return pl.scan_parquet(  # glob=False: a '[', '*' or '?' in a path is part of the name
+            files, glob=False, schema=schema, hive_partitioning=folder is None,
             hive_schema={"sweep": pl.String, "run_id": pl.String} if folder is None else None,
             try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore",
             cast_options=pl.ScanCastOptions(**POLARS_CASTS),
@@ -634,10 +636,10 @@ class ResultsStore:
         if not self.local:
             return []  # an object store has no temporary files: each file is one PUT
         if folder is not None:
-            found = folder.glob(f"{TMP_PREFIX}*") if folder.is_dir() else []
+            found = listing(folder, f"{TMP_PREFIX}*") if folder.is_dir() else []
         else:
             found = [p for table in ("trials", "runs") if (self.root / table).is_dir()
-                     for p in (self.root / table).glob(f"sweep=*/run_id=*/{TMP_PREFIX}*")]
+                     for p in listing(self.root / table, f"sweep=*/run_id=*/{TMP_PREFIX}*")]
         return [temp_file_state(p) for p in sorted(found, key=str)]
 
     def clean_temp_files(self, folder: Path | None = None) -> list[Path]:
@@ -689,6 +691,49 @@ def store_root(root: str | os.PathLike) -> tuple[Path, bool]:
     if path.protocol in ("file", "local"):
         return Path(path.path), True
     return path, False
+
+
+_IGNORED = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP, errno.EACCES, errno.EPERM)
+_IGNORED_TYPES = (FileNotFoundError, NotADirectoryError, PermissionError)  # fsspec's carry no errno
+
+
+def listing(base: Path, pattern: str) -> list[Path]:
+    """The paths under ``base`` whose names match ``pattern`` (``/``-separated parts, each an
+    ``fnmatch`` pattern matched against one level's names), with ``base`` itself taken
+    literally: a store at ``results [v2]`` or ``st*`` lists its own files, never those of a
+    folder its name matches as a pattern (fsspec's glob, which a remote ``Path.glob`` calls,
+    would expand the whole path). Folders that vanish or cannot be searched are skipped, as
+    ``Path.glob`` skips them; an object store client's own errors propagate."""
+    level = [base]
+    for part in pattern.split("/"):
+        found = []
+        for folder in level:
+            try:
+                entries = list(folder.iterdir())
+            except OSError as exc:
+                if isinstance(exc, _IGNORED_TYPES) or exc.errno in _IGNORED:
+                    continue
+                raise
+            found += [p for p in entries if fnmatch.fnmatchcase(p.name, part)]
+        level = found
+    return level
+
+
+def listing_tree(base: Path) -> list[Path]:
+    """Every path below ``base`` (``base`` taken literally, as in :func:`listing`), without
+    entering linked folders."""
+    out, folders = [], [base]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(folder.iterdir())
+        except OSError as exc:
+            if isinstance(exc, _IGNORED_TYPES) or exc.errno in _IGNORED:
+                continue
+            raise
+        out += entries
+        folders += [p for p in entries if not p.is_symlink() and p.is_dir()]
+    return out
 
 
 def host_tag() -> str:

@@ -282,9 +282,15 @@ def test_duckdb_gets_our_memory_limit_and_its_own_spill_folder(store, tmp_path, 
         con = duckdb.connect(config={"memory_limit": limit})
         return con.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
 
-    assert _setting(store, "memory_limit") == duckdb_says(DEFAULT_MEMORY_LIMIT) != duckdb_says("80%")
-    assert _setting(store, "memory_limit", "--memory-limit", "123MB") == duckdb_says("123MB")
-    assert _setting(store, "memory_limit", env={"ATTNSWEEP_QUERY_MEMORY": "1GiB"}) == "1.0 GiB"
+    from attnsweep.results.query import engine_limit, memory_bytes
+
+    def ours(limit: str) -> str:  # DuckDB's part of the limit: the result's batches count too
+        return duckdb_says(f"{engine_limit(memory_bytes(limit))}B")
+
+    assert _setting(store, "memory_limit") == ours(DEFAULT_MEMORY_LIMIT) != ours("80%")
+    assert _setting(store, "memory_limit", "--memory-limit", "123MB") == ours("123MB") != ours("1GiB")
+    assert _setting(store, "memory_limit", env={"ATTNSWEEP_QUERY_MEMORY": "1GiB"}) == ours("1GiB")
+    assert _setting(store, "max_temp_directory_size", "--spill-limit", "3GiB") == "3.0 GiB"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     spill = Path(_setting(store, "temp_directory"))
     assert spill.parent == tmp_path and spill.name.startswith("attnsweep-query-") and not spill.exists()
