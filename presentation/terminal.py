@@ -82,7 +82,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
     for c in result.checks:
         console.print(f"[bold]{escape(c['check'])}[/]: {c['verdict']} — {escape(c['detail'])}")
     for p in result.figures:
-        console.print(f"figure: {p}")
+        console.print(f"figure: {markup(p)}")
 
 
 def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: float) -> None:
@@ -118,7 +118,7 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
         numbers = "" if v["statistic"] == "-" else f"{escape(v['statistic'])}; {escape(v['interval'])} "
         console.print(f"[bold]{escape(v['claim'])}[/]: {v['verdict']} — {numbers}({escape(v['why'])})")
     for p in result.figures:
-        console.print(f"figure: {p}")
+        console.print(f"figure: {markup(p)}")
 
 
 def print_scale(sc: ScaleAnalysis, console: Console) -> None:

@@ -578,3 +578,15 @@ def test_a_lock_holder_file_of_any_size_is_not_read_whole(tmp_path):
         with pytest.raises(RunLockedError, match="another process"):
             with RunLock(store, "tiny", MINE):
                 pass
+
+
+def test_a_figure_folder_holding_markup_or_escapes_is_printed_as_it_is(tmp_path):
+    # analyze (and run, through the same printer) names each figure it wrote: a folder named
+    # with rich markup or a terminal escape is shown as typed, not read as a tag (a closing
+    # "[/x]" was a MarkupError traceback after the rows were saved) or sent raw to the terminal.
+    make_store(tmp_path / "s", MINE)
+    for name, shown in (("g[/x]/r", "g[/x]/r/"), ("fig[x]", "fig[x]/"), ("h\x1b[31mR", "h\\x1b[31mR/")):
+        proc = _cli("analyze", MINE, "--store", "s", "--figures", name, cwd=tmp_path)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert f"figure: {shown}" in proc.stdout and "\x1b" not in proc.stdout, proc.stdout[-1000:]
+        assert any((tmp_path / name).glob("*.png"))
