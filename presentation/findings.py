@@ -635,11 +635,11 @@ def check_readme(readme: Path, start: str = START, end: str = END) -> str:
         raise AttnsweepError(f"--readme: {readme} is not a file")
     try:
         text = read_text_capped(readme, "--readme", newline="")
-    except ValueError as exc:  # too large, or not a regular file (a FIFO would block)
-        raise AttnsweepError(str(exc)) from None
-    except UnicodeDecodeError as exc:
+    except UnicodeDecodeError as exc:  # before ValueError, of which it is a subclass
         raise AttnsweepError(f"--readme: {readme} is not UTF-8 text (byte {exc.start}): "
                              "the findings are Markdown in UTF-8") from exc
+    except ValueError as exc:  # too large, or not a regular file (a FIFO would block)
+        raise AttnsweepError(str(exc)) from None
     except OSError as exc:
         raise AttnsweepError(f"--readme: cannot read {readme}: {exc.strerror or exc}") from exc
     if not os.access(readme, os.W_OK):
