@@ -22,13 +22,15 @@ from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings, read_y
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
 from attnsweep.stats.critical import format_m_star, resolve_bounds
+from attnsweep.stats.restarts import LEARNER, learners
 from attnsweep.stats.verdicts import MIN_DECADES
 from attnsweep.stats.figures import plot_m_star, plot_success_curves, plot_success_grid
 from attnsweep.workers import BooleanTrialConfig
 from attnsweep.workers.config import LATER_FIELDS
 
-CELL_FIELDS = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")]
-"""A sparse-Boolean cell: every setting but m and the seed (and the test-only fault)."""
+CELL_FIELDS = [*(f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")), LEARNER]
+"""A sparse-Boolean cell: every setting but m and the seed (and the test-only fault); in a run
+with restarts, ``learner`` in place of ``restart`` (stats/restarts.py)."""
 
 TUNED_RUN = "tuned_search"
 """A column of the m* table of a run whose adaptive search tuned settings per cell (always
@@ -260,8 +262,10 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     names = set(trial_schema().names)
     trials = with_later_fields(store.scan_run_trials(sweep, run_id))
     cols = [c for c in CELL_FIELDS if c in names]
-    every = trials.select([*cols, "m", "seed", "status", "test_acc", "train_acc", "converged", "search_phase",
-                           "error_type", *[c for c in BOUNDED if c in names]]).collect()
+    every = trials.select([*cols, "m", "seed", "status", "test_acc", "train_acc", "train_loss", "converged",
+                           "search_phase", "error_type", *[c for c in BOUNDED if c in names]]).collect()
+    # Restarts of one training set: three learners over the same rows (stats/restarts.py).
+    every, cols = learners(every, cols, settings.acc_threshold)
     data = search_rows(every, cols).collect()
     if data.filter(pl.col("status").is_in(["done", "diverged"])).is_empty():
         errors = data.filter(pl.col("status") == "failed").group_by("error_type").len().sort("len", descending=True)

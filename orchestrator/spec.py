@@ -45,7 +45,7 @@ from attnsweep.orchestrator.errors import SpecError
 from attnsweep.workers import EXPERIMENTS, Experiment
 from attnsweep.workers.config import LATER_FIELDS, StrictSettings, whole_float
 # Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
-INNER_AXES = ("norm_bound", "fault")
+INNER_AXES = ("restart", "norm_bound", "fault")
 MAX_SPEC_BYTES = 1_000_000
 MAX_GRID_BLOCKS = 1000
 """Grid blocks a spec may have (each is checked against every other for overlap)."""

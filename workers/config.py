@@ -24,7 +24,7 @@ Precision = Literal["float32", "bfloat16"]
 Positions = Literal["learned", "fixed", "sinusoidal"]
 
 
-LATER_FIELDS: dict[str, object] = {"positions": "learned", "ln_affine": True}
+LATER_FIELDS: dict[str, object] = {"positions": "learned", "ln_affine": True, "restart": 0}
 """Trial settings added after trial rows were first published, with the value every earlier
 trial had: at that value a setting does not enter a trial's id (orchestrator/spec.py
 ``trial_id``), so earlier trials keep theirs and a resume finds them, and a stored row
@@ -80,6 +80,9 @@ class BooleanTrialConfig(StrictSettings):
     s: int = Field(ge=1, le=64, description="sparsity: number of relevant positions")
     m: int = Field(ge=1, le=100_000_000, description="training-set size (samples)")
     seed: int = Field(ge=0, lt=2**62, description="seeds the support, data and init")
+    restart: int = Field(0, ge=0, le=1023, description="which initialisation trains this training set: 0 is the "
+                         "seed's own; r > 0 draws the model afresh from (seed, r) while the support, training and "
+                         "test sets stay the seed's, so R restarts train one training set from R inits")
     n_test: int = Field(2000, ge=N_TEST_MIN, le=10_000_000,
                         description=f"held-out samples, at least {N_TEST_MIN}: test accuracy then resolves 0.01, so a "
                                     "0.95 threshold means at most 5 errors in 100")
@@ -130,12 +133,12 @@ class BooleanTrialConfig(StrictSettings):
     def shape_key(self) -> tuple:
         """Settings that must be equal for trials to be trained together in one pack.
 
-        Everything but ``seed``, ``norm_bound`` and ``fault``: those vary per trial inside
-        a pack (per-trial generators, per-trial projection radius, per-trial fault).
+        Everything but ``seed``, ``restart``, ``norm_bound`` and ``fault``: those vary per
+        trial inside a pack (per-trial generators, per-trial projection radius, per-trial fault).
         """
         return tuple(
             (k, v) for k, v in self.model_dump().items()
-            if k not in ("seed", "norm_bound", "fault")
+            if k not in ("seed", "restart", "norm_bound", "fault")
         )
 
 

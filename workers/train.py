@@ -143,12 +143,19 @@ def trained(c: BooleanTrialConfig, name: str) -> bool:
     return c.ln_affine or not (name.startswith("blocks.") and ".ln1." in name)
 
 
+def init_seed(c: BooleanTrialConfig) -> int:
+    """The seed of a trial's initialisation. Restart 0 keeps the seed every trial had before
+    restarts existed (so their rows are unchanged); restart r > 0 adds r, so one training set
+    (drawn from ``seed`` alone) is trained from independent inits (docs/claims.md, "Restarts")."""
+    parts = ("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed)
+    return tasks.derive_seed(*parts) if c.restart == 0 else tasks.derive_seed(*parts, "restart", c.restart)
+
+
 def _model(c: BooleanTrialConfig, dev: torch.device) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
         # The CPU generator alone (the model is built on the CPU): torch.manual_seed would also
         # queue a CUDA seeding that records a traceback, most of a small model's build time.
-        torch.default_generator.manual_seed(
-            tasks.derive_seed("init", c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.seed))
+        torch.default_generator.manual_seed(init_seed(c))
         return build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.positions).to(dev)
 
 
