@@ -1,0 +1,86 @@
+"""Restarts: one training set from several inits, and the three learners read from their rows."""
+
+from __future__ import annotations
+
+import polars as pl
+from attnsweep.orchestrator.spec import trial_id
+from attnsweep.stats.critical import critical_sample_sizes
+from attnsweep.stats.restarts import learners
+from attnsweep.workers import BooleanTrialConfig
+from attnsweep.workers.train import init_seed
+
+
+def _row(m, seed, restart, acc, loss, status="done"):
+    return dict(T=8, restart=restart, m=m, seed=seed, status=status, test_acc=acc, train_loss=loss, converged=True,
+                train_acc=1.0)
+
+
+def test_any_and_best_of_r_pick_the_rows_the_definitions_name():
+    rows = pl.DataFrame([
+        # seed 0, m 4: only restart 2 generalises, restart 1 has the lowest training loss.
+        _row(4, 0, 0, 0.5, 0.3), _row(4, 0, 1, 0.6, 0.1), _row(4, 0, 2, 0.99, 0.2),
+        # seed 1, m 4: restart 1 generalises and has the lowest loss; restart 2 diverged (nan loss).
+        _row(4, 1, 0, 0.5, 0.3), _row(4, 1, 1, 0.97, 0.05), _row(4, 1, 2, None, float("nan"), "diverged"),
+        # seed 0, m 8: every restart generalises; two tie on the lowest loss: the lower restart wins.
+        _row(8, 0, 0, 0.96, 0.02), _row(8, 0, 1, 0.97, 0.01), _row(8, 0, 2, 0.98, 0.01),
+        # seed 1, m 8: restart 2 was lost, so the group enters one init only.
+        _row(8, 1, 0, 0.99, 0.01), _row(8, 1, 1, 0.2, 0.9),
+    ])
+    out, cell = learners(rows, ["T", "restart"])
+    assert cell == ["T", "learner"]
+    got = {(r["learner"], r["m"], r["seed"]): r["test_acc"] for r in out.iter_rows(named=True)}
+    assert got == {
+        ("one init", 4, 0): 0.5, ("one init", 4, 1): 0.5, ("one init", 8, 0): 0.96, ("one init", 8, 1): 0.99,
+        ("any of 3", 4, 0): 0.99, ("any of 3", 4, 1): 0.97, ("any of 3", 8, 0): 0.96,
+        ("best of 3", 4, 0): 0.6, ("best of 3", 4, 1): 0.97, ("best of 3", 8, 0): 0.97,
+    }
+
+
+def test_rows_without_restarts_keep_the_cells_they_had():
+    rows = pl.DataFrame([_row(4, 0, 0, 0.5, 0.3), _row(8, 0, 0, 0.99, 0.1)])
+    out, cell = learners(rows, ["T", "restart"])
+    assert cell == ["T"] and "restart" not in out.columns and out.height == 2
+
+
+def test_best_of_r_can_reach_m_star_where_one_init_cannot():
+    # 8 training sets at m = 16, 32, 64; restart 0 never generalises; restart 1 always does,
+    # with the lower training loss from m = 32 on: best of 2 has m* between 16 and 32, any of 2
+    # reaches the rate at the smallest m, one init never does.
+    rows = []
+    for seed in range(8):
+        for m in (16, 32, 64):
+            rows.append(_row(m, seed, 0, 0.5, 0.2))
+            rows.append(_row(m, seed, 1, 0.99, 0.3 if m == 16 else 0.1))
+    out, cell = learners(pl.DataFrame(rows), ["T", "restart"])
+    table, _ = critical_sample_sizes(out, cell, n_boot=0)
+    by = {r["learner"]: r for r in table.iter_rows(named=True)}
+    assert by["one init"]["bound"] == "lower" and by["one init"]["m_star"] == 64
+    assert by["any of 2"]["bound"] == "upper" and by["any of 2"]["m_star"] == 16
+    assert by["best of 2"]["bound"] == "exact" and 16 < by["best of 2"]["m_star"] <= 32
+    assert by["best of 2"]["m_star_grid"] == 32
+
+
+def _config(**kw):
+    return BooleanTrialConfig(task="and", T=16, s=3, m=32, seed=5, d=16, heads=2, max_epochs=20, n_test=200, **kw)
+
+
+def test_restart_zero_keeps_the_trial_id_and_init_every_earlier_trial_had():
+    assert trial_id(_config()) == trial_id(_config(restart=0))
+    assert trial_id(_config(restart=1)) != trial_id(_config())
+    assert len({init_seed(_config(restart=r)) for r in range(4)}) == 4
+
+
+def test_a_restart_trains_the_seeds_training_set_from_another_init():
+    from attnsweep.workers.train import train_pack
+    alone = train_pack([_config()], device="cpu")[0]
+    rows = train_pack([_config(restart=r) for r in range(3)], device="cpu")
+    # Restart 0 in a pack of restarts is the trial trained alone, bit for bit.
+    assert {k: v for k, v in rows[0].items() if k not in ("wall_s", "pack_size")} == \
+        {k: v for k, v in alone.items() if k not in ("wall_s", "pack_size")}
+    # Same support (the data are the seed's), different trained weights (the init is not).
+    assert rows[0]["support"] == rows[1]["support"] == rows[2]["support"]
+    assert len({(r["train_loss"], r["norm_qk"]) for r in rows}) == 3
+
+
+def test_restarts_share_a_pack():
+    assert _config(restart=0).shape_key() == _config(restart=3).shape_key()
