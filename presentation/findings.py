@@ -406,6 +406,8 @@ def main_series(union: pl.DataFrame) -> pl.DataFrame:
     if union.is_empty() or not {"task", "s", "model", "T"} <= set(union.columns):
         return union.clear()
     cells = union.filter((pl.col("task") == "and") & (pl.col("s") == 3))
+    if "learner" in cells.columns:  # restart runs have a section of their own (samples_or_optimisation.py)
+        cells = cells.filter(pl.col("learner").is_null()).drop("learner")
     if "positions" in cells.columns:
         cells = cells.with_columns(pl.col("positions").fill_null("learned"))
     if "ln_affine" in cells.columns:
@@ -487,10 +489,14 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
               "m* above a bound (beyond the largest m tried), down: at or below one; grey squares: the paper's figure, "
               "read off by eye.", ""]
     lines += series_table(claims, union)
+    # Imported here: that module renders with this one's helpers.
+    from attnsweep.presentation.samples_or_optimisation import probe_lines, restart_lines
+    lines += restart_lines(claims, union)
     if rows is not None and not rows.is_empty():
         threshold = _threshold(records)
         lines += pooling_lines(claims, union, rows, records, threshold)
         lines += epoch_lines(claims, union, rows, threshold)
+        lines += probe_lines(union, rows)
     lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
     shown = [v for v in claims if v["claim"].split(":", 1)[0] in CLAIMS]
     for v in shown:
@@ -1262,7 +1268,7 @@ def headline(claims: list[dict], union: pl.DataFrame) -> str:
     """One sentence: what the series of the theorem's class (bounded heads, untrained codes,
     bounded inputs) show about L1, made from their numbers; "" where the runs hold none."""
     l1, series = _l1_series(claims)
-    theory = [s for s in series if _series_kind(union, s["cells"])["theory"]]
+    theory = [s for s in series if _series_kind(union, s["cells"])["theory"] and "learner" not in s["cells"]]
     if not theory:
         return ""
 

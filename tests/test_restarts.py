@@ -84,3 +84,42 @@ def test_a_restart_trains_the_seeds_training_set_from_another_init():
 
 def test_restarts_share_a_pack():
     assert _config(restart=0).shape_key() == _config(restart=3).shape_key()
+
+
+def _series(learner, direction, c, least=10.0, most=20.0):
+    return dict(cells={"norm_bound": 1.0, "learner": learner}, verdict="inconclusive",
+                numbers=dict(direction=direction, c=dict(estimate=c, ci_lo=c - 0.1, ci_hi=c + 0.1), T=[4, 16, 64],
+                             log_deficit_aicc=dict(least=least, most=most, variants=8)))
+
+
+def _cells(ms):
+    return pl.DataFrame(dict(T=[4, 16, 64], m_star=ms, bound=["exact"] * 3))
+
+
+def test_the_reading_follows_the_directions_of_one_init_and_best_of_r():
+    from attnsweep.presentation.samples_or_optimisation import reading
+    cells = {"one init": _cells([10.0, 20.0, 40.0]), "best of 4": _cells([5.0, 10.0, 20.0])}
+    both = reading({"one init": _series("one init", "faster than log", 0.5),
+                    "best of 4": _series("best of 4", "faster than log", 0.5)}, cells)
+    assert "does not bring m* to log growth" in both and "geometric mean of 0.50 over the 3 T" in both
+    fixed = reading({"one init": _series("one init", "faster than log", 0.5),
+                     "best of 4": _series("best of 4", "log", 0.1)}, cells)
+    assert "optimisation from one initialisation is what makes m* grow faster than log" in fixed
+    open_ = reading({"one init": _series("one init", "faster than log", 0.5),
+                     "best of 4": _series("best of 4", "undecided", 0.3)}, cells)
+    assert "do not decide" in open_
+
+
+def test_a_probe_that_fits_within_the_bound_names_the_cell_optimisation_limited():
+    from attnsweep.presentation.samples_or_optimisation import probe_text
+    cell = dict(T=4096, norm_bound=2.0, m_min=8192, m_max=8192)
+    base = dict(status="done", max_epochs=1500, batch_size=1024, lr=3e-3, test_acc=0.99)
+    fits = pl.DataFrame([dict(base, train_acc=1.0, norm_qk=2.0, epochs=700),
+                         dict(base, train_acc=0.9, norm_qk=2.0, epochs=1500)])
+    assert "1 of 2 fit their training set with a head within the bound" in probe_text(cell, fits)
+    assert "optimisation-limited, not representation-limited" in probe_text(cell, fits)
+    # A fit whose head left the bound does not count, and none fitting is named a limit with what was tried.
+    none = pl.DataFrame([dict(base, train_acc=1.0, norm_qk=2.5, epochs=700),
+                         dict(base, train_acc=0.9, norm_qk=2.0, epochs=1500)])
+    text = probe_text(cell, none)
+    assert "none fit within the budget" in text and "1500 epochs of minibatches of 1024, lr 0.003" in text

@@ -1,0 +1,192 @@
+"""Why the bounded class's m* grows faster than log T: samples, optimisation or representation.
+
+Two kinds of rows ask it (docs/claims.md, section 1a):
+
+* restarts (stats/restarts.py): one training set trained from R inits and read as three
+  learners, *one init*, *any of R* and *best of R*, each an L1 series of its own. If best of R
+  grows like log T where one init grows faster, one init's optimisation is what makes m* grow;
+  if best of R grows faster too, restarts do not change the growth;
+* representability probes: a cell tried at one large m only, with a long budget. A head within
+  the bound that fits its training set there shows the class represents the target at that T
+  (the cell is optimisation-limited, not representation-limited); none fitting after the budget
+  is a representability limit as far as that budget and optimiser can tell.
+
+Markdown lines for findings.md (presentation/findings.py ``render``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from attnsweep.presentation import findings
+from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.critical import format_m_star
+from attnsweep.stats.norm_use import TOLERANCE
+from attnsweep.stats.restarts import LEARNER, ONE_INIT
+
+FIT = 1.0
+"""Training accuracy that counts as fitting the training set (every sample right)."""
+
+
+def restart_groups(claims: list[dict]) -> list[tuple[dict, dict[str, dict]]]:
+    """The L1 series of restart runs, grouped by the settings they share: ``(shared, {learner:
+    series})`` per group, in the order L1 lists them."""
+    _, series = findings._l1_series(claims)
+    groups: dict[tuple, tuple[dict, dict[str, dict]]] = {}
+    for s in series:
+        learner = s["cells"].get(LEARNER)
+        if learner is None:
+            continue
+        shared = {k: v for k, v in s["cells"].items() if k != LEARNER}
+        groups.setdefault(tuple(sorted(shared.items(), key=lambda kv: kv[0])), (shared, {}))[1][learner] = s
+    return list(groups.values())
+
+
+def restart_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> list[str]:
+    """Per restart group: m* per T for each learner, each learner's growth against T, and the
+    answer to "samples or optimisation" as strongly as those numbers allow. [] without restarts."""
+    groups = restart_groups(claims)
+    if not groups or LEARNER not in union.columns:
+        return []
+    lines = ["### Samples or optimisation: restarts", "",
+             "Each training set trained from R initialisations (the `restart` setting: the data are the seed's, "
+             "only the init differs) and read as three learners over the same rows: *one init* (restart 0), "
+             "*any of R* (some restart generalises: an oracle that sees the test set) and *best of R* (the restart "
+             "with the lowest final training loss generalises: what an empirical-risk minimiser would pick); "
+             "docs/claims.md, section 1a.", ""]
+    for shared, by in groups:
+        names = sorted(by, key=_learner_order)
+        kind = findings._series_kind(union, {**shared, LEARNER: names[0]})
+        label = kind["label"].split(" (")[0]
+        cells = {n: findings._series_cells(union, {**shared, LEARNER: n}).sort("T") for n in names}
+        ts = sorted({int(t) for part in cells.values() for t in part["T"].to_list()})
+        lines += [f"**{findings.md_text(label)}**" + (f" ({findings.md_text(_others(shared))})" if _others(shared) else ""),
+                  "", "| T | " + " | ".join(f"m* {findings.md_text(n)}" for n in names) + " |",
+                  "|---:|" + "---:|" * len(names)]
+        for t in ts:
+            row = [str(t)]
+            for n in names:
+                hit = cells[n].filter(pl.col("T") == t)
+                row.append(format_m_star(hit["m_star"][0], hit["bound"][0]) if hit.height else "-")
+            lines.append("| " + " | ".join(row) + " |")
+        lines += ["", *[f"- {findings.md_text(_growth_text(n, by[n]))}" for n in names]]
+        lines += ["", findings.md_text(reading(by, cells, ci)), ""]
+    return lines
+
+
+def reading(by: dict[str, dict], cells: dict[str, pl.DataFrame], ci: float = 0.95) -> str:
+    """The answer of one restart group, made from its numbers: how best of R grows against one
+    init, and how much the best restart saves in samples (the geometric mean of m*(best) /
+    m*(one init) over the T where both are values, :func:`stats.verdicts.m_star_ratio`)."""
+    one = by.get(ONE_INIT)
+    best = next((s for n, s in by.items() if n.startswith("best of")), None)
+    if one is None or best is None:
+        return "The restarts lack one init or best of R here: no reading."
+    d_one = one["numbers"].get("direction", "undecided")
+    d_best = best["numbers"].get("direction", "undecided")
+    c_one, c_best = one["numbers"].get("c") or {}, best["numbers"].get("c") or {}
+    best_name = next(n for n in by if n.startswith("best of"))
+    ratio = boolean.m_star_ratio(cells[best_name], cells[ONE_INIT], ci)
+    q = ratio["geomean"]
+    saved = ""
+    if ratio["n_T"]:
+        interval = "" if q.get("ci_lo") is None or math.isnan(q["ci_lo"]) else \
+            f", {ci:.0%} CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f}"
+        saved = (f" m*({best_name}) / m*(one init) has a geometric mean of {q['estimate']:.2f} over the {ratio['n_T']} "
+                 f"T where both are values{interval}.")
+    exps = f"(c = {_c(c_best)} for {best_name}, {_c(c_one)} for one init)"
+    if d_best == "log" and d_one == "faster than log":
+        what = (f"Best of R grows like log T where one init grows faster {exps}: over these T, optimisation from "
+                "one initialisation is what makes m* grow faster than log.")
+    elif d_best == "faster than log" and d_one == "faster than log":
+        what = (f"Best of R grows faster than log T as one init does {exps}: choosing among R inits by training "
+                "loss does not bring m* to log growth over these T, so the faster growth is not one init's bad luck. "
+                "Restarts test the initialisation only; a learner that minimises the training error over the "
+                "bounded class by other means is not tested here.")
+    elif d_best == "faster than log":
+        what = (f"Best of R grows faster than log T {exps}, while one init's direction is {d_one}: restarts do not "
+                "bring m* to log growth.")
+    else:
+        what = f"The rows do not decide how best of R grows against log T (direction: {d_best}) {exps}."
+    return what + saved
+
+
+def _growth_text(name: str, s: dict) -> str:
+    n = s["numbers"]
+    T = n.get("T") or []
+    span = f"T = {min(T):g}..{max(T):g}, {len(T)} cells with an exact m*" if T else "no T with an exact m*"
+    deficit = n.get("log_deficit_aicc") or {}
+    direction = n.get("direction", "undecided")
+    if direction == "faster than log" and deficit:
+        direction += f" (the log law trails by {deficit['least']:.0f} to {deficit['most']:.0f} AICc)"
+    law = n.get("law") if n.get("law") in ("log", "polylog", "linear", "power") else "not named"
+    return f"{name}: c = {_c(n.get('c') or {})} of a T^c; {direction}; growth law {law}; L1 {s['verdict']} ({span})"
+
+
+def _c(q: dict) -> str:
+    if not q or q.get("estimate") is None:
+        return "-"
+    lo, hi = q.get("ci_lo"), q.get("ci_hi")
+    return f"{q['estimate']:.2f}" + (f" ({lo:.2f} .. {hi:.2f})" if lo is not None and hi is not None else "")
+
+
+def _learner_order(name: str) -> tuple[int, str]:
+    return (0 if name == ONE_INIT else 1 if name.startswith("best of") else 2, name)
+
+
+def _others(shared: dict) -> str:
+    skip = ("positions", "norm_bound", "ln_affine", "max_epochs", "model")
+    return ", ".join(f"{k}={v}" for k, v in shared.items() if k not in skip)
+
+
+def probe_lines(union: pl.DataFrame, rows: pl.DataFrame) -> list[str]:
+    """Representability probes: each transformer cell of the union tried at one m only (a
+    yes-or-no question at that m, not an m* search), with what its trained trials reached on
+    their own training sets and the reading the rows allow. [] when there is none."""
+    needed = {"m_min", "m_max", "T", "model"}
+    if union.is_empty() or not needed <= set(union.columns) or rows is None or rows.is_empty():
+        return []
+    probes = union.filter((pl.col("m_min") == pl.col("m_max")) & (pl.col("model") == "transformer"))
+    if probes.is_empty():
+        return []
+    lines = ["### Representability probes", "",
+             "Cells tried at one large m only, with a long budget: does a head within the bound fit its training "
+             "set there? One that fits shows the class represents the target at that T (the cell is "
+             "optimisation-limited, not representation-limited); none fitting after the budget is a "
+             "representability limit as far as that budget and optimiser can tell.", ""]
+    for cell in probes.sort("T").iter_rows(named=True):
+        mine = rows.filter((pl.col("run_id") == cell["run_id"]) & (pl.col("T") == cell["T"])
+                           & (pl.col("m") == cell["m_min"]))
+        if "norm_bound" in mine.columns and cell.get("norm_bound") is not None:
+            mine = mine.filter(pl.col("norm_bound") == cell["norm_bound"])
+        lines.append(f"- {findings.md_text(probe_text(cell, mine))}")
+    return [*lines, ""]
+
+
+def probe_text(cell: dict, rows: pl.DataFrame) -> str:
+    """One probe cell as a sentence: what was tried, what the trials reached, the reading."""
+    trained = rows.filter(pl.col("status") == "done")
+    bound = cell.get("norm_bound")
+    tried = (f"T = {cell['T']}, B = {bound:g}" if bound is not None else f"T = {cell['T']}, no bound") + \
+        f", m = {cell['m_min']}: {trained.height} training sets"
+    if trained.is_empty():
+        return tried + ", none trained"
+    first = trained.row(0, named=True)
+    budget = (f"{first['max_epochs']} epochs" + (f" of minibatches of {first['batch_size']}" if first.get("batch_size")
+                                                 else " full batch") + f", lr {first['lr']:g}")
+    fit = trained.filter(pl.col("train_acc") >= FIT)
+    within = fit
+    if bound is not None and "norm_qk" in fit.columns:
+        within = fit.filter(pl.col("norm_qk") <= bound * (1 + TOLERANCE))
+    accs = ", ".join(f"{a:.3f}" for a in trained["train_acc"].to_list())
+    epochs = ", ".join(str(e) for e in trained["epochs"].to_list())
+    tested = ", ".join(f"{a:.3f}" for a in trained["test_acc"].to_list())
+    text = (f"{tried} ({budget}); training accuracy {accs} after {epochs} epochs; test accuracy {tested}")
+    if within.height:
+        return (text + f": {within.height} of {trained.height} fit their training set with a head within the bound, "
+                "so the class represents the target at this T: the cell is optimisation-limited, not "
+                "representation-limited")
+    return (text + ": none fit within the budget, a representability limit as far as this budget and optimiser can "
+            "tell (a longer budget or another optimiser could still find a head)")
