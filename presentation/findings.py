@@ -774,6 +774,18 @@ CLAIM_CLASS = ("The claim as Edelman et al. state it is about a head whose weigh
                "learned positions without a bound are the paper's experimental protocol, outside the theorem's class.")
 
 
+def _by_rows(series: list[dict]) -> list[tuple[dict, str]]:
+    """The L1 series that hold distinct trial rows, each with its label's suffix: the learners
+    of a restart run read one run's rows, which are described once ("all restarts")."""
+    return [(s, ", all restarts" if s["cells"].get("learner") else "") for s in series
+            if s["cells"].get("learner") in (None, "one init")]
+
+
+def _rows_label(union: pl.DataFrame, s: dict, suffix: str) -> str:
+    label = _series_kind(union, s["cells"])["label"]
+    return label.replace(", one init", suffix) if suffix else label
+
+
 def _l1_series(claims: list[dict]) -> tuple[dict | None, list[dict]]:
     """The L1 verdict among ``claims`` (None if absent) and its series that were fitted over T."""
     l1 = next((v for v in claims if v["claim"].startswith("L1")), None)
@@ -952,7 +964,10 @@ def _series_kind(union: pl.DataFrame, key: dict) -> dict:
     label += ", tuned" if tuned else ", untuned"
     epochs = one("max_epochs")
     label += f", {epochs} epochs" if isinstance(epochs, int) else ""
-    others = {k: v for k, v in key.items() if k not in ("positions", "norm_bound", "ln_affine", "max_epochs", TUNED_RUN)}
+    if key.get("learner"):  # a restart run's learner (stats/restarts.py)
+        label += f", {key['learner']}"
+    others = {k: v for k, v in key.items() if k not in ("positions", "norm_bound", "ln_affine", "max_epochs", TUNED_RUN,
+                                                        "learner")}
     if others:
         label += " (" + ", ".join(f"{k}={v}" for k, v in others.items()) + ")"
     return dict(label=label, theory=theory)
@@ -1175,7 +1190,7 @@ def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, r
         return []
     version = {rec["run_id"]: rec.get("code_version") or "?" for rec in records}
     items = []
-    for s in series:
+    for s, suffix in _by_rows(series):
         src = series_sources(union, s["cells"], rows)
         if not src:
             continue
@@ -1186,6 +1201,8 @@ def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, r
         lrs = sorted({c["lr"] for c in src if c["lr"] is not None})
         lr = (f"lr {lrs[0]:g} in every cell" if len(lrs) == 1 else
               "lr per cell " + ", ".join(f"{c['lr']:.2g} at T = {c['T']:g} ({c['tuning']})" for c in src))
+        for c in src:  # a grid sweep's rows have no search phase
+            c["phases"] = {("grid" if p in (None, "None") else p): n for p, n in c["phases"].items()}
         kinds = {tuple(sorted(c["phases"])) for c in src}
         if len(kinds) == 1:
             phases = "rows of the " + " and ".join(f"{p} phase" for p in next(iter(kinds))) + " in every cell"
@@ -1195,7 +1212,7 @@ def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, r
         if any("tune" in c["phases"] for c in src) or any(c["tuning"] == "tuned" for c in src):
             phases += ("; a cell that adopted tuned settings takes the tuning trials of the adopted set (at the probe "
                        "m) in every such cell, whether or not the search came back to that m")
-        items.append(f"{_series_kind(union, s['cells'])['label']}: {runs}; {lr}; {phases}.")
+        items.append(f"{_rows_label(union, s, suffix)}: {runs}; {lr}; {phases}.")
     lines = ["What each series pools (runs, code versions, learning rates, search phases):", "",
              *[f"- {md_text(i)}" for i in items], ""]
     shared = shared_trials(rows, threshold)
@@ -1219,7 +1236,7 @@ def epoch_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, thr
     median's growth against T with its interval. Markdown lines."""
     _, series = _l1_series(claims)
     items = []
-    for s in series:
+    for s, suffix in _by_rows(series):
         src = series_sources(union, s["cells"], rows)
         cells = [(c["T"], epochs_by_cell(c["rows"], threshold)) for c in src]
         cells = [(t, e) for t, e in cells if e["n_trained"]]
@@ -1233,8 +1250,7 @@ def epoch_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, thr
         grow = ("" if math.isnan(g["slope"]) else
                 f"; the median grows like T^{g['slope']:.2f} ({ci:.0%} CI {g['ci_lo']:.2f} .. {g['ci_hi']:.2f}, "
                 f"{g['n_points']} T)")
-        epochs = _series_kind(union, s["cells"])
-        items.append(f"{epochs['label']}: {per}{grow}.")
+        items.append(f"{_rows_label(union, s, suffix)}: {per}{grow}.")
     if not items:
         return []
     return ["Epochs against T, per series (the epochs a success trained for: median (quartiles); the share of a "
@@ -1268,7 +1284,7 @@ def headline(claims: list[dict], union: pl.DataFrame) -> str:
     """One sentence: what the series of the theorem's class (bounded heads, untrained codes,
     bounded inputs) show about L1, made from their numbers; "" where the runs hold none."""
     l1, series = _l1_series(claims)
-    theory = [s for s in series if _series_kind(union, s["cells"])["theory"] and "learner" not in s["cells"]]
+    theory = [s for s in series if _series_kind(union, s["cells"])["theory"] and not s["cells"].get("learner")]
     if not theory:
         return ""
 
@@ -1306,6 +1322,8 @@ def headline(claims: list[dict], union: pl.DataFrame) -> str:
         ci = "" if q.get("ci_lo") is None else f", 95% CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f}"
         b_text = (f"; m*(B={across[0]['bounds'][1]:g}) / m*(B={across[0]['bounds'][0]:g}) = {q['estimate']:.2f} "
                   f"(geometric mean over {across[0]['n_T']} T{ci})")
+    from attnsweep.presentation.samples_or_optimisation import restart_headline
+    restarts = restart_headline(claims, union)
     return "**The theorem's bounded class** " + md_text(
         f"(fixed position codes, a norm bound B, inputs of norm sqrt(d)), trained by AdamW from one initialisation, "
-        f"{what}, {rule}{laws}{b_text}.")
+        f"{what}, {rule}{laws}{b_text}." + (f" {restarts}" if restarts else ""))

@@ -190,3 +190,30 @@ def probe_text(cell: dict, rows: pl.DataFrame) -> str:
                 "representation-limited")
     return (text + ": none fit within the budget, a representability limit as far as this budget and optimiser can "
             "tell (a longer budget or another optimiser could still find a head)")
+
+
+def restart_headline(claims: list[dict], union: pl.DataFrame) -> str:
+    """One sentence for the headline: what restarts of the theorem's class show, from the best
+    of R series' direction and exponent; "" where the runs hold no such restarts."""
+    for shared, by in restart_groups(claims):
+        if not findings._series_kind(union, {**shared, LEARNER: next(iter(by))})["theory"]:
+            continue
+        best_name = next((n for n in by if n.startswith("best of")), None)
+        if best_name is None or ONE_INIT not in by:
+            continue
+        best, one = by[best_name]["numbers"], by[ONE_INIT]["numbers"]
+        T = best.get("T") or []
+        where = f"T = {min(T):g}..{max(T):g}" if T else "its T"
+        r = best_name.removeprefix("best of ")
+        c = f"c = {_c(best.get('c') or {})} against {_c(one.get('c') or {})} for one init"
+        direction = best.get("direction", "undecided")
+        if direction == "faster than log":
+            return (f"Trained from {r} initialisations and judged by the restart with the lowest training loss, its "
+                    f"m* still grows faster than log T over {where} ({c}): one initialisation's luck is not what "
+                    "makes it grow.")
+        if direction == "log":
+            return (f"Trained from {r} initialisations and judged by the restart with the lowest training loss, its "
+                    f"m* grows like log T over {where} ({c}): the optimiser from one init is what made it grow faster.")
+        return (f"Trained from {r} initialisations and judged by the restart with the lowest training loss, the rows do "
+                f"not decide how its m* grows against log T over {where} ({c}).")
+    return ""

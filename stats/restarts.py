@@ -24,7 +24,7 @@ from __future__ import annotations
 import polars as pl
 
 LEARNER = "learner"
-"""The column that names a learner; it takes the place of ``restart`` among a cell's columns."""
+"""The column that names a learner; it replaces ``restart`` among a cell's columns, last."""
 ONE_INIT = "one init"
 
 
@@ -41,8 +41,8 @@ def learners(rows: pl.DataFrame, cell: list[str], acc_threshold: float = 0.95) -
     Returns:
         ``(rows, cell)``: without restarts above 0, the input without ``restart``. Otherwise one row per
         learner, cell, m and seed, with a ``learner`` column (``one init``, ``any of R``,
-        ``best of R``) in place of ``restart``, and the cell's columns with ``learner`` where
-        ``restart`` was.
+        ``best of R``) in place of ``restart``, and the cell's columns without ``restart`` and
+        with ``learner`` last.
     """
     if "restart" not in cell:
         return rows, cell
@@ -70,5 +70,5 @@ def learners(rows: pl.DataFrame, cell: list[str], acc_threshold: float = 0.95) -
             .with_columns((pl.lit("best of ") + label).alias(LEARNER)))
     columns = [c for c in rows.columns if c != "restart"]
     out = pl.concat([part.select(*columns, LEARNER) for part in (one, anyof, best)], how="vertical_relaxed")
-    new_cell = [LEARNER if c == "restart" else c for c in cell]
+    new_cell = [*others, LEARNER]  # last, as in orchestrator/analyze.py CELL_FIELDS: cell keys match across tables
     return out.select([*new_cell, *[c for c in columns if c not in new_cell]]), new_cell
