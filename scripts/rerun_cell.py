@@ -132,7 +132,8 @@ def compare(args, scratch: Path) -> int:
               + f" (trial {row['trial_id']})")
     m_a = attnsweep.open_store(a_store.root).analyze(run_id).m_star
     m_b = attnsweep.open_store(b_store.root).analyze(rerun_id).m_star
-    keys = [c for c in BooleanTrialConfig.model_fields if c in m_b.columns and c in m_a.columns and c not in ("m", "seed")]
+    keys = [c for c in [*BooleanTrialConfig.model_fields, "learner"]  # learner: a restart run's (stats/restarts.py)
+            if c in m_b.columns and c in m_a.columns and c not in ("m", "seed")]
     # A setting that is null in every cell of one table is typed Null there: type it as the other has it.
     for c in keys:
         if m_a.schema[c] != m_b.schema[c]:
@@ -140,7 +141,7 @@ def compare(args, scratch: Path) -> int:
             m_a, m_b = m_a.with_columns(pl.col(c).cast(typed)), m_b.with_columns(pl.col(c).cast(typed))
     pair = m_b.select(*keys, "m_star", "bound").join(m_a.select(*keys, "m_star", "bound"), on=keys,
                                                      suffix="_published", nulls_equal=True)
-    shown = [c for c in keys if m_b[c].n_unique() > 1 or c in ("T", "norm_bound", "positions")]
+    shown = [c for c in keys if m_b[c].n_unique() > 1 or c in ("T", "norm_bound", "positions", "learner")]
     for row in pair.iter_rows(named=True):
         print(", ".join(f"{c}={row[c]}" for c in shown) + f": m* {format_m_star(row['m_star'], row['bound'])} "
               f"(the run's {format_m_star(row['m_star_published'], row['bound_published'])})")
