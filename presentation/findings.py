@@ -47,6 +47,9 @@ from attnsweep.stats.epochs import epoch_growth, epochs_by_cell
 from attnsweep.stats.norm_use import TOLERANCE, fit_limits, norm_growth
 from attnsweep.stats.pooling import shared_trials
 from attnsweep.workers.config import LATER_FIELDS
+from attnsweep.presentation.markdown import md_code, md_target, md_text
+from attnsweep.presentation.samples_or_optimisation import probe_lines, restart_headline, restart_lines
+from attnsweep.presentation.series import by_rows, l1_series, rows_label, series_cells, series_kind
 
 FIGURE = "m_star_vs_T.png"
 TRIALS, RUNS, SUMS = "trials.parquet", "runs.parquet", "SHA256SUMS"
@@ -490,7 +493,6 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
               "read off by eye.", ""]
     lines += series_table(claims, union)
     # Imported here: that module renders with this one's helpers.
-    from attnsweep.presentation.samples_or_optimisation import probe_lines, restart_lines
     lines += restart_lines(claims, union)
     if rows is not None and not rows.is_empty():
         threshold = _threshold(records)
@@ -717,86 +719,17 @@ def _when(rec: dict) -> str:
     return text
 
 
-MARKUP = "\\`*_[]<>|!&~#"
-"""Characters that can start Markdown or HTML markup (CommonMark lets a backslash escape each)."""
-
-
-def md_text(text) -> str:
-    """A string that came from data (a row, a run record, a file name) as literal Markdown
-    text: every character that could start markup (links, images, raw HTML, emphasis, code,
-    a table cell's end) escaped with a backslash (CommonMark 0.31, "Backslash escapes"), every
-    control character and line break a space, so no string in the data becomes markup, a
-    link, or a findings marker line."""
-    out = []
-    for ch in str(text):
-        if ch in MARKUP:
-            out.append("\\" + ch)
-        elif ch in "\r\n\t" or (ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029"):
-            out.append(" ")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-SAFE_TARGET = re.compile(r"[A-Za-z0-9._/~+-]*\Z")
-
-
-def md_target(path: str) -> str:
-    """A path as a Markdown link destination: as it is when it holds only plain path
-    characters, else in angle brackets with ``<``, ``>`` and ``\\`` escaped (CommonMark
-    0.31, "Links"), so a folder named ``my findings (v1)`` still links. Control characters
-    and line breaks become spaces (a destination cannot hold them)."""
-    if SAFE_TARGET.match(path):
-        return path
-    path = "".join(" " if ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029" else ch for ch in path)
-    return "<" + re.sub(r"([<>\\])", r"\\\1", path) + ">"
-
-
-def md_code(text) -> str:
-    """A string that came from data as a Markdown code span: fenced by more backticks than it
-    holds in a row, padded where it starts or ends with one (CommonMark 0.31, "Code spans");
-    control characters and line breaks become spaces."""
-    text = "".join(" " if ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029" else ch for ch in str(text))
-    run = cur = 0
-    for ch in text:
-        cur = cur + 1 if ch == "`" else 0
-        run = max(run, cur)
-    fence = "`" * (run + 1)
-    # A span that starts or ends with a backtick, or with a space at both ends (not only spaces),
-    # loses one space a side when rendered: pad it with one.
-    pad = " " if text[:1] == "`" or text[-1:] == "`" or (text[:1] == text[-1:] == " " and text.strip()) else ""
-    return f"{fence}{pad}{text}{pad}{fence}" if text else "` `"
-
-
 CLAIM_CLASS = ("The claim as Edelman et al. state it is about a head whose weight norms are bounded, over position "
                "codes that are not learned per T and inputs of bounded norm (docs/claims.md, section 1): the series "
                "of fixed or sinusoidal codes with a norm bound and inputs of norm sqrt(d) is the one it covers; "
                "learned positions without a bound are the paper's experimental protocol, outside the theorem's class.")
 
 
-def _by_rows(series: list[dict]) -> list[tuple[dict, str]]:
-    """The L1 series that hold distinct trial rows, each with its label's suffix: the learners
-    of a restart run read one run's rows, which are described once ("all restarts")."""
-    return [(s, ", all restarts" if s["cells"].get("learner") else "") for s in series
-            if s["cells"].get("learner") in (None, "one init")]
-
-
-def _rows_label(union: pl.DataFrame, s: dict, suffix: str) -> str:
-    label = _series_kind(union, s["cells"])["label"]
-    return label.replace(", one init", suffix) if suffix else label
-
-
-def _l1_series(claims: list[dict]) -> tuple[dict | None, list[dict]]:
-    """The L1 verdict among ``claims`` (None if absent) and its series that were fitted over T."""
-    l1 = next((v for v in claims if v["claim"].startswith("L1")), None)
-    return l1, [s for s in (l1 or {}).get("series", []) if s.get("numbers", {}).get("T")]
-
-
 def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
     """The README's headline: one row per series L1 judged (the transformer cells that differ
     in a setting other than T), with c and k and their intervals, the best law, the verdict
     and a sentence of what it says about the claim; Markdown lines, [] when L1 judged none."""
-    l1, series = _l1_series(claims)
+    l1, series = l1_series(claims)
     if not series:
         return []
     lines = [CLAIM_CLASS, "",
@@ -804,7 +737,7 @@ def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
              "| growth law (named only where robust) | L1 | what it says |",
              "|---|---|---|---|---|---|---|"]
     for s in series:
-        kind = _series_kind(union, s["cells"])
+        kind = series_kind(union, s["cells"])
         numbers = s["numbers"]
         T = numbers["T"]
         span = f"{min(T):g}..{max(T):g} ({len(T)} cells, {math.log10(max(T) / min(T)):.1f} decades)"
@@ -821,7 +754,7 @@ def _as_stated(l1: dict, series: list[dict], union: pl.DataFrame) -> list[str]:
     """A sentence where the L1 row of the claims table (every series combined: not supported
     where any series is) reads otherwise than the series of the theorem's class, which alone
     test the claim as its authors state it; [] where the two agree or there is no such series."""
-    theory = [s["verdict"] for s in series if _series_kind(union, s["cells"])["theory"]]
+    theory = [s["verdict"] for s in series if series_kind(union, s["cells"])["theory"]]
     if not theory:
         return []
     verdict = boolean.combined(theory)  # the rule the L1 row itself uses, on these series alone
@@ -852,27 +785,18 @@ def fit_limit_lines(union: pl.DataFrame) -> list[str]:
             + md_text("; ".join(parts)) + ".", ""]
 
 
-def _series_cells(union: pl.DataFrame, key: dict) -> pl.DataFrame:
-    """The transformer cells of one L1 series (``key``: the settings that name it)."""
-    cells = union.filter(pl.col("model") == "transformer") if "model" in union.columns else union
-    for name, value in key.items():
-        if name in cells.columns:
-            cells = cells.filter(pl.col(name).is_null() if value is None else pl.col(name) == value)
-    return cells
-
-
 def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> list[str]:
     """One line per L1 series on the norms its trained heads used (stats/norm_use.py;
     Edelman et al., ICML 2022, Theorem 4.2 bounds capacity by these norms at a fixed bound):
     where a bound is set, the share of trained trials with a bounded matrix at it per cell;
     and the least ||W_Q,h^T W_K,h|| of a successful trial against ln T, least-squares fitted
     (:func:`stats.norm_use.norm_growth`). Markdown lines, [] when no series has the norms."""
-    _, series = _l1_series(claims)
+    _, series = l1_series(claims)
     if not series or "min_norm_qk" not in union.columns:
         return []
     items = []
     for s in series:
-        cells = _series_cells(union, s["cells"]).sort("T")
+        cells = series_cells(union, s["cells"]).sort("T")
         parts = []
         if "at_bound" in cells.columns and cells["at_bound"].drop_nulls().len():
             shares = cells.filter(pl.col("at_bound").is_not_null())
@@ -884,7 +808,7 @@ def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) ->
         if norms.height:
             parts.append(_least_norm_text(cells, norms, ci))
         if parts:
-            items.append(f"{_series_kind(union, s['cells'])['label']}: " + "; ".join(parts) + ".")
+            items.append(f"{series_kind(union, s['cells'])['label']}: " + "; ".join(parts) + ".")
     for pair in _across(series):
         items.append(_across_bound_text(pair))
     if not items:
@@ -940,37 +864,6 @@ def _across_bound_text(pair: dict) -> str:
     if pair["left_out"]:
         text += f"; left out (a bound on either side): T = {', '.join(f'{t:g}' for t in pair['left_out'])}"
     return text
-
-
-def _series_kind(union: pl.DataFrame, key: dict) -> dict:
-    """What a series is: its position codes, norm bound and tuning, read from its cells."""
-    cells = _series_cells(union, key)
-    def one(name: str, default=None):
-        values = cells[name].unique().to_list() if name in cells.columns and not cells.is_empty() else []
-        return values[0] if len(values) == 1 else (default if not values else "mixed")
-    positions = one("positions", "learned") or "learned"
-    bound = one("norm_bound")
-    # A tuned run's cells are tuned series even where no cell adopted its tuning (the protocol ran).
-    tuned = (bool(cells[TUNED_RUN].fill_null(False).all()) if TUNED_RUN in cells.columns and not cells.is_empty()
-             else False) or ("tuning" in cells.columns and bool(cells["tuning"].is_in(["not tuned"]).not_().any()))
-    ln_affine = one("ln_affine", True)
-    ln_affine = True if ln_affine is None else ln_affine
-    # The theorem bounds the head's weights and its inputs' norm: untrained codes, a bound, and a
-    # LayerNorm without trained gain before the head (docs/claims.md, section 1).
-    theory = positions in ("fixed", "sinusoidal") and bound is not None and ln_affine is False
-    label = f"{positions} positions, " + ("no norm bound" if bound is None else f"norm bound {bound:g}"
-                                          if isinstance(bound, (int, float)) else f"norm bound {bound}")
-    label += ", inputs of norm sqrt(d)" if ln_affine is False else ""
-    label += ", tuned" if tuned else ", untuned"
-    epochs = one("max_epochs")
-    label += f", {epochs} epochs" if isinstance(epochs, int) else ""
-    if key.get("learner"):  # a restart run's learner (stats/restarts.py)
-        label += f", {key['learner']}"
-    others = {k: v for k, v in key.items() if k not in ("positions", "norm_bound", "ln_affine", "max_epochs", TUNED_RUN,
-                                                        "learner")}
-    if others:
-        label += " (" + ", ".join(f"{k}={v}" for k, v in others.items()) + ")"
-    return dict(label=label, theory=theory)
 
 
 def _with_interval(q: dict | None, digits: int) -> str:
@@ -1164,7 +1057,7 @@ def series_sources(union: pl.DataFrame, key: dict, rows: pl.DataFrame) -> list[d
     rows its m* was computed from: :func:`orchestrator.analyze.search_rows` of its run, the
     tuned phase where the adopted settings are used) and ``phases`` (those rows per search
     phase)."""
-    cells = _series_cells(union, key).sort("T")
+    cells = series_cells(union, key).sort("T")
     rows = with_later_fields(rows)  # rows stored before a setting existed read as the value they had
     cols = [c for c in CELL_FIELDS if c in cells.columns and c in rows.columns]
     out = []
@@ -1185,12 +1078,12 @@ def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, r
     """What each L1 series pools: its runs and their code versions (with the T each gives),
     its learning rates and the search phases of its rows; and the trial ids two code versions
     both ran, with how many changed (stats/pooling.py). Markdown lines."""
-    _, series = _l1_series(claims)
+    _, series = l1_series(claims)
     if not series:
         return []
     version = {rec["run_id"]: rec.get("code_version") or "?" for rec in records}
     items = []
-    for s, suffix in _by_rows(series):
+    for s, suffix in by_rows(series):
         src = series_sources(union, s["cells"], rows)
         if not src:
             continue
@@ -1212,7 +1105,7 @@ def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, r
         if any("tune" in c["phases"] for c in src) or any(c["tuning"] == "tuned" for c in src):
             phases += ("; a cell that adopted tuned settings takes the tuning trials of the adopted set (at the probe "
                        "m) in every such cell, whether or not the search came back to that m")
-        items.append(f"{_rows_label(union, s, suffix)}: {runs}; {lr}; {phases}.")
+        items.append(f"{rows_label(union, s, suffix)}: {runs}; {lr}; {phases}.")
     lines = ["What each series pools (runs, code versions, learning rates, search phases):", "",
              *[f"- {md_text(i)}" for i in items], ""]
     shared = shared_trials(rows, threshold)
@@ -1234,9 +1127,9 @@ def epoch_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, thr
     """Epochs against T per L1 series (stats/epochs.py): per cell, the median (quartiles) of
     the epochs a success took and the share of trained trials that ran out of epochs, and the
     median's growth against T with its interval. Markdown lines."""
-    _, series = _l1_series(claims)
+    _, series = l1_series(claims)
     items = []
-    for s, suffix in _by_rows(series):
+    for s, suffix in by_rows(series):
         src = series_sources(union, s["cells"], rows)
         cells = [(c["T"], epochs_by_cell(c["rows"], threshold)) for c in src]
         cells = [(t, e) for t, e in cells if e["n_trained"]]
@@ -1250,7 +1143,7 @@ def epoch_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, thr
         grow = ("" if math.isnan(g["slope"]) else
                 f"; the median grows like T^{g['slope']:.2f} ({ci:.0%} CI {g['ci_lo']:.2f} .. {g['ci_hi']:.2f}, "
                 f"{g['n_points']} T)")
-        items.append(f"{_rows_label(union, s, suffix)}: {per}{grow}.")
+        items.append(f"{rows_label(union, s, suffix)}: {per}{grow}.")
     if not items:
         return []
     return ["Epochs against T, per series (the epochs a success trained for: median (quartiles); the share of a "
@@ -1283,14 +1176,14 @@ def _floor_note(advantage: pl.DataFrame) -> list[str]:
 def headline(claims: list[dict], union: pl.DataFrame) -> str:
     """One sentence: what the series of the theorem's class (bounded heads, untrained codes,
     bounded inputs) show about L1, made from their numbers; "" where the runs hold none."""
-    l1, series = _l1_series(claims)
-    theory = [s for s in series if _series_kind(union, s["cells"])["theory"] and not s["cells"].get("learner")]
+    l1, series = l1_series(claims)
+    theory = [s for s in series if series_kind(union, s["cells"])["theory"] and not s["cells"].get("learner")]
     if not theory:
         return ""
 
     def name(s: dict) -> str:
         bound = s["cells"].get("norm_bound")
-        return f"B = {bound:g}" if isinstance(bound, (int, float)) else _series_kind(union, s["cells"])["label"]
+        return f"B = {bound:g}" if isinstance(bound, (int, float)) else series_kind(union, s["cells"])["label"]
 
     def span(s: dict) -> str:
         n = s["numbers"]
@@ -1322,7 +1215,6 @@ def headline(claims: list[dict], union: pl.DataFrame) -> str:
         ci = "" if q.get("ci_lo") is None else f", 95% CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f}"
         b_text = (f"; m*(B={across[0]['bounds'][1]:g}) / m*(B={across[0]['bounds'][0]:g}) = {q['estimate']:.2f} "
                   f"(geometric mean over {across[0]['n_T']} T{ci})")
-    from attnsweep.presentation.samples_or_optimisation import restart_headline
     restarts = restart_headline(claims, union)
     return "**The theorem's bounded class** " + md_text(
         f"(fixed position codes, a norm bound B, inputs of norm sqrt(d)), trained by AdamW from one initialisation, "

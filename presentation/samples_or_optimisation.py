@@ -20,7 +20,8 @@ import math
 
 import polars as pl
 
-from attnsweep.presentation import findings
+from attnsweep.presentation.markdown import md_text
+from attnsweep.presentation.series import l1_series, series_cells, series_kind
 from attnsweep.stats import verdicts as boolean
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.norm_use import TOLERANCE
@@ -33,7 +34,7 @@ FIT = 1.0
 def restart_groups(claims: list[dict]) -> list[tuple[dict, dict[str, dict]]]:
     """The L1 series of restart runs, grouped by the settings they share: ``(shared, {learner:
     series})`` per group, in the order L1 lists them."""
-    _, series = findings._l1_series(claims)
+    _, series = l1_series(claims)
     groups: dict[tuple, tuple[dict, dict[str, dict]]] = {}
     for s in series:
         learner = s["cells"].get(LEARNER)
@@ -58,12 +59,12 @@ def restart_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> 
              "docs/claims.md, section 1a.", ""]
     for shared, by in groups:
         names = sorted(by, key=_learner_order)
-        kind = findings._series_kind(union, {**shared, LEARNER: names[0]})
+        kind = series_kind(union, {**shared, LEARNER: names[0]})
         label = kind["label"].split(" (")[0]
-        cells = {n: findings._series_cells(union, {**shared, LEARNER: n}).sort("T") for n in names}
+        cells = {n: series_cells(union, {**shared, LEARNER: n}).sort("T") for n in names}
         ts = sorted({int(t) for part in cells.values() for t in part["T"].to_list()})
-        lines += [f"**{findings.md_text(label)}**" + (f" ({findings.md_text(_others(shared))})" if _others(shared) else ""),
-                  "", "| T | " + " | ".join(f"m* {findings.md_text(n)}" for n in names) + " |",
+        lines += [f"**{md_text(label)}**" + (f" ({md_text(_others(shared))})" if _others(shared) else ""),
+                  "", "| T | " + " | ".join(f"m* {md_text(n)}" for n in names) + " |",
                   "|---:|" + "---:|" * len(names)]
         for t in ts:
             row = [str(t)]
@@ -71,8 +72,8 @@ def restart_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> 
                 hit = cells[n].filter(pl.col("T") == t)
                 row.append(format_m_star(hit["m_star"][0], hit["bound"][0]) if hit.height else "-")
             lines.append("| " + " | ".join(row) + " |")
-        lines += ["", *[f"- {findings.md_text(_growth_text(n, by[n]))}" for n in names]]
-        lines += ["", findings.md_text(reading(by, cells, ci)), ""]
+        lines += ["", *[f"- {md_text(_growth_text(n, by[n]))}" for n in names]]
+        lines += ["", md_text(reading(by, cells, ci)), ""]
     return lines
 
 
@@ -161,7 +162,7 @@ def probe_lines(union: pl.DataFrame, rows: pl.DataFrame) -> list[str]:
                            & (pl.col("m") == cell["m_min"]))
         if "norm_bound" in mine.columns and cell.get("norm_bound") is not None:
             mine = mine.filter(pl.col("norm_bound") == cell["norm_bound"])
-        lines.append(f"- {findings.md_text(probe_text(cell, mine))}")
+        lines.append(f"- {md_text(probe_text(cell, mine))}")
     return [*lines, ""]
 
 
@@ -196,7 +197,7 @@ def restart_headline(claims: list[dict], union: pl.DataFrame) -> str:
     """One sentence for the headline: what restarts of the theorem's class show, from the best
     of R series' direction and exponent; "" where the runs hold no such restarts."""
     for shared, by in restart_groups(claims):
-        if not findings._series_kind(union, {**shared, LEARNER: next(iter(by))})["theory"]:
+        if not series_kind(union, {**shared, LEARNER: next(iter(by))})["theory"]:
             continue
         best_name = next((n for n in by if n.startswith("best of")), None)
         if best_name is None or ONE_INIT not in by:

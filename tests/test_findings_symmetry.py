@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from attnsweep.presentation.compare import file_differences, json_differences, text_differences
-from attnsweep.presentation.findings import md_text
+from attnsweep.presentation.markdown import md_text
 
 from attnsweep.presentation.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section, write_sums
 

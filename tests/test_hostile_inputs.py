@@ -308,7 +308,7 @@ def test_a_crafted_and_checksummed_folder_is_refused_before_anything_is_written(
 def test_links_to_a_folder_with_spaces_and_brackets_stay_links(tmp_path):
     from markdown_it import MarkdownIt
 
-    from attnsweep.presentation.findings import md_target
+    from attnsweep.presentation.markdown import md_target
 
     for path in ("docs/my findings (v1)/m_star_vs_T.png", "a<b>/c\\d.png", "x)(y/z w.png", "plain/path-1.png"):
         tokens = MarkdownIt().parseInline(f"![fig]({md_target(path)})")[0].children

@@ -11,7 +11,8 @@ import re
 from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
-from attnsweep.presentation.findings import END, START, md_code, md_text, render, update_readme
+from attnsweep.presentation.findings import END, START, render, update_readme
+from attnsweep.presentation.markdown import md_code, md_text
 
 MD = MarkdownIt("commonmark").enable("table")
 PIECES = list("ab <>[]()!`*_~#|&\\:/\"'=\n\t-.") + ["javascript:", "<img src=x onerror=alert(1)>",
