@@ -96,7 +96,9 @@ def spec(args, scratch: Path) -> None:
     rows, sweep, run_id = _cell_rows(store, args.store, args.run_id, args.where)
     record = store.read_run(sweep, run_id)
     base = parse_spec(record["spec_yaml"])
-    fields = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed") and f in rows.columns]
+    # A restart run's cell holds every restart of its training sets (stats/restarts.py reads them
+    # together), so its restarts are rerun as an axis beside m.
+    fields = [f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "restart") and f in rows.columns]
     main = rows.filter(pl.col("search_phase").fill_null("") != "budget")  # grid runs have no phase
     cells = main.select(fields).unique()
     if cells.height != 1:
@@ -107,10 +109,19 @@ def spec(args, scratch: Path) -> None:
     out = dict(name=f"{sweep}-rerun", description=f"cell {' '.join(args.where)} of run {run_id}, every m its "
                                                   "search tried, its seeds",
                seeds=sorted(main["seed"].unique().to_list()),
-               grid=dict(m=sorted(main["m"].unique().to_list())),
+               grid=dict(m=sorted(main["m"].unique().to_list()), **_restarts(main)),
                fixed={k: v for k, v in cell.items() if v is not None},
                execution=dict(pack_size=4), analysis=base.analysis.model_dump())
     yaml.safe_dump(out, sys.stdout, sort_keys=False, default_flow_style=None, width=100)
+
+
+def _restarts(rows: pl.DataFrame) -> dict:
+    """``{"restart": [...]}`` when the cell's rows hold restarts other than 0, else ``{}`` (a
+    run made before the setting, or with one init, reruns as it was)."""
+    if "restart" not in rows.columns:
+        return {}
+    values = sorted(rows["restart"].fill_null(LATER_FIELDS["restart"]).unique().to_list())
+    return {"restart": values} if values != [LATER_FIELDS["restart"]] else {}
 
 
 def compare(args, scratch: Path) -> int:

@@ -77,3 +77,31 @@ def test_a_cell_rerun_as_a_grid_comes_back_row_for_row(tmp_path):
                       .otherwise(pl.col("epochs"))).write_parquet(part)
     changed = _run(script, "compare", run_id, "--store", "s", rerun_id, "--rerun-store", "r", cwd=tmp_path)
     assert changed.returncode == 1 and "1 differ" in changed.stdout
+
+
+RESTARTS = """
+name: small-restarts
+seeds: 2
+grid: {T: [8], m: [16, 32], restart: [0, 1]}
+fixed: {task: and, s: 2, d: 16, heads: 2, n_test: 200, lr: 0.01, max_epochs: 100, positions: fixed,
+        norm_bound: 1.0, ln_affine: false}
+"""
+
+
+def test_a_restart_runs_cell_is_rerun_with_every_restart(tmp_path):
+    # The learners of a restart cell read all its restarts together, so one cell is every
+    # restart of its training sets: the spec grids them beside m, and all rows come back.
+    (tmp_path / "spec.yaml").write_text(RESTARTS)
+    first = _run("-m", "attnsweep.cli", "run", "spec.yaml", "--store", "s", "--local", "--no-analyze", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    script = str(ROOT / "scripts" / "rerun_cell.py")
+    spec = _run(script, "spec", "small-restarts", "--store", "s", "--where", "T=8", cwd=tmp_path)
+    assert spec.returncode == 0, spec.stderr[-2000:]
+    assert "restart: [0, 1]" in spec.stdout and "m: [16, 32]" in spec.stdout
+    (tmp_path / "rerun.yaml").write_text(spec.stdout)
+    again = _run("-m", "attnsweep.cli", "run", "rerun.yaml", "--store", "r", "--local", "--no-analyze", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    same = _run(script, "compare", "small-restarts", "--store", "s", "small-restarts-rerun", "--rerun-store", "r",
+                cwd=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr[-2000:]
+    assert "8 rows of run" in same.stdout and "0 differ" in same.stdout  # 2 m x 2 restarts x 2 seeds
