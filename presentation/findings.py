@@ -48,7 +48,7 @@ from attnsweep.stats.norm_use import TOLERANCE, fit_limits, norm_growth
 from attnsweep.stats.pooling import shared_trials
 from attnsweep.workers.config import LATER_FIELDS
 from attnsweep.presentation.markdown import md_code, md_target, md_text
-from attnsweep.presentation.samples_or_optimisation import probe_lines, restart_headline, restart_lines
+from attnsweep.presentation.samples_or_optimisation import probe_headline, probe_lines, restart_headline, restart_lines
 from attnsweep.presentation.series import by_rows, l1_series, rows_label, series_cells, series_kind
 
 FIGURE = "m_star_vs_T.png"
@@ -473,7 +473,7 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
         return md_target(f"{base}/{name}" if base else name)
 
     lines = ["## What attnsweep found", ""]
-    lead = headline(claims, union)
+    lead = headline(claims, union, rows)
     if lead:
         lines += [lead, ""]
     for rec in records:
@@ -1173,7 +1173,7 @@ def _floor_note(advantage: pl.DataFrame) -> list[str]:
                         "not a ratio of two measured needs.")]
 
 
-def headline(claims: list[dict], union: pl.DataFrame) -> str:
+def headline(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame | None = None) -> str:
     """One sentence: what the series of the theorem's class (bounded heads, untrained codes,
     bounded inputs) show about L1, made from their numbers; "" where the runs hold none."""
     l1, series = l1_series(claims)
@@ -1215,7 +1215,7 @@ def headline(claims: list[dict], union: pl.DataFrame) -> str:
         ci = "" if q.get("ci_lo") is None else f", 95% CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f}"
         b_text = (f"; m*(B={across[0]['bounds'][1]:g}) / m*(B={across[0]['bounds'][0]:g}) = {q['estimate']:.2f} "
                   f"(geometric mean over {across[0]['n_T']} T{ci})")
-    restarts = restart_headline(claims, union)
+    restarts = " ".join(t for t in (restart_headline(claims, union), probe_headline(union, rows)) if t)
     return "**The theorem's bounded class** " + md_text(
         f"(fixed position codes, a norm bound B, inputs of norm sqrt(d)), trained by AdamW from one initialisation, "
         f"{what}, {rule}{laws}{b_text}." + (f" {restarts}" if restarts else ""))

@@ -93,8 +93,10 @@ def reading(by: dict[str, dict], cells: dict[str, pl.DataFrame], ci: float = 0.9
     q = ratio["geomean"]
     saved = ""
     if ratio["n_T"]:
+        # An upper end at infinity: some resample drew a cell whose best of R lies beyond the grid.
+        hi = "no upper limit" if q.get("ci_hi") is not None and math.isinf(q["ci_hi"]) else f"{q.get('ci_hi') or 0:.2f}"
         interval = "" if q.get("ci_lo") is None or math.isnan(q["ci_lo"]) else \
-            f", {ci:.0%} CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f}"
+            f", {ci:.0%} CI {q['ci_lo']:.2f} .. {hi}"
         saved = (f" m*({best_name}) / m*(one init) has a geometric mean of {q['estimate']:.2f} over the {ratio['n_T']} "
                  f"T where both are values{interval}.")
     exps = f"(c = {_c(c_best)} for {best_name}, {_c(c_one)} for one init)"
@@ -105,7 +107,7 @@ def reading(by: dict[str, dict], cells: dict[str, pl.DataFrame], ci: float = 0.9
         what = (f"Best of R grows faster than log T as one init does {exps}: choosing among R inits by training "
                 "loss does not bring m* to log growth over these T, so the faster growth is not one init's bad luck. "
                 "Restarts test the initialisation only; a learner that minimises the training error over the "
-                "bounded class by other means is not tested here.")
+                "model class by other means is not tested here.")
     elif d_best == "faster than log":
         what = (f"Best of R grows faster than log T {exps}, while one init's direction is {d_one}: restarts do not "
                 "bring m* to log growth.")
@@ -146,24 +148,70 @@ def probe_lines(union: pl.DataFrame, rows: pl.DataFrame) -> list[str]:
     """Representability probes: each transformer cell of the union tried at one m only (a
     yes-or-no question at that m, not an m* search), with what its trained trials reached on
     their own training sets and the reading the rows allow. [] when there is none."""
-    needed = {"m_min", "m_max", "T", "model"}
-    if union.is_empty() or not needed <= set(union.columns) or rows is None or rows.is_empty():
-        return []
-    probes = union.filter((pl.col("m_min") == pl.col("m_max")) & (pl.col("model") == "transformer"))
-    if probes.is_empty():
+    if not _probe_cells(union, rows):
         return []
     lines = ["### Representability probes", "",
              "Cells tried at one large m only, with a long budget: does a head within the bound fit its training "
              "set there? One that fits shows the class represents the target at that T (the cell is "
              "optimisation-limited, not representation-limited); none fitting after the budget is a "
              "representability limit as far as that budget and optimiser can tell.", ""]
+    for cell, mine in _probe_cells(union, rows):
+        lines.append(f"- {md_text(probe_text(cell, mine))}")
+    return [*lines, ""]
+
+
+def _probe_cells(union: pl.DataFrame, rows: pl.DataFrame | None) -> list[tuple[dict, pl.DataFrame]]:
+    """Each probe cell of ``union`` (a transformer cell tried at one m only), by T, with its
+    trial rows at that m; [] when there is none."""
+    needed = {"m_min", "m_max", "T", "model"}
+    if union.is_empty() or not needed <= set(union.columns) or rows is None or rows.is_empty():
+        return []
+    probes = union.filter((pl.col("m_min") == pl.col("m_max")) & (pl.col("model") == "transformer"))
+    out = []
     for cell in probes.sort("T").iter_rows(named=True):
         mine = rows.filter((pl.col("run_id") == cell["run_id"]) & (pl.col("T") == cell["T"])
                            & (pl.col("m") == cell["m_min"]))
         if "norm_bound" in mine.columns and cell.get("norm_bound") is not None:
             mine = mine.filter(pl.col("norm_bound") == cell["norm_bound"])
-        lines.append(f"- {md_text(probe_text(cell, mine))}")
-    return [*lines, ""]
+        out.append((cell, mine))
+    return out
+
+
+def _fits_within(cell: dict, rows: pl.DataFrame) -> tuple[int, int]:
+    """(trials that fit their training set with ||W_Q W_K^T|| within the cell's bound, trials
+    trained) among a probe cell's rows."""
+    trained = rows.filter(pl.col("status") == "done")
+    fit = trained.filter(pl.col("train_acc") >= FIT)
+    bound = cell.get("norm_bound")
+    if bound is not None and "norm_qk" in fit.columns:
+        fit = fit.filter(pl.col("norm_qk") <= bound * (1 + TOLERANCE))
+    return fit.height, trained.height
+
+
+def probe_headline(union: pl.DataFrame, rows: pl.DataFrame | None) -> str:
+    """One sentence for the headline on the bounded probe cells: where a head within the bound
+    fits at the large m, the class represents the target; "" where the runs hold no probe."""
+    fitted, not_fitted, ms = [], [], set()
+    for cell, mine in _probe_cells(union, rows):
+        if cell.get("norm_bound") is None:
+            continue
+        within, trained = _fits_within(cell, mine)
+        if not trained:
+            continue
+        ms.add(cell["m_min"])
+        (fitted if within else not_fitted).append(f"T = {cell['T']} (B = {cell['norm_bound']:g})")
+    if not fitted and not not_fitted:
+        return ""
+    at = "m = " + ", ".join(str(m) for m in sorted(ms))
+    text = ""
+    if fitted:
+        text = (f"At {at}, heads within the bound fit their training sets at {' and '.join(fitted)}: the class "
+                "represents the target there, so its faster growth is one of samples or optimisation, not of "
+                "representation.")
+    if not_fitted:
+        text += (" " if text else "") + (f"At {at}, no head within the bound fit at {' and '.join(not_fitted)} in its "
+                                         "budget.")
+    return text
 
 
 def probe_text(cell: dict, rows: pl.DataFrame) -> str:
@@ -177,16 +225,13 @@ def probe_text(cell: dict, rows: pl.DataFrame) -> str:
     first = trained.row(0, named=True)
     budget = (f"{first['max_epochs']} epochs" + (f" of minibatches of {first['batch_size']}" if first.get("batch_size")
                                                  else " full batch") + f", lr {first['lr']:g}")
-    fit = trained.filter(pl.col("train_acc") >= FIT)
-    within = fit
-    if bound is not None and "norm_qk" in fit.columns:
-        within = fit.filter(pl.col("norm_qk") <= bound * (1 + TOLERANCE))
+    within, _ = _fits_within(cell, trained)
     accs = ", ".join(f"{a:.3f}" for a in trained["train_acc"].to_list())
     epochs = ", ".join(str(e) for e in trained["epochs"].to_list())
     tested = ", ".join(f"{a:.3f}" for a in trained["test_acc"].to_list())
     text = (f"{tried} ({budget}); training accuracy {accs} after {epochs} epochs; test accuracy {tested}")
-    if within.height:
-        return (text + f": {within.height} of {trained.height} fit their training set with a head within the bound, "
+    if within:
+        return (text + f": {within} of {trained.height} fit their training set with a head within the bound, "
                 "so the class represents the target at this T: the cell is optimisation-limited, not "
                 "representation-limited")
     return (text + ": none fit within the budget, a representability limit as far as this budget and optimiser can "

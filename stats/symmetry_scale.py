@@ -40,7 +40,7 @@ import polars as pl
 
 from attnsweep.stats.critical import _cell_hash, format_m_star, percentile_interval
 from attnsweep.stats.symmetry import CELL, log_slope, verdicts, with_student
-from attnsweep.stats.verdicts import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, quantity, ratio_bound
+from attnsweep.stats.verdicts import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, ratio_bound
 
 GROUP = ["n", "k", "d"]
 AXES = ("d", "n", "k")

@@ -123,3 +123,29 @@ def test_a_probe_that_fits_within_the_bound_names_the_cell_optimisation_limited(
                          dict(base, train_acc=0.9, norm_qk=2.0, epochs=1500)])
     text = probe_text(cell, none)
     assert "none fit within the budget" in text and "1500 epochs of minibatches of 1024, lr 0.003" in text
+
+
+def test_the_headline_names_the_probe_cells_a_head_within_the_bound_fits():
+    from attnsweep.presentation.samples_or_optimisation import probe_headline
+    cells = pl.DataFrame([dict(run_id="r", model="transformer", T=4096, norm_bound=2.0, m_min=8192, m_max=8192),
+                          dict(run_id="r", model="transformer", T=512, norm_bound=1.0, m_min=8192, m_max=8192),
+                          dict(run_id="r", model="transformer", T=64, norm_bound=1.0, m_min=8, m_max=512)])
+    base = dict(run_id="r", model="transformer", m=8192, status="done", test_acc=1.0)
+    rows = pl.DataFrame([dict(base, T=4096, norm_bound=2.0, train_acc=1.0, norm_qk=2.0),   # fits within B = 2
+                         dict(base, T=512, norm_bound=1.0, train_acc=1.0, norm_qk=1.3),    # fits, outside B = 1
+                         dict(base, T=512, norm_bound=1.0, train_acc=0.97, norm_qk=1.0)])  # within, no fit
+    text = probe_headline(cells, rows)
+    assert "heads within the bound fit their training sets at T = 4096 (B = 2)" in text
+    assert "no head within the bound fit at T = 512 (B = 1)" in text
+    assert "T = 64" not in text  # a searched cell is not a probe
+    assert probe_headline(cells.filter(pl.col("T") == 64), rows) == ""
+
+
+def test_claims_other_than_l1_read_one_init_cells_only():
+    # A restart run's any-of-R and best-of-R cells are learners of their own: R (and L2-L4)
+    # compare one trained head per training set, as the paper does.
+    from attnsweep.stats.verdicts import one_init
+    m_star = pl.DataFrame({"T": [128, 128, 128, 256], "learner": ["one init", "any of 4", "best of 4", None],
+                           "m_star": [60.0, 40.0, 90.0, 70.0]})
+    assert one_init(m_star)["m_star"].to_list() == [60.0, 70.0]
+    assert one_init(m_star.drop("learner")).height == 4
