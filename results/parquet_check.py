@@ -34,7 +34,7 @@ not damage (it reads under a larger limit), so the store skips it where it is; d
 the file. A file version checked before is read again by :func:`read_footer`: its footer
 and sizes only, as the limit may have been lowered since.
 
-Why each step: docs/decisions.md, "Issue 23, second hostile trial (store)". This module knows
+Why each step: docs/decisions.md, "Second hostile trial (store)". This module knows
 Parquet files, not the store's layout (:mod:`results.store`, which uses it).
 """
 
