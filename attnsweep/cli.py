@@ -968,10 +968,9 @@ def report(
     if out_dir.exists() and not out_dir.is_dir():
         raise AttnsweepError(f"--out: {out_dir} exists and is not a directory")
     if readme is not None:  # every problem with the README is found before anything is written
-        from attnsweep.presentation.findings import SYMMETRY_END, SYMMETRY_START, check_readme
+        from attnsweep.presentation.readme_sections import check_readme
 
         check_readme(readme)
-        check_readme(readme, SYMMETRY_START, SYMMETRY_END)
     try:
         with _sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="attnsweep-findings-") as scratch:
             path = _report_in(store, run_ids, out_dir, publish, readme, from_folder, scratch)
@@ -1017,7 +1016,7 @@ def _report_in(store, run_ids, out_dir: Path, publish: bool, readme: Path | None
     from attnsweep.results import ResultsStore
 
     if from_folder is not None:
-        from attnsweep.presentation.findings import load
+        from attnsweep.presentation.published import load
         store, publish = str(Path(scratch) / "store"), True
         loaded = load(from_folder, ResultsStore(store))
         run_ids = [_run_or_latest(ResultsStore(store), r) for r in run_ids or []]  # a sweep: its latest run there

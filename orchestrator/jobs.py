@@ -226,11 +226,13 @@ def stage_sources(staging: Path, warn: Callable[[str], None] | None = None) -> P
         warn: told each file left out because its name looks like a secret (default: stderr).
     """
     top = staging / "attnsweep"
-    # Found, not imported: the face (attnsweep/__init__.py) sits above this package.
-    face = Path(importlib.util.find_spec("attnsweep").origin).parent
+    # Found, not imported: the face (attnsweep/__init__.py) sits above this package. Resolved:
+    # a strict editable install finds each module through a link into the checkout, and
+    # copy_source follows no link out of the folder it copies.
+    face = Path(importlib.util.find_spec("attnsweep").origin).resolve().parent
     copy_source(face, top, warn, skip=set(PACKAGES))
     for package in PACKAGES:
-        source = Path(importlib.util.find_spec(f"attnsweep.{package}").origin).parent
+        source = Path(importlib.util.find_spec(f"attnsweep.{package}").origin).resolve().parent
         copy_source(source, top / package, warn)
     return top
 

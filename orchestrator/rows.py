@@ -89,7 +89,7 @@ def run_schema(failure: bool = False) -> pa.Schema:
         failure: with the two nullable columns the driver's records carry since issue 23,
             ``error`` (why the last attempt failed) and ``rescue_file`` (the file holding the
             rows the store refused). Records written before read them as null; published
-            run records (presentation/findings.py, finished runs) are written and checked
+            run records (presentation/publish.py, finished runs) are written and checked
             without them, so folders published before still load.
     """
     ts = pa.timestamp("us", tz="UTC")

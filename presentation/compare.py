@@ -1,6 +1,6 @@
 """What "unchanged" means for published findings made on two processors.
 
-A findings folder (presentation/findings.py) made again from its own rows on another CPU holds
+A findings folder (presentation/publish.py) made again from its own rows on another CPU holds
 the same trial rows bit for bit (they are copied, not recomputed), but the numbers computed
 from them may differ in their last bits: BLAS kernels and the curve fits' iterations differ
 between processors (an AMD EPYC and an Intel Xeon gave power-law exponents 1e-9 apart). So two

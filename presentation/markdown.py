@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 
-
 MARKUP = "\\`*_[]<>|!&~#"
 """Characters that can start Markdown or HTML markup (CommonMark lets a backslash escape each)."""
 
@@ -56,3 +55,26 @@ def md_code(text) -> str:
     # loses one space a side when rendered: pad it with one.
     pad = " " if text[:1] == "`" or text[-1:] == "`" or (text[:1] == text[-1:] == " " and text.strip()) else ""
     return f"{fence}{pad}{text}{pad}{fence}" if text else "` `"
+
+
+def run_line(rec: dict) -> str:
+    counts = ", ".join(f"{rec[k]} {k.removeprefix('n_')}" for k in ("n_done", "n_failed", "n_diverged", "n_lost")
+                       if rec.get(k))
+    trials = f"{rec.get('n_trials')} trials"
+    if rec.get("status") != "finished":  # a run that stopped early records the trials it planned, at most
+        stored = sum(rec.get(k) or 0 for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
+        trials = f"{stored} trials stored of at most {rec.get('n_trials')} planned"
+    return (f"Run {md_code(rec['run_id'])} of sweep {md_code(rec['sweep'])} ({md_text(trials)}: "
+            f"{md_text(counts)}; {md_text(rec.get('status'))}; {_when(rec)}; code version "
+            f"{md_code(rec.get('code_version'))}).")
+
+
+def _when(rec: dict) -> str:
+    """When a run ran: its start (UTC, to the minute) and its wall time."""
+    start, end = rec.get("started_at"), rec.get("ended_at")
+    if start is None:
+        return "start unknown"
+    text = f"started {start:%Y-%m-%d %H:%M} UTC"
+    if end is not None:
+        text += f", {(end - start).total_seconds() / 60:.1f} min"
+    return text

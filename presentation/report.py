@@ -15,7 +15,7 @@ sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
 * ``out_dir/m_star_symmetry.csv``: the m* table of the symmetry runs (one row per cell and run);
 * in ``verdicts.json``, ``groups``, ``advantage`` and ``measurements``: a multi-size symmetry
   run's S1-S4 per (d, n, k) group, S2's advantage per group and the slopes across scale;
-* with ``publish``: the findings of presentation/findings.py (trials.parquet, the
+* with ``publish``: the findings of presentation/publish.py (trials.parquet, the
   m*-against-T figure, findings.md), and with ``readme`` the same findings in a README.
 """
 
@@ -35,7 +35,10 @@ import polars as pl
 
 from attnsweep.orchestrator.analyze import (analyze_run, boolean_verdicts, interval_text, m_star_table, run_caveats,
                                   settings_of, tuned_fields, union_cell)
-from attnsweep.presentation import findings
+from attnsweep.presentation.publish import publish as publish_folder
+from attnsweep.presentation.published import published_rows, published_within
+from attnsweep.presentation.readme_sections import readme_run_ids, update_readmes
+from attnsweep.presentation.verdict_table import BOOLEAN, SYMMETRY
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.results import ResultsStore
@@ -96,7 +99,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
             is in several runs, the first run given is used).
         out_dir: the report folder (created).
         reference: the paper's read-off for claim R (columns T, critical_m, err_lo, err_hi).
-        publish: also write the findings (presentation/findings.py): trials.parquet, the
+        publish: also write the findings (presentation/publish.py): trials.parquet, the
             m*-against-T figure with the paper's points, findings.md.
         readme: also put the findings into this README between its markers (implies publish).
         source: where the trial rows came from, as the page says it ("the results store", or
@@ -140,8 +143,8 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         # The analyses name their figures in the folder they were made in; they are in out_dir now.
         symmetry = [dataclasses.replace(r.symmetry, figures=[out_dir / Path(p).relative_to(stage)
                                                              for p in r.symmetry.figures]) for r in symmetry_runs]
-        findings.update_readmes(readme, store, [(r.sweep, r.run_id) for r in runs], out_dir,
-                                made.union if boolean_runs else None, made.claims, made.caveats, symmetry)
+        update_readmes(readme, [(r.sweep, r.run_id) for r in runs], out_dir,
+                       made.union if boolean_runs else None, made.claims, made.caveats, symmetry)
     return out_dir / "report.html"
 
 
@@ -225,7 +228,7 @@ def _write(store: ResultsStore, runs: list[_Run], run_ids: list[str], out_dir: P
     if publish:
         runs_ = [(r.sweep, r.run_id) for r in runs]
         symmetry = [r.symmetry for r in symmetry_runs]
-        findings.publish(store, runs_, out_dir, union if boolean_tables else None, claims, reference, ci, caveats,
+        publish_folder(store, runs_, out_dir, union if boolean_tables else None, claims, reference, ci, caveats,
                          symmetry)
     return _Made(union, claims, caveats)
 
@@ -262,12 +265,12 @@ def _drops_nothing(store: ResultsStore, out_dir: Path, publish: bool, readme: Pa
     (publishing) more rows of a run than the store now has (re-signed in SHA256SUMS, nothing
     would catch the loss); a folder inside another published folder's figures; or a README
     section that shows other runs. Reporting the same runs again, or more, is republishing."""
-    within = findings.published_within(out_dir)
+    within = published_within(out_dir)
     if within is not None:
         raise AttnsweepError(f"--out: {out_dir} is inside the figures of the published findings in {within}; a report "
                              "there would write over them. Give a folder outside it")
     ids = {r.run_id for r in runs}
-    held = findings.published_rows(out_dir)
+    held = published_rows(out_dir)
     dropped = [r for r in held if r not in ids]
     if dropped:
         raise AttnsweepError(f"--out: {out_dir} (the report folder; with --from, that folder unless --out names "
@@ -284,9 +287,9 @@ def _drops_nothing(store: ResultsStore, out_dir: Path, publish: bool, readme: Pa
                                      "that holds them all (attnsweep report --from that folder), or give another --out")
     if readme is None:
         return
-    sections = ([(findings.START, findings.END)] if any(r.experiment != "symmetry" for r in runs) else []) + \
-        ([(findings.SYMMETRY_START, findings.SYMMETRY_END)] if any(r.experiment == "symmetry" for r in runs) else [])
-    dropped = [r for start, end in sections for r in findings.readme_run_ids(readme, start, end) if r not in ids]
+    experiments = ([BOOLEAN] if any(r.experiment != "symmetry" for r in runs) else []) + \
+        ([SYMMETRY] if any(r.experiment == "symmetry" for r in runs) else [])
+    dropped = [r for e in experiments for r in readme_run_ids(readme, e) if r not in ids]
     if dropped:
         raise AttnsweepError(f"--readme: {readme} shows the findings of run(s) {', '.join(dropped)}, which this "
                              "report does not include; writing there would replace them. Report them too, or "

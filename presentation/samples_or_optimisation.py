@@ -11,7 +11,7 @@ Two kinds of rows ask it (docs/claims.md, section 1a):
   (the cell is optimisation-limited, not representation-limited); none fitting after the budget
   is a representability limit as far as that budget and optimiser can tell.
 
-Markdown lines for findings.md (presentation/findings.py ``render``).
+Markdown lines for findings.md (presentation/findings_boolean.py ``render``).
 """
 
 from __future__ import annotations

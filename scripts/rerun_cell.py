@@ -47,7 +47,7 @@ class UsageError(Exception):
 def _store(path: str, scratch: Path) -> ResultsStore:
     folder = Path(path)
     if (folder / "trials.parquet").is_file() and (folder / "runs.parquet").is_file():
-        from attnsweep.presentation.findings import load
+        from attnsweep.presentation.published import load
 
         store = ResultsStore(scratch / folder.name)
         load(folder, store)

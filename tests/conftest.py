@@ -1,4 +1,4 @@
-"""Fixtures shared by test files."""
+"""Fixtures shared by test files, and the ``slow`` marker of the end-to-end tier."""
 
 from __future__ import annotations
 
@@ -6,6 +6,16 @@ import socket
 import threading
 
 import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` every test in a module directly in tests/: the end-to-end tier (real Ray
+    sweeps, the CLI in a subprocess, the job server, published findings rebuilt). The unit
+    tests live in tests/<package>/ (orchestrator, results, stats, tasks, workers);
+    ``make test-fast`` (``pytest -m "not slow"``) runs only those."""
+    for item in items:
+        if item.path.parent.name == "tests":
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture()

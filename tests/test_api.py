@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_example() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### From Python (a notebook)"):]
+    """The whole example of docs/api.md (the README shows a shorter one and links it)."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    section = text[text.index("## From Python (a notebook)"):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 

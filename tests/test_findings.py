@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from attnsweep.presentation.findings import END, START, read_section
+from attnsweep.presentation.readme_sections import END, START, read_section
 
 SPEC = (Path(__file__).parent / "specs" / "rep.yaml").read_text()  # 36 trials, as tests/test_report.py
 README = f"""# A project
@@ -88,21 +88,49 @@ def test_the_m_star_table_is_the_one_the_analysis_computes(published):
         assert (ours is None and (theirs is None or theirs != theirs)) or ours == pytest.approx(theirs, nan_ok=True)
 
 
-def test_the_readme_section_says_exactly_what_verdicts_json_says(published):
+def test_the_findings_page_says_exactly_what_verdicts_json_says(published):
     root, _ = published
     verdicts = {v["claim"].split(":", 1)[0]: v for v in json.loads((root / "docs/findings/verdicts.json").read_text())["verdicts"]}
-    section = read_section(root / "README.md")
-    rows = _rows(section)
+    rows = _rows((root / "docs/findings/findings.md").read_text())
     assert sorted(rows) == ["L1", "L2", "L3", "L4", "R"]
     for name, cells in rows.items():
         v = verdicts[name]
         assert cells == [v["claim"], v["verdict"], v["statistic"], v["interval"], v["why"]], name
-    # The figure is linked from the README's folder, and the text around the section is kept.
-    assert "![m* against T](docs/findings/m_star_vs_T.png)" in section
+
+
+def _table_lines(section: str) -> list[str]:
+    return [line for line in section.splitlines() if line.startswith("|")]
+
+
+def test_the_readme_gets_a_short_verdict_table_made_from_verdicts_json(published):
+    root, run_id = published
+    verdicts = {v["id"]: v for v in json.loads((root / "docs/findings/verdicts.json").read_text())["verdicts"]}
+    section = read_section(root / "README.md")
+    table = _table_lines(section)
+    assert len(table) <= 10 and table[0] == "| claim | verdicts | bottom line |"
+    row = next(line for line in table if "Edelman et al." in line)
+    cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+    assert len(cells) == 3
+    said = re.sub(r"\\(.)", r"\1", cells[1])
+    for claim in ("L2", "L3", "L4", "R"):
+        assert f"{claim} {verdicts[claim]['verdict']}" in said.split("; "), (claim, said)
+    # rep.yaml's transformer cells use learned positions and no norm bound: the paper's protocol,
+    # so every fitted L1 series is judged there (one series, or none where T spans too little).
+    fitted = [s for s in verdicts["L1"]["series"] if s.get("numbers", {}).get("T")]
+    if fitted:
+        assert {s["verdict"] for s in fitted} == {fitted[0]["verdict"]}
+        assert said.startswith(f"L1 {fitted[0]['verdict']} (paper's protocol);"), said
+        for s in fitted:
+            if s["numbers"].get("direction") == "faster than log":
+                assert f"{s['numbers']['c']['estimate']:.2f}" in cells[2]
+    else:
+        assert said.startswith(f"L1 {verdicts['L1']['verdict']};"), said
+    assert "[Findings](docs/findings/findings.md)" in cells[2]
+    assert f"<!-- runs (sparse Boolean): {run_id} -->" in section.splitlines()
+    # The text around the section is kept.
     text = (root / "README.md").read_text()
     assert "stale text" not in text and text.startswith("# A project\n\nText before the section.")
     assert text.rstrip().endswith("Text after the section.")
-    assert section == (root / "docs/findings/findings.md").read_text().strip("\n").replace("](", "](docs/findings/")
 
 
 def test_regenerating_gives_the_same_section_and_a_lone_marker_is_an_error(published):
@@ -144,14 +172,14 @@ def test_a_readme_that_is_not_utf8_is_refused_and_markers_count_only_as_whole_li
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = (root / "QUOTED.md").read_bytes().decode()
     assert text.startswith(quoted) and "\n" not in text.replace("\r\n", "")
-    assert _rows(read_section(root / "QUOTED.md")).keys() == {"L1", "L2", "L3", "L4", "R"}
+    assert any("Edelman et al." in line for line in _table_lines(read_section(root / "QUOTED.md")))
 
 
 def test_a_short_series_names_the_bounds_that_end_its_span():
     # Exact m* up to T = 256, then bounds at 512 and 1024: the sentence says the span ends
     # there because m* is only a bound, and which flag made it one; a series whose bounds lie
     # inside its span (or has none) gets no such clause.
-    from attnsweep.presentation.findings import _meaning
+    from attnsweep.presentation.findings_boolean import _meaning
 
     kind = dict(label="fixed positions, norm bound 1, inputs of norm sqrt(d), untuned", theory=True)
     left = [dict(T=512, text="≤ 168", flags=["out-of-epochs"]), dict(T=1024, text="≤ 340", flags=["budget-limited"])]
@@ -171,7 +199,7 @@ def test_the_norm_lines_fit_the_least_norm_of_a_success_against_ln_T():
     # measures the bound, and the share at the bound runs from 0% (T = 2) to 100%.
     import polars as pl
 
-    from attnsweep.presentation.findings import norm_use_lines
+    from attnsweep.presentation.boolean_notes import norm_use_lines
 
     Ts = [2, 8, 32, 128]
     rows = [dict(model="transformer", T=T, norm_bound=B, min_norm_qk=min(1 + 0.1 * math.log(T), B or math.inf),
@@ -225,7 +253,8 @@ def test_a_report_never_writes_over_published_runs_it_does_not_include(tmp_path)
     assert {name: _tree(tmp_path / name) for name in ("main", "t500")} == before
     assert (tmp_path / "README.md").read_bytes() == readme and not (tmp_path / "elsewhere").exists()
     # The same run from a store that holds fewer of its rows than the folder: refused too.
-    from attnsweep.presentation.findings import load, write_sums
+    from attnsweep.presentation.published import load
+    from attnsweep.presentation.publish import write_sums
     from attnsweep.results import ResultsStore
 
     short = tmp_path / "short"
@@ -248,7 +277,7 @@ def test_the_headline_says_when_the_combined_l1_is_not_the_theorem_class_answer(
     # L1 combined reads "not supported" from the learned, unbounded series alone; the series of
     # the theorem's class (fixed codes, a bound, inputs of norm sqrt(d)) is inconclusive, and
     # the headline says that this, not the combined row, answers the claim as stated.
-    from attnsweep.presentation.findings import _as_stated
+    from attnsweep.presentation.findings_boolean import _as_stated
 
     union = pl.DataFrame([dict(model="transformer", T=T, positions=p, norm_bound=B, ln_affine=ln)
                           for T in (8, 64) for p, B, ln in (("learned", None, True), ("fixed", 1.0, False))],
@@ -264,7 +293,7 @@ def test_the_headline_says_when_the_combined_l1_is_not_the_theorem_class_answer(
 def test_a_single_group_symmetry_run_shows_its_m_star_per_cell():
     # A rerun of one symmetry cell tests no claim (no pair to compare), but its m* is shown:
     # an exact value with its interval, and a bound written as one.
-    from attnsweep.presentation.findings import _symmetry_cells
+    from attnsweep.presentation.findings_symmetry import _symmetry_cells
 
     m_star = pl.DataFrame([
         dict(teacher="equivariant", student="transformer + rotations", d=16, n=6, k=4, m_star=2.7, bound="exact",

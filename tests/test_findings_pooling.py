@@ -1,12 +1,12 @@
 """What a series pools and how long its successes trained, as the findings say it
-(presentation/findings.py), on constructed tables whose answers follow from how they are built."""
+(presentation/boolean_notes.py), on constructed tables whose answers follow from how they are built."""
 
 import math
 
 import numpy as np
 import polars as pl
 
-from attnsweep.presentation.findings import epoch_lines, pooling_lines
+from attnsweep.presentation.boolean_notes import epoch_lines, pooling_lines
 from attnsweep.stats.verdicts import l1_log_growth
 
 TS = (8, 64, 512, 4096)
@@ -52,7 +52,7 @@ def test_a_series_mixing_code_versions_says_so_and_shows_the_changed_outcomes():
     assert "share 8 trained trial ids: 2 of them have a different test accuracy and 1 a different outcome" in text
     assert "these are split, never pooled" in text
     # The cell T = 8 holds r1's rows only (the rule: one run per cell), not r2's copies.
-    from attnsweep.presentation.findings import series_sources
+    from attnsweep.presentation.boolean_notes import series_sources
 
     src = {c["T"]: c for c in series_sources(union, {}, rows)}
     assert src[8]["rows"]["run_id"].unique().to_list() == ["r1"] and src[8]["rows"].height == 8

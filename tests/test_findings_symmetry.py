@@ -15,7 +15,10 @@ import pytest
 from attnsweep.presentation.compare import file_differences, json_differences, text_differences
 from attnsweep.presentation.markdown import md_text
 
-from attnsweep.presentation.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section, write_sums
+from attnsweep.presentation.readme_sections import END, START, read_section
+from attnsweep.presentation.verdict_table import BOOLEAN, ROW_START
+
+from attnsweep.presentation.publish import write_sums
 
 # Two sizes (d = 4, 8), every student, both teachers: 2 groups x 7 cells x 2 m x 2 seeds = 56 trials.
 SPEC = """
@@ -29,16 +32,18 @@ grid:
 fixed: {n: 3, k: 2, width: 8, heads: 2, max_epochs: 40, n_test: 64, n_q: 2}
 analysis: {target_error: 0.05, n_boot: 100}
 """
-BOOLEAN_PART = "the sparse-Boolean part, which a symmetry report must not touch"
+BOOLEAN_ROW = ROW_START[BOOLEAN] + " the sparse-Boolean row | which a symmetry report must keep |"
+BOOLEAN_RUNS = "<!-- runs (sparse Boolean): 20990101-000000-abcdef -->"
 README = f"""# A project
 
 {START}
-{BOOLEAN_PART}
-{END}
+| claim | verdicts | bottom line |
+|---|---|---|
+{BOOLEAN_ROW}
+| stale symmetry text |
 
-{SYMMETRY_START}
-stale symmetry text
-{SYMMETRY_END}
+{BOOLEAN_RUNS}
+{END}
 
 Text after.
 """
@@ -101,18 +106,25 @@ def test_every_claim_is_stated_per_group_and_across_groups(published):
     assert "S1-S4 per (d, n, k) group" in page and "S2&#39;s advantage" in page
 
 
-def test_the_readme_gets_the_symmetry_part_and_keeps_the_other(published):
+def test_the_readme_gets_the_symmetry_row_and_keeps_the_other(published):
     root, run_id = published
-    assert read_section(root / "README.md").strip() == BOOLEAN_PART
-    section = read_section(root / "README.md", SYMMETRY_START, SYMMETRY_END)
-    assert "stale" not in section and run_id in section
-    groups = [line for line in section.splitlines() if re.match(r"\| [48] \| 3 \| 2 \|", line)]
-    assert len(groups) == 2  # one row per (d, n, k) group
-    verdicts = {v["claim"].split(":", 1)[0]: v["verdict"]
+    section = read_section(root / "README.md", START, END)
+    lines = section.splitlines()
+    assert BOOLEAN_ROW in lines and BOOLEAN_RUNS in lines and "stale" not in section
+    assert f"<!-- runs (symmetry): {run_id} -->" in lines
+    row = next(line for line in lines if "Ma & Ying" in line)
+    verdicts = {v["id"]: v["verdict"]
                 for v in json.loads((root / "docs/findings/symmetry/verdicts.json").read_text())["verdicts"]}
+    for claim in ("S1", "S2", "S3", "S4"):  # one run: each claim's verdict is that run's
+        assert f"{claim} {verdicts[claim]}" in row, (claim, row)
+    assert "[Findings](docs/findings/symmetry/findings.md)" in row
+    # The per-group rows and the figures are on the findings page the row links.
+    page = (root / "docs/findings/symmetry/findings.md").read_text()
+    groups = [line for line in page.splitlines() if re.match(r"\| [48] \| 3 \| 2 \|", line)]
+    assert {line.split("|")[1].strip() for line in groups} == {"4", "8"}  # both (d, n, k) groups
     for claim in ("S1", "S2", "S3", "S4"):
-        assert f"| {claim}: " in section and verdicts[claim] in section
-    assert f"figures/{run_id}/advantage_vs_size.png" in section
+        assert f"| {claim}: " in page and verdicts[claim] in page
+    assert f"figures/{run_id}/advantage_vs_size.png" in page
 
 
 def test_the_findings_come_back_from_the_committed_rows(published, tmp_path):

@@ -111,7 +111,7 @@ HAND = "# My project\n\nIntro written by hand.\n\n{section}\n## After the findin
 
 
 def _readme_with_section(path: Path) -> bytes:
-    from attnsweep.presentation.findings import END, START
+    from attnsweep.presentation.readme_sections import END, START
 
     path.write_text(HAND.format(section=f"{START}\nold findings\n{END}\n"))
     return path.read_bytes()
@@ -120,7 +120,7 @@ def _readme_with_section(path: Path) -> bytes:
 def test_a_readme_whose_write_fails_halfway_is_left_as_it_was(tmp_path, monkeypatch):
     import errno
 
-    from attnsweep.presentation import findings
+    from attnsweep.presentation import readme_sections
 
     readme = tmp_path / "README.md"
     before = _readme_with_section(readme)
@@ -145,9 +145,9 @@ def test_a_readme_whose_write_fails_halfway_is_left_as_it_was(tmp_path, monkeypa
         fh = real_open(file, mode, *args, **kw)
         return HalfWrite(fh) if "w" in mode else fh
 
-    monkeypatch.setattr(findings, "open", failing_open, raising=False)
-    with pytest.raises(findings.AttnsweepError, match="No space left"):
-        findings.update_readme(readme, "new findings\n" * 500)
+    monkeypatch.setattr(readme_sections, "open", failing_open, raising=False)
+    with pytest.raises(readme_sections.AttnsweepError, match="No space left"):
+        readme_sections.update_readme(readme, "new findings\n" * 500)
     assert readme.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]  # no temporary file left
 
@@ -167,7 +167,8 @@ def test_a_readme_on_a_full_disk_is_left_as_it_was_and_named(tmp_path):
         readme = disk / "README.md"
         before = _readme_with_section(readme)
         free = os.statvfs(disk)
-        (disk / "filler").write_bytes(b"x" * (free.f_bavail * free.f_frsize - 4096))  # one page left
+        # No page left: the README's new text, however short (a verdict table), cannot be written.
+        (disk / "filler").write_bytes(b"x" * (free.f_bavail * free.f_frsize))
         proc = _cli("report", MINE, "--store", "store", "--out", "out", "--readme", str(readme), cwd=tmp_path)
         assert proc.returncode == 2 and "No space left" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert str(readme) in proc.stderr
@@ -178,7 +179,7 @@ def test_a_readme_on_a_full_disk_is_left_as_it_was_and_named(tmp_path):
 
 
 def test_a_readme_update_keeps_its_permissions_and_a_link_stays_a_link(tmp_path):
-    from attnsweep.presentation import findings
+    from attnsweep.presentation import readme_sections
 
     real = tmp_path / "docs" / "README.md"
     real.parent.mkdir()
@@ -186,20 +187,20 @@ def test_a_readme_update_keeps_its_permissions_and_a_link_stays_a_link(tmp_path)
     real.chmod(0o640)
     link = tmp_path / "README.md"
     link.symlink_to(real)
-    findings.update_readme(link, "fresh findings")
+    readme_sections.update_readme(link, "fresh findings")
     assert link.is_symlink() and "fresh findings" in real.read_text() and "Hand-written text, kept." in real.read_text()
     assert (real.stat().st_mode & 0o777) == 0o640
 
 
 def test_a_readme_too_large_to_read_whole_is_refused_before_anything_is_read(tmp_path):
-    from attnsweep.presentation import findings
+    from attnsweep.presentation import readme_sections
     from attnsweep.results.outputs import MAX_TEXT_BYTES
 
     readme = tmp_path / "README.md"
     with open(readme, "wb") as fh:  # sparse: no disk and no memory until read
         fh.truncate(MAX_TEXT_BYTES + 1)
-    with pytest.raises(findings.AttnsweepError, match="more than the"):
-        findings.check_readme(readme)
+    with pytest.raises(readme_sections.AttnsweepError, match="more than the"):
+        readme_sections.check_readme(readme)
     make_store(tmp_path / "store", MINE)
     proc = _cli("report", MINE, "--store", "store", "--readme", "README.md", cwd=tmp_path)
     assert proc.returncode == 2 and "more than the" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
@@ -254,7 +255,7 @@ def _publish_killed(tmp_path: Path, n: int, sig: str) -> subprocess.CompletedPro
 
 
 def test_a_publish_killed_at_any_moment_leaves_the_old_folder_or_the_new_one(tmp_path):
-    from attnsweep.presentation.findings import _check_sums, published_rows
+    from attnsweep.presentation.published import _check_sums, published_rows
     from attnsweep.results.outputs import recover_folder
 
     make_store(tmp_path / "store", MINE)

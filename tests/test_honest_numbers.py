@@ -270,7 +270,7 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
     # theorem's class (fixed positions, norm bound 1, inputs of norm sqrt(d): no LayerNorm gain
     # before the head) and the same with a trained gain, whose inputs' norm no bound covers.
     # Seeds succeed from m = first on.
-    from attnsweep.presentation.findings import series_table
+    from attnsweep.presentation.findings_boolean import series_table
 
     store = ResultsStore(tmp_path / "store")
     grid_ms = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -305,7 +305,7 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
         assert f"{c['estimate']:.3f} ({c['ci_lo']:.3f} .. {c['ci_hi']:.3f})" in line
         assert "8..8192 (4 cells, 3.0 decades)" in line and f"| {s['verdict']} |" in line
     # The figure draws each series that spans T, named by its setting; a side block at one T does not.
-    from attnsweep.presentation.findings import main_series
+    from attnsweep.presentation.m_star_figure import main_series
 
     side = result.m_star.head(1).with_columns(norm_bound=pl.lit(0.25), T=pl.lit(64, result.m_star.schema["T"]))
     drawn = main_series(pl.concat([result.m_star, side], how="diagonal_relaxed"))
@@ -316,7 +316,7 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
 
 
 def test_a_series_too_short_to_judge_still_says_what_its_span_shows():
-    from attnsweep.presentation.findings import _meaning
+    from attnsweep.presentation.findings_boolean import _meaning
 
     kind = dict(label="fixed positions, norm bound 2, inputs of norm sqrt(d), untuned", theory=True)
     deficit = dict(full=24.12, least=18.95, most=38.2, variants=20)
@@ -334,7 +334,7 @@ def test_a_series_too_short_to_judge_still_says_what_its_span_shows():
 
 
 def test_the_headline_names_the_fit_limits_of_a_bounded_series():
-    from attnsweep.presentation.findings import fit_limit_lines
+    from attnsweep.presentation.findings_boolean import fit_limit_lines
 
     table = pl.DataFrame([dict(T=4096, norm_bound=1.0, positions="fixed", bound="lower", fit_at_m_max=0.125,
                                fit_at_m_max_2x=0.25, m_max=2048),
@@ -397,9 +397,9 @@ def test_the_l4_ratio_interval_carries_the_transformers_uncertainty(tmp_path):
 
 
 def test_a_run_that_stopped_early_says_how_many_trials_it_stored_not_its_plan():
-    from attnsweep.presentation.findings import _run_line
+    from attnsweep.presentation.markdown import run_line
 
     rec = dict(run_id="r1", sweep="s", n_trials=5280, n_done=1477, n_failed=122, status="interrupted",
                started_at=START, wall_s=3564.0, code_version="abc")
-    assert "(1599 trials stored of at most 5280 planned: 1477 done, 122 failed; interrupted;" in _run_line(rec)
-    assert "(5280 trials: " in _run_line(dict(rec, status="finished", n_done=5158))
+    assert "(1599 trials stored of at most 5280 planned: 1477 done, 122 failed; interrupted;" in run_line(rec)
+    assert "(5280 trials: " in run_line(dict(rec, status="finished", n_done=5158))

@@ -272,7 +272,7 @@ def _edit(folder: Path, name: str, change) -> None:
     checksum the folder again, as someone crafting a folder would."""
     import pyarrow.parquet as pq
 
-    from attnsweep.presentation.findings import write_sums
+    from attnsweep.presentation.publish import write_sums
 
     pq.write_table(change(pq.read_table(folder / name)), folder / name)
     write_sums(folder)

@@ -1,5 +1,5 @@
 """Strings that come from data never become Markdown: every writer of findings Markdown
-escapes them (presentation/findings.py, md_text and md_code), checked by rendering with a
+escapes them (presentation/markdown.py, md_text and md_code), checked by rendering with a
 CommonMark parser (markdown-it-py) rather than by looking for our own escapes."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import re
 from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
-from attnsweep.presentation.findings import END, START, render, update_readme
+from attnsweep.presentation.readme_sections import END, START, update_readme
+
+from attnsweep.presentation.findings_boolean import render
 from attnsweep.presentation.markdown import md_code, md_text
 
 MD = MarkdownIt("commonmark").enable("table")

@@ -26,10 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnsweep.presentation.compare import folder_differences, text_differences
-from attnsweep.presentation.findings import END, START, SYMMETRY_END, SYMMETRY_START, read_section, write_sums
+from attnsweep.presentation.readme_sections import END, START, read_section
+from attnsweep.presentation.publish import write_sums
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"docs/findings": (START, END), "docs/findings/symmetry": (SYMMETRY_START, SYMMETRY_END),
+FOLDERS = {"docs/findings": (START, END), "docs/findings/symmetry": (START, END),
            "docs/findings/theory-500": (None, None), "docs/findings/tuned-interrupted": (None, None)}
 """Each published folder and its README section (None: a folder the README does not show)."""
 INNER = ("symmetry", "theory-500", "tuned-interrupted")

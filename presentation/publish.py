@@ -1,0 +1,108 @@
+"""Writing a findings folder: every trial row of the runs (trials.parquet), their run records
+(runs.parquet), the m*-against-T figure, findings.md and the folder's SHA256SUMS, made from the
+results store by ``attnsweep report RUN_ID --publish``.
+
+Beside the report's own files (report.html, verdicts.json, figures/ and m_star.csv, see
+presentation/report.py) the folder gets
+
+* ``trials.parquet``: every trial row of the runs, one file, so that every number can be
+  recomputed without rerunning (``attnsweep``'s m* code, or any Parquet reader);
+* ``m_star_vs_T.png``: m* against T for 3-way AND (presentation/m_star_figure.py);
+* ``findings.md``: the verdicts with their statistics, intervals and reasons, exactly the
+  strings of verdicts.json (presentation/findings_boolean.py, findings_symmetry.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.orchestrator.rows import run_schema
+from attnsweep.presentation.findings_boolean import render
+from attnsweep.presentation.findings_symmetry import render_symmetry
+from attnsweep.presentation.folder import FIGURE, RUNS, SUMS, TRIALS
+from attnsweep.presentation.m_star_figure import plot_main_series
+from attnsweep.results import ResultsStore
+from attnsweep.results.outputs import replacing, write_text
+from attnsweep.stats import verdicts as boolean
+
+
+def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, union: pl.DataFrame | None,
+            claims: list[dict], reference: Path | str, ci: float, caveats: list[str] = (),
+            symmetry: list[SymmetryAnalysis] = ()) -> Path:
+    """Write trials.parquet, runs.parquet, the m*-against-T figure (with sparse-Boolean runs)
+    and findings.md into ``out_dir``.
+
+    Args:
+        runs: ``(sweep, run_id)`` of the runs, in the report's order.
+        union: the report's m* table of the sparse-Boolean runs (one row per cell, with a
+            ``replicates`` list column); None when the report has none.
+        claims: the report's verdicts (dicts with ``claim``, ``verdict``, ``statistic``,
+            ``interval``, ``why``), as written to verdicts.json.
+        reference: the paper's read-off (CSV).
+        ci: the intervals' coverage.
+        caveats: warnings the page must carry (a run unfinished or incomplete).
+        symmetry: the analyses of the report's symmetry runs (their figures are in
+            ``out_dir/figures/RUN_ID/``).
+
+    Returns:
+        The path of findings.md.
+    """
+    out_dir = Path(out_dir)
+    frames = [store.scan_run_trials(sweep, run_id).collect() for sweep, run_id in runs]
+    # Sorted, so the file made again from its own rows (``report --from``) is the same file;
+    # page checksums, so that :func:`load` finds a damaged page instead of reading it.
+    rows = pl.concat(frames, how="diagonal_relaxed").sort("run_id", "trial_id")
+    with replacing(out_dir / TRIALS) as temp:  # a link at the name is replaced (results/outputs.py)
+        pq.write_table(rows.to_arrow(), temp, write_page_checksum=True, write_statistics=True)
+    write_runs(store, runs, out_dir / RUNS)
+    write_sums(out_dir)
+    if union is not None:
+        plot_main_series(union, boolean.read_reference(reference), out_dir / FIGURE, ci)
+    path = out_dir / "findings.md"
+    records = run_records(store, runs)
+    parts = []
+    if union is not None:
+        parts.append(render(records, claims, union, base="", caveats=caveats, rows=rows))
+    if symmetry:
+        parts.append(render_symmetry(records, claims, symmetry, base="", caveats=caveats, out_dir=out_dir, full=True))
+    return write_text(path, "\n".join(parts))
+
+
+def write_runs(store: ResultsStore, runs: list[tuple[str, str]], path: Path) -> Path:
+    """The runs' records (the store's ``runs`` rows, with ``sweep`` and ``run_id``) as one
+    Parquet file: with trials.parquet, all :func:`load` needs to rebuild a store."""
+    schema = run_schema().append(pa.field("sweep", pa.string())).append(pa.field("run_id", pa.string()))
+    rows = [{**{k: v for k, v in store.read_run(sweep, run_id).items() if k in schema.names}, "sweep": sweep,
+             "run_id": run_id} for sweep, run_id in runs]
+    with replacing(path) as temp:
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), temp, write_page_checksum=True)
+    return path
+
+
+def write_sums(folder: Path) -> Path:
+    """:data:`SUMS` in ``folder``: the SHA-256 of runs.parquet and trials.parquet, in the
+    format ``sha256sum -c`` checks. Page checksums miss a changed byte in a file's footer
+    (its schema, its statistics); the whole-file digest does not."""
+    lines = [f"{sha256_file(Path(folder) / name)}  {name}\n" for name in (RUNS, TRIALS)]
+    path = Path(folder) / SUMS
+    return write_text(path, "".join(lines), encoding="ascii")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def run_records(store: ResultsStore, runs: list[tuple[str, str]]) -> list[dict]:
+    """Each run's record (the ``runs`` table) with its ``sweep`` and ``run_id``."""
+    return [dict(store.read_run(sweep, run_id), sweep=sweep, run_id=run_id) for sweep, run_id in runs]
+

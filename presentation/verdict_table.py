@@ -1,0 +1,143 @@
+"""The README's short verdict table: one row per paper, its sub-claims' verdicts, a bottom line
+in plain words made from the verdicts' numbers, and a link to the full findings page.
+
+A row is one line of Markdown, so a report on one experiment replaces that experiment's row
+and keeps the other's (presentation/readme_sections.py). Every number in a row comes from the
+verdicts (stats/verdicts.py for L1-L4 and R, stats/symmetry.py for S1-S4); the full
+statistics, intervals and reasons are on the findings page it links.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.presentation.markdown import md_target, md_text
+from attnsweep.presentation.series import l1_series, series_kind
+from attnsweep.stats import verdicts as boolean
+
+HEADER = ["| claim | verdicts | bottom line |", "|---|---|---|"]
+BOOLEAN = "sparse Boolean"
+SYMMETRY = "symmetry"
+EXPERIMENTS = (BOOLEAN, SYMMETRY)
+"""The experiments, in the table's row order."""
+ROW_START = {
+    BOOLEAN: "| Sparse Boolean functions: m\\* grows like log T (Edelman et al., ICML 2022) |",
+    SYMMETRY: "| Equivariance with knowledge forces an attention-like form (Ma & Ying, 2022) |",
+}
+"""The first cell of each experiment's row: how a README's row is recognised."""
+BOOLEAN_WORDS = {
+    "L2": "m\\* grows with the norm bound",
+    "L3": "m\\* grows with the sparsity s",
+    "L4": "the MLP needs far more samples than the transformer, more so as T grows",
+    "R": "our m\\* matches the paper's within 0.8-1.25x",
+}
+SYMMETRY_WORDS = {
+    "S1": "the inner-product student is exactly O(d)-equivariant and the generic one is not",
+    "S2": "the inner-product student needs fewer samples on the equivariant teacher only",
+    "S3": "the generic transformer's O(d) equivariance error falls as m grows",
+    "S4": "its permutation equivariance error falls as m grows",
+}
+
+
+def runs_comment(experiment: str, run_ids: list[str]) -> str:
+    """The hidden line after the table that names the runs a row was made from (``report``
+    refuses to drop a run the README shows); run ids keep only ``[A-Za-z0-9._-]``."""
+    safe = ["".join(ch for ch in r if ch.isascii() and (ch.isalnum() or ch in "._-")) for r in run_ids]
+    return f"<!-- runs ({experiment}): {' '.join(safe)} -->"
+
+
+def boolean_row(claims: list[dict], union: pl.DataFrame, link: str, caveats: list[str] = ()) -> str:
+    """The sparse-Boolean row: L1 judged apart for the paper's protocol and the theorem's class
+    (one-init series, as the verdicts read them), L2-L4 and R as verdicts.json has them.
+
+    Args:
+        claims: the report's verdict dicts (``id``, ``verdict``, ``series`` with ``numbers``).
+        union: the report's m* table of the sparse-Boolean runs (names each series' kind).
+        link: the findings page, relative to the README.
+        caveats: warnings the findings carry (a run unfinished); the row says there are some.
+    """
+    by_id = {v.get("id"): v for v in claims}
+    _, series = l1_series(claims)
+    one = [s for s in series if s["cells"].get("learner") in (None, "one init")]
+    groups = {"paper's protocol": [s for s in one if not series_kind(union, s["cells"])["theory"]],
+              "theorem's class": [s for s in one if series_kind(union, s["cells"])["theory"]]}
+    l1 = ", ".join(f"{boolean.combined([s['verdict'] for s in group])} ({name})" for name, group in groups.items()
+                   if group) or by_id.get("L1", {}).get("verdict", "not tested")
+    verdicts = [f"L1 {l1}"] + [f"{c} {by_id[c]['verdict']}" for c in BOOLEAN_WORDS if c in by_id]
+    bottom = " ".join(t for t in (_growth_text(groups), _words(by_id, BOOLEAN_WORDS)) if t)
+    return _row(BOOLEAN, "; ".join(verdicts), bottom, link, caveats)
+
+
+def _growth_text(groups: dict[str, list[dict]]) -> str:
+    """How m* grows against log T across the one-init series, and whether any spans the
+    decades the pre-set rule needs (stats/verdicts.py ``MIN_DECADES``)."""
+    series = [s for group in groups.values() for s in group]
+    if not series:
+        return ""
+    faster = [s for s in series if s["numbers"].get("direction") == "faster than log"]
+    like_log = [s for s in series if s["numbers"].get("direction") == "log"]
+    cs = [s["numbers"]["c"]["estimate"] for s in faster if (s["numbers"].get("c") or {}).get("estimate") is not None]
+    n = len(series)
+    lead = ("Not borne out where measured: " if faster and not like_log else
+            "Borne out where measured: " if like_log and not faster else "")
+    parts = []
+    if faster:
+        c_range = f" (c of a T^c {min(cs):.2f} to {max(cs):.2f})" if cs else ""
+        parts.append(f"m\\* grows faster than log T in {len(faster)} of {n} series{c_range}")
+    if like_log:
+        parts.append(f"m\\* grows like log T in {len(like_log)} of {n} series")
+    undecided = n - len(faster) - len(like_log)
+    if undecided:
+        parts.append(f"the direction is undecided in {undecided} of {n}")
+    text = lead + "; ".join(parts) + "."
+    for name, group in groups.items():
+        if group:
+            widest = max(s["numbers"].get("decades", 0.0) for s in group)
+            enough = widest >= boolean.MIN_DECADES
+            text += (f" The {name} spans {widest:.1f} decades of T" +
+                     ("." if enough else f", short of the {boolean.MIN_DECADES:g} the pre-set rule needs."))
+    return text
+
+
+def symmetry_row(symmetry: list[SymmetryAnalysis], link: str, caveats: list[str] = ()) -> str:
+    """The symmetry row: each of S1-S4 over the runs that test it (a claim is supported when
+    every such run supports it, stats/verdicts.py ``combined``), and its bottom line.
+
+    Args:
+        symmetry: the report's symmetry analyses, one per run.
+        link: the findings page, relative to the README.
+        caveats: warnings the findings carry; the row says there are some.
+    """
+    per_claim: dict[str, list[str]] = {}
+    for a in symmetry:
+        for v in a.verdicts:
+            if v.get("verdict") != "not tested":
+                per_claim.setdefault(v.get("id"), []).append(v["verdict"])
+    verdicts, combined = [], {}
+    for c in SYMMETRY_WORDS:
+        found = per_claim.get(c, [])
+        combined[c] = {"verdict": boolean.combined(found) if found else "not tested"}
+        runs = f" ({len(found)} runs)" if len(found) > 1 else ""
+        verdicts.append(f"{c} {combined[c]['verdict']}{runs}")
+    return _row(SYMMETRY, "; ".join(verdicts), _words(combined, SYMMETRY_WORDS), link, caveats)
+
+
+def _words(by_id: dict[str, dict], words: dict[str, str]) -> str:
+    """The claims in ``words`` grouped by verdict, in plain words."""
+    said = {verdict: [words[c] for c in words if by_id.get(c, {}).get("verdict") == verdict]
+            for verdict in ("supported", "not supported", "inconclusive")}
+    out = []
+    if said["supported"]:
+        out.append("The rows support that " + "; that ".join(said["supported"]) + ".")
+    if said["not supported"]:
+        out.append("They contradict that " + "; that ".join(said["not supported"]) + ".")
+    if said["inconclusive"]:
+        out.append("They leave open whether " + "; whether ".join(said["inconclusive"]) + ".")
+    return " ".join(out)
+
+
+def _row(experiment: str, verdicts: str, bottom: str, link: str, caveats: list[str]) -> str:
+    warning = " Some runs carry warnings (see the findings)." if caveats else ""
+    return (f"{ROW_START[experiment]} {md_text(verdicts)} | {bottom}{warning} "
+            f"[Findings]({md_target(link)}) |")
