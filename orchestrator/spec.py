@@ -742,7 +742,7 @@ def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[st
                 for err in exc.errors():
                     allowed = " (allowed: true or false)" if err["type"].startswith("bool") else ""
                     shown = "null" if value is None else repr(value)  # as the YAML spelled it
-                    problems.append(f"{where}.{key}: value {shown}: {err['msg']}{allowed}")
+                    problems.append(f"{where}.{key}: value {shown}: {err['msg'].removeprefix('Value error, ')}{allowed}")
         counts = collections.Counter(coerced)  # axis values are scalars (hashable)
         repeated = sorted({repr(v) for v in coerced if counts[v] > 1})
         if repeated:

@@ -23,14 +23,18 @@ protocol, so that the m samples identify the target. The check is exact:
 
 Redraws use the same generator, so they are deterministic too; after ``max_redraws``
 rejected draws an :class:`AmbiguousTrainingSetError` says that m is too small for T and s.
+
+The two tasks are :class:`~attnsweep.tasks.registry.BooleanTask` values, looked up by name in
+:func:`boolean_tasks` beside the tasks other packages add (tasks/registry.py); a task without
+its own uniqueness check gets the exact one that tries every other s-subset.
 """
 
 from __future__ import annotations
 
-import os
-
+import functools
 import itertools
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -38,9 +42,8 @@ import numpy as np
 import torch
 
 from attnsweep.tasks.errors import AmbiguityCheckTooLargeError, AmbiguousTrainingSetError, TaskError
+from attnsweep.tasks.registry import BUILT_IN, BooleanTask, ambiguous_by_enumeration, plugin_tasks
 from attnsweep.tasks.seeding import derive_seed, generator
-
-TASKS = ("and", "parity")
 
 # Most (s-1)-subsets of columns the parity check scans (about 0.1 s per million).
 _MAX_PARITY_SUBSETS = 100_000_000
@@ -66,32 +69,30 @@ class BooleanBatch:
 
 
 def bit_probability(task: str, s: int) -> float:
-    """P(bit = 1): 2^(-1/s) for ``and`` (balanced labels), 1/2 for ``parity``.
+    """P(bit = 1): 2^(-1/s) for ``and`` (balanced labels), 1/2 for ``parity``, what a task
+    added by a package says for the others.
 
     Raises:
         TaskError: unknown task.
     """
-    _check_task(task)
-    return 2.0 ** (-1.0 / s) if task == "and" else 0.5
+    return task_of(task).bit_probability(s)
 
 
 def labels(task: str, x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
     """The target's labels.
 
     Args:
-        task: ``"and"`` or ``"parity"``.
+        task: a name of :func:`boolean_tasks` (``"and"``, ``"parity"``, or one a package adds).
         x: ``(..., n, T)`` bits (any integer or bool dtype).
         support: ``(..., s)`` int64 positions, broadcastable against x's leading dims.
 
     Returns:
         ``(..., n)`` float32 labels in {0, 1}.
     """
-    _check_task(task)
+    target = task_of(task)
     idx = support.unsqueeze(-2).expand(*x.shape[:-1], support.shape[-1])
     bits = torch.gather(x, -1, idx).to(torch.int64)  # (..., n, s); gather first: x may be large
-    if task == "and":
-        return bits.prod(-1).to(torch.float32)
-    return (bits.sum(-1) % 2).to(torch.float32)
+    return target.label(bits)
 
 
 def draw_support(task: str, T: int, s: int, seed: int) -> torch.Tensor:
@@ -148,7 +149,7 @@ def sample_training_set(
         AmbiguousTrainingSetError: every one of ``max_redraws + 1`` draws was ambiguous.
         AmbiguityCheckTooLargeError: the parity check would need too large a table.
     """
-    _check_task(task)
+    task_of(task)
     _check_shape(T, s)
     if m < 1:
         raise TaskError(f"m must be >= 1, got {m}")
@@ -278,13 +279,13 @@ def is_ambiguous(task: str, x: torch.Tensor, y: torch.Tensor, support: torch.Ten
     Raises:
         AmbiguityCheckTooLargeError: the search would exceed its size limit.
     """
-    _check_task(task)
+    target = task_of(task)
     xb = x.detach().to("cpu", torch.bool).numpy()
     yb = y.detach().to("cpu").numpy() > 0.5
     s_set = tuple(sorted(int(i) for i in support.tolist()))
-    if task == "and":
-        return _and_ambiguous(xb, yb, s_set)
-    return _parity_ambiguous(xb, yb, s_set)
+    if target.is_ambiguous is None:
+        return ambiguous_by_enumeration(target, xb, yb, s_set)
+    return target.is_ambiguous(xb, yb, s_set)
 
 
 def _and_ambiguous(x: np.ndarray, y: np.ndarray, support: tuple[int, ...]) -> bool:
@@ -373,9 +374,37 @@ def _subset_chunks(
             yield idx, np.bitwise_xor.reduce(col_hash[idx], axis=1)
 
 
-def _check_task(task: str) -> None:
-    if task not in TASKS:
-        raise TaskError(f"task must be one of {list(TASKS)}, got {task!r}")
+AND = BooleanTask("and", lambda s: 2.0 ** (-1.0 / s), lambda bits: bits.prod(-1).to(torch.float32),
+                  _and_ambiguous, "y = AND of the s support bits; bits Bernoulli(2^(-1/s)), balanced labels")
+PARITY = BooleanTask("parity", lambda s: 0.5, lambda bits: (bits.sum(-1) % 2).to(torch.float32),
+                     _parity_ambiguous, "y = XOR of the s support bits; bits Bernoulli(1/2)")
+
+
+@functools.cache
+def boolean_tasks() -> dict[str, BooleanTask]:
+    """Every Boolean task by name: ``and`` and ``parity``, then those installed packages add
+    (tasks/registry.py).
+
+    Raises:
+        TaskError: a package's task does not load, or takes a built-in task's name.
+    """
+    added = plugin_tasks()
+    taken = sorted(set(added) & set(BUILT_IN))
+    if taken:
+        raise TaskError(f"an installed package adds task(s) {taken}, which are attnsweep's own")
+    return {AND.name: AND, PARITY.name: PARITY, **added}
+
+
+def task_of(name: str) -> BooleanTask:
+    """The task called ``name``.
+
+    Raises:
+        TaskError: no task has that name (the message lists those that do).
+    """
+    tasks = boolean_tasks()
+    if name not in tasks:
+        raise TaskError(f"task must be one of {list(tasks)}, got {name!r}")
+    return tasks[name]
 
 
 def _check_shape(T: int, s: int) -> None:

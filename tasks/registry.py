@@ -24,14 +24,18 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
 from attnsweep.tasks.errors import AmbiguityCheckTooLargeError, TaskError
 
+if TYPE_CHECKING:  # torch loads only where a task computes: spec validation reads names alone
+    import numpy as np
+    import torch
+
 ENTRY_POINTS = "attnsweep.tasks"
 """The entry-point group a package names its :class:`BooleanTask` values in."""
+BUILT_IN = ("and", "parity")
+"""attnsweep's own tasks (tasks/boolean.py); no package may add a task by these names."""
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 """A task's name: lower-case letters, digits and ``_``, starting with a letter, at most 32."""
 
@@ -59,6 +63,23 @@ class BooleanTask:
     label: Callable[[torch.Tensor], torch.Tensor]
     is_ambiguous: Callable[[np.ndarray, np.ndarray, tuple[int, ...]], bool] | None = None
     description: str = ""
+
+
+def task_names() -> list[str]:
+    """The names a spec may give ``task``: the built-in ones, then the entry points' names,
+    read without loading them (and without torch), for spec validation.
+
+    Raises:
+        TaskError: an entry point's name is not a valid task name or is a built-in one.
+    """
+    names = list(BUILT_IN)
+    for point in entry_points(group=ENTRY_POINTS):
+        if not NAME.match(point.name) or point.name in BUILT_IN:
+            raise TaskError(f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINTS!r}: a task name is "
+                            f"lower-case letters, digits and _ (at most 32), and not one of {list(BUILT_IN)}")
+        if point.name not in names:
+            names.append(point.name)
+    return names
 
 
 @functools.cache
@@ -101,6 +122,9 @@ def ambiguous_by_enumeration(task: BooleanTask, x: np.ndarray, y: np.ndarray, su
     Raises:
         AmbiguityCheckTooLargeError: C(T, s) exceeds :data:`MAX_SUBSETS`.
     """
+    import numpy as np
+    import torch
+
     m, T = x.shape
     s = len(support)
     if math.comb(T, s) > MAX_SUBSETS:

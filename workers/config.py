@@ -6,15 +6,25 @@ its numbers were made. Validation (pydantic) names the field and the allowed val
 
 from __future__ import annotations
 
-from typing import Literal
-
 import functools
 import types
 import typing
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-TaskName = Literal["and", "parity"]
+from attnsweep.tasks.registry import task_names
+
+
+def _known_task(name: str) -> str:
+    names = task_names()
+    if name not in names:
+        raise ValueError(f"must be one of {names} (a package can add tasks: docs/extending.md)")
+    return name
+
+
+# A name, not a Literal: installed packages add tasks (tasks/registry.py), read at validation.
+TaskName = Annotated[str, AfterValidator(_known_task)]
 ModelName = Literal["transformer", "mlp"]
 NormKind = Literal["frobenius", "spectral", "l21"]
 Fault = Literal["raise", "nan", "exit"]
@@ -75,7 +85,8 @@ class BooleanTrialConfig(StrictSettings):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     # The target and the data.
-    task: TaskName = Field(description="s-sparse Boolean function: 'and' or 'parity'")
+    task: TaskName = Field(description="s-sparse Boolean function: 'and', 'parity', or a task an installed "
+                           "package adds (docs/extending.md)")
     T: int = Field(ge=2, le=1_000_000, description="context length (bits per sample)")
     s: int = Field(ge=1, le=64, description="sparsity: number of relevant positions")
     m: int = Field(ge=1, le=100_000_000, description="training-set size (samples)")

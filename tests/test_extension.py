@@ -1,0 +1,69 @@
+"""The extension point, as a user meets it: the example package (examples/attnsweep-majority)
+is installed beside attnsweep in a fresh virtual environment, its task is used in a spec, the
+sweep runs on an embedded local Ray and is analysed; without the package the spec is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "attnsweep-majority"
+SPEC = EXAMPLE / "attnsweep_majority" / "majority.yaml"
+
+
+def _run(args: list, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A fresh venv holding attnsweep and the example, each installed from its folder as a
+    user would (``pip install``). Their dependencies (torch, Ray, polars...) come from this
+    suite's environment through a path file, so nothing is downloaded twice."""
+    root = tmp_path_factory.mktemp("fresh")
+    proc = _run([sys.executable, "-m", "venv", root / "venv"], root)
+    assert proc.returncode == 0, proc.stderr
+    site = Path(sysconfig.get_paths(vars={"base": str(root / "venv"), "platbase": str(root / "venv")})["purelib"])
+    (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    pip = root / "venv" / "bin" / "pip"
+    for folder in (ROOT, EXAMPLE):
+        proc = _run([pip, "install", "--quiet", "--no-deps", folder], root)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return root / "venv" / "bin"
+
+
+def test_a_task_from_an_installed_package_runs_and_is_analysed(venv, tmp_path):
+    shown = _run([venv / "attnsweep", "validate", SPEC, "--show"], tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"^ task +majority +fixed ", shown.stdout, re.M), shown.stdout
+    run = _run([venv / "attnsweep", "run", SPEC, "--store", "store", "--no-analyze"], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", run.stderr).group(1)
+    rows = _run([venv / "attnsweep", "query", "SELECT task, status, count(*) AS n FROM trials GROUP BY ALL",
+                 "--store", "store", "--format", "json"], tmp_path)
+    assert rows.returncode == 0, rows.stderr
+    assert json.loads(rows.stdout) == [{"task": "majority", "status": "done", "n": 18}]
+    analysed = _run([venv / "attnsweep", "analyze", run_id, "--store", "store", "--format", "json"], tmp_path)
+    assert analysed.returncode == 0, analysed.stderr[-3000:]
+    cells = json.loads(analysed.stdout)
+    assert sorted(c["T"] for c in cells) == [8, 16] and all(c["task"] == "majority" for c in cells)
+
+
+def test_without_the_package_the_task_is_refused_naming_those_there_are(tmp_path):
+    from attnsweep.tasks.registry import task_names
+
+    if "majority" in task_names():
+        pytest.skip("the example package is installed in this environment too")
+    proc = _run([sys.executable, "-m", "attnsweep.cli", "validate", SPEC], tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "fixed.task: value 'majority': must be one of ['and', 'parity']" in proc.stderr, proc.stderr
