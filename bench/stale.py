@@ -5,8 +5,10 @@ Each ``## `` section of BENCHMARKS.md carries one marker line,
     <!-- measured: commit=<sha> date=YYYY-MM-DD files=path/a.py,path/b.py -->
 
 naming the commit its numbers were measured at and the files whose code they measure (the
-bench script among them). A section is stale when one of those files changed in a commit after
-that one; this script lists every stale section, and every section without a marker, a commit
+bench script among them). A section is stale when one of those files' code differs from what
+it was at that commit: for a Python file its syntax tree without docstrings (so a comment, a
+docstring or reformatting, which cannot change a measurement, leaves it current), for any
+other file its bytes; this script lists every stale section, and every section without a marker, a commit
 this clone lacks or a file that does not exist, and exits 1; 0 when every section is current.
 ``.ci/run`` runs it, so no claim silently outlives its code: re-measure the section (and move
 its marker to the new commit) or remove it.
@@ -16,6 +18,7 @@ Usage: ``python bench/stale.py [BENCHMARKS.md]``
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -52,11 +55,32 @@ def problems(path: Path) -> list[str]:
         if missing:
             out.append(f"{title!r}: no such file {', '.join(missing)}")
             continue
-        later = git("log", "--format=%h %s", f"{commit}..HEAD", "--", *names, root=root).stdout.splitlines()
-        if later:
-            out.append(f"{title!r}: measured at {commit}, but {len(later)} later commit(s) changed its code, "
-                       f"the latest {later[0][:100]!r}: re-measure it or remove it")
+        changed = [name for name in names if _code(name, git("show", f"{commit}:{name}", root=root).stdout)
+                   != _code(name, git("show", f"HEAD:{name}", root=root).stdout)]
+        if changed:
+            later = git("log", "--format=%h %s", f"{commit}..HEAD", "--", *changed, root=root).stdout.splitlines()
+            latest = f", the latest {later[0][:100]!r}" if later else ""
+            out.append(f"{title!r}: measured at {commit}, but the code of {', '.join(changed)} changed since"
+                       f"{latest}: re-measure it or remove it")
     return out
+
+
+def _code(name: str, text: str) -> str:
+    """What of a file a measurement depends on: a Python file's syntax tree without its
+    docstrings (comments and layout are not in the tree), any other file's text."""
+    if not name.endswith(".py"):
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def main() -> int:
