@@ -6,9 +6,9 @@ Each ``## `` section of BENCHMARKS.md carries one marker line,
 
 naming the commit its numbers were measured at and the files whose code they measure (the
 bench script among them). A section is stale when one of those files' code differs from what
-it was at that commit: for a Python file its syntax tree without docstrings (so a comment, a
-docstring or reformatting, which cannot change a measurement, leaves it current), for any
-other file its bytes; this script lists every stale section, and every section without a marker, a commit
+it was at that commit (under its old name, if it moved since): for a Python file its syntax
+tree without docstrings (so a comment, a docstring, reformatting or a move, which cannot change
+a measurement, leaves it current), for any other file its bytes; this script lists every stale section, and every section without a marker, a commit
 this clone lacks or a file that does not exist, and exits 1; 0 when every section is current.
 ``.ci/run`` runs it, so no claim silently outlives its code: re-measure the section (and move
 its marker to the new commit) or remove it.
@@ -55,7 +55,7 @@ def problems(path: Path) -> list[str]:
         if missing:
             out.append(f"{title!r}: no such file {', '.join(missing)}")
             continue
-        changed = [name for name in names if _code(name, git("show", f"{commit}:{name}", root=root).stdout)
+        changed = [name for name in names if _code(name, _text_at(commit, name, root))
                    != _code(name, git("show", f"HEAD:{name}", root=root).stdout)]
         if changed:
             later = git("log", "--format=%h %s", f"{commit}..HEAD", "--", *changed, root=root).stdout.splitlines()
@@ -63,6 +63,21 @@ def problems(path: Path) -> list[str]:
             out.append(f"{title!r}: measured at {commit}, but the code of {', '.join(changed)} changed since"
                        f"{latest}: re-measure it or remove it")
     return out
+
+
+def _text_at(commit: str, name: str, root: Path) -> str:
+    """``name``'s text at ``commit``, following renames: a file moved since is compared with
+    what it was under its old name ("" when it did not exist)."""
+    shown = git("show", f"{commit}:{name}", root=root)
+    if shown.returncode == 0:
+        return shown.stdout
+    log = git("log", "--follow", "-M", "--name-only", "--format=", f"{commit}..HEAD", "--", name, root=root)
+    names = [line for line in log.stdout.splitlines() if line.strip()]
+    for old in reversed(names):  # oldest last in the log: walk back from the oldest name
+        shown = git("show", f"{commit}:{old}", root=root)
+        if shown.returncode == 0:
+            return shown.stdout
+    return ""
 
 
 def _code(name: str, text: str) -> str:

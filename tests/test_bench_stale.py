@@ -38,7 +38,11 @@ def test_a_section_is_current_until_its_code_changes_and_then_stale(tmp_path):
     (repo / "step.py").write_text('"""The step."""\n\n# why x is one\nx = (\n    1\n)\n')
     _git(repo, "commit", "-qam", "a docstring, a comment, another layout")
     assert stale.problems(bench) == []  # the same code: its numbers still hold
-    (repo / "step.py").write_text("x = 2\n")
+    _git(repo, "mv", "step.py", "moved_step.py")  # a move, the marker naming the new path
+    bench.write_text(bench.read_text().replace("files=step.py", "files=moved_step.py"))
+    _git(repo, "commit", "-qam", "the step moves")
+    assert stale.problems(bench) == []
+    (repo / "moved_step.py").write_text("x = 2\n")
     _git(repo, "commit", "-qam", "faster step")
     found = stale.problems(bench)
     assert len(found) == 1 and "'Step'" in found[0] and "faster step" in found[0]
