@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from attnsweep.orchestrator.spec import SweepSpec
     from attnsweep.results import ResultsStore
 
+
 def _whole(key: str, value, least: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ArgumentError(f"{key}: give a whole number >= {least}, not {value!r}")
