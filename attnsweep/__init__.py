@@ -12,6 +12,7 @@
 
     summary = attnsweep.run("sweeps/quickstart.yaml", store="results-store")
     attnsweep.resume(summary.run_id, store="results-store")
+    attnsweep.judge_runs([summary.run_id], store="results-store")  # verdicts as dicts; writes no file
 
 Names load on first use (lazy_loader): ``import attnsweep`` imports neither torch nor Ray.
 """
@@ -28,7 +29,9 @@ except _NotInstalled:  # run from a checkout that was never installed
     __version__ = "0+unknown"
 
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
-    "api": ["CriticalSampleSize", "RunAnalysis", "Store", "open_store", "resume", "run"],
+    "api": ["resume", "run"],
+    "api_reports": ["judge_runs"],
+    "api_store": ["CriticalSampleSize", "RunAnalysis", "Store", "open_store"],
     # What the functions raise, to catch in a notebook: except attnsweep.SpecError
     "errors": ["ArgumentError", "AttnsweepError", "QueryError", "RunError", "SpecError", "StoreError"],
 })

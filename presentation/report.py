@@ -1,10 +1,11 @@
 """The verdict report: one self-contained HTML page with the claims of docs/claims.md 1a (L1-L4,
 R) and 1b (S1-S4), computed from the results store when the report is built.
 
-``build_report(store, run_ids, out_dir)`` analyses each run (``analyze_run`` for
-sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
-``out_dir/figures``), judges L1-L4 and R on the union of the sparse-Boolean runs' m* tables
-(``stats.verdicts``) and S1-S4 on each symmetry run (``stats.symmetry``), and writes
+``build_report(store, run_ids, out_dir)`` judges the runs (presentation/judging.py:
+``analyze_run`` for sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures
+into ``out_dir/figures``; L1-L4 and R on the union of the sparse-Boolean runs' m* tables,
+S1-S4 on each symmetry run), renders the page (:func:`render`) and writes it (:func:`write`, and with ``publish``
+:func:`publish`):
 
 * ``out_dir/report.html``: verdicts, figures (embedded as base64 PNG), m* tables, the R plot,
   and each run's spec, package versions, code version and hosts; no external CSS, script or
@@ -27,30 +28,28 @@ import datetime as dt
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 import polars as pl
 
-from attnsweep.orchestrator.analyze import (analyze_run, boolean_verdicts, interval_text, m_star_table, run_caveats,
-                                  settings_of, tuned_fields, union_cell)
+from attnsweep.orchestrator.analyze import interval_text, union_cell
+from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.presentation.publish import publish as publish_folder
 from attnsweep.presentation.published import published_rows, published_within
 from attnsweep.presentation.readme_sections import readme_run_ids, update_readmes
 from attnsweep.presentation.verdict_table import BOOLEAN, SYMMETRY
-from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
-from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.presentation.judging import Judgement, ReportRun, judge, runs_of
 from attnsweep.results import ResultsStore
-from attnsweep.stats.critical import format_m_star
+from attnsweep.results.outputs import building, check_output_folder, recover_folder, replacing, write_text
 from attnsweep.stats import symmetry as sym
 from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.figures import plot_reference
-from attnsweep.results.outputs import building, check_output_folder, recover_folder, replacing, write_text
 
 TEMPLATES = Path(__file__).parent / "templates"
 SYMMETRY_CSV = "m_star_symmetry.csv"
-NO_RUN = "no run of this experiment given"
 CAPTIONS = {
     "m_star_vs_T": "m* against T (log axis), one series per setting (nothing pooled), with 95% intervals and the "
                    "four growth laws fitted to exact m*; triangles up: above a bound (beyond the largest m tried), "
@@ -74,24 +73,11 @@ CAPTIONS = {
 }
 
 
-@dataclass
-class _Run:
-    """One run as the report shows it."""
-
-    run_id: str
-    sweep: str
-    record: dict
-    experiment: str
-    figures: list[Path] = field(default_factory=list)
-    m_star: pl.DataFrame | None = None
-    verdicts: list[dict] = field(default_factory=list)
-    symmetry: SymmetryAnalysis | None = None
-
-
 def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
                  reference: Path | str = boolean.REFERENCE_CSV, publish: bool = False,
                  readme: Path | None = None, source: str = "the results store") -> Path:
-    """Analyse the runs, judge the claims and write the report.
+    """Analyse the runs, judge the claims and write the report: :func:`judge`, then
+    :func:`render`, then :func:`write` (and, publishing, :func:`publish`).
 
     Args:
         store: the results store.
@@ -112,21 +98,15 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         AttnsweepError: no run ids given.
         StoreError: a run id is not in the store, or a run has no trained trials.
     """
-    run_ids = list(dict.fromkeys(run_ids))
-    if not run_ids:
-        raise AttnsweepError("give at least one run id (attnsweep runs lists them)")
-    runs = []
-    for run_id in run_ids:  # every id checked before anything is computed or written
-        sweep = store.sweep_of(run_id)
-        record = store.read_run(sweep, run_id)
-        runs.append(_Run(run_id, sweep, record, record.get("experiment") or "sparse_boolean"))
+    runs = runs_of(store, run_ids)
+    run_ids = [r.run_id for r in runs]
     out_dir = Path(out_dir)
     recover_folder(out_dir)  # a publish a kill interrupted: the folder is made the old or the new one first
     _outside_store(store, out_dir)
     _own_folders(out_dir, run_ids)
     _drops_nothing(store, out_dir, publish, readme, runs)
     if not (publish or readme is not None):
-        _write(store, runs, run_ids, out_dir, reference, False, source)
+        _write(store, runs, out_dir, reference, False, source)
         return out_dir / "report.html"
     # A published folder is one unit (its SHA256SUMS vouch for the files beside it): it is built
     # aside and swapped in whole (results/outputs.py), at the folder a link there points to.
@@ -136,7 +116,7 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         raise AttnsweepError(f"--out: {out_dir} is the current folder or holds it; published findings replace "
                              "their folder whole, so give a folder of their own (e.g. docs/findings)")
     with building(final) as stage:
-        made = _write(store, runs, run_ids, stage, reference, True, source)
+        made = _write(store, runs, stage, reference, True, source)
     if readme is not None:
         boolean_runs = [r for r in runs if r.experiment != "symmetry"]
         symmetry_runs = [r for r in runs if r.experiment == "symmetry"]
@@ -144,66 +124,45 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
         symmetry = [dataclasses.replace(r.symmetry, figures=[out_dir / Path(p).relative_to(stage)
                                                              for p in r.symmetry.figures]) for r in symmetry_runs]
         update_readmes(readme, [(r.sweep, r.run_id) for r in runs], out_dir,
-                       made.union if boolean_runs else None, made.claims, made.caveats, symmetry)
+                                made.union if boolean_runs else None, made.claims, made.caveats, symmetry)
     return out_dir / "report.html"
 
 
 @dataclass
-class _Made:
-    """What :func:`_write` computed that the README section needs too."""
-    union: pl.DataFrame | None
-    claims: list[dict]
-    caveats: list[str]
+class Rendered:
+    """What :func:`render` made: the page and the record behind ``verdicts.json``."""
+
+    page: str
+    record: dict
 
 
-def _write(store: ResultsStore, runs: list[_Run], run_ids: list[str], out_dir: Path, reference: Path | str,
-           publish: bool, source: str) -> _Made:
-    """Analyse ``runs`` and write the report (and, ``publish``, the findings) into ``out_dir``."""
-    # Figures go to figures/RUN_ID/ and overwrite the same names; nothing else there is removed
-    # (a figure `run` or `analyze` wrote, or a file a person put there, is not the report's to delete).
-    figures = out_dir / "figures"
-    boolean_tables, tuned, ci = [], set(), 0.95
-    several_symmetry = sum(r.experiment == "symmetry" for r in runs) > 1
-    for run in runs:
-        settings = settings_of(store, run.sweep, run.run_id)
-        if run.experiment == "symmetry":
-            result = analyze_symmetry_run(store, run.sweep, run.run_id, settings, figures / run.run_id)
-            run.m_star, run.figures, run.symmetry = result.m_star, result.figures, result
-            tag = f" [run {run.run_id}]" if several_symmetry else ""
-            run.verdicts = [dict(v, claim=v["claim"].replace(":", f"{tag}:", 1)) for v in result.verdicts]
-        else:
-            result = analyze_run(store, run.run_id, figures / run.run_id, settings)
-            run.m_star = m_star_table(result)
-            run.figures = result.figures
-            tuned |= tuned_fields(store, run.sweep, run.run_id)
-            if not boolean_tables:
-                ci = settings.ci
-            boolean_tables.append(run.m_star)
-    union, claims = boolean_verdicts(boolean_tables, tuned, ci, reference)
+def render(judgement: Judgement, figures: Path, reference: Path | str = boolean.REFERENCE_CSV,
+           source: str = "the results store") -> Rendered:
+    """The report page (Jinja) and the verdicts' JSON record of a :func:`judge`; the R plot
+    of the sparse-Boolean cells against the paper is written into ``figures`` first."""
+    runs, union, claims = judgement.runs, judgement.union, judgement.claims
+    run_ids = [r.run_id for r in runs]
+    symmetry_runs = judgement.symmetry_runs
     cell = union_cell(union)
-    if not boolean_tables:
-        claims = _missing(claims)
-    symmetry_runs = [r for r in runs if r.experiment == "symmetry"]
-    claims += [v for r in symmetry_runs for v in r.verdicts] or _missing(_empty_symmetry_verdicts())
     ours = boolean.reference_cells(union)
     if not ours.is_empty():  # one colour per series (tuned settings do not make one)
-        ours = ours.with_columns(series=_label(ours, [c for c in [*cell, "run_id"] if c not in ("T", *tuned)]))
+        ours = ours.with_columns(series=_label(ours, [c for c in [*cell, "run_id"]
+                                                      if c not in ("T", *judgement.tuned)]))
     # The R plot compares sparse-Boolean cells with the paper: a report without them has none.
     r_plot = plot_reference(ours, boolean.read_reference(reference), figures / "reference_3way_and.png") \
-        if boolean_tables else None
+        if judgement.judged_boolean else None
 
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    caveats = [note for r in runs for note in run_caveats(store, r.sweep, r.run_id)]
+    caveats = judgement.caveats
     page = _template().render(
         caveats=caveats,
         title=f"attnsweep verdict report: {', '.join(run_ids)}", generated=generated, source=source,
         runs=[_run_view(r) for r in runs], verdicts=[_verdict_view(v) for v in claims], r_plot=_data_uri(r_plot) if r_plot else None,
-        boolean_table=_table(union, [*cell, "run_id"]) if boolean_tables else None,
+        boolean_table=_table(union, [*cell, "run_id"]) if judgement.judged_boolean else None,
         symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
         scale=[_scale_view(r) for r in symmetry_runs if r.symmetry.scale is not None],
         reference=Path(reference).name, margin=boolean.EQUIVALENCE,
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
     measurements = [dict(m, run_id=r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
                     for m in r.symmetry.scale.measurements()]
     record = dict(runs=run_ids, generated=generated, verdicts=claims, caveats=caveats)
@@ -214,23 +173,46 @@ def _write(store: ResultsStore, runs: list[_Run], run_ids: list[str], out_dir: P
                                for a in r.symmetry.scale.advantage.iter_rows(named=True)]
         record["measurements"] = measurements
     # JSON has no NaN or infinity: a missing or unbounded number is null, and its ``bound`` says which.
-    record = boolean.jsonable(record)
+    return Rendered(page, boolean.jsonable(record))
+
+
+def write(out_dir: Path, judgement: Judgement, rendered: Rendered) -> None:
+    """Write a rendered report into ``out_dir`` (made): ``verdicts.json``, the m* tables as
+    CSV, ``report.html``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     # Every file through results/outputs.py: a link at one of the report's names is replaced.
-    write_text(out_dir / "verdicts.json", json.dumps(record, indent=2))
-    if boolean_tables:  # the m* table for anyone's own analysis (replicates stay in the store's rows)
+    write_text(out_dir / "verdicts.json", json.dumps(rendered.record, indent=2))
+    if judgement.judged_boolean:  # the m* table for anyone's own analysis (replicates stay in the store's rows)
         with replacing(out_dir / "m_star.csv") as temp:
-            union.drop("replicates", strict=False).write_csv(temp)
+            judgement.union.drop("replicates", strict=False).write_csv(temp)
+    symmetry_runs = judgement.symmetry_runs
     if symmetry_runs:
         with replacing(out_dir / SYMMETRY_CSV) as temp:
             pl.concat([r.m_star.with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
                       how="diagonal_relaxed").write_csv(temp)
-    write_text(out_dir / "report.html", page)
-    if publish:
-        runs_ = [(r.sweep, r.run_id) for r in runs]
-        symmetry = [r.symmetry for r in symmetry_runs]
-        publish_folder(store, runs_, out_dir, union if boolean_tables else None, claims, reference, ci, caveats,
-                         symmetry)
-    return _Made(union, claims, caveats)
+    write_text(out_dir / "report.html", rendered.page)
+
+
+def publish(store: ResultsStore, out_dir: Path, judgement: Judgement,
+            reference: Path | str = boolean.REFERENCE_CSV) -> None:
+    """Write the findings of a :func:`judge` into ``out_dir`` (presentation/publish.py)."""
+    runs_ = [(r.sweep, r.run_id) for r in judgement.runs]
+    symmetry = [r.symmetry for r in judgement.symmetry_runs]
+    publish_folder(store, runs_, out_dir, judgement.union if judgement.judged_boolean else None, judgement.claims,
+                     reference, judgement.ci, judgement.caveats, symmetry)
+
+
+def _write(store: ResultsStore, runs: list[ReportRun], out_dir: Path, reference: Path | str, publishing: bool,
+           source: str) -> Judgement:
+    """Analyse ``runs`` and write the report (and, ``publishing``, the findings) into ``out_dir``."""
+    # Figures go to figures/RUN_ID/ and overwrite the same names; nothing else there is removed
+    # (a figure `run` or `analyze` wrote, or a file a person put there, is not the report's to delete).
+    figures = out_dir / "figures"
+    judgement = judge(store, runs, reference, figures)
+    write(out_dir, judgement, render(judgement, figures, reference, source))
+    if publishing:
+        publish(store, out_dir, judgement, reference)
+    return judgement
 
 
 def _verdict_view(v: dict) -> dict:
@@ -259,7 +241,7 @@ def _outside_store(store: ResultsStore, out_dir: Path) -> None:
                              "findings there would be read back as part of the store. Give a folder outside it")
 
 
-def _drops_nothing(store: ResultsStore, out_dir: Path, publish: bool, readme: Path | None, runs: list[_Run]) -> None:
+def _drops_nothing(store: ResultsStore, out_dir: Path, publish: bool, readme: Path | None, runs: list[ReportRun]) -> None:
     """Raise AttnsweepError when the report would write over published findings it does not
     hold again in full: a folder whose trials.parquet or runs.parquet holds other runs, or
     (publishing) more rows of a run than the store now has (re-signed in SHA256SUMS, nothing
@@ -310,21 +292,6 @@ def _own_folders(out_dir: Path, run_ids: list[str]) -> None:
 def summary(verdicts: list[dict]) -> str:
     """One line: each claim's short name and verdict, e.g. ``L1 inconclusive, L2 supported``."""
     return ", ".join(f"{v['claim'].split(':', 1)[0]} {v['verdict']}" for v in verdicts)
-
-
-def _missing(verdicts: list[dict]) -> list[dict]:
-    """The claims of an experiment the report has no run of: ``not tested``."""
-    return [dict(v, statistic="-", interval="-", verdict=boolean.NOT_TESTED, why=NO_RUN, series=[], not_judged=[],
-                 flags=[]) for v in verdicts]
-
-
-def _empty_symmetry_verdicts() -> list[dict]:
-    """S1-S4 of no trials (for their claim texts)."""
-    text, num = pl.String, pl.Float64
-    trials = pl.DataFrame(schema=dict(teacher=text, model=text, equivariance=text, status=text, n=pl.Int64, k=pl.Int64,
-                                      d=pl.Int64, m=pl.Int64, seed=pl.Int64, test_error=num, eq_error_median=num,
-                                      eq_error_max=num, perm_error_median=num))
-    return sym.verdicts(trials, pl.DataFrame(schema=dict(teacher=text, student=text)), n_boot=0)
 
 
 def _label(df: pl.DataFrame, cols: list[str]) -> pl.Expr:
@@ -391,7 +358,7 @@ def _cell(row: dict, column: str) -> str:
     return str(row[column] or "")
 
 
-def _scale_view(run: _Run) -> dict:
+def _scale_view(run: ReportRun) -> dict:
     """A multi-size symmetry run's tables across scale as strings (orchestrator/analyze_symmetry.py)."""
     sc = run.symmetry.scale
     groups = [[str(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]
@@ -402,7 +369,7 @@ def _scale_view(run: _Run) -> dict:
     return dict(run_id=run.run_id, groups=groups, advantage=advantage, measured=measured)
 
 
-def _run_view(run: _Run) -> dict:
+def _run_view(run: ReportRun) -> dict:
     """What the page shows of one run: its record and its figures."""
     rec = run.record
     try:

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
 from attnsweep.presentation.terminal import print_symmetry
-from attnsweep.presentation.report import _Run, _run_view, _table, _template
+from attnsweep.presentation.judging import ReportRun
+from attnsweep.presentation.report import _run_view, _table, _template
 from attnsweep.stats import critical_sample_sizes
 from attnsweep.stats.symmetry import CELL as SYMMETRY_CELL, critical_sizes, verdicts
 
@@ -160,9 +161,9 @@ def test_s2_writes_a_bound_as_the_page_does():
 def test_run_times_show_utc_to_the_minute():
     start = dt.datetime(2026, 12, 1, 9, 46, 53, 123456, tzinfo=dt.UTC)
     end = dt.datetime(2026, 12, 1, 11, 5, 2, 999, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # 10:05 UTC
-    view = _run_view(_Run("r1", "quick", dict(started_at=start, ended_at=end, status="finished"), "sparse_boolean"))
+    view = _run_view(ReportRun("r1", "quick", dict(started_at=start, ended_at=end, status="finished"), "sparse_boolean"))
     assert (view["started"], view["ended"]) == ("2026-12-01 09:46 UTC", "2026-12-01 10:05 UTC")
-    running = _run_view(_Run("r2", "quick", dict(started_at=start.replace(tzinfo=None), ended_at=None), "symmetry"))
+    running = _run_view(ReportRun("r2", "quick", dict(started_at=start.replace(tzinfo=None), ended_at=None), "symmetry"))
     assert (running["started"], running["ended"]) == ("2026-12-01 09:46 UTC", "-")
     page = _page(None, [], runs=[view])
     assert "2026-12-01 09:46 UTC / 2026-12-01 10:05 UTC" in page

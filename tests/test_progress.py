@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attnsweep.cli import DEFAULT_PROGRESS_INTERVAL
+from attnsweep.cli_options import DEFAULT_PROGRESS_INTERVAL
 from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, parse_progress_line, progress_line
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -97,6 +97,24 @@ def test_verdicts_follow_the_reference_given(report, tmp_path):
     assert "no run of this experiment given" in page  # no symmetry run in this report
 
 
+def test_judge_runs_gives_the_reports_verdicts_and_writes_nothing(report):
+    # The verdicts verdicts.json holds, computed again from the store: no figure, no report
+    # folder, nothing in the store.
+    import json
+
+    import attnsweep
+
+    root, ids, _ = report
+    before = sorted(root.rglob("*"))
+    verdicts = attnsweep.judge_runs(ids, store=root / "store")
+    written = json.loads((root / "reports" / ids[0] / "verdicts.json").read_text())["verdicts"]
+    assert [(v["claim"], v["verdict"], v["statistic"]) for v in verdicts] == \
+        [(v["claim"], v["verdict"], v["statistic"]) for v in written]
+    assert sorted(root.rglob("*")) == before
+    with pytest.raises(attnsweep.AttnsweepError):
+        attnsweep.judge_runs([], store=root / "store")
+
+
 def test_every_image_is_an_embedded_png_and_nothing_is_fetched(report):
     root, ids, _ = report
     page = (root / "reports" / ids[0] / "report.html").read_text()

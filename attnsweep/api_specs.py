@@ -1,0 +1,193 @@
+"""Specs from Python: check a spec and say what it would run, write a starter spec, list and
+copy the example specs (what ``attnsweep validate``, ``init`` and ``examples`` print)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from attnsweep.orchestrator.errors import AttnsweepError
+
+if TYPE_CHECKING:
+    from attnsweep.orchestrator.spec import SweepSpec
+
+
+@dataclass(frozen=True)
+class SpecCheck:
+    """What :func:`check_spec` found out about a valid spec, without running it.
+
+    Attributes:
+        spec: the parsed spec.
+        workers: the workers a run here would start (no more than it has trials).
+        n_packs: the packs of a grid sweep for that many workers (None for an adaptive search).
+        packs_exact: whether ``n_packs`` is counted over every shape (else estimated from a
+            sample of them).
+        largest_trial_bytes: the training memory of the largest trial seen.
+        budget_bytes: ``execution.pack_memory_mb`` in bytes: a larger trial runs alone in its
+            pack and may not fit a worker.
+        pooled_axes: a symmetry grid's axes that vary but do not key its cells (analyze
+            pools their values in one cell).
+    """
+
+    spec: SweepSpec
+    workers: int
+    n_packs: int | None
+    packs_exact: bool
+    largest_trial_bytes: int
+    budget_bytes: int
+    pooled_axes: list[str] = field(default_factory=list)
+
+
+def check_spec(spec: str | Path, max_trials: int = 1_000_000) -> SpecCheck:
+    """Check the spec file ``spec`` and count what it would run here; writes nothing and
+    imports neither torch nor Ray.
+
+    Raises:
+        orchestrator.SpecError: the spec is invalid, or its grid holds more than
+            ``max_trials`` trials.
+    """
+    from attnsweep.orchestrator.packing import count_packs, spec_pack_sizer
+    from attnsweep.orchestrator.spec import load_spec
+
+    s = load_spec(spec, max_trials=max_trials)
+    workers = s.resources.num_workers or max(1, int((os.cpu_count() or 1) / s.resources.cpus_per_worker))
+    workers = min(workers, s.n_trials())  # a run starts no more workers than it has trials (executors.py)
+    budget = s.execution.pack_memory_mb * 2**20
+    biggest = 0
+    n_packs, exact = None, False
+    if not s.search.adaptive:  # one pass over the runs of one shape: pack count and memory (no trial list)
+        sizer = spec_pack_sizer(s, workers)
+
+        def size_of(cfg) -> int:
+            nonlocal biggest
+            size = sizer(cfg)
+            biggest = max(biggest, s.family.working_bytes(cfg) + s.family.memory_bytes(cfg))
+            return size
+
+        n_packs, exact = count_packs(s, size_of)
+    biggest = max([biggest, *(s.family.working_bytes(c) + s.family.memory_bytes(c) for c in _largest_trials(s))])
+    pooled = []
+    if s.experiment == "symmetry":  # its cells are keyed by these alone (stats/symmetry.py)
+        pooled = sorted({axis for g in s.grids for axis, values in g.items() if len(values) > 1}
+                        - {"teacher", "model", "equivariance", "n", "k", "d", "m"})
+    return SpecCheck(s, workers, n_packs, exact, biggest, budget, pooled)
+
+
+def _largest_trials(s):
+    """The trials whose memory the pack count did not already see: an adaptive search's at
+    the top of its m range; of a grid with more shapes than the count visits (a sample),
+    each block's trial with every numeric axis at its largest value (memory grows with each)."""
+    from attnsweep.orchestrator.packing import shape_groups
+
+    if s.search.adaptive:
+        yield from (s.family.config(**cell, m=s.search.m.max, seed=s.seeds[0]) for cell in s.cells())
+        return
+    if shape_groups(s)[2]:
+        return
+    for block in range(len(s.grids)):
+        top = {k: max(v) if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) else v[0]
+               for k, v in s.axes(block).items()}
+        try:
+            yield s.family.config(**s.fixed, **top)
+        except ValueError:  # the largest values together break a cross-field rule
+            pass
+
+
+STARTER = """\
+# A starter sweep: the critical sample size m* against the context length T for 3-sparse AND.
+# `attnsweep validate --show {path}` lists every trial setting and which ones are defaults;
+# `attnsweep examples` lists the example specs (attnsweep examples copy NAME to start from one).
+name: {name}
+seeds: 4
+grid:
+  T: [8, 16, 32]
+  m: {{start: 8, stop: 256, num: 6, scale: log}}   # 8, 16, 32, 64, 128, 256
+fixed:
+  task: and          # or parity
+  s: 3               # relevant bits
+  model: transformer # or mlp (the baseline)
+  d: 32
+  heads: 4
+  lr: 3e-3
+  max_epochs: 1000
+analysis:
+  acc_threshold: 0.95  # a seed succeeds at this test accuracy
+  success_frac: 0.5    # m* is the smallest m at which this fraction of seeds succeeds
+"""
+
+
+def write_starter(path: Path) -> Path:
+    """Write a starter sweep spec at ``path``, named after the file (``my-sweep`` where its
+    name cannot name a sweep); returns ``path``.
+
+    Raises:
+        AttnsweepError: something is already at ``path``, or its folder is missing.
+    """
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem)
+    name = stem if re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,99}", stem) else "my-sweep"
+    _write_new(path, STARTER.format(name=name, path=path).encode())
+    return path
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file at ``path``: never over a file, a link or a folder.
+
+    Raises:
+        AttnsweepError: something is already at ``path``, or its folder is missing.
+    """
+    try:
+        with open(path, "xb") as fh:  # O_EXCL: refuses any existing name, a dangling link included
+            fh.write(data)
+    except FileExistsError:
+        raise AttnsweepError(f"{path}: already exists; give another path (nothing was written)") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise AttnsweepError(f"{path}: its folder does not exist") from None
+
+
+def examples_dir() -> Path:
+    """The folder of the example specs: ``sweeps/`` of a checkout (or an editable install),
+    ``attnsweep/examples/`` of an installed wheel (package data)."""
+    face = Path(__file__).resolve().parent
+    for folder in (face / "examples", face.parent / "sweeps"):
+        if folder.is_dir() and any(folder.glob("*.yaml")):
+            return folder
+    raise AttnsweepError(f"no example specs found beside {face}: reinstall attnsweep")
+
+
+def examples() -> list[tuple[str, str]]:
+    """The example specs by name: (name, description on one line; empty where the file has
+    none or cannot be read as a spec)."""
+    import yaml
+
+    found = []
+    for path in sorted(examples_dir().glob("*.yaml"), key=lambda p: p.stem):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+            about = " ".join(str(data.get("description") or "").split())
+        except (yaml.YAMLError, AttributeError):
+            about = ""
+        found.append((path.stem, about))
+    return found
+
+
+def copy_example(name: str, dest: Path | None = None) -> Path:
+    """Copy the example spec ``name`` (with or without ``.yaml``) to ``dest`` (a file, or a
+    folder to copy it into; default ``NAME.yaml`` here), never over an existing file;
+    returns the file written.
+
+    Raises:
+        AttnsweepError: no such example, or something is already at the target.
+    """
+    folder = examples_dir()
+    names = sorted(p.stem for p in folder.glob("*.yaml"))
+    stem = name[:-5] if name.endswith(".yaml") else name
+    if stem not in names:
+        raise AttnsweepError(f"examples copy: no example {name!r}; the examples are: {', '.join(names)}")
+    target = dest if dest is not None else Path(f"{stem}.yaml")
+    if target.is_dir():
+        target = target / f"{stem}.yaml"
+    _write_new(target, (folder / f"{stem}.yaml").read_bytes())
+    return target

@@ -1,0 +1,125 @@
+"""The judging of a report's runs: each run analysed, claims L1-L4 and R judged on the union
+of the sparse-Boolean runs' m* tables and S1-S4 on each symmetry run; nothing is written but
+the figures asked for (presentation/report.py renders and writes what this finds)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from attnsweep.orchestrator.analyze import (analyze_run, boolean_verdicts, m_star_table, run_caveats, settings_of,
+                                            tuned_fields)
+from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
+from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.results import ResultsStore
+from attnsweep.stats import symmetry as sym
+from attnsweep.stats import verdicts as boolean
+
+NO_RUN = "no run of this experiment given"
+
+
+@dataclass
+class ReportRun:
+    """One run as the report shows it."""
+
+    run_id: str
+    sweep: str
+    record: dict
+    experiment: str
+    figures: list[Path] = field(default_factory=list)
+    m_star: pl.DataFrame | None = None
+    verdicts: list[dict] = field(default_factory=list)
+    symmetry: SymmetryAnalysis | None = None
+
+
+def runs_of(store: ResultsStore, run_ids: list[str]) -> list[ReportRun]:
+    """The runs ``run_ids`` names (duplicates dropped), their records read: every id is
+    checked before anything is computed or written.
+
+    Raises:
+        AttnsweepError: no run ids given.
+        StoreError: a run id is not in the store.
+    """
+    run_ids = list(dict.fromkeys(run_ids))
+    if not run_ids:
+        raise AttnsweepError("give at least one run id (attnsweep runs lists them)")
+    runs = []
+    for run_id in run_ids:
+        sweep = store.sweep_of(run_id)
+        record = store.read_run(sweep, run_id)
+        runs.append(ReportRun(run_id, sweep, record, record.get("experiment") or "sparse_boolean"))
+    return runs
+
+
+@dataclass
+class Judgement:
+    """What :func:`judge` found: the runs analysed and the verdicts of every claim."""
+
+    runs: list[ReportRun]
+    union: pl.DataFrame
+    """The m* tables of the sparse-Boolean runs as one (a cell in several: the first run's)."""
+    claims: list[dict]
+    """L1-L4, R, then S1-S4 of each symmetry run; ``not tested`` for an experiment without a run."""
+    caveats: list[str]
+    tuned: set[str]
+    """Settings an adaptive search tuned per cell: choices, not axes (they make no series)."""
+    ci: float
+    """The level of the sparse-Boolean runs' intervals (the first run's)."""
+    judged_boolean: bool
+    """Whether any run was a sparse-Boolean run (else :attr:`union` judges nothing)."""
+
+    @property
+    def symmetry_runs(self) -> list[ReportRun]:
+        return [r for r in self.runs if r.experiment == "symmetry"]
+
+
+def judge(store: ResultsStore, runs: list[ReportRun], reference: Path | str = boolean.REFERENCE_CSV,
+          figures: Path | None = None) -> Judgement:
+    """Analyse ``runs`` (:func:`runs_of`) and judge the claims; each run's figures go to
+    ``figures/RUN_ID`` (None: no figure, no file written).
+
+    Raises:
+        StoreError: a run has no trained trials.
+    """
+    boolean_tables, tuned, ci = [], set(), 0.95
+    several_symmetry = sum(r.experiment == "symmetry" for r in runs) > 1
+    for run in runs:
+        settings = settings_of(store, run.sweep, run.run_id)
+        where = figures / run.run_id if figures is not None else None
+        if run.experiment == "symmetry":
+            result = analyze_symmetry_run(store, run.sweep, run.run_id, settings, where)
+            run.m_star, run.figures, run.symmetry = result.m_star, result.figures, result
+            tag = f" [run {run.run_id}]" if several_symmetry else ""
+            run.verdicts = [dict(v, claim=v["claim"].replace(":", f"{tag}:", 1)) for v in result.verdicts]
+        else:
+            result = analyze_run(store, run.run_id, where, settings)
+            run.m_star = m_star_table(result)
+            run.figures = result.figures
+            tuned |= tuned_fields(store, run.sweep, run.run_id)
+            if not boolean_tables:
+                ci = settings.ci
+            boolean_tables.append(run.m_star)
+    union, claims = boolean_verdicts(boolean_tables, tuned, ci, reference)
+    if not boolean_tables:
+        claims = _missing(claims)
+    claims += [v for r in runs if r.experiment == "symmetry" for v in r.verdicts] \
+        or _missing(_empty_symmetry_verdicts())
+    caveats = [note for r in runs for note in run_caveats(store, r.sweep, r.run_id)]
+    return Judgement(runs, union, claims, caveats, tuned, ci, bool(boolean_tables))
+
+
+def _missing(verdicts: list[dict]) -> list[dict]:
+    """The claims of an experiment the report has no run of: ``not tested``."""
+    return [dict(v, statistic="-", interval="-", verdict=boolean.NOT_TESTED, why=NO_RUN, series=[], not_judged=[],
+                 flags=[]) for v in verdicts]
+
+
+def _empty_symmetry_verdicts() -> list[dict]:
+    """S1-S4 of no trials (for their claim texts)."""
+    text, num = pl.String, pl.Float64
+    trials = pl.DataFrame(schema=dict(teacher=text, model=text, equivariance=text, status=text, n=pl.Int64, k=pl.Int64,
+                                      d=pl.Int64, m=pl.Int64, seed=pl.Int64, test_error=num, eq_error_median=num,
+                                      eq_error_max=num, perm_error_median=num))
+    return sym.verdicts(trials, pl.DataFrame(schema=dict(teacher=text, student=text)), n_boot=0)
