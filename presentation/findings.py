@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from attnsweep.orchestrator.analyze import CELL_FIELDS, TUNED_RUN, interval_text, search_rows
-from attnsweep.orchestrator.spec import read_yaml
+from attnsweep.orchestrator.spec_loading import read_yaml
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.orchestrator.rows import run_schema, trial_schema, with_later_fields
@@ -268,7 +268,7 @@ def _check_record(where: str, record: dict, columns: list[str]) -> None:
     orchestrator/completeness.py writes, ``spec_yaml`` YAML whose analysis settings are valid."""
     import yaml
 
-    from attnsweep.orchestrator.spec import AnalysisSettings, read_yaml
+    from attnsweep.orchestrator.spec import AnalysisSettings
 
     for name in COUNTS:
         if (record.get(name) or 0) < 0:
