@@ -78,8 +78,8 @@ def _capped_client_class():
         def _do_request(self, method, endpoint, **kwargs):  # noqa: D102 - Ray's, with a cap and a timeout
             def cap(response, *args, **hook_kwargs):
                 response._content = read_capped(response.headers.get("content-length"),
-                                                  lambda n: next(response.iter_content(n), b""),
-                                                  self._attnsweep_address)
+                                                 lambda n: next(response.iter_content(n), b""),
+                                                 self._attnsweep_address)
                 return response
 
             kwargs.update(stream=True, hooks={"response": [cap]})
@@ -186,7 +186,6 @@ def status(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> tuple[str
     return printable(info["status"]), printable(message if isinstance(message, str) else repr(message))
 
 
-
 def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str], None] = print,
          timeout_s: float = TIMEOUT_S) -> None:
     """Write a job's log (``follow``: stream it until the job ends).
@@ -218,7 +217,6 @@ def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str],
         raise
     except Exception as exc:  # noqa: BLE001
         raise RunError(f"cannot read the log of job {job_id!r} at {shown(address)}: {said(exc)}") from exc
-
 
 
 def cancel(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> bool:

@@ -222,7 +222,6 @@ class SearchSettings(StrictSettings):
         return self.mode == "adaptive"
 
 
-
 class SweepSpec(BaseModel):
     """A validated sweep spec. Build it with :func:`load_spec` or :func:`parse_spec`."""
 
