@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.orchestrator.rows import run_schema, trial_schema
-from attnsweep.orchestrator.spec import read_yaml
+from attnsweep.orchestrator.spec_loading import read_yaml
 from attnsweep.presentation.folder import RUNS, SUMS, TRIALS
 from attnsweep.presentation.publish import sha256_file
 from attnsweep.results import ResultsStore

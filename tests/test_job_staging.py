@@ -8,7 +8,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from attnsweep.orchestrator.jobs import SOURCE_SUFFIXES, copy_source, stage_sources
+from attnsweep.orchestrator.job_staging import SOURCE_SUFFIXES, copy_source, stage_sources
 
 
 def test_only_source_files_are_copied_and_links_out_of_the_tree_are_not_followed(tmp_path):

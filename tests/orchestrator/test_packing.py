@@ -119,7 +119,7 @@ def test_count_packs_is_the_count_make_packs_cuts(text):
 def test_count_packs_of_a_billion_trials_lists_none_of_them():
     spec = parse_spec("name: p\nseeds: 1000000\ngrid: {T: [8, 16, 32, 64, 128], m: {start: 8, stop: 4096, num: 200, "
                       "scale: log}}\nfixed: {task: and, s: 2}\nexecution: {pack_size: 100}\n", max_trials=10**10)
-    m_values = len(spec.grid["m"])
+    m_values = len(spec.grids[0]["m"])
     n, exact = count_packs(spec, spec_pack_sizer(spec, 4))
     assert exact and n == 5 * m_values * 10_000  # each of the shape runs of 10^6 seeds in packs of 100
 
@@ -128,7 +128,7 @@ def test_count_packs_of_too_many_shapes_is_an_estimate_from_a_sample():
     spec = parse_spec("name: p\nseeds: 3\ngrid: {T: {start: 8, stop: 4096, num: 300, scale: log}, "
                       "m: {start: 8, stop: 65536, num: 300, scale: log}}\nfixed: {task: and, s: 2}\n"
                       "execution: {pack_size: 2}\n", max_trials=10**9)
-    runs = len(spec.grid["T"]) * len(spec.grid["m"])
+    runs = len(spec.grids[0]["T"]) * len(spec.grids[0]["m"])
     n, exact = count_packs(spec, spec_pack_sizer(spec, 4), limit=1000, sample=500)
     assert not exact and n == runs * 2  # every run of 3 seeds takes 2 packs of at most 2
 

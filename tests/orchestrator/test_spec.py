@@ -27,7 +27,7 @@ fixed:
 
 def test_good_spec_expands_to_the_full_grid():
     spec = parse_spec(GOOD)
-    assert spec.grid["m"] == [8, 16, 32, 64]  # geomspace(8, 64, 4) = 8, 16, 32, 64
+    assert spec.grids[0]["m"] == [8, 16, 32, 64]  # geomspace(8, 64, 4) = 8, 16, 32, 64
     assert spec.fixed["lr"] == 0.001  # YAML 1.1 would read 1e-3 as a string
     trials = list(spec.trials())
     assert len(trials) == spec.n_trials() == 2 * 4 * 2 * 3
@@ -280,7 +280,7 @@ def test_a_million_trial_grid_of_two_blocks_is_checked_for_overlap():
 
 
 def test_thousands_of_grid_blocks_are_refused_and_long_errors_are_capped():
-    from attnsweep.orchestrator.spec import MAX_GRID_BLOCKS
+    from attnsweep.orchestrator.spec_grid import MAX_GRID_BLOCKS
 
     blocks = "".join(f"  - {{T: [{8 + i}], m: [16]}}\n" for i in range(MAX_GRID_BLOCKS + 1))
     with pytest.raises(SpecError, match=f"{MAX_GRID_BLOCKS + 1} blocks, more than the {MAX_GRID_BLOCKS} allowed"):
