@@ -7,7 +7,11 @@ with code 2; an interrupted run exits with 130 after saving what finished.
 
 from __future__ import annotations
 
-from typing import Annotated
+import atexit
+import os
+import sys
+import threading
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -48,13 +52,42 @@ app.add_typer(cli_store.store_app, name="store")
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: runs the command, then ends the process (:func:`_exit`)."""
     import warnings
 
     # One line per warning (e.g. a quarantined store file), not the source line behind it.
     warnings.showwarning = lambda message, category, *args, **kw: err.print(
         f"warning: {visible(message)}", style="yellow", markup=False, highlight=False)
-    app()
+    try:
+        app()
+    except SystemExit as exc:
+        _exit(exc.code)
+    _exit(0)
+
+
+def _exit(code: object) -> NoReturn:
+    """End the process with ``code`` as the interpreter would (other threads joined, atexit
+    handlers run, output flushed), but without the native libraries' static destructors:
+    Arrow's thread pools can abort the process there (std::terminate on a still-joinable
+    thread, apache/arrow#34314), which turned a command that had finished and printed its
+    answer into exit -6 now and then."""
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # SystemExit("text"): the text on stderr, status 1
+        print(code, file=sys.stderr)
+        code = 1
+    try:
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
+                pass
+        os._exit(code)
 
 
 if __name__ == "__main__":
