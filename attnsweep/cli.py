@@ -694,7 +694,7 @@ def store_compact(
     from attnsweep.results import ResultsStore
     from attnsweep.results.integrity import compact_store, not_a_run_folder, recognise
     from attnsweep.results.locks import RunLock, RunLockedError
-    from attnsweep.results.store import listing
+    from attnsweep.results.roots import listing
 
     if not store.strip():
         raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")

@@ -41,7 +41,8 @@ import polars as pl
 import pyarrow as pa
 
 from attnsweep.results.errors import QueryError, StoreError
-from attnsweep.results.store import ResultsStore, listing
+from attnsweep.results.roots import listing
+from attnsweep.results.store import ResultsStore
 
 LOCKED = {
     "enable_external_access": False,
@@ -320,7 +321,7 @@ def _datasets(store: ResultsStore) -> dict[str, object]:
         except FileNotFoundError as exc:
             vanished = _os_path(exc)
         except AttributeError:
-            # results.store reads the footer of a file that vanished after it was listed as None,
+            # results.defensive_reads reads the footer of a file that vanished after it was listed as None,
             # and a later step of its listing fails on that; anything else is a fault to see.
             if before is None or _listing(store) == before:
                 raise
