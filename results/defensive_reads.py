@@ -37,8 +37,8 @@ import pyarrow.parquet as pq
 
 from attnsweep.results.checked import CheckedFiles
 from attnsweep.results.layout import QUARANTINE, REPLACES_KEY, RUN_FILE, TRIAL_COLUMNS, partition_ok
-from attnsweep.results.parquet_check import (FILE_MAX_ENV, TooLarge, Unreadable, max_file_bytes, os_reason, read_checked,
-                                             read_footer)
+from attnsweep.results.file_limits import FILE_MAX_ENV, TooLarge, max_file_bytes
+from attnsweep.results.parquet_check import Unreadable, os_reason, read_checked, read_footer
 from attnsweep.results.roots import client_error, listing
 from attnsweep.results.schemas import unify
 
@@ -79,7 +79,7 @@ class DefensiveReader:
 
     Raises:
         StoreError: an ``ATTNSWEEP_MAX_FILE_MB`` that is not a whole number of MiB in range
-            (:func:`~results.parquet_check.max_file_bytes`).
+            (:func:`~results.file_limits.max_file_bytes`).
     """
 
     def __init__(self, root: Path, local: bool, check_every_file: bool = False):

@@ -38,7 +38,7 @@ class ResultsStore(DefensiveReader):
     Raises:
         StoreError: a URI whose scheme cannot hold a store (:data:`results.roots.STORE_SCHEMES`) or no
             installed fsspec backend handles, or an ``ATTNSWEEP_MAX_FILE_MB`` that is not a
-            whole number of MiB in range (:func:`~results.parquet_check.max_file_bytes`).
+            whole number of MiB in range (:func:`~results.file_limits.max_file_bytes`).
     """
 
     def __init__(self, root: str | os.PathLike, check_every_file: bool = False):
