@@ -156,7 +156,7 @@ def compact(store: str, sweep: str | None = None, run_id: str | None = None) -> 
     from attnsweep.results import ResultsStore
     from attnsweep.results.integrity import compact_store, not_a_run_folder, recognise
     from attnsweep.results.locks import RunLock, RunLockedError
-    from attnsweep.results.store import listing
+    from attnsweep.results.roots import listing
 
     results = ResultsStore(store)
     recognise(results)  # exit 2 for no folder, or a folder that is not a store

@@ -60,7 +60,8 @@ def query(
     """
     from attnsweep.api_runs import check_paths, existing_store
     from attnsweep.presentation.query_output import read_sql, read_sql_file
-    from attnsweep.results.query import check_memory_limit, check_spill_limit, table_schemas
+    from attnsweep.results.query_limits import check_memory_limit, check_spill_limit
+    from attnsweep.results.query_tables import table_schemas
 
     limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
     spill_bytes = check_spill_limit(spill_limit)
@@ -112,7 +113,7 @@ def _query_to(results, sql: str, limit: str, spill_bytes: int, format: str, targ
 
     from attnsweep.presentation.query_output import converter, open_output, table_text, write_batches
     from attnsweep.results import stream_query
-    from attnsweep.results.query import hugeint_as_text
+    from attnsweep.results.query_columns import hugeint_as_text
 
     schema_, batches = stream_query(results, sql, memory_limit=limit, convert=hugeint_as_text(converter(format)),
                                     spill_bytes=spill_bytes)

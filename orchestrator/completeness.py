@@ -14,7 +14,8 @@ import json
 import polars as pl
 
 from attnsweep.results import ResultsStore, StoreError
-from attnsweep.results.store import QUARANTINE, listing
+from attnsweep.results.layout import QUARANTINE
+from attnsweep.results.roots import listing
 
 NOT_COUNTED = ("seed", "fault")
 """Trial settings the per-cell counts do not split by: a cell holds every seed."""

@@ -91,7 +91,7 @@ def _check_run(folder: Path, sweep: str, run_id: str, record: dict, rows: pa.Tab
     experiment, and every row's settings valid for it (the experiment's config, which names
     the field and the allowed values). A folder whose files were edited and checksummed
     again is read only as far as its contents are sound."""
-    from attnsweep.results.store import NAME_RE
+    from attnsweep.results.layout import NAME_RE
     from attnsweep.workers import EXPERIMENTS
 
     where = f"--from: {folder / RUNS}: run {run_id!r} (sweep {sweep!r})"

@@ -32,7 +32,8 @@ import pyarrow.parquet as pq
 
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.results.errors import QueryError
-from attnsweep.results.query import MAX_SQL_BYTES, quote_identifier
+from attnsweep.results.query import MAX_SQL_BYTES
+from attnsweep.results.query_columns import quote_identifier
 
 TABLE_ROWS = 200
 """The most rows ``--format table`` shows."""
@@ -87,7 +88,7 @@ def _cast(kind, scalars: frozenset[str], text_keys: bool) -> str | None:
 
 
 def converter(fmt: str) -> Callable[[object, str], str | None]:
-    """How ``fmt`` gets each result column (``results.query.Convert``): the SQL expression of a
+    """How ``fmt`` gets each result column (``results.query_columns.Convert``): the SQL expression of a
     column of a DuckDB type the format cannot hold as it is, or None to keep it (see the
     module's docstring).
 

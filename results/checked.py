@@ -1,6 +1,6 @@
 """Which file versions have been read in full and found sound, so a read checks each only once.
 
-Checking a file (:func:`results.store.read_checked`) reads all of it; on every command that
+Checking a file (:func:`results.parquet_check.read_checked`) reads all of it; on every command that
 would be a full read of the store (about 2 s per million trial rows here, BENCHMARKS.md).
 A file version that passed is recorded in a small SQLite database in the user's cache
 folder, keyed by the file's absolute path and its ``(size, mtime_ns, ctime_ns, inode,

@@ -29,8 +29,12 @@ import pyarrow.parquet as pq
 
 from attnsweep.results.errors import StoreError
 from attnsweep.results.locks import RunLock
-from attnsweep.results.store import (QUARANTINE, REPLACES_KEY, RUN_FILE, ResultsStore, decoded_estimate, listing,
-                                     listing_tree, os_reason, partition_ok, write_parquet_atomic)
+from attnsweep.results.atomic_write import write_parquet_atomic
+from attnsweep.results.layout import QUARANTINE, REPLACES_KEY, RUN_FILE, partition_ok
+from attnsweep.results.file_limits import decoded_estimate
+from attnsweep.results.parquet_check import os_reason
+from attnsweep.results.roots import listing, listing_tree
+from attnsweep.results.store import ResultsStore
 
 STORE_FOLDERS = ("trials", "runs", "locks", "quarantine", "studies")
 """The folders attnsweep makes at a store's root."""
@@ -83,7 +87,7 @@ class CheckReport:
         unreadable: files the file system would not let this check read (a permission, an
             I/O error), with why: skipped where they are, not known to be damaged.
         too_large: files holding more than the store's limit on a file (on disk, or decoded;
-            :func:`results.store.max_file_bytes`), with why: skipped where they are.
+            :func:`results.file_limits.max_file_bytes`), with why: skipped where they are.
         schema_problems: files whose column types cannot join their table's other files (or
             a run file that is not one run's record), with why.
         foreign: trial files of a run's folder holding no trial rows of that run (no trial id
@@ -242,7 +246,7 @@ class CompactReport:
 
 COMPACT_SHARE = 4
 """A compacted file holds at most 1/COMPACT_SHARE of the store's limit on a file
-(:func:`results.store.max_file_bytes`, by :func:`results.store.decoded_estimate`), so that
+(:func:`results.file_limits.max_file_bytes`, by :func:`results.file_limits.decoded_estimate`), so that
 every reader reads what ``store compact`` writes, even under a lower limit."""
 
 
@@ -316,7 +320,7 @@ def not_a_run_folder(folder: Path) -> str | None:
 
 def _groups(store: ResultsStore, files: list[Path], most: int) -> list[list[Path]]:
     """``files`` in their order, cut into runs whose decoded sizes
-    (:func:`results.store.decoded_estimate`) add up to at most ``most`` bytes (a file larger
+    (:func:`results.file_limits.decoded_estimate`) add up to at most ``most`` bytes (a file larger
     alone is a group alone)."""
     groups: list[list[Path]] = []
     total = most + 1

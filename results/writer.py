@@ -10,7 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from attnsweep.results.errors import StoreError
-from attnsweep.results.store import ResultsStore, os_reason, rows_to_table, write_parquet_atomic
+from attnsweep.results.atomic_write import write_parquet_atomic
+from attnsweep.results.parquet_check import os_reason
+from attnsweep.results.store import ResultsStore, rows_to_table
 
 RESCUE_DIR = Path(tempfile.gettempdir()) / "attnsweep-unsaved"
 """Where rows go that the store refused (a failed write), so that none is lost; when it

@@ -357,7 +357,8 @@ def test_a_query_of_wide_rows_stays_within_its_memory_limit(tmp_path, fmt):
 
 
 def test_batches_are_bounded_by_bytes_and_keep_every_row(tmp_path):
-    from attnsweep.results.query import READ_ROWS, batch_budget, stream_query
+    from attnsweep.results.query import READ_ROWS, stream_query
+    from attnsweep.results.query_limits import batch_budget
 
     store = make_store(tmp_path / "store", MINE)
     schema, batches = stream_query(store, "SELECT i, repeat('z', 30000) AS a, repeat('y', 30000) AS b "

@@ -28,8 +28,8 @@ from typer.testing import CliRunner
 from attnsweep.cli import app
 from attnsweep.presentation.query_output import QUERY_TABLE_WIDTH
 from attnsweep.results import QueryError, ResultsStore, TrialWriter, stream_query
-from attnsweep.results.query import MAX_MEMORY_BYTES, check_memory_limit
-from attnsweep.results.store import STORE_SCHEMES
+from attnsweep.results.query_limits import MAX_MEMORY_BYTES, check_memory_limit
+from attnsweep.results.roots import STORE_SCHEMES
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "20261130-010203-abcdef"

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from attnsweep.cli import app
 from attnsweep.results import QueryError, ResultsStore, TrialWriter, stream_query
-from attnsweep.results.query import DEFAULT_MEMORY_LIMIT, MAX_SQL_BYTES
+from attnsweep.results.query import MAX_SQL_BYTES
+from attnsweep.results.query_limits import DEFAULT_MEMORY_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
 SQL = "SELECT seed FROM trials ORDER BY seed"
@@ -282,7 +283,7 @@ def test_duckdb_gets_our_memory_limit_and_its_own_spill_folder(store, tmp_path, 
         con = duckdb.connect(config={"memory_limit": limit})
         return con.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
 
-    from attnsweep.results.query import engine_limit, memory_bytes
+    from attnsweep.results.query_limits import engine_limit, memory_bytes
 
     def ours(limit: str) -> str:  # DuckDB's part of the limit: the result's batches count too
         return duckdb_says(f"{engine_limit(memory_bytes(limit))}B")

@@ -314,7 +314,7 @@ def test_the_limit_is_generous_for_real_rows_and_set_by_its_variable(work):
 def test_compact_writes_no_file_its_readers_would_refuse(work, monkeypatch):
     from attnsweep.results import ResultsStore
     from attnsweep.results.integrity import compact_store
-    from attnsweep.results.parquet_check import decoded_estimate
+    from attnsweep.results.file_limits import decoded_estimate
 
     part = _part(work)
     real = pq.read_table(part)

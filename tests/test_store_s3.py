@@ -167,7 +167,7 @@ def test_an_unreachable_server_is_an_os_error_and_no_reason_to_quarantine(s3, bu
     rescue of refused rows catches), and a read skips the file where it is, never moving a
     sound file to quarantine/; it reads again once the server is back."""
     from attnsweep.results import ResultsStore
-    from attnsweep.results.store import StoreWarning
+    from attnsweep.results.defensive_reads import StoreWarning
 
     store = ResultsStore(f"s3://{bucket}/store")
     store.write_run("sw", "r1", RECORD)

@@ -15,7 +15,8 @@ import pytest
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.results.integrity import check_store
 from attnsweep.results.schemas import merge_type, unify
-from attnsweep.results.store import StoreWarning, write_parquet_atomic
+from attnsweep.results.atomic_write import write_parquet_atomic
+from attnsweep.results.defensive_reads import StoreWarning
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -186,7 +187,7 @@ def test_a_compacted_file_replaces_only_files_whose_rows_it_holds_and_only_besid
     import json
 
     from attnsweep.results.integrity import compact_store
-    from attnsweep.results.store import REPLACES_KEY
+    from attnsweep.results.layout import REPLACES_KEY
 
     store = ResultsStore(tmp_path / "store")
     files = _run_files(store, "r1")

@@ -18,12 +18,14 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
+import attnsweep.results.atomic_write as atomic_write
+import attnsweep.results.defensive_reads as defensive_reads
 import attnsweep.results.parquet_check as parquet_check
-import attnsweep.results.store as store_module
 from attnsweep.orchestrator import LocalExecutor, parse_spec, run_sweep
 from attnsweep.results import ResultsStore
+from attnsweep.results.atomic_write import host_tag
+from attnsweep.results.defensive_reads import StoreWarning
 from attnsweep.results.integrity import check_store, compact_store
-from attnsweep.results.store import StoreWarning, host_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0", COLUMNS="250")
@@ -116,17 +118,17 @@ def test_only_temporary_files_whose_writer_is_provably_gone_are_removed(tmp_path
 
 def test_a_failed_write_leaves_no_temporary_file_and_says_enospc(tmp_path, monkeypatch):
     store = ResultsStore(tmp_path)
-    real = store_module.pq.write_table
+    real = atomic_write.pq.write_table
 
     def half_then_full(table, where, **kw):
         where.write(b"PAR1 the first bytes")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store_module.pq, "write_table", half_then_full)
+    monkeypatch.setattr(atomic_write.pq, "write_table", half_then_full)
     with pytest.raises(OSError) as info:
         _part(store, RUN, 2)
-    assert info.value.errno == errno.ENOSPC and store_module.os_reason(info.value) == "No space left on device (ENOSPC)"
-    monkeypatch.setattr(store_module.pq, "write_table", real)
+    assert info.value.errno == errno.ENOSPC and parquet_check.os_reason(info.value) == "No space left on device (ENOSPC)"
+    monkeypatch.setattr(atomic_write.pq, "write_table", real)
     assert list(tmp_path.rglob(".tmp-*")) == [] and list(tmp_path.rglob("*.parquet")) == []
 
 
@@ -146,7 +148,7 @@ def _refuse_open(monkeypatch, victim: Path, error: OSError) -> None:
 @pytest.mark.parametrize("known", [False, True], ids=["unchecked version", "version checked before"])
 def test_a_file_the_file_system_refuses_is_skipped_not_moved(tmp_path, monkeypatch, known):
     monkeypatch.setenv("ATTNSWEEP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(store_module, "RACY_S", -1.0)  # record versions at once
+    monkeypatch.setattr(defensive_reads, "RACY_S", -1.0)  # record versions at once
     store = ResultsStore(tmp_path / "store")
     victim = _part(store, RUN, 2)
     _part(store, RUN, 3, start=2)

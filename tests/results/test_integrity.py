@@ -12,7 +12,8 @@ import pytest
 from attnsweep.results import ResultsStore
 from attnsweep.results.integrity import check_store, compact_store
 from attnsweep.results.locks import RunLock, RunLockedError
-from attnsweep.results.store import StoreWarning, write_parquet_atomic
+from attnsweep.results.atomic_write import write_parquet_atomic
+from attnsweep.results.defensive_reads import StoreWarning
 
 
 def _part(store, run, name, table):

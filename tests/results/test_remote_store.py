@@ -16,7 +16,7 @@ from rich.console import Console
 from attnsweep.orchestrator import LocalExecutor, parse_spec, run_sweep
 from attnsweep.results import ResultsStore, StoreError, run_query
 from attnsweep.results.integrity import check_store, compact_store
-from attnsweep.results.store import StoreWarning
+from attnsweep.results.defensive_reads import StoreWarning
 
 SPEC = ("name: remote\nseeds: 2\ngrid: {T: [8], m: [8, 16]}\n"
         "fixed: {task: and, s: 1, max_epochs: 3, n_test: 100, d: 8, heads: 1}\nexecution: {pack_size: 1, flush_rows: 1}\n")

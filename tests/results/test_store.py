@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-import attnsweep.results.store as store_module
+import attnsweep.results.atomic_write as atomic_write
 from attnsweep.results import QueryError, ResultsStore, StoreError, TrialWriter, rows_to_table, run_query
 
 SCHEMA = pa.schema([
@@ -105,7 +105,7 @@ def test_three_readers_agree(filled):
 
 
 def tmp_files(root):
-    return [p for p in root.rglob("*") if p.name.startswith(store_module.TMP_PREFIX)]
+    return [p for p in root.rglob("*") if p.name.startswith(atomic_write.TMP_PREFIX)]
 
 
 def test_no_temp_files_after_writes(filled):
@@ -123,7 +123,7 @@ def _dead_pid() -> int:
 def test_leftover_temp_file_is_ignored_and_cleaned(filled):
     folder = filled.run_dir("trials", "sw", RUN_A)
     # A killed writer's file (its pid runs no more on this host), and one of a name without a writer.
-    leftover = folder / f".tmp-{_dead_pid()}@{store_module.host_tag()}~0123abcd-part-x.parquet.partial"
+    leftover = folder / f".tmp-{_dead_pid()}@{atomic_write.host_tag()}~0123abcd-part-x.parquet.partial"
     unknown = folder / ".tmp-xyz-part.parquet"
     # Complete parquet files, so that reading them by mistake would change the row count.
     for path in (leftover, unknown):
@@ -154,7 +154,7 @@ def test_readers_never_see_a_file_being_written(filled, monkeypatch):
             f"SELECT count(*) FROM read_parquet('{glob}', hive_partitioning = true)"
         ).fetchall()[0][0]
 
-    monkeypatch.setattr(store_module.pq, "write_table", write_then_read)
+    monkeypatch.setattr(atomic_write.pq, "write_table", write_then_read)
     filled.write_trials("sw", RUN_A, rows_to_table(rows_for(2, 5), SCHEMA))
     monkeypatch.undo()
     assert seen == {"polars": 7, "pyarrow": 7, "duckdb": 7}
