@@ -52,14 +52,21 @@ app.add_typer(cli_store.store_app, name="store")
 
 
 def main() -> None:
-    """Console-script entry point: runs the command, then ends the process (:func:`_exit`)."""
+    """Run the command line's command; raises SystemExit with its status, as a click app does
+    (so a script that calls it can catch that)."""
     import warnings
 
     # One line per warning (e.g. a quarantined store file), not the source line behind it.
     warnings.showwarning = lambda message, category, *args, **kw: err.print(
         f"warning: {visible(message)}", style="yellow", markup=False, highlight=False)
+    app()
+
+
+def entry_point() -> NoReturn:
+    """The ``attnsweep`` console script and ``python -m attnsweep.cli``: :func:`main`, then the
+    process ends (:func:`_exit`)."""
     try:
-        app()
+        main()
     except SystemExit as exc:
         _exit(exc.code)
     _exit(0)
@@ -91,4 +98,4 @@ def _exit(code: object) -> NoReturn:
 
 
 if __name__ == "__main__":
-    main()
+    entry_point()

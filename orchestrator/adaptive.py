@@ -1,45 +1,40 @@
 """Adaptive m* search: put trials where they decide the critical sample size.
 
-A spec with ``search: {mode: adaptive, ...}`` (orchestrator/spec.py, SearchSettings) runs one
-*flow* per cell, a sequence of *rounds* in up to four phases; a round is one batch of trials of
-that cell, streamed into the store like a grid sweep's, every row carrying ``search_phase`` and
-``search_round`` (the round's number within its cell, counted across the phases). The flows
-are independent: a cell starts its next round as soon as its last one has every row, while
-other cells' packs still train (orchestrator/driver.py, ``TrialBatches.run_flows``).
+A spec with ``search: {mode: adaptive, ...}`` (orchestrator/spec.py, SearchSettings) runs one *flow* per
+cell, a sequence of *rounds* in up to four phases; a round is one batch of trials of that cell, streamed
+into the store like a grid sweep's, every row carrying ``search_phase`` and ``search_round`` (the round's
+number within its cell, counted across the phases). The flows are independent: a cell starts its next round
+as soon as its last one has every row, while other cells' packs still train (orchestrator/driver.py,
+``TrialBatches.run_flows``).
 
-1. ``search``: bisection on log m of the success rate with the spec's own settings. Round
-   0 tries ``initial_points`` log-spaced m over ``search.m`` (both ends included; with
-   ``smallest_first``, ``m.min`` alone, then the others only if it fails there); each later
-   round splits the bracket [lo, hi] (lo: the largest tried m below hi whose success rate
-   is below ``analysis.success_frac``; hi: the smallest tried m whose rate reaches it) at
-   ``points_per_round`` log-spaced interior points, until hi / lo <= 1 + ``rel_tol`` or
-   hi - lo <= 1. A cell whose largest m fails (m* above the range) or whose smallest m
-   succeeds (m* at or below it) stops at once. Every tried m runs all of the spec's seeds,
-   so m* and its bootstrap interval come from stats/critical.py exactly as for a grid.
-2. ``tune`` (with ``search.tune``): an Optuna TPE study over the learning rate and weight
-   decay, ``tune.batch`` parameter sets per round, each trained on ``tune.seeds`` seeds at
-   the probe sample size: by default the bracket's lo from phase 1, where the spec's own
-   settings just fail, so a better setting shows (:func:`probe_m`). The study lives in a
-   JournalStorage file, one per cell (:func:`study_dir`). The best set is adopted only
-   when it beats the spec's settings, scored on the same seeds at the same m, in at least
-   ``tune.confidence`` of seed-bootstrap resamples (:func:`robust_choice`).
-3. ``tuned`` (when a set was adopted): phase 1 again with the adopted settings. The
-   analysis (orchestrator/analyze.py) compares the two m* and flags a cell where tuning
-   made m* worse.
-4. ``budget`` (``search.budget_check``): for cells with a context length T, at the largest T
-   of each series, phase 1 again with the cell's final settings and twice ``max_epochs``; the
-   analysis marks that cell's m* budget-limited when the m* found with the doubled budget
-   falls outside its interval. For cells without T (the symmetry experiment), every cell's
-   deciding m (:func:`deciding_points`) again at twice ``max_epochs``; the analysis marks the
-   cell budget-limited when the outcome at one of them (success rate at or above
-   ``analysis.success_frac``, or not) changes with the doubled budget. Trials whose twin
-   stopped before its epochs ran out are reused, not trained again (:func:`reuse_stopped_twins`).
+1. ``search``: bisection on log m of the success rate with the spec's own settings. Round 0 tries
+   ``initial_points`` log-spaced m over ``search.m`` (both ends included; with ``smallest_first``, ``m.min``
+   alone, then the others only if it fails there); each later round splits the bracket [lo, hi] (lo: the
+   largest tried m below hi whose success rate is below ``analysis.success_frac``; hi: the smallest tried m
+   whose rate reaches it) at ``points_per_round`` log-spaced interior points, until hi / lo <= 1 +
+   ``rel_tol`` or hi - lo <= 1. A cell whose largest m fails (m* above the range) or whose smallest m
+   succeeds (m* at or below it) stops at once. Every tried m runs all of the spec's seeds, so m* and its
+   bootstrap interval come from stats/critical.py exactly as for a grid. 2. ``tune`` (with ``search.tune``):
+   an Optuna TPE study over the learning rate and weight decay, ``tune.batch`` parameter sets per round,
+   each trained on ``tune.seeds`` seeds at the probe sample size: by default the bracket's lo from phase 1,
+   where the spec's own settings just fail, so a better setting shows (:func:`probe_m`). The study lives in
+   a JournalStorage file, one per cell (:func:`study_dir`). The best set is adopted only when it beats the
+   spec's settings, scored on the same seeds at the same m, in at least ``tune.confidence`` of seed-
+   bootstrap resamples (:func:`robust_choice`). 3. ``tuned`` (when a set was adopted): phase 1 again with
+   the adopted settings. The analysis (orchestrator/analyze.py) compares the two m* and flags a cell where
+   tuning made m* worse. 4. ``budget`` (``search.budget_check``): for cells with a context length T, at the
+   largest T of each series, phase 1 again with the cell's final settings and twice ``max_epochs``; the
+   analysis marks that cell's m* budget-limited when the m* found with the doubled budget falls outside its
+   interval. For cells without T (the symmetry experiment), every cell's deciding m
+   (:func:`deciding_points`) again at twice ``max_epochs``; the analysis marks the cell budget-limited when
+   the outcome at one of them (success rate at or above ``analysis.success_frac``, or not) changes with the
+   doubled budget. Trials whose twin stopped before its epochs ran out are reused, not trained again
+   (:func:`reuse_stopped_twins`).
 
-Resuming after a crash replays the flows: each round's choices depend only on the rows of
-the cell's earlier rounds, which the store holds, so the replay makes the same choices, and
-trials the run already holds (by trial id) are skipped, never repeated. Optuna trials asked
-but not told before the crash are read back from the journal and completed from the store.
-"""
+Resuming after a crash replays the flows: each round's choices depend only on the rows of the cell's earlier
+rounds, which the store holds, so the replay makes the same choices, and trials the run already holds (by
+trial id) are skipped, never repeated. Optuna trials asked but not told before the crash are read back from
+the journal and completed from the store."""
 
 from __future__ import annotations
 
@@ -61,7 +56,6 @@ from attnsweep.orchestrator.spec import SweepSpec, trial_id
 from attnsweep.results import ResultsStore, StoreError
 
 PHASES = ("search", "tune", "tuned", "budget")
-
 
 
 @dataclass
@@ -131,10 +125,9 @@ def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str,
 
 
 def deciding_points(rates: dict[int, float], success_frac: float) -> list[int]:
-    """The sample sizes that decide a searched cell's m*: the smallest m whose success rate
-    reaches ``success_frac`` and the largest tried m below it (the bracket), or the largest m
-    tried when none reaches it (m* beyond the range). More epochs move m* only by changing
-    the outcome at one of them."""
+    """The sample sizes that decide a searched cell's m*: the smallest m whose success rate reaches
+    ``success_frac`` and the largest tried m below it (the bracket), or the largest m tried when none
+    reaches it (m* beyond the range). More epochs move m* only by changing the outcome at one of them."""
     ms = sorted(rates)
     reached = [m for m in ms if rates[m] >= success_frac]
     if not reached:

@@ -24,7 +24,8 @@ LAYERS = ["tasks", "workers", "results", "stats", "orchestrator", "presentation"
 """From the bottom; ``attnsweep`` is the face (the modules in ``attnsweep/`` itself)."""
 ALLOWED = {"tasks": set(), "results": set(), "workers": {"tasks"}, "stats": {"results"}}
 """Packages that promise more than their layer: README says these import (almost) nothing."""
-BARE = ("orchestrator", "results", "tasks", "workers", "presentation", "stats")
+MAX_LINES = 500
+"""The most lines a source module may have: past that, it holds more than one job."""
 
 
 def _folder(package: str) -> Path:
@@ -33,6 +34,9 @@ def _folder(package: str) -> Path:
 
 CODE_PACKAGES = [p for p in SETUPTOOLS["packages"] if (_folder(p) / "__init__.py").exists()]
 """The packages of code; the others (``attnsweep.examples``: sweeps/) ship data only."""
+BARE = tuple(p.removeprefix("attnsweep.") for p in CODE_PACKAGES if p != "attnsweep")
+"""The folders mapped into the namespace: importing one bare (``import results``) finds
+another distribution's module, or none, so every import names ``attnsweep.``."""
 
 
 def _modules() -> dict[str, Path]:
@@ -196,3 +200,17 @@ def test_the_readme_layout_lists_exactly_the_packages():
     packages = {str(_folder(p).relative_to(ROOT)) for p in CODE_PACKAGES}
     folders = {f for f in listed if (ROOT / f / "__init__.py").exists()}
     assert folders == packages, f"README lists {sorted(folders)}, the packages are {sorted(packages)}"
+
+
+def test_the_package_list_is_pyprojects_everywhere():
+    # The job staging copies these folders to the cluster; a wheel ships no pyproject.toml, so
+    # the running code holds the list once, and here it is held to pyproject's.
+    from attnsweep.orchestrator.job_staging import PACKAGES
+
+    assert sorted(PACKAGES) == sorted(BARE)
+
+
+def test_no_module_is_longer_than_one_job_needs():
+    long = {str(path.relative_to(ROOT)): n for path in MODULES.values()
+            if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}, f"modules over {MAX_LINES} lines: split them along their jobs: {long}"
