@@ -8,7 +8,7 @@ presentation/report.py) the folder gets
   recomputed without rerunning (``attnsweep``'s m* code, or any Parquet reader);
 * ``m_star_vs_T.png``: m* against T (log axis) for 3-way AND (s = 3), each series that
   spans T (model and setting) with its 95% bootstrap intervals and the fitted
-  growth laws of verdict L1 (stats/verdicts.py, :func:`stats.verdicts.series_fit`),
+  growth laws of verdict L1 (stats/boolean_growth.py, :func:`stats.boolean_growth.series_fit`),
   and the paper's read-off (Edelman et al., ICML 2022, section 5);
 * ``findings.md``: that figure, and every verdict L1-L4 and R with its statistic, interval
   and reason, exactly the strings of verdicts.json.
@@ -39,7 +39,9 @@ from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.orchestrator.rows import run_schema, trial_schema, with_later_fields
 from attnsweep.results import ResultsStore
-from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.boolean_cells import read_reference
+from attnsweep.stats.boolean_growth import MIN_DECADES, series_fit
+from attnsweep.stats.verdict_common import combined
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.figures import plot_m_star
 from attnsweep.results.outputs import read_text_capped, replacing, write_text
@@ -92,7 +94,7 @@ def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, uni
     write_runs(store, runs, out_dir / RUNS)
     write_sums(out_dir)
     if union is not None:
-        plot_main_series(union, boolean.read_reference(reference), out_dir / FIGURE, ci)
+        plot_main_series(union, read_reference(reference), out_dir / FIGURE, ci)
     path = out_dir / "findings.md"
     records = run_records(store, runs)
     parts = []
@@ -457,7 +459,7 @@ def plot_main_series(union: pl.DataFrame, reference: pl.DataFrame, path: Path, c
     cells = main_series(union)
     fits = {}
     for (series,), part in cells.group_by(["series"], maintain_order=True):
-        _, fit = boolean.series_fit(part, ci)
+        _, fit = series_fit(part, ci)
         if fit is not None:
             fits[str(series)] = fit
     return plot_m_star(cells, fits, "series", path, reference=reference,
@@ -757,7 +759,7 @@ def _as_stated(l1: dict, series: list[dict], union: pl.DataFrame) -> list[str]:
     theory = [s["verdict"] for s in series if series_kind(union, s["cells"])["theory"]]
     if not theory:
         return []
-    verdict = boolean.combined(theory)  # the rule the L1 row itself uses, on these series alone
+    verdict = combined(theory)  # the rule the L1 row itself uses, on these series alone
     if verdict == l1["verdict"]:
         return []
     return [md_text(f"The L1 row of the claims table below combines every series (not supported where any one is), "
@@ -847,12 +849,12 @@ def _least_norm_text(cells: pl.DataFrame, norms: pl.DataFrame, ci: float) -> str
 
 
 def _across(series: list[dict]) -> list[dict]:
-    """The m*-across-the-bound comparisons the L1 series carry (:func:`stats.verdicts.across_bound`)."""
+    """The m*-across-the-bound comparisons the L1 series carry (:func:`stats.boolean_growth.across_bound`)."""
     return [s["numbers"]["across_bound"] for s in series if s.get("numbers", {}).get("across_bound")]
 
 
 def _across_bound_text(pair: dict) -> str:
-    """m* of two series that differ only in the norm bound, as a sentence (:func:`stats.verdicts.across_bound`)."""
+    """m* of two series that differ only in the norm bound, as a sentence (:func:`stats.boolean_growth.across_bound`)."""
     lo_b, hi_b = pair["bounds"]
     if not pair["n_T"]:
         return f"m*(B={hi_b:g}) / m*(B={lo_b:g}): no T where both m* are values"
@@ -1201,9 +1203,9 @@ def headline(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame | None 
     else:
         what = f"shows no single direction of growth against log T {spans} (" + "; ".join(
             f"{name(s)}: {s['numbers'].get('direction', 'undecided')}" for s in theory) + ")"
-    verdict = boolean.combined([s["verdict"] for s in theory])
+    verdict = combined([s["verdict"] for s in theory])
     short = all(s["numbers"].get("span_short") for s in theory)
-    rule = (f"but short of the {boolean.MIN_DECADES:g} decades the pre-set rule needs, so L1 is {verdict}, neither "
+    rule = (f"but short of the {MIN_DECADES:g} decades the pre-set rule needs, so L1 is {verdict}, neither "
             "confirmed nor refuted" if short and verdict == "inconclusive" else f"so L1 is {verdict}")
     laws = "; growth law: " + ", ".join(
         f"{s['numbers']['law']} at {name(s)}" if s["numbers"].get("law") in ("log", "polylog", "linear", "power")

@@ -4,7 +4,7 @@ R) and 1b (S1-S4), computed from the results store when the report is built.
 ``build_report(store, run_ids, out_dir)`` analyses each run (``analyze_run`` for
 sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures into
 ``out_dir/figures``), judges L1-L4 and R on the union of the sparse-Boolean runs' m* tables
-(``stats.verdicts``) and S1-S4 on each symmetry run (``stats.symmetry``), and writes
+(``stats.boolean_verdicts``) and S1-S4 on each symmetry run (``stats.symmetry``), and writes
 
 * ``out_dir/report.html``: verdicts, figures (embedded as base64 PNG), m* tables, the R plot,
   and each run's spec, package versions, code version and hosts; no external CSS, script or
@@ -41,7 +41,9 @@ from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.results import ResultsStore
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats import symmetry as sym
-from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.boolean_cells import REFERENCE_CSV, read_reference, reference_cells
+from attnsweep.stats.boolean_verdicts import EQUIVALENCE
+from attnsweep.stats.verdict_common import NOT_TESTED, jsonable, quantity
 from attnsweep.stats.figures import plot_reference
 from attnsweep.results.outputs import building, check_output_folder, recover_folder, replacing, write_text
 
@@ -86,7 +88,7 @@ class _Run:
 
 
 def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
-                 reference: Path | str = boolean.REFERENCE_CSV, publish: bool = False,
+                 reference: Path | str = REFERENCE_CSV, publish: bool = False,
                  readme: Path | None = None, source: str = "the results store") -> Path:
     """Analyse the runs, judge the claims and write the report.
 
@@ -182,11 +184,11 @@ def _write(store: ResultsStore, runs: list[_Run], run_ids: list[str], out_dir: P
         claims = _missing(claims)
     symmetry_runs = [r for r in runs if r.experiment == "symmetry"]
     claims += [v for r in symmetry_runs for v in r.verdicts] or _missing(_empty_symmetry_verdicts())
-    ours = boolean.reference_cells(union)
+    ours = reference_cells(union)
     if not ours.is_empty():  # one colour per series (tuned settings do not make one)
         ours = ours.with_columns(series=_label(ours, [c for c in [*cell, "run_id"] if c not in ("T", *tuned)]))
     # The R plot compares sparse-Boolean cells with the paper: a report without them has none.
-    r_plot = plot_reference(ours, boolean.read_reference(reference), figures / "reference_3way_and.png") \
+    r_plot = plot_reference(ours, read_reference(reference), figures / "reference_3way_and.png") \
         if boolean_tables else None
 
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -198,7 +200,7 @@ def _write(store: ResultsStore, runs: list[_Run], run_ids: list[str], out_dir: P
         boolean_table=_table(union, [*cell, "run_id"]) if boolean_tables else None,
         symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
         scale=[_scale_view(r) for r in symmetry_runs if r.symmetry.scale is not None],
-        reference=Path(reference).name, margin=boolean.EQUIVALENCE,
+        reference=Path(reference).name, margin=EQUIVALENCE,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     measurements = [dict(m, run_id=r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
@@ -211,7 +213,7 @@ def _write(store: ResultsStore, runs: list[_Run], run_ids: list[str], out_dir: P
                                for a in r.symmetry.scale.advantage.iter_rows(named=True)]
         record["measurements"] = measurements
     # JSON has no NaN or infinity: a missing or unbounded number is null, and its ``bound`` says which.
-    record = boolean.jsonable(record)
+    record = jsonable(record)
     # Every file through results/outputs.py: a link at one of the report's names is replaced.
     write_text(out_dir / "verdicts.json", json.dumps(record, indent=2))
     if boolean_tables:  # the m* table for anyone's own analysis (replicates stay in the store's rows)
@@ -238,12 +240,12 @@ def _verdict_view(v: dict) -> dict:
 
 def _advantage_record(row: dict, run_id: str) -> dict:
     """One row of S2's advantage as verdicts.json carries it: the group, the student, the
-    advantage and both m* as quantities (stats/verdicts.py :func:`~stats.verdicts.quantity`)."""
+    advantage and both m* as quantities (stats/verdict_common.py :func:`~stats.verdict_common.quantity`)."""
     return dict(cells=dict(d=row["d"], n=row["n"], k=row["k"]), student=row["student"],
-                advantage=boolean.quantity(row["ratio"], row["ci_lo"], row["ci_hi"], row["bound"]),
-                m_star=boolean.quantity(row["m_star"], row["m_star_lo"], row["m_star_hi"], row["m_star_bound"]),
-                m_star_inner_product=boolean.quantity(row["m_star_baseline"], row["baseline_lo"], row["baseline_hi"],
-                                                      row["baseline_bound"]),
+                advantage=quantity(row["ratio"], row["ci_lo"], row["ci_hi"], row["bound"]),
+                m_star=quantity(row["m_star"], row["m_star_lo"], row["m_star_hi"], row["m_star_bound"]),
+                m_star_inner_product=quantity(row["m_star_baseline"], row["baseline_lo"], row["baseline_hi"],
+                                              row["baseline_bound"]),
                 text=row["text"], run_id=run_id)
 
 
@@ -311,7 +313,7 @@ def summary(verdicts: list[dict]) -> str:
 
 def _missing(verdicts: list[dict]) -> list[dict]:
     """The claims of an experiment the report has no run of: ``not tested``."""
-    return [dict(v, statistic="-", interval="-", verdict=boolean.NOT_TESTED, why=NO_RUN, series=[], not_judged=[],
+    return [dict(v, statistic="-", interval="-", verdict=NOT_TESTED, why=NO_RUN, series=[], not_judged=[],
                  flags=[]) for v in verdicts]
 
 
