@@ -53,7 +53,7 @@ def judge_runs(run_ids: list[str], store: str | Path | Store = DEFAULT_STORE,
     """
     from attnsweep.api_store import check_names
     from attnsweep.presentation.judging import judge, runs_of
-    from attnsweep.stats.verdicts import REFERENCE_CSV
+    from attnsweep.stats.boolean_cells import REFERENCE_CSV
 
     if isinstance(run_ids, str):
         run_ids = [run_ids]

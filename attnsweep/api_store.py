@@ -205,7 +205,7 @@ class RunAnalysis:
             ``statistic``, ``interval``, ``why`` as text, and as numbers ``series`` (per judged
             series: ``cells``, its settings; ``verdict``; ``numbers``, quantities as
             ``{"estimate", "ci_lo", "ci_hi", "bound"}``), ``not_judged`` and ``flags``
-            (stats/verdicts.py).
+            (stats/boolean_verdicts.py).
         figures: the PNG files written.
         caveats: what a reader must know (an unfinished run, missing rows), else empty.
         detail: the full analysis (:class:`orchestrator.analyze.Analysis`: fits and checks;
@@ -256,7 +256,7 @@ class RunAnalysis:
         import polars as pl
 
         from attnsweep.stats.critical import format_m_star
-        from attnsweep.stats.verdicts import RESULT_COLUMNS
+        from attnsweep.stats.boolean_cells import RESULT_COLUMNS
 
         table = self.m_star
         unknown = sorted(set(cell) - set(table.columns))

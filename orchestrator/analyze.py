@@ -24,7 +24,7 @@ from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
 from attnsweep.stats.critical import format_m_star, resolve_bounds
 from attnsweep.stats.restarts import LEARNER, learners
-from attnsweep.stats.verdicts import MIN_DECADES
+from attnsweep.stats.boolean_growth import MIN_DECADES
 from attnsweep.stats.figures import plot_m_star, plot_success_curves, plot_success_grid
 from attnsweep.workers import BooleanTrialConfig
 from attnsweep.workers.config import LATER_FIELDS
@@ -171,11 +171,11 @@ def pooled_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
 
 def m_star_table(result: Analysis) -> pl.DataFrame:
     """A run's m* table as the verdicts read it: one row per cell, with its bootstrap
-    ``replicates`` (stats/verdicts.py) and its ``run_id``."""
-    from attnsweep.stats import verdicts as boolean
+    ``replicates`` (stats/boolean_cells.py) and its ``run_id``."""
+    from attnsweep.stats.boolean_cells import with_replicates
 
     cell = [c for c in CELL_FIELDS if c in result.m_star.columns]
-    table = boolean.with_replicates(result.m_star, result.replicates, cell)
+    table = with_replicates(result.m_star, result.replicates, cell)
     table = table.with_columns(run_id=pl.lit(result.run_id))
     return table.with_columns(pl.lit(True).alias(TUNED_RUN)) if result.tuned else table
 
@@ -196,22 +196,23 @@ def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.
         tuned: settings an adaptive search tuned per cell (:func:`tuned_fields`): choices,
             not axes, so they do not split the series and groups the claims compare.
         ci: the level of the bootstrap intervals.
-        reference: the paper's read-off for R (default :data:`stats.verdicts.REFERENCE_CSV`).
+        reference: the paper's read-off for R (default :data:`stats.boolean_cells.REFERENCE_CSV`).
 
     Returns:
         ``(union, verdicts)``: the union m* table (one row per cell) and one dict per claim
         (``claim``, ``statistic``, ``interval``, ``verdict``, ``why``).
     """
-    from attnsweep.stats import verdicts as boolean
+    from attnsweep.stats.boolean_cells import REFERENCE_CSV
+    from attnsweep.stats.boolean_verdicts import verdicts
 
     if not tables:
-        return pl.DataFrame(), boolean.verdicts(pl.DataFrame())
+        return pl.DataFrame(), verdicts(pl.DataFrame())
     union = pl.concat(tables, how="diagonal_relaxed")
     if TUNED_RUN in union.columns:
         union = union.with_columns(pl.col(TUNED_RUN).fill_null(False))
     cell = union_cell(union)
     union = union.unique(subset=cell, keep="first", maintain_order=True)
-    return union, boolean.verdicts(union, [c for c in cell if c not in tuned], reference or boolean.REFERENCE_CSV, ci)
+    return union, verdicts(union, [c for c in cell if c not in tuned], reference or REFERENCE_CSV, ci)
 
 
 def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame:

@@ -18,7 +18,7 @@ from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import symmetry_scale as scale
 from attnsweep.stats.figures import plot_advantage, plot_equivariance_errors, plot_error_against_m, plot_test_error
 from attnsweep.stats.symmetry import critical_sizes_and_replicates, verdicts, with_budget_check, with_student
-from attnsweep.stats.verdicts import quantity
+from attnsweep.stats.verdict_common import quantity
 
 
 @dataclass

@@ -86,12 +86,12 @@ def _least_norm_text(cells: pl.DataFrame, norms: pl.DataFrame, ci: float) -> str
 
 
 def across_bounds(series: list[dict]) -> list[dict]:
-    """The m*-across-the-bound comparisons the L1 series carry (:func:`stats.verdicts.across_bound`)."""
+    """The m*-across-the-bound comparisons the L1 series carry (:func:`stats.boolean_growth.across_bound`)."""
     return [s["numbers"]["across_bound"] for s in series if s.get("numbers", {}).get("across_bound")]
 
 
 def _across_bound_text(pair: dict) -> str:
-    """m* of two series that differ only in the norm bound, as a sentence (:func:`stats.verdicts.across_bound`)."""
+    """m* of two series that differ only in the norm bound, as a sentence (:func:`stats.boolean_growth.across_bound`)."""
     lo_b, hi_b = pair["bounds"]
     if not pair["n_T"]:
         return f"m*(B={hi_b:g}) / m*(B={lo_b:g}): no T where both m* are values"

@@ -25,7 +25,8 @@ from attnsweep.presentation.samples_or_optimisation import (
     restart_lines,
 )
 from attnsweep.presentation.series import l1_series, series_kind
-from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.boolean_growth import MIN_DECADES
+from attnsweep.stats.verdict_common import combined
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.norm_use import fit_limits
 
@@ -118,7 +119,7 @@ def _as_stated(l1: dict, series: list[dict], union: pl.DataFrame) -> list[str]:
     theory = [s["verdict"] for s in series if series_kind(union, s["cells"])["theory"]]
     if not theory:
         return []
-    verdict = boolean.combined(theory)  # the rule the L1 row itself uses, on these series alone
+    verdict = combined(theory)  # the rule the L1 row itself uses, on these series alone
     if verdict == l1["verdict"]:
         return []
     return [md_text(f"The L1 row of the claims table below combines every series (not supported where any one is), "
@@ -304,9 +305,9 @@ def headline(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame | None 
     else:
         what = f"shows no single direction of growth against log T {spans} (" + "; ".join(
             f"{name(s)}: {s['numbers'].get('direction', 'undecided')}" for s in theory) + ")"
-    verdict = boolean.combined([s["verdict"] for s in theory])
+    verdict = combined([s["verdict"] for s in theory])
     short = all(s["numbers"].get("span_short") for s in theory)
-    rule = (f"but short of the {boolean.MIN_DECADES:g} decades the pre-set rule needs, so L1 is {verdict}, neither "
+    rule = (f"but short of the {MIN_DECADES:g} decades the pre-set rule needs, so L1 is {verdict}, neither "
             "confirmed nor refuted" if short and verdict == "inconclusive" else f"so L1 is {verdict}")
     laws = "; growth law: " + ", ".join(
         f"{s['numbers']['law']} at {name(s)}" if s["numbers"].get("law") in ("log", "polylog", "linear", "power")

@@ -15,7 +15,8 @@ from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_sy
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.results import ResultsStore
 from attnsweep.stats import symmetry as sym
-from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.boolean_cells import REFERENCE_CSV
+from attnsweep.stats.verdict_common import NOT_TESTED
 
 NO_RUN = "no run of this experiment given"
 
@@ -75,7 +76,7 @@ class Judgement:
         return [r for r in self.runs if r.experiment == "symmetry"]
 
 
-def judge(store: ResultsStore, runs: list[ReportRun], reference: Path | str = boolean.REFERENCE_CSV,
+def judge(store: ResultsStore, runs: list[ReportRun], reference: Path | str = REFERENCE_CSV,
           figures: Path | None = None) -> Judgement:
     """Analyse ``runs`` (:func:`runs_of`) and judge the claims; each run's figures go to
     ``figures/RUN_ID`` (None: no figure, no file written).
@@ -112,7 +113,7 @@ def judge(store: ResultsStore, runs: list[ReportRun], reference: Path | str = bo
 
 def _missing(verdicts: list[dict]) -> list[dict]:
     """The claims of an experiment the report has no run of: ``not tested``."""
-    return [dict(v, statistic="-", interval="-", verdict=boolean.NOT_TESTED, why=NO_RUN, series=[], not_judged=[],
+    return [dict(v, statistic="-", interval="-", verdict=NOT_TESTED, why=NO_RUN, series=[], not_judged=[],
                  flags=[]) for v in verdicts]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from attnsweep.orchestrator.analyze import TUNED_RUN
-from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.boolean_growth import series_fit
 from attnsweep.stats.figures import plot_m_star
 
 
@@ -68,7 +68,7 @@ def plot_main_series(union: pl.DataFrame, reference: pl.DataFrame, path: Path, c
     cells = main_series(union)
     fits = {}
     for (series,), part in cells.group_by(["series"], maintain_order=True):
-        _, fit = boolean.series_fit(part, ci)
+        _, fit = series_fit(part, ci)
         if fit is not None:
             fits[str(series)] = fit
     return plot_m_star(cells, fits, "series", path, reference=reference,

@@ -29,7 +29,7 @@ from attnsweep.presentation.folder import FIGURE, RUNS, SUMS, TRIALS
 from attnsweep.presentation.m_star_figure import plot_main_series
 from attnsweep.results import ResultsStore
 from attnsweep.results.outputs import replacing, write_text
-from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.boolean_cells import read_reference
 
 
 def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, union: pl.DataFrame | None,
@@ -63,7 +63,7 @@ def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, uni
     write_runs(store, runs, out_dir / RUNS)
     write_sums(out_dir)
     if union is not None:
-        plot_main_series(union, boolean.read_reference(reference), out_dir / FIGURE, ci)
+        plot_main_series(union, read_reference(reference), out_dir / FIGURE, ci)
     path = out_dir / "findings.md"
     records = run_records(store, runs)
     parts = []

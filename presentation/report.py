@@ -44,7 +44,9 @@ from attnsweep.presentation.judging import Judgement, ReportRun, judge, runs_of
 from attnsweep.results import ResultsStore
 from attnsweep.results.outputs import building, check_output_folder, recover_folder, replacing, write_text
 from attnsweep.stats import symmetry as sym
-from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.boolean_cells import REFERENCE_CSV, read_reference, reference_cells
+from attnsweep.stats.boolean_verdicts import EQUIVALENCE
+from attnsweep.stats.verdict_common import jsonable, quantity
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.figures import plot_reference
 
@@ -74,7 +76,7 @@ CAPTIONS = {
 
 
 def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
-                 reference: Path | str = boolean.REFERENCE_CSV, publish: bool = False,
+                 reference: Path | str = REFERENCE_CSV, publish: bool = False,
                  readme: Path | None = None, source: str = "the results store") -> Path:
     """Analyse the runs, judge the claims and write the report: :func:`judge`, then
     :func:`render`, then :func:`write` (and, publishing, :func:`publish`).
@@ -136,7 +138,7 @@ class Rendered:
     record: dict
 
 
-def render(judgement: Judgement, figures: Path, reference: Path | str = boolean.REFERENCE_CSV,
+def render(judgement: Judgement, figures: Path, reference: Path | str = REFERENCE_CSV,
            source: str = "the results store") -> Rendered:
     """The report page (Jinja) and the verdicts' JSON record of a :func:`judge`; the R plot
     of the sparse-Boolean cells against the paper is written into ``figures`` first."""
@@ -144,12 +146,12 @@ def render(judgement: Judgement, figures: Path, reference: Path | str = boolean.
     run_ids = [r.run_id for r in runs]
     symmetry_runs = judgement.symmetry_runs
     cell = union_cell(union)
-    ours = boolean.reference_cells(union)
+    ours = reference_cells(union)
     if not ours.is_empty():  # one colour per series (tuned settings do not make one)
         ours = ours.with_columns(series=_label(ours, [c for c in [*cell, "run_id"]
                                                       if c not in ("T", *judgement.tuned)]))
     # The R plot compares sparse-Boolean cells with the paper: a report without them has none.
-    r_plot = plot_reference(ours, boolean.read_reference(reference), figures / "reference_3way_and.png") \
+    r_plot = plot_reference(ours, read_reference(reference), figures / "reference_3way_and.png") \
         if judgement.judged_boolean else None
 
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -161,7 +163,7 @@ def render(judgement: Judgement, figures: Path, reference: Path | str = boolean.
         boolean_table=_table(union, [*cell, "run_id"]) if judgement.judged_boolean else None,
         symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
         scale=[_scale_view(r) for r in symmetry_runs if r.symmetry.scale is not None],
-        reference=Path(reference).name, margin=boolean.EQUIVALENCE,
+        reference=Path(reference).name, margin=EQUIVALENCE,
     )
     measurements = [dict(m, run_id=r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
                     for m in r.symmetry.scale.measurements()]
@@ -173,7 +175,7 @@ def render(judgement: Judgement, figures: Path, reference: Path | str = boolean.
                                for a in r.symmetry.scale.advantage.iter_rows(named=True)]
         record["measurements"] = measurements
     # JSON has no NaN or infinity: a missing or unbounded number is null, and its ``bound`` says which.
-    return Rendered(page, boolean.jsonable(record))
+    return Rendered(page, jsonable(record))
 
 
 def write(out_dir: Path, judgement: Judgement, rendered: Rendered) -> None:
@@ -194,7 +196,7 @@ def write(out_dir: Path, judgement: Judgement, rendered: Rendered) -> None:
 
 
 def publish(store: ResultsStore, out_dir: Path, judgement: Judgement,
-            reference: Path | str = boolean.REFERENCE_CSV) -> None:
+            reference: Path | str = REFERENCE_CSV) -> None:
     """Write the findings of a :func:`judge` into ``out_dir`` (presentation/publish.py)."""
     runs_ = [(r.sweep, r.run_id) for r in judgement.runs]
     symmetry = [r.symmetry for r in judgement.symmetry_runs]
@@ -223,11 +225,11 @@ def _verdict_view(v: dict) -> dict:
 
 def _advantage_record(row: dict, run_id: str) -> dict:
     """One row of S2's advantage as verdicts.json carries it: the group, the student, the
-    advantage and both m* as quantities (stats/verdicts.py :func:`~stats.verdicts.quantity`)."""
+    advantage and both m* as quantities (stats/verdict_common.py :func:`~stats.verdict_common.quantity`)."""
     return dict(cells=dict(d=row["d"], n=row["n"], k=row["k"]), student=row["student"],
-                advantage=boolean.quantity(row["ratio"], row["ci_lo"], row["ci_hi"], row["bound"]),
-                m_star=boolean.quantity(row["m_star"], row["m_star_lo"], row["m_star_hi"], row["m_star_bound"]),
-                m_star_inner_product=boolean.quantity(row["m_star_baseline"], row["baseline_lo"], row["baseline_hi"],
+                advantage=quantity(row["ratio"], row["ci_lo"], row["ci_hi"], row["bound"]),
+                m_star=quantity(row["m_star"], row["m_star_lo"], row["m_star_hi"], row["m_star_bound"]),
+                m_star_inner_product=quantity(row["m_star_baseline"], row["baseline_lo"], row["baseline_hi"],
                                                       row["baseline_bound"]),
                 text=row["text"], run_id=run_id)
 

@@ -22,7 +22,7 @@ import polars as pl
 
 from attnsweep.presentation.markdown import md_text
 from attnsweep.presentation.series import l1_series, series_cells, series_kind
-from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.boolean_cells import m_star_ratio
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.norm_use import TOLERANCE
 from attnsweep.stats.restarts import LEARNER, ONE_INIT
@@ -80,7 +80,7 @@ def restart_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> 
 def reading(by: dict[str, dict], cells: dict[str, pl.DataFrame], ci: float = 0.95) -> str:
     """The answer of one restart group, made from its numbers: how best of R grows against one
     init, and how much the best restart saves in samples (the geometric mean of m*(best) /
-    m*(one init) over the T where both are values, :func:`stats.verdicts.m_star_ratio`)."""
+    m*(one init) over the T where both are values, :func:`stats.boolean_cells.m_star_ratio`)."""
     one = by.get(ONE_INIT)
     best = next((s for n, s in by.items() if n.startswith("best of")), None)
     if one is None or best is None:
@@ -89,7 +89,7 @@ def reading(by: dict[str, dict], cells: dict[str, pl.DataFrame], ci: float = 0.9
     d_best = best["numbers"].get("direction", "undecided")
     c_one, c_best = one["numbers"].get("c") or {}, best["numbers"].get("c") or {}
     best_name = next(n for n in by if n.startswith("best of"))
-    ratio = boolean.m_star_ratio(cells[best_name], cells[ONE_INIT], ci)
+    ratio = m_star_ratio(cells[best_name], cells[ONE_INIT], ci)
     q = ratio["geomean"]
     saved = ""
     if ratio["n_T"]:

@@ -1,4 +1,4 @@
-"""What an L1 series is (stats/verdicts.py fits m* over T per series): its cells among
+"""What an L1 series is (stats/boolean_growth.py fits m* over T per series): its cells among
 the runs' cells, and its label read from them (position codes, norm bound, inputs, tuning,
 epochs, a restart run's learner); shared by the findings page and its restart section."""
 

@@ -3,7 +3,7 @@ in plain words made from the verdicts' numbers, and a link to the full findings 
 
 A row is one line of Markdown, so a report on one experiment replaces that experiment's row
 and keeps the other's (presentation/readme_sections.py). Every number in a row comes from the
-verdicts (stats/verdicts.py for L1-L4 and R, stats/symmetry.py for S1-S4); the full
+verdicts (stats/boolean_verdicts.py for L1-L4 and R, stats/symmetry.py for S1-S4); the full
 statistics, intervals and reasons are on the findings page it links.
 """
 
@@ -14,7 +14,8 @@ import polars as pl
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
 from attnsweep.presentation.markdown import md_target, md_text
 from attnsweep.presentation.series import l1_series, series_kind
-from attnsweep.stats import verdicts as boolean
+from attnsweep.stats.boolean_growth import MIN_DECADES
+from attnsweep.stats.verdict_common import combined
 
 HEADER = ["| claim | verdicts | bottom line |", "|---|---|---|"]
 BOOLEAN = "sparse Boolean"
@@ -62,7 +63,7 @@ def boolean_row(claims: list[dict], union: pl.DataFrame, link: str, caveats: lis
     one = [s for s in series if s["cells"].get("learner") in (None, "one init")]
     groups = {"paper's protocol": [s for s in one if not series_kind(union, s["cells"])["theory"]],
               "theorem's class": [s for s in one if series_kind(union, s["cells"])["theory"]]}
-    l1 = ", ".join(f"{boolean.combined([s['verdict'] for s in group])} ({name})" for name, group in groups.items()
+    l1 = ", ".join(f"{combined([s['verdict'] for s in group])} ({name})" for name, group in groups.items()
                    if group) or by_id.get("L1", {}).get("verdict", "not tested")
     verdicts = [f"L1 {l1}"] + [f"{c} {by_id[c]['verdict']}" for c in BOOLEAN_WORDS if c in by_id]
     bottom = " ".join(t for t in (_growth_text(groups), _words(by_id, BOOLEAN_WORDS)) if t)
@@ -71,7 +72,7 @@ def boolean_row(claims: list[dict], union: pl.DataFrame, link: str, caveats: lis
 
 def _growth_text(groups: dict[str, list[dict]]) -> str:
     """How m* grows against log T across the one-init series, and whether any spans the
-    decades the pre-set rule needs (stats/verdicts.py ``MIN_DECADES``)."""
+    decades the pre-set rule needs (stats/boolean_growth.py ``MIN_DECADES``)."""
     series = [s for group in groups.values() for s in group]
     if not series:
         return ""
@@ -94,15 +95,15 @@ def _growth_text(groups: dict[str, list[dict]]) -> str:
     for name, group in groups.items():
         if group:
             widest = max(s["numbers"].get("decades", 0.0) for s in group)
-            enough = widest >= boolean.MIN_DECADES
+            enough = widest >= MIN_DECADES
             text += (f" The {name} spans {widest:.1f} decades of T" +
-                     ("." if enough else f", short of the {boolean.MIN_DECADES:g} the pre-set rule needs."))
+                     ("." if enough else f", short of the {MIN_DECADES:g} the pre-set rule needs."))
     return text
 
 
 def symmetry_row(symmetry: list[SymmetryAnalysis], link: str, caveats: list[str] = ()) -> str:
     """The symmetry row: each of S1-S4 over the runs that test it (a claim is supported when
-    every such run supports it, stats/verdicts.py ``combined``), and its bottom line.
+    every such run supports it, stats/verdict_common.py ``combined``), and its bottom line.
 
     Args:
         symmetry: the report's symmetry analyses, one per run.
@@ -117,7 +118,7 @@ def symmetry_row(symmetry: list[SymmetryAnalysis], link: str, caveats: list[str]
     verdicts, combined = [], {}
     for c in SYMMETRY_WORDS:
         found = per_claim.get(c, [])
-        combined[c] = {"verdict": boolean.combined(found) if found else "not tested"}
+        combined[c] = {"verdict": combined(found) if found else "not tested"}
         runs = f" ({len(found)} runs)" if len(found) > 1 else ""
         verdicts.append(f"{c} {combined[c]['verdict']}{runs}")
     return _row(SYMMETRY, "; ".join(verdicts), _words(combined, SYMMETRY_WORDS), link, caveats)

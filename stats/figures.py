@@ -261,7 +261,7 @@ def _with_bound(m_star: pl.DataFrame) -> pl.DataFrame:
     table made without it lacks it (a bound's value then in ``m_star``)."""
     if "bound" in m_star.columns or m_star.is_empty():
         return m_star
-    from attnsweep.stats.verdicts import normalized
+    from attnsweep.stats.boolean_cells import normalized
 
     return normalized(m_star)
 
@@ -271,10 +271,10 @@ def plot_reference(ours: pl.DataFrame, reference: pl.DataFrame, path: Path) -> P
     figure "Transformer, 3-way AND"), both with their intervals, on linear axes as in the paper.
 
     Args:
-        ours: our cells of that setting (``stats.verdicts.reference_cells``): rows with
+        ours: our cells of that setting (``stats.boolean_cells.reference_cells``): rows with
             ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``bound`` (or ``censored``) and
             optionally ``series`` (one colour each); may be empty. Bounds are triangles.
-        reference: the read-off (``stats.verdicts.read_reference``): ``T``,
+        reference: the read-off (``stats.boolean_cells.read_reference``): ``T``,
             ``critical_m``, ``err_lo``, ``err_hi``.
         path: PNG to write.
     """

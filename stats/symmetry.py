@@ -20,12 +20,12 @@ Input: the trial rows of a symmetry run (columns ``teacher``, ``model``, ``equiv
   interval lies above its own).
 * S3: the generic transformer's E falls as m grows: the OLS slope of log10 E on log10 m,
   with a bootstrap CI over seeds, lies below -``EFFECT_SLOPE`` (E falls by at least a
-  factor 1.12 per tenfold m; stats/verdicts.py); not supported when the interval lies
+  factor 1.12 per tenfold m; stats/verdict_common.py); not supported when the interval lies
   above it (flat or rising).
 * S4: the same for the permutation error of the generic transformer with positions, on
   the equivariant teacher (which is permutation-equivariant).
 
-Each verdict is a dict as :mod:`stats.verdicts` describes (``id``, ``claim``,
+Each verdict is a dict as :mod:`stats.boolean_verdicts` describes (``id``, ``claim``,
 ``verdict``, ``statistic``, ``interval``, ``why``, ``series`` with ``numbers``,
 ``not_judged``, ``flags``).
 """
@@ -38,8 +38,8 @@ import numpy as np
 import polars as pl
 
 from attnsweep.stats.critical import critical_sample_sizes, format_m_star, resolve_bounds
-from attnsweep.stats.verdicts import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, _split,
-                              quantity)
+from attnsweep.stats.verdict_common import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED,
+                                            quantity, split_flags)
 
 ROUNDOFF = 1e-10
 GAP = 1e4
@@ -104,7 +104,7 @@ def with_budget_check(m_star: pl.DataFrame, trials: pl.DataFrame, budget_rows: p
     as with the spec's epochs (success rate over the seeds that trained at or above
     ``success_frac``, or below it), ``"budget-limited"`` when one changed (more training
     moves m*, so m* measured the budget), ``"not checked"`` for a cell the check did not
-    reach; bounds and flags resolved again (results/critical.py, ``resolve_bounds``).
+    reach; bounds and flags resolved again (stats/critical.py, ``resolve_bounds``).
 
     Args:
         m_star: :func:`critical_sizes` of the search rows.
@@ -170,7 +170,7 @@ def _median_ci(values: np.ndarray, n_boot: int, ci: float, seed: int = 0) -> tup
 
 
 def verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int = 1000, ci: float = 0.95) -> list[dict]:
-    """S1-S4 (module docstring), each a verdict dict of :mod:`stats.verdicts`."""
+    """S1-S4 (module docstring), each a verdict dict of :mod:`stats.boolean_verdicts`."""
     done = with_student(trials).filter(pl.col("status") == "done").collect()
     return [_s1(done, n_boot, ci), _s2(m_star), _s3(done, n_boot, ci, m_star), _s4(done, n_boot, ci, m_star)]
 
@@ -284,7 +284,7 @@ def _ends(r: dict) -> tuple[float, float]:
 
 def _flags_of(r: dict) -> list[dict]:
     cell = {c: r[c] for c in ("teacher", "student", "n", "k", "d") if c in r}
-    return [dict(flag=f, cell=cell) for f in _split(r.get("flags"))]
+    return [dict(flag=f, cell=cell) for f in split_flags(r.get("flags"))]
 
 
 def _quantity(r: dict) -> dict:

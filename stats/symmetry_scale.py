@@ -20,7 +20,7 @@ size, so they are measurements with intervals, not verdicts:
   (:func:`stats.symmetry.log_slope`), and E's median at each m tried in every cell.
 
 Censoring (docs/claims.md 2, stats/critical.py): the advantage of a generic m* over the
-inner-product m* is a bound whenever either is (:func:`stats.verdicts.ratio_bound`: a
+inner-product m* is a bound whenever either is (:func:`stats.verdict_common.ratio_bound`: a
 generic m* beyond the grid or an inner-product m* that is an upper bound makes it a lower
 bound, ``> x``; the other way round an upper bound), and a bound is left out of a slope
 and named in ``left_out``. An inner-product m* at m = 1 is exact (the floor: no fewer
@@ -40,7 +40,7 @@ import polars as pl
 
 from attnsweep.stats.critical import _cell_hash, format_m_star, percentile_interval
 from attnsweep.stats.symmetry import CELL, log_slope, verdicts, with_student
-from attnsweep.stats.verdicts import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, ratio_bound
+from attnsweep.stats.verdict_common import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, jsonable, ratio_bound
 
 GROUP = ["n", "k", "d"]
 AXES = ("d", "n", "k")
@@ -68,8 +68,6 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
     """
     import json
 
-    from attnsweep.stats.verdicts import jsonable
-
     rows = []
     for n, k, d in groups(trials):
         sel = _in_group(n, k, d)
@@ -91,7 +89,7 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[dict]:
         texts: each claim's full text by its short name (``S1`` -> ``S1: ...``).
 
     Returns:
-        Verdict dicts of :mod:`stats.verdicts`; ``series`` holds one entry per group
+        Verdict dicts of :mod:`stats.boolean_verdicts`; ``series`` holds one entry per group
         (``cells``: ``{"d", "n", "k"}``), with that group's verdict and numbers.
     """
     import json
@@ -346,7 +344,7 @@ def center(trials: pl.DataFrame) -> dict[str, int]:
 
 def _ratio(o: dict, b: dict) -> tuple[float, str]:
     """The advantage of cell ``o`` over baseline ``b`` (their m* values, each a bound's value
-    where it is one) and its bound (:func:`stats.verdicts.ratio_bound`)."""
+    where it is one) and its bound (:func:`stats.verdict_common.ratio_bound`)."""
     bound = ratio_bound(o["bound"], b["bound"])
     if bound == "none":
         return math.nan, "none"

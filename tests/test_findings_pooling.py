@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 
 from attnsweep.presentation.boolean_notes import epoch_lines, pooling_lines
-from attnsweep.stats.verdicts import l1_log_growth
+from attnsweep.stats.boolean_growth import l1_log_growth
 
 TS = (8, 64, 512, 4096)
 

@@ -144,7 +144,7 @@ def test_the_headline_names_the_probe_cells_a_head_within_the_bound_fits():
 def test_claims_other_than_l1_read_one_init_cells_only():
     # A restart run's any-of-R and best-of-R cells are learners of their own: R (and L2-L4)
     # compare one trained head per training set, as the paper does.
-    from attnsweep.stats.verdicts import one_init
+    from attnsweep.stats.boolean_cells import one_init
     m_star = pl.DataFrame({"T": [128, 128, 128, 256], "learner": ["one init", "any of 4", "best of 4", None],
                            "m_star": [60.0, 40.0, 90.0, 70.0]})
     assert one_init(m_star)["m_star"].to_list() == [60.0, 70.0]

@@ -8,18 +8,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from attnsweep.stats.boolean_cells import REFERENCE_CSV, read_reference, with_replicates
+from attnsweep.stats.boolean_growth import l1_log_growth
+from attnsweep.stats.boolean_verdicts import l2_norm_bound, l3_sparsity, l4_mlp_baseline, r_reference, verdicts
 from attnsweep.stats.critical import critical_sample_sizes
-from attnsweep.stats.verdicts import (
-    REFERENCE_CSV,
-    l1_log_growth,
-    l2_norm_bound,
-    l3_sparsity,
-    l4_mlp_baseline,
-    r_reference,
-    read_reference,
-    verdicts,
-    with_replicates,
-)
 
 POW2 = [2**k for k in range(3, 14)]  # T = 8 .. 8192: 3.0 decades
 

@@ -1,0 +1,211 @@
+"""The words of the sparse-Boolean verdicts: the verdict dict, whose statistic, interval and why
+are sentences (a claim judged on several series joins theirs; the flagged cells it used are
+named), and the clauses that describe its numbers (m* with its bound, a ratio, an interval's
+end, the growth law an L1 series names, L4's ratio, R's difference from the paper).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+from attnsweep.stats.boolean_cells import BASELINE
+from attnsweep.stats.critical import format_m_star
+from attnsweep.stats.fits import MIN_LAW_POINTS
+from attnsweep.stats.verdict_common import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, combined, quantity, split_flags
+
+LIMITING = ("budget-limited", "out-of-epochs")
+"""Flags of a cell whose m* measures the training budget (stats/critical.py)."""
+
+
+def verdict_dict(cid: str, claim: str, verdict: str, why: str, statistic: str = "-", interval: str = "-",
+                 series: list[dict] = (), used: pl.DataFrame | None = None, not_judged: list[dict] = ()) -> dict:
+    """The verdict dict (stats/boolean_verdicts.py, module docstring). Budget-limited cells among ``used`` make it
+    inconclusive and are named; every flag of a used cell is listed in ``flags``."""
+    flags = _flagged(used) if used is not None and not used.is_empty() else []
+    limited = sorted({_name(f["cell"]) for f in flags if f["flag"] in LIMITING})
+    if limited and verdict in (SUPPORTED, NOT_SUPPORTED):
+        verdict = INCONCLUSIVE
+        why += f"; budget-limited cells used ({_few(limited)}): their m* measures the training budget"
+    other = sorted({f"{f['flag']}: {_name(f['cell'])}" for f in flags if f["flag"] not in LIMITING})
+    if other:
+        why += f"; flagged cells used ({_few(other)})"
+    return dict(id=cid, claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why,
+                series=list(series), not_judged=list(not_judged), flags=flags)
+
+
+def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> dict:
+    """One verdict from per-series ``(key, verdict, statistic, interval, why, used, numbers)``:
+    supported when all are, not supported when any is not, else inconclusive (a series that
+    uses a budget-limited cell counts as inconclusive)."""
+    series = []
+    for key, verdict, statistic, interval, why, used, numbers in judged:
+        one = verdict_dict(cid, claim, verdict, why, statistic, interval, used=used)
+        series.append(dict(cells=key, verdict=one["verdict"], statistic=statistic, interval=interval, why=one["why"],
+                           numbers=numbers, flags=one["flags"]))
+    verdict = combined([s["verdict"] for s in series])
+
+    def tag(s: dict, text: str) -> str:
+        return f"[{_label(s['cells'])}] {text}" if s["cells"] and len(series) > 1 else text
+
+    out = dict(id=cid, claim=claim, statistic=" | ".join(tag(s, s["statistic"]) for s in series),
+               interval=" | ".join(tag(s, s["interval"]) for s in series), verdict=verdict,
+               why=" | ".join(tag(s, s["why"]) for s in series), series=series, not_judged=list(side),
+               flags=[f for s in series for f in s["flags"]])
+    for s in series:
+        del s["flags"]
+    return out
+
+
+def _cell_of(row: dict, suffix: str = "") -> dict:
+    """A cell's settings (the columns a flag names it by)."""
+    names = ("task", "T", "s", "model", "norm_bound")
+    return {c: row.get(f"{c}{suffix}", row.get(c)) for c in names if f"{c}{suffix}" in row or c in row}
+
+
+def _flagged(cells: pl.DataFrame) -> list[dict]:
+    """``{"flag", "cell"}`` for every flag of every cell in ``cells`` (and of their paired
+    MLP cells, in an L4 table)."""
+    out = []
+    for suffix in ("", "_mlp"):
+        if f"flags{suffix}" not in cells.columns:
+            continue
+        for r in cells.iter_rows(named=True):
+            cell = _cell_of(r, suffix)
+            if suffix:
+                cell["model"] = r.get("model_mlp", BASELINE)
+            out += [dict(flag=f, cell=cell) for f in split_flags(r[f"flags{suffix}"])]
+    return out
+
+
+def _name(cell: dict) -> str:
+    return " ".join(f"{c}={v}" for c, v in cell.items())
+
+
+def _label(key: dict) -> str:
+    return ", ".join(f"{c}={v}" for c, v in key.items())
+
+
+def _few(names: list[str], k: int = 4) -> str:
+    return "; ".join(names[:k]) + (f"; and {len(names) - k} more" if len(names) > k else "")
+
+
+def left_out_cells(part: pl.DataFrame) -> list[dict]:
+    """The cells of a series a fit leaves out (a bound, or none), as numbers and text."""
+    rows = part.filter(pl.col("bound") != "exact").sort("T").iter_rows(named=True)
+    return [dict(T=r["T"], m_star=quantity(r["m_star"], r["ci_lo"], r["ci_hi"], r["bound"]), text=show_m_star(r),
+                 flags=split_flags(r["flags"])) for r in rows]
+
+
+def show_m_star(row: dict) -> str:
+    return format_m_star(row["m_star"], row["bound"], digits=0)
+
+
+def ratio_text(value: float, bound: str) -> str:
+    if bound == "none" or math.isnan(value):
+        return "none (a bound on each side)"
+    return {"lower": f"> {value:.2f}", "upper": f"≤ {value:.2f}"}.get(bound, f"{value:.2f}")
+
+
+def interval_end(value: float) -> str:
+    return "beyond the grid (inf)" if math.isinf(value) else f"{value:.2f}"
+
+
+def _pct(ratio: float) -> str:
+    """A ratio as a difference: 1.08 -> '8.0% above', 0.9 -> '10.0% below'."""
+    if math.isnan(ratio):
+        return "?"
+    diff = ratio - 1
+    return f"{abs(diff):.1%} {'above' if diff >= 0 else 'below'}"
+
+
+def law_reading(robust: dict) -> str:
+    """The growth law a series names (:func:`stats.fits.robust_law`): the law, or what
+    stands in its place ("faster than log, law undecided", "no law named: 4 exact cells")."""
+    law = robust["law"]
+    if law == "too few cells":
+        return f"no law named ({robust['n_points']} exact cells; a law needs {MIN_LAW_POINTS})"
+    if law == "undecided":
+        return "faster than log, law undecided" if robust["direction"] == "faster than log" else "law undecided"
+    return law
+
+
+def law_why(robust: dict) -> str:
+    """Why a law is named or not, in a clause."""
+    wins = robust["winners"]
+    if robust["law"] == "too few cells":
+        return f"AICc needs >= {MIN_LAW_POINTS} cells for a 3-parameter law"
+    if robust["law"] == "undecided":
+        counts = {}
+        for w in wins.values():
+            counts[w] = counts.get(w, 0) + 1
+        return ("the best law by AICc changes with the variant: " +
+                ", ".join(f"{m} in {c} of {len(wins)}" for m, c in sorted(counts.items(), key=lambda x: -x[1])))
+    return f"lowest AICc in all {len(wins)} variants: m* and ln m* scales, each T left out"
+
+
+def growth_name(robust: dict) -> str:
+    """The growth a why names: the robust law's ("power growth"), else "faster-than-log growth
+    (law undecided)" or "growth (law not named)"."""
+    law = robust["law"]
+    if law in ("too few cells", "undecided"):
+        return ("faster-than-log growth (no law named)" if robust["direction"] == "faster than log"
+                else "faster-than-log growth on all cells, not in every fitting variant (no law named)")
+    return f"{law} growth"
+
+
+def direction_text(robust: dict) -> str:
+    """Which way and how strongly the cells point against the log law, in a clause."""
+    lo, hi, n = robust["log_deficit_min"], robust["log_deficit_max"], robust["n_variants"]
+    if not n:
+        return "not measured"
+    span = f"{lo:.0f} to {hi:.0f}" if round(lo) != round(hi) else f"{lo:.0f}"
+    if robust["direction"] == "faster than log":
+        return f"faster than log: the log law trails by {span} AICc in all {n} variants"
+    if robust["direction"] == "log":
+        return f"log-like: the log law leads by {-hi:.0f} to {-lo:.0f} AICc in all {n} variants"
+    return f"the log law's deficit ranges {lo:+.0f} to {hi:+.0f} AICc over {n} variants"
+
+
+def mlp_ratio_text(last: dict, value: float, bound: str) -> str:
+    """L4's ratio MLP m* / transformer m* at the largest T (``last``: the paired row there,
+    the MLP's columns suffixed ``_mlp``), with both m* named where it is a bound."""
+    mlp_row = {**last, **_strip(last, "_mlp")}
+    if bound == "lower":
+        beyond = ", beyond the grid" if last["bound_mlp"] == "lower" else ""
+        shown = f"> {value:.1f} (MLP m* {show_m_star(mlp_row)}{beyond}; transformer m* {show_m_star(last)})"
+    elif bound == "upper":
+        sign = "<" if last["bound"] == "lower" else "≤"
+        beyond = ", beyond the grid" if last["bound"] == "lower" else ""
+        shown = f"{sign} {value:.2f} (transformer m* {show_m_star(last)}{beyond}; MLP m* {show_m_star(mlp_row)})"
+    elif bound == "none":
+        shown = f"none (MLP m* {show_m_star(mlp_row)}, transformer m* {show_m_star(last)}: a bound on each side)"
+    else:
+        shown = f"{value:.2f}"
+    return shown
+
+
+def _strip(row: dict, suffix: str) -> dict:
+    return {k.removesuffix(suffix): v for k, v in row.items() if k.endswith(suffix)}
+
+
+def reference_why(lo: float, hi: float, margin: tuple[float, float], protocol: dict, left_text: str,
+                  T: np.ndarray, per_T: np.ndarray, slope: float, slo: float, shi: float) -> str:
+    """R's why before its verdict: which way ours differs from the paper's (the ratio's
+    interval ``lo`` .. ``hi``), the margin, the settings of our protocol it rests on, and the
+    trend of the ratio ``per_T`` against ``T`` (its slope and interval) where it has one."""
+    rests_on = ("ours: " + ", ".join(f"{k}={v}" for k, v in protocol.items()) + "; success: test accuracy >= the "
+                "run's threshold in half the seeds; the paper's width, optimiser, epochs and success rule are not in "
+                "our read-off, which is by eye (about +-1.5 samples)")
+    side = (f"ours is {_pct(lo)} to {_pct(hi)} the paper's" if lo > 1 or hi < 1 else
+            f"ours is between {_pct(lo)} and {_pct(hi)} the paper's")
+    why = f"{side}; equivalent when the interval lies inside {margin[0]:g} .. {margin[1]:g}; {rests_on}{left_text}"
+    if not math.isnan(slo):
+        drift = ("ours rises against the paper's as T grows" if slo > 0 else
+                 "ours falls against the paper's as T grows" if shi < 0 else "no trend of the ratio with T is shown")
+        why += (f"; trend: {drift} (ratio {per_T[0]:.2f} at T={T[0]:g}, {per_T[-1]:.2f} at T={T[-1]:g}; slope "
+                f"{slope:.2f}, CI {slo:.2f} .. {shi:.2f}): the level is an average over a drift, read it with it"
+                if slo > 0 or shi < 0 else f"; trend: {drift} (slope {slope:.2f}, CI {slo:.2f} .. {shi:.2f})")
+    return why
