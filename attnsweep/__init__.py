@@ -28,10 +28,4 @@ try:
 except _NotInstalled:  # run from a checkout that was never installed
     __version__ = "0+unknown"
 
-__getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
-    "api": ["resume", "run"],
-    "api_reports": ["judge_runs"],
-    "api_store": ["CriticalSampleSize", "RunAnalysis", "Store", "open_store"],
-    # What the functions raise, to catch in a notebook: except attnsweep.SpecError
-    "errors": ["ArgumentError", "AttnsweepError", "QueryError", "RunError", "SpecError", "StoreError"],
-})
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

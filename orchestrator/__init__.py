@@ -7,10 +7,4 @@ use (lazy_loader, Scientific Python SPEC 1): the CLI's (:mod:`attnsweep.cli`) li
 
 import lazy_loader as lazy
 
-__getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
-    "driver": ["RunSummary", "new_run_id", "run_sweep"],
-    "errors": ["AttnsweepError", "RunError", "SpecError"],
-    "executors": ["Executor", "LocalExecutor", "RayExecutor"],
-    "packing": ["Pack", "make_packs"],
-    "spec": ["SweepSpec", "load_spec", "parse_spec", "trial_id"],
-})
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

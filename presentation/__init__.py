@@ -8,9 +8,4 @@ what is below it; the CLI and the Python API import this. Names load on first us
 
 import lazy_loader as lazy
 
-__getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
-    "findings": ["check_readme", "load"],
-    "replication": ["write_report"],
-    "report": ["build_report", "summary"],
-    "terminal": ["print_analysis", "print_scale", "print_symmetry"],
-})
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

@@ -8,10 +8,4 @@ Names load on first use (lazy_loader).
 
 import lazy_loader as lazy
 
-__getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
-    "atomic_write": ["write_parquet_atomic"],
-    "errors": ["QueryError", "StoreError"],
-    "query": ["run_query", "stream_query"],
-    "store": ["ResultsStore", "rows_to_table"],
-    "writer": ["TrialWriter"],
-})
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

@@ -8,7 +8,4 @@ readers never import scipy, which only the fits need.
 
 import lazy_loader as lazy
 
-__getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
-    "critical": ["critical_sample_sizes", "format_m_star", "outcomes", "success_rates"],
-    "fits": ["MODELS", "compare_growth", "fit_growth", "predict"],
-})
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

@@ -193,6 +193,27 @@ def test_every_package_names_its_public_api():
         assert "__all__" in source, package
 
 
+def test_every_public_name_is_listed_once_and_loads():
+    # One list per package, its __init__.pyi: type checkers read it, and lazy_loader attaches
+    # the same names at run time (attach_stub). Each name must load from the module it names.
+    import importlib
+
+    for package in CODE_PACKAGES:
+        assert "lazy.attach_stub(__name__, __file__)" in (_folder(package) / "__init__.py").read_text(), package
+        assert (_folder(package) / "__init__.pyi").is_file(), package
+        module = importlib.import_module(package)
+        missing = [name for name in module.__all__ if not _loads(module, name)]
+        assert missing == [], f"{package} lists names that do not load: {missing}"
+
+
+def _loads(module, name: str) -> bool:
+    try:
+        getattr(module, name)
+    except (AttributeError, ImportError):
+        return False
+    return True
+
+
 def test_the_readme_layout_lists_exactly_the_packages():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]

@@ -1,0 +1,5 @@
+"""The public names of the package, for type checkers and IDEs; lazy_loader reads the same
+list at run time (``lazy.attach_stub`` in __init__.py), so there is one list."""
+
+from .critical import critical_sample_sizes as critical_sample_sizes, format_m_star as format_m_star, outcomes as outcomes, success_rates as success_rates
+from .fits import MODELS as MODELS, compare_growth as compare_growth, fit_growth as fit_growth, predict as predict
