@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 
     from attnsweep.orchestrator.replicate import Comparison
     from attnsweep.results import ResultsStore
+    from attnsweep.stats.verdict_common import Verdict
 
 
 def judge_runs(run_ids: list[str], store: str | Path | Store = DEFAULT_STORE,
-               reference: str | Path | None = None) -> list[dict]:
+               reference: str | Path | None = None) -> list[Verdict]:
     """The verdicts of the claims of docs/claims.md on the runs ``run_ids``, as ``attnsweep
     report`` judges them, computed now from the store; no file is written (no figure, no
     report: :func:`report` renders and writes them).

@@ -31,7 +31,8 @@ whose statistic uses a budget-limited cell (``flags``: ``budget-limited`` or
 ``out-of-epochs``) is inconclusive and names it; non-monotone cells and cells with few seeds
 are named in its ``flags``.
 
-Each verdict is a dict (the same keys as :func:`stats.symmetry.verdicts`):
+Each verdict is a :class:`stats.verdict_common.Verdict`, a typed dict with the same keys as those of
+:func:`stats.symmetry.verdicts`:
 
 * ``id`` (``L1`` ...), ``claim`` (its text), ``verdict`` (:data:`stats.verdict_common.VERDICTS`: ``supported``,
   ``not supported``, ``inconclusive`` when the data cannot decide, ``not tested`` when the
@@ -73,7 +74,7 @@ from attnsweep.stats.boolean_growth import l1_log_growth
 from attnsweep.stats.boolean_wording import (combine_series, interval_end, left_out_cells, mlp_ratio_text, ratio_text,
                                              reference_why, show_m_star, verdict_dict)
 from attnsweep.stats.verdict_common import (EFFECT_RATIO, EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED,
-                                            SUPPORTED, quantity, ratio_bound)
+                                            SUPPORTED, Verdict, quantity, ratio_bound)
 
 ARCH_FIELDS = ("model", "d", "layers", "heads", "mlp_width")
 """Settings of one architecture: cells that differ only in these are compared in L4."""
@@ -89,7 +90,7 @@ PROTOCOL_FIELDS = ("d", "heads", "layers", "lr", "weight_decay", "max_epochs", "
 
 
 def verdicts(m_star: pl.DataFrame, cell: list[str] | None = None, reference: Path | str = REFERENCE_CSV,
-             ci: float = 0.95) -> list[dict]:
+             ci: float = 0.95) -> list[Verdict]:
     """L1, L2, L3, L4 and R, in that order.
 
     Args:

@@ -14,14 +14,14 @@ import polars as pl
 from attnsweep.stats.boolean_cells import BASELINE
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.fits import MIN_LAW_POINTS
-from attnsweep.stats.verdict_common import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, combined, quantity, split_flags
+from attnsweep.stats.verdict_common import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Verdict, combined, quantity, split_flags
 
 LIMITING = ("budget-limited", "out-of-epochs")
 """Flags of a cell whose m* measures the training budget (stats/critical.py)."""
 
 
 def verdict_dict(cid: str, claim: str, verdict: str, why: str, statistic: str = "-", interval: str = "-",
-                 series: list[dict] = (), used: pl.DataFrame | None = None, not_judged: list[dict] = ()) -> dict:
+                 series: list[dict] = (), used: pl.DataFrame | None = None, not_judged: list[dict] = ()) -> Verdict:
     """The verdict dict (stats/boolean_verdicts.py, module docstring). Budget-limited cells among ``used`` make it
     inconclusive and are named; every flag of a used cell is listed in ``flags``."""
     flags = _flagged(used) if used is not None and not used.is_empty() else []
@@ -32,11 +32,11 @@ def verdict_dict(cid: str, claim: str, verdict: str, why: str, statistic: str = 
     other = sorted({f"{f['flag']}: {_name(f['cell'])}" for f in flags if f["flag"] not in LIMITING})
     if other:
         why += f"; flagged cells used ({_few(other)})"
-    return dict(id=cid, claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why,
-                series=list(series), not_judged=list(not_judged), flags=flags)
+    return Verdict(id=cid, claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why,
+                   series=list(series), not_judged=list(not_judged), flags=flags)
 
 
-def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> dict:
+def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> Verdict:
     """One verdict from per-series ``(key, verdict, statistic, interval, why, used, numbers)``:
     supported when all are, not supported when any is not, else inconclusive (a series that
     uses a budget-limited cell counts as inconclusive)."""
@@ -50,10 +50,10 @@ def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) 
     def tag(s: dict, text: str) -> str:
         return f"[{_label(s['cells'])}] {text}" if s["cells"] and len(series) > 1 else text
 
-    out = dict(id=cid, claim=claim, statistic=" | ".join(tag(s, s["statistic"]) for s in series),
-               interval=" | ".join(tag(s, s["interval"]) for s in series), verdict=verdict,
-               why=" | ".join(tag(s, s["why"]) for s in series), series=series, not_judged=list(side),
-               flags=[f for s in series for f in s["flags"]])
+    out = Verdict(id=cid, claim=claim, statistic=" | ".join(tag(s, s["statistic"]) for s in series),
+                  interval=" | ".join(tag(s, s["interval"]) for s in series), verdict=verdict,
+                  why=" | ".join(tag(s, s["why"]) for s in series), series=series, not_judged=list(side),
+                  flags=[f for s in series for f in s["flags"]])
     for s in series:
         del s["flags"]
     return out

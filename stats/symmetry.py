@@ -39,7 +39,7 @@ import polars as pl
 
 from attnsweep.stats.critical import critical_sample_sizes, format_m_star, resolve_bounds
 from attnsweep.stats.verdict_common import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED,
-                                            quantity, split_flags)
+                                            Verdict, quantity, split_flags)
 
 ROUNDOFF = 1e-10
 GAP = 1e4
@@ -169,18 +169,18 @@ def _median_ci(values: np.ndarray, n_boot: int, ci: float, seed: int = 0) -> tup
     return float(np.median(values)), float(lo), float(hi)
 
 
-def verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int = 1000, ci: float = 0.95) -> list[dict]:
+def verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int = 1000, ci: float = 0.95) -> list[Verdict]:
     """S1-S4 (module docstring), each a verdict dict of :mod:`stats.boolean_verdicts`."""
     done = with_student(trials).filter(pl.col("status") == "done").collect()
     return [_s1(done, n_boot, ci), _s2(m_star), _s3(done, n_boot, ci, m_star), _s4(done, n_boot, ci, m_star)]
 
 
 def _verdict(cid: str, claim: str, statistic: str, interval: str, verdict: str, why: str, numbers: dict | None = None,
-             flags: list[dict] = ()) -> dict:
+             flags: list[dict] = ()) -> Verdict:
     series = [dict(cells={}, verdict=verdict, statistic=statistic, interval=interval, why=why,
                    numbers=numbers or {})] if numbers is not None else []
-    return dict(id=cid, claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why, series=series,
-                not_judged=[], flags=list(flags))
+    return Verdict(id=cid, claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why, series=series,
+                   not_judged=[], flags=list(flags))
 
 
 S1_CLAIM = "S1: the inner-product student is exactly O(d)-equivariant; the generic one is not"

@@ -40,7 +40,7 @@ import polars as pl
 
 from attnsweep.stats.critical import _cell_hash, format_m_star, percentile_interval
 from attnsweep.stats.symmetry import CELL, log_slope, verdicts, with_student
-from attnsweep.stats.verdict_common import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, jsonable, ratio_bound
+from attnsweep.stats.verdict_common import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, Verdict, jsonable, ratio_bound
 
 GROUP = ["n", "k", "d"]
 AXES = ("d", "n", "k")
@@ -80,7 +80,7 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
     return pl.DataFrame(rows, schema=schema)
 
 
-def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[dict]:
+def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[Verdict]:
     """S1-S4 across all groups of :func:`group_verdicts`: supported when supported in every
     group, not supported when not supported in any, not tested when tested in none, else
     inconclusive (a claim about every size holds only where it holds at each size tried).
@@ -115,12 +115,12 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[dict]:
         series = [dict(cells=dict(d=r["d"], n=r["n"], k=r["k"]), verdict=r["verdict"], statistic=r["statistic"],
                        interval=r["interval"], why=r["why"], numbers=json.loads(r["numbers"]))
                   for r in part.iter_rows(named=True)]
-        out.append(dict(id=claim, claim=f"{texts[claim]}, in every (d, n, k) group", statistic=statistic,
-                        interval="each group's interval in the per-group table", verdict=verdict,
-                        why="supported when every group supports it; not supported as soon as one group does not; "
-                            "otherwise inconclusive (not tested when no group tests it); each group's own why is "
-                            "in its series",
-                        series=series, not_judged=[], flags=[]))
+        out.append(Verdict(id=claim, claim=f"{texts[claim]}, in every (d, n, k) group", statistic=statistic,
+                           interval="each group's interval in the per-group table", verdict=verdict,
+                           why="supported when every group supports it; not supported as soon as one group does not; "
+                               "otherwise inconclusive (not tested when no group tests it); each group's own why is "
+                               "in its series",
+                           series=series, not_judged=[], flags=[]))
     return out
 
 

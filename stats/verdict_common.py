@@ -6,12 +6,67 @@ verdicts.json carries it, the bound of a ratio of bounded values, and one verdic
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 import numpy as np
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED = "supported", "not supported", "inconclusive", "not tested"
 VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED)
 """The four verdicts: the data support the claim, contradict it, cannot decide it, or do not test it."""
+
+
+
+class Quantity(TypedDict):
+    """A number as verdicts.json carries it (:func:`quantity`): ``estimate`` (for a bound, the
+    bound's value; None where there is no number), ``ci_lo`` and ``ci_hi`` (its interval, None
+    where open) and ``bound`` (``exact``, ``lower``, ``upper`` or ``none``)."""
+
+    estimate: float | None
+    ci_lo: float | None
+    ci_hi: float | None
+    bound: str
+
+
+class Flag(TypedDict):
+    """A flagged cell a statistic used: ``flag`` (e.g. ``budget-limited``, ``non-monotone``)
+    and ``cell`` (the settings that name the cell)."""
+
+    flag: str
+    cell: dict[str, object]
+
+
+class Series(TypedDict, total=False):
+    """One judged series of a verdict: ``cells`` (the settings that name it, e.g.
+    ``{"s": 3, "norm_bound": None}``), its own ``verdict``, ``statistic``, ``interval`` and
+    ``why``, and ``numbers`` (the statistic as numbers: :class:`Quantity` values, counts and
+    parameters; per claim in stats/boolean_verdicts.py and stats/symmetry.py)."""
+
+    cells: dict[str, object]
+    verdict: str
+    statistic: str
+    interval: str
+    why: str
+    numbers: dict[str, object]
+    flags: list[Flag]
+
+
+class Verdict(TypedDict):
+    """One claim's verdict, in both experiments, as the report, verdicts.json, the API
+    (``judge_runs``) and the terminal read it: ``id`` (``L1`` ... ``S4``), ``claim`` (its
+    text), ``verdict`` (one of :data:`VERDICTS`), ``statistic``, ``interval`` and ``why`` (the
+    same as sentences, for people), ``series`` (one per judged series), ``not_judged`` (the
+    settings of series named but not judged) and ``flags`` (every flagged cell it used)."""
+
+    id: str
+    claim: str
+    statistic: str
+    interval: str
+    verdict: str
+    why: str
+    series: list[Series]
+    not_judged: list[dict[str, object]]
+    flags: list[Flag]
+
 
 EFFECT_SLOPE = 0.05
 """The smallest log-log slope that counts as "grows" or "falls" (docs/claims.md 2): a
@@ -22,11 +77,11 @@ EFFECT_RATIO = 10 ** EFFECT_SLOPE
 counts as "m* grows with it" (L2, L3): 12% more samples."""
 
 
-def quantity(estimate: float, lo: float = math.nan, hi: float = math.nan, bound: str = "exact") -> dict:
+def quantity(estimate: float, lo: float = math.nan, hi: float = math.nan, bound: str = "exact") -> Quantity:
     """A number as verdicts.json carries it: ``estimate`` (for a bound, the bound's value),
     ``ci_lo``, ``ci_hi`` and ``bound`` (``exact``; ``lower``: the true value is above
     ``estimate``; ``upper``: at or below it; ``none``: no number)."""
-    return dict(estimate=_num(estimate), ci_lo=_num(lo), ci_hi=_num(hi), bound=bound)
+    return Quantity(estimate=_num(estimate), ci_lo=_num(lo), ci_hi=_num(hi), bound=bound)
 
 
 def jsonable(value):
