@@ -49,8 +49,10 @@ def _plain(value, where: str):
     import numbers
 
     if isinstance(value, Mapping):
-        return {str(k) if isinstance(k, (str, int, float, bool)) else _bad_key(k, where): _plain(v, f"{where}.{k}")
-                for k, v in value.items()}
+        return {
+            str(k) if isinstance(k, (str, int, float, bool)) else _bad_key(k, where): _plain(v, f"{where}.{k}")
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, Path):
@@ -63,8 +65,10 @@ def _plain(value, where: str):
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
-    raise ArgumentError(f"{where}: a {type(value).__name__} ({value!r}) is no value a spec can hold (numbers, text, "
-                        "booleans, lists and mappings of them)")
+    raise ArgumentError(
+        f"{where}: a {type(value).__name__} ({value!r}) is no value a spec can hold (numbers, text, "
+        "booleans, lists and mappings of them)"
+    )
 
 
 def _bad_key(key, where: str):
@@ -119,9 +123,7 @@ def run(
             re-raised after the finished trials are saved and the run is recorded as
             interrupted; resume it.
     """
-    from attnsweep.orchestrator.spec import load_spec, parse_spec
-
-    from attnsweep.orchestrator.spec import SweepSpec
+    from attnsweep.orchestrator.spec import SweepSpec, load_spec, parse_spec
 
     check_names(resume=resume, run_id=run_id)
     _whole("max_trials", max_trials, 1)
@@ -129,22 +131,42 @@ def run(
     if isinstance(spec, Mapping):
         import yaml
 
-        spec = parse_spec(yaml.safe_dump(_plain(spec, "spec"), sort_keys=False), source="the spec dict",
-                          max_trials=max_trials)
+        spec = parse_spec(
+            yaml.safe_dump(_plain(spec, "spec"), sort_keys=False),
+            source="the spec dict",
+            max_trials=max_trials,
+        )
     elif isinstance(spec, (str, Path)):
         spec = load_spec(spec, max_trials=max_trials)
     elif not isinstance(spec, SweepSpec):
-        raise ArgumentError(f"spec: give a spec file's path, the spec as a dict, or a parsed spec; got "
-                            f"{type(spec).__name__}")
+        raise ArgumentError(
+            f"spec: give a spec file's path, the spec as a dict, or a parsed spec; got {type(spec).__name__}"
+        )
     if resume is not None and run_id not in (None, resume):
         raise AttnsweepError(f"run_id {run_id!r} and resume {resume!r}: a resumed run keeps its id; give one of them")
-    return _execute(spec, Store(store), address, local, max_in_flight, resume, resume or run_id, progress_interval_s,
-                    console)
+    return _execute(
+        spec,
+        Store(store),
+        address,
+        local,
+        max_in_flight,
+        resume,
+        resume or run_id,
+        progress_interval_s,
+        console,
+    )
 
 
-def resume(run_id: str, store: str | Path = DEFAULT_STORE, *, address: str | None = None, local: bool = False,
-           max_in_flight: int | None = None, progress_interval_s: float = PROGRESS_INTERVAL_S,
-           console: Console | None = None) -> RunSummary:
+def resume(
+    run_id: str,
+    store: str | Path = DEFAULT_STORE,
+    *,
+    address: str | None = None,
+    local: bool = False,
+    max_in_flight: int | None = None,
+    progress_interval_s: float = PROGRESS_INTERVAL_S,
+    console: Console | None = None,
+) -> RunSummary:
     """Continue an interrupted or crashed run with the spec stored in its record (as
     ``attnsweep resume``): only the trials it does not hold yet run.
 
@@ -173,14 +195,34 @@ def stored_spec(results: ResultsStore, run_id: str) -> SweepSpec:
     return parse_spec(record["spec_yaml"], source=f"the spec of run {run_id}")
 
 
-def _execute(spec: SweepSpec, store: Store, address, local: bool, max_in_flight, resume_id: str | None,
-             run_id: str | None, progress_interval_s: float, console) -> RunSummary:
+def _execute(
+    spec: SweepSpec,
+    store: Store,
+    address,
+    local: bool,
+    max_in_flight,
+    resume_id: str | None,
+    run_id: str | None,
+    progress_interval_s: float,
+    console,
+) -> RunSummary:
     if not _RUNNING.acquire(blocking=False):
-        raise ArgumentError("another attnsweep run is under way in this process: one Ray session serves one run at a "
-                            "time; wait for it (or run the second from another process)")
+        raise ArgumentError(
+            "another attnsweep run is under way in this process: one Ray session serves one run at a "
+            "time; wait for it (or run the second from another process)"
+        )
     try:
-        return _execute_alone(spec, store, address, local, max_in_flight, resume_id, run_id, progress_interval_s,
-                              console)
+        return _execute_alone(
+            spec,
+            store,
+            address,
+            local,
+            max_in_flight,
+            resume_id,
+            run_id,
+            progress_interval_s,
+            console,
+        )
     finally:
         _RUNNING.release()
 
@@ -189,8 +231,17 @@ _RUNNING = threading.Lock()
 """Held while a run executes: ``ray.init`` and the SIGTERM handler belong to the process."""
 
 
-def _execute_alone(spec: SweepSpec, store: Store, address, local: bool, max_in_flight, resume_id: str | None,
-                   run_id: str | None, progress_interval_s: float, console) -> RunSummary:
+def _execute_alone(
+    spec: SweepSpec,
+    store: Store,
+    address,
+    local: bool,
+    max_in_flight,
+    resume_id: str | None,
+    run_id: str | None,
+    progress_interval_s: float,
+    console,
+) -> RunSummary:
     from attnsweep.orchestrator.driver import RunSummary, new_run_id, resumable_record, run_sweep
     from attnsweep.orchestrator.executors import LocalExecutor, RayExecutor
     from attnsweep.results.locks import RunLock
@@ -203,15 +254,25 @@ def _execute_alone(spec: SweepSpec, store: Store, address, local: bool, max_in_f
         stored = len(results.run_trial_ids(spec.name, resume_id))
         if record["status"] == "finished" and (spec.search.adaptive or stored >= spec.n_trials()):
             return RunSummary(spec.name, resume_id, stored, status="finished", already_complete=True)
-    executor = (LocalExecutor(spec.execution, spec.resources) if local
-                else RayExecutor(spec.execution, address, spec.resources, max_workers=spec.n_trials()))
+    executor = (
+        LocalExecutor(spec.execution, spec.resources)
+        if local
+        else RayExecutor(spec.execution, address, spec.resources, max_workers=spec.n_trials())
+    )
     # After the executor: ray.init installs a SIGTERM handler of its own (sys.exit), which
     # would end the run as failed instead of interrupted and resumable.
     previous = _sigterm_interrupts()
     try:
-        return run_sweep(spec, results, executor, console=console, max_in_flight=max_in_flight,
-                         run_id=run_id or new_run_id(), resume=resume_id is not None,
-                         progress_interval_s=progress_interval_s)
+        return run_sweep(
+            spec,
+            results,
+            executor,
+            console=console,
+            max_in_flight=max_in_flight,
+            run_id=run_id or new_run_id(),
+            resume=resume_id is not None,
+            progress_interval_s=progress_interval_s,
+        )
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -24,8 +24,11 @@ if TYPE_CHECKING:
     from attnsweep.stats.verdict_common import Verdict
 
 
-def judge_runs(run_ids: list[str], store: str | Path | Store = DEFAULT_STORE,
-               reference: str | Path | None = None) -> list[Verdict]:
+def judge_runs(
+    run_ids: list[str],
+    store: str | Path | Store = DEFAULT_STORE,
+    reference: str | Path | None = None,
+) -> list[Verdict]:
     """The verdicts of the claims of docs/claims.md on the runs ``run_ids``, as ``attnsweep
     report`` judges them, computed now from the store; no file is written (no figure, no
     report: :func:`report` renders and writes them).
@@ -74,9 +77,15 @@ class Report:
     caveats: list[str]
 
 
-def report(run_ids: list[str] | None, store: str = DEFAULT_STORE, out_dir: Path | None = None, publish: bool = False,
-           readme: Path | None = None, from_folder: Path | None = None,
-           notify: Callable[[str], None] | None = None) -> Report:
+def report(
+    run_ids: list[str] | None,
+    store: str = DEFAULT_STORE,
+    out_dir: Path | None = None,
+    publish: bool = False,
+    readme: Path | None = None,
+    from_folder: Path | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> Report:
     """Write the verdict report of runs, as ``attnsweep report`` does: judge, render, write
     (presentation/report.py).
 
@@ -103,15 +112,17 @@ def report(run_ids: list[str] | None, store: str = DEFAULT_STORE, out_dir: Path 
     from attnsweep.results import ResultsStore
 
     if not run_ids and from_folder is None:
-        raise AttnsweepError("give at least one run id, or --from a published findings folder "
-                             "(attnsweep runs lists them)")
+        raise AttnsweepError(
+            "give at least one run id, or --from a published findings folder (attnsweep runs lists them)"
+        )
     if from_folder is not None:
         from attnsweep.results.outputs import recover_folder
 
         recover_folder(from_folder)  # a publish a kill interrupted: the old folder or the new one, whole
     if from_folder is not None and not from_folder.is_dir():
-        raise AttnsweepError(f"--from: {from_folder} " + ("is not a directory" if from_folder.exists()
-                                                          else "does not exist"))
+        raise AttnsweepError(
+            f"--from: {from_folder} " + ("is not a directory" if from_folder.exists() else "does not exist")
+        )
     if from_folder is None:
         run_ids = [resolve_run(ResultsStore(store), r, notify) for r in run_ids]
     out_dir = out_dir or from_folder or Path("reports") / run_ids[0]
@@ -127,35 +138,53 @@ def report(run_ids: list[str] | None, store: str = DEFAULT_STORE, out_dir: Path 
         with tempfile.TemporaryDirectory(prefix="attnsweep-findings-") as scratch:
             path = _report_in(store, run_ids, out_dir, publish, readme, from_folder, scratch, notify)
     except KeyboardInterrupt:
-        kept = (f"{out_dir} holds the old findings or the new ones, whole, never a mix"
-                + (f"; {readme} is whole" if readme is not None else "")
-                if publish or readme is not None or from_folder is not None
-                else f"{out_dir} may hold some of the new report's files beside the old ones")
+        kept = (
+            f"{out_dir} holds the old findings or the new ones, whole, never a mix"
+            + (f"; {readme} is whole" if readme is not None else "")
+            if publish or readme is not None or from_folder is not None
+            else f"{out_dir} may hold some of the new report's files beside the old ones"
+        )
         raise KeyboardInterrupt(kept) from None
     written = json.loads((path.parent / "verdicts.json").read_text())
     return Report(path, written["verdicts"], written["caveats"])
 
 
-def _report_in(store, run_ids, out_dir: Path, publish: bool, readme: Path | None, from_folder: Path | None,
-               scratch: str, notify) -> Path:
+def _report_in(
+    store,
+    run_ids,
+    out_dir: Path,
+    publish: bool,
+    readme: Path | None,
+    from_folder: Path | None,
+    scratch: str,
+    notify,
+) -> Path:
     from attnsweep.results import ResultsStore
 
     if from_folder is not None:
         from attnsweep.presentation.published import load
+
         store, publish = str(Path(scratch) / "store"), True
         loaded = load(from_folder, ResultsStore(store))
         run_ids = [resolve_run(ResultsStore(store), r, notify) for r in run_ids or []]  # a sweep: its latest run there
         unknown = [r for r in run_ids if r not in loaded]
         if unknown:
-            raise AttnsweepError(f"--from: {from_folder} holds no run {', '.join(unknown)} "
-                                 f"(it holds {', '.join(loaded)})")
+            raise AttnsweepError(
+                f"--from: {from_folder} holds no run {', '.join(unknown)} (it holds {', '.join(loaded)})"
+            )
         run_ids = run_ids or loaded
     source = f"the published rows in {from_folder}" if from_folder is not None else "the results store"
     return _report(ResultsStore(store), run_ids, out_dir, publish, readme, source)
 
 
-def _report(store, run_ids: list[str], out_dir: Path, publish: bool, readme: Path | None,
-            source: str = "the results store") -> Path:
+def _report(
+    store,
+    run_ids: list[str],
+    out_dir: Path,
+    publish: bool,
+    readme: Path | None,
+    source: str = "the results store",
+) -> Path:
     from attnsweep.presentation.report import build_report
 
     try:
@@ -187,10 +216,20 @@ class Replication:
         return [c for c in self.comparisons if c.ok is False]
 
 
-def replicate(spec: Path, baseline: str, store: str = DEFAULT_STORE, *, address: str | None = None,
-              local: bool = False, report: Path | None = None, tolerance: float = 0.25, alpha: float = 0.01,
-              progress_interval_s: float = PROGRESS_INTERVAL_S, console: Console | None = None,
-              notify: Callable[[str], None] | None = None) -> Replication:
+def replicate(
+    spec: Path,
+    baseline: str,
+    store: str = DEFAULT_STORE,
+    *,
+    address: str | None = None,
+    local: bool = False,
+    report: Path | None = None,
+    tolerance: float = 0.25,
+    alpha: float = 0.01,
+    progress_interval_s: float = PROGRESS_INTERVAL_S,
+    console: Console | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> Replication:
     """Re-run the pinned sweep ``spec`` and compare it with run ``baseline`` of the same spec,
     as ``attnsweep replicate`` does; writes ``report.md`` into ``report`` (default
     ``reports/SWEEP/NEW_RUN_ID``).
@@ -218,25 +257,48 @@ def replicate(spec: Path, baseline: str, store: str = DEFAULT_STORE, *, address:
     baseline = resolve_run(results, baseline, notify)
     record = results.read_run(results.sweep_of(baseline), baseline)
     if record["spec_hash"] != s.spec_hash():
-        raise AttnsweepError(f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
-                             f"this spec {s.spec_hash()}); replicate pins one spec")
+        raise AttnsweepError(
+            f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
+            f"this spec {s.spec_hash()}); replicate pins one spec"
+        )
     if record.get("status") != "finished":
-        raise AttnsweepError(f"--baseline: run {baseline} is {record.get('status') or 'not recorded as finished'}, "
-                             "not finished: a replication compared with it would report what it lacks as a "
-                             "regression. Finish it first (attnsweep resume " + baseline + ") or give a finished run")
+        raise AttnsweepError(
+            f"--baseline: run {baseline} is {record.get('status') or 'not recorded as finished'}, "
+            "not finished: a replication compared with it would report what it lacks as a "
+            "regression. Finish it first (attnsweep resume " + baseline + ") or give a finished run"
+        )
     _analysable(results, baseline)  # before the sweep runs again, not after
     if report is not None:  # the folder checked before the sweep runs: it writes only inside it
         _check_report_folder(results, report)
-    summary = run_sweep(s, store, address=address, local=local, progress_interval_s=progress_interval_s,
-                        console=console)
+    summary = run_sweep(
+        s,
+        store,
+        address=address,
+        local=local,
+        progress_interval_s=progress_interval_s,
+        console=console,
+    )
     folder = report or Path("reports") / s.name / summary.run_id
     _check_report_folder(results, folder)
     comparisons = compare_runs(results, baseline, summary.run_id, tolerance, alpha, folder / "figures")
-    header = dict(sweep=s.name, spec_hash=s.spec_hash(), baseline_code=record["code_version"],
-                  new_code=code_version(), tolerance=tolerance, alpha=alpha)
+    header = dict(
+        sweep=s.name,
+        spec_hash=s.spec_hash(),
+        baseline_code=record["code_version"],
+        new_code=code_version(),
+        tolerance=tolerance,
+        alpha=alpha,
+    )
     caveats = [n for r in (baseline, summary.run_id) for n in run_caveats(results, results.sweep_of(r), r)]
-    path = write_report(folder / "report.md", comparisons, baseline, summary.run_id, folder / "figures", header,
-                        caveats)
+    path = write_report(
+        folder / "report.md",
+        comparisons,
+        baseline,
+        summary.run_id,
+        folder / "figures",
+        header,
+        caveats,
+    )
     return Replication(s.name, baseline, summary.run_id, comparisons, caveats, path)
 
 
@@ -249,16 +311,19 @@ def _check_report_folder(results: ResultsStore, folder: Path) -> None:
     if folder.exists() and not folder.is_dir():
         raise AttnsweepError(f"--report: {folder} exists and is not a folder")
     if results.holds(folder):
-        raise AttnsweepError(f"--report: {folder} is inside the results store at {results.root}; give a folder "
-                             "outside it")
+        raise AttnsweepError(
+            f"--report: {folder} is inside the results store at {results.root}; give a folder outside it"
+        )
     figures = folder / "figures"
     try:
         check_output_folder(folder, [figures, figures / "baseline", figures / "new"], "--report")
     except ValueError as exc:
         raise AttnsweepError(str(exc)) from None
     if (folder / "report.md").exists() and not (folder / "report.md").is_symlink():
-        raise AttnsweepError(f"--report: {folder} already holds the report of a replication (report.md); each "
-                             "replication gets a folder of its own: give a new one")
+        raise AttnsweepError(
+            f"--report: {folder} already holds the report of a replication (report.md); each "
+            "replication gets a folder of its own: give a new one"
+        )
 
 
 def _analysable(results: ResultsStore, run_id: str) -> None:
@@ -276,5 +341,6 @@ def _analysable(results: ResultsStore, run_id: str) -> None:
         else:
             analyze_run(results, run_id)
     except StoreError as exc:
-        raise AttnsweepError(f"--baseline: run {run_id} cannot be analysed, so nothing could be compared with it: "
-                             f"{exc}") from exc
+        raise AttnsweepError(
+            f"--baseline: run {run_id} cannot be analysed, so nothing could be compared with it: {exc}"
+        ) from exc

@@ -23,8 +23,10 @@ def resolve_run(results: ResultsStore, name: str | None, notify: Callable[[str],
         return None
     run_id, n_runs = results.resolve_run(name)
     if n_runs and notify is not None:
-        notify(f"{name} is a sweep: its latest run is {run_id}"
-               + (f" (of {n_runs}; `attnsweep runs` lists them)" if n_runs > 1 else ""))
+        notify(
+            f"{name} is a sweep: its latest run is {run_id}"
+            + (f" (of {n_runs}; `attnsweep runs` lists them)" if n_runs > 1 else "")
+        )
     return run_id
 
 
@@ -122,12 +124,22 @@ def list_runs(store: str, sweep: str | None = None) -> list[RunRow] | None:
         running = r.get("status") == "running" or any(v is None for v in counts.values())
         if running:  # not ended (its record's counts are those of its start): count the rows it holds so far
             try:
-                held = (results.scan_run_trials(r["sweep"], r["run_id"]).group_by("status").len().collect())
+                held = results.scan_run_trials(r["sweep"], r["run_id"]).group_by("status").len().collect()
                 counts = dict.fromkeys(RUN_STATUSES, 0) | dict(zip(held["status"], held["len"]))
             except StoreError:
                 counts = dict.fromkeys(RUN_STATUSES, 0)
-        rows.append(RunRow(r["sweep"], r["run_id"], r.get("status"), running, r.get("n_trials"), counts,
-                           r.get("started_at"), r.get("ended_at")))
+        rows.append(
+            RunRow(
+                r["sweep"],
+                r["run_id"],
+                r.get("status"),
+                running,
+                r.get("n_trials"),
+                counts,
+                r.get("started_at"),
+                r.get("ended_at"),
+            )
+        )
     return rows
 
 
@@ -161,17 +173,26 @@ def compact(store: str, sweep: str | None = None, run_id: str | None = None) -> 
     results = ResultsStore(store)
     recognise(results)  # exit 2 for no folder, or a folder that is not a store
     total = Compaction()
-    folders = [f for f in sorted(listing(results.root / "trials", "sweep=*/run_id=*"), key=str)
-               if (not sweep or f.parent.name == f"sweep={sweep}") and (not run_id or f.name == f"run_id={run_id}")]
+    folders = [
+        f
+        for f in sorted(listing(results.root / "trials", "sweep=*/run_id=*"), key=str)
+        if (not sweep or f.parent.name == f"sweep={sweep}") and (not run_id or f.name == f"run_id={run_id}")
+    ]
     if (sweep or run_id) and not folders:
-        raise AttnsweepError(f"no trials of {'run ' + run_id if run_id else ''}{' of ' if sweep and run_id else ''}"
-                             f"{'sweep ' + sweep if sweep else ''} in the store at {store}")
+        raise AttnsweepError(
+            f"no trials of {'run ' + run_id if run_id else ''}{' of ' if sweep and run_id else ''}"
+            f"{'sweep ' + sweep if sweep else ''} in the store at {store}"
+        )
     for folder in folders:
         sw, r = folder.parent.name.removeprefix("sweep="), folder.name.removeprefix("run_id=")
         why = not_a_run_folder(folder)  # one odd folder must not stop the compaction of the others
         if why is not None:
-            total.skipped.append((f"{folder.relative_to(results.root)}: {why}; left as it is (store check lists "
-                                  "its files)", False))
+            total.skipped.append(
+                (
+                    f"{folder.relative_to(results.root)}: {why}; left as it is (store check lists its files)",
+                    False,
+                )
+            )
             continue
         try:
             with RunLock(results, sw, r):

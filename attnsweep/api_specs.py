@@ -68,11 +68,18 @@ def check_spec(spec: str | Path, max_trials: int = 1_000_000) -> SpecCheck:
             return size
 
         n_packs, exact = count_packs(s, size_of)
-    biggest = max([biggest, *(s.family.working_bytes(c) + s.family.memory_bytes(c) for c in _largest_trials(s))])
+    biggest = max(
+        [
+            biggest,
+            *(s.family.working_bytes(c) + s.family.memory_bytes(c) for c in _largest_trials(s)),
+        ]
+    )
     pooled = []
     if s.experiment == "symmetry":  # its cells are keyed by these alone (stats/symmetry.py)
-        pooled = sorted({axis for g in s.grids for axis, values in g.items() if len(values) > 1}
-                        - {"teacher", "model", "equivariance", "n", "k", "d", "m"})
+        pooled = sorted(
+            {axis for g in s.grids for axis, values in g.items() if len(values) > 1}
+            - {"teacher", "model", "equivariance", "n", "k", "d", "m"}
+        )
     return SpecCheck(s, workers, n_packs, exact, biggest, budget, pooled)
 
 
@@ -88,8 +95,10 @@ def _largest_trials(s):
     if shape_groups(s)[2]:
         return
     for block in range(len(s.grids)):
-        top = {k: max(v) if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) else v[0]
-               for k, v in s.axes(block).items()}
+        top = {
+            k: max(v) if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) else v[0]
+            for k, v in s.axes(block).items()
+        }
         try:
             yield s.family.config(**s.fixed, **top)
         except ValueError:  # the largest values together break a cross-field rule

@@ -155,8 +155,16 @@ class Store:
 
             detail = analyze_run(self.results, run, folder, settings)
             _, verdicts = boolean_verdicts([m_star_table(detail)], tuned_fields(self.results, sweep, run), settings.ci)
-        return RunAnalysis(sweep, run, experiment, detail.m_star, verdicts, list(detail.figures),
-                           run_caveats(self.results, sweep, run), detail)
+        return RunAnalysis(
+            sweep,
+            run,
+            experiment,
+            detail.m_star,
+            verdicts,
+            list(detail.figures),
+            run_caveats(self.results, sweep, run),
+            detail,
+        )
 
 
 @dataclass(frozen=True)
@@ -229,8 +237,10 @@ class RunAnalysis:
         import polars as pl
 
         columns = ("id", "claim", "verdict", "statistic", "interval", "why")
-        return pl.DataFrame([{c: str(v.get(c, "")) for c in columns} for v in self.verdicts],
-                            schema={c: pl.String for c in columns})
+        return pl.DataFrame(
+            [{c: str(v.get(c, "")) for c in columns} for v in self.verdicts],
+            schema={c: pl.String for c in columns},
+        )
 
     @property
     def fits(self) -> pl.DataFrame:
@@ -255,34 +265,46 @@ class RunAnalysis:
         """
         import polars as pl
 
-        from attnsweep.stats.critical import format_m_star
         from attnsweep.stats.boolean_cells import RESULT_COLUMNS
+        from attnsweep.stats.critical import format_m_star
 
         table = self.m_star
         unknown = sorted(set(cell) - set(table.columns))
         if unknown:
             fields = [c for c in table.columns if c not in RESULT_COLUMNS]
-            raise AttnsweepError(f"m_star_of: no setting {', '.join(unknown)}; the cells are named by "
-                                 f"{', '.join(fields)}")
+            raise AttnsweepError(
+                f"m_star_of: no setting {', '.join(unknown)}; the cells are named by {', '.join(fields)}"
+            )
         for name, value in cell.items():
             _comparable(name, value, table.schema[name])
             table = table.filter(pl.col(name).is_null() if value is None else pl.col(name) == value)
         if table.is_empty():
             have = {name: _sorted(self.m_star[name].unique().to_list()) for name in cell}
-            raise AttnsweepError(f"m_star_of: no cell with {_settings(cell)}; the run has "
-                                 + "; ".join(f"{k}: {v}" for k, v in have.items()))
+            raise AttnsweepError(
+                f"m_star_of: no cell with {_settings(cell)}; the run has "
+                + "; ".join(f"{k}: {v}" for k, v in have.items())
+            )
         if table.height > 1:
             apart = [c for c in table.columns if c not in RESULT_COLUMNS and table[c].n_unique() > 1]
-            raise AttnsweepError(f"m_star_of: {table.height} cells have {_settings(cell)}; give also "
-                                 + ", ".join(f"{c} (one of {_sorted(table[c].unique().to_list())})"
-                                             for c in apart))
+            raise AttnsweepError(
+                f"m_star_of: {table.height} cells have {_settings(cell)}; give also "
+                + ", ".join(f"{c} (one of {_sorted(table[c].unique().to_list())})" for c in apart)
+            )
         r = table.row(0, named=True)
         fields = {c: r[c] for c in table.columns if c not in RESULT_COLUMNS}
         return CriticalSampleSize(
-            cell=fields, estimate=_float(r["m_star"]), ci_lo=_float(r["ci_lo"]), ci_hi=_float(r["ci_hi"]),
-            bound=r["bound"], flags=tuple(f for f in (r.get("flags") or "").split("; ") if f),
-            m_star_grid=_float(r["m_star_grid"]), n_seeds=r["n_seeds"], m_min=r["m_min"], m_max=r["m_max"],
-            text=format_m_star(r["m_star"], r["bound"]))
+            cell=fields,
+            estimate=_float(r["m_star"]),
+            ci_lo=_float(r["ci_lo"]),
+            ci_hi=_float(r["ci_hi"]),
+            bound=r["bound"],
+            flags=tuple(f for f in (r.get("flags") or "").split("; ") if f),
+            m_star_grid=_float(r["m_star_grid"]),
+            n_seeds=r["n_seeds"],
+            m_min=r["m_min"],
+            m_max=r["m_max"],
+            text=format_m_star(r["m_star"], r["bound"]),
+        )
 
     def show(self) -> None:
         """Display the run's figures inline in Jupyter or IPython; elsewhere (a script)
@@ -338,4 +360,3 @@ def _float(value) -> float:
 
 def _settings(cell: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in cell.items()) or "no settings"
-

@@ -19,8 +19,12 @@ from attnsweep import cli_cluster, cli_query, cli_report, cli_run, cli_specs, cl
 from attnsweep.cli_options import err, out
 from attnsweep.presentation.console_text import visible
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Sweeps of small attention models on Ray, results in Parquet, verdicts with polars.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Sweeps of small attention models on Ray, results in Parquet, verdicts with polars.",
+)
 
 
 def _version(value: bool) -> None:
@@ -37,15 +41,34 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="print the installed version and exit")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="print the installed version and exit",
+        ),
+    ] = False,
 ) -> None:
     """Sweeps of small attention models on Ray, results in Parquet, verdicts with polars."""
 
 
-for command in (cli_specs.validate, cli_specs.init, cli_run.run, cli_run.resume, cli_run.replicate,
-                cli_cluster.submit, cli_cluster.status, cli_cluster.logs, cli_cluster.cancel, cli_store.runs,
-                cli_run.analyze, cli_report.report, cli_query.query):
+for command in (
+    cli_specs.validate,
+    cli_specs.init,
+    cli_run.run,
+    cli_run.resume,
+    cli_run.replicate,
+    cli_cluster.submit,
+    cli_cluster.status,
+    cli_cluster.logs,
+    cli_cluster.cancel,
+    cli_store.runs,
+    cli_run.analyze,
+    cli_report.report,
+    cli_query.query,
+):
     app.command()(command)
 app.add_typer(cli_specs.examples_app, name="examples")
 app.add_typer(cli_store.store_app, name="store")
@@ -58,7 +81,8 @@ def main() -> None:
 
     # One line per warning (e.g. a quarantined store file), not the source line behind it.
     warnings.showwarning = lambda message, category, *args, **kw: err.print(
-        f"warning: {visible(message)}", style="yellow", markup=False, highlight=False)
+        f"warning: {visible(message)}", style="yellow", markup=False, highlight=False
+    )
     app()
 
 

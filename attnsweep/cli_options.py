@@ -31,8 +31,10 @@ err = _console(stderr=True)
 out = _console(stderr=False)
 
 # A string, not a Path: Path("") would silently become the current folder.
-StoreOpt = Annotated[str, typer.Option("--store", envvar="ATTNSWEEP_STORE", metavar="DIR",
-                                        help="results store directory or URI")]
+StoreOpt = Annotated[
+    str,
+    typer.Option("--store", envvar="ATTNSWEEP_STORE", metavar="DIR", help="results store directory or URI"),
+]
 SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="sweep spec (YAML)")]
 MaxTrialsOpt = Annotated[int, typer.Option(min=1, metavar="N", help="refuse grids above this many trials")]
 DEFAULT_PROGRESS_INTERVAL = 10.0  # orchestrator.progress.PROGRESS_INTERVAL_S, without importing it for --help
@@ -72,26 +74,59 @@ def user_errors(fn):
     return wrapper
 
 
-STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs", "azure")  # not google: protobuf (Ray) lives there
+STORE_CLIENTS = (
+    "botocore",
+    "aiobotocore",
+    "s3fs",
+    "gcsfs",
+    "adlfs",
+    "azure",
+)  # not google: protobuf (Ray) lives there
 """Packages whose errors are an object store's refusal, told in one line (exit 2) as an OSError is."""
 
 
-AddressOpt = Annotated[str | None, typer.Option(metavar="ADDRESS",
-                                                help="Ray cluster: auto or HOST:PORT (default: start a local Ray)")]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(metavar="ADDRESS", help="Ray cluster: auto or HOST:PORT (default: start a local Ray)"),
+]
 LocalOpt = Annotated[bool, typer.Option("--local", metavar="", help="run packs in this process, without Ray")]
 InFlightOpt = Annotated[int | None, typer.Option(min=1, metavar="N", help="packs submitted at once")]
 FiguresOpt = Annotated[Path | None, typer.Option(metavar="DIR", help="figure folder (default: figures/SWEEP/RUN_ID)")]
 AnalyzeOpt = Annotated[bool, typer.Option(metavar="", help="print the m* table and fits at the end")]
-ProgressOpt = Annotated[float, typer.Option(
-    "--progress-interval", min=0.1, max=86_400, metavar="SECONDS", envvar="ATTNSWEEP_PROGRESS_INTERVAL",
-    help="seconds between progress lines when stderr is not a terminal (a log, a file)")]
+ProgressOpt = Annotated[
+    float,
+    typer.Option(
+        "--progress-interval",
+        min=0.1,
+        max=86_400,
+        metavar="SECONDS",
+        envvar="ATTNSWEEP_PROGRESS_INTERVAL",
+        help="seconds between progress lines when stderr is not a terminal (a log, a file)",
+    ),
+]
 
-JobAddressOpt = Annotated[str, typer.Option("--address", envvar="RAY_API_SERVER_ADDRESS", metavar="URL",
-                                             help="job server, e.g. http://127.0.0.1:8265")]
+JobAddressOpt = Annotated[
+    str,
+    typer.Option(
+        "--address",
+        envvar="RAY_API_SERVER_ADDRESS",
+        metavar="URL",
+        help="job server, e.g. http://127.0.0.1:8265",
+    ),
+]
 DEFAULT_JOB_ADDRESS = "http://127.0.0.1:8265"
 JobArg = Annotated[str, typer.Argument(metavar="JOB_ID", help="job id from submit")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", envvar="ATTNSWEEP_TIMEOUT", min=0.1, max=86_400, metavar="SECONDS",
-                                           help="seconds each call to the job server may take")]
+TimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        envvar="ATTNSWEEP_TIMEOUT",
+        min=0.1,
+        max=86_400,
+        metavar="SECONDS",
+        help="seconds each call to the job server may take",
+    ),
+]
 DEFAULT_TIMEOUT = 30.0  # orchestrator.deadline.TIMEOUT_S, without importing it for --help
 
 

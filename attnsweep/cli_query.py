@@ -10,7 +10,14 @@ from typing import Annotated, Literal
 
 import typer
 
-from attnsweep.cli_options import DEFAULT_STORE, StoreOpt, err, out, sigterm_as_interrupt, user_errors
+from attnsweep.cli_options import (
+    DEFAULT_STORE,
+    StoreOpt,
+    err,
+    out,
+    sigterm_as_interrupt,
+    user_errors,
+)
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.presentation.console_text import visible
 
@@ -26,32 +33,66 @@ def _query_output(output: str):
     path = Path(output)
     tail = "/" if output.endswith("/") else "/." if os.path.basename(output.rstrip("/")) == "." else None
     if tail is not None and not path.is_dir():
-        raise AttnsweepError(f"--output: {output} names a folder (it ends in '{tail}'), and {path} is not one; give "
-                             f"the path of a file, without the '{tail}'; nothing was written")
+        raise AttnsweepError(
+            f"--output: {output} names a folder (it ends in '{tail}'), and {path} is not one; give "
+            f"the path of a file, without the '{tail}'; nothing was written"
+        )
     return resolve_output(path)
 
 
 @user_errors
 def query(
-    sql: Annotated[str | None, typer.Argument(metavar="SQL",
-        help="one SELECT over the tables 'trials' and 'runs' (DuckDB SQL); '-' reads it from stdin")] = None,
+    sql: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="SQL",
+            help="one SELECT over the tables 'trials' and 'runs' (DuckDB SQL); '-' reads it from stdin",
+        ),
+    ] = None,
     store: StoreOpt = DEFAULT_STORE,
-    file: Annotated[Path | None, typer.Option("--file", "-f", metavar="FILE", help="read the SQL from this file")] = None,
-    schema: Annotated[bool, typer.Option("--schema", metavar="", help="list the tables and their columns, then exit")] = False,
-    format: Annotated[Literal["table", "csv", "json", "parquet"], typer.Option(
-        "--format", metavar="table|csv|json|parquet", help="output format")] = "table",
-    output: Annotated[str | None, typer.Option(metavar="FILE", help=(  # a string: Path would drop a trailing '/'
-        "write to this file instead of stdout (a file is replaced whole when the query succeeds; a "
-        "device or FIFO is written through; a folder, block device or socket, a path ending in '/' and "
-        "a path inside the store are refused)"))] = None,
-    memory_limit: Annotated[str, typer.Option(
-        "--memory-limit", envvar="ATTNSWEEP_QUERY_MEMORY", metavar="SIZE",
-        help="DuckDB's memory for the query, e.g. 2GB, 512MiB or 25% (of this machine's); beyond it, it spills "
-             "to a temporary folder; the result's batches count too")] = "25%",
-    spill_limit: Annotated[str | None, typer.Option(
-        "--spill-limit", envvar="ATTNSWEEP_QUERY_SPILL", metavar="SIZE",
-        help="the most the query may spill to its temporary folder (under TMPDIR), e.g. 20GB or 50% (of the space "
-             "free there); default half the space free there. The folder is removed however the query ends")] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", metavar="FILE", help="read the SQL from this file"),
+    ] = None,
+    schema: Annotated[
+        bool,
+        typer.Option("--schema", metavar="", help="list the tables and their columns, then exit"),
+    ] = False,
+    format: Annotated[
+        Literal["table", "csv", "json", "parquet"],
+        typer.Option("--format", metavar="table|csv|json|parquet", help="output format"),
+    ] = "table",
+    output: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FILE",
+            help=(  # a string: Path would drop a trailing '/'
+                "write to this file instead of stdout (a file is replaced whole when the query succeeds; a "
+                "device or FIFO is written through; a folder, block device or socket, a path ending in '/' and "
+                "a path inside the store are refused)"
+            ),
+        ),
+    ] = None,
+    memory_limit: Annotated[
+        str,
+        typer.Option(
+            "--memory-limit",
+            envvar="ATTNSWEEP_QUERY_MEMORY",
+            metavar="SIZE",
+            help="DuckDB's memory for the query, e.g. 2GB, 512MiB or 25% (of this machine's); beyond it, it spills "
+            "to a temporary folder; the result's batches count too",
+        ),
+    ] = "25%",
+    spill_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--spill-limit",
+            envvar="ATTNSWEEP_QUERY_SPILL",
+            metavar="SIZE",
+            help="the most the query may spill to its temporary folder (under TMPDIR), e.g. 20GB or 50% (of the space "
+            "free there); default half the space free there. The folder is removed however the query ends",
+        ),
+    ] = None,
 ) -> None:
     """Run a read-only SQL query over the store (DuckDB SQL; the engine has no file access).
 
@@ -69,12 +110,15 @@ def query(
     check_paths(store, None)
     results = existing_store(store)
     if target is not None and results.holds(target.path):
-        raise AttnsweepError(f"--output: {output} is inside the results store at {store}; a file written there would "
-                             "be read back as part of the store or replace a run's files. Give a path outside it; "
-                             "nothing was written")
+        raise AttnsweepError(
+            f"--output: {output} is inside the results store at {store}; a file written there would "
+            "be read back as part of the store or replace a run's files. Give a path outside it; "
+            "nothing was written"
+        )
     if sys.stdout is None and (target is None or schema):
-        raise AttnsweepError("query: stdout is closed; give --output FILE" if not schema else "query --schema: stdout "
-                             "is closed")
+        raise AttnsweepError(
+            "query: stdout is closed; give --output FILE" if not schema else "query --schema: stdout is closed"
+        )
     if schema:
         tables = table_schemas(results)
         if not tables:
@@ -97,8 +141,12 @@ def query(
         with sigterm_as_interrupt():  # SIGTERM (timeout, cron, systemd) cleans up as Ctrl-C does
             _query_to(results, sql, limit, spill_bytes, format, target, output)
     except KeyboardInterrupt:
-        err.print("interrupted" + (f": {output} is as it was" if target is not None and not target.through else ""),
-                  style="yellow", markup=False, highlight=False)
+        err.print(
+            "interrupted" + (f": {output} is as it was" if target is not None and not target.through else ""),
+            style="yellow",
+            markup=False,
+            highlight=False,
+        )
         raise typer.Exit(130) from None
     except BrokenPipeError:  # stdout's reader stopped reading (| head): end quietly, as a pipe's writer does
         try:
@@ -111,12 +159,22 @@ def query(
 def _query_to(results, sql: str, limit: str, spill_bytes: int, format: str, target, output: str | None) -> None:
     from contextlib import nullcontext
 
-    from attnsweep.presentation.query_output import converter, open_output, table_text, write_batches
+    from attnsweep.presentation.query_output import (
+        converter,
+        open_output,
+        table_text,
+        write_batches,
+    )
     from attnsweep.results import stream_query
     from attnsweep.results.query_columns import hugeint_as_text
 
-    schema_, batches = stream_query(results, sql, memory_limit=limit, convert=hugeint_as_text(converter(format)),
-                                    spill_bytes=spill_bytes)
+    schema_, batches = stream_query(
+        results,
+        sql,
+        memory_limit=limit,
+        convert=hugeint_as_text(converter(format)),
+        spill_bytes=spill_bytes,
+    )
     with batches:  # the connection and its spill folder go whatever happens below
         sink = open_output(target) if target is not None else nullcontext(sys.stdout.buffer)
         if format == "table":

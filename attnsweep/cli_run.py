@@ -9,9 +9,25 @@ from typing import Annotated, Literal
 
 import typer
 
-from attnsweep.cli_options import (DEFAULT_PROGRESS_INTERVAL, DEFAULT_STORE, AddressOpt, AnalyzeOpt, FiguresOpt,
-                                   InFlightOpt, LocalOpt, MaxTrialsOpt, ProgressOpt, SpecArg, StoreOpt, err, notice,
-                                   out, quoted, run_or_latest, user_errors)
+from attnsweep.cli_options import (
+    DEFAULT_PROGRESS_INTERVAL,
+    DEFAULT_STORE,
+    AddressOpt,
+    AnalyzeOpt,
+    FiguresOpt,
+    InFlightOpt,
+    LocalOpt,
+    MaxTrialsOpt,
+    ProgressOpt,
+    SpecArg,
+    StoreOpt,
+    err,
+    notice,
+    out,
+    quoted,
+    run_or_latest,
+    user_errors,
+)
 from attnsweep.orchestrator.errors import AttnsweepError, RayDiedError
 from attnsweep.presentation.console_text import markup, visible
 
@@ -24,8 +40,13 @@ def run(
     local: LocalOpt = False,
     max_in_flight: InFlightOpt = None,
     max_trials: MaxTrialsOpt = 1_000_000,
-    resume: Annotated[str | None, typer.Option(metavar="RUN_ID",
-        help="continue this run of the same spec: skip trials it already holds (also: attnsweep resume RUN_ID)")] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RUN_ID",
+            help="continue this run of the same spec: skip trials it already holds (also: attnsweep resume RUN_ID)",
+        ),
+    ] = None,
     figures: FiguresOpt = None,
     analyze: AnalyzeOpt = True,
     progress_interval: ProgressOpt = DEFAULT_PROGRESS_INTERVAL,
@@ -43,7 +64,10 @@ def run(
 
 @user_errors
 def resume(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run to continue (a sweep's name: its latest run)")],
+    run_id: Annotated[
+        str,
+        typer.Argument(metavar="RUN_ID", help="the run to continue (a sweep's name: its latest run)"),
+    ],
     store: StoreOpt = DEFAULT_STORE,
     address: AddressOpt = None,
     local: LocalOpt = False,
@@ -64,8 +88,17 @@ def resume(
     _execute(s, store, address, local, max_in_flight, figures, analyze, run_id, progress_interval)
 
 
-def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyze: bool, resume_id: str | None,
-             progress_interval: float) -> None:
+def _execute(
+    s,
+    store: str,
+    address,
+    local: bool,
+    max_in_flight,
+    figures,
+    analyze: bool,
+    resume_id: str | None,
+    progress_interval: float,
+) -> None:
     """attnsweep run / resume: the Python API's run (attnsweep/api.py; SIGTERM ends it as
     Ctrl-C does) with a terminal's output around it."""
     from attnsweep import api
@@ -77,17 +110,33 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
     check_paths(store, figures)
     run_id = resume_id or new_run_id()
     try:
-        summary = api.run(s, store, address=address, local=local, max_in_flight=max_in_flight, resume=resume_id,
-                          run_id=run_id, progress_interval_s=progress_interval, console=err)
+        summary = api.run(
+            s,
+            store,
+            address=address,
+            local=local,
+            max_in_flight=max_in_flight,
+            resume=resume_id,
+            run_id=run_id,
+            progress_interval_s=progress_interval,
+            console=err,
+        )
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
-                  + (f" --store {markup(quoted(store))}" if store != DEFAULT_STORE else ""), soft_wrap=True)
+        err.print(
+            f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
+            + (f" --store {markup(quoted(store))}" if store != DEFAULT_STORE else ""),
+            soft_wrap=True,
+        )
         raise typer.Exit(130) from None
     except RayDiedError as exc:  # one line naming the run to resume, not Ray's traceback
-        raise AttnsweepError(f"{exc} with: attnsweep resume {run_id}"
-                             + (f" --store {store}" if store != DEFAULT_STORE else "")) from None
+        raise AttnsweepError(
+            f"{exc} with: attnsweep resume {run_id}" + (f" --store {store}" if store != DEFAULT_STORE else "")
+        ) from None
     if summary.already_complete:
-        err.print(visible(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume"), markup=False)
+        err.print(
+            visible(f"run {run_id} is complete ({summary.n_trials} trials); nothing to resume"),
+            markup=False,
+        )
     else:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing left to run"
         if resume_id is not None:  # the whole run, as the store holds it; then this attempt's part
@@ -95,29 +144,50 @@ def _execute(s, store: str, address, local: bool, max_in_flight, figures, analyz
             from attnsweep.results import ResultsStore
 
             whole = trial_counts(ResultsStore(store), summary.sweep, summary.run_id)
-            counts = (", ".join(f"{k} {v}" for k, v in sorted(whole.items())) or "no trials") + f" (this attempt: {counts})"
-        err.print(f"[bold]run {markup(summary.run_id)}[/] of sweep {markup(summary.sweep)}: {markup(counts)}; "
-                  f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s, "
-                  f"workers idle {summary.idle_frac or 0:.0%} of the time; store {markup(store)}", soft_wrap=True)
+            counts = (
+                ", ".join(f"{k} {v}" for k, v in sorted(whole.items())) or "no trials"
+            ) + f" (this attempt: {counts})"
+        err.print(
+            f"[bold]run {markup(summary.run_id)}[/] of sweep {markup(summary.sweep)}: {markup(counts)}; "
+            f"{summary.wall_s:.1f} s, {summary.trials_per_s:.1f} trials/s, "
+            f"workers idle {summary.idle_frac or 0:.0%} of the time; store {markup(store)}",
+            soft_wrap=True,
+        )
     if analyze:
         from attnsweep.results import ResultsStore
 
-        _print_analysis(ResultsStore(store), summary.run_id, figures or Path("figures") / summary.sweep / summary.run_id)
+        _print_analysis(
+            ResultsStore(store),
+            summary.run_id,
+            figures or Path("figures") / summary.sweep / summary.run_id,
+        )
 
 
 @user_errors
 def replicate(
     spec: Annotated[Path, typer.Argument(metavar="SPEC", help="the pinned sweep spec (YAML)")],
-    baseline: Annotated[str, typer.Option(metavar="RUN_ID", help="run id of the baseline run of this spec (a sweep's name: its latest run)")],
+    baseline: Annotated[
+        str,
+        typer.Option(
+            metavar="RUN_ID",
+            help="run id of the baseline run of this spec (a sweep's name: its latest run)",
+        ),
+    ],
     store: StoreOpt = DEFAULT_STORE,
     address: AddressOpt = None,
     local: LocalOpt = False,
-    report: Annotated[Path | None, typer.Option(metavar="DIR",
-                                                help="report folder (default: reports/SWEEP/NEW_RUN_ID)")] = None,
-    tolerance: Annotated[float, typer.Option(min=0, metavar="FRACTION",
-                                             help="relative widening of the baseline intervals")] = 0.25,
-    alpha: Annotated[float, typer.Option(min=0, max=1, metavar="LEVEL",
-                                         help="level of the Holm-corrected distribution tests")] = 0.01,
+    report: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="report folder (default: reports/SWEEP/NEW_RUN_ID)"),
+    ] = None,
+    tolerance: Annotated[
+        float,
+        typer.Option(min=0, metavar="FRACTION", help="relative widening of the baseline intervals"),
+    ] = 0.25,
+    alpha: Annotated[
+        float,
+        typer.Option(min=0, max=1, metavar="LEVEL", help="level of the Holm-corrected distribution tests"),
+    ] = 0.01,
     progress_interval: ProgressOpt = DEFAULT_PROGRESS_INTERVAL,
 ) -> None:
     """Re-run a pinned sweep and compare it with a baseline run; exit 1 on a regression.
@@ -126,32 +196,63 @@ def replicate(
     """
     from attnsweep.api_reports import replicate as replicate_run
 
-    done = replicate_run(spec, baseline, store, address=address, local=local, report=report, tolerance=tolerance,
-                         alpha=alpha, progress_interval_s=progress_interval, console=err, notify=notice)
+    done = replicate_run(
+        spec,
+        baseline,
+        store,
+        address=address,
+        local=local,
+        report=report,
+        tolerance=tolerance,
+        alpha=alpha,
+        progress_interval_s=progress_interval,
+        console=err,
+        notify=notice,
+    )
     for note in done.caveats:
         err.print(visible(f"warning: {note}"), style="yellow", markup=False, highlight=False)
     failed = done.failed
     for c in failed:
-        err.print(visible(f"moved: {c.kind} {c.what}: baseline {c.baseline}, new {c.new}"), markup=False, highlight=False)
+        err.print(
+            visible(f"moved: {c.kind} {c.what}: baseline {c.baseline}, new {c.new}"),
+            markup=False,
+            highlight=False,
+        )
     verdict = "REGRESSION" if failed else "passed"
-    out.print(visible(f"replication of {done.sweep} (run {done.run_id} vs baseline {done.baseline}): {verdict}; "
-                      f"{len(failed)} of {sum(c.ok is not None for c in done.comparisons)} comparisons failed; report "
-                      f"{done.path}"),
-              markup=False, highlight=False)
+    out.print(
+        visible(
+            f"replication of {done.sweep} (run {done.run_id} vs baseline {done.baseline}): {verdict}; "
+            f"{len(failed)} of {sum(c.ok is not None for c in done.comparisons)} comparisons failed; report "
+            f"{done.path}"
+        ),
+        markup=False,
+        highlight=False,
+    )
     if failed:
         raise typer.Exit(1)
 
 
 @user_errors
 def analyze(
-    run: Annotated[str | None, typer.Argument(metavar="RUN_ID", help="the run, or a sweep's name for its latest run "
-                                                                      "(default: the latest run)")] = None,
+    run: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="RUN_ID",
+            help="the run, or a sweep's name for its latest run (default: the latest run)",
+        ),
+    ] = None,
     store: StoreOpt = DEFAULT_STORE,
     run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="the run, as an option")] = None,
     figures: FiguresOpt = None,
-    format: Annotated[Literal["table", "csv", "json"], typer.Option(
-        "--format", metavar="table|csv|json", help="table: tables and figures; csv, json: the m* table alone on "
-                                                   "stdout, for scripts (figures only with --figures)")] = "table",
+    format: Annotated[
+        Literal["table", "csv", "json"],
+        typer.Option(
+            "--format",
+            metavar="table|csv|json",
+            help="table: tables and figures; csv, json: the m* table alone on "
+            "stdout, for scripts (figures only with --figures)",
+        ),
+    ] = "table",
 ) -> None:
     """Print m* per cell with bootstrap intervals, the growth-law fits (or S1-S4), and write figures."""
     from attnsweep.api_runs import check_paths
@@ -164,8 +265,9 @@ def analyze(
         try:
             figures.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise AttnsweepError(f"--figures: cannot make {figures}: {exc.strerror or exc}; nothing was "
-                                 "analysed") from None
+            raise AttnsweepError(
+                f"--figures: cannot make {figures}: {exc.strerror or exc}; nothing was analysed"
+            ) from None
     results = ResultsStore(store)
     _print_analysis(results, run_or_latest(results, run or run_id), figures, format)
 
@@ -188,15 +290,23 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     def run(figures_dir):
         if store.read_run(sweep, run_id).get("experiment") == "symmetry":
             settings = settings_of(store, sweep, run_id)
-            print_symmetry(analyze_symmetry_run(store, sweep, run_id, settings, figures_dir), out, settings.target_error)
+            print_symmetry(
+                analyze_symmetry_run(store, sweep, run_id, settings, figures_dir),
+                out,
+                settings.target_error,
+            )
         else:
             print_analysis(analyze_run(store, run_id, figures_dir), out)
 
     try:
         run(figures)
     except OSError as exc:  # the figure folder cannot be written: the analysis still prints
-        err.print(visible(f"warning: no figures ({exc.strerror or exc}: {exc.filename or figures}); give --figures DIR"),
-                  style="yellow", markup=False, highlight=False)
+        err.print(
+            visible(f"warning: no figures ({exc.strerror or exc}: {exc.filename or figures}); give --figures DIR"),
+            style="yellow",
+            markup=False,
+            highlight=False,
+        )
         run(None)
 
 
@@ -216,8 +326,12 @@ def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: 
         sys.stdout.write(table.write_json() + "\n")
     else:
         nested = [c for c, d in table.schema.items() if d.is_nested()]
-        table = table.with_columns(pl.col(c).map_elements(lambda v: json.dumps(v.to_list() if hasattr(v, "to_list")
-                                                                               else v, default=str),
-                                                          return_dtype=pl.String) for c in nested)
+        table = table.with_columns(
+            pl.col(c).map_elements(
+                lambda v: json.dumps(v.to_list() if hasattr(v, "to_list") else v, default=str),
+                return_dtype=pl.String,
+            )
+            for c in nested
+        )
         sys.stdout.write(table.write_csv())
     sys.stdout.flush()

@@ -12,44 +12,74 @@ from attnsweep.cli_options import MaxTrialsOpt, SpecArg, err, out, plural, user_
 
 
 @user_errors
-def validate(spec: SpecArg, max_trials: MaxTrialsOpt = 1_000_000,
-             show: Annotated[bool, typer.Option("--show", metavar="",
-                                                help="also print every trial setting of each grid block and where it "
-                                                     "comes from (spec or default)")] = False) -> None:
+def validate(
+    spec: SpecArg,
+    max_trials: MaxTrialsOpt = 1_000_000,
+    show: Annotated[
+        bool,
+        typer.Option(
+            "--show",
+            metavar="",
+            help="also print every trial setting of each grid block and where it comes from (spec or default)",
+        ),
+    ] = False,
+) -> None:
     """Check a spec and say what it would run; writes nothing."""
     from attnsweep.api_specs import check_spec
 
     check = check_spec(spec, max_trials=max_trials)
     s = check.spec
     if check.largest_trial_bytes > check.budget_bytes:
-        err.print(f"warning: one trial needs about {check.largest_trial_bytes / 2**20:,.0f} MiB of training memory, "
-                  f"more than execution.pack_memory_mb ({s.execution.pack_memory_mb:g}); such trials run one per pack "
-                  "and may not fit a worker", style="yellow", markup=False)
+        err.print(
+            f"warning: one trial needs about {check.largest_trial_bytes / 2**20:,.0f} MiB of training memory, "
+            f"more than execution.pack_memory_mb ({s.execution.pack_memory_mb:g}); such trials run one per pack "
+            "and may not fit a worker",
+            style="yellow",
+            markup=False,
+        )
     if check.pooled_axes:
-        err.print(f"warning: the grid varies {', '.join(check.pooled_axes)}: symmetry cells are keyed by teacher, "
-                  "student, n, k and d, so analyze will pool those values in one cell (it names them then); give each "
-                  "value its own run to compare them", style="yellow", markup=False)
+        err.print(
+            f"warning: the grid varies {', '.join(check.pooled_axes)}: symmetry cells are keyed by teacher, "
+            "student, n, k and d, so analyze will pool those values in one cell (it names them then); give each "
+            "value its own run to compare them",
+            style="yellow",
+            markup=False,
+        )
     if s.search.adaptive:
         n_cells = s.n_cells()
-        tune = (f", {' and '.join(s.search.tune.params()).replace('_', ' ')} tuned by Optuna against the spec's "
-                f"({s.search.tune.n_trials} parameter sets per cell)" if s.search.tune else "")
-        out.print(f"[green]valid[/]: sweep {s.name!r}: adaptive m* search over {plural(n_cells, 'cell')}, m in "
-                  f"{s.search.m.min}..{s.search.m.max}, to within {s.search.rel_tol:.0%}{tune}; at most "
-                  f"{plural(s.n_trials(), 'trial')}")
+        tune = (
+            f", {' and '.join(s.search.tune.params()).replace('_', ' ')} tuned by Optuna against the spec's "
+            f"({s.search.tune.n_trials} parameter sets per cell)"
+            if s.search.tune
+            else ""
+        )
+        out.print(
+            f"[green]valid[/]: sweep {s.name!r}: adaptive m* search over {plural(n_cells, 'cell')}, m in "
+            f"{s.search.m.min}..{s.search.m.max}, to within {s.search.rel_tol:.0%}{tune}; at most "
+            f"{plural(s.n_trials(), 'trial')}"
+        )
     else:
         n_packs = check.n_packs
-        packs = (plural(n_packs, "pack") if check.packs_exact
-                 else f"about {n_packs:,} packs (estimated from a sample of its shapes)")
-        out.print(f"[green]valid[/]: sweep {s.name!r}: {plural(s.n_trials(), 'trial')} in {packs} "
-                  f"(for {plural(check.workers, 'worker')} here)")
+        packs = (
+            plural(n_packs, "pack")
+            if check.packs_exact
+            else f"about {n_packs:,} packs (estimated from a sample of its shapes)"
+        )
+        out.print(
+            f"[green]valid[/]: sweep {s.name!r}: {plural(s.n_trials(), 'trial')} in {packs} "
+            f"(for {plural(check.workers, 'worker')} here)"
+        )
     for i in range(len(s.grids)):
         if len(s.grids) > 1:
             out.print(f"  grid block {i}:")
         for k, v in s.axes(i).items():
             shown = v if len(v) <= 12 else [*v[:6], "..."]
             values = ", ".join("null" if x is None else str(x) for x in shown)
-            out.print(f"  {'  ' if len(s.grids) > 1 else ''}{k}: [{values}]" + (f" ({len(v)} values)" if len(v) > 12 else ""),
-                      markup=False, highlight=False)
+            out.print(
+                f"  {'  ' if len(s.grids) > 1 else ''}{k}: [{values}]" + (f" ({len(v)} values)" if len(v) > 12 else ""),
+                markup=False,
+                highlight=False,
+            )
     if show:
         for i in range(len(s.grids)):
             out.print(_settings_table(s, i))
@@ -59,15 +89,19 @@ def _settings_table(s, block: int):
     """A rich table of grid block ``block``'s resolved trial settings: name, value, where it
     came from (the spec's grid, fixed, seeds or search, or the default), meaning. Defaults are
     dimmed and marked, so a setting the spec left out cannot pass unseen."""
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    from rich import box
-
     title = f"trial settings of grid block {block}" if len(s.grids) > 1 else "trial settings"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  caption="from: the spec's grid, fixed, seeds or search section, or the default (dimmed)",
-                  caption_justify="left")
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption="from: the spec's grid, fixed, seeds or search section, or the default (dimmed)",
+        caption_justify="left",
+    )
     # Headers never fold below their own width; the meaning column takes what the terminal has left,
     # and goes where there is no room for it.
     table.add_column("setting", no_wrap=True, min_width=len("setting"))
@@ -78,13 +112,18 @@ def _settings_table(s, block: int):
         table.add_column("meaning", overflow="fold", min_width=len("meaning"), ratio=1)
     for name, value, source, meaning in s.resolved_settings(block):
         style = "dim" if source == "default" else ""
-        cells = [Text(name, style=style), Text(_setting_text(value), style=style), Text(source, style=style)]
+        cells = [
+            Text(name, style=style),
+            Text(_setting_text(value), style=style),
+            Text(source, style=style),
+        ]
         table.add_row(*cells, *([Text(meaning, style=style)] if wide else []))
     return table
 
 
 def _setting_text(value) -> str:
     """A setting's value as the spec would write it (lists long as a grid's: their ends)."""
+
     def one(x) -> str:
         return "null" if x is None else str(x).lower() if isinstance(x, bool) else str(x)
 
@@ -94,19 +133,22 @@ def _setting_text(value) -> str:
     return one(value)
 
 
-
 @user_errors
-def init(path: Annotated[Path, typer.Argument(metavar="[PATH]", help="where to write it")] = Path("sweep.yaml")) -> None:
+def init(
+    path: Annotated[Path, typer.Argument(metavar="[PATH]", help="where to write it")] = Path("sweep.yaml"),
+) -> None:
     """Write a starter sweep spec (never over an existing file)."""
     from attnsweep.api_specs import write_starter
 
     write_starter(path)
-    out.print(f"wrote {path}; next: attnsweep validate --show {path}, then attnsweep run {path}",
-              markup=False, highlight=False)
+    out.print(
+        f"wrote {path}; next: attnsweep validate --show {path}, then attnsweep run {path}",
+        markup=False,
+        highlight=False,
+    )
 
 
-examples_app = typer.Typer(help="List the example sweep specs, or copy one to start from.",
-                           invoke_without_command=True)
+examples_app = typer.Typer(help="List the example sweep specs, or copy one to start from.", invoke_without_command=True)
 
 
 @examples_app.callback()
@@ -123,15 +165,22 @@ def examples_list() -> None:
     from attnsweep.api_specs import examples
 
     for name, about in examples():
-        out.print(f"{name:<26} {about[:100] + ('...' if len(about) > 100 else '')}".rstrip(),
-                  markup=False, highlight=False)
+        out.print(
+            f"{name:<26} {about[:100] + ('...' if len(about) > 100 else '')}".rstrip(),
+            markup=False,
+            highlight=False,
+        )
 
 
 @examples_app.command("copy")
 @user_errors
-def examples_copy(name: Annotated[str, typer.Argument(metavar="NAME", help="an example's name (see: attnsweep examples)")],
-                  dest: Annotated[Path | None, typer.Argument(metavar="[DEST]", help="file or existing folder "
-                                                               "(default: NAME.yaml here)")] = None) -> None:
+def examples_copy(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="an example's name (see: attnsweep examples)")],
+    dest: Annotated[
+        Path | None,
+        typer.Argument(metavar="[DEST]", help="file or existing folder (default: NAME.yaml here)"),
+    ] = None,
+) -> None:
     """Copy an example spec to DEST (never over an existing file)."""
     from attnsweep.api_specs import copy_example
 

@@ -33,11 +33,15 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     if report.empty:
         out.print(f"empty: the store at {markup(store)} holds no runs yet (nothing to check)")
         return
-    out.print(f"trials: {report.files['trials']} files, {report.rows['trials']} rows; "
-              f"runs: {report.files['runs']} files, {report.rows['runs']} rows")
+    out.print(
+        f"trials: {report.files['trials']} files, {report.rows['trials']} rows; "
+        f"runs: {report.files['runs']} files, {report.rows['runs']} rows"
+    )
     for path in report.quarantined:
-        out.print(f"[red]damaged[/]: {markup(path)} (unreadable as Parquet; quarantined: its rows are not read; "
-                  "resume its run to recompute them, then delete the file)")
+        out.print(
+            f"[red]damaged[/]: {markup(path)} (unreadable as Parquet; quarantined: its rows are not read; "
+            "resume its run to recompute them, then delete the file)"
+        )
     for problem in report.skipped:
         out.print(f"[red]damaged[/]: {markup(problem)} (unreadable as Parquet)")
     for problem in report.unreadable:
@@ -49,41 +53,68 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     for problem in report.foreign:
         out.print(f"[red]set aside[/]: {markup(problem)}", soft_wrap=True)
     for sweep, run_id, path in report.extra_records:
-        out.print(f"[red]second run record[/]: run {markup(run_id)} of sweep {markup(sweep)}: {markup(path)} is not read (a run's "
-                  "record is run.parquet alone); move or delete it", soft_wrap=True)
+        out.print(
+            f"[red]second run record[/]: run {markup(run_id)} of sweep {markup(sweep)}: {markup(path)} is not read (a run's "
+            "record is run.parquet alone); move or delete it",
+            soft_wrap=True,
+        )
     for sweep, run_id, read, recorded, detail in report.row_counts:
         if read < recorded:
-            out.print(f"[red]missing rows[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {read} of the {markup(recorded)} trials its "
-                      f"record counts ({markup(detail)}); attnsweep resume {markup(run_id)} reruns the missing trials of a grid sweep",
-                      soft_wrap=True)
+            out.print(
+                f"[red]missing rows[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {read} of the {markup(recorded)} trials its "
+                f"record counts ({markup(detail)}); attnsweep resume {markup(run_id)} reruns the missing trials of a grid sweep",
+                soft_wrap=True,
+            )
         else:
-            out.print(f"[red]extra rows[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {read} trials, its record counts "
-                      f"{markup(recorded)} ({markup(detail)}): rows were added after it ended", soft_wrap=True)
+            out.print(
+                f"[red]extra rows[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {read} trials, its record counts "
+                f"{markup(recorded)} ({markup(detail)}): rows were added after it ended",
+                soft_wrap=True,
+            )
     for sweep, run_id, rows in report.no_trial_id:
-        out.print(f"[red]no trial id[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {rows} rows whose trial_id is null",
-                  soft_wrap=True)
+        out.print(
+            f"[red]no trial id[/]: run {markup(run_id)} of sweep {markup(sweep)} holds {rows} rows whose trial_id is null",
+            soft_wrap=True,
+        )
     for sweep, run_id, tid, copies in report.duplicates:
-        out.print(f"[red]duplicate[/]: trial {markup(tid)} of run {markup(run_id)} (sweep {markup(sweep)}) is stored {copies} times")
+        out.print(
+            f"[red]duplicate[/]: trial {markup(tid)} of run {markup(run_id)} (sweep {markup(sweep)}) is stored {copies} times"
+        )
     for sweep, run_id, why, rescue in report.failed_runs:
-        kept = ("" if rescue is None else f"; the rows the store refused are in {markup(rescue)}"
-                + ("" if Path(rescue).exists() else " (that file is gone now)"))
-        out.print(f"[red]failed run[/]: run {markup(run_id)} of sweep {markup(sweep)}: {markup(why or 'no reason recorded')}{kept}; "
-                  f"attnsweep resume {markup(run_id)} runs its missing trials", soft_wrap=True)
+        kept = (
+            ""
+            if rescue is None
+            else f"; the rows the store refused are in {markup(rescue)}"
+            + ("" if Path(rescue).exists() else " (that file is gone now)")
+        )
+        out.print(
+            f"[red]failed run[/]: run {markup(run_id)} of sweep {markup(sweep)}: {markup(why or 'no reason recorded')}{kept}; "
+            f"attnsweep resume {markup(run_id)} runs its missing trials",
+            soft_wrap=True,
+        )
     for sweep, run_id in report.died_runs:
-        out.print(f"[red]died run[/]: run {markup(run_id)} of sweep {markup(sweep)} is recorded running but no driver holds its "
-                  f"lock: its driver was killed or could not record its end; attnsweep resume {markup(run_id)} continues it")
+        out.print(
+            f"[red]died run[/]: run {markup(run_id)} of sweep {markup(sweep)} is recorded running but no driver holds its "
+            f"lock: its driver was killed or could not record its end; attnsweep resume {markup(run_id)} continues it"
+        )
     for path, age, writer in report.temp_files:
-        out.print(f"[yellow]temporary file[/]: {markup(path)} ({age:.0f} s old, written by {markup(writer)}: removed by the "
-                  "next run or store compact once its writer is provably gone; delete it by hand if you know it is)")
+        out.print(
+            f"[yellow]temporary file[/]: {markup(path)} ({age:.0f} s old, written by {markup(writer)}: removed by the "
+            "next run or store compact once its writer is provably gone; delete it by hand if you know it is)"
+        )
     for path, age, writer in report.writing:
         out.print(f"being written: {markup(path)} ({age:.0f} s old, by {markup(writer)}, which is alive)")
     for sweep, run_id in report.orphans:
-        out.print(f"[red]no run record[/]: run {markup(run_id)} of sweep {markup(sweep)} has trial rows but no readable run record "
-                  "(analyze and resume need it)")
+        out.print(
+            f"[red]no run record[/]: run {markup(run_id)} of sweep {markup(sweep)} has trial rows but no readable run record "
+            "(analyze and resume need it)"
+        )
     for path in report.stray:
         out.print(f"[red]stray file[/]: {markup(path)} (not in a sweep=NAME/run_id=ID folder a run writes: not read)")
     for path in report.superseded:
-        out.print(f"[yellow]superseded[/]: {markup(path)} (replaced by a compaction; skipped by readers; store compact deletes it)")
+        out.print(
+            f"[yellow]superseded[/]: {markup(path)} (replaced by a compaction; skipped by readers; store compact deletes it)"
+        )
     if report.ok:
         out.print("[green]ok[/]")
     else:
@@ -111,10 +142,18 @@ def store_compact(
         if locked:
             err.print(visible(f"skipped: {why}"), style="yellow", markup=False)
         else:
-            err.print(visible(f"skipped: {why}"), style="yellow", markup=False, highlight=False, soft_wrap=True)
-    out.print(f"compacted {total.runs} run(s): {total.files_before} files -> {total.files_after}, "
-              f"{total.rows} rows unchanged"
-              + (f"; {total.deleted_temp} temporary file(s) of dead writers removed" if total.deleted_temp else ""))
+            err.print(
+                visible(f"skipped: {why}"),
+                style="yellow",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+    out.print(
+        f"compacted {total.runs} run(s): {total.files_before} files -> {total.files_after}, "
+        f"{total.rows} rows unchanged"
+        + (f"; {total.deleted_temp} temporary file(s) of dead writers removed" if total.deleted_temp else "")
+    )
 
 
 @user_errors
@@ -131,16 +170,30 @@ def runs(
         raise AttnsweepError("--store: an empty path; give a directory (default results-store)")
     records = list_runs(store, sweep)
     if records is None:
-        err.print(f"the store at {visible(store)} holds no runs: run a sweep first", markup=False, highlight=False)
+        err.print(
+            f"the store at {visible(store)} holds no runs: run a sweep first",
+            markup=False,
+            highlight=False,
+        )
         return
     statuses = RUN_STATUSES
     t = Table(title=f"runs in {markup(store)}")
     for c in ("sweep", "run", "status", "trials", *statuses, "started", "ended"):
-        t.add_column(c, justify="right" if c in ("trials", *statuses) else "left", no_wrap=c in ("run", "started", "ended"))
+        t.add_column(
+            c,
+            justify="right" if c in ("trials", *statuses) else "left",
+            no_wrap=c in ("run", "started", "ended"),
+        )
     for r in records:
         counts = r.counts
         when = [f"{v:%Y-%m-%d %H:%M:%S}" if v is not None else "-" for v in (r.started_at, r.ended_at)]
         trials = f"{sum(counts.values())} so far" if r.running else str(r.n_trials or "-")
-        t.add_row(markup(r.sweep), markup(r.run_id), markup(r.status or "-"), trials,
-                  *(str(counts.get(s, 0)) for s in statuses), *when)
+        t.add_row(
+            markup(r.sweep),
+            markup(r.run_id),
+            markup(r.status or "-"),
+            trials,
+            *(str(counts.get(s, 0)) for s in statuses),
+            *when,
+        )
     out.print(t)

@@ -43,8 +43,10 @@ def specs(T: list[int], seeds: int, tol: float, m_min: int, m_max: int) -> tuple
     num = math.ceil(math.log(m_max / m_min) / math.log(1 + tol)) + 1
     ms = sorted({int(round(m)) for m in np.geomspace(m_min, m_max, num)})
     grid = f"name: bench-grid\nseeds: {seeds}\ngrid: {{T: {T}, m: {ms}}}\n{FIXED}"
-    adaptive = (f"name: bench-adaptive\nseeds: {seeds}\ngrid: {{T: {T}}}\n{FIXED}"
-                f"search: {{mode: adaptive, m: {{min: {m_min}, max: {m_max}}}, rel_tol: {tol}, budget_check: false}}\n")
+    adaptive = (
+        f"name: bench-adaptive\nseeds: {seeds}\ngrid: {{T: {T}}}\n{FIXED}"
+        f"search: {{mode: adaptive, m: {{min: {m_min}, max: {m_max}}}, rel_tol: {tol}, budget_check: false}}\n"
+    )
     return grid, adaptive, len(ms)
 
 
@@ -91,9 +93,11 @@ def main() -> None:
         return
     g_wall, g_n, g, g_idle = run(grid_text, store)
     a_wall, a_n, a, a_idle = run(adaptive_text, store)
-    print(f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, embedded local Ray; 3-way AND, transformer "
-          f"d=32, lr 3e-3, <= 1000 epochs; {args.seeds} seeds; m in {args.m_min}..{args.m_max}; tolerance "
-          f"{args.tol:.0%}; grid of {n_m} m values\n")
+    print(
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, embedded local Ray; 3-way AND, transformer "
+        f"d=32, lr 3e-3, <= 1000 epochs; {args.seeds} seeds; m in {args.m_min}..{args.m_max}; tolerance "
+        f"{args.tol:.0%}; grid of {n_m} m values\n"
+    )
     print("| T | grid m* (95% CI) | adaptive m* (95% CI) | adaptive / grid | adaptive m tried |")
     print("|---|---|---|---|---|")
     both = g.join(a, on="T", suffix="_a").sort("T")
@@ -101,15 +105,26 @@ def main() -> None:
     for r in both.iter_rows(named=True):
         ratio = r["m_star_a"] / r["m_star"]
         worst = max(worst, abs(ratio - 1))
-        tried = (store.scan_run_trials("bench-adaptive", store.latest_run()[1]).filter(pl.col("T") == r["T"])
-                 .select(pl.col("m").n_unique()).collect().item())
-        print(f"| {r['T']} | {r['m_star']:.1f} ({r['ci_lo']:.1f} .. {r['ci_hi']:.1f}) | {r['m_star_a']:.1f} "
-              f"({r['ci_lo_a']:.1f} .. {r['ci_hi_a']:.1f}) | {ratio:.3f} | {tried} |")
-    print(f"\n| run | trials | wall (s) | workers idle |\n|---|---|---|---|\n| grid | {g_n} | {g_wall:.1f} | {g_idle:.1%} |\n"
-          f"| adaptive | {a_n} | {a_wall:.1f} | {a_idle:.1%} |\n"
-          f"| adaptive / grid | {a_n / g_n:.2f} | {a_wall / g_wall:.2f} | |")
-    print(f"\nlargest |adaptive m* / grid m* - 1| = {worst:.3f} (target <= {args.tol}); "
-          f"trial ratio {a_n / g_n:.2f} (target <= 0.33)")
+        tried = (
+            store.scan_run_trials("bench-adaptive", store.latest_run()[1])
+            .filter(pl.col("T") == r["T"])
+            .select(pl.col("m").n_unique())
+            .collect()
+            .item()
+        )
+        print(
+            f"| {r['T']} | {r['m_star']:.1f} ({r['ci_lo']:.1f} .. {r['ci_hi']:.1f}) | {r['m_star_a']:.1f} "
+            f"({r['ci_lo_a']:.1f} .. {r['ci_hi_a']:.1f}) | {ratio:.3f} | {tried} |"
+        )
+    print(
+        f"\n| run | trials | wall (s) | workers idle |\n|---|---|---|---|\n| grid | {g_n} | {g_wall:.1f} | {g_idle:.1%} |\n"
+        f"| adaptive | {a_n} | {a_wall:.1f} | {a_idle:.1%} |\n"
+        f"| adaptive / grid | {a_n / g_n:.2f} | {a_wall / g_wall:.2f} | |"
+    )
+    print(
+        f"\nlargest |adaptive m* / grid m* - 1| = {worst:.3f} (target <= {args.tol}); "
+        f"trial ratio {a_n / g_n:.2f} (target <= 0.33)"
+    )
 
 
 if __name__ == "__main__":

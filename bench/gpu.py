@@ -29,8 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/packing.py's t
 
 
 def check() -> None:
-    cfgs = [BooleanTrialConfig(task="and", T=16, s=2, m=128, seed=i, d=16, heads=2, lr=3e-3, max_epochs=200, n_test=500)
-            for i in range(4)]
+    cfgs = [
+        BooleanTrialConfig(task="and", T=16, s=2, m=128, seed=i, d=16, heads=2, lr=3e-3, max_epochs=200, n_test=500)
+        for i in range(4)
+    ]
     cpu, gpu = train_pack(cfgs, device="cpu"), train_pack(cfgs, device="cuda")
     for a, b in zip(cpu, gpu):
         assert b["device"].startswith("cuda") and a["status"] == b["status"] == "done", (a, b)
@@ -41,7 +43,7 @@ def check() -> None:
 
 
 def stacked_against_one_by_one(sizes: list[int], epochs: int, alone: int = 8) -> None:
-    from packing import configs, train  # bench/packing.py: the same trials as on the CPU
+    from packing import configs  # bench/packing.py: the same trials as on the CPU
 
     print(f"\n{torch.cuda.get_device_name()}: stacked against one by one, {epochs} epochs\n")
     print("| model | pack size | stacked trials/s | one by one trials/s | speed-up |")
@@ -77,8 +79,22 @@ def throughput(sizes: list[int], epochs: int) -> None:
     for T in (64, 1024):
         for precision in ("float32", "bfloat16"):
             for p in sizes:
-                cfgs = [BooleanTrialConfig(task="parity", T=T, s=3, m=256, seed=i, d=32, heads=4, max_epochs=epochs,
-                                           n_test=1000, precision=precision, reject_ambiguous=False) for i in range(p)]
+                cfgs = [
+                    BooleanTrialConfig(
+                        task="parity",
+                        T=T,
+                        s=3,
+                        m=256,
+                        seed=i,
+                        d=32,
+                        heads=4,
+                        max_epochs=epochs,
+                        n_test=1000,
+                        precision=precision,
+                        reject_ambiguous=False,
+                    )
+                    for i in range(p)
+                ]
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
                 t0 = time.perf_counter()
@@ -86,8 +102,10 @@ def throughput(sizes: list[int], epochs: int) -> None:
                 torch.cuda.synchronize()
                 dt = time.perf_counter() - t0
                 peak = torch.cuda.max_memory_allocated() / 2**20 / p
-                print(f"| {T} | {precision} | {p} | {p / dt:.1f} | {peak:.1f} | {boolean_trial_bytes(cfgs[0]) / 2**20:.1f} |",
-                      flush=True)
+                print(
+                    f"| {T} | {precision} | {p} | {p / dt:.1f} | {peak:.1f} | {boolean_trial_bytes(cfgs[0]) / 2**20:.1f} |",
+                    flush=True,
+                )
 
 
 def main() -> None:

@@ -83,8 +83,16 @@ def coverage(design: str, beta: float, seeds: int, cells: int, seed: int) -> dic
         w_shipped.append(r["ci_hi"] / r["ci_lo"])
         w_boot.append(hi / lo)
     n = inside.height
-    return dict(design=design, beta=beta, seeds=seeds, cells=n, coverage=shipped / n, width=float(np.median(w_shipped)),
-                bootstrap_coverage=boot / n, bootstrap_width=float(np.median(w_boot)))
+    return dict(
+        design=design,
+        beta=beta,
+        seeds=seeds,
+        cells=n,
+        coverage=shipped / n,
+        width=float(np.median(w_shipped)),
+        bootstrap_coverage=boot / n,
+        bootstrap_width=float(np.median(w_boot)),
+    )
 
 
 def main() -> None:
@@ -99,8 +107,11 @@ def main() -> None:
         for beta in SLOPES:
             for seeds in SEEDS:
                 r = coverage(design, beta, seeds, args.cells, args.seed)
-                print(f"| {design} | {beta:g} | {seeds} | {r['cells']} | {r['coverage']:.3f} | {r['width']:.2f} | "
-                      f"{r['bootstrap_coverage']:.3f} | {r['bootstrap_width']:.2f} |", flush=True)
+                print(
+                    f"| {design} | {beta:g} | {seeds} | {r['cells']} | {r['coverage']:.3f} | {r['width']:.2f} | "
+                    f"{r['bootstrap_coverage']:.3f} | {r['bootstrap_width']:.2f} |",
+                    flush=True,
+                )
     print(f"\n{time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 

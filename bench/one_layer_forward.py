@@ -13,11 +13,10 @@ bits). Prints the median of several timed repeats and the ratios.
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import statistics
 import time
-
-import math
 
 import torch
 
@@ -71,7 +70,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(
+        f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, threads {torch.get_num_threads()}"
+    )
     print("| T | n | general (s) | before (s) | table (s) | matmul (s) | matmul vs before | matmul vs general |")
     print("|---|---|---|---|---|---|---|---|")
     for T, n in CASES:
@@ -87,7 +88,9 @@ def main() -> None:
         table = _time(lambda: run(model.forward_table), args.repeats)
         matmul = _time(lambda: run(lambda v: model.forward_matmul(v)[0]), args.repeats)
         torch.testing.assert_close(model.forward_matmul(x)[0], before(model, x), atol=1e-4, rtol=1e-4)
-        print(f"| {T} | {n} | {general:.4f} | {old:.4f} | {table:.4f} | {matmul:.4f} | {old / matmul:.1f}x | {general / matmul:.1f}x |")
+        print(
+            f"| {T} | {n} | {general:.4f} | {old:.4f} | {table:.4f} | {matmul:.4f} | {old / matmul:.1f}x | {general / matmul:.1f}x |"
+        )
 
 
 if __name__ == "__main__":

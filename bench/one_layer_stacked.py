@@ -54,22 +54,34 @@ def main() -> None:
     singles = [{n: q.detach() for n, q in mdl.named_parameters()} for mdl in models]
     x = torch.randint(0, 2, (a.S, a.m, a.T)).float()
     y = torch.randint(0, 2, (a.S, a.m)).float()
-    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {a.threads} thread(s); "
-          f"S={a.S} T={a.T} d={a.d} H={a.heads} m={a.m} float32, median of {a.repeats}")
+    print(
+        f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {a.threads} thread(s); "
+        f"S={a.S} T={a.T} d={a.d} H={a.heads} m={a.m} float32, median of {a.repeats}"
+    )
     t_stacked = _time(lambda: loss_and_grads_stacked(stacked, a.heads, x, y), a.repeats)
-    t_loop = _time(lambda: [one_layer.loss_and_grads(singles[s], a.heads, x[s], y[s]) for s in range(a.S)], a.repeats)
-    print(f"cpu  stacked step: {t_stacked * 1e3:8.3f} ms   {a.S} one-trial steps: {t_loop * 1e3:8.3f} ms   "
-          f"ratio {t_loop / t_stacked:5.1f}x")
+    t_loop = _time(
+        lambda: [one_layer.loss_and_grads(singles[s], a.heads, x[s], y[s]) for s in range(a.S)],
+        a.repeats,
+    )
+    print(
+        f"cpu  stacked step: {t_stacked * 1e3:8.3f} ms   {a.S} one-trial steps: {t_loop * 1e3:8.3f} ms   "
+        f"ratio {t_loop / t_stacked:5.1f}x"
+    )
     if a.cuda and torch.cuda.is_available():
         dev = {k: v.cuda() for k, v in stacked.items()}
         singles_dev = [{k: v.cuda() for k, v in s.items()} for s in singles]
         xd, yd = x.cuda(), y.cuda()
         sync = torch.cuda.synchronize
         t_stacked = _time(lambda: loss_and_grads_stacked(dev, a.heads, xd, yd), a.repeats, sync)
-        t_loop = _time(lambda: [one_layer.loss_and_grads(singles_dev[s], a.heads, xd[s], yd[s]) for s in range(a.S)],
-                       a.repeats, sync)
-        print(f"cuda stacked step: {t_stacked * 1e3:8.3f} ms   {a.S} one-trial steps: {t_loop * 1e3:8.3f} ms   "
-              f"ratio {t_loop / t_stacked:5.1f}x  ({torch.cuda.get_device_name()})")
+        t_loop = _time(
+            lambda: [one_layer.loss_and_grads(singles_dev[s], a.heads, xd[s], yd[s]) for s in range(a.S)],
+            a.repeats,
+            sync,
+        )
+        print(
+            f"cuda stacked step: {t_stacked * 1e3:8.3f} ms   {a.S} one-trial steps: {t_loop * 1e3:8.3f} ms   "
+            f"ratio {t_loop / t_stacked:5.1f}x  ({torch.cuda.get_device_name()})"
+        )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,10 @@ from attnsweep.workers.train import train_pack
 PHASES = {
     "training sets (draw)": ("tasks/boolean.py", "sample_training_set"),
     "ambiguity check": ("tasks/boolean.py", "is_ambiguous"),
-    "model set-up": ("workers/train.py", "__init__"),  # _Trial: a trial's model, optimiser and tables
+    "model set-up": (
+        "workers/train.py",
+        "__init__",
+    ),  # _Trial: a trial's model, optimiser and tables
     "norm projection": ("workers/norms.py", "project_transformer"),
     "norm projection (MLP)": ("workers/norms.py", "project_mlp"),
     "evaluation: test-set draw": ("tasks/boolean.py", "test_chunks"),
@@ -54,9 +57,20 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     configs = [
-        BooleanTrialConfig(task="and", T=args.T, s=3, m=args.m, seed=i, n_test=args.n_test, d=32, heads=4,
-                           lr=3e-3, max_epochs=1000, norm_bound=args.norm_bound,
-                           model=args.model)
+        BooleanTrialConfig(
+            task="and",
+            T=args.T,
+            s=3,
+            m=args.m,
+            seed=i,
+            n_test=args.n_test,
+            d=32,
+            heads=4,
+            lr=3e-3,
+            max_epochs=1000,
+            norm_bound=args.norm_bound,
+            model=args.model,
+        )
         for i in range(args.pack)
     ]
     profile = cProfile.Profile()
@@ -73,16 +87,22 @@ def main() -> None:
     times["training sets (draw)"] -= times["ambiguity check"]
     times["training loop"] = wall - sum(times.values())
     threads = torch.get_num_threads()
-    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, threads {threads}; "
-          f"{args.model}, T={args.T}, m={args.m}, pack of {args.pack}, n_test={args.n_test}, norm bound {args.norm_bound}")
-    print(f"# epochs per trial: {[r['epochs'] for r in rows]}; test accuracy: {[round(r['test_acc'] or 0, 3) for r in rows]}")
+    print(
+        f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, threads {threads}; "
+        f"{args.model}, T={args.T}, m={args.m}, pack of {args.pack}, n_test={args.n_test}, norm bound {args.norm_bound}"
+    )
+    print(
+        f"# epochs per trial: {[r['epochs'] for r in rows]}; test accuracy: {[round(r['test_acc'] or 0, 3) for r in rows]}"
+    )
     print("| phase | seconds | share of the pack |")
     print("|---|---|---|")
     for phase, t in sorted(((p, t) for p, t in times.items() if t > 0 or "MLP" not in p), key=lambda kv: -kv[1]):
         print(f"| {phase} | {t:.2f} | {100 * t / wall:.1f}% |")
     print(f"| **pack** | {wall:.2f} | 100% |")
-    print(f"trials per second per core: {args.pack / wall / threads:.3f} "
-          f"(trial-epochs per second per core: {sum(r['epochs'] for r in rows) / wall / threads:.1f})")
+    print(
+        f"trials per second per core: {args.pack / wall / threads:.3f} "
+        f"(trial-epochs per second per core: {sum(r['epochs'] for r in rows) / wall / threads:.1f})"
+    )
 
 
 if __name__ == "__main__":

@@ -32,11 +32,37 @@ def configs(model: str, p: int, epochs: int) -> list:
     if model in ("transformer", "mlp"):
         # 3-sparse parity on 16 bits from 64 samples does not fit within the budget, so no
         # trial stops early and both ways run the same number of steps.
-        return [BooleanTrialConfig(task="parity", T=16, s=3, m=64, seed=i, d=16, heads=2, model=model,
-                                   mlp_width=64, max_epochs=epochs, n_test=256) for i in range(p)]
+        return [
+            BooleanTrialConfig(
+                task="parity",
+                T=16,
+                s=3,
+                m=64,
+                seed=i,
+                d=16,
+                heads=2,
+                model=model,
+                mlp_width=64,
+                max_epochs=epochs,
+                n_test=256,
+            )
+            for i in range(p)
+        ]
     student = dict(model="transformer", equivariance="none" if model == "generic" else "orthogonal")
-    return [SymmetryTrialConfig(teacher="equivariant", n=6, k=4, d=8, m=64, seed=i, max_epochs=epochs, n_test=256,
-                                **student) for i in range(p)]
+    return [
+        SymmetryTrialConfig(
+            teacher="equivariant",
+            n=6,
+            k=4,
+            d=8,
+            m=64,
+            seed=i,
+            max_epochs=epochs,
+            n_test=256,
+            **student,
+        )
+        for i in range(p)
+    ]
 
 
 def train(model: str, cfgs: list, stacked: bool) -> list[dict]:
@@ -60,8 +86,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    print(f"{time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, "
-          f"1 thread, {args.epochs} full-batch epochs, median of {args.repeats}\n")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, "
+        f"1 thread, {args.epochs} full-batch epochs, median of {args.repeats}\n"
+    )
     print("| model | pack size | stacked trials/s | one by one trials/s | speed-up |")
     print("|---|---|---|---|---|")
     for model in args.models:
@@ -74,7 +102,7 @@ def main() -> None:
                 rows: list[dict] = []
                 stacked.append(timed(lambda: rows.extend(train(model, cfgs, True))) / p)
                 assert all(r["status"] == "done" and not r["converged"] for r in rows), "a trial stopped early"
-                few = cfgs[:args.alone]
+                few = cfgs[: args.alone]
                 alone.append(timed(lambda: [train(model, [c], False) for c in few]) / len(few))
             ts, ta = 1 / statistics.median(stacked), 1 / statistics.median(alone)
             print(f"| {model} | {p} | {ts:.1f} | {ta:.1f} | {ts / ta:.1f}x |", flush=True)

@@ -63,7 +63,10 @@ def train_one(seed: int) -> dict:
     from attnsweep.workers.train import train_pack
 
     torch.set_num_threads(1)  # two 1-CPU workers on two cores must not oversubscribe them
-    return {**train_pack([BooleanTrialConfig(**TRIAL, seed=seed)], device="cpu", stacked=False)[0], "seed": seed}
+    return {
+        **train_pack([BooleanTrialConfig(**TRIAL, seed=seed)], device="cpu", stacked=False)[0],
+        "seed": seed,
+    }
 
 
 def tune_trainable(config: dict) -> None:
@@ -88,8 +91,12 @@ def run_tune(n: int, fast: bool) -> tuple[float, list[dict]]:
         tune_config, run_config = tune.TuneConfig(), tune.RunConfig(storage_path=storage)
     try:
         t0 = time.perf_counter()
-        tuner = tune.Tuner(tune_trainable, param_space={"seed": tune.grid_search(list(range(n)))},
-                           tune_config=tune_config, run_config=run_config)
+        tuner = tune.Tuner(
+            tune_trainable,
+            param_space={"seed": tune.grid_search(list(range(n)))},
+            tune_config=tune_config,
+            run_config=run_config,
+        )
         results = tuner.fit()
         seconds = time.perf_counter() - t0
     finally:
@@ -148,13 +155,20 @@ def child(method: str, n: int) -> None:
         import ray
 
         ray.init(**RAY_INIT)
-    run = {"tune_default": lambda: run_tune(n, fast=False), "tune_fast": lambda: run_tune(n, fast=True),
-           "ray_tasks": lambda: run_ray_tasks(n), "sequential": lambda: run_sequential(n),
-           "attnsweep": lambda: run_attnsweep(n)}[method]
+    run = {
+        "tune_default": lambda: run_tune(n, fast=False),
+        "tune_fast": lambda: run_tune(n, fast=True),
+        "ray_tasks": lambda: run_ray_tasks(n),
+        "sequential": lambda: run_sequential(n),
+        "attnsweep": lambda: run_attnsweep(n),
+    }[method]
     seconds, rows = run()
     accs = [r["test_acc"] for r in rows if r.get("test_acc") is not None]
     record = dict(
-        method=method, n=n, seconds=seconds, rows=len(rows),
+        method=method,
+        n=n,
+        seconds=seconds,
+        rows=len(rows),
         done=sum(r.get("status") == "done" for r in rows),
         full_epochs=sum(r.get("epochs") == TRIAL["max_epochs"] for r in rows),
         seeds_ok=sorted(r.get("seed", -1) for r in rows) == list(range(n)),
@@ -165,13 +179,16 @@ def child(method: str, n: int) -> None:
 
 
 def spawn(method: str, n: int) -> dict:
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", method, "--n", str(n)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child", method, "--n", str(n)],
+        capture_output=True,
+        text=True,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     if proc.returncode or not lines:
         tail = (proc.stdout + proc.stderr)[-3000:]
         return dict(method=method, n=n, seconds=None, ok=False, error=f"exit {proc.returncode}: {tail}")
-    return json.loads(lines[-1][len(MARK):])
+    return json.loads(lines[-1][len(MARK) :])
 
 
 def machine() -> dict:
@@ -184,8 +201,14 @@ def machine() -> dict:
             cpu = next(ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return dict(cpu=cpu, cores=os.cpu_count(), date=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                python=platform.python_version(), torch=torch.__version__, ray=ray.__version__)
+    return dict(
+        cpu=cpu,
+        cores=os.cpu_count(),
+        date=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        python=platform.python_version(),
+        torch=torch.__version__,
+        ray=ray.__version__,
+    )
 
 
 def report(runs: list[dict], methods: list[str], n: int) -> None:
@@ -218,17 +241,23 @@ def main() -> None:
     if unknown or not methods:
         ap.error(f"--methods: unknown {unknown}; choose from {METHODS}")
     info = machine()
-    print(f"# {info['cpu']}, {info['cores']} cores, {info['date']}, python {info['python']}, "
-          f"torch {info['torch']}, ray {info['ray']}; {args.n} trials "
-          f"({', '.join(f'{k}={v}' for k, v in TRIAL.items())}), {args.repeats} rounds", flush=True)
+    print(
+        f"# {info['cpu']}, {info['cores']} cores, {info['date']}, python {info['python']}, "
+        f"torch {info['torch']}, ray {info['ray']}; {args.n} trials "
+        f"({', '.join(f'{k}={v}' for k, v in TRIAL.items())}), {args.repeats} rounds",
+        flush=True,
+    )
     runs = []
     for r in range(args.repeats):
-        for m in methods[r % len(methods):] + methods[:r % len(methods)]:
+        for m in methods[r % len(methods) :] + methods[: r % len(methods)]:
             run = spawn(m, args.n)
             run["round"] = r
             runs.append(run)
             took = f"{run['seconds']:.2f} s" if run.get("seconds") is not None else "failed"
-            print(f"#   round {r + 1}: {m} {took}" + ("" if run["ok"] else f"  CHECK FAILED: {run}"), flush=True)
+            print(
+                f"#   round {r + 1}: {m} {took}" + ("" if run["ok"] else f"  CHECK FAILED: {run}"),
+                flush=True,
+            )
     report(runs, methods, args.n)
     if args.out:
         with open(args.out, "w") as fh:

@@ -59,23 +59,37 @@ def child(n: int, workers: str) -> dict:
         files = sum(1 for _ in Path(tmp, "trials").rglob("*.parquet"))
     ray.shutdown()
     if rows.height != spec.n_trials() or rows["trial_id"].n_unique() != spec.n_trials():
-        raise SystemExit(f"store holds {rows.height} rows / {rows['trial_id'].n_unique()} ids for {spec.n_trials()} trials")
+        raise SystemExit(
+            f"store holds {rows.height} rows / {rows['trial_id'].n_unique()} ids for {spec.n_trials()} trials"
+        )
     compute = float(rows["wall_s"].sum())
     return dict(
-        n=spec.n_trials(), workers=workers, slots=slots, wall_s=wall, compute_s=compute,
-        trials_per_s=spec.n_trials() / wall, overhead_ms=1e3 * (wall - compute / slots) / spec.n_trials(),
-        mean_pack=float(rows["pack_size"].mean()), part_files=files, counts=dict(summary.counts),
+        n=spec.n_trials(),
+        workers=workers,
+        slots=slots,
+        wall_s=wall,
+        compute_s=compute,
+        trials_per_s=spec.n_trials() / wall,
+        overhead_ms=1e3 * (wall - compute / slots) / spec.n_trials(),
+        mean_pack=float(rows["pack_size"].mean()),
+        part_files=files,
+        counts=dict(summary.counts),
         peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        "?",
+    )
     import ray
     import torch
 
-    return (f"{time.strftime('%Y-%m-%d')}, {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"torch {torch.__version__}, ray {ray.__version__}")
+    return (
+        f"{time.strftime('%Y-%m-%d')}, {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"torch {torch.__version__}, ray {ray.__version__}"
+    )
 
 
 def main() -> None:
@@ -92,8 +106,13 @@ def main() -> None:
     runs = []
     for rep in range(args.repeats):
         for n in args.sizes:
-            out = subprocess.run([sys.executable, __file__, "--child", str(n), "--workers", args.workers],
-                                 capture_output=True, text=True, cwd=ROOT, check=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", str(n), "--workers", args.workers],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                check=True,
+            )
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(f"repeat {rep}: {runs[-1]}", file=sys.stderr)
     print(f"machine: {machine()}\n")
@@ -101,10 +120,21 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for n in args.sizes:
         mine = [r for r in runs if r["n"] == n] or [r for r in runs if abs(r["n"] - n) < CELLS]
-        med = {k: statistics.median(r[k] for r in mine) for k in
-               ("wall_s", "trials_per_s", "overhead_ms", "mean_pack", "part_files", "peak_rss_mib")}
-        print(f"| {mine[0]['n']} | {med['wall_s']:.1f} | {med['trials_per_s']:.0f} | {med['overhead_ms']:.2f} | "
-              f"{med['mean_pack']:.0f} | {med['part_files']:.0f} | {med['peak_rss_mib']:.0f} |")
+        med = {
+            k: statistics.median(r[k] for r in mine)
+            for k in (
+                "wall_s",
+                "trials_per_s",
+                "overhead_ms",
+                "mean_pack",
+                "part_files",
+                "peak_rss_mib",
+            )
+        }
+        print(
+            f"| {mine[0]['n']} | {med['wall_s']:.1f} | {med['trials_per_s']:.0f} | {med['overhead_ms']:.2f} | "
+            f"{med['mean_pack']:.0f} | {med['part_files']:.0f} | {med['peak_rss_mib']:.0f} |"
+        )
     if args.out:
         args.out.write_text(json.dumps(dict(machine=machine(), runs=runs), indent=1))
 

@@ -36,13 +36,15 @@ KEYS = ["teacher", "student", "n", "k", "d"]
 
 def spec_text(ds: list[int], seeds: int, epochs: int, smallest_first: bool) -> str:
     name = "bench-first" if smallest_first else "bench-plain"
-    return (f"name: {name}\nexperiment: symmetry\nseeds: {seeds}\n"
-            f"grid:\n  - {{teacher: [equivariant, control], d: {ds}, equivariance: [orthogonal]}}\n"
-            f"  - {{teacher: [equivariant, control], d: {ds}, model: [transformer], equivariance: [none]}}\n"
-            f"fixed: {{n: 6, k: 4, width: 32, heads: 4, lr: 3e-3, max_epochs: {epochs}, n_test: 500}}\n"
-            f"search: {{mode: adaptive, m: {{min: 1, max: 256}}, rel_tol: 0.5, initial_points: 3, "
-            f"budget_check: false, smallest_first: {str(smallest_first).lower()}}}\n"
-            "analysis: {target_error: 0.05, n_boot: 200}\n")
+    return (
+        f"name: {name}\nexperiment: symmetry\nseeds: {seeds}\n"
+        f"grid:\n  - {{teacher: [equivariant, control], d: {ds}, equivariance: [orthogonal]}}\n"
+        f"  - {{teacher: [equivariant, control], d: {ds}, model: [transformer], equivariance: [none]}}\n"
+        f"fixed: {{n: 6, k: 4, width: 32, heads: 4, lr: 3e-3, max_epochs: {epochs}, n_test: 500}}\n"
+        f"search: {{mode: adaptive, m: {{min: 1, max: 256}}, rel_tol: 0.5, initial_points: 3, "
+        f"budget_check: false, smallest_first: {str(smallest_first).lower()}}}\n"
+        "analysis: {target_error: 0.05, n_boot: 200}\n"
+    )
 
 
 def run(text: str, store: ResultsStore) -> tuple[float, pl.DataFrame, pl.DataFrame]:
@@ -70,22 +72,28 @@ def main() -> None:
     out = {}
     for first in (False, True):
         out[first] = run(spec_text(args.d, args.seeds, args.epochs, first), store)
-    print(f"# {platform.machine()}, {platform.node()}; d = {args.d}, {args.seeds} seeds, max_epochs {args.epochs}, "
-          "m 1..256, rel_tol 0.5, no budget check; the embedded local Ray")
+    print(
+        f"# {platform.machine()}, {platform.node()}; d = {args.d}, {args.seeds} seeds, max_epochs {args.epochs}, "
+        "m 1..256, rel_tol 0.5, no budget check; the embedded local Ray"
+    )
     print("| search | trials | worker-seconds | run wall seconds |")
     print("|---|---|---|---|")
     for first, (wall, rows, _) in out.items():
         print(f"| {'smallest first' if first else 'plain'} | {rows.height} | {rows['wall_s'].sum():.0f} | {wall:.0f} |")
     (_, plain, a), (_, firsts, b) = out[False], out[True]
-    print(f"\nsmallest first / plain: trials {firsts.height / plain.height:.2f}, worker-seconds "
-          f"{firsts['wall_s'].sum() / plain['wall_s'].sum():.2f}\n")
+    print(
+        f"\nsmallest first / plain: trials {firsts.height / plain.height:.2f}, worker-seconds "
+        f"{firsts['wall_s'].sum() / plain['wall_s'].sum():.2f}\n"
+    )
     both = a.join(b, on=KEYS, suffix="_first")
     print("| teacher | student | d | m* plain | m* smallest first | same |")
     print("|---|---|---|---|---|---|")
     for r in both.sort(KEYS).iter_rows(named=True):
         same = r["bound"] == r["bound_first"] and (r["m_star"] == r["m_star_first"] or r["bound"] == "none")
-        print(f"| {r['teacher']} | {r['student']} | {r['d']} | {format_m_star(r['m_star'], r['bound'])} | "
-              f"{format_m_star(r['m_star_first'], r['bound_first'])} | {'yes' if same else 'NO'} |")
+        print(
+            f"| {r['teacher']} | {r['student']} | {r['d']} | {format_m_star(r['m_star'], r['bound'])} | "
+            f"{format_m_star(r['m_star_first'], r['bound_first'])} | {'yes' if same else 'NO'} |"
+        )
 
 
 if __name__ == "__main__":

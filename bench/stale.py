@@ -55,13 +55,18 @@ def problems(path: Path) -> list[str]:
         if missing:
             out.append(f"{title!r}: no such file {', '.join(missing)}")
             continue
-        changed = [name for name in names if _code(name, _text_at(commit, name, root))
-                   != _code(name, git("show", f"HEAD:{name}", root=root).stdout)]
+        changed = [
+            name
+            for name in names
+            if _code(name, _text_at(commit, name, root)) != _code(name, git("show", f"HEAD:{name}", root=root).stdout)
+        ]
         if changed:
             later = git("log", "--format=%h %s", f"{commit}..HEAD", "--", *changed, root=root).stdout.splitlines()
             latest = f", the latest {later[0][:100]!r}" if later else ""
-            out.append(f"{title!r}: measured at {commit}, but the code of {', '.join(changed)} changed since"
-                       f"{latest}: re-measure it or remove it")
+            out.append(
+                f"{title!r}: measured at {commit}, but the code of {', '.join(changed)} changed since"
+                f"{latest}: re-measure it or remove it"
+            )
     return out
 
 
@@ -71,7 +76,17 @@ def _text_at(commit: str, name: str, root: Path) -> str:
     shown = git("show", f"{commit}:{name}", root=root)
     if shown.returncode == 0:
         return shown.stdout
-    log = git("log", "--follow", "-M", "--name-only", "--format=", f"{commit}..HEAD", "--", name, root=root)
+    log = git(
+        "log",
+        "--follow",
+        "-M",
+        "--name-only",
+        "--format=",
+        f"{commit}..HEAD",
+        "--",
+        name,
+        root=root,
+    )
     names = [line for line in log.stdout.splitlines() if line.strip()]
     for old in reversed(names):  # oldest last in the log: walk back from the oldest name
         shown = git("show", f"{commit}:{old}", root=root)
@@ -91,9 +106,13 @@ def _code(name: str, text: str) -> str:
         return text
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree)
 

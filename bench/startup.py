@@ -41,10 +41,23 @@ def commands(store: Path) -> dict[str, list[str]]:
     return {
         "attnsweep --help": ["--help"],
         "attnsweep validate sweeps/quickstart.yaml": ["validate", "sweeps/quickstart.yaml"],
-        "attnsweep query (count, csv)": ["query", "SELECT count(*) AS n FROM trials", "--store", str(store),
-                                         "--format", "csv"],
+        "attnsweep query (count, csv)": [
+            "query",
+            "SELECT count(*) AS n FROM trials",
+            "--store",
+            str(store),
+            "--format",
+            "csv",
+        ],
         "attnsweep store check": ["store", "check", "--store", str(store)],
-        "attnsweep status (no server)": ["status", "raysubmit_x", "--address", address, "--timeout", "5"],
+        "attnsweep status (no server)": [
+            "status",
+            "raysubmit_x",
+            "--address",
+            address,
+            "--timeout",
+            "5",
+        ],
     }
 
 
@@ -79,8 +92,10 @@ def main() -> None:
         store = _store(Path(tmp) / "store")
         rows = {}
         py = sys.executable
-        base = {"python -c 'import typer'": [py, "-c", "import typer"],
-                "python -c 'import polars, pyarrow'": [py, "-c", "import polars, pyarrow"]}
+        base = {
+            "python -c 'import typer'": [py, "-c", "import typer"],
+            "python -c 'import polars, pyarrow'": [py, "-c", "import polars, pyarrow"],
+        }
         for name, argv in base.items():
             rows[name] = dict(after=statistics.median(_time(argv, ROOT) for _ in range(args.repeat)))
         for name, cli_args in commands(store).items():
@@ -90,8 +105,11 @@ def main() -> None:
                     entry = ENTRY.format(module="attnsweep.cli" if prefix(cwd) else "orchestrator.cli")
                     times[label].append(_time([py, "-c", entry, *cli_args], cwd))
             rows[name] = {k: statistics.median(v) for k, v in times.items()}
-            print(f"{name:45s} before {rows[name]['before']:6.2f} s  after {rows[name]['after']:6.2f} s  "
-                  f"({rows[name]['before'] / rows[name]['after']:.1f}x)", flush=True)
+            print(
+                f"{name:45s} before {rows[name]['before']:6.2f} s  after {rows[name]['after']:6.2f} s  "
+                f"({rows[name]['before'] / rows[name]['after']:.1f}x)",
+                flush=True,
+            )
     for name in base:
         print(f"{name:45s} {rows[name]['after']:6.2f} s")
     machine = dict(python=platform.python_version(), cpus=os.cpu_count(), platform=platform.platform())

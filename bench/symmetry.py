@@ -22,8 +22,12 @@ from pathlib import Path
 
 from worktree import ROOT, checkout, prefix
 
-STUDENTS = {"inner-product": ("transformer", "orthogonal"), "transformer": ("transformer", "none"),
-            "transformer + rotations": ("transformer", "augment"), "mlp": ("mlp", "none")}
+STUDENTS = {
+    "inner-product": ("transformer", "orthogonal"),
+    "transformer": ("transformer", "none"),
+    "transformer + rotations": ("transformer", "augment"),
+    "mlp": ("mlp", "none"),
+}
 _PACK = """
 import cProfile, importlib, json, pstats, sys, time, torch
 torch.set_num_threads(1)
@@ -46,8 +50,15 @@ def _pack_s(cwd: Path, student: str, args, profile: bool = False) -> float | str
     model, eq = STUDENTS[student]
     spec = json.dumps([model, eq, args.d, args.n, args.k, args.m, args.epochs, profile])
     env = {**os.environ, "PYTHONPATH": str(cwd)}
-    out = subprocess.run([sys.executable, "-c", _PACK, spec, prefix(cwd)], cwd=cwd, env=env, capture_output=True, text=True,
-                         check=True, timeout=3600).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _PACK, spec, prefix(cwd)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
+    ).stdout
     return out if profile else float(out.split()[-1])
 
 
@@ -71,8 +82,11 @@ def main() -> None:
                 for label, cwd in (("before", before), ("after", ROOT)):
                     times[label].append(_pack_s(cwd, student, args))
             rows[student] = {k: statistics.median(v) for k, v in times.items()}
-            print(f"{student:25s} before {rows[student]['before']:6.2f} s  after {rows[student]['after']:6.2f} s  "
-                  f"({rows[student]['before'] / rows[student]['after']:.2f}x)", flush=True)
+            print(
+                f"{student:25s} before {rows[student]['before']:6.2f} s  after {rows[student]['after']:6.2f} s  "
+                f"({rows[student]['before'] / rows[student]['after']:.2f}x)",
+                flush=True,
+            )
     machine = dict(python=platform.python_version(), cpus=os.cpu_count(), platform=platform.platform())
     setting = {k: getattr(args, k) for k in ("d", "n", "k", "m", "epochs")}
     args.out.write_text(json.dumps(dict(before=args.before, setting=setting, machine=machine, rows=rows), indent=2))

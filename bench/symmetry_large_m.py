@@ -28,8 +28,12 @@ from pathlib import Path
 
 from worktree import ROOT
 
-STUDENTS = {"inner-product": ("transformer", "orthogonal"), "transformer": ("transformer", "none"),
-            "transformer + rotations": ("transformer", "augment"), "mlp": ("mlp", "none")}
+STUDENTS = {
+    "inner-product": ("transformer", "orthogonal"),
+    "transformer": ("transformer", "none"),
+    "transformer + rotations": ("transformer", "augment"),
+    "mlp": ("mlp", "none"),
+}
 _TRIAL = """
 import json, math, sys, time, torch
 import torch.nn.functional as F
@@ -64,8 +68,14 @@ else:
 def _run(student: str, args, m: int, threads: int = 1, sdpa: bool = False, ops: bool = False):
     model, eq = STUDENTS[student]
     spec = json.dumps([model, eq, args.d, args.n, args.k, m, args.epochs, threads, sdpa, ops])
-    out = subprocess.run([sys.executable, "-c", _TRIAL, spec], cwd=ROOT, capture_output=True, text=True, check=True,
-                         timeout=3600).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _TRIAL, spec],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
+    ).stdout
     return json.loads(out.splitlines()[-1])
 
 
@@ -80,13 +90,17 @@ def main() -> None:
     ap.add_argument("--ms", type=int, nargs="+", default=[256, 1024, 2048])
     ap.add_argument("--out", type=Path, default=Path("bench-symmetry-large-m.json"))
     args = ap.parse_args()
-    result: dict = {"setting": {k: getattr(args, k) for k in ("d", "n", "k", "epochs", "repeat", "ms")},
-                    "machine": dict(python=platform.python_version(), cpus=os.cpu_count(), platform=platform.platform())}
+    result: dict = {
+        "setting": {k: getattr(args, k) for k in ("d", "n", "k", "epochs", "repeat", "ms")},
+        "machine": dict(python=platform.python_version(), cpus=os.cpu_count(), platform=platform.platform()),
+    }
     per_epoch = {}
     for student in STUDENTS:
         per_epoch[student] = {m: _median_epoch_s(student, args, m) for m in args.ms}
-        print(f"{student:25s} " + "  ".join(f"m={m}: {s * 1e3:7.1f} ms/epoch" for m, s in per_epoch[student].items()),
-              flush=True)
+        print(
+            f"{student:25s} " + "  ".join(f"m={m}: {s * 1e3:7.1f} ms/epoch" for m, s in per_epoch[student].items()),
+            flush=True,
+        )
     result["ms_per_epoch"] = {s: {m: v * 1e3 for m, v in row.items()} for s, row in per_epoch.items()}
     big = max(args.ms)
     result["ops"] = _run("transformer", args, big, ops=True)
@@ -103,12 +117,24 @@ def main() -> None:
                 errors[label] = err
         cur, new = statistics.median(times["current"]), statistics.median(times["sdpa"])
         result[f"sdpa {student}"] = dict(current_ms=cur * 1e3, sdpa_ms=new * 1e3, speedup=cur / new, train_error=errors)
-        print(f"{student}, m={big}: current {cur * 1e3:.1f} ms/epoch, sdpa {new * 1e3:.1f} ms/epoch "
-              f"({cur / new:.2f}x); train error {errors['current']:.6g} vs {errors['sdpa']:.6g}", flush=True)
-    one, two = (statistics.median(_run("transformer", args, big, threads=t)[0] for _ in range(args.repeat)) for t in (1, 2))
-    result["threads"] = dict(one_thread_ms=one * 1e3, two_threads_ms=two * 1e3, per_core_ratio=(1 / (2 * two)) / (1 / one))
-    print(f"transformer, m={big}: 1 thread {one * 1e3:.1f} ms/epoch, 2 threads {two * 1e3:.1f} ms/epoch: "
-          f"{result['threads']['per_core_ratio']:.2f}x the trial-epochs per second per core of 1 thread", flush=True)
+        print(
+            f"{student}, m={big}: current {cur * 1e3:.1f} ms/epoch, sdpa {new * 1e3:.1f} ms/epoch "
+            f"({cur / new:.2f}x); train error {errors['current']:.6g} vs {errors['sdpa']:.6g}",
+            flush=True,
+        )
+    one, two = (
+        statistics.median(_run("transformer", args, big, threads=t)[0] for _ in range(args.repeat)) for t in (1, 2)
+    )
+    result["threads"] = dict(
+        one_thread_ms=one * 1e3,
+        two_threads_ms=two * 1e3,
+        per_core_ratio=(1 / (2 * two)) / (1 / one),
+    )
+    print(
+        f"transformer, m={big}: 1 thread {one * 1e3:.1f} ms/epoch, 2 threads {two * 1e3:.1f} ms/epoch: "
+        f"{result['threads']['per_core_ratio']:.2f}x the trial-epochs per second per core of 1 thread",
+        flush=True,
+    )
     args.out.write_text(json.dumps(result, indent=2))
 
 

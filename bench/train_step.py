@@ -56,10 +56,24 @@ print(json.dumps(dict(wall=wall, epochs=sum(r["epochs"] or 0 for r in rows),
 def run_pack(code_root: Path, T: int, d: int, pack: int, epochs: int) -> dict:
     """One pack trained by the code at ``code_root`` in a fresh one-thread process."""
     env = dict(os.environ, PYTHONPATH=str(code_root), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(T), str(d), str(pack), str(epochs), prefix(code_root),
-                           str(M)],
-                          cwd=code_root,
-                          env=env, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(T),
+            str(d),
+            str(pack),
+            str(epochs),
+            prefix(code_root),
+            str(M),
+        ],
+        cwd=code_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if proc.returncode:
         raise RuntimeError(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -97,8 +111,9 @@ def profile_step(T: int, d: int, steps: int) -> list[tuple[str, float]]:
 
     torch.set_num_threads(1)
     c = BooleanTrialConfig(task="and", T=T, s=3, m=M, d=d, heads=HEADS, lr=3e-3, max_epochs=100, n_test=100, seed=0)
-    batch, _, _ = tasks.sample_training_sets(c.task, T, c.s, M, [0], reject_ambiguous=False, max_redraws=1,
-                                             device=torch.device("cpu"))
+    batch, _, _ = tasks.sample_training_sets(
+        c.task, T, c.s, M, [0], reject_ambiguous=False, max_redraws=1, device=torch.device("cpu")
+    )
     trial = _Trial(c, batch.x[0], batch.y[0], torch.device("cpu"))
     for _ in range(2):
         trial.step(trial.x, batch.y[0])
@@ -113,18 +128,31 @@ def profile_step(T: int, d: int, steps: int) -> list[tuple[str, float]]:
 def main() -> None:
     global M
     ap = argparse.ArgumentParser()
-    ap.add_argument("--before", default="15fb5a3", help="the commit of the path replaced (default: the vmap pack)")
+    ap.add_argument(
+        "--before",
+        default="15fb5a3",
+        help="the commit of the path replaced (default: the vmap pack)",
+    )
     ap.add_argument("--Ts", type=int, nargs="+", default=[1024, 8192, 65536])
     ap.add_argument("--ds", type=int, nargs="+", default=[32, 64])
-    ap.add_argument("--epochs", type=int, default=60, help="most epochs per trial at T = 1024 (fewer at larger T)")
+    ap.add_argument(
+        "--epochs",
+        type=int,
+        default=60,
+        help="most epochs per trial at T = 1024 (fewer at larger T)",
+    )
     ap.add_argument("--profile-steps", type=int, default=10, help="0: no profile")
     ap.add_argument("--m", type=int, default=M, help="training-set size (samples per trial)")
     args = ap.parse_args()
     M = args.m
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"1 thread per process; m = {M}, {HEADS} heads, 3-way AND; before = {args.before}")
-    print("| T | d | trials x epochs | before: trial-epochs/s | now: trial-epochs/s | speed-up | attainable GFLOP/s "
-          "| before: products at | now: products at |")
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"1 thread per process; m = {M}, {HEADS} heads, 3-way AND; before = {args.before}"
+    )
+    print(
+        "| T | d | trials x epochs | before: trial-epochs/s | now: trial-epochs/s | speed-up | attainable GFLOP/s "
+        "| before: products at | now: products at |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     with checkout(args.before) as before:
         for T in args.Ts:
@@ -138,8 +166,11 @@ def main() -> None:
                 r_old, r_new = old["epochs"] / old["wall"], new["epochs"] / new["wall"]
                 f_old = r_old * products(T, d, one_hot=True) / 1e9 / rate
                 f_new = r_new * products(T, d, one_hot=False) / 1e9 / rate
-                print(f"| {T} | {d} | {pack} x <= {epochs} | {r_old:.1f} | {r_new:.1f} | {r_new / r_old:.1f}x "
-                      f"| {rate:.0f} | {f_old:.0%} | {f_new:.0%} |", flush=True)
+                print(
+                    f"| {T} | {d} | {pack} x <= {epochs} | {r_old:.1f} | {r_new:.1f} | {r_new / r_old:.1f}x "
+                    f"| {rate:.0f} | {f_old:.0%} | {f_new:.0%} |",
+                    flush=True,
+                )
     if args.profile_steps <= 0:
         return
     T = max(args.Ts)

@@ -22,13 +22,16 @@ SPECS = {
         "  - {T: {start: 8, stop: 1024, num: 40, scale: log}, m: {start: 8, stop: 4096, num: 25, scale: log}, "
         "model: [transformer]}\n"
         "  - {T: {start: 8, stop: 1024, num: 40, scale: log}, m: {start: 8, stop: 4096, num: 25, scale: log}, "
-        "model: [mlp]}\nfixed: {task: and, s: 2, d: 8, heads: 1, n_test: 100}\n"),
+        "model: [mlp]}\nfixed: {task: and, s: 2, d: 8, heads: 1, n_test: 100}\n"
+    ),
     "9x10^6 trials, 9,021 shapes": (
         "name: big\nseeds: 1000\ngrid:\n  T: {start: 8, stop: 1024, num: 100, scale: log}\n"
-        "  m: {start: 8, stop: 4096, num: 100, scale: log}\nfixed: {task: and, s: 2, d: 8, heads: 1, n_test: 100}\n"),
+        "  m: {start: 8, stop: 4096, num: 100, scale: log}\nfixed: {task: and, s: 2, d: 8, heads: 1, n_test: 100}\n"
+    ),
     "10^7 shapes, one seed each (sampled)": (
         "name: wide\nseeds: 1\ngrid:\n  T: {start: 8, stop: 8192, num: 1000, scale: log}\n"
-        "  m: {start: 8, stop: 100000000, num: 10000, scale: log}\nfixed: {task: and, s: 2, d: 8, heads: 1, n_test: 100}\n"),
+        "  m: {start: 8, stop: 100000000, num: 10000, scale: log}\nfixed: {task: and, s: 2, d: 8, heads: 1, n_test: 100}\n"
+    ),
 }
 
 
@@ -46,10 +49,22 @@ def main() -> None:
         t1 = time.perf_counter()
         n, exact = count_packs(spec, spec_pack_sizer(spec, 2))
         t2 = time.perf_counter()
-        row = dict(trials=spec.n_trials(), packs=n, exact=exact, load_s=round(t1 - t0, 3), count_s=round(t2 - t1, 3))
+        row = dict(
+            trials=spec.n_trials(),
+            packs=n,
+            exact=exact,
+            load_s=round(t1 - t0, 3),
+            count_s=round(t2 - t1, 3),
+        )
         if label.startswith("10^6"):
-            listed = sum(1 for _ in make_packs(((trial_id(c), c) for c in spec.trials()), spec_pack_sizer(spec, 2),
-                                               spec.experiment))
+            listed = sum(
+                1
+                for _ in make_packs(
+                    ((trial_id(c), c) for c in spec.trials()),
+                    spec_pack_sizer(spec, 2),
+                    spec.experiment,
+                )
+            )
             row.update(listed_packs=listed, list_s=round(time.perf_counter() - t2, 1))
         results[label] = row
         print(label, row, flush=True)

@@ -73,8 +73,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     rows = []
-    print("| T | m | score range | table path (before), ms/step | float64 step (now), ms/step | speed-up | "
-          "float32 step, ms/step | float64 / float32 |")
+    print(
+        "| T | m | score range | table path (before), ms/step | float64 step (now), ms/step | speed-up | "
+        "float32 step, ms/step | float64 / float32 |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for T in args.Ts:
         for m in args.ms:
@@ -96,9 +98,11 @@ def main() -> None:
                 times["float32"].append(_ms(_float32_step, plain, args.steps))
             med = {k: statistics.median(v) for k, v in times.items()}
             rows.append(dict(T=T, m=m, score_range=rng, **{f"{k}_ms": v for k, v in med.items()}))
-            print(f"| {T} | {m} | {rng:.0f} | {med['table']:.1f} | {med['float64']:.1f} | "
-                  f"{med['table'] / med['float64']:.1f}x | {med['float32']:.1f} | {med['float64'] / med['float32']:.2f} |",
-                  flush=True)
+            print(
+                f"| {T} | {m} | {rng:.0f} | {med['table']:.1f} | {med['float64']:.1f} | "
+                f"{med['table'] / med['float64']:.1f}x | {med['float32']:.1f} | {med['float64'] / med['float32']:.2f} |",
+                flush=True,
+            )
     args.out.write_text(json.dumps(dict(machine=platform.platform(), rows=rows), indent=2))
 
 

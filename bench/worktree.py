@@ -16,8 +16,12 @@ def checkout(rev: str):
     """Yield the folder of a detached worktree at ``rev``; removed afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(folder), rev], cwd=ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(folder), rev],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
         try:
             yield folder
         finally:

@@ -99,8 +99,7 @@ def run_adaptive(spec: SweepSpec, store: ResultsStore, run_id: str, batches: Bat
     batches.run_flows(flows, f"{spec.name} {run_id}: adaptive search of {len(cells)} cells")
 
 
-def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str, Any], batches,
-              budget: bool) -> Flow:
+def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str, Any], batches, budget: bool) -> Flow:
     """The rounds of one cell, phase by phase (module docstring); ``budget``: the cell gets
     the budget check (the largest T of its series; every cell without T)."""
     rounds = itertools.count()
@@ -118,8 +117,14 @@ def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str,
         else:
             points = deciding_points(rates, spec.analysis.success_frac)
             extra = {"search_phase": "budget", "search_round": next(rounds)}
-            plan = reuse_stopped_twins(spec, store, run_id, [_config(spec, doubled, m, seed) for m in points
-                                                             for seed in spec.seeds], batches, extra)
+            plan = reuse_stopped_twins(
+                spec,
+                store,
+                run_id,
+                [_config(spec, doubled, m, seed) for m in points for seed in spec.seeds],
+                batches,
+                extra,
+            )
             if plan:
                 yield Request(plan, extra)
 
@@ -145,8 +150,16 @@ def initial_points(m_min: int, m_max: int, n: int) -> list[int]:
     return list(dict.fromkeys(int(round(m)) for m in np.geomspace(m_min, m_max, n)))
 
 
-def next_points(rates: dict[int, float], m_min: int, m_max: int, success_frac: float, rel_tol: float,
-                n_initial: int, per_round: int, smallest_first: bool = False) -> list[int]:
+def next_points(
+    rates: dict[int, float],
+    m_min: int,
+    m_max: int,
+    success_frac: float,
+    rel_tol: float,
+    n_initial: int,
+    per_round: int,
+    smallest_first: bool = False,
+) -> list[int]:
     """The sample sizes a cell tries next; empty when its m* is pinned (module docstring).
 
     Args:
@@ -200,15 +213,24 @@ def bisect(spec: SweepSpec, cell: dict[str, Any], phase: str, batches, rounds, r
     first = 2 if s.smallest_first else 1  # rounds that place the first points
     for i in range(1 + first + s.max_rounds):
         rates = {m: _rate(spec, cell, m, batches.results) for m in tried}
-        points = next_points(rates, s.m.min, s.m.max, spec.analysis.success_frac, s.rel_tol,
-                             s.initial_points, s.points_per_round, s.smallest_first)
+        points = next_points(
+            rates,
+            s.m.min,
+            s.m.max,
+            spec.analysis.success_frac,
+            s.rel_tol,
+            s.initial_points,
+            s.points_per_round,
+            s.smallest_first,
+        )
         if not points:
             return rates
         if i == first + s.max_rounds:  # the rounds are spent and the cell still wants points
             batches.console.print(
                 f"[yellow]warning[/]: {phase}: cell {_describe(cell)}: m = {points} left untried after "
                 f"search.max_rounds = {s.max_rounds}: its m* is not pinned to search.rel_tol "
-                "(raise max_rounds or points_per_round)")
+                "(raise max_rounds or points_per_round)"
+            )
             return rates
         tried += points
         extra = {"search_phase": phase, "search_round": next(rounds)}
@@ -228,8 +250,9 @@ def _describe(cell: dict[str, Any]) -> str:
 BUDGET_FREE_ERRORS = ("AmbiguousTrainingSetError", "AmbiguityCheckTooLargeError")
 
 
-def reuse_stopped_twins(spec: SweepSpec, store: ResultsStore, run_id: str, plan: list, batches,
-                        extra: dict[str, Any]) -> list:
+def reuse_stopped_twins(
+    spec: SweepSpec, store: ResultsStore, run_id: str, plan: list, batches, extra: dict[str, Any]
+) -> list:
     """The budget check's trials that need training; the others are recorded from their twin.
 
     A budget trial (``max_epochs`` 2E) has a twin in the run: the same settings with E
@@ -245,8 +268,12 @@ def reuse_stopped_twins(spec: SweepSpec, store: ResultsStore, run_id: str, plan:
     twins = {trial_id(c): trial_id(c.model_copy(update={"max_epochs": c.max_epochs // 2})) for c in plan}
     batches.writer.flush()  # the twins' rows may still be in the write buffer
     try:
-        rows = (store.scan_run_trials(spec.name, run_id).filter(pl.col("trial_id").is_in(list(twins.values())))
-                .collect().drop("sweep", "run_id"))
+        rows = (
+            store.scan_run_trials(spec.name, run_id)
+            .filter(pl.col("trial_id").is_in(list(twins.values())))
+            .collect()
+            .drop("sweep", "run_id")
+        )
     except StoreError:
         return plan
     by_id = {r["trial_id"]: r for r in rows.iter_rows(named=True)}
@@ -256,12 +283,26 @@ def reuse_stopped_twins(spec: SweepSpec, store: ResultsStore, run_id: str, plan:
         tid = trial_id(config)
         twin = by_id.get(twins[tid])
         stopped = twin is not None and (
-            (twin["status"] in ("done", "diverged") and twin["epochs"] is not None
-             and twin["epochs"] < config.max_epochs // 2)
-            or (twin["status"] == "failed" and twin["error_type"] in BUDGET_FREE_ERRORS))
+            (
+                twin["status"] in ("done", "diverged")
+                and twin["epochs"] is not None
+                and twin["epochs"] < config.max_epochs // 2
+            )
+            or (twin["status"] == "failed" and twin["error_type"] in BUDGET_FREE_ERRORS)
+        )
         if stopped:
-            reused.append({**twin, **extra, "trial_id": tid, "max_epochs": config.max_epochs,
-                           "reused_from": twin["trial_id"], "wall_s": 0.0, "attempts": 0, "finished_at": now})
+            reused.append(
+                {
+                    **twin,
+                    **extra,
+                    "trial_id": tid,
+                    "max_epochs": config.max_epochs,
+                    "reused_from": twin["trial_id"],
+                    "wall_s": 0.0,
+                    "attempts": 0,
+                    "finished_at": now,
+                }
+            )
         else:
             todo.append(config)
     if reused:
@@ -294,7 +335,9 @@ def study_dir(store: ResultsStore, sweep: str, run_id: str) -> Path:
     if store.local:
         base = Path(store.root)
     else:
-        base = Path.home() / ".cache" / "attnsweep" / "studies" / hashlib.sha256(str(store.root).encode()).hexdigest()[:16]
+        base = (
+            Path.home() / ".cache" / "attnsweep" / "studies" / hashlib.sha256(str(store.root).encode()).hexdigest()[:16]
+        )
     return base / "studies" / f"sweep={sweep}" / f"run_id={run_id}"
 
 
@@ -330,8 +373,13 @@ class TuningChoice:
     """``beats_default >= confidence``: the cell's search uses ``best``."""
 
 
-def robust_choice(candidates: np.ndarray, default: np.ndarray, confidence: float, n_boot: int = 1000,
-                  seed: int = 0) -> TuningChoice:
+def robust_choice(
+    candidates: np.ndarray,
+    default: np.ndarray,
+    confidence: float,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> TuningChoice:
     """Choose among tuned parameter sets so that seed noise cannot pick a worse one.
 
     The seeds are resampled with replacement ``n_boot`` times, the same resample for every
@@ -350,7 +398,9 @@ def robust_choice(candidates: np.ndarray, default: np.ndarray, confidence: float
     candidates = np.asarray(candidates, dtype=np.float64)
     default = np.asarray(default, dtype=np.float64)
     if candidates.ndim != 2 or not candidates.shape[0] or candidates.shape[1] != default.shape[0]:
-        raise ValueError(f"need (sets, seeds) scores and (seeds,) default scores, got {candidates.shape} and {default.shape}")
+        raise ValueError(
+            f"need (sets, seeds) scores and (seeds,) default scores, got {candidates.shape} and {default.shape}"
+        )
     best = int(np.argmax(candidates.mean(axis=1)))
     idx = np.random.default_rng(seed).integers(0, default.shape[0], size=(n_boot, default.shape[0]))
     means = np.vstack([default[idx].mean(axis=1), candidates[:, idx].mean(axis=2)])  # (1 + sets, n_boot)
@@ -359,8 +409,15 @@ def robust_choice(candidates: np.ndarray, default: np.ndarray, confidence: float
     return TuningChoice(best, win, beats, beats >= confidence)
 
 
-def tune_cell(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str, Any], rates: dict[int, float],
-              batches, rounds) -> Flow:
+def tune_cell(
+    spec: SweepSpec,
+    store: ResultsStore,
+    run_id: str,
+    cell: dict[str, Any],
+    rates: dict[int, float],
+    batches,
+    rounds,
+) -> Flow:
     """Optuna TPE over the tuned settings of one cell (module docstring, phase 2).
 
     Returns:
@@ -379,9 +436,14 @@ def tune_cell(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str,
     defaults = [_config(spec, cell, probe, seed) for seed in seeds]  # usually already run by phase 1
     for b in range(math.ceil(tune.n_trials / tune.batch)):
         asked = _asked(study, range(b * tune.batch, min((b + 1) * tune.batch, tune.n_trials)), dists)
-        plan = [_config(spec, {**cell, **params}, probe, seed) for _, params, told in asked if not told for seed in seeds]
+        plan = [
+            _config(spec, {**cell, **params}, probe, seed) for _, params, told in asked if not told for seed in seeds
+        ]
         if plan or (b == 0 and any(trial_id(c) not in batches.results for c in defaults)):
-            yield Request([*(defaults if b == 0 else []), *plan], {"search_phase": "tune", "search_round": next(rounds)})
+            yield Request(
+                [*(defaults if b == 0 else []), *plan],
+                {"search_phase": "tune", "search_round": next(rounds)},
+            )
         if any(not told for _, _, told in asked):
             # The rows must be in the store before the study says the trials are done: a crash
             # between a tell and the writer's next flush would leave told trials whose rows a
@@ -389,13 +451,22 @@ def tune_cell(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str,
             batches.writer.flush()
         for number, params, told in asked:
             if not told:
-                scores = [_score(spec, batches.results.get(_trial_id(spec, {**cell, **params}, probe, seed)))
-                          for seed in seeds]
+                scores = [
+                    _score(spec, batches.results.get(_trial_id(spec, {**cell, **params}, probe, seed)))
+                    for seed in seeds
+                ]
                 study.tell(number, float(np.mean(scores)))
-    sets = [dict(t.params) for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-            if t.number < tune.n_trials and t.state.is_finished()]
-    table = np.array([[_score(spec, batches.results.get(_trial_id(spec, {**cell, **p}, probe, seed))) for seed in seeds]
-                      for p in sets])
+    sets = [
+        dict(t.params)
+        for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+        if t.number < tune.n_trials and t.state.is_finished()
+    ]
+    table = np.array(
+        [
+            [_score(spec, batches.results.get(_trial_id(spec, {**cell, **p}, probe, seed))) for seed in seeds]
+            for p in sets
+        ]
+    )
     default = np.array([_score(spec, batches.results.get(trial_id(c))) for c in defaults])
     choice = robust_choice(table, default, tune.confidence)
     return sets[choice.best] if choice.adopted else None
@@ -413,10 +484,14 @@ def _study(folder: Path, cell: dict, tune) -> optuna.Study:
     if stale.is_symlink() or stale.exists():
         stale.unlink()
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
-    sampler = optuna.samplers.TPESampler(seed=int(key[:8], 16), constant_liar=True,
-                                         n_startup_trials=max(1, min(tune.batch, tune.n_trials // 2)))
-    return optuna.create_study(study_name=key, storage=storage, sampler=sampler, direction="maximize",
-                               load_if_exists=True)
+    sampler = optuna.samplers.TPESampler(
+        seed=int(key[:8], 16),
+        constant_liar=True,
+        n_startup_trials=max(1, min(tune.batch, tune.n_trials // 2)),
+    )
+    return optuna.create_study(
+        study_name=key, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
+    )
 
 
 def _asked(study: optuna.Study, want: range, dists: dict) -> list[tuple[int, dict, bool]]:
@@ -497,4 +572,3 @@ def _rate(spec: SweepSpec, cell: dict, m: int, results: dict[str, dict]) -> floa
     rows = [results.get(_trial_id(spec, cell, m, seed)) for seed in spec.seeds]
     trained = [r for r in rows if r is not None and r["status"] in ("done", "diverged")]
     return sum(_success(spec, r) for r in trained) / len(trained) if trained else 0.0
-

@@ -17,19 +17,22 @@ import polars as pl
 
 from attnsweep.orchestrator.analyze_tuning import choose_m_star, tuning_choices
 from attnsweep.orchestrator.rows import trial_schema, with_later_fields
-from attnsweep.stats.norm_use import BOUNDED, norm_growth, norm_use
 from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings
 from attnsweep.orchestrator.spec_loading import read_yaml
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
-from attnsweep.stats.critical import format_m_star, resolve_bounds
-from attnsweep.stats.restarts import LEARNER, learners
 from attnsweep.stats.boolean_growth import MIN_DECADES
+from attnsweep.stats.critical import format_m_star, resolve_bounds
 from attnsweep.stats.figures import plot_m_star, plot_success_curves, plot_success_grid
+from attnsweep.stats.norm_use import BOUNDED, norm_growth, norm_use
+from attnsweep.stats.restarts import LEARNER, learners
 from attnsweep.workers import BooleanTrialConfig
 from attnsweep.workers.config import LATER_FIELDS
 
-CELL_FIELDS = [*(f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")), LEARNER]
+CELL_FIELDS = [
+    *(f for f in BooleanTrialConfig.model_fields if f not in ("m", "seed", "fault")),
+    LEARNER,
+]
 """A sparse-Boolean cell: every setting but m and the seed (and the test-only fault); in a run
 with restarts, ``learner`` in place of ``restart`` (stats/restarts.py)."""
 
@@ -76,10 +79,12 @@ class Analysis:
         if not self.fits:
             return pl.DataFrame()
         keys = self.m_star.select(*self.series_fields, "series").unique(subset=["series"], maintain_order=True)
-        fits = pl.concat([fit.rename({"model": "law"}).with_columns(series=pl.lit(label))
-                          for label, fit in self.fits.items()])
-        return (fits.join(keys, on="series", how="left")
-                .select(*self.series_fields, "law", *[c for c in fits.columns if c not in ("law", "series")]))
+        fits = pl.concat(
+            [fit.rename({"model": "law"}).with_columns(series=pl.lit(label)) for label, fit in self.fits.items()]
+        )
+        return fits.join(keys, on="series", how="left").select(
+            *self.series_fields, "law", *[c for c in fits.columns if c not in ("law", "series")]
+        )
 
 
 def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name: str = "search") -> pl.LazyFrame:
@@ -98,7 +103,11 @@ def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name
     trials = trials.lazy()
     searched = trials.filter((phase.is_null() | (phase == "search")) if phase_name == "search" else phase == phase_name)
     tuned = trials.filter(phase == "tune").join(
-        searched.filter(phase == phase_name).select(*cell).unique(), on=cell, how="semi", nulls_equal=True)
+        searched.filter(phase == phase_name).select(*cell).unique(),
+        on=cell,
+        how="semi",
+        nulls_equal=True,
+    )
     return pl.concat([searched, tuned])
 
 
@@ -132,9 +141,11 @@ def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
                 state = "unfinished (its driver is gone)"
         except RunLockedError:
             state = "still running"
-    held = (f"{stored} trials stored (an adaptive search, which stops when m* is pinned; at most "
-            f"{record['n_trials']})" if search_of(store, sweep, run_id).adaptive
-            else f"{stored} of {record['n_trials']} trials stored")
+    held = (
+        f"{stored} trials stored (an adaptive search, which stops when m* is pinned; at most {record['n_trials']})"
+        if search_of(store, sweep, run_id).adaptive
+        else f"{stored} of {record['n_trials']} trials stored"
+    )
     return f"run {run_id} is {state}: {held}; cells may be incomplete (attnsweep resume {run_id})"
 
 
@@ -143,7 +154,11 @@ def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
     fewer (or more) of its rows than it recorded (:mod:`orchestrator.completeness`)."""
     from attnsweep.orchestrator.completeness import incomplete_note
 
-    notes = (unfinished_note(store, sweep, run_id), incomplete_note(store, sweep, run_id), pooled_note(store, sweep, run_id))
+    notes = (
+        unfinished_note(store, sweep, run_id),
+        incomplete_note(store, sweep, run_id),
+        pooled_note(store, sweep, run_id),
+    )
     return [n for n in notes if n is not None]
 
 
@@ -164,9 +179,11 @@ def pooled_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
     if not pooled:
         return None
     listed = " and ".join(f"{k} ({', '.join(map(str, v))})" for k, v in pooled.items())
-    return (f"run {run_id} varies {listed} within its symmetry cells, which are keyed by "
-            "teacher, student, n, k and d alone: each m*, error and verdict below pools those settings. "
-            "Read one setting's rows with attnsweep query, or give each setting its own run")
+    return (
+        f"run {run_id} varies {listed} within its symmetry cells, which are keyed by "
+        "teacher, student, n, k and d alone: each m*, error and verdict below pools those settings. "
+        "Read one setting's rows with attnsweep query, or give each setting its own run"
+    )
 
 
 def m_star_table(result: Analysis) -> pl.DataFrame:
@@ -186,8 +203,12 @@ def union_cell(union: pl.DataFrame) -> list[str]:
     return [c for c in [*CELL_FIELDS, TUNED_RUN] if c in union.columns]
 
 
-def boolean_verdicts(tables: list[pl.DataFrame], tuned: set[str], ci: float = 0.95,
-                     reference: Path | str | None = None) -> tuple[pl.DataFrame, list[dict]]:
+def boolean_verdicts(
+    tables: list[pl.DataFrame],
+    tuned: set[str],
+    ci: float = 0.95,
+    reference: Path | str | None = None,
+) -> tuple[pl.DataFrame, list[dict]]:
     """Claims L1-L4 and R (docs/claims.md 1a) judged on the m* tables of sparse-Boolean runs.
 
     Args:
@@ -225,29 +246,46 @@ def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: li
     The bounds and flags are then resolved again (stats/critical.py,
     :func:`stats.critical.resolve_bounds`): the check overrides the rows' own out-of-epochs
     rule where it ran."""
-    table = table.with_columns(m_star_2x=pl.lit(None, pl.Float64), bound_2x=pl.lit(None, pl.String),
-                               budget=pl.lit("not checked"))
+    table = table.with_columns(
+        m_star_2x=pl.lit(None, pl.Float64),
+        bound_2x=pl.lit(None, pl.String),
+        budget=pl.lit("not checked"),
+    )
     if budget is None or budget.is_empty():
         return resolve_bounds(table)
     keys = [c for c in cols if c != "max_epochs"]
-    twin = budget.select(*keys, max_epochs=pl.col("max_epochs") // 2, m_star_2x_=pl.col("m_star"),
-                         censored_2x=pl.col("censored"), bound_2x_=pl.col("bound"),
-                         ran_out_2x=pl.col("out_of_epochs"))
+    twin = budget.select(
+        *keys,
+        max_epochs=pl.col("max_epochs") // 2,
+        m_star_2x_=pl.col("m_star"),
+        censored_2x=pl.col("censored"),
+        bound_2x_=pl.col("bound"),
+        ran_out_2x=pl.col("out_of_epochs"),
+    )
     joined = table.drop("m_star_2x", "bound_2x").join(twin, on=[*keys, "max_epochs"], how="left", nulls_equal=True)
     inside = (pl.col("m_star_2x_") >= pl.col("ci_lo")) & (pl.col("m_star_2x_") <= pl.col("ci_hi"))
     same_side = (pl.col("censored") != "") & (pl.col("censored") == pl.col("censored_2x"))
     # A twin whose own trials ran out of epochs and decide its m* settles nothing: twice the
     # epochs were still too few to say, so the cell stays limited by its budget.
-    verdict = (pl.when(pl.col("censored_2x").is_null()).then(pl.lit("not checked"))
-               .when(pl.col("ran_out_2x").fill_null(False)).then(pl.lit("budget-limited"))
-               .when(same_side | ((pl.col("censored_2x") != "above") & inside.fill_null(False)))
-               .then(pl.lit("ok")).otherwise(pl.lit("budget-limited")))
+    verdict = (
+        pl.when(pl.col("censored_2x").is_null())
+        .then(pl.lit("not checked"))
+        .when(pl.col("ran_out_2x").fill_null(False))
+        .then(pl.lit("budget-limited"))
+        .when(same_side | ((pl.col("censored_2x") != "above") & inside.fill_null(False)))
+        .then(pl.lit("ok"))
+        .otherwise(pl.lit("budget-limited"))
+    )
     joined = joined.with_columns(budget=verdict, m_star_2x=pl.col("m_star_2x_"), bound_2x=pl.col("bound_2x_"))
     return resolve_bounds(joined.drop("m_star_2x_", "censored_2x", "bound_2x_", "ran_out_2x"))
 
 
-def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Path | None = None,
-                settings: AnalysisSettings | None = None) -> Analysis:
+def analyze_run(
+    store: ResultsStore,
+    run_id: str | None = None,
+    figures_dir: Path | None = None,
+    settings: AnalysisSettings | None = None,
+) -> Analysis:
     """m* per cell, growth fits per series and the checks of a run.
 
     Args:
@@ -264,8 +302,21 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     names = set(trial_schema().names)
     trials = with_later_fields(store.scan_run_trials(sweep, run_id))
     cols = [c for c in CELL_FIELDS if c in names]
-    every = trials.select([*cols, "m", "seed", "status", "test_acc", "train_acc", "train_loss", "converged",
-                           "search_phase", "error_type", *[c for c in BOUNDED if c in names]]).collect()
+    every = trials.select(
+        [
+            *cols,
+            "m",
+            "seed",
+            "status",
+            "test_acc",
+            "train_acc",
+            "train_loss",
+            "converged",
+            "search_phase",
+            "error_type",
+            *[c for c in BOUNDED if c in names],
+        ]
+    ).collect()
     # Restarts of one training set: three learners over the same rows (stats/restarts.py).
     every, cols = learners(every, cols, settings.acc_threshold)
     data = search_rows(every, cols).collect()
@@ -274,14 +325,22 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
         why = ""
         if not errors.is_empty():
             top = errors["error_type"][0]
-            hint = ("at small m a training set often fits more than one set of relevant positions: raise m; "
-                    if top and "Ambiguous" in top else "")
+            hint = (
+                "at small m a training set often fits more than one set of relevant positions: raise m; "
+                if top and "Ambiguous" in top
+                else ""
+            )
             why = f": all {data.height} failed before training, most with {top} ({hint}the rows' error column says why)"
         raise StoreError(f"run {run_id} has no trained trials to analyse{why}")
     varying = [c for c in cols if data[c].n_unique() > 1]
-    m_star = functools.partial(critical_sample_sizes, acc_threshold=settings.acc_threshold,
-                               success_frac=settings.success_frac, n_boot=settings.n_boot, ci=settings.ci,
-                               earlier=LATER_FIELDS)
+    m_star = functools.partial(
+        critical_sample_sizes,
+        acc_threshold=settings.acc_threshold,
+        success_frac=settings.success_frac,
+        n_boot=settings.n_boot,
+        ci=settings.ci,
+        earlier=LATER_FIELDS,
+    )
     table, reps = m_star(data, cols)
     # Tuned settings differ from cell to cell by choice, not as an axis: they do not split a series.
     tuned = tuned_fields(store, sweep, run_id)
@@ -293,8 +352,11 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     spec_table = table  # m* with the spec's own settings, before tuned cells replace theirs
     table = choose_m_star(table, tuned_table, cols, sorted(tuned), bool(tuned))
     search = search_of(store, sweep, run_id)
-    choices = (tuning_choices(every, cols, sorted(tuned), search.tune.confidence)
-               if tuned and search.tune is not None else pl.DataFrame())
+    choices = (
+        tuning_choices(every, cols, sorted(tuned), search.tune.confidence)
+        if tuned and search.tune is not None
+        else pl.DataFrame()
+    )
     data = pl.concat([data, tuned_data], how="vertical_relaxed")
     series_cols = [c for c in varying if c != "T" and c not in tuned]
     table = table.with_columns(series=_label(series_cols)).sort(["series", "T"])
@@ -307,17 +369,32 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
     table = table.join(use, on=cols, how="left", nulls_equal=True)
     if budget is not None and not budget_rows.is_empty():  # the budget check's twin: did more epochs fit?
         keys = [c for c in cols if c != "max_epochs"]
-        twice = (norm_use(budget_rows, cols, settings.acc_threshold).select(*keys, fit_at_m_max_2x="fit_at_m_max")
-                 .with_columns([pl.col(c).cast(table.schema[c]) for c in keys]))
+        twice = (
+            norm_use(budget_rows, cols, settings.acc_threshold)
+            .select(*keys, fit_at_m_max_2x="fit_at_m_max")
+            .with_columns([pl.col(c).cast(table.schema[c]) for c in keys])
+        )
         table = table.join(twice, on=keys, how="left", nulls_equal=True)
-    result = Analysis(sweep, run_id, table, varying=varying, budget=budget, tuned=sorted(tuned), replicates=reps,
-                      series_fields=series_cols,
-                      tuning=choices)
+    result = Analysis(
+        sweep,
+        run_id,
+        table,
+        varying=varying,
+        budget=budget,
+        tuned=sorted(tuned),
+        replicates=reps,
+        series_fields=series_cols,
+        tuning=choices,
+    )
     result.fits = _fits(table, reps, cols, settings.ci)
-    result.norm_growth = {label: norm_growth(part["T"].to_numpy(), part["min_norm_qk"].fill_null(np.nan).to_numpy(),
-                                             settings.ci)
-                          for (label,), part in table.filter(pl.col("model") == "transformer")
-                          .group_by("series", maintain_order=True)} if "T" in table.columns else {}
+    result.norm_growth = (
+        {
+            label: norm_growth(part["T"].to_numpy(), part["min_norm_qk"].fill_null(np.nan).to_numpy(), settings.ci)
+            for (label,), part in table.filter(pl.col("model") == "transformer").group_by("series", maintain_order=True)
+        }
+        if "T" in table.columns
+        else {}
+    )
     result.checks = _checks(table, result.fits, tuned)
     if tuned_table is not None:  # tuning changed some cells: the growth laws with the spec's settings, too
         spec_fits = _fits(spec_table.with_columns(series=_label(series_cols)), reps, cols, settings.ci)
@@ -327,8 +404,9 @@ def analyze_run(store: ResultsStore, run_id: str | None = None, figures_dir: Pat
         result.figures.append(plot_m_star(table, result.fits, "series", figures_dir / "m_star_vs_T.png"))
         rates = success_rates(data, cols, settings.acc_threshold).with_columns(series=_label(series_cols))
         if (data["search_phase"] == "search").any():  # m differs per cell: curves, not a sparse heatmap
-            result.figures.append(plot_success_curves(rates, "series", figures_dir / "success_rate_curves.png",
-                                                      settings.success_frac))
+            result.figures.append(
+                plot_success_curves(rates, "series", figures_dir / "success_rate_curves.png", settings.success_frac)
+            )
         else:
             result.figures.append(plot_success_grid(rates, "series", figures_dir / "success_rate_grid.png"))
     return result
@@ -353,15 +431,21 @@ def _spec_law(label: str, fit: pl.DataFrame) -> dict:
     """The check line of a series' growth laws with the spec's settings in every cell."""
     power = fit.filter(pl.col("model") == "power").row(0, named=True)
     log = fit.filter(pl.col("model") == "log").row(0, named=True)
-    return dict(check=f"best growth law with the spec's settings in every cell [{label}]", verdict=fit["model"][0],
-                detail=f"power-law exponent c = {power['b']:.2f} (CI {power['b_lo']:.2f} .. {power['b_hi']:.2f}); "
-                       f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f})")
+    return dict(
+        check=f"best growth law with the spec's settings in every cell [{label}]",
+        verdict=fit["model"][0],
+        detail=f"power-law exponent c = {power['b']:.2f} (CI {power['b_lo']:.2f} .. {power['b_hi']:.2f}); "
+        f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f})",
+    )
 
 
 def _label(cols: list[str]) -> pl.Expr:
     if not cols:
         return pl.lit("all")
-    return pl.concat_str([pl.lit(f"{c}=") + pl.col(c).cast(pl.String).fill_null("none") for c in cols], separator=", ")
+    return pl.concat_str(
+        [pl.lit(f"{c}=") + pl.col(c).cast(pl.String).fill_null("none") for c in cols],
+        separator=", ",
+    )
 
 
 def settings_of(store: ResultsStore, sweep: str, run_id: str) -> AnalysisSettings:
@@ -386,34 +470,51 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: set[str] 
             verdict = "yes" if log["b_lo"] > 0 else ("no" if log["b_hi"] <= 0 else "inconclusive")
         # The span of the cells the fit used (exact m*): a bound beyond them widens nothing.
         exact = (pl.col("bound") == "exact") if "bound" in table.columns else pl.lit(True)
-        Ts = (table.filter((pl.col("series") == label) & exact)["T"] if {"series", "T"} <= set(table.columns)
-              else pl.Series([], dtype=pl.Int64)).drop_nulls()
+        Ts = (
+            table.filter((pl.col("series") == label) & exact)["T"]
+            if {"series", "T"} <= set(table.columns)
+            else pl.Series([], dtype=pl.Int64)
+        ).drop_nulls()
         span = math.log10(Ts.max() / Ts.min()) if Ts.len() and Ts.min() > 0 else math.nan
-        which = ("" if span >= MIN_DECADES else
-                 f" (which law holds is not decided here: its exact m* span {span:.1f} decades of T, L1 needs "
-                 f"{MIN_DECADES:g})")
-        checks.append(dict(
-            check=f"m* grows with T [{label}]",
-            verdict=verdict,
-            detail=f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f}); "
-                   f"best law by AIC: {fit['model'][0]}{which}; power-law exponent c = {power['b']:.2f} "
-                   f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
-        ))
+        which = (
+            ""
+            if span >= MIN_DECADES
+            else f" (which law holds is not decided here: its exact m* span {span:.1f} decades of T, L1 needs "
+            f"{MIN_DECADES:g})"
+        )
+        checks.append(
+            dict(
+                check=f"m* grows with T [{label}]",
+                verdict=verdict,
+                detail=f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f}); "
+                f"best law by AIC: {fit['model'][0]}{which}; power-law exponent c = {power['b']:.2f} "
+                f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
+            )
+        )
     if "tuning" in table.columns and (table["tuning"] != "not tuned").any():
         worse = table.filter(pl.col("tuning") == "worse: spec used")
         adopted = int((table["tuning"] != "spec kept").sum())
-        where = "; ".join(f"{r['series']}, T={r.get('T')}: tuned {r['m_star_tuned']:.1f} vs {r['m_star_default']:.1f}"
-                          for r in worse.iter_rows(named=True))
-        checks.append(dict(
-            check="tuning did not make m* worse",
-            verdict="yes" if worse.is_empty() else "no",
-            detail=(f"tuned settings adopted in {adopted} of {table.height} cells" +
-                    (f"; worse (the spec's settings' m* is used): {where}" if where else "")),
-        ))
+        where = "; ".join(
+            f"{r['series']}, T={r.get('T')}: tuned {r['m_star_tuned']:.1f} vs {r['m_star_default']:.1f}"
+            for r in worse.iter_rows(named=True)
+        )
+        checks.append(
+            dict(
+                check="tuning did not make m* worse",
+                verdict="yes" if worse.is_empty() else "no",
+                detail=(
+                    f"tuned settings adopted in {adopted} of {table.height} cells"
+                    + (f"; worse (the spec's settings' m* is used): {where}" if where else "")
+                ),
+            )
+        )
     if "model" in table.columns and table["model"].n_unique() > 1:
         # Settings of one architecture only (widths, heads) do not split the comparison.
-        group = [c for c in CELL_FIELDS if c in table.columns and c not in _ARCH_FIELDS and c not in tuned
-                 and table[c].n_unique() > 1]
+        group = [
+            c
+            for c in CELL_FIELDS
+            if c in table.columns and c not in _ARCH_FIELDS and c not in tuned and table[c].n_unique() > 1
+        ]
         parts = table.partition_by(group, as_dict=True) if group else {(): table}
         for key, part in parts.items():
             where = ", ".join(f"{c}={v}" for c, v in zip(group, key))

@@ -13,12 +13,22 @@ import polars as pl
 
 from attnsweep.orchestrator.analyze import search_rows
 from attnsweep.orchestrator.spec import AnalysisSettings
-from attnsweep.workers import SymmetryTrialConfig
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import symmetry_scale as scale
-from attnsweep.stats.figures import plot_advantage, plot_equivariance_errors, plot_error_against_m, plot_test_error
-from attnsweep.stats.symmetry import critical_sizes_and_replicates, verdicts, with_budget_check, with_student
+from attnsweep.stats.figures import (
+    plot_advantage,
+    plot_equivariance_errors,
+    plot_error_against_m,
+    plot_test_error,
+)
+from attnsweep.stats.symmetry import (
+    critical_sizes_and_replicates,
+    verdicts,
+    with_budget_check,
+    with_student,
+)
 from attnsweep.stats.verdict_common import quantity
+from attnsweep.workers import SymmetryTrialConfig
 
 
 @dataclass
@@ -56,35 +66,69 @@ class ScaleAnalysis:
             fixed = {k: int(v) for k, v in (part.split("=") for part in r["fixed"].split(", ") if "=" in part)}
             values = [int(v) for v in r["values"].split(", ") if v]
             local = json.loads(r["local_json"] or "[]")
-            numbers = dict(kind="advantage_slope", student=r["student"], axis=r["axis"], fixed=fixed, values=values,
-                           slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"], "exact" if values[1:] else "none"),
-                           censored_share=r["censored_share"], left_out=json.loads(r["left_out_json"] or "[]"),
-                           local_slopes=[dict(l, slope=quantity(l["slope"], l["ci_lo"], l["ci_hi"])) for l in local],
-                           lack_of_fit=r["lack_of_fit"], denominator_at_floor=r["floor"])
+            numbers = dict(
+                kind="advantage_slope",
+                student=r["student"],
+                axis=r["axis"],
+                fixed=fixed,
+                values=values,
+                slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"], "exact" if values[1:] else "none"),
+                censored_share=r["censored_share"],
+                left_out=json.loads(r["left_out_json"] or "[]"),
+                local_slopes=[dict(one, slope=quantity(one["slope"], one["ci_lo"], one["ci_hi"])) for one in local],
+                lack_of_fit=r["lack_of_fit"],
+                denominator_at_floor=r["floor"],
+            )
             statistic, interval = _slope_text(r, f"advantage ~ {r['axis']}^slope"), _interval(r)
             if r["lack_of_fit"]:
                 # One power law does not fit the line: its local slopes are the statistic, not one slope.
-                statistic = (f"no single slope (the local slopes disagree): "
-                             + ", ".join(f"{r['axis']} {l['from']} -> {l['to']}: {l['slope']:.2f}" for l in local))
-                interval = ", ".join(f"{r['axis']} {l['from']} -> {l['to']}: CI {_num(l['ci_lo'])} .. "
-                                     f"{_num(l['ci_hi'])}" for l in local) + (
+                statistic = "no single slope (the local slopes disagree): " + ", ".join(
+                    f"{r['axis']} {one['from']} -> {one['to']}: {one['slope']:.2f}" for one in local
+                )
+                interval = ", ".join(
+                    f"{r['axis']} {one['from']} -> {one['to']}: CI {_num(one['ci_lo'])} .. {_num(one['ci_hi'])}"
+                    for one in local
+                ) + (
                     f" (intervals that do not overlap; one power law's slope {r['slope']:.2f}, CI {_num(r['ci_lo'])} "
-                    f".. {_num(r['ci_hi'])}, would misstate the line)")
-            out.append(dict(measurement=f"S2 advantage of the inner-product student over the {r['student']} "
-                                        f"against {r['axis']} ({r['fixed']})",
-                            statistic=statistic, interval=interval, note=_slope_note(r), numbers=numbers))
+                    f".. {_num(r['ci_hi'])}, would misstate the line)"
+                )
+            out.append(
+                dict(
+                    measurement=f"S2 advantage of the inner-product student over the {r['student']} "
+                    f"against {r['axis']} ({r['fixed']})",
+                    statistic=statistic,
+                    interval=interval,
+                    note=_slope_note(r),
+                    numbers=numbers,
+                )
+            )
         for r in self.error_slopes.iter_rows(named=True):
-            numbers = dict(kind="error_slope", cells=dict(d=r["d"], n=r["n"], k=r["k"]),
-                           slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"]), m_min=r["m_min"], m_max=r["m_max"])
-            out.append(dict(measurement=f"E of the generic transformer against m (d={r['d']}, n={r['n']}, k={r['k']})",
-                            statistic=_slope_text(r, "E ~ m^slope"), interval=_interval(r),
-                            note=f"m {r['m_min']}..{r['m_max']}; equivariant teacher; median float64 E per trial",
-                            numbers=numbers))
+            numbers = dict(
+                kind="error_slope",
+                cells=dict(d=r["d"], n=r["n"], k=r["k"]),
+                slope=quantity(r["slope"], r["ci_lo"], r["ci_hi"]),
+                m_min=r["m_min"],
+                m_max=r["m_max"],
+            )
+            out.append(
+                dict(
+                    measurement=f"E of the generic transformer against m (d={r['d']}, n={r['n']}, k={r['k']})",
+                    statistic=_slope_text(r, "E ~ m^slope"),
+                    interval=_interval(r),
+                    note=f"m {r['m_min']}..{r['m_max']}; equivariant teacher; median float64 E per trial",
+                    numbers=numbers,
+                )
+            )
         return out
 
 
-def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings: AnalysisSettings,
-                         figures_dir: Path | None = None) -> SymmetryAnalysis:
+def analyze_symmetry_run(
+    store: ResultsStore,
+    sweep: str,
+    run_id: str,
+    settings: AnalysisSettings,
+    figures_dir: Path | None = None,
+) -> SymmetryAnalysis:
     """m* (success: relative test error <= ``settings.target_error``), median errors per
     (teacher, student, m), verdicts S1-S4 and figures.
 
@@ -104,8 +148,12 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
     sizes = [c for c in ("d", "n", "k") if labelled[c].n_unique() > 1]  # a multi-size run's medians stay per size
     errors = (
         labelled.group_by("teacher", "student", *sizes, "m")
-        .agg(pl.len().alias("trials"), pl.col("test_error").median(), pl.col("eq_error_median").median(),
-             pl.col("perm_error_median").median())
+        .agg(
+            pl.len().alias("trials"),
+            pl.col("test_error").median(),
+            pl.col("eq_error_median").median(),
+            pl.col("perm_error_median").median(),
+        )
         .sort("teacher", "student", *sizes, "m")
     )
     result = SymmetryAnalysis(sweep, run_id, m_star, errors, verdicts(trials, m_star, settings.n_boot, settings.ci))
@@ -116,15 +164,37 @@ def analyze_symmetry_run(store: ResultsStore, sweep: str, run_id: str, settings:
     if figures_dir is not None:
         figures_dir = Path(figures_dir)
         result.figures.append(plot_test_error(labelled, figures_dir / "test_error_vs_m.png"))
-        result.figures.append(plot_equivariance_errors(
-            labelled, "eq_error_median", figures_dir / "orthogonal_error.png", "O(d) equivariance error E (float64)"))
-        result.figures.append(plot_equivariance_errors(
-            labelled, "perm_error_median", figures_dir / "permutation_error.png", "permutation equivariance error"))
+        result.figures.append(
+            plot_equivariance_errors(
+                labelled,
+                "eq_error_median",
+                figures_dir / "orthogonal_error.png",
+                "O(d) equivariance error E (float64)",
+            )
+        )
+        result.figures.append(
+            plot_equivariance_errors(
+                labelled,
+                "perm_error_median",
+                figures_dir / "permutation_error.png",
+                "permutation equivariance error",
+            )
+        )
         if result.scale is not None:
-            result.figures.append(plot_advantage(result.scale.advantage, result.scale.center,
-                                                 figures_dir / "advantage_vs_size.png"))
-            result.figures.append(plot_error_against_m(result.scale.error_medians, result.scale.center,
-                                                       figures_dir / "error_vs_m_by_d.png"))
+            result.figures.append(
+                plot_advantage(
+                    result.scale.advantage,
+                    result.scale.center,
+                    figures_dir / "advantage_vs_size.png",
+                )
+            )
+            result.figures.append(
+                plot_error_against_m(
+                    result.scale.error_medians,
+                    result.scale.center,
+                    figures_dir / "error_vs_m_by_d.png",
+                )
+            )
     return result
 
 
@@ -134,7 +204,9 @@ def _scale(trials: pl.DataFrame, m_star: pl.DataFrame, replicates: dict, setting
         groups=scale.group_verdicts(trials, m_star, settings.n_boot, settings.ci),
         advantage=scale.advantage(m_star, replicates, settings.ci),
         advantage_slopes=scale.advantage_slopes(m_star, replicates, settings.ci),
-        error_slopes=slopes, error_medians=medians, center=scale.center(trials),
+        error_slopes=slopes,
+        error_medians=medians,
+        center=scale.center(trials),
     )
 
 
@@ -154,16 +226,26 @@ def _num(v: float) -> str:
 
 def _slope_note(r: dict) -> str:
     values = [v for v in r["values"].split(", ") if v]
-    parts = [f"{r['axis']} = {r['values']}" + (" (two points: no check of the law)" if len(values) == 2 else "")
-             if values else "no value with a number"]
+    parts = [
+        f"{r['axis']} = {r['values']}" + (" (two points: no check of the law)" if len(values) == 2 else "")
+        if values
+        else "no value with a number"
+    ]
     local = json.loads(r.get("local_json") or "[]")
     if local and not r.get("lack_of_fit"):
-        parts.append("local slopes agree within their intervals: " + ", ".join(
-            f"{l['from']} -> {l['to']}: {l['slope']:.2f} ({_num(l['ci_lo'])} .. {_num(l['ci_hi'])})" for l in local))
+        parts.append(
+            "local slopes agree within their intervals: "
+            + ", ".join(
+                f"{one['from']} -> {one['to']}: {one['slope']:.2f} ({_num(one['ci_lo'])} .. {_num(one['ci_hi'])})"
+                for one in local
+            )
+        )
     if r.get("floor"):
-        parts.append("the denominator is the inner-product student's m* at its floor of 1 in every group of the line "
-                     "(it succeeded at m = 1, the smallest m there is): the advantage is the generic student's m* "
-                     "over that floor; the inner-product student's need, at most 1 sample, is not resolved further")
+        parts.append(
+            "the denominator is the inner-product student's m* at its floor of 1 in every group of the line "
+            "(it succeeded at m = 1, the smallest m there is): the advantage is the generic student's m* "
+            "over that floor; the inner-product student's need, at most 1 sample, is not resolved further"
+        )
     if r["left_out"]:
         parts.append(f"left out (a bound or none, not a number): {r['left_out']}")
     if r["censored_share"] and not math.isnan(r["censored_share"]):

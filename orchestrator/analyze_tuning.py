@@ -46,8 +46,9 @@ def tuning_choices(rows: pl.DataFrame, cell: list[str], tuned: list[str], confid
     if tune.is_empty() or not tuned:
         return pl.DataFrame()
     spec_values = rows.filter(phase == "search").select([*base, *tuned]).unique()
-    score = (pl.when(pl.col("status") == "done").then(pl.col("test_acc").fill_nan(0.5).fill_null(0.5))
-             .otherwise(0.5)).alias("score")
+    score = (
+        pl.when(pl.col("status") == "done").then(pl.col("test_acc").fill_nan(0.5).fill_null(0.5)).otherwise(0.5)
+    ).alias("score")
     out = []
     for key, part in tune.group_by(base, maintain_order=True):
         probe = int(part["m"].min())
@@ -60,22 +61,41 @@ def tuning_choices(rows: pl.DataFrame, cell: list[str], tuned: list[str], confid
         at_probe = rows.filter(match & (pl.col("m") == probe) & pl.col("seed").is_in(seeds)).with_columns(score)
         is_default = pl.all_horizontal([pl.col(t).eq_missing(own_values[t]) for t in tuned])
         default = at_probe.filter(is_default).unique("seed").sort("seed")
-        sets = (part.filter(~is_default).with_columns(score).group_by(tuned, maintain_order=True)
-                .agg(pl.col("seed"), pl.col("score")))
-        table = [[dict(zip(s, v))[seed] if seed in s else 0.5 for seed in seeds]
-                 for s, v in zip(sets["seed"], sets["score"])]
+        sets = (
+            part.filter(~is_default)
+            .with_columns(score)
+            .group_by(tuned, maintain_order=True)
+            .agg(pl.col("seed"), pl.col("score"))
+        )
+        table = [
+            [dict(zip(s, v))[seed] if seed in s else 0.5 for seed in seeds] for s, v in zip(sets["seed"], sets["score"])
+        ]
         if not table or default.height != len(seeds):
             continue
         choice = robust_choice(np.array(table), default["score"].to_numpy(), confidence)
         best = sets.row(choice.best, named=True)
-        out.append({**dict(zip(base, key)), **{t: own_values[t] for t in tuned}, "probe_m": probe,
-                    "sets": sets.height, **{f"best_{t}": best[t] for t in tuned},
-                    "win_frac": choice.win_frac, "beats_default": choice.beats_default, "adopted": choice.adopted})
+        out.append(
+            {
+                **dict(zip(base, key)),
+                **{t: own_values[t] for t in tuned},
+                "probe_m": probe,
+                "sets": sets.height,
+                **{f"best_{t}": best[t] for t in tuned},
+                "win_frac": choice.win_frac,
+                "beats_default": choice.beats_default,
+                "adopted": choice.adopted,
+            }
+        )
     return pl.DataFrame(out) if out else pl.DataFrame()
 
 
-def choose_m_star(default: pl.DataFrame, tuned_table: pl.DataFrame | None, cell: list[str], tuned: list[str],
-                  tuning_ran: bool) -> pl.DataFrame:
+def choose_m_star(
+    default: pl.DataFrame,
+    tuned_table: pl.DataFrame | None,
+    cell: list[str],
+    tuned: list[str],
+    tuning_ran: bool,
+) -> pl.DataFrame:
     """The m* table the verdicts use, one row per cell (module docstring).
 
     Args:
@@ -94,33 +114,63 @@ def choose_m_star(default: pl.DataFrame, tuned_table: pl.DataFrame | None, cell:
     """
     base = [c for c in cell if c not in tuned]
     state = pl.lit("spec kept" if tuning_ran else "not tuned")
-    out = default.with_columns(settings=pl.lit("default"), m_star_default=pl.col("m_star"),
-                               m_star_tuned=pl.lit(None, pl.Float64), censored_default=pl.col("censored"),
-                               censored_tuned=pl.lit(None, pl.String), bound_default=pl.col("bound"),
-                               bound_tuned=pl.lit(None, pl.String), tuning=state)
+    out = default.with_columns(
+        settings=pl.lit("default"),
+        m_star_default=pl.col("m_star"),
+        m_star_tuned=pl.lit(None, pl.Float64),
+        censored_default=pl.col("censored"),
+        censored_tuned=pl.lit(None, pl.String),
+        bound_default=pl.col("bound"),
+        bound_tuned=pl.lit(None, pl.String),
+        tuning=state,
+    )
     if tuned_table is None or tuned_table.is_empty():
         return out
-    ref = default.select(*base, d_m=pl.col("m_star"), d_hi=pl.col("ci_hi"), d_cens=pl.col("censored"),
-                         d_bound=pl.col("bound"))
+    ref = default.select(
+        *base,
+        d_m=pl.col("m_star"),
+        d_hi=pl.col("ci_hi"),
+        d_cens=pl.col("censored"),
+        d_bound=pl.col("bound"),
+    )
     t = tuned_table.join(ref, on=base, how="left", nulls_equal=True)
     # A bound is not a value (stats/critical.py): compare values only where both are exact.
     measured = (pl.col("bound") == "exact") & (pl.col("d_bound") == "exact")
-    worse = ((measured & (pl.col("m_star") > pl.col("d_hi"))).fill_null(False)
-             | ((pl.col("censored") == "above") & (pl.col("d_cens") != "above")))
-    t = t.with_columns(worse=worse, m_star_default=pl.col("d_m"), m_star_tuned=pl.col("m_star"),
-                       censored_default=pl.col("d_cens"), censored_tuned=pl.col("censored"),
-                       bound_default=pl.col("d_bound"), bound_tuned=pl.col("bound"))
-    used = (t.filter(~pl.col("worse")).drop("d_m", "d_hi", "d_cens", "d_bound", "worse")
-            .with_columns(settings=pl.lit("tuned"), tuning=pl.lit("tuned")))
-    worse_keys = t.filter(pl.col("worse")).select(*base, m_star_tuned_=pl.col("m_star_tuned"),
-                                                  censored_tuned_=pl.col("censored_tuned"),
-                                                  bound_tuned_=pl.col("bound_tuned"), worse_=pl.lit(True))
-    kept = (out.join(used.select(base), on=base, how="anti", nulls_equal=True)
-            .join(worse_keys, on=base, how="left", nulls_equal=True)
-            .with_columns(m_star_tuned=pl.coalesce("m_star_tuned_", "m_star_tuned"),
-                          censored_tuned=pl.coalesce("censored_tuned_", "censored_tuned"),
-                          bound_tuned=pl.coalesce("bound_tuned_", "bound_tuned"),
-                          tuning=pl.when(pl.col("worse_").fill_null(False))
-                          .then(pl.lit("worse: spec used")).otherwise(pl.col("tuning")))
-            .drop("m_star_tuned_", "censored_tuned_", "bound_tuned_", "worse_"))
+    worse = (measured & (pl.col("m_star") > pl.col("d_hi"))).fill_null(False) | (
+        (pl.col("censored") == "above") & (pl.col("d_cens") != "above")
+    )
+    t = t.with_columns(
+        worse=worse,
+        m_star_default=pl.col("d_m"),
+        m_star_tuned=pl.col("m_star"),
+        censored_default=pl.col("d_cens"),
+        censored_tuned=pl.col("censored"),
+        bound_default=pl.col("d_bound"),
+        bound_tuned=pl.col("bound"),
+    )
+    used = (
+        t.filter(~pl.col("worse"))
+        .drop("d_m", "d_hi", "d_cens", "d_bound", "worse")
+        .with_columns(settings=pl.lit("tuned"), tuning=pl.lit("tuned"))
+    )
+    worse_keys = t.filter(pl.col("worse")).select(
+        *base,
+        m_star_tuned_=pl.col("m_star_tuned"),
+        censored_tuned_=pl.col("censored_tuned"),
+        bound_tuned_=pl.col("bound_tuned"),
+        worse_=pl.lit(True),
+    )
+    kept = (
+        out.join(used.select(base), on=base, how="anti", nulls_equal=True)
+        .join(worse_keys, on=base, how="left", nulls_equal=True)
+        .with_columns(
+            m_star_tuned=pl.coalesce("m_star_tuned_", "m_star_tuned"),
+            censored_tuned=pl.coalesce("censored_tuned_", "censored_tuned"),
+            bound_tuned=pl.coalesce("bound_tuned_", "bound_tuned"),
+            tuning=pl.when(pl.col("worse_").fill_null(False))
+            .then(pl.lit("worse: spec used"))
+            .otherwise(pl.col("tuning")),
+        )
+        .drop("m_star_tuned_", "censored_tuned_", "bound_tuned_", "worse_")
+    )
     return pl.concat([kept, used.select(kept.columns)], how="vertical_relaxed")

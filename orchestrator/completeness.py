@@ -33,8 +33,11 @@ def cell_counts(rows: pl.LazyFrame, fields: list[str]) -> str:
         return json.dumps({"fields": [], "cells": [[rows.select(pl.len()).collect().item()]]})
     unique = rows.select(pl.col(fields).n_unique()).collect().row(0, named=True)
     varying = [f for f in fields if unique[f] > 1]
-    counts = rows.group_by(varying).len().sort(varying, nulls_last=True).collect() if varying else \
-        rows.select(pl.len()).collect()
+    counts = (
+        rows.group_by(varying).len().sort(varying, nulls_last=True).collect()
+        if varying
+        else rows.select(pl.len()).collect()
+    )
     return json.dumps({"fields": varying, "cells": [list(r) for r in counts.iter_rows()]})
 
 
@@ -54,17 +57,29 @@ def incomplete_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
     if rows is not None and distinct < read:
         rows = rows.unique(subset="trial_id")
     cells = _cells(record.get("cell_counts"), rows)
-    repeated = (f"; {read - distinct} rows repeat a trial id already read (a file copied in or restored twice; "
-                "every analysis counts each trial once)") if distinct < read else ""
+    repeated = (
+        (
+            f"; {read - distinct} rows repeat a trial id already read (a file copied in or restored twice; "
+            "every analysis counts each trial once)"
+        )
+        if distinct < read
+        else ""
+    )
     if distinct == recorded and not cells:
         return f"run {run_id} holds {read} rows for its {recorded} trials{repeated}" if repeated else None
-    shown = "; ".join(cells[:SHOWN_CELLS]) + (f"; and {len(cells) - SHOWN_CELLS} more cells" if len(cells) > SHOWN_CELLS else "")
+    shown = "; ".join(cells[:SHOWN_CELLS]) + (
+        f"; and {len(cells) - SHOWN_CELLS} more cells" if len(cells) > SHOWN_CELLS else ""
+    )
     where = f" (trials read / trials recorded: {shown})" if cells else ""
     if distinct > recorded:
-        return (f"run {run_id} holds more trials than it recorded: {distinct} read, {recorded} recorded{where}{repeated}; "
-                "rows were added after it ended (attnsweep store check)")
-    return (f"run {run_id} is incomplete: {distinct} of the {recorded} trials it recorded are read{where}{repeated}; "
-            f"{_why(store, sweep, run_id)}")
+        return (
+            f"run {run_id} holds more trials than it recorded: {distinct} read, {recorded} recorded{where}{repeated}; "
+            "rows were added after it ended (attnsweep store check)"
+        )
+    return (
+        f"run {run_id} is incomplete: {distinct} of the {recorded} trials it recorded are read{where}{repeated}; "
+        f"{_why(store, sweep, run_id)}"
+    )
 
 
 def _cells(counts_json: str | None, rows: pl.LazyFrame | None) -> list[str]:
@@ -87,14 +102,32 @@ def _cells(counts_json: str | None, rows: pl.LazyFrame | None) -> list[str]:
     if not shown:  # m is the only axis: each m is a cell
         shown = fields
     off = pl.col("read") != pl.col("recorded")
-    detail = (pl.concat_str([pl.lit("m="), pl.col("m").cast(pl.String), pl.lit(": "), pl.col("read").cast(pl.String),
-                             pl.lit("/"), pl.col("recorded").cast(pl.String)]).filter(off)
-              if "m" in fields and shown != fields else pl.lit(None, pl.String).filter(off))
-    by_cell = (both.sort(fields, nulls_last=True).group_by(shown, maintain_order=True)
-               .agg(pl.col("read", "recorded").sum(), detail.alias("at")).filter(off))
-    return [", ".join(f"{f}={r[f]}" for f in shown) + f": {r['read']}/{r['recorded']}"
-            + (f" (at {', '.join(a for a in r['at'] if a)})" if any(r["at"]) else "")
-            for r in by_cell.iter_rows(named=True)]
+    detail = (
+        pl.concat_str(
+            [
+                pl.lit("m="),
+                pl.col("m").cast(pl.String),
+                pl.lit(": "),
+                pl.col("read").cast(pl.String),
+                pl.lit("/"),
+                pl.col("recorded").cast(pl.String),
+            ]
+        ).filter(off)
+        if "m" in fields and shown != fields
+        else pl.lit(None, pl.String).filter(off)
+    )
+    by_cell = (
+        both.sort(fields, nulls_last=True)
+        .group_by(shown, maintain_order=True)
+        .agg(pl.col("read", "recorded").sum(), detail.alias("at"))
+        .filter(off)
+    )
+    return [
+        ", ".join(f"{f}={r[f]}" for f in shown)
+        + f": {r['read']}/{r['recorded']}"
+        + (f" (at {', '.join(a for a in r['at'] if a)})" if any(r["at"]) else "")
+        for r in by_cell.iter_rows(named=True)
+    ]
 
 
 def _why(store: ResultsStore, sweep: str, run_id: str) -> str:
@@ -106,8 +139,10 @@ def _why(store: ResultsStore, sweep: str, run_id: str) -> str:
     if left:
         parts.append("files left out of this read: " + "; ".join(f"{name}: {why}" for name, why in left.items()))
     if earlier:
-        parts.append(f"{len(earlier)} damaged file(s) of this run were moved to {quarantine.relative_to(store.root)} "
-                     "by an earlier read")
+        parts.append(
+            f"{len(earlier)} damaged file(s) of this run were moved to {quarantine.relative_to(store.root)} "
+            "by an earlier read"
+        )
     if not parts:
         return "its missing files were moved or deleted after it ended (attnsweep store check)"
     return "; ".join(parts) + f" (attnsweep resume {run_id} reruns the missing trials of a grid sweep)"

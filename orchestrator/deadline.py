@@ -39,8 +39,9 @@ def default_timeout() -> float:
     except ValueError:
         value = -1.0
     if not 0 < value <= MAX_TIMEOUT_S:
-        raise RunError(f"ATTNSWEEP_TIMEOUT={text!r}: give a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
-                       "(a day)")
+        raise RunError(
+            f"ATTNSWEEP_TIMEOUT={text!r}: give a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} (a day)"
+        )
     return value
 
 
@@ -68,8 +69,10 @@ def within(timeout_s: float, what: str, fn: Callable[[], T], limit_s: float | No
     try:
         ok, value = done.get(timeout=timeout_s)
     except queue.Empty:
-        raise RunError(f"no answer from {what} within {timeout_s if limit_s is None else limit_s:g} s; check the address and that the server is up "
-                       "(raise the limit with --timeout or ATTNSWEEP_TIMEOUT)") from None
+        raise RunError(
+            f"no answer from {what} within {timeout_s if limit_s is None else limit_s:g} s; check the address and that the server is up "
+            "(raise the limit with --timeout or ATTNSWEEP_TIMEOUT)"
+        ) from None
     if not ok:
         raise value
     return value

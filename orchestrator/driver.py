@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
+from attnsweep.orchestrator.errors import RunError
 from attnsweep.orchestrator.executors import Executor, is_lost
 from attnsweep.orchestrator.packing import Pack, make_packs, pack_sizer, spec_pack_sizer
 from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, SweepProgress
 from attnsweep.orchestrator.provenance import code_version, host, package_versions
 from attnsweep.orchestrator.rows import run_schema, trial_schema
 from attnsweep.orchestrator.spec import SweepSpec, trial_id
-from attnsweep.orchestrator.errors import RunError
 from attnsweep.results import ResultsStore, StoreError, TrialWriter
 from attnsweep.results.locks import RunLock
 from attnsweep.results.store import os_reason
@@ -110,8 +110,17 @@ def run_sweep(
     store.check_writable(spec.name, run_id)  # before anything trains: a refused write would lose its work
     with RunLock(store, spec.name, run_id):
         record, done_ids = _open_run(spec, store, run_id, resume)
-        return _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight,
-                           progress_interval_s)
+        return _run_locked(
+            spec,
+            store,
+            executor,
+            run_id,
+            record,
+            done_ids,
+            console,
+            max_in_flight,
+            progress_interval_s,
+        )
 
 
 def resumable_record(spec: SweepSpec, store: ResultsStore, run_id: str) -> dict:
@@ -124,9 +133,11 @@ def resumable_record(spec: SweepSpec, store: ResultsStore, run_id: str) -> dict:
         raise RunError(f"cannot resume run {run_id}: sweep {spec.name} has no such run in the store at {store.root}")
     record = store.read_run(spec.name, run_id)
     if record["spec_hash"] != spec.spec_hash():
-        raise RunError(f"cannot resume run {run_id} with this spec: its grid, seeds, fixed settings, analysis or search "
-                       f"differ from the run's (spec hash {spec.spec_hash()} vs {record['spec_hash']}); "
-                       "resume with the run's own spec: attnsweep resume RUN_ID")
+        raise RunError(
+            f"cannot resume run {run_id} with this spec: its grid, seeds, fixed settings, analysis or search "
+            f"differ from the run's (spec hash {spec.spec_hash()} vs {record['spec_hash']}); "
+            "resume with the run's own spec: attnsweep resume RUN_ID"
+        )
     return record
 
 
@@ -134,8 +145,9 @@ def _open_run(spec: SweepSpec, store: ResultsStore, run_id: str, resume: bool) -
     """The run record to continue (or a new one) and the trial ids the run already holds."""
     if not resume:
         if (store.run_dir("runs", spec.name, run_id) / "run.parquet").exists():
-            raise RunError(f"run {run_id} of sweep {spec.name} exists; resume it (attnsweep resume {run_id}) "
-                           "or start a new run")
+            raise RunError(
+                f"run {run_id} of sweep {spec.name} exists; resume it (attnsweep resume {run_id}) or start a new run"
+            )
         return _run_record(spec, run_id), set()
     record = resumable_record(spec, store, run_id)
     done_ids = store.run_trial_ids(spec.name, run_id)
@@ -143,26 +155,61 @@ def _open_run(spec: SweepSpec, store: ResultsStore, run_id: str, resume: bool) -
     for i, a in enumerate(attempts):
         if a["status"] == "running":  # we hold the lock: whoever ran it died without a word
             last = i == len(attempts) - 1
-            attempts[i] = {**a, "status": "died", "n_run": len(done_ids) - (a["n_skipped"] or 0) if last else None}
+            attempts[i] = {
+                **a,
+                "status": "died",
+                "n_run": len(done_ids) - (a["n_skipped"] or 0) if last else None,
+            }
     record["attempts"] = attempts
     return record, done_ids
 
 
-def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in_flight,
-                progress_interval_s: float = PROGRESS_INTERVAL_S) -> RunSummary:
+def _run_locked(
+    spec,
+    store,
+    executor,
+    run_id,
+    record,
+    done_ids,
+    console,
+    max_in_flight,
+    progress_interval_s: float = PROGRESS_INTERVAL_S,
+) -> RunSummary:
     todo = None if spec.search.adaptive else spec.n_trials() - len(done_ids)
     summary = RunSummary(spec.name, run_id, todo or 0, slots=max(executor.slots(), 1))
-    attempt = dict(attempt=len(record.get("attempts") or []) + 1, started_at=dt.datetime.now(dt.UTC),
-                   ended_at=None, status="running", host=host(), pid=os.getpid(), executor=executor.describe(),
-                   n_skipped=len(done_ids), n_run=0, wall_s=None)
-    record.update(status="running", ended_at=None, executor=executor.describe(), code_version=code_version(),
-                  attempts=[*(record.get("attempts") or []), attempt])
+    attempt = dict(
+        attempt=len(record.get("attempts") or []) + 1,
+        started_at=dt.datetime.now(dt.UTC),
+        ended_at=None,
+        status="running",
+        host=host(),
+        pid=os.getpid(),
+        executor=executor.describe(),
+        n_skipped=len(done_ids),
+        n_run=0,
+        wall_s=None,
+    )
+    record.update(
+        status="running",
+        ended_at=None,
+        executor=executor.describe(),
+        code_version=code_version(),
+        attempts=[*(record.get("attempts") or []), attempt],
+    )
     store.clean_temp_files()  # only files whose writer is provably gone: other runs may be writing theirs
     record.update(error=None, rescue_file=None)  # this attempt's, set at its end
     store.write_run(spec.name, run_id, record, run_schema(failure=True))
     writer = TrialWriter(store, spec.name, run_id, trial_schema(), spec.execution.flush_rows, spec.execution.flush_s)
-    batches = TrialBatches(spec, executor, writer, summary, done_ids, console,
-                           max_in_flight or spec.execution.max_in_flight or 2 * executor.slots(), progress_interval_s)
+    batches = TrialBatches(
+        spec,
+        executor,
+        writer,
+        summary,
+        done_ids,
+        console,
+        max_in_flight or spec.execution.max_in_flight or 2 * executor.slots(),
+        progress_interval_s,
+    )
     t0 = time.perf_counter()
     error: BaseException | None = None
     try:
@@ -190,14 +237,20 @@ def _run_locked(spec, store, executor, run_id, record, done_ids, console, max_in
         summary.wall_s = time.perf_counter() - t0
         if summary.status == "running" or writer.failed is not None:
             summary.status = "failed"
-        attempt.update(status=summary.status, ended_at=dt.datetime.now(dt.UTC), wall_s=summary.wall_s,
-                       n_run=sum(summary.counts.values()))
+        attempt.update(
+            status=summary.status,
+            ended_at=dt.datetime.now(dt.UTC),
+            wall_s=summary.wall_s,
+            n_run=sum(summary.counts.values()),
+        )
         _finish_record(record, summary, store, spec.name, run_id)
         if spec.search.adaptive and summary.status == "finished":  # the cap becomes what it ran
             record["n_trials"] = sum(record[k] for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
         cause = writer.failed or refused or (error if summary.status == "failed" else None)
-        record.update(error=_failure_text(cause) if cause is not None else None,
-                      rescue_file=str(writer.rescue_path) if writer.rescue_path is not None else None)
+        record.update(
+            error=_failure_text(cause) if cause is not None else None,
+            rescue_file=str(writer.rescue_path) if writer.rescue_path is not None else None,
+        )
         try:
             store.write_run(spec.name, run_id, record, run_schema(failure=True))
         except OSError as exc:  # the disk is still full: say what the record should have said
@@ -223,16 +276,19 @@ def _failure_text(exc: BaseException) -> str:
 def _unrecorded(store: ResultsStore, sweep: str, run_id: str, record: dict, exc: OSError) -> str:
     """The message for a run record that could not be written: why, and what it should say."""
     path = store.run_dir("runs", sweep, run_id) / "run.parquet"
-    counts = ", ".join(f"{k.removeprefix('n_')} {record.get(k) or 0}"
-                       for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
+    counts = ", ".join(
+        f"{k.removeprefix('n_')} {record.get(k) or 0}" for k in ("n_done", "n_failed", "n_diverged", "n_lost")
+    )
     should = [f"status {record['status']}"]
     if record.get("error"):
         should.append(f"error: {record['error']}")
     if record.get("rescue_file"):
         should.append(f"rescue file: {record['rescue_file']}")
     should.append(f"trials stored: {counts}")
-    return (f"the record of run {run_id} ({path}) could not be written: {os_reason(exc)}; it still says 'running' "
-            f"(written at the start). It should say: {'; '.join(should)}")
+    return (
+        f"the record of run {run_id} ({path}) could not be written: {os_reason(exc)}; it still says 'running' "
+        f"(written at the start). It should say: {'; '.join(should)}"
+    )
 
 
 class TrialBatches:
@@ -243,8 +299,17 @@ class TrialBatches:
     skipped, so a resumed run never repeats a finished trial.
     """
 
-    def __init__(self, spec: SweepSpec, executor: Executor, writer: TrialWriter, summary: RunSummary,
-                 done_ids: set[str], console: Console, bound: int, progress_interval_s: float = PROGRESS_INTERVAL_S):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        executor: Executor,
+        writer: TrialWriter,
+        summary: RunSummary,
+        done_ids: set[str],
+        console: Console,
+        bound: int,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
+    ):
         self.spec, self.executor, self.writer, self.summary = spec, executor, writer, summary
         self.done_ids, self.console, self.bound = done_ids, console, bound
         self.progress_interval_s = progress_interval_s
@@ -303,11 +368,19 @@ class TrialBatches:
                 if not in_flight:
                     break
                 for handle, outcome in executor.wait(list(in_flight), timeout_s=0.5):
-                    self._settle(in_flight.pop(handle), outcome, retry, deaths, progress, lambda _tid: extra or {})
+                    self._settle(
+                        in_flight.pop(handle),
+                        outcome,
+                        retry,
+                        deaths,
+                        progress,
+                        lambda _tid: extra or {},
+                    )
                 writer.maybe_flush()
 
-    def _settle(self, pack: Pack, outcome, retry: deque, deaths: Counter, progress: SweepProgress,
-                extra_of) -> list[dict] | None:
+    def _settle(
+        self, pack: Pack, outcome, retry: deque, deaths: Counter, progress: SweepProgress, extra_of
+    ) -> list[dict] | None:
         """Write a finished pack's rows (``extra_of(trial_id)``: columns to add) and return
         them; a pack lost with more than one trial goes back on ``retry`` instead, one
         trial per pack (returns None)."""
@@ -325,7 +398,6 @@ class TrialBatches:
         self.summary.counts.update(statuses)
         progress.advance(len(rows), statuses)
         return rows
-
 
     def run_flows(self, flows: list, label: str) -> None:
         """Run independent flows of requests (an adaptive search's cells), keeping every
@@ -393,7 +465,17 @@ class TrialBatches:
                     break
                 for handle, outcome in executor.wait(list(in_flight), timeout_s=0.5):
                     pack = in_flight.pop(handle)
-                    if self._settle(pack, outcome, retry, deaths, progress, lambda tid: extra_of.pop(tid, {})) is None:
+                    if (
+                        self._settle(
+                            pack,
+                            outcome,
+                            retry,
+                            deaths,
+                            progress,
+                            lambda tid: extra_of.pop(tid, {}),
+                        )
+                        is None
+                    ):
                         continue
                     ready = set()
                     for tid in pack.ids:
@@ -408,8 +490,12 @@ class TrialBatches:
                 writer.maybe_flush()
 
 
-def _rows(pack: Pack, outcome: list[dict] | BaseException, deaths: Counter | None = None,
-          runs_per_pack: int = 1) -> list[dict]:
+def _rows(
+    pack: Pack,
+    outcome: list[dict] | BaseException,
+    deaths: Counter | None = None,
+    runs_per_pack: int = 1,
+) -> list[dict]:
     """One row per trial of a finished pack: config, trial id, and results or the error.
 
     ``attempts`` counts the times a worker started the trial that are known: one per
@@ -424,25 +510,51 @@ def _rows(pack: Pack, outcome: list[dict] | BaseException, deaths: Counter | Non
         message = str(outcome)[:4000]
         if lost:
             message = f"worker died on every attempt ({runs_per_pack} per pack): {message}"
-        results = [dict(status=status.value, error_type=type(outcome).__name__, error=message,
-                        pack_size=len(pack))] * len(pack)
+        results = [
+            dict(
+                status=status.value,
+                error_type=type(outcome).__name__,
+                error=message,
+                pack_size=len(pack),
+            )
+        ] * len(pack)
     else:
         results = outcome
     return [
-        {"trial_id": tid, "experiment": pack.experiment, **cfg.model_dump(), **res, "code_version": version,
-         "attempts": deaths[tid] + (runs_per_pack if lost else 1), "finished_at": now}
+        {
+            "trial_id": tid,
+            "experiment": pack.experiment,
+            **cfg.model_dump(),
+            **res,
+            "code_version": version,
+            "attempts": deaths[tid] + (runs_per_pack if lost else 1),
+            "finished_at": now,
+        }
         for tid, cfg, res in zip(pack.ids, pack.configs, results)
     ]
 
 
 def _run_record(spec: SweepSpec, run_id: str) -> dict:
     return dict(
-        status="running", started_at=dt.datetime.now(dt.UTC), ended_at=None, wall_s=None,
-        n_trials=spec.n_trials(), n_done=0, n_failed=0, n_diverged=0, n_lost=0,
-        spec_name=spec.name, spec_hash=spec.spec_hash(), spec_yaml=spec.source_yaml,
-        executor=None, host=host(), code_version=code_version(),
-        packages=package_versions(), experiment=spec.experiment,
-        trial_fields=",".join(spec.family.config.model_fields), attempts=[],
+        status="running",
+        started_at=dt.datetime.now(dt.UTC),
+        ended_at=None,
+        wall_s=None,
+        n_trials=spec.n_trials(),
+        n_done=0,
+        n_failed=0,
+        n_diverged=0,
+        n_lost=0,
+        spec_name=spec.name,
+        spec_hash=spec.spec_hash(),
+        spec_yaml=spec.source_yaml,
+        executor=None,
+        host=host(),
+        code_version=code_version(),
+        packages=package_versions(),
+        experiment=spec.experiment,
+        trial_fields=",".join(spec.family.config.model_fields),
+        attempts=[],
     )
 
 
@@ -455,13 +567,21 @@ def _finish_record(record: dict, summary: RunSummary, store: ResultsStore, sweep
         rows = store.scan_run_trials(sweep, run_id)
         counts = dict(rows.group_by("status").len().collect().iter_rows())
         record["cell_counts"] = cell_counts(rows, (record.get("trial_fields") or "").split(","))
-    except (StoreError, OSError):  # OSError: a store that cannot be listed now (an object store out of reach)
+    except (
+        StoreError,
+        OSError,
+    ):  # OSError: a store that cannot be listed now (an object store out of reach)
         counts = {}
     started = record["started_at"]
     ended = dt.datetime.now(dt.UTC)
     record.update(
-        status=summary.status, ended_at=ended,
-        wall_s=sum(a["wall_s"] or 0.0 for a in record["attempts"]) if record["attempts"] else (ended - started).total_seconds(),
-        n_done=counts.get(TrialStatus.DONE.value, 0), n_failed=counts.get(TrialStatus.FAILED.value, 0),
-        n_diverged=counts.get(TrialStatus.DIVERGED.value, 0), n_lost=counts.get(TrialStatus.LOST.value, 0),
+        status=summary.status,
+        ended_at=ended,
+        wall_s=sum(a["wall_s"] or 0.0 for a in record["attempts"])
+        if record["attempts"]
+        else (ended - started).total_seconds(),
+        n_done=counts.get(TrialStatus.DONE.value, 0),
+        n_failed=counts.get(TrialStatus.FAILED.value, 0),
+        n_diverged=counts.get(TrialStatus.DIVERGED.value, 0),
+        n_lost=counts.get(TrialStatus.LOST.value, 0),
     )

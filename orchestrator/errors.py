@@ -33,7 +33,10 @@ class SpecError(AttnsweepError, ValueError):
         self.problems = problems
         shown = collapse(problems)
         if len(shown) > SHOWN_PROBLEMS:
-            shown = [*shown[:SHOWN_PROBLEMS], f"... and {len(shown) - SHOWN_PROBLEMS} more (fix these first)"]
+            shown = [
+                *shown[:SHOWN_PROBLEMS],
+                f"... and {len(shown) - SHOWN_PROBLEMS} more (fix these first)",
+            ]
         lines = "\n".join(f"  - {p}" for p in shown)
         super().__init__(f"{source} is invalid ({len(problems)} problem(s)):\n{lines}")
 

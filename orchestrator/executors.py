@@ -109,9 +109,16 @@ class RayExecutor(Executor):
             resources a worker asks for.
     """
 
-    def __init__(self, settings: ExecutionSettings, address: str | None = None,
-                 resources: ResourceSettings | None = None, max_workers: int | None = None):
-        if address is not None:  # a cluster of the user's: its token, found as Ray finds it, before Ray reads its config
+    def __init__(
+        self,
+        settings: ExecutionSettings,
+        address: str | None = None,
+        resources: ResourceSettings | None = None,
+        max_workers: int | None = None,
+    ):
+        if (
+            address is not None
+        ):  # a cluster of the user's: its token, found as Ray finds it, before Ray reads its config
             use_token_if_present()
         import ray
 
@@ -131,8 +138,14 @@ class RayExecutor(Executor):
                 # RAY_ADDRESS or the last `ray start` on this machine points at.
                 if address is None:
                     with _quiet(AUTH_NOTICE_LOGGER):  # a notice about our private cluster, not the user's business
-                        ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False,
-                                 object_store_memory=LOCAL_OBJECT_STORE_BYTES, _system_config=LOCAL_RAY_CONFIG)
+                        ray.init(
+                            address="local",
+                            include_dashboard=False,
+                            log_to_driver=False,
+                            configure_logging=False,
+                            object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                            _system_config=LOCAL_RAY_CONFIG,
+                        )
                 else:
                     _connect(ray, address)
         except RunError:
@@ -148,8 +161,10 @@ class RayExecutor(Executor):
         from attnsweep.workers.entry import run_pack_remote
 
         self._remote = run_pack_remote.options(
-            num_cpus=self.resources.cpus_per_worker, num_gpus=self.resources.gpus_per_worker,
-            max_retries=settings.max_retries, retry_exceptions=False,
+            num_cpus=self.resources.cpus_per_worker,
+            num_gpus=self.resources.gpus_per_worker,
+            max_retries=settings.max_retries,
+            retry_exceptions=False,
         )
         if settings.workers == "actors":
             self._start_actors()
@@ -168,19 +183,26 @@ class RayExecutor(Executor):
         if self.address is not None:
             return
         have = self._ray.cluster_resources()
-        for name, need in (("CPU", self.resources.cpus_per_worker), ("GPU", self.resources.gpus_per_worker)):
+        for name, need in (
+            ("CPU", self.resources.cpus_per_worker),
+            ("GPU", self.resources.gpus_per_worker),
+        ):
             if need > have.get(name, 0):
                 self.shutdown()
                 field = "cpus_per_worker" if name == "CPU" else "gpus_per_worker"
-                raise RunError(f"resources.{field}: value {need:g}: the local Ray has {have.get(name, 0):g} "
-                               f"{name}(s); lower it, or run on a cluster with --address")
+                raise RunError(
+                    f"resources.{field}: value {need:g}: the local Ray has {have.get(name, 0):g} "
+                    f"{name}(s); lower it, or run on a cluster with --address"
+                )
         wanted = self.resources.num_workers
         if wanted is not None and wanted > self._fits_now():
             fits = self._fits_now()
             self.shutdown()
-            raise RunError(f"resources.num_workers: value {wanted}: the local Ray holds {fits} worker(s) of "
-                           f"{self.resources.cpus_per_worker:g} CPU and {self.resources.gpus_per_worker:g} GPU; "
-                           "lower it, or run on a cluster with --address")
+            raise RunError(
+                f"resources.num_workers: value {wanted}: the local Ray holds {fits} worker(s) of "
+                f"{self.resources.cpus_per_worker:g} CPU and {self.resources.gpus_per_worker:g} GPU; "
+                "lower it, or run on a cluster with --address"
+            )
 
     def _start_actors(self) -> None:
         from attnsweep.workers.entry import PackWorkerActor
@@ -188,8 +210,12 @@ class RayExecutor(Executor):
         # max_restarts=-1: a killed actor always comes back, so the pool never shrinks;
         # max_task_retries bounds how often one pack is retried, so a pack that keeps
         # killing its worker ends as lost instead of looping.
-        options = dict(num_cpus=self.resources.cpus_per_worker, num_gpus=self.resources.gpus_per_worker,
-                       max_restarts=-1, max_task_retries=self.settings.max_retries)
+        options = dict(
+            num_cpus=self.resources.cpus_per_worker,
+            num_gpus=self.resources.gpus_per_worker,
+            max_restarts=-1,
+            max_task_retries=self.settings.max_retries,
+        )
         n = self.resources.num_workers or self._fits_now()
         if self.max_workers is not None:  # no more workers than the sweep has trials to give them
             n = max(1, min(n, self.max_workers))
@@ -242,8 +268,10 @@ class RayExecutor(Executor):
         node = getattr(self._ray._private.worker, "_global_node", None)
         dead = node.dead_processes() if node is not None else []
         if dead:
-            raise RayDiedError(f"the local Ray died under this sweep ({', '.join(name for name, _ in dead)} exited); "
-                               "finished trials are saved: resume the run")
+            raise RayDiedError(
+                f"the local Ray died under this sweep ({', '.join(name for name, _ in dead)} exited); "
+                "finished trials are saved: resume the run"
+            )
 
     def slots(self) -> int:
         return len(self._actors) if self._actors else self._fits_now()
@@ -291,12 +319,17 @@ def is_lost(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover - ray is a dependency
         return False
     lost_types = tuple(
-        t for t in (
-            getattr(rex, "WorkerCrashedError", None), getattr(rex, "NodeDiedError", None),
-            getattr(rex, "OutOfMemoryError", None), getattr(rex, "TaskCancelledError", None),
-            getattr(rex, "ObjectLostError", None), getattr(rex, "LocalRayletDiedError", None),
+        t
+        for t in (
+            getattr(rex, "WorkerCrashedError", None),
+            getattr(rex, "NodeDiedError", None),
+            getattr(rex, "OutOfMemoryError", None),
+            getattr(rex, "TaskCancelledError", None),
+            getattr(rex, "ObjectLostError", None),
+            getattr(rex, "LocalRayletDiedError", None),
             getattr(rex, "RayActorError", None),
-        ) if t is not None
+        )
+        if t is not None
     )
     return isinstance(exc, lost_types)
 
@@ -410,5 +443,7 @@ def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
         with socket.create_connection((host, int(port)), timeout=timeout_s):
             pass
     except (OSError, ValueError) as exc:
-        raise RunError(f"no Ray cluster answers at {address} ({exc}); start one with `ray start --head` "
-                       "or leave out --address to use an embedded local Ray") from exc
+        raise RunError(
+            f"no Ray cluster answers at {address} ({exc}); start one with `ray start --head` "
+            "or leave out --address to use an embedded local Ray"
+        ) from exc

@@ -33,8 +33,10 @@ def base_url(address: str) -> str:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - parsing the port is what finds "host:notaport"
     except ValueError as exc:
-        raise RunError(f"--address {shown(address)!r}: not a URL ({shown(exc)}); give the job server as http://host:port "
-                       "(or https://)") from None
+        raise RunError(
+            f"--address {shown(address)!r}: not a URL ({shown(exc)}); give the job server as http://host:port "
+            "(or https://)"
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise RunError(f"--address {shown(address)!r}: give the job server as http://host:port (or https://)")
     return url.rstrip("/")
@@ -61,8 +63,12 @@ def http_answer(method: str, url: str, headers: dict[str, str], address: str, ti
         RunError: nothing (or nothing that speaks HTTP) answers at ``address``, or a socket
             read waited ``timeout_s`` seconds.
     """
-    request = urllib.request.Request(url, method=method, headers={"accept": "application/json", **headers},
-                                     data=b"" if method == "POST" else None)
+    request = urllib.request.Request(
+        url,
+        method=method,
+        headers={"accept": "application/json", **headers},
+        data=b"" if method == "POST" else None,
+    )
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         try:
@@ -71,15 +77,24 @@ def http_answer(method: str, url: str, headers: dict[str, str], address: str, ti
         except urllib.error.HTTPError as answer:
             with answer:
                 return answer.code, read_capped(answer.headers.get("content-length"), answer.read, address)
-    except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+    except (
+        TimeoutError,
+        urllib.error.URLError,
+        http.client.HTTPException,
+        OSError,
+        ValueError,
+    ) as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         if isinstance(reason, TimeoutError):
             # The words of orchestrator.deadline.within: a socket read that timed out is the
             # same missed deadline, whichever of the two noticed it first.
-            raise RunError(f"no answer from the job server at {shown(address)} within {timeout_s:g} s; check the address "
-                           "and that the server is up (raise the limit with --timeout or ATTNSWEEP_TIMEOUT)") from None
-        raise RunError(f"no Ray job server answers at {shown(address)}: {str(reason) or type(reason).__name__}; "
-                       f"{START_HINT}") from exc
+            raise RunError(
+                f"no answer from the job server at {shown(address)} within {timeout_s:g} s; check the address "
+                "and that the server is up (raise the limit with --timeout or ATTNSWEEP_TIMEOUT)"
+            ) from None
+        raise RunError(
+            f"no Ray job server answers at {shown(address)}: {str(reason) or type(reason).__name__}; {START_HINT}"
+        ) from exc
 
 
 def read_capped(content_length: str | None, read: Callable[[int], bytes], address: str) -> bytes:
@@ -90,8 +105,10 @@ def read_capped(content_length: str | None, read: Callable[[int], bytes], addres
     Raises:
         RunError: the body is (or says it will be) longer than the cap.
     """
-    too_long = RunError(f"the job server at {shown(address)} sent an answer longer than {ANSWER_BYTES // 2**20} MiB; "
-                        "a Ray job server does not (for a job's long log, use `attnsweep logs --follow`)")
+    too_long = RunError(
+        f"the job server at {shown(address)} sent an answer longer than {ANSWER_BYTES // 2**20} MiB; "
+        "a Ray job server does not (for a job's long log, use `attnsweep logs --follow`)"
+    )
     try:
         if content_length is not None and int(content_length) > ANSWER_BYTES:
             raise too_long
@@ -120,14 +137,16 @@ def json_object(body: bytes, address: str, strict: bool = True) -> dict:
     except RecursionError:  # nested deeper than the parser's stack: no job server answers so
         if not strict:
             return {}
-        raise RunError(f"the job server at {shown(address)} answered with JSON nested too deeply to be a job "
-                       "server's answer") from None
+        raise RunError(
+            f"the job server at {shown(address)} answered with JSON nested too deeply to be a job server's answer"
+        ) from None
     if isinstance(value, dict):
         return value
     if not strict:
         return {}
-    raise RunError(f"the job server at {shown(address)} answered with something that is not a JSON object: "
-                   f"{last_line(body)}")
+    raise RunError(
+        f"the job server at {shown(address)} answered with something that is not a JSON object: {last_line(body)}"
+    )
 
 
 def last_line(body: bytes) -> str:
@@ -155,8 +174,10 @@ def printable(text: str) -> str:
     escapes (``\\x1b``), so an answer cannot move the cursor, recolour or rewrite the screen."""
     import unicodedata
 
-    return "".join(ch if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else ch.encode("unicode_escape")
-                   .decode("ascii") for ch in text)
+    return "".join(
+        ch if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
 
 
 def printable_log(text: str) -> str:

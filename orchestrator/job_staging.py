@@ -43,8 +43,11 @@ SOURCE_SUFFIXES = frozenset({".py", ".j2", ".csv"})
 """What counts as the project's source when a job is staged: its modules, and the package
 data that pyproject.toml ships (report templates, reference read-offs). Nothing else in the
 package folders travels to the cluster (no .env, keys, stores, notebooks, caches)."""
-SECRET_NAMES = re.compile(r"(^\.env(\..*)?$|^\.netrc$|^\.pgpass$|^id_(rsa|dsa|ecdsa|ed25519)|\.(pem|key|p12|pfx|jks|keystore)$"
-                          r"|credential|secret|token)", re.IGNORECASE)
+SECRET_NAMES = re.compile(
+    r"(^\.env(\..*)?$|^\.netrc$|^\.pgpass$|^id_(rsa|dsa|ecdsa|ed25519)|\.(pem|key|p12|pfx|jks|keystore)$"
+    r"|credential|secret|token)",
+    re.IGNORECASE,
+)
 """File names that look like secrets: never staged, even with a source suffix (a warning names them)."""
 
 
@@ -70,8 +73,12 @@ def stage_sources(staging: Path, warn: Callable[[str], None] | None = None) -> P
     return top
 
 
-def copy_source(source: Path, target: Path, warn: Callable[[str], None] | None = None,
-                skip: set[str] = frozenset()) -> list[Path]:
+def copy_source(
+    source: Path,
+    target: Path,
+    warn: Callable[[str], None] | None = None,
+    skip: set[str] = frozenset(),
+) -> list[Path]:
     """Copy the source files under ``source`` to ``target`` (same relative paths); returns
     the paths copied, relative to ``source``.
 

@@ -32,8 +32,19 @@ from pathlib import Path
 
 from attnsweep.orchestrator.deadline import TIMEOUT_S, within
 from attnsweep.orchestrator.errors import RunError
-from attnsweep.orchestrator.job_answers import (START_HINT, base_url, http_answer, json_object, last_line, printable,
-                                                printable_log, quote_answer, read_capped, said, shown)
+from attnsweep.orchestrator.job_answers import (
+    START_HINT,
+    base_url,
+    http_answer,
+    json_object,
+    last_line,
+    printable,
+    printable_log,
+    quote_answer,
+    read_capped,
+    said,
+    shown,
+)
 from attnsweep.orchestrator.job_staging import entrypoint, stage_sources
 from attnsweep.orchestrator.ray_auth import auth_headers, token_advice, use_token_if_present
 
@@ -50,13 +61,19 @@ def client(address: str, timeout_s: float = TIMEOUT_S, limit_s: float | None = N
     use_token_if_present()
     capped = _capped_client_class()
     try:
-        return within(timeout_s, f"the job server at {shown(address)}", lambda: capped(address, timeout_s),
-                      limit_s)
+        return within(
+            timeout_s,
+            f"the job server at {shown(address)}",
+            lambda: capped(address, timeout_s),
+            limit_s,
+        )
     except RunError:
         raise
     except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
-        raise RunError(f"no Ray job server answers at {shown(address)}: {said(exc)}; start one with `ray start --head` "
-                       "or forward it with `ray dashboard cluster.yaml`") from exc
+        raise RunError(
+            f"no Ray job server answers at {shown(address)}: {said(exc)}; start one with `ray start --head` "
+            "or forward it with `ray dashboard cluster.yaml`"
+        ) from exc
 
 
 def _capped_client_class():
@@ -77,9 +94,11 @@ def _capped_client_class():
 
         def _do_request(self, method, endpoint, **kwargs):  # noqa: D102 - Ray's, with a cap and a timeout
             def cap(response, *args, **hook_kwargs):
-                response._content = read_capped(response.headers.get("content-length"),
-                                                 lambda n: next(response.iter_content(n), b""),
-                                                 self._attnsweep_address)
+                response._content = read_capped(
+                    response.headers.get("content-length"),
+                    lambda n: next(response.iter_content(n), b""),
+                    self._attnsweep_address,
+                )
                 return response
 
             kwargs.update(stream=True, hooks={"response": [cap]})
@@ -89,8 +108,14 @@ def _capped_client_class():
     return CappedJobSubmissionClient
 
 
-def submit(spec_path: Path, address: str, store: str | None = None, submission_id: str | None = None,
-           timeout_s: float = TIMEOUT_S, progress_interval_s: float | None = None) -> str:
+def submit(
+    spec_path: Path,
+    address: str,
+    store: str | None = None,
+    submission_id: str | None = None,
+    timeout_s: float = TIMEOUT_S,
+    progress_interval_s: float | None = None,
+) -> str:
     """Validate ``spec_path`` here, then submit it as a Ray job; returns the job id.
 
     Args:
@@ -108,13 +133,17 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         SpecError: the spec is invalid (nothing is submitted).
         RunError: the job server cannot be reached, does not answer in time, or refuses the job.
     """
-    from attnsweep.orchestrator.spec import load_spec  # pydantic, numpy: only the command that reads a spec pays for them
+    from attnsweep.orchestrator.spec import (
+        load_spec,  # pydantic, numpy: only the command that reads a spec pays for them
+    )
 
     started = time.monotonic()
     spec = load_spec(spec_path)
     if store is not None and "://" not in store and not store.startswith("/"):
-        raise RunError(f"--store {store!r}: give an absolute path or a URI as the cluster sees it; a relative path "
-                       "would land in the job's temporary working directory and be lost")
+        raise RunError(
+            f"--store {store!r}: give an absolute path or a URI as the cluster sees it; a relative path "
+            "would land in the job's temporary working directory and be lost"
+        )
 
     def left() -> float:
         return timeout_s - (time.monotonic() - started)
@@ -130,18 +159,28 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
         agentless = False
         for wait_s in (1, 2, 4, 8, 16, 32, None):
             try:
-                return within(max(left(), 0.1), f"the job server at {shown(address)}", lambda: jobs.submit_job(
-                    entrypoint=command, submission_id=submission_id,
-                    runtime_env={"working_dir": str(staging)},
-                    metadata={"sweep": spec.name, "spec_hash": spec.spec_hash()},
-                ), timeout_s)
+                return within(
+                    max(left(), 0.1),
+                    f"the job server at {shown(address)}",
+                    lambda: jobs.submit_job(
+                        entrypoint=command,
+                        submission_id=submission_id,
+                        runtime_env={"working_dir": str(staging)},
+                        metadata={"sweep": spec.name, "spec_hash": spec.spec_hash()},
+                    ),
+                    timeout_s,
+                )
             except RunError as exc:
-                if agentless and str(exc).startswith("no answer"):  # the deadline passed while the server still had no agent
+                if agentless and str(exc).startswith(
+                    "no answer"
+                ):  # the deadline passed while the server still had no agent
                     raise RunError(_no_agent(address, timeout_s)) from None
                 raise
             except RecursionError:
-                raise RunError(f"the job server at {shown(address)} answered with JSON nested too deeply to be a job "
-                               "server's answer") from None
+                raise RunError(
+                    f"the job server at {shown(address)} answered with JSON nested too deeply to be a job "
+                    "server's answer"
+                ) from None
             except Exception as exc:  # noqa: BLE001
                 agentless = _is_agentless(str(exc))
                 if wait_s is None or not agentless and "try again later" not in str(exc):
@@ -151,8 +190,9 @@ def submit(spec_path: Path, address: str, store: str | None = None, submission_i
                 if left() <= wait_s:
                     if agentless:
                         raise RunError(_no_agent(address, timeout_s)) from None
-                    raise RunError(f"the job server at {shown(address)} did not take the job within {timeout_s:g} s: "
-                                   f"{said(exc)}") from exc
+                    raise RunError(
+                        f"the job server at {shown(address)} did not take the job within {timeout_s:g} s: {said(exc)}"
+                    ) from exc
                 time.sleep(wait_s)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -166,11 +206,13 @@ def _is_agentless(text: str) -> bool:
 
 def _no_agent(address: str, timeout_s: float) -> str:
     """The message for a job server whose head has no dashboard agent: the cause and what to check."""
-    return (f"the job server at {shown(address)} has no dashboard agent to run jobs (Ray: \"No available agent\"; "
-            f"none came within --timeout {timeout_s:g} s): the head's dashboard agent is not running, most often because its "
-            "port is taken by another process. Check `ray status` and the head's "
-            "logs/dashboard_agent.log (in /tmp/ray/session_latest, or under RAY_TMPDIR), then restart the head with "
-            "free ports (ray start --head --dashboard-agent-listen-port=PORT --dashboard-agent-grpc-port=PORT)")
+    return (
+        f'the job server at {shown(address)} has no dashboard agent to run jobs (Ray: "No available agent"; '
+        f"none came within --timeout {timeout_s:g} s): the head's dashboard agent is not running, most often because its "
+        "port is taken by another process. Check `ray status` and the head's "
+        "logs/dashboard_agent.log (in /tmp/ray/session_latest, or under RAY_TMPDIR), then restart the head with "
+        "free ports (ray start --head --dashboard-agent-listen-port=PORT --dashboard-agent-grpc-port=PORT)"
+    )
 
 
 def status(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> tuple[str, str]:
@@ -186,8 +228,13 @@ def status(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> tuple[str
     return printable(info["status"]), printable(message if isinstance(message, str) else repr(message))
 
 
-def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str], None] = print,
-         timeout_s: float = TIMEOUT_S) -> None:
+def logs(
+    address: str,
+    job_id: str,
+    follow: bool = False,
+    write: Callable[[str], None] = print,
+    timeout_s: float = TIMEOUT_S,
+) -> None:
     """Write a job's log (``follow``: stream it until the job ends).
 
     Raises:
@@ -205,8 +252,12 @@ def logs(address: str, job_id: str, follow: bool = False, write: Callable[[str],
     jobs = client(address, timeout_s)
     try:
         # One deadline for reaching the server and finding the job; the stream then lasts as long as the job.
-        within(max(timeout_s - (time.monotonic() - started), 0.1), f"the job server at {shown(address)}",
-               lambda: jobs.get_job_info(job_id), timeout_s)
+        within(
+            max(timeout_s - (time.monotonic() - started), 0.1),
+            f"the job server at {shown(address)}",
+            lambda: jobs.get_job_info(job_id),
+            timeout_s,
+        )
 
         async def tail() -> None:
             async for chunk in jobs.tail_job_logs(job_id):
@@ -227,8 +278,9 @@ def cancel(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> bool:
     """
     answer = _job_call(address, job_id, "POST", "/stop", "stop", timeout_s)
     if not isinstance(answer.get("stopped"), bool):
-        raise RunError(f"the job server at {shown(address)} did not say whether it stopped job {job_id!r}: "
-                       f"{quote_answer(answer)}")
+        raise RunError(
+            f"the job server at {shown(address)} did not say whether it stopped job {job_id!r}: {quote_answer(answer)}"
+        )
     return answer["stopped"]
 
 
@@ -252,7 +304,11 @@ def _job_call(address: str, job_id: str, method: str, tail: str, doing: str, tim
             answer (its last line quoted).
     """
     base = base_url(address)
-    if job_id in ("", ".", ".."):  # no job the API can name: the server resolves "." and ".." away, %2E too
+    if job_id in (
+        "",
+        ".",
+        "..",
+    ):  # no job the API can name: the server resolves "." and ".." away, %2E too
         raise RunError(f"no job {job_id!r} at {shown(address)}: give the job id that `attnsweep submit` printed")
     job_id_path = urllib.parse.quote(job_id, safe="")
     headers, token_source = auth_headers()
@@ -265,13 +321,17 @@ def _job_call(address: str, job_id: str, method: str, tail: str, doing: str, tim
             version_code, version_body = http_answer("GET", f"{base}/api/version", headers, address, timeout_s)
             if version_code == 200 and "ray_version" in json_object(version_body, address, strict=False):
                 raise RunError(f"no job {job_id!r} at {shown(address)}")
-            raise RunError(f"no Ray job server answers at {shown(address)}: it answers HTTP 404 to /api/jobs and "
-                           f"{version_code} to /api/version; {START_HINT}")
+            raise RunError(
+                f"no Ray job server answers at {shown(address)}: it answers HTTP 404 to /api/jobs and "
+                f"{version_code} to /api/version; {START_HINT}"
+            )
         if code == 401:
             raise RunError(f"the job server at {shown(address)} wants a token (HTTP 401): {token_advice()}")
         if code == 403:
-            raise RunError(f"the job server at {shown(address)} refused the token from {token_source} (HTTP 403); "
-                           "give the token of this cluster")
+            raise RunError(
+                f"the job server at {shown(address)} refused the token from {token_source} (HTTP 403); "
+                "give the token of this cluster"
+            )
         if _is_agentless(body[-4096:].decode("utf-8", "replace")):
             raise RunError(_no_agent(address, timeout_s))
         raise RunError(f"cannot {doing} job {job_id!r} at {shown(address)}: HTTP {code}: {printable(last_line(body))}")

@@ -59,8 +59,9 @@ def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float) -> i
     return int(max(1, min(AUTO_PACK_MAX, (budget_bytes - working) // max(per_trial, 1))))
 
 
-def pack_sizer(pack_size: int | str, experiment: str, pack_memory_mb: float,
-               share: int | None = None) -> Callable[[BaseModel], int]:
+def pack_sizer(
+    pack_size: int | str, experiment: str, pack_memory_mb: float, share: int | None = None
+) -> Callable[[BaseModel], int]:
     """The pack size of a trial's pack: ``pack_size`` itself, or with ``"auto"`` from the
     memory budget ``pack_memory_mb`` (MiB), computed once per shape key, and at most
     ``share`` (the sweep's trials divided over its workers, so that no worker idles while
@@ -78,8 +79,11 @@ def pack_sizer(pack_size: int | str, experiment: str, pack_memory_mb: float,
     return size
 
 
-def make_packs(trials: Iterable[tuple[str, BaseModel]], pack_size: int | Callable[[BaseModel], int],
-               experiment: str = "sparse_boolean") -> Iterator[Pack]:
+def make_packs(
+    trials: Iterable[tuple[str, BaseModel]],
+    pack_size: int | Callable[[BaseModel], int],
+    experiment: str = "sparse_boolean",
+) -> Iterator[Pack]:
     """Cut ``(trial_id, config)`` pairs into packs of equal shape key.
 
     Args:
@@ -108,8 +112,9 @@ PER_TRIAL_AXES = ("seed", "norm_bound", "fault")
 """Axes that vary inside a pack (not in any experiment's ``shape_key``)."""
 
 
-def shape_groups(spec, limit: int = 20_000, sample: int = 2_000,
-                 seed: int = 0) -> tuple[Iterator[tuple[BaseModel, int]], int, bool]:
+def shape_groups(
+    spec, limit: int = 20_000, sample: int = 2_000, seed: int = 0
+) -> tuple[Iterator[tuple[BaseModel, int]], int, bool]:
     """The runs of consecutive trials of a grid spec that share a shape key, without
     listing the trials: ``(groups, n_groups, exact)``.
 
@@ -154,8 +159,9 @@ def shape_groups(spec, limit: int = 20_000, sample: int = 2_000,
     return (every() if total <= limit else sampled()), total, total <= limit
 
 
-def count_packs(spec, size_of: Callable[[BaseModel], int], limit: int = 20_000,
-                sample: int = 2_000) -> tuple[int, bool]:
+def count_packs(
+    spec, size_of: Callable[[BaseModel], int], limit: int = 20_000, sample: int = 2_000
+) -> tuple[int, bool]:
     """How many packs :func:`make_packs` cuts a grid spec's trials into, without listing
     them: ``(n_packs, exact)``; beyond ``limit`` runs of one shape, an estimate from a
     sample of them (``exact`` False).

@@ -19,7 +19,12 @@ from collections import Counter
 
 from rich.console import Console
 from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn,
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
     TimeElapsedColumn,
 )
 from rich.text import Text
@@ -49,8 +54,14 @@ def progress_line(label: str, finished: int, total: int | None, counts: Counter,
     rate = finished / elapsed_s if elapsed_s > 0 else 0.0
     share = f"{finished}/{total} trials ({100 * finished / total:.1f}%)" if total else f"{finished} trials"
     eta = _clock((total - finished) / rate) if total and rate > 0 else "-"
-    fields = [f"{PREFIX}{label}", share, *(f"{k} {counts.get(k, 0)}" for k in STATUSES),
-              f"{rate:.1f} trials/s", f"elapsed {_clock(elapsed_s)}", f"ETA {eta}"]
+    fields = [
+        f"{PREFIX}{label}",
+        share,
+        *(f"{k} {counts.get(k, 0)}" for k in STATUSES),
+        f"{rate:.1f} trials/s",
+        f"elapsed {_clock(elapsed_s)}",
+        f"ETA {eta}",
+    ]
     return " | ".join(fields)
 
 
@@ -72,10 +83,15 @@ def parse_progress_line(line: str) -> dict:
     counts = [p.split(" ") for p in parts[2:6]]
     if share is None or [k for k, _ in counts] != list(STATUSES) or not parts[6].endswith(" trials/s"):
         raise ValueError(f"not a progress line: {line!r}")
-    return dict(label=parts[0].removeprefix(PREFIX), finished=int(share["finished"]),
-                total=int(share["total"]) if share["total"] else None, **{k: int(v) for k, v in counts},
-                rate=float(parts[6].removesuffix(" trials/s")), elapsed=parts[7].removeprefix("elapsed "),
-                eta=parts[8].removeprefix("ETA "))
+    return dict(
+        label=parts[0].removeprefix(PREFIX),
+        finished=int(share["finished"]),
+        total=int(share["total"]) if share["total"] else None,
+        **{k: int(v) for k, v in counts},
+        rate=float(parts[6].removesuffix(" trials/s")),
+        elapsed=parts[7].removeprefix("elapsed "),
+        eta=parts[8].removeprefix("ETA "),
+    )
 
 
 def _average_rate(task) -> float | None:
@@ -111,8 +127,19 @@ class SweepProgress:
     while no pack finishes, and a last one when the run ends.
     """
 
-    def __init__(self, console: Console, total: int | None, label: str, interval_s: float = PROGRESS_INTERVAL_S):
-        self._console, self._total, self._label, self._interval_s = console, total, label, interval_s
+    def __init__(
+        self,
+        console: Console,
+        total: int | None,
+        label: str,
+        interval_s: float = PROGRESS_INTERVAL_S,
+    ):
+        self._console, self._total, self._label, self._interval_s = (
+            console,
+            total,
+            label,
+            interval_s,
+        )
         self._counts: Counter = Counter()
         self._finished = 0
         self._live = console.is_terminal or (console.is_jupyter and importlib.util.find_spec("ipywidgets") is not None)
@@ -121,11 +148,21 @@ class SweepProgress:
         self._thread: threading.Thread | None = None
         if self._live:
             self._progress = Progress(
-                SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("[green]done {task.fields[done]}[/] [red]failed {task.fields[failed]}[/]"
-                           " [yellow]diverged {task.fields[diverged]}[/] [magenta]lost {task.fields[lost]}[/]"),
-                _RateColumn(), TextColumn("ETA"), _EtaColumn(), TimeElapsedColumn(),
-                console=console, transient=False, speed_estimate_period=60.0,
+                SpinnerColumn(),
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn(
+                    "[green]done {task.fields[done]}[/] [red]failed {task.fields[failed]}[/]"
+                    " [yellow]diverged {task.fields[diverged]}[/] [magenta]lost {task.fields[lost]}[/]"
+                ),
+                _RateColumn(),
+                TextColumn("ETA"),
+                _EtaColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=False,
+                speed_estimate_period=60.0,
             )
             self._task = self._progress.add_task(label, total=total, **self._fields())
 

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from attnsweep.orchestrator.errors import RunError
 
-TOKEN_ADVICE = ("put the cluster's token (the head's ~/.ray/auth_token) in ~/.ray/auth_token here, or set "
-                "RAY_AUTH_TOKEN_PATH=/path/to/that/file")
+TOKEN_ADVICE = (
+    "put the cluster's token (the head's ~/.ray/auth_token) in ~/.ray/auth_token here, or set "
+    "RAY_AUTH_TOKEN_PATH=/path/to/that/file"
+)
 """The one line that says what to set when a cluster wants a token this client lacks."""
 
 
@@ -63,16 +65,25 @@ def use_token_if_present() -> bool:
 def is_auth_failure(exc: BaseException) -> bool:
     """Whether Ray's error ``exc`` says the cluster refused this client's token (or its lack)."""
     text = f"{type(exc).__name__} {exc}".lower()
-    return any(word in text for word in ("authenticationerror", "invalidauthtoken", "authentication token",
-                                         "unauthenticated"))
+    return any(
+        word in text
+        for word in (
+            "authenticationerror",
+            "invalidauthtoken",
+            "authentication token",
+            "unauthenticated",
+        )
+    )
 
 
 def auth_refused(address: str, exc: BaseException) -> str:
     """The message for a cluster at ``address`` that refused this client: why, and the one line to set."""
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None and mode.lower() != "token":
-        return (f"the Ray cluster at {address} wants a token and RAY_AUTH_MODE={mode} here sends none: unset "
-                "RAY_AUTH_MODE (attnsweep then uses the token it finds) or set RAY_AUTH_MODE=token")
+        return (
+            f"the Ray cluster at {address} wants a token and RAY_AUTH_MODE={mode} here sends none: unset "
+            "RAY_AUTH_MODE (attnsweep then uses the token it finds) or set RAY_AUTH_MODE=token"
+        )
     if not token_present():
         return f"the Ray cluster at {address} wants a token and none was found here: {TOKEN_ADVICE}"
     source = "RAY_AUTH_TOKEN" if os.environ.get("RAY_AUTH_TOKEN", "").strip() else str(token_file())

@@ -48,8 +48,14 @@ class Comparison:
     ok: bool | None  # None: shown, not judged
 
 
-def compare_runs(store: ResultsStore, baseline: str, new: str, tol: float = 0.25, alpha: float = 0.01,
-                 figures_dir: Path | None = None) -> list[Comparison]:
+def compare_runs(
+    store: ResultsStore,
+    baseline: str,
+    new: str,
+    tol: float = 0.25,
+    alpha: float = 0.01,
+    figures_dir: Path | None = None,
+) -> list[Comparison]:
     """Every comparison of run ``new`` against run ``baseline`` (see the module doc).
 
     Raises:
@@ -59,17 +65,23 @@ def compare_runs(store: ResultsStore, baseline: str, new: str, tol: float = 0.25
     sweeps = store.sweep_of(baseline), store.sweep_of(new)
     records = store.read_run(sweeps[0], baseline), store.read_run(sweeps[1], new)
     if records[0]["spec_hash"] != records[1]["spec_hash"]:
-        raise RunError(f"run {new} and baseline {baseline} come from different specs; replication compares "
-                       "runs of one pinned spec")
+        raise RunError(
+            f"run {new} and baseline {baseline} come from different specs; replication compares runs of one pinned spec"
+        )
     experiment = records[0].get("experiment") or "sparse_boolean"
     settings = settings_of(store, sweeps[0], baseline)
     dirs = [None, None] if figures_dir is None else [figures_dir / "baseline", figures_dir / "new"]
     if experiment == "symmetry":
         a, b = (analyze_symmetry_run(store, s, r, settings, d) for s, r, d in zip(sweeps, (baseline, new), dirs))
         out = _m_star(a.m_star, b.m_star, list(SYMMETRY_CELL), tol)
-        out += [Comparison("verdict", x["claim"], x["verdict"], y["verdict"], x["verdict"] == y["verdict"])
-                for x, y in zip(a.verdicts, b.verdicts)]
-        score, cell = "test_error", [c for c in SYMMETRY_CELL if c != "student"] + ["model", "equivariance"]
+        out += [
+            Comparison("verdict", x["claim"], x["verdict"], y["verdict"], x["verdict"] == y["verdict"])
+            for x, y in zip(a.verdicts, b.verdicts)
+        ]
+        score, cell = (
+            "test_error",
+            [c for c in SYMMETRY_CELL if c != "student"] + ["model", "equivariance"],
+        )
     else:
         a, b = (analyze_run(store, r, d, settings) for r, d in zip((baseline, new), dirs))
         cell = [c for c in CELL_FIELDS if c in a.m_star.columns]
@@ -91,7 +103,10 @@ def _m_star(base: pl.DataFrame, new: pl.DataFrame, cell: list[str], tol: float) 
         if r.get("censored_new") is None:
             out.append(Comparison("m*", what, _fmt_m(r, ""), "missing", False))
             continue
-        if {r.get("bound"), r.get("bound_new")} & {"lower", "none"}:  # beyond the grid, or no number: both must be
+        if {r.get("bound"), r.get("bound_new")} & {
+            "lower",
+            "none",
+        }:  # beyond the grid, or no number: both must be
             ok = r.get("bound") == r.get("bound_new")
         else:
             lo, hi = r["ci_lo"], r["ci_hi"]
@@ -127,8 +142,15 @@ def _fits(base: dict, new: dict, tol: float) -> list[Comparison]:
                     out.append(Comparison("fit", label, f"{row[p]:.3g}", f"{value:.3g}", None))
                     continue
                 pad = tol * (hi - lo)
-                out.append(Comparison("fit", label, f"{row[p]:.3g} [{lo:.3g}, {hi:.3g}]", f"{value:.3g}",
-                                      bool(lo - pad <= value <= hi + pad)))
+                out.append(
+                    Comparison(
+                        "fit",
+                        label,
+                        f"{row[p]:.3g} [{lo:.3g}, {hi:.3g}]",
+                        f"{value:.3g}",
+                        bool(lo - pad <= value <= hi + pad),
+                    )
+                )
     return out
 
 
@@ -153,6 +175,13 @@ def _distributions(store, sweeps, runs, cell, score, alpha) -> list[Comparison]:
     for rank, i in enumerate(order):
         running = max(running, min(1.0, tests[i][1] * (len(tests) - rank)))
         adjusted[i] = running
-    return [Comparison(f"{score} distribution", what, f"median {np.median(x):.3g}", f"median {np.median(y):.3g} "
-                       f"(Holm p={adjusted[i]:.2g})", adjusted[i] >= alpha)
-            for i, (what, _, x, y) in enumerate(tests)]
+    return [
+        Comparison(
+            f"{score} distribution",
+            what,
+            f"median {np.median(x):.3g}",
+            f"median {np.median(y):.3g} (Holm p={adjusted[i]:.2g})",
+            adjusted[i] >= alpha,
+        )
+        for i, (what, _, x, y) in enumerate(tests)
+    ]

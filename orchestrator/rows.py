@@ -70,7 +70,10 @@ def trial_schema() -> pa.Schema:
     Raises:
         TypeError: two experiments give one field different column types.
     """
-    fields = [pa.field("trial_id", pa.string(), nullable=False), pa.field("experiment", pa.string())]
+    fields = [
+        pa.field("trial_id", pa.string(), nullable=False),
+        pa.field("experiment", pa.string()),
+    ]
     types: dict[str, pa.DataType] = {}
     for exp in EXPERIMENTS.values():
         for name, info in exp.config.model_fields.items():
@@ -94,21 +97,52 @@ def run_schema(failure: bool = False) -> pa.Schema:
     """
     ts = pa.timestamp("us", tz="UTC")
     extra = [("error", pa.string()), ("rescue_file", pa.string())] if failure else []
-    return pa.schema([
-        ("status", pa.string()), ("started_at", ts), ("ended_at", ts), ("wall_s", pa.float64()),
-        ("n_trials", pa.int64()), ("n_done", pa.int64()), ("n_failed", pa.int64()),
-        ("n_diverged", pa.int64()), ("n_lost", pa.int64()), ("spec_name", pa.string()),
-        ("spec_hash", pa.string()), ("spec_yaml", pa.string()), ("executor", pa.string()),
-        ("host", pa.string()), ("code_version", pa.string()), ("packages", pa.string()),
-        ("experiment", pa.string()), ("trial_fields", pa.string()),
-        ("cell_counts", pa.string()),  # JSON rows per cell at the run's end (orchestrator/completeness.py)
-        ("attempts", pa.list_(pa.struct([
-            ("attempt", pa.int64()), ("started_at", ts), ("ended_at", ts), ("status", pa.string()),
-            ("host", pa.string()), ("pid", pa.int64()), ("executor", pa.string()),
-            ("n_skipped", pa.int64()), ("n_run", pa.int64()), ("wall_s", pa.float64()),
-        ]))),
-        *extra,
-    ])
+    return pa.schema(
+        [
+            ("status", pa.string()),
+            ("started_at", ts),
+            ("ended_at", ts),
+            ("wall_s", pa.float64()),
+            ("n_trials", pa.int64()),
+            ("n_done", pa.int64()),
+            ("n_failed", pa.int64()),
+            ("n_diverged", pa.int64()),
+            ("n_lost", pa.int64()),
+            ("spec_name", pa.string()),
+            ("spec_hash", pa.string()),
+            ("spec_yaml", pa.string()),
+            ("executor", pa.string()),
+            ("host", pa.string()),
+            ("code_version", pa.string()),
+            ("packages", pa.string()),
+            ("experiment", pa.string()),
+            ("trial_fields", pa.string()),
+            (
+                "cell_counts",
+                pa.string(),
+            ),  # JSON rows per cell at the run's end (orchestrator/completeness.py)
+            (
+                "attempts",
+                pa.list_(
+                    pa.struct(
+                        [
+                            ("attempt", pa.int64()),
+                            ("started_at", ts),
+                            ("ended_at", ts),
+                            ("status", pa.string()),
+                            ("host", pa.string()),
+                            ("pid", pa.int64()),
+                            ("executor", pa.string()),
+                            ("n_skipped", pa.int64()),
+                            ("n_run", pa.int64()),
+                            ("wall_s", pa.float64()),
+                        ]
+                    )
+                ),
+            ),
+            *extra,
+        ]
+    )
 
 
 def with_later_fields(frame):

@@ -37,15 +37,35 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from attnsweep.orchestrator.errors import SpecError
-from attnsweep.orchestrator.spec_grid import chosen_by_search, fixed_settings, grid_blocks, seed_list, trial_problems
-from attnsweep.orchestrator.spec_loading import (read_spec_file, read_spec_mapping, section, settings_sections,
-                                                 top_level_problems)
+from attnsweep.orchestrator.spec_grid import (
+    chosen_by_search,
+    fixed_settings,
+    grid_blocks,
+    seed_list,
+    trial_problems,
+)
+from attnsweep.orchestrator.spec_loading import (
+    read_spec_file,
+    read_spec_mapping,
+    section,
+    settings_sections,
+    top_level_problems,
+)
 from attnsweep.orchestrator.spec_problems import describe
 from attnsweep.workers import EXPERIMENTS, Experiment
 from attnsweep.workers.config import LATER_FIELDS, StrictSettings
+
 # Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
 INNER_AXES = ("restart", "norm_bound", "fault")
 
@@ -56,11 +76,19 @@ class ExecutionSettings(StrictSettings):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     pack_size: int | Literal["auto"] = Field(
-        "auto", description="trials trained together in one call; auto: as many as fit pack_memory_mb (at most 256)")
+        "auto",
+        description="trials trained together in one call; auto: as many as fit pack_memory_mb (at most 256)",
+    )
     pack_memory_mb: float = Field(
-        1024.0, gt=0, le=16_777_216, description="training memory one pack may use (MiB), for pack_size auto")
+        1024.0,
+        gt=0,
+        le=16_777_216,
+        description="training memory one pack may use (MiB), for pack_size auto",
+    )
     workers: Literal["actors", "tasks"] = Field(
-        "actors", description="actors: long-lived workers that keep torch/CUDA warm; tasks: one Ray task per pack")
+        "actors",
+        description="actors: long-lived workers that keep torch/CUDA warm; tasks: one Ray task per pack",
+    )
     max_in_flight: int | None = Field(None, ge=1, le=100_000, description="packs submitted at once; None: 2 per worker")
     max_retries: int = Field(3, ge=0, le=100, description="Ray retries of a pack whose worker died")
     flush_rows: int = Field(5000, ge=1, le=10_000_000, description="rows per Parquet part file at most")
@@ -79,11 +107,20 @@ class ResourceSettings(StrictSettings):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
-    cpus_per_worker: float = Field(1.0, ge=0.1, le=1024, description="CPUs per worker (also its torch threads); at "
-                                   "least 0.1: finer slices start more workers than any core can feed")
+    cpus_per_worker: float = Field(
+        1.0,
+        ge=0.1,
+        le=1024,
+        description="CPUs per worker (also its torch threads); at "
+        "least 0.1: finer slices start more workers than any core can feed",
+    )
     gpus_per_worker: float = Field(0.0, ge=0, le=64, description="GPUs per worker; fractions share a GPU")
     num_workers: int | None = Field(
-        None, ge=1, le=100_000, description="workers to start; None: as many as the cluster's resources hold now")
+        None,
+        ge=1,
+        le=100_000,
+        description="workers to start; None: as many as the cluster's resources hold now",
+    )
 
     @field_validator("gpus_per_worker")
     @classmethod
@@ -151,18 +188,31 @@ class TuneSettings(StrictSettings):
 
     n_trials: int = Field(8, ge=1, le=1000, description="Optuna trials (parameter sets) per cell")
     batch: int = Field(4, ge=1, le=1000, description="parameter sets asked at once and trained in parallel")
-    seeds: int | None = Field(None, ge=1, le=1000,
-                              description="seeds per parameter set, the first ones of the spec's seeds; None: 8, or all "
-                                          "of them when there are fewer")
-    m: int | None = Field(None, ge=1, le=100_000_000,
-                          description="probe sample size; None: the bracket's lower end, the largest tried m below "
-                                      "the first m where the spec's settings reach success_frac")
-    confidence: float = Field(0.9, ge=0.5, le=1.0,
-                              description="fraction of seed-bootstrap resamples in which the best set must beat the "
-                                          "spec's settings to be adopted")
+    seeds: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="seeds per parameter set, the first ones of the spec's seeds; None: 8, or all "
+        "of them when there are fewer",
+    )
+    m: int | None = Field(
+        None,
+        ge=1,
+        le=100_000_000,
+        description="probe sample size; None: the bracket's lower end, the largest tried m below "
+        "the first m where the spec's settings reach success_frac",
+    )
+    confidence: float = Field(
+        0.9,
+        ge=0.5,
+        le=1.0,
+        description="fraction of seed-bootstrap resamples in which the best set must beat the "
+        "spec's settings to be adopted",
+    )
     lr: LogRange | None = Field(LogRange(min=1e-4, max=3e-2), description="learning-rate range; null: not tuned")
-    weight_decay: LogRange | None = Field(LogRange(min=1e-6, max=1e-1),
-                                          description="weight-decay range; null: not tuned")
+    weight_decay: LogRange | None = Field(
+        LogRange(min=1e-6, max=1e-1), description="weight-decay range; null: not tuned"
+    )
 
     def params(self) -> dict[str, LogRange]:
         """The tuned settings and their ranges."""
@@ -195,25 +245,39 @@ class SearchSettings(StrictSettings):
     mode: Literal["grid", "adaptive"] = Field("grid", description="grid, or adaptive m* search")
     m: MRange | None = Field(None, description="adaptive: the range of m to search")
     rel_tol: float = Field(0.1, gt=0, le=10, description="adaptive: stop when the bracket's hi/lo <= 1 + rel_tol")
-    initial_points: int = Field(4, ge=2, le=100, description="adaptive: log-spaced m of the first round (ends included)")
+    initial_points: int = Field(
+        4, ge=2, le=100, description="adaptive: log-spaced m of the first round (ends included)"
+    )
     points_per_round: int = Field(1, ge=1, le=100, description="adaptive: m values per later round and cell")
     max_rounds: int = Field(20, ge=1, le=1000, description="adaptive: bisection rounds after the first at most")
     tune: TuneSettings | None = Field(None, description="adaptive: Optuna TPE over lr/weight_decay per cell")
-    budget_check: StrictBool = Field(True, description="adaptive: search the largest T of each series again at 2x "
-                                     "max_epochs; without T (symmetry), each cell's deciding m at 2x max_epochs")
-    smallest_first: StrictBool = Field(False, description="adaptive: try m.min alone first; a cell that succeeds "
-                                       "there is settled (m* <= m.min) without the other first points")
+    budget_check: StrictBool = Field(
+        True,
+        description="adaptive: search the largest T of each series again at 2x "
+        "max_epochs; without T (symmetry), each cell's deciding m at 2x max_epochs",
+    )
+    smallest_first: StrictBool = Field(
+        False,
+        description="adaptive: try m.min alone first; a cell that succeeds "
+        "there is settled (m* <= m.min) without the other first points",
+    )
 
     @model_validator(mode="after")
     def _adaptive_needs_m(self) -> SearchSettings:
         if self.mode == "adaptive" and self.m is None:
             raise ValueError("mode adaptive needs the range of m to search: m: {min: ..., max: ...}")
         if self.mode == "grid" and (given := sorted(self.model_fields_set - {"mode"})):
-            raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to an adaptive "
-                             "search: add mode: adaptive "
-                             "(the default mode, grid, takes m from the grid)")
-        if self.mode == "adaptive" and self.tune is not None and self.tune.m is not None \
-                and not self.m.min <= self.tune.m <= self.m.max:
+            raise ValueError(
+                f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to an adaptive "
+                "search: add mode: adaptive "
+                "(the default mode, grid, takes m from the grid)"
+            )
+        if (
+            self.mode == "adaptive"
+            and self.tune is not None
+            and self.tune.m is not None
+            and not self.m.min <= self.tune.m <= self.m.max
+        ):
             raise ValueError(f"tune.m ({self.tune.m}) must lie in the searched range m: {self.m.min}..{self.m.max}")
         return self
 
@@ -254,18 +318,26 @@ class SweepSpec(BaseModel):
             return sum(math.prod(len(v) for v in self.axes(i).values()) for i in range(len(self.grids)))
         s = self.search
         per_cell = len(self.seeds) * (s.initial_points + s.max_rounds * s.points_per_round)
-        tune = s.tune.n_trials * min(s.tune.seeds or 8, len(self.seeds)) + per_cell if s.tune else 0  # and the tuned search
+        tune = (
+            s.tune.n_trials * min(s.tune.seeds or 8, len(self.seeds)) + per_cell if s.tune else 0
+        )  # and the tuned search
         n_cells = self.n_cells()
         budget = 0
         if s.budget_check and ("T" in self.fixed or any("T" in g for g in self.grids)):
             # One budget check per series (a cell without T). Counted from the axes' lengths,
             # so no list of cells is built before --max-trials is checked; a series that two
             # blocks share is counted once only where the cells are few enough to list.
-            series = sum(math.prod(len(v) for k, v in self.axes(i).items() if k not in ("seed", "m", "T"))
-                         for i in range(len(self.grids)))
+            series = sum(
+                math.prod(len(v) for k, v in self.axes(i).items() if k not in ("seed", "m", "T"))
+                for i in range(len(self.grids))
+            )
             if n_cells <= 100_000:
-                series = len({json.dumps({k: v for k, v in c.items() if k != "T"}, sort_keys=True, default=str)
-                              for c in self.cells()})
+                series = len(
+                    {
+                        json.dumps({k: v for k, v in c.items() if k != "T"}, sort_keys=True, default=str)
+                        for c in self.cells()
+                    }
+                )
             budget = series * per_cell
         elif s.budget_check:  # no T: each cell's deciding m (at most two) at twice the epochs
             budget = n_cells * 2 * len(self.seeds)
@@ -274,8 +346,9 @@ class SweepSpec(BaseModel):
     def n_cells(self) -> int:
         """Number of cells (every setting but m and the seed) of the grid blocks, from the
         axes' lengths (no cell is built)."""
-        return sum(math.prod(len(v) for k, v in self.axes(i).items() if k not in ("seed", "m"))
-                   for i in range(len(self.grids)))
+        return sum(
+            math.prod(len(v) for k, v in self.axes(i).items() if k not in ("seed", "m")) for i in range(len(self.grids))
+        )
 
     def cells(self) -> Iterator[dict[str, Any]]:
         """The settings of each cell (every trial setting but m and the seed), grid order:
@@ -323,7 +396,10 @@ class SweepSpec(BaseModel):
             elif name in tuned:  # the m* search runs at the spec's value first, then Optuna tunes it per cell
                 span = self.search.tune.params()[name]
                 first = grid.get(name, self.fixed.get(name, field.default))
-                value, source = f"{first}, then tuned by Optuna in {span.min:g}..{span.max:g}", "search"
+                value, source = (
+                    f"{first}, then tuned by Optuna in {span.min:g}..{span.max:g}",
+                    "search",
+                )
             elif name in grid:
                 value, source = grid[name], "grid"
             elif name in self.fixed:
@@ -340,7 +416,10 @@ class SweepSpec(BaseModel):
         canon = self.model_dump(exclude={"source_yaml", "description", "execution", "resources"})
         if not self.search.adaptive:
             canon.pop("search")  # the hash of a grid spec is what it was before searches existed
-        for name, before in LATER_SEARCH_FIELDS.items():  # so that runs recorded before them keep their hash
+        for (
+            name,
+            before,
+        ) in LATER_SEARCH_FIELDS.items():  # so that runs recorded before them keep their hash
             if canon.get("search", {}).get(name, before) == before:
                 canon.get("search", {}).pop(name, None)
         return hashlib.sha256(json.dumps(canon, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -396,7 +475,9 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     fixed = section(raw, "fixed", problems)
     chosen = chosen_by_search(search, raw.get("search"))
     grids = grid_blocks(exp, raw.get("grid"), fixed, chosen, problems, source)
-    for key in sorted(chosen.keys() & set(fixed) - set(TUNABLE)):  # a tuned setting's fixed value is the default it must beat
+    for key in sorted(
+        chosen.keys() & set(fixed) - set(TUNABLE)
+    ):  # a tuned setting's fixed value is the default it must beat
         problems.append(f"fixed.{key}: {chosen[key]}; remove it from fixed")
     fixed = fixed_settings(exp, fixed, problems)
     sections = _settings(raw, search, seeds, problems)
@@ -404,9 +485,17 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     if not problems:
         try:
             spec = SweepSpec(
-                name=raw["name"], description=raw.get("description") or "", experiment=experiment, seeds=seeds,
-                grids=grids, fixed=fixed, execution=sections["execution"], resources=sections["resources"],
-                analysis=sections["analysis"], search=search or SearchSettings(), source_yaml=text,
+                name=raw["name"],
+                description=raw.get("description") or "",
+                experiment=experiment,
+                seeds=seeds,
+                grids=grids,
+                fixed=fixed,
+                execution=sections["execution"],
+                resources=sections["resources"],
+                analysis=sections["analysis"],
+                search=search or SearchSettings(),
+                source_yaml=text,
             )
         except ValidationError as exc:
             problems += describe(exc)
@@ -422,16 +511,27 @@ def _settings(raw: dict, search: SearchSettings | None, seeds: list[int], proble
     model (the raw sections are returned: :class:`SweepSpec` validates them again), and the
     tuning's seeds against the spec's."""
     sections = settings_sections(raw, problems)
-    for key, model in (("execution", ExecutionSettings), ("resources", ResourceSettings), ("analysis", AnalysisSettings)):
+    for key, model in (
+        ("execution", ExecutionSettings),
+        ("resources", ResourceSettings),
+        ("analysis", AnalysisSettings),
+    ):
         given = sections[key]
         try:
             model.model_validate({str(k): v for k, v in given.items()} if isinstance(given, dict) else given)
         except ValidationError as exc:
             problems += [f"{key}.{p}" for p in describe(exc, model)]
-    if search is not None and search.tune is not None and isinstance(seeds, list) and seeds \
-            and (search.tune.seeds or 0) > len(seeds):
-        problems.append(f"search.tune.seeds: value {search.tune.seeds}: more than the spec's {len(seeds)} seeds "
-                        f"(allowed: 1..{len(seeds)})")
+    if (
+        search is not None
+        and search.tune is not None
+        and isinstance(seeds, list)
+        and seeds
+        and (search.tune.seeds or 0) > len(seeds)
+    ):
+        problems.append(
+            f"search.tune.seeds: value {search.tune.seeds}: more than the spec's {len(seeds)} seeds "
+            f"(allowed: 1..{len(seeds)})"
+        )
     return sections
 
 
@@ -440,6 +540,8 @@ def _search(value: Any, problems: list[str]) -> SearchSettings | None:
     try:
         return SearchSettings.model_validate(value or {})
     except ValidationError as exc:
-        problems += [f"search: {p.removeprefix('spec: ')}" if p.startswith("spec: ") else f"search.{p}"
-                     for p in describe(exc, SearchSettings)]
+        problems += [
+            f"search: {p.removeprefix('spec: ')}" if p.startswith("spec: ") else f"search.{p}"
+            for p in describe(exc, SearchSettings)
+        ]
         return None

@@ -40,13 +40,21 @@ class RangeAxis(StrictSettings):
     @model_validator(mode="after")
     def _upward(self) -> RangeAxis:
         if self.stop < self.start or (self.num > 1 and self.stop == self.start):
-            raise ValueError(f"stop ({self.stop:g}) must be greater than start ({self.start:g}): a range runs "
-                             "upward from start to stop (list the values for any other order)")
+            raise ValueError(
+                f"stop ({self.stop:g}) must be greater than start ({self.start:g}): a range runs "
+                "upward from start to stop (list the values for any other order)"
+            )
         return self
 
 
-def grid_blocks(exp: Experiment, raw_grid: Any, fixed: dict, chosen: dict[str, str], problems: list[str],
-                source: str) -> list[dict[str, list]]:
+def grid_blocks(
+    exp: Experiment,
+    raw_grid: Any,
+    fixed: dict,
+    chosen: dict[str, str],
+    problems: list[str],
+    source: str,
+) -> list[dict[str, list]]:
     """The ``grid`` section's blocks (one when it is a mapping), each validated; ``chosen``:
     settings an adaptive search picks itself (see :func:`_grid_block`).
 
@@ -58,14 +66,33 @@ def grid_blocks(exp: Experiment, raw_grid: Any, fixed: dict, chosen: dict[str, s
         problems.append("grid: an empty list of blocks; give at least one mapping")
     blocks = raw_grid if isinstance(raw_grid, list) else [raw_grid if raw_grid is not None else {}]
     if len(blocks) > MAX_GRID_BLOCKS:
-        raise SpecError([f"grid: {len(blocks)} blocks, more than the {MAX_GRID_BLOCKS} allowed; give one block per "
-                         "set of axes (a block's axes already combine every value)"], source)
+        raise SpecError(
+            [
+                f"grid: {len(blocks)} blocks, more than the {MAX_GRID_BLOCKS} allowed; give one block per "
+                "set of axes (a block's axes already combine every value)"
+            ],
+            source,
+        )
     listed = sum(_axis_length(v) for block in blocks if isinstance(block, dict) for v in block.values())
     if listed > MAX_AXIS_VALUES:
-        raise SpecError([f"grid: its blocks list {listed:,} axis values in all (a range counts its num), more than the "
-                         f"{MAX_AXIS_VALUES:,} allowed: no sweep needs that many values of its settings"], source)
-    return [_grid_block(exp, f"grid[{i}]" if isinstance(raw_grid, list) else "grid", block, fixed, problems, chosen)
-            for i, block in enumerate(blocks)]
+        raise SpecError(
+            [
+                f"grid: its blocks list {listed:,} axis values in all (a range counts its num), more than the "
+                f"{MAX_AXIS_VALUES:,} allowed: no sweep needs that many values of its settings"
+            ],
+            source,
+        )
+    return [
+        _grid_block(
+            exp,
+            f"grid[{i}]" if isinstance(raw_grid, list) else "grid",
+            block,
+            fixed,
+            problems,
+            chosen,
+        )
+        for i, block in enumerate(blocks)
+    ]
 
 
 def fixed_settings(exp: Experiment, fixed: dict, problems: list[str]) -> dict[str, Any]:
@@ -82,7 +109,9 @@ def trial_problems(spec, max_trials: int | None) -> list[str]:
     problems = []
     n = spec.n_trials()
     if max_trials is not None and n > max_trials:
-        what = f"the adaptive search may run up to {n} trials" if spec.search.adaptive else f"grid expands to {n} trials"
+        what = (
+            f"the adaptive search may run up to {n} trials" if spec.search.adaptive else f"grid expands to {n} trials"
+        )
         problems.append(f"{what}, more than the limit {max_trials}; raise --max-trials to confirm")
     else:
         problems += _check_combinations(spec)
@@ -95,15 +124,20 @@ def chosen_by_search(search, raw: Any) -> dict[str, str]:
     """Trial settings an adaptive search chooses itself, each with why it may not be given
     (from the raw section when it is invalid, so its problems are not repeated as 'm: required').
     ``search``: the section as :class:`~orchestrator.spec.SearchSettings`, None when invalid."""
-    meant = search.adaptive if search is not None else (
-        isinstance(raw, dict) and (raw.get("mode") == "adaptive" or "m" in raw))
+    meant = (
+        search.adaptive
+        if search is not None
+        else (isinstance(raw, dict) and (raw.get("mode") == "adaptive" or "m" in raw))
+    )
     if not meant:
         return {}
     chosen = {"m": "the adaptive search chooses m (give its range as search.m: {min, max})"}
     if search is not None and search.tune is not None:
-        chosen |= {k: f"search.tune tunes {k} per cell, against the spec's value in fixed (set its range in "
-                      f"search.tune.{k}, or null to fix it)"
-                   for k in search.tune.params()}
+        chosen |= {
+            k: f"search.tune tunes {k} per cell, against the spec's value in fixed (set its range in "
+            f"search.tune.{k}, or null to fix it)"
+            for k in search.tune.params()
+        }
     return chosen
 
 
@@ -125,8 +159,14 @@ def seed_list(value: Any, problems: list[str]) -> list[int]:
     return list(value)
 
 
-def _grid_block(exp: Experiment, where: str, block: Any, fixed: dict, problems: list[str],
-                chosen: dict[str, str] | None = None) -> dict[str, list]:
+def _grid_block(
+    exp: Experiment,
+    where: str,
+    block: Any,
+    fixed: dict,
+    problems: list[str],
+    chosen: dict[str, str] | None = None,
+) -> dict[str, list]:
     """One mapping of axes, validated; problems are prefixed with ``where``. ``chosen``:
     settings an adaptive search picks itself (not allowed as axes, not required)."""
     chosen = chosen or {}
@@ -139,7 +179,11 @@ def _grid_block(exp: Experiment, where: str, block: Any, fixed: dict, problems: 
         del block[key]
     for key in sorted(set(block) & set(fixed)):
         problems.append(f"{key}: given in both {where} and fixed; put it in one")
-    axes = {k: _axis(exp, f"{where}.{k}", k, v, problems) for k, v in block.items() if _known(exp, f"{where}.{k}", k, problems)}
+    axes = {
+        k: _axis(exp, f"{where}.{k}", k, v, problems)
+        for k, v in block.items()
+        if _known(exp, f"{where}.{k}", k, problems)
+    }
     for key, values in axes.items():
         if not values and isinstance(block[key], list):
             problems.append(f"{where}.{key}: needs at least one value")
@@ -170,8 +214,14 @@ def _axis(exp: Experiment, where: str, key: str, value: Any, problems: list[str]
         try:
             r = RangeAxis(**value)
         except (ValidationError, TypeError) as exc:
-            problems += ([f"{where}: {p.removeprefix('spec: ')}" if p.startswith("spec: ") else f"{where}.{p}"
-                          for p in describe(exc, RangeAxis)] if isinstance(exc, ValidationError) else [f"{where}: {exc}"])
+            problems += (
+                [
+                    f"{where}: {p.removeprefix('spec: ')}" if p.startswith("spec: ") else f"{where}.{p}"
+                    for p in describe(exc, RangeAxis)
+                ]
+                if isinstance(exc, ValidationError)
+                else [f"{where}: {exc}"]
+            )
             return []
         if r.scale == "log" and (r.start <= 0 or r.stop <= 0):
             problems.append(f"{where}: a log-scale range needs start > 0 and stop > 0")
@@ -215,7 +265,9 @@ def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[st
                 for err in exc.errors():
                     allowed = " (allowed: true or false)" if err["type"].startswith("bool") else ""
                     shown = "null" if value is None else repr(value)  # as the YAML spelled it
-                    problems.append(f"{where}.{key}: value {shown}: {err['msg'].removeprefix('Value error, ')}{allowed}")
+                    problems.append(
+                        f"{where}.{key}: value {shown}: {err['msg'].removeprefix('Value error, ')}{allowed}"
+                    )
         counts = collections.Counter(coerced)  # axis values are scalars (hashable)
         repeated = sorted({repr(v) for v in coerced if counts[v] > 1})
         if repeated:
@@ -237,14 +289,18 @@ def _overlaps(spec) -> list[str]:
     product of one value set per setting (its axis, else ``fixed``, else the default), so two
     blocks share the product of their sets' intersections (times the seeds, which all
     blocks share; for an adaptive search, cells)."""
-    fields = [f for f in spec.family.config.model_fields if f not in ("seed", "m") or (f == "m" and not spec.search.adaptive)]
+    fields = [
+        f for f in spec.family.config.model_fields if f not in ("seed", "m") or (f == "m" and not spec.search.adaptive)
+    ]
     defaults = {k: v.default for k, v in spec.family.config.model_fields.items()}
 
     def norm(v: Any) -> Any:
         return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else json.dumps(v, default=str)
 
-    blocks = [{f: {norm(v) for v in grid[f]} if f in grid else {norm(spec.fixed.get(f, defaults.get(f)))}
-               for f in fields} for grid in spec.grids]
+    blocks = [
+        {f: {norm(v) for v in grid[f]} if f in grid else {norm(spec.fixed.get(f, defaults.get(f)))} for f in fields}
+        for grid in spec.grids
+    ]
     per = 1 if spec.search.adaptive else len(spec.seeds)
     # The settings that tell blocks apart first: most pairs then stop at the first field.
     fields.sort(key=lambda f: -len({frozenset(b[f]) for b in blocks}))

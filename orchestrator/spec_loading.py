@@ -13,8 +13,18 @@ import yaml
 from attnsweep.orchestrator.errors import SpecError
 
 MAX_SPEC_BYTES = 1_000_000
-TOP_KEYS = {"name", "description", "experiment", "seeds", "grid", "fixed", "execution", "resources", "analysis",
-            "search"}
+TOP_KEYS = {
+    "name",
+    "description",
+    "experiment",
+    "seeds",
+    "grid",
+    "fixed",
+    "execution",
+    "resources",
+    "analysis",
+    "search",
+}
 """The top-level keys a spec may have."""
 
 
@@ -65,11 +75,16 @@ def read_spec_mapping(text: str, source: str) -> dict:
     if raw is None:
         raise SpecError([f"the spec is empty; it needs at least {sorted(['name', 'grid'])}"], source)
     if not isinstance(raw, dict):
-        raise SpecError([f"top level must be a mapping with keys {sorted(TOP_KEYS)}, got {type(raw).__name__}"], source)
+        raise SpecError(
+            [f"top level must be a mapping with keys {sorted(TOP_KEYS)}, got {type(raw).__name__}"],
+            source,
+        )
     if set(map(str, raw)) - TOP_KEYS and not set(map(str, raw)) & TOP_KEYS:
         # Not a spec at all (e.g. some other file given by mistake): say so without echoing its contents.
-        raise SpecError([f"not a sweep spec: none of its {len(raw)} top-level keys is a spec's; a spec has "
-                         f"{sorted(TOP_KEYS)}"], source)
+        raise SpecError(
+            [f"not a sweep spec: none of its {len(raw)} top-level keys is a spec's; a spec has {sorted(TOP_KEYS)}"],
+            source,
+        )
     return raw
 
 
@@ -85,8 +100,10 @@ def top_level_problems(raw: dict, name_rule: str) -> list[str]:
         if required not in raw:
             problems.append(f"{required}: required")
     if "name" in raw and not (isinstance(raw["name"], str) and re.fullmatch(name_rule, raw["name"])):
-        problems.append(f"name: value {raw['name']!r}: must match {name_rule} (letters, digits, '_', '.', '-'; "
-                        "starts with a letter)")
+        problems.append(
+            f"name: value {raw['name']!r}: must match {name_rule} (letters, digits, '_', '.', '-'; "
+            "starts with a letter)"
+        )
     return problems
 
 
@@ -152,11 +169,13 @@ class _NoAliasLoader(yaml.SafeLoader):
             try:
                 (dupes if key in seen else seen).add(key)
             except TypeError:  # a list or a mapping as a key: no spec has one
-                raise yaml.constructor.ConstructorError(None, None, "a key that is a list or a mapping",
-                                                        key_node.start_mark) from None
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a key that is a list or a mapping", key_node.start_mark
+                ) from None
         if dupes:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key(s) {sorted(map(str, dupes))}",
-                                                    node.start_mark)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key(s) {sorted(map(str, dupes))}", node.start_mark
+            )
         return super().construct_mapping(node, deep)
 
 
@@ -164,21 +183,31 @@ class _NoAliasLoader(yaml.SafeLoader):
 # (1:30 is not 90), no octal (010 is not 8), no yes/no/on/off booleans, no timestamps, and 1e-3
 # is the float a user meant. What is no number, boolean or null stays a string, which a
 # setting that wants a number refuses by name.
-_SCALARS = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
-            "tag:yaml.org,2002:timestamp"}
+_SCALARS = {
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:timestamp",
+}
 _NoAliasLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag not in _SCALARS]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_NoAliasLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                                     list("tTfF"))
-_NoAliasLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"),
-                                     list("-+0123456789"))
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_NoAliasLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_NoAliasLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"), list("-+0123456789")
+)
 _NoAliasLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
                   |[-+]?[0-9][0-9_]*\.(?:[eE][-+]?[0-9]+)?
                   |[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+
                   |[-+]?\.(?:inf|Inf|INF)
-                  |\.(?:nan|NaN|NAN))$""", re.X),
+                  |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
     list("-+0123456789."),
 )

@@ -17,12 +17,21 @@ def describe(exc: ValidationError, model: type[BaseModel] | None = None) -> list
         loc = ".".join(str(p) for p in err["loc"]) or "spec"
         value = err.get("input")
         msg = err["msg"].removeprefix("Value error, ")
-        msg = re.sub(r"Input should be a valid dictionary or instance of \w+", "must be a mapping of settings", msg)
+        msg = re.sub(
+            r"Input should be a valid dictionary or instance of \w+",
+            "must be a mapping of settings",
+            msg,
+        )
         if model is not None and err["type"] == "extra_forbidden":
             parent = _model_at(model, err["loc"][:-1])
             if parent is not None:
                 msg = f"unknown field; allowed: {sorted(parent.model_fields)}"
-        elif model is not None and err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        elif model is not None and err["type"] in (
+            "greater_than",
+            "greater_than_equal",
+            "less_than",
+            "less_than_equal",
+        ):
             bounds = _bounds(model, err["loc"])
             if bounds:
                 msg = f"{msg} (allowed: {bounds})"

@@ -40,9 +40,11 @@ def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) ->
         if "at_bound" in cells.columns and cells["at_bound"].drop_nulls().len():
             shares = cells.filter(pl.col("at_bound").is_not_null())
             lo, hi = shares["at_bound"].min(), shares["at_bound"].max()
-            parts.append(f"a bounded matrix at the bound in {lo:.0%}..{hi:.0%} of a cell's trained trials "
-                         f"(T = {shares['T'].min():g}: {shares['at_bound'][0]:.0%}, "
-                         f"T = {shares['T'].max():g}: {shares['at_bound'][-1]:.0%})")
+            parts.append(
+                f"a bounded matrix at the bound in {lo:.0%}..{hi:.0%} of a cell's trained trials "
+                f"(T = {shares['T'].min():g}: {shares['at_bound'][0]:.0%}, "
+                f"T = {shares['T'].max():g}: {shares['at_bound'][-1]:.0%})"
+            )
         norms = cells.filter(pl.col("min_norm_qk").is_not_null())
         if norms.height:
             parts.append(_least_norm_text(cells, norms, ci))
@@ -52,36 +54,48 @@ def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) ->
         items.append(_across_bound_text(pair))
     if not items:
         return []
-    return ["Norms the trained heads used, per series (the theorem bounds capacity by them at a fixed bound; "
-            "docs/claims.md, section 1), and how m* moves with the bound:", "", *[f"- {md_text(i)}" for i in items], ""]
+    return [
+        "Norms the trained heads used, per series (the theorem bounds capacity by them at a fixed bound; "
+        "docs/claims.md, section 1), and how m* moves with the bound:",
+        "",
+        *[f"- {md_text(i)}" for i in items],
+        "",
+    ]
 
 
 def _least_norm_text(cells: pl.DataFrame, norms: pl.DataFrame, ci: float) -> str:
     """The least ||W_Q W_K^T|| of a success along T, in a clause. Where it sits at the bound
     it is the bound, not what a head needs: only the cells below the bound are fitted, and from
     the first T where it binds on the clause says so and draws nothing from it."""
-    text = (f"the least ||W_Q W_K^T|| of a success {norms['min_norm_qk'][0]:.2f} at T = {norms['T'][0]:g} "
-            f"and {norms['min_norm_qk'][-1]:.2f} at T = {norms['T'][-1]:g}")
+    text = (
+        f"the least ||W_Q W_K^T|| of a success {norms['min_norm_qk'][0]:.2f} at T = {norms['T'][0]:g} "
+        f"and {norms['min_norm_qk'][-1]:.2f} at T = {norms['T'][-1]:g}"
+    )
     bound = cells["norm_bound"].drop_nulls() if "norm_bound" in cells.columns else None
     at = (norms["min_norm_qk"] >= (1 - TOLERANCE) * bound.max()) if bound is not None and bound.len() else None
     if at is None or not at.any():
         g = norm_growth(norms["T"].to_numpy(), norms["min_norm_qk"].to_numpy(), ci)
         if not math.isnan(g["b"]):
-            text += (f", {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, "
-                     f"{g['n_points']} T)")
+            text += (
+                f", {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, {g['n_points']} T)"
+            )
         return text
     first = norms.filter(at)["T"].min()
     binding = norms.filter(pl.col("T") >= first)
     share = (binding["min_norm_qk"] >= (1 - TOLERANCE) * bound.max()).sum()
-    text += (f"; from T = {first:g} on it is the bound {bound.max():g} itself in {share} of {binding.height} cells: "
-             "there a success uses all the norm it is allowed, so the least norm measures the bound, and says "
-             "nothing of the norm a head needs (no conclusion about need is drawn from it)")
+    text += (
+        f"; from T = {first:g} on it is the bound {bound.max():g} itself in {share} of {binding.height} cells: "
+        "there a success uses all the norm it is allowed, so the least norm measures the bound, and says "
+        "nothing of the norm a head needs (no conclusion about need is drawn from it)"
+    )
     below = norms.filter(pl.col("T") < first)
     if below.height >= 3:
         g = norm_growth(below["T"].to_numpy(), below["min_norm_qk"].to_numpy(), ci)
         if not math.isnan(g["b"]):
-            text += (f"; below it (T < {first:g}) {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. "
-                     f"{g['b_hi']:.3g}, {g['n_points']} T)")
+            text += (
+                f"; below it (T < {first:g}) {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. "
+                f"{g['b_hi']:.3g}, {g['n_points']} T)"
+            )
     return text
 
 
@@ -98,8 +112,10 @@ def _across_bound_text(pair: dict) -> str:
     q = pair["geomean"]
     ci = "" if q.get("ci_lo") is None else f" (95% CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f})"
     per = ", ".join(f"{r:.2f} at T = {t:g}" for t, r in zip(pair["T"], pair["ratios"]))
-    text = (f"m* across the bound: m*(B={hi_b:g}) / m*(B={lo_b:g}) has a geometric mean of {q['estimate']:.2f}{ci} "
-            f"over {pair['n_T']} T where both are values ({per})")
+    text = (
+        f"m* across the bound: m*(B={hi_b:g}) / m*(B={lo_b:g}) has a geometric mean of {q['estimate']:.2f}{ci} "
+        f"over {pair['n_T']} T where both are values ({per})"
+    )
     if pair["left_out"]:
         text += f"; left out (a bound on either side): T = {', '.join(f'{t:g}' for t in pair['left_out'])}"
     return text
@@ -122,13 +138,26 @@ def series_sources(union: pl.DataFrame, key: dict, rows: pl.DataFrame) -> list[d
         phase = "tuned" if r.get("settings") == "tuned" else "search"
         used = search_rows(mine, cols, phase).collect()
         phases = dict(used.group_by("search_phase").len().sort("search_phase").iter_rows()) if used.height else {}
-        out.append(dict(T=r["T"], run_id=r.get("run_id"), lr=r.get("lr"), tuning=r.get("tuning") or "not tuned",
-                        rows=used, phases={str(k): int(v) for k, v in phases.items()}))
+        out.append(
+            dict(
+                T=r["T"],
+                run_id=r.get("run_id"),
+                lr=r.get("lr"),
+                tuning=r.get("tuning") or "not tuned",
+                rows=used,
+                phases={str(k): int(v) for k, v in phases.items()},
+            )
+        )
     return out
 
 
-def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, records: list[dict],
-                  threshold: float) -> list[str]:
+def pooling_lines(
+    claims: list[dict],
+    union: pl.DataFrame,
+    rows: pl.DataFrame,
+    records: list[dict],
+    threshold: float,
+) -> list[str]:
     """What each L1 series pools: its runs and their code versions (with the T each gives),
     its learning rates and the search phases of its rows; and the trial ids two code versions
     both ran, with how many changed (stats/pooling.py). Markdown lines."""
@@ -146,8 +175,11 @@ def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, r
             by_run.setdefault(c["run_id"], []).append(c["T"])
         runs = "; ".join(f"run {r} (code {version.get(r, '?')}): T = {_ts(ts)}" for r, ts in by_run.items())
         lrs = sorted({c["lr"] for c in src if c["lr"] is not None})
-        lr = (f"lr {lrs[0]:g} in every cell" if len(lrs) == 1 else
-              "lr per cell " + ", ".join(f"{c['lr']:.2g} at T = {c['T']:g} ({c['tuning']})" for c in src))
+        lr = (
+            f"lr {lrs[0]:g} in every cell"
+            if len(lrs) == 1
+            else "lr per cell " + ", ".join(f"{c['lr']:.2g} at T = {c['T']:g} ({c['tuning']})" for c in src)
+        )
         for c in src:  # a grid sweep's rows have no search phase
             c["phases"] = {("grid" if p in (None, "None") else p): n for p, n in c["phases"].items()}
         kinds = {tuple(sorted(c["phases"])) for c in src}
@@ -155,29 +187,48 @@ def pooling_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, r
             phases = "rows of the " + " and ".join(f"{p} phase" for p in next(iter(kinds))) + " in every cell"
         else:
             phases = "rows per cell: " + ", ".join(
-                f"T = {c['T']:g}: " + " + ".join(f"{n} {p}" for p, n in c["phases"].items()) for c in src)
+                f"T = {c['T']:g}: " + " + ".join(f"{n} {p}" for p, n in c["phases"].items()) for c in src
+            )
         if any("tune" in c["phases"] for c in src) or any(c["tuning"] == "tuned" for c in src):
-            phases += ("; a cell that adopted tuned settings takes the tuning trials of the adopted set (at the probe "
-                       "m) in every such cell, whether or not the search came back to that m")
+            phases += (
+                "; a cell that adopted tuned settings takes the tuning trials of the adopted set (at the probe "
+                "m) in every such cell, whether or not the search came back to that m"
+            )
         items.append(f"{rows_label(union, s, suffix)}: {runs}; {lr}; {phases}.")
-    lines = ["What each series pools (runs, code versions, learning rates, search phases):", "",
-             *[f"- {md_text(i)}" for i in items], ""]
+    lines = [
+        "What each series pools (runs, code versions, learning rates, search phases):",
+        "",
+        *[f"- {md_text(i)}" for i in items],
+        "",
+    ]
     shared = shared_trials(rows, threshold)
     if shared.is_empty():
-        lines += ["No trial id was trained by two code versions: no cell mixes two versions of one trial.", ""]
+        lines += [
+            "No trial id was trained by two code versions: no cell mixes two versions of one trial.",
+            "",
+        ]
         return lines
-    parts = [f"runs {r['run_a']} (code {r['version_a']}) and {r['run_b']} (code {r['version_b']}) share {r['shared']} "
-             f"trained trial ids: {r['changed']} of them have a different test accuracy and {r['flipped']} a "
-             f"different outcome at the {threshold:g} threshold" for r in shared.iter_rows(named=True)]
-    lines += [md_text("Trial ids run by two code versions (the same settings and seed): " + "; ".join(parts) + ". "
-                      "By the pooling rule (docs/decisions.md, \"Pooling across code versions\") these are split, "
-                      "never pooled: each cell takes its rows from one run, so two versions' rows of one trial never "
-                      "enter one m*; they are counted here, not averaged."), ""]
+    parts = [
+        f"runs {r['run_a']} (code {r['version_a']}) and {r['run_b']} (code {r['version_b']}) share {r['shared']} "
+        f"trained trial ids: {r['changed']} of them have a different test accuracy and {r['flipped']} a "
+        f"different outcome at the {threshold:g} threshold"
+        for r in shared.iter_rows(named=True)
+    ]
+    lines += [
+        md_text(
+            "Trial ids run by two code versions (the same settings and seed): " + "; ".join(parts) + ". "
+            'By the pooling rule (docs/decisions.md, "Pooling across code versions") these are split, '
+            "never pooled: each cell takes its rows from one run, so two versions' rows of one trial never "
+            "enter one m*; they are counted here, not averaged."
+        ),
+        "",
+    ]
     return lines
 
 
-def epoch_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, threshold: float,
-                ci: float = 0.95) -> list[str]:
+def epoch_lines(
+    claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, threshold: float, ci: float = 0.95
+) -> list[str]:
     """Epochs against T per L1 series (stats/epochs.py): per cell, the median (quartiles) of
     the epochs a success took and the share of trained trials that ran out of epochs, and the
     median's growth against T with its interval. Markdown lines."""
@@ -189,23 +240,37 @@ def epoch_lines(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame, thr
         cells = [(t, e) for t, e in cells if e["n_trained"]]
         if not cells:
             continue
-        g = epoch_growth(np.array([t for t, _ in cells], float), [np.array(e["success_epochs"]) for _, e in cells],
-                         ci=ci)
-        per = ", ".join(f"T = {t:g}: {e['epochs_median']:.0f} ({e['epochs_q1']:.0f}..{e['epochs_q3']:.0f}), "
-                        f"{e['ran_out']:.0%} ran out" if e["n_success"] else f"T = {t:g}: no success, "
-                        f"{e['ran_out']:.0%} ran out" for t, e in cells)
-        grow = ("" if math.isnan(g["slope"]) else
-                f"; the median grows like T^{g['slope']:.2f} ({ci:.0%} CI {g['ci_lo']:.2f} .. {g['ci_hi']:.2f}, "
-                f"{g['n_points']} T)")
+        g = epoch_growth(
+            np.array([t for t, _ in cells], float),
+            [np.array(e["success_epochs"]) for _, e in cells],
+            ci=ci,
+        )
+        per = ", ".join(
+            f"T = {t:g}: {e['epochs_median']:.0f} ({e['epochs_q1']:.0f}..{e['epochs_q3']:.0f}), "
+            f"{e['ran_out']:.0%} ran out"
+            if e["n_success"]
+            else f"T = {t:g}: no success, {e['ran_out']:.0%} ran out"
+            for t, e in cells
+        )
+        grow = (
+            ""
+            if math.isnan(g["slope"])
+            else f"; the median grows like T^{g['slope']:.2f} ({ci:.0%} CI {g['ci_lo']:.2f} .. {g['ci_hi']:.2f}, "
+            f"{g['n_points']} T)"
+        )
         items.append(f"{rows_label(union, s, suffix)}: {per}{grow}.")
     if not items:
         return []
-    return ["Epochs against T, per series (the epochs a success trained for: median (quartiles); the share of a "
-            "cell's trained trials, at every m tried, that stopped at the epoch budget without converging; "
-            "stats/epochs.py). Where the median grows with T under a fixed budget and a share runs out, the "
-            "optimiser's budget is part of what m* measures:", "", *[f"- {md_text(i)}" for i in items], ""]
+    return [
+        "Epochs against T, per series (the epochs a success trained for: median (quartiles); the share of a "
+        "cell's trained trials, at every m tried, that stopped at the epoch budget without converging; "
+        "stats/epochs.py). Where the median grows with T under a fixed budget and a share runs out, the "
+        "optimiser's budget is part of what m* measures:",
+        "",
+        *[f"- {md_text(i)}" for i in items],
+        "",
+    ]
 
 
 def _ts(values: list) -> str:
     return ", ".join(f"{v:g}" for v in values)
-

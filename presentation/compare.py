@@ -92,7 +92,7 @@ def text_differences(old: str, new: str, where: str, rtol: float = RTOL) -> list
 
 def _first_change(old: str, new: str) -> str:
     i = next((k for k, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
-    return f"at character {i}: {old[max(0, i - 40):i + 40]!r} became {new[max(0, i - 40):i + 40]!r}"
+    return f"at character {i}: {old[max(0, i - 40) : i + 40]!r} became {new[max(0, i - 40) : i + 40]!r}"
 
 
 def json_differences(old, new, where: str, rtol: float = RTOL) -> list[str]:
@@ -124,11 +124,17 @@ def frame_differences(old: pl.DataFrame, new: pl.DataFrame, where: str, rtol: fl
             continue
         if a.dtype.is_float():
             pairs = zip(a.to_list(), b.to_list())
-            bad = [i for i, (x, y) in enumerate(pairs) if (x is None) != (y is None)
-                   or (x is not None and not numbers_close(x, y, rtol))]
+            bad = [
+                i
+                for i, (x, y) in enumerate(pairs)
+                if (x is None) != (y is None) or (x is not None and not numbers_close(x, y, rtol))
+            ]
         elif a.dtype == pl.String:
-            bad = [i for i, (x, y) in enumerate(zip(a.to_list(), b.to_list()))
-                   if (x is None) != (y is None) or (x is not None and text_differences(x, y, "", rtol))]
+            bad = [
+                i
+                for i, (x, y) in enumerate(zip(a.to_list(), b.to_list()))
+                if (x is None) != (y is None) or (x is not None and text_differences(x, y, "", rtol))
+            ]
         else:
             bad = [i for i, (x, y) in enumerate(zip(a.to_list(), b.to_list())) if x != y]
         if bad:
@@ -159,8 +165,11 @@ def html_differences(old: str, new: str, where: str, rtol: float = RTOL) -> list
     old_figs, new_figs = _DATA_URI.findall(old), _DATA_URI.findall(new)
     if len(old_figs) != len(new_figs):
         return [f"{where}: {len(old_figs)} embedded figures became {len(new_figs)}"]
-    out = [d for i, (a, b) in enumerate(zip(old_figs, new_figs))
-           for d in figure_differences(base64.b64decode(a), base64.b64decode(b), f"{where} figure {i + 1}")]
+    out = [
+        d
+        for i, (a, b) in enumerate(zip(old_figs, new_figs))
+        for d in figure_differences(base64.b64decode(a), base64.b64decode(b), f"{where} figure {i + 1}")
+    ]
     blank = "data:image/png;base64,<figure>"
     return out + text_differences(_DATA_URI.sub(blank, old), _DATA_URI.sub(blank, new), where, rtol)
 
@@ -187,8 +196,12 @@ def file_differences(old: Path, new: Path, where: str, rtol: float = RTOL) -> li
     if suffix == ".json":
         return json_differences(json.loads(old.read_text()), json.loads(new.read_text()), where, rtol)
     if suffix == ".csv":
-        return frame_differences(pl.read_csv(old, infer_schema_length=None),
-                                 pl.read_csv(new, infer_schema_length=None), where, rtol)
+        return frame_differences(
+            pl.read_csv(old, infer_schema_length=None),
+            pl.read_csv(new, infer_schema_length=None),
+            where,
+            rtol,
+        )
     if suffix == ".parquet":
         return frame_differences(pl.read_parquet(old, glob=False), pl.read_parquet(new, glob=False), where, rtol)
     if suffix == ".png":
@@ -210,12 +223,16 @@ def folder_differences(old: Path, new: Path, skip: tuple[str, ...] = (), rtol: f
     Returns:
         One line per difference; empty when the folders hold the same findings.
     """
+
     def files(root: Path) -> list[Path]:
-        return sorted(p.relative_to(root) for p in root.rglob("*")
-                      if p.is_file() and p.relative_to(root).parts[0] not in skip)
+        return sorted(
+            p.relative_to(root) for p in root.rglob("*") if p.is_file() and p.relative_to(root).parts[0] not in skip
+        )
 
     old_files, new_files = files(old), files(new)
     if old_files != new_files:
-        return [f"the files differ: only in {old}: {sorted(set(old_files) - set(new_files))}; "
-                f"only in {new}: {sorted(set(new_files) - set(old_files))}"]
+        return [
+            f"the files differ: only in {old}: {sorted(set(old_files) - set(new_files))}; "
+            f"only in {new}: {sorted(set(new_files) - set(old_files))}"
+        ]
     return [d for name in old_files for d in file_differences(old / name, new / name, str(name), rtol)]

@@ -26,18 +26,25 @@ from attnsweep.presentation.samples_or_optimisation import (
 )
 from attnsweep.presentation.series import l1_series, series_kind
 from attnsweep.stats.boolean_growth import MIN_DECADES
-from attnsweep.stats.verdict_common import combined
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.norm_use import fit_limits
+from attnsweep.stats.verdict_common import combined
 
 CLAIMS = ("L1", "L2", "L3", "L4", "R")
 
 
-def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: str, caveats: list[str] = (),
-           rows: pl.DataFrame | None = None) -> str:
+def render(
+    records: list[dict],
+    claims: list[dict],
+    union: pl.DataFrame,
+    base: str,
+    caveats: list[str] = (),
+    rows: pl.DataFrame | None = None,
+) -> str:
     """The findings as Markdown; ``base`` is the findings folder relative to the file the
     text goes into ("" for findings.md itself); each of ``caveats`` is a warning line;
     ``rows``: the runs' trial rows (for what each series pools and its epochs; None: not shown)."""
+
     def link(name: str) -> str:
         return md_target(f"{base}/{name}" if base else name)
 
@@ -48,18 +55,30 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     for rec in records:
         if rec.get("experiment") != "symmetry":
             lines.append(run_line(rec))
-    lines += [line for c in caveats for line in ("", f"**Warning:** {md_text(c)}. The verdicts below are computed from "
-                                                 "the trials read.")]
-    lines += ["", "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
-              "[--readme README.md]`: regenerate it, do not edit it.",
-              "", f"![m* against T]({link(FIGURE)})", "",
-              "m* against T (both axes logarithmic): 3-way AND (s = 3), one series per model and setting that "
-              "spans T (nothing pooled; the MLP, the transformer under the paper's protocol, and where the runs hold "
-              "it the theorem's class: fixed positions, a norm bound B, inputs of norm sqrt(d)), 95% intervals of m* (the hull of the seed bootstrap, the grid bracket and the "
-              "profile likelihood) and the four growth laws least-squares fitted to the cells whose m* is exact "
-              "(`a + b ln T`, `a + b T`, `a T^c`, `a (ln T)^k`; ΔAIC: each law's AIC above the best one's); triangles up: "
-              "m* above a bound (beyond the largest m tried), down: at or below one; grey squares: the paper's figure, "
-              "read off by eye.", ""]
+    lines += [
+        line
+        for c in caveats
+        for line in (
+            "",
+            f"**Warning:** {md_text(c)}. The verdicts below are computed from the trials read.",
+        )
+    ]
+    lines += [
+        "",
+        "Made from the results store by `attnsweep report RUN_ID --publish --out FOLDER "
+        "[--readme README.md]`: regenerate it, do not edit it.",
+        "",
+        f"![m* against T]({link(FIGURE)})",
+        "",
+        "m* against T (both axes logarithmic): 3-way AND (s = 3), one series per model and setting that "
+        "spans T (nothing pooled; the MLP, the transformer under the paper's protocol, and where the runs hold "
+        "it the theorem's class: fixed positions, a norm bound B, inputs of norm sqrt(d)), 95% intervals of m* (the hull of the seed bootstrap, the grid bracket and the "
+        "profile likelihood) and the four growth laws least-squares fitted to the cells whose m* is exact "
+        "(`a + b ln T`, `a + b T`, `a T^c`, `a (ln T)^k`; ΔAIC: each law's AIC above the best one's); triangles up: "
+        "m* above a bound (beyond the largest m tried), down: at or below one; grey squares: the paper's figure, "
+        "read off by eye.",
+        "",
+    ]
     lines += series_table(claims, union)
     # Imported here: that module renders with this one's helpers.
     lines += restart_lines(claims, union)
@@ -71,20 +90,33 @@ def render(records: list[dict], claims: list[dict], union: pl.DataFrame, base: s
     lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
     shown = [v for v in claims if v["claim"].split(":", 1)[0] in CLAIMS]
     for v in shown:
-        lines.append("| " + " | ".join(md_text(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |")
+        lines.append(
+            "| " + " | ".join(md_text(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |"
+        )
     lines += ["", VERDICT_NOTE]
     side = [f"{md_text(v['claim'].split(':', 1)[0])}: {_keys(v['not_judged'])}" for v in shown if v.get("not_judged")]
     if side:
-        lines += ["", "Not judged (side blocks with fewer than 3 values of T, for L2 and L3): " + "; ".join(side) + "."]
-    lines += ["", _budget_note(union), "", f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
-              f"[m* table]({link('m_star.csv')}), [every trial row]({link(TRIALS)}), [run records]({link(RUNS)}).", ""]
+        lines += [
+            "",
+            "Not judged (side blocks with fewer than 3 values of T, for L2 and L3): " + "; ".join(side) + ".",
+        ]
+    lines += [
+        "",
+        _budget_note(union),
+        "",
+        f"Files: [report]({link('report.html')}), [verdicts]({link('verdicts.json')}), "
+        f"[m* table]({link('m_star.csv')}), [every trial row]({link(TRIALS)}), [run records]({link(RUNS)}).",
+        "",
+    ]
     return "\n".join(lines)
 
 
-CLAIM_CLASS = ("The claim as Edelman et al. state it is about a head whose weight norms are bounded, over position "
-               "codes that are not learned per T and inputs of bounded norm (docs/claims.md, section 1): the series "
-               "of fixed or sinusoidal codes with a norm bound and inputs of norm sqrt(d) is the one it covers; "
-               "learned positions without a bound are the paper's experimental protocol, outside the theorem's class.")
+CLAIM_CLASS = (
+    "The claim as Edelman et al. state it is about a head whose weight norms are bounded, over position "
+    "codes that are not learned per T and inputs of bounded norm (docs/claims.md, section 1): the series "
+    "of fixed or sinusoidal codes with a norm bound and inputs of norm sqrt(d) is the one it covers; "
+    "learned positions without a bound are the paper's experimental protocol, outside the theorem's class."
+)
 
 
 def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
@@ -94,10 +126,13 @@ def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
     l1, series = l1_series(claims)
     if not series:
         return []
-    lines = [CLAIM_CLASS, "",
-             "| series | T (cells with an exact m*) | c of a T^c (95% CI) | k of a (ln T)^k (95% CI) "
-             "| growth law (named only where robust) | L1 | what it says |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        CLAIM_CLASS,
+        "",
+        "| series | T (cells with an exact m*) | c of a T^c (95% CI) | k of a (ln T)^k (95% CI) "
+        "| growth law (named only where robust) | L1 | what it says |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s in series:
         kind = series_kind(union, s["cells"])
         numbers = s["numbers"]
@@ -105,11 +140,29 @@ def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
         span = f"{min(T):g}..{max(T):g} ({len(T)} cells, {math.log10(max(T) / min(T)):.1f} decades)"
         c, k = numbers.get("c"), numbers.get("k")
         law = numbers.get("reading", "-")
-        lines.append("| " + " | ".join(md_text(x) for x in (
-            kind["label"], span, _with_interval(c, 3), _with_interval(k, 2),
-            law if law != "undecided" else f"undecided (first: {numbers.get('best_law', '-')})",
-            s["verdict"], _meaning(kind, s["verdict"], numbers))) + " |")
-    return [*lines, "", *_as_stated(l1, series, union), *norm_use_lines(claims, union), *fit_limit_lines(union)]
+        lines.append(
+            "| "
+            + " | ".join(
+                md_text(x)
+                for x in (
+                    kind["label"],
+                    span,
+                    _with_interval(c, 3),
+                    _with_interval(k, 2),
+                    law if law != "undecided" else f"undecided (first: {numbers.get('best_law', '-')})",
+                    s["verdict"],
+                    _meaning(kind, s["verdict"], numbers),
+                )
+            )
+            + " |"
+        )
+    return [
+        *lines,
+        "",
+        *_as_stated(l1, series, union),
+        *norm_use_lines(claims, union),
+        *fit_limit_lines(union),
+    ]
 
 
 def _as_stated(l1: dict, series: list[dict], union: pl.DataFrame) -> list[str]:
@@ -122,9 +175,14 @@ def _as_stated(l1: dict, series: list[dict], union: pl.DataFrame) -> list[str]:
     verdict = combined(theory)  # the rule the L1 row itself uses, on these series alone
     if verdict == l1["verdict"]:
         return []
-    return [md_text(f"The L1 row of the claims table below combines every series (not supported where any one is), "
-                    f"so it reads \"{l1['verdict']}\"; for the claim as its authors state it, the series of the "
-                    f"theorem's class above, L1 is {verdict}."), ""]
+    return [
+        md_text(
+            f"The L1 row of the claims table below combines every series (not supported where any one is), "
+            f'so it reads "{l1["verdict"]}"; for the claim as its authors state it, the series of the '
+            f"theorem's class above, L1 is {verdict}."
+        ),
+        "",
+    ]
 
 
 def fit_limit_lines(union: pl.DataFrame) -> list[str]:
@@ -140,11 +198,15 @@ def fit_limit_lines(union: pl.DataFrame) -> list[str]:
         fit += f" ({twice:.0%} with twice the epochs)" if twice is not None else ""
         where = f"T = {r['T']}" if "T" in r else "a cell"
         parts.append(f"{where}, norm bound {r['norm_bound']:g} ({r.get('positions') or 'learned'} positions): {fit}")
-    return ["Fit limits (bounded cells where fewer than half the trials at the largest m fit their own training "
-            "set, so m\\* was not measured there: the bounded model did not fit the task within its epochs, either "
-            "because no head within the bound represents the target at that T or because training did not find one; "
-            "the rows cannot tell which, and where more of them fit at twice the epochs, training is part of it): "
-            + md_text("; ".join(parts)) + ".", ""]
+    return [
+        "Fit limits (bounded cells where fewer than half the trials at the largest m fit their own training "
+        "set, so m\\* was not measured there: the bounded model did not fit the task within its epochs, either "
+        "because no head within the bound represents the target at that T or because training did not find one; "
+        "the rows cannot tell which, and where more of them fit at twice the epochs, training is part of it): "
+        + md_text("; ".join(parts))
+        + ".",
+        "",
+    ]
 
 
 def _with_interval(q: dict | None, digits: int) -> str:
@@ -158,40 +220,62 @@ def _with_interval(q: dict | None, digits: int) -> str:
 def _meaning(kind: dict, verdict: str, numbers: dict) -> str:
     """One sentence: what this series' L1 verdict says about the claim as its authors state it."""
     named = numbers.get("law", numbers.get("best_law", "?"))
-    law = (f"{named} fits best in every fitting variant" if named in ("log", "polylog", "linear", "power")
-           else "no law fits best in every fitting variant")
+    law = (
+        f"{named} fits best in every fitting variant"
+        if named in ("log", "polylog", "linear", "power")
+        else "no law fits best in every fitting variant"
+    )
     decades, margin = numbers.get("decades"), numbers.get("log_margin_aic")
     if verdict == "inconclusive" and decades is not None and decades < 3 and margin is not None:
         # Too short a span to judge (docs/claims.md: three decades), but say what it shows.
-        whose = "the theorem's class" if kind["theory"] else ("the paper's protocol" if "learned" in kind["label"]
-                                                              else "this series")
+        whose = (
+            "the theorem's class"
+            if kind["theory"]
+            else ("the paper's protocol" if "learned" in kind["label"] else "this series")
+        )
         deficit = numbers.get("log_deficit_aicc") or {}
         if numbers.get("direction") == "faster than log":
-            lead = (f"m* grows faster than log T: the log law trails by {deficit['least']:.0f} to "
-                    f"{deficit['most']:.0f} AICc in all {deficit['variants']} fitting variants (m* and ln m* scales, "
-                    "each T left out)")
+            lead = (
+                f"m* grows faster than log T: the log law trails by {deficit['least']:.0f} to "
+                f"{deficit['most']:.0f} AICc in all {deficit['variants']} fitting variants (m* and ln m* scales, "
+                "each T left out)"
+            )
         elif numbers.get("direction") == "log":
             lead = f"the log law leads in all {deficit['variants']} fitting variants"
         else:
-            lead = (f"the direction is undecided (the log law's deficit ranges {deficit.get('least', math.nan):+.0f} to "
-                    f"{deficit.get('most', math.nan):+.0f} AICc over the fitting variants)")
-        return (f"inconclusive for {whose} by the rule (T spans {decades:.1f} decades, L1 needs 3), but over that "
-                f"span {lead}{_span_end(numbers)}.")
+            lead = (
+                f"the direction is undecided (the log law's deficit ranges {deficit.get('least', math.nan):+.0f} to "
+                f"{deficit.get('most', math.nan):+.0f} AICc over the fitting variants)"
+            )
+        return (
+            f"inconclusive for {whose} by the rule (T spans {decades:.1f} decades, L1 needs 3), but over that "
+            f"span {lead}{_span_end(numbers)}."
+        )
     if kind["theory"]:
-        return {"supported": "m* of the theorem's class grows like log T: the claim as stated holds over these T.",
-                "not supported": f"m* of the theorem's class, as trained here, grows faster than log T ({law} fits "
-                                 "best): against the claim as stated, for this optimiser and epoch budget."}.get(
-            verdict, "the rows cannot tell log growth from faster growth for the theorem's class.")
+        return {
+            "supported": "m* of the theorem's class grows like log T: the claim as stated holds over these T.",
+            "not supported": f"m* of the theorem's class, as trained here, grows faster than log T ({law} fits "
+            "best): against the claim as stated, for this optimiser and epoch budget.",
+        }.get(verdict, "the rows cannot tell log growth from faster growth for the theorem's class.")
     if "learned" in kind["label"]:
-        return {"supported": "m* grows like log T under the paper's protocol, as the paper's experiment reports.",
-                "not supported": f"m* grows faster than log T under the paper's protocol ({law}); a "
-                                 "learned position table grows with T and is not bounded, so this series is not "
-                                 "the theorem's class and does not test the claim as stated."}.get(
-            verdict, "the rows cannot tell log growth from faster growth under the paper's protocol.")
-    if kind["label"].startswith(("fixed", "sinusoidal")) and "norm bound" in kind["label"] and \
-            "no norm bound" not in kind["label"]:
-        return (f"near the theorem's class, but the LayerNorm before the head trains its gain, so the inputs' norm "
-                f"is not bounded: L1 is {verdict} here.")
+        return {
+            "supported": "m* grows like log T under the paper's protocol, as the paper's experiment reports.",
+            "not supported": f"m* grows faster than log T under the paper's protocol ({law}); a "
+            "learned position table grows with T and is not bounded, so this series is not "
+            "the theorem's class and does not test the claim as stated.",
+        }.get(
+            verdict,
+            "the rows cannot tell log growth from faster growth under the paper's protocol.",
+        )
+    if (
+        kind["label"].startswith(("fixed", "sinusoidal"))
+        and "norm bound" in kind["label"]
+        and "no norm bound" not in kind["label"]
+    ):
+        return (
+            f"near the theorem's class, but the LayerNorm before the head trains its gain, so the inputs' norm "
+            f"is not bounded: L1 is {verdict} here."
+        )
     return f"outside the theorem's class (no norm bound): L1 is {verdict} here."
 
 
@@ -204,14 +288,19 @@ def _span_end(numbers: dict) -> str:
         return ""
     flags = sorted({f for c in beyond for f in c.get("flags") or []})
     cells = ", ".join(f"T={c['T']:g}: {c['text']}" for c in beyond)
-    return (f"; beyond T = {max(exact):g} m* is a bound, not a value ({cells}"
-            + (f"; {', '.join(flags)}" if flags else "") + ")")
+    return (
+        f"; beyond T = {max(exact):g} m* is a bound, not a value ({cells}"
+        + (f"; {', '.join(flags)}" if flags else "")
+        + ")"
+    )
 
 
-VERDICT_NOTE = ("Verdicts: *supported* and *not supported* when the data decide, *inconclusive* when they cannot, "
-                "*not tested* when the runs hold no data for the claim. A bound (`> x`, `≤ x`) is never used as a "
-                "value, and a number computed from one is itself a bound; \"grows\" and \"falls\" need at least "
-                "a factor 1.12 per tenfold change (docs/claims.md, section 2).")
+VERDICT_NOTE = (
+    "Verdicts: *supported* and *not supported* when the data decide, *inconclusive* when they cannot, "
+    "*not tested* when the runs hold no data for the claim. A bound (`> x`, `≤ x`) is never used as a "
+    'value, and a number computed from one is itself a bound; "grows" and "falls" need at least '
+    "a factor 1.12 per tenfold change (docs/claims.md, section 2)."
+)
 
 
 def _keys(keys: list[dict]) -> str:
@@ -220,29 +309,39 @@ def _keys(keys: list[dict]) -> str:
 
 def _budget_note(union: pl.DataFrame) -> str:
     """What the budget check (twice max_epochs at each series' largest T) found, in a sentence."""
-    checked = union.filter(pl.col("budget").is_in(["ok", "budget-limited"])) \
-        if not union.is_empty() and "budget" in union.columns else union.clear()
+    checked = (
+        union.filter(pl.col("budget").is_in(["ok", "budget-limited"]))
+        if not union.is_empty() and "budget" in union.columns
+        else union.clear()
+    )
     if checked.is_empty():
-        return "The training budget was not checked (no cell was searched again with twice the epochs)." + _flag_note(union)
+        return "The training budget was not checked (no cell was searched again with twice the epochs)." + _flag_note(
+            union
+        )
+
     def name(r: dict) -> str:
         text = _cell_name(r, ("model", "T", "s", "norm_bound", "max_epochs"))
         if r["budget"] == "ok":
             return text + (" (beyond the range both times)" if r.get("censored") == "above" else "")
         return text + f" (m* {format_m_star(r['m_star_2x'], r.get('bound_2x'))} at twice the epochs)"
+
     limited = [name(r) for r in checked.filter(pl.col("budget") == "budget-limited").iter_rows(named=True)]
     ok = [name(r) for r in checked.filter(pl.col("budget") == "ok").iter_rows(named=True)]
     text = f"Budget check (twice the epochs): m* stayed inside its interval at {', '.join(ok) or 'no cell'}"
     if limited:
-        text += ("; **budget-limited** (m* moved with more training, or at twice the epochs trials still ran out "
-                 f"where they decide it, so it measured the budget): {', '.join(limited)}")
+        text += (
+            "; **budget-limited** (m* moved with more training, or at twice the epochs trials still ran out "
+            f"where they decide it, so it measured the budget): {', '.join(limited)}"
+        )
     return text + "." + _flag_note(union)
 
 
 def _cell_name(r: dict, cols: tuple[str, ...]) -> str:
     """A cell as ``model=transformer T=32 ...`` (Markdown-escaped); a tuned run's cell says so,
     since an untuned one of the same settings may sit beside it."""
-    return md_text(" ".join([f"{c}={r[c]}" for c in cols if c in r] + ([f"{TUNED_RUN}=True"] if r.get(TUNED_RUN)
-                                                                          else [])))
+    return md_text(
+        " ".join([f"{c}={r[c]}" for c in cols if c in r] + ([f"{TUNED_RUN}=True"] if r.get(TUNED_RUN) else []))
+    )
 
 
 def _flag_note(union: pl.DataFrame) -> str:
@@ -250,15 +349,22 @@ def _flag_note(union: pl.DataFrame) -> str:
     if union.is_empty() or "flags" not in union.columns:
         return ""
     parts = []
-    for flag, meaning in (("out-of-epochs", "trials that ran out of epochs could have moved m*: an upper bound"),
-                          ("non-monotone", "the success rate fell back below half at a larger m"),
-                          ("few-seeds", "too few seeds for the interval's level")):
-        cells = [_cell_name(r, ("model", "T", "s", "norm_bound"))
-                 for r in union.filter(pl.col("flags").fill_null("").str.contains(flag, literal=True))
-                 .iter_rows(named=True)]
+    for flag, meaning in (
+        ("out-of-epochs", "trials that ran out of epochs could have moved m*: an upper bound"),
+        ("non-monotone", "the success rate fell back below half at a larger m"),
+        ("few-seeds", "too few seeds for the interval's level"),
+    ):
+        cells = [
+            _cell_name(r, ("model", "T", "s", "norm_bound"))
+            for r in union.filter(pl.col("flags").fill_null("").str.contains(flag, literal=True)).iter_rows(named=True)
+        ]
         if cells:
             parts.append(f"{flag} ({meaning}): {', '.join(cells)}")
-    return (" Flagged cells: " + "; ".join(parts) + ".") if parts else " No cell is flagged (non-monotone, out of epochs or few seeds)."
+    return (
+        (" Flagged cells: " + "; ".join(parts) + ".")
+        if parts
+        else " No cell is flagged (non-monotone, out of epochs or few seeds)."
+    )
 
 
 def _threshold(records: list[dict]) -> float:
@@ -296,31 +402,46 @@ def headline(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame | None 
     directions = {s["numbers"].get("direction", "undecided") for s in theory}
     spans = " and ".join(span(s) for s in theory)
     if directions == {"faster than log"}:
-        deficits = " and ".join(f"{d['least']:.0f}-{d['most']:.0f}" for d in
-                                (s["numbers"]["log_deficit_aicc"] for s in theory))
-        what = (f"needs samples that grow faster than log T {spans}, the log law trailing by {deficits} AICc in "
-                "every fitting variant")
+        deficits = " and ".join(
+            f"{d['least']:.0f}-{d['most']:.0f}" for d in (s["numbers"]["log_deficit_aicc"] for s in theory)
+        )
+        what = (
+            f"needs samples that grow faster than log T {spans}, the log law trailing by {deficits} AICc in "
+            "every fitting variant"
+        )
     elif directions == {"log"}:
         what = f"needs samples that grow like log T {spans}"
     else:
-        what = f"shows no single direction of growth against log T {spans} (" + "; ".join(
-            f"{name(s)}: {s['numbers'].get('direction', 'undecided')}" for s in theory) + ")"
+        what = (
+            f"shows no single direction of growth against log T {spans} ("
+            + "; ".join(f"{name(s)}: {s['numbers'].get('direction', 'undecided')}" for s in theory)
+            + ")"
+        )
     verdict = combined([s["verdict"] for s in theory])
     short = all(s["numbers"].get("span_short") for s in theory)
-    rule = (f"but short of the {MIN_DECADES:g} decades the pre-set rule needs, so L1 is {verdict}, neither "
-            "confirmed nor refuted" if short and verdict == "inconclusive" else f"so L1 is {verdict}")
+    rule = (
+        f"but short of the {MIN_DECADES:g} decades the pre-set rule needs, so L1 is {verdict}, neither "
+        "confirmed nor refuted"
+        if short and verdict == "inconclusive"
+        else f"so L1 is {verdict}"
+    )
     laws = "; growth law: " + ", ".join(
-        f"{s['numbers']['law']} at {name(s)}" if s["numbers"].get("law") in ("log", "polylog", "linear", "power")
-        else f"not named at {name(s)}" for s in theory)
+        f"{s['numbers']['law']} at {name(s)}"
+        if s["numbers"].get("law") in ("log", "polylog", "linear", "power")
+        else f"not named at {name(s)}"
+        for s in theory
+    )
     across = [p for p in across_bounds(theory) if p.get("n_T")]
     b_text = ""
     if across:
         q = across[0]["geomean"]
         ci = "" if q.get("ci_lo") is None else f", 95% CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f}"
-        b_text = (f"; m*(B={across[0]['bounds'][1]:g}) / m*(B={across[0]['bounds'][0]:g}) = {q['estimate']:.2f} "
-                  f"(geometric mean over {across[0]['n_T']} T{ci})")
+        b_text = (
+            f"; m*(B={across[0]['bounds'][1]:g}) / m*(B={across[0]['bounds'][0]:g}) = {q['estimate']:.2f} "
+            f"(geometric mean over {across[0]['n_T']} T{ci})"
+        )
     restarts = " ".join(t for t in (restart_headline(claims, union), probe_headline(union, rows)) if t)
     return "**The theorem's bounded class** " + md_text(
         f"(fixed position codes, a norm bound B, inputs of norm sqrt(d)), trained by AdamW from one initialisation, "
-        f"{what}, {rule}{laws}{b_text}." + (f" {restarts}" if restarts else ""))
-
+        f"{what}, {rule}{laws}{b_text}." + (f" {restarts}" if restarts else "")
+    )

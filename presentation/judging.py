@@ -9,8 +9,14 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze import (analyze_run, boolean_verdicts, m_star_table, run_caveats, settings_of,
-                                            tuned_fields)
+from attnsweep.orchestrator.analyze import (
+    analyze_run,
+    boolean_verdicts,
+    m_star_table,
+    run_caveats,
+    settings_of,
+    tuned_fields,
+)
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.results import ResultsStore
@@ -76,8 +82,12 @@ class Judgement:
         return [r for r in self.runs if r.experiment == "symmetry"]
 
 
-def judge(store: ResultsStore, runs: list[ReportRun], reference: Path | str = REFERENCE_CSV,
-          figures: Path | None = None) -> Judgement:
+def judge(
+    store: ResultsStore,
+    runs: list[ReportRun],
+    reference: Path | str = REFERENCE_CSV,
+    figures: Path | None = None,
+) -> Judgement:
     """Analyse ``runs`` (:func:`runs_of`) and judge the claims; each run's figures go to
     ``figures/RUN_ID`` (None: no figure, no file written).
 
@@ -105,22 +115,48 @@ def judge(store: ResultsStore, runs: list[ReportRun], reference: Path | str = RE
     union, claims = boolean_verdicts(boolean_tables, tuned, ci, reference)
     if not boolean_tables:
         claims = _missing(claims)
-    claims += [v for r in runs if r.experiment == "symmetry" for v in r.verdicts] \
-        or _missing(_empty_symmetry_verdicts())
+    claims += [v for r in runs if r.experiment == "symmetry" for v in r.verdicts] or _missing(
+        _empty_symmetry_verdicts()
+    )
     caveats = [note for r in runs for note in run_caveats(store, r.sweep, r.run_id)]
     return Judgement(runs, union, claims, caveats, tuned, ci, bool(boolean_tables))
 
 
 def _missing(verdicts: list[dict]) -> list[dict]:
     """The claims of an experiment the report has no run of: ``not tested``."""
-    return [dict(v, statistic="-", interval="-", verdict=NOT_TESTED, why=NO_RUN, series=[], not_judged=[],
-                 flags=[]) for v in verdicts]
+    return [
+        dict(
+            v,
+            statistic="-",
+            interval="-",
+            verdict=NOT_TESTED,
+            why=NO_RUN,
+            series=[],
+            not_judged=[],
+            flags=[],
+        )
+        for v in verdicts
+    ]
 
 
 def _empty_symmetry_verdicts() -> list[dict]:
     """S1-S4 of no trials (for their claim texts)."""
     text, num = pl.String, pl.Float64
-    trials = pl.DataFrame(schema=dict(teacher=text, model=text, equivariance=text, status=text, n=pl.Int64, k=pl.Int64,
-                                      d=pl.Int64, m=pl.Int64, seed=pl.Int64, test_error=num, eq_error_median=num,
-                                      eq_error_max=num, perm_error_median=num))
+    trials = pl.DataFrame(
+        schema=dict(
+            teacher=text,
+            model=text,
+            equivariance=text,
+            status=text,
+            n=pl.Int64,
+            k=pl.Int64,
+            d=pl.Int64,
+            m=pl.Int64,
+            seed=pl.Int64,
+            test_error=num,
+            eq_error_median=num,
+            eq_error_max=num,
+            perm_error_median=num,
+        )
+    )
     return sym.verdicts(trials, pl.DataFrame(schema=dict(teacher=text, student=text)), n_boot=0)

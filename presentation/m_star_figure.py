@@ -57,8 +57,9 @@ def _series_name(row: dict) -> str:
         parts.append("inputs of norm sqrt(d)")
     if row.get(TUNED_RUN):
         parts.append("tuned")
-    parts += [f"{k}={v}" for k, v in row.items() if k not in ("model", "positions", "norm_bound", "ln_affine",
-                                                               TUNED_RUN)]
+    parts += [
+        f"{k}={v}" for k, v in row.items() if k not in ("model", "positions", "norm_bound", "ln_affine", TUNED_RUN)
+    ]
     return ", ".join(parts)
 
 
@@ -71,6 +72,11 @@ def plot_main_series(union: pl.DataFrame, reference: pl.DataFrame, path: Path, c
         _, fit = series_fit(part, ci)
         if fit is not None:
             fits[str(series)] = fit
-    return plot_m_star(cells, fits, "series", path, reference=reference,
-                       title="3-way AND: critical sample size against context length (95% intervals)")
-
+    return plot_m_star(
+        cells,
+        fits,
+        "series",
+        path,
+        reference=reference,
+        title="3-way AND: critical sample size against context length (95% intervals)",
+    )

@@ -58,15 +58,18 @@ def md_code(text) -> str:
 
 
 def run_line(rec: dict) -> str:
-    counts = ", ".join(f"{rec[k]} {k.removeprefix('n_')}" for k in ("n_done", "n_failed", "n_diverged", "n_lost")
-                       if rec.get(k))
+    counts = ", ".join(
+        f"{rec[k]} {k.removeprefix('n_')}" for k in ("n_done", "n_failed", "n_diverged", "n_lost") if rec.get(k)
+    )
     trials = f"{rec.get('n_trials')} trials"
     if rec.get("status") != "finished":  # a run that stopped early records the trials it planned, at most
         stored = sum(rec.get(k) or 0 for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
         trials = f"{stored} trials stored of at most {rec.get('n_trials')} planned"
-    return (f"Run {md_code(rec['run_id'])} of sweep {md_code(rec['sweep'])} ({md_text(trials)}: "
-            f"{md_text(counts)}; {md_text(rec.get('status'))}; {_when(rec)}; code version "
-            f"{md_code(rec.get('code_version'))}).")
+    return (
+        f"Run {md_code(rec['run_id'])} of sweep {md_code(rec['sweep'])} ({md_text(trials)}: "
+        f"{md_text(counts)}; {md_text(rec.get('status'))}; {_when(rec)}; code version "
+        f"{md_code(rec.get('code_version'))})."
+    )
 
 
 def _when(rec: dict) -> str:

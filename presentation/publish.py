@@ -32,9 +32,17 @@ from attnsweep.results.outputs import replacing, write_text
 from attnsweep.stats.boolean_cells import read_reference
 
 
-def publish(store: ResultsStore, runs: list[tuple[str, str]], out_dir: Path, union: pl.DataFrame | None,
-            claims: list[dict], reference: Path | str, ci: float, caveats: list[str] = (),
-            symmetry: list[SymmetryAnalysis] = ()) -> Path:
+def publish(
+    store: ResultsStore,
+    runs: list[tuple[str, str]],
+    out_dir: Path,
+    union: pl.DataFrame | None,
+    claims: list[dict],
+    reference: Path | str,
+    ci: float,
+    caveats: list[str] = (),
+    symmetry: list[SymmetryAnalysis] = (),
+) -> Path:
     """Write trials.parquet, runs.parquet, the m*-against-T figure (with sparse-Boolean runs)
     and findings.md into ``out_dir``.
 
@@ -78,8 +86,14 @@ def write_runs(store: ResultsStore, runs: list[tuple[str, str]], path: Path) -> 
     """The runs' records (the store's ``runs`` rows, with ``sweep`` and ``run_id``) as one
     Parquet file: with trials.parquet, all :func:`load` needs to rebuild a store."""
     schema = run_schema().append(pa.field("sweep", pa.string())).append(pa.field("run_id", pa.string()))
-    rows = [{**{k: v for k, v in store.read_run(sweep, run_id).items() if k in schema.names}, "sweep": sweep,
-             "run_id": run_id} for sweep, run_id in runs]
+    rows = [
+        {
+            **{k: v for k, v in store.read_run(sweep, run_id).items() if k in schema.names},
+            "sweep": sweep,
+            "run_id": run_id,
+        }
+        for sweep, run_id in runs
+    ]
     with replacing(path) as temp:
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), temp, write_page_checksum=True)
     return path
@@ -105,4 +119,3 @@ def sha256_file(path: Path) -> str:
 def run_records(store: ResultsStore, runs: list[tuple[str, str]]) -> list[dict]:
     """Each run's record (the ``runs`` table) with its ``sweep`` and ``run_id``."""
     return [dict(store.read_run(sweep, run_id), sweep=sweep, run_id=run_id) for sweep, run_id in runs]
-

@@ -24,9 +24,11 @@ from attnsweep.workers.config import LATER_FIELDS
 def _check_sums(folder: Path) -> None:
     """Raise AttnsweepError unless runs.parquet and trials.parquet match :data:`SUMS`."""
     try:
-        listed = dict(reversed(line.split(None, 1)) for line in
-                      read_text_capped(folder / SUMS, "--from", limit=64 * 1024, encoding="ascii").splitlines()
-                      if line.strip())
+        listed = dict(
+            reversed(line.split(None, 1))
+            for line in read_text_capped(folder / SUMS, "--from", limit=64 * 1024, encoding="ascii").splitlines()
+            if line.strip()
+        )
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise AttnsweepError(f"--from: cannot read {folder / SUMS}: {exc}") from exc
     for name in (RUNS, TRIALS):
@@ -34,8 +36,10 @@ def _check_sums(folder: Path) -> None:
         if want is None:
             raise AttnsweepError(f"--from: {folder / SUMS} lists no digest of {name}")
         if sha256_file(folder / name) != want.strip():
-            raise AttnsweepError(f"--from: {folder / name} does not match its SHA-256 in {SUMS}: it changed or was "
-                                 "damaged after it was published")
+            raise AttnsweepError(
+                f"--from: {folder / name} does not match its SHA-256 in {SUMS}: it changed or was "
+                "damaged after it was published"
+            )
 
 
 def load(folder: Path, store: ResultsStore) -> list[str]:
@@ -53,19 +57,27 @@ def load(folder: Path, store: ResultsStore) -> list[str]:
     folder = Path(folder)
     missing = [name for name in (RUNS, TRIALS, SUMS) if not (folder / name).is_file()]
     if missing:
-        raise AttnsweepError(f"--from: {folder} has no {' or '.join(missing)} (`attnsweep report RUN_ID --publish` "
-                             "writes all three; a folder published before runs.parquet existed is remade from its "
-                             "store)")
+        raise AttnsweepError(
+            f"--from: {folder} has no {' or '.join(missing)} (`attnsweep report RUN_ID --publish` "
+            "writes all three; a folder published before runs.parquet existed is remade from its "
+            "store)"
+        )
     _check_sums(folder)
     runs, trials = _read(folder / RUNS, run_schema()), _read(folder / TRIALS, trial_schema())
     if runs.num_rows == 0:
         raise AttnsweepError(f"--from: {folder / RUNS} holds no run")
     listed = set(zip(runs["sweep"].to_pylist(), runs["run_id"].to_pylist()))
-    other = sorted({f"{r} (sweep {s})" for s, r in zip(trials["sweep"].to_pylist(), trials["run_id"].to_pylist())
-                    if (s, r) not in listed})
+    other = sorted(
+        {
+            f"{r} (sweep {s})"
+            for s, r in zip(trials["sweep"].to_pylist(), trials["run_id"].to_pylist())
+            if (s, r) not in listed
+        }
+    )
     if other:
-        raise AttnsweepError(f"--from: {folder / TRIALS} holds rows of run(s) that {folder / RUNS} does not list: "
-                             f"{', '.join(other)}")
+        raise AttnsweepError(
+            f"--from: {folder / TRIALS} holds rows of run(s) that {folder / RUNS} does not list: {', '.join(other)}"
+        )
     schema = trial_schema()
     ids = []
     for rec in runs.to_pylist():
@@ -97,17 +109,24 @@ def _check_run(folder: Path, sweep: str, run_id: str, record: dict, rows: pa.Tab
     where = f"--from: {folder / RUNS}: run {run_id!r} (sweep {sweep!r})"
     for label, value in (("sweep", sweep), ("run_id", run_id)):
         if not isinstance(value, str) or not NAME_RE.match(value):
-            raise AttnsweepError(f"{where}: {label} must be letters, digits, '_', '.', '-' (starting with a letter or "
-                                 "digit): it is not a name a run could have")
+            raise AttnsweepError(
+                f"{where}: {label} must be letters, digits, '_', '.', '-' (starting with a letter or "
+                "digit): it is not a name a run could have"
+            )
     if record.get("status") not in RUN_STATUSES:
         raise AttnsweepError(f"{where}: status {record.get('status')!r} is not one of {', '.join(RUN_STATUSES)}")
     experiment = record.get("experiment") or "sparse_boolean"
     if experiment not in EXPERIMENTS:
         raise AttnsweepError(f"{where}: experiment {experiment!r} is not one of {', '.join(sorted(EXPERIMENTS))}")
-    other = sorted({e for e in rows["experiment"].to_pylist() if (e or "sparse_boolean") != experiment}, key=str)
+    other = sorted(
+        {e for e in rows["experiment"].to_pylist() if (e or "sparse_boolean") != experiment},
+        key=str,
+    )
     if other:
-        raise AttnsweepError(f"{where}: its record says experiment {experiment!r} but {folder / TRIALS} holds rows of "
-                             f"{', '.join(map(repr, other))} for it")
+        raise AttnsweepError(
+            f"{where}: its record says experiment {experiment!r} but {folder / TRIALS} holds rows of "
+            f"{', '.join(map(repr, other))} for it"
+        )
     _check_record(where, record, rows.column_names)
     _check_rows(folder, run_id, rows)
     config = EXPERIMENTS[experiment].config
@@ -119,9 +138,11 @@ def _check_run(folder: Path, sweep: str, run_id: str, record: dict, rows: pa.Tab
         except ValidationError as exc:
             problem = exc.errors()[0]
             field = ".".join(str(p) for p in problem.get("loc", ())) or "settings"
-            raise AttnsweepError(f"--from: {folder / TRIALS}: trial {trial!r} of run {run_id!r} (row {i}): {field}: "
-                                 f"{problem.get('msg')} (got {row.get(field)!r}): not a trial a run could have "
-                                 "written") from None
+            raise AttnsweepError(
+                f"--from: {folder / TRIALS}: trial {trial!r} of run {run_id!r} (row {i}): {field}: "
+                f"{problem.get('msg')} (got {row.get(field)!r}): not a trial a run could have "
+                "written"
+            ) from None
 
 
 COUNTS = ("n_trials", "n_done", "n_failed", "n_diverged", "n_lost")
@@ -148,21 +169,29 @@ def _check_record(where: str, record: dict, columns: list[str]) -> None:
         try:
             counts = json.loads(text)
             fields, cells = counts["fields"], counts["cells"]
-            sound = (isinstance(fields, list) and all(isinstance(f, str) and f in columns for f in fields)
-                     and isinstance(cells, list)
-                     and all(isinstance(c, list) and len(c) == len(fields) + 1 and type(c[-1]) is int and c[-1] >= 0
-                             for c in cells))
+            sound = (
+                isinstance(fields, list)
+                and all(isinstance(f, str) and f in columns for f in fields)
+                and isinstance(cells, list)
+                and all(
+                    isinstance(c, list) and len(c) == len(fields) + 1 and type(c[-1]) is int and c[-1] >= 0
+                    for c in cells
+                )
+            )
         except (ValueError, TypeError, KeyError):
             sound = False
         if not sound:
-            raise AttnsweepError(f"{where}: cell_counts is not the per-cell counts a run records (JSON "
-                                 '{"fields": [trial columns], "cells": [[values..., rows >= 0], ...]})')
+            raise AttnsweepError(
+                f"{where}: cell_counts is not the per-cell counts a run records (JSON "
+                '{"fields": [trial columns], "cells": [[values..., rows >= 0], ...]})'
+            )
     try:
         spec = read_yaml(record.get("spec_yaml") or "") or {}
         AnalysisSettings(**((spec.get("analysis") or {}) if isinstance(spec, dict) else {}))
     except (yaml.YAMLError, ValidationError, TypeError) as exc:
-        raise AttnsweepError(f"{where}: spec_yaml is not a spec a run could have recorded: "
-                             f"{str(exc).splitlines()[0]}") from None
+        raise AttnsweepError(
+            f"{where}: spec_yaml is not a spec a run could have recorded: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def _check_rows(folder: Path, run_id: str, rows: pa.Table) -> None:
@@ -175,15 +204,23 @@ def _check_rows(folder: Path, run_id: str, rows: pa.Table) -> None:
     counts = pc.value_counts(ids)
     repeated = [v["values"] for v in counts.to_pylist() if v["counts"] > 1]
     if repeated:
-        raise AttnsweepError(f"{where}: trial {repeated[0]!r} has {max(v['counts'] for v in counts.to_pylist())} rows "
-                             f"({len(repeated)} trial(s) repeated): a published run holds each trial once")
+        raise AttnsweepError(
+            f"{where}: trial {repeated[0]!r} has {max(v['counts'] for v in counts.to_pylist())} rows "
+            f"({len(repeated)} trial(s) repeated): a published run holds each trial once"
+        )
     for name in FRACTIONS:
         values = rows[name].cast(pa.float64())
-        bad = pc.sum(pc.invert(pc.fill_null(pc.and_(pc.greater_equal(values, 0.0), pc.less_equal(values, 1.0)),
-                                            True))).as_py() or 0
+        bad = (
+            pc.sum(
+                pc.invert(pc.fill_null(pc.and_(pc.greater_equal(values, 0.0), pc.less_equal(values, 1.0)), True))
+            ).as_py()
+            or 0
+        )
         if bad:
-            raise AttnsweepError(f"{where}: {bad} row(s) have a {name} outside [0, 1] (or NaN): not a fraction of "
-                                 "samples, so not a row a run could have written")
+            raise AttnsweepError(
+                f"{where}: {bad} row(s) have a {name} outside [0, 1] (or NaN): not a fraction of "
+                "samples, so not a row a run could have written"
+            )
 
 
 def published_rows(folder: Path) -> dict[str, int]:
@@ -204,9 +241,11 @@ def published_rows(folder: Path) -> dict[str, int]:
         try:
             ids = pq.read_table(path, columns=["run_id"])["run_id"]
         except (pa.ArrowException, OSError, KeyError, UnicodeDecodeError) as exc:
-            raise AttnsweepError(f"--out: {path} cannot be read as published findings, so a report there could drop "
-                                 "the rows it holds; give another --out, or move that folder away first "
-                                 f"({exc.__class__.__name__})") from exc
+            raise AttnsweepError(
+                f"--out: {path} cannot be read as published findings, so a report there could drop "
+                "the rows it holds; give another --out, or move that folder away first "
+                f"({exc.__class__.__name__})"
+            ) from exc
         for entry in pc.value_counts(ids).to_pylist():
             if entry["values"] is not None:
                 counts[entry["values"]] = counts.get(entry["values"], 0) + (entry["counts"] if name == TRIALS else 0)
@@ -236,8 +275,9 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
         table = pq.read_table(path, page_checksum_verification=True)
         names = table.column_names  # a damaged footer can hold a name that is not UTF-8
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
-        raise AttnsweepError(f"--from: {path} cannot be read as Parquet (damaged or not a published file): "
-                             f"{exc}") from exc
+        raise AttnsweepError(
+            f"--from: {path} cannot be read as Parquet (damaged or not a published file): {exc}"
+        ) from exc
     schema = pa.schema([*schema, pa.field("sweep", pa.string()), pa.field("run_id", pa.string())])
     for name in LATER_FIELDS:  # a folder published before the setting existed: its trials had the earlier value
         if name in schema.names and name not in names:
@@ -245,17 +285,23 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
             names = table.column_names
     missing = [f.name for f in schema if f.name not in names]
     if missing:
-        raise AttnsweepError(f"--from: {path} lacks the column(s) {', '.join(missing)}: it is not the {path.name} "
-                             "that `attnsweep report --publish` writes")
+        raise AttnsweepError(
+            f"--from: {path} lacks the column(s) {', '.join(missing)}: it is not the {path.name} "
+            "that `attnsweep report --publish` writes"
+        )
     for f in schema:
-        if f.name in ("sweep", "run_id") and not (pa.types.is_string(table[f.name].type)
-                                                  or pa.types.is_large_string(table[f.name].type)):
-            raise AttnsweepError(f"--from: {path}: column {f.name} is {table[f.name].type}, not string: it is not "
-                                 f"the {path.name} that `attnsweep report --publish` writes (or it is damaged)")
+        if f.name in ("sweep", "run_id") and not (
+            pa.types.is_string(table[f.name].type) or pa.types.is_large_string(table[f.name].type)
+        ):
+            raise AttnsweepError(
+                f"--from: {path}: column {f.name} is {table[f.name].type}, not string: it is not "
+                f"the {path.name} that `attnsweep report --publish` writes (or it is damaged)"
+            )
         try:
             table[f.name].cast(f.type)
         except (pa.ArrowException, TypeError) as exc:
-            raise AttnsweepError(f"--from: {path}: column {f.name} is {table[f.name].type}, not {f.type}: it is not "
-                                 f"the {path.name} that `attnsweep report --publish` writes") from exc
+            raise AttnsweepError(
+                f"--from: {path}: column {f.name} is {table[f.name].type}, not {f.type}: it is not "
+                f"the {path.name} that `attnsweep report --publish` writes"
+            ) from exc
     return table
-

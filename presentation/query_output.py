@@ -40,14 +40,41 @@ TABLE_ROWS = 200
 
 FORMATS = ("table", "csv", "json", "parquet")
 
-POLARS_TYPES = frozenset({
-    "boolean", "tinyint", "smallint", "integer", "bigint", "utinyint", "usmallint", "uinteger", "ubigint",
-    "hugeint", "float", "double", "decimal", "varchar", "time", "time_ns", "uuid", "enum", "null"})
+POLARS_TYPES = frozenset(
+    {
+        "boolean",
+        "tinyint",
+        "smallint",
+        "integer",
+        "bigint",
+        "utinyint",
+        "usmallint",
+        "uinteger",
+        "ubigint",
+        "hugeint",
+        "float",
+        "double",
+        "decimal",
+        "varchar",
+        "time",
+        "time_ns",
+        "uuid",
+        "enum",
+        "null",
+    }
+)
 """DuckDB scalar types (``DuckDBPyType.id``) whose Arrow export polars reads, shows and
 writes as they are (HUGEINT comes as a 38-digit decimal; UHUGEINT would not fit, and wraps)."""
 
-PARQUET_TYPES = POLARS_TYPES | {"blob", "date", "timestamp", "timestamp_ms", "timestamp_ns",
-                                "timestamp with time zone", "timestamptz_ns"}
+PARQUET_TYPES = POLARS_TYPES | {
+    "blob",
+    "date",
+    "timestamp",
+    "timestamp_ms",
+    "timestamp_ns",
+    "timestamp with time zone",
+    "timestamptz_ns",
+}
 """DuckDB scalar types Parquet keeps as they are (typed, not as text)."""
 
 _PARQUET_CASTS = {"timestamp_s": "TIMESTAMP"}  # pyarrow writes seconds as milliseconds, overflowing at +-infinity
@@ -76,8 +103,9 @@ def _cast(kind, scalars: frozenset[str], text_keys: bool) -> str | None:
         return "STRUCT(" + ", ".join(f"{quote_identifier(n)} {cast or child}" for n, child, cast in fields) + ")"
     if tid == "map":
         (_, key), (_, value) = kind.children
-        key_cast = ("VARCHAR" if key.id == "null" or (text_keys and key.id != "varchar")
-                    else _cast(key, scalars, text_keys))
+        key_cast = (
+            "VARCHAR" if key.id == "null" or (text_keys and key.id != "varchar") else _cast(key, scalars, text_keys)
+        )
         value_cast = _cast(value, scalars, text_keys)
         if key_cast is None and value_cast is None:
             return None
@@ -181,9 +209,11 @@ def _write_parquet(schema: pa.Schema, batches: Iterator[pa.RecordBatch], out: Bi
             try:
                 writer.write_batch(batch)
             except _WRITE_ERRORS as exc:
+
                 def one(i: int, batch=batch) -> None:
                     with pq.ParquetWriter(io.BytesIO(), pa.schema([schema.field(i)])) as w:
                         w.write_batch(batch.select([i]))
+
                 raise _culprit(schema, "parquet", exc, one) from None
             rows += batch.num_rows
     return rows
@@ -258,11 +288,19 @@ def _full_table(schema: pa.Schema, df: pl.DataFrame) -> str:
             fits = sum(max(min(w, mid), h) for w, h in zip(widths, heads)) <= room
             low, high = (mid, high) if fits else (low, mid - 1)
         cap, items = max(low, 8, name_room), max(1, low // 3)
-    text = _printed(schema, df, tbl_cols=-1, fmt_str_lengths=cap, fmt_table_cell_list_len=items,
-                    tbl_width_chars=QUERY_TABLE_WIDTH)
+    text = _printed(
+        schema,
+        df,
+        tbl_cols=-1,
+        fmt_str_lengths=cap,
+        fmt_table_cell_list_len=items,
+        tbl_width_chars=QUERY_TABLE_WIDTH,
+    )
     if items != -1:
-        text += (f"\n(values wider than {cap:,} characters cut with '…', to fit the {QUERY_TABLE_WIDTH:,} characters "
-                 "polars prints on a line; --format csv, json or parquet writes them whole)")
+        text += (
+            f"\n(values wider than {cap:,} characters cut with '…', to fit the {QUERY_TABLE_WIDTH:,} characters "
+            "polars prints on a line; --format csv, json or parquet writes them whole)"
+        )
     return text
 
 
@@ -387,8 +425,9 @@ def resolve_output(path: Path) -> Output:
     except FileNotFoundError:  # a new file, or a link to one
         target = Path(os.path.realpath(path))
         if not target.parent.is_dir():
-            raise AttnsweepError(f"--output: the folder {target.parent} does not exist "
-                                 f"(for {path}); make it first") from None
+            raise AttnsweepError(
+                f"--output: the folder {target.parent} does not exist (for {path}); make it first"
+            ) from None
         return Output(path, target, through=False)
     except OSError as exc:
         raise AttnsweepError(f"--output: {path}: {exc.strerror or exc}") from None
@@ -397,8 +436,10 @@ def resolve_output(path: Path) -> Output:
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
         return Output(path, path, through=True)
     what = _REFUSED.get(stat.S_IFMT(mode), "neither a regular file, a character device nor a FIFO")
-    raise AttnsweepError(f"--output: {path} is {what}; give a file (new, or replaced whole), a character device "
-                         "or a FIFO; nothing was written")
+    raise AttnsweepError(
+        f"--output: {path} is {what}; give a file (new, or replaced whole), a character device "
+        "or a FIFO; nothing was written"
+    )
 
 
 @contextmanager

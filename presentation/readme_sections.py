@@ -29,9 +29,15 @@ START = "<!-- attnsweep findings: made by `attnsweep report --publish --readme`;
 END = "<!-- /attnsweep findings -->"
 
 
-def update_readmes(readme: Path, runs: list[tuple[str, str]], out_dir: Path,
-                   union: pl.DataFrame | None, claims: list[dict], caveats: list[str],
-                   symmetry: list[SymmetryAnalysis]) -> None:
+def update_readmes(
+    readme: Path,
+    runs: list[tuple[str, str]],
+    out_dir: Path,
+    union: pl.DataFrame | None,
+    claims: list[dict],
+    caveats: list[str],
+    symmetry: list[SymmetryAnalysis],
+) -> None:
     """Put the short verdict table (presentation/verdict_table.py) into ``readme`` between
     :data:`START` and :data:`END`: the row of each experiment the report has runs of is made
     new, the other experiment's row is kept as the README has it.
@@ -49,8 +55,12 @@ def update_readmes(readme: Path, runs: list[tuple[str, str]], out_dir: Path,
     if symmetry:
         rows[SYMMETRY] = symmetry_row(symmetry, link, caveats)
         comments[SYMMETRY] = runs_comment(SYMMETRY, symmetry_ids)
-    lines = [*HEADER, *(rows[e] for e in EXPERIMENTS if e in rows), "",
-             *(comments[e] for e in EXPERIMENTS if e in comments)]
+    lines = [
+        *HEADER,
+        *(rows[e] for e in EXPERIMENTS if e in rows),
+        "",
+        *(comments[e] for e in EXPERIMENTS if e in comments),
+    ]
     update_readme(readme, "\n".join(lines))
 
 
@@ -94,8 +104,9 @@ def check_readme(readme: Path, start: str = START, end: str = END) -> str:
     try:
         text = read_text_capped(readme, "--readme", newline="")
     except UnicodeDecodeError as exc:  # before ValueError, of which it is a subclass
-        raise AttnsweepError(f"--readme: {readme} is not UTF-8 text (byte {exc.start}): "
-                             "the findings are Markdown in UTF-8") from exc
+        raise AttnsweepError(
+            f"--readme: {readme} is not UTF-8 text (byte {exc.start}): the findings are Markdown in UTF-8"
+        ) from exc
     except ValueError as exc:  # too large, or not a regular file (a FIFO would block)
         raise AttnsweepError(str(exc)) from None
     except OSError as exc:
@@ -106,7 +117,8 @@ def check_readme(readme: Path, start: str = START, end: str = END) -> str:
     if (len(starts), len(ends)) not in ((0, 0), (1, 1)) or (starts and starts[0] > ends[0]):
         raise AttnsweepError(
             f"--readme: {readme} needs no findings marker lines, or exactly these two, in this order, "
-            f"each on a line of its own (found {len(starts)} start and {len(ends)} end line(s)):\n{start}\n{end}")
+            f"each on a line of its own (found {len(starts)} start and {len(ends)} end line(s)):\n{start}\n{end}"
+        )
     return text
 
 
@@ -124,7 +136,7 @@ def update_readme(readme: Path, markdown: str, start: str = START, end: str = EN
     lines = text.splitlines(keepends=True)
     starts, ends = _marker_lines(text, start, end)
     if starts:
-        text = "".join(lines[:starts[0]]) + block + "".join(lines[ends[0] + 1:])
+        text = "".join(lines[: starts[0]]) + block + "".join(lines[ends[0] + 1 :])
     else:
         text = text.rstrip() + (newline * 2 if text.strip() else "") + block
     # Written aside and renamed over the README (at its target, when it is a link: the README
@@ -155,5 +167,4 @@ def read_section(readme: Path, start: str = START, end: str = END) -> str:
     starts, ends = _marker_lines(text, start, end)
     if not starts or not ends:
         return ""
-    return "\n".join(text.splitlines()[starts[0] + 1:ends[0]]).strip("\n")
-
+    return "\n".join(text.splitlines()[starts[0] + 1 : ends[0]]).strip("\n")

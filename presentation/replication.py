@@ -9,25 +9,51 @@ from attnsweep.orchestrator.replicate import Comparison
 from attnsweep.results.outputs import write_text
 
 
-def write_report(path: Path, comparisons: list[Comparison], baseline: str, new: str, figures: Path | None,
-                 header: dict, caveats: list[str] = ()) -> Path:
+def write_report(
+    path: Path,
+    comparisons: list[Comparison],
+    baseline: str,
+    new: str,
+    figures: Path | None,
+    header: dict,
+    caveats: list[str] = (),
+) -> Path:
     """A Markdown report, replaced whole (results/outputs.py): verdict, the rules, warnings (``caveats``: a run incomplete or
     unfinished), every comparison (failures first), and the baseline and new figures side by side."""
     failed = [c for c in comparisons if c.ok is False]
-    lines = [f"# Replication of {header.get('sweep')}: {'REGRESSION' if failed else 'PASSED'}", "",
-             f"- baseline run: {baseline}", f"- new run: {new}"]
+    lines = [
+        f"# Replication of {header.get('sweep')}: {'REGRESSION' if failed else 'PASSED'}",
+        "",
+        f"- baseline run: {baseline}",
+        f"- new run: {new}",
+    ]
     lines += [f"- {k}: {v}" for k, v in header.items() if k != "sweep"]
-    lines += ["", f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} judged comparisons failed. "
-              "Rules: see `orchestrator/replicate.py` (m* inside the baseline CI widened by the tolerance; fit "
-              "parameters inside their widened CI; equal verdicts; Holm-corrected KS tests of score distributions).", ""]
+    lines += [
+        "",
+        f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} judged comparisons failed. "
+        "Rules: see `orchestrator/replicate.py` (m* inside the baseline CI widened by the tolerance; fit "
+        "parameters inside their widened CI; equal verdicts; Holm-corrected KS tests of score distributions).",
+        "",
+    ]
     if caveats:
         lines += ["## Warnings", ""] + [f"- **Warning:** {c}" for c in caveats] + [""]
     if failed:
-        lines += ["## What moved", ""] + [f"- **{c.kind}** {c.what}: baseline {c.baseline}, new {c.new}" for c in failed] + [""]
-    lines += ["## Every comparison", "", "| kind | what | baseline | new | result |", "|---|---|---|---|---|"]
+        lines += (
+            ["## What moved", ""]
+            + [f"- **{c.kind}** {c.what}: baseline {c.baseline}, new {c.new}" for c in failed]
+            + [""]
+        )
+    lines += [
+        "## Every comparison",
+        "",
+        "| kind | what | baseline | new | result |",
+        "|---|---|---|---|---|",
+    ]
     mark = {True: "ok", False: "**FAILED**", None: "shown"}
-    lines += [f"| {c.kind} | {c.what} | {c.baseline} | {c.new} | {mark[c.ok]} |"
-              for c in sorted(comparisons, key=lambda c: (c.ok is not False, c.kind))]
+    lines += [
+        f"| {c.kind} | {c.what} | {c.baseline} | {c.new} | {mark[c.ok]} |"
+        for c in sorted(comparisons, key=lambda c: (c.ok is not False, c.kind))
+    ]
     if figures is not None:
         pngs = sorted(p.name for p in (figures / "baseline").glob("*.png"))
         if pngs:

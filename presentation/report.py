@@ -36,48 +36,60 @@ import polars as pl
 
 from attnsweep.orchestrator.analyze import interval_text, union_cell
 from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.presentation.judging import Judgement, ReportRun, judge, runs_of
 from attnsweep.presentation.publish import publish as publish_folder
 from attnsweep.presentation.published import published_rows, published_within
 from attnsweep.presentation.readme_sections import readme_run_ids, update_readmes
 from attnsweep.presentation.verdict_table import BOOLEAN, SYMMETRY
-from attnsweep.presentation.judging import Judgement, ReportRun, judge, runs_of
 from attnsweep.results import ResultsStore
-from attnsweep.results.outputs import building, check_output_folder, recover_folder, replacing, write_text
+from attnsweep.results.outputs import (
+    building,
+    check_output_folder,
+    recover_folder,
+    replacing,
+    write_text,
+)
 from attnsweep.stats import symmetry as sym
 from attnsweep.stats.boolean_cells import REFERENCE_CSV, read_reference, reference_cells
 from attnsweep.stats.boolean_verdicts import EQUIVALENCE
-from attnsweep.stats.verdict_common import jsonable, quantity
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.figures import plot_reference
+from attnsweep.stats.verdict_common import jsonable, quantity
 
 TEMPLATES = Path(__file__).parent / "templates"
 SYMMETRY_CSV = "m_star_symmetry.csv"
 CAPTIONS = {
     "m_star_vs_T": "m* against T (log axis), one series per setting (nothing pooled), with 95% intervals and the "
-                   "four growth laws fitted to exact m*; triangles up: above a bound (beyond the largest m tried), "
-                   "down: at or below one",
+    "four growth laws fitted to exact m*; triangles up: above a bound (beyond the largest m tried), "
+    "down: at or below one",
     "success_rate_grid": "Success rate over seeds on the (T, m) grid; white: no trained trial there (every trial "
-                         "failed before training, e.g. no unambiguous training set of that size, or none was run)",
+    "failed before training, e.g. no unambiguous training set of that size, or none was run)",
     "success_rate_curves": "Success rate over seeds against m, one line per T within each series (nothing pooled); "
-                           "dashed: the rate that defines m*",
+    "dashed: the rate that defines m*",
     "test_error_vs_m": "Relative test error against m per student (mean and 95% interval over seeds); one panel per "
-                       "teacher, or in a run over several sizes one panel per (d, n, k) group with the teacher as "
-                       "the line style: no line pools groups",
+    "teacher, or in a run over several sizes one panel per (d, n, k) group with the teacher as "
+    "the line style: no line pools groups",
     "orthogonal_error": "O(d) equivariance error E (float64) per student and teacher; each box pools every m and "
-                        "every (d, n, k) group the run tried; a slot marked n/a has no box and says why",
+    "every (d, n, k) group the run tried; a slot marked n/a has no box and says why",
     "permutation_error": "Permutation equivariance error per student and teacher; each box pools every m and every "
-                         "(d, n, k) group the run tried; a slot marked n/a has no box and says why",
+    "(d, n, k) group the run tried; a slot marked n/a has no box and says why",
     "advantage_vs_size": "S2's advantage (m* of a generic student / m* of the inner-product student, equivariant "
-                         "teacher) against d, n and k, the other two sizes held at the centre; bars: 95% intervals; "
-                         "triangles up: lower bounds (the generic m* beyond the largest m tried), down: upper bounds",
+    "teacher) against d, n and k, the other two sizes held at the centre; bars: 95% intervals; "
+    "triangles up: lower bounds (the generic m* beyond the largest m tried), down: upper bounds",
     "error_vs_m_by_d": "O(d) equivariance error E of the generic transformer (equivariant teacher) against m, one line "
-                       "per d; median over seeds, bars: quartiles",
+    "per d; median over seeds, bars: quartiles",
 }
 
 
-def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
-                 reference: Path | str = REFERENCE_CSV, publish: bool = False,
-                 readme: Path | None = None, source: str = "the results store") -> Path:
+def build_report(
+    store: ResultsStore,
+    run_ids: list[str],
+    out_dir: Path,
+    reference: Path | str = REFERENCE_CSV,
+    publish: bool = False,
+    readme: Path | None = None,
+    source: str = "the results store",
+) -> Path:
     """Analyse the runs, judge the claims and write the report: :func:`judge`, then
     :func:`render`, then :func:`write` (and, publishing, :func:`publish`).
 
@@ -115,18 +127,32 @@ def build_report(store: ResultsStore, run_ids: list[str], out_dir: Path,
     final = Path(os.path.realpath(out_dir))
     here = Path.cwd().resolve()
     if final in (here, *here.parents):
-        raise AttnsweepError(f"--out: {out_dir} is the current folder or holds it; published findings replace "
-                             "their folder whole, so give a folder of their own (e.g. docs/findings)")
+        raise AttnsweepError(
+            f"--out: {out_dir} is the current folder or holds it; published findings replace "
+            "their folder whole, so give a folder of their own (e.g. docs/findings)"
+        )
     with building(final) as stage:
         made = _write(store, runs, stage, reference, True, source)
     if readme is not None:
         boolean_runs = [r for r in runs if r.experiment != "symmetry"]
         symmetry_runs = [r for r in runs if r.experiment == "symmetry"]
         # The analyses name their figures in the folder they were made in; they are in out_dir now.
-        symmetry = [dataclasses.replace(r.symmetry, figures=[out_dir / Path(p).relative_to(stage)
-                                                             for p in r.symmetry.figures]) for r in symmetry_runs]
-        update_readmes(readme, [(r.sweep, r.run_id) for r in runs], out_dir,
-                                made.union if boolean_runs else None, made.claims, made.caveats, symmetry)
+        symmetry = [
+            dataclasses.replace(
+                r.symmetry,
+                figures=[out_dir / Path(p).relative_to(stage) for p in r.symmetry.figures],
+            )
+            for r in symmetry_runs
+        ]
+        update_readmes(
+            readme,
+            [(r.sweep, r.run_id) for r in runs],
+            out_dir,
+            made.union if boolean_runs else None,
+            made.claims,
+            made.caveats,
+            symmetry,
+        )
     return out_dir / "report.html"
 
 
@@ -138,8 +164,12 @@ class Rendered:
     record: dict
 
 
-def render(judgement: Judgement, figures: Path, reference: Path | str = REFERENCE_CSV,
-           source: str = "the results store") -> Rendered:
+def render(
+    judgement: Judgement,
+    figures: Path,
+    reference: Path | str = REFERENCE_CSV,
+    source: str = "the results store",
+) -> Rendered:
     """The report page (Jinja) and the verdicts' JSON record of a :func:`judge`; the R plot
     of the sparse-Boolean cells against the paper is written into ``figures`` first."""
     runs, union, claims = judgement.runs, judgement.union, judgement.claims
@@ -148,31 +178,52 @@ def render(judgement: Judgement, figures: Path, reference: Path | str = REFERENC
     cell = union_cell(union)
     ours = reference_cells(union)
     if not ours.is_empty():  # one colour per series (tuned settings do not make one)
-        ours = ours.with_columns(series=_label(ours, [c for c in [*cell, "run_id"]
-                                                      if c not in ("T", *judgement.tuned)]))
+        ours = ours.with_columns(
+            series=_label(ours, [c for c in [*cell, "run_id"] if c not in ("T", *judgement.tuned)])
+        )
     # The R plot compares sparse-Boolean cells with the paper: a report without them has none.
-    r_plot = plot_reference(ours, read_reference(reference), figures / "reference_3way_and.png") \
-        if judgement.judged_boolean else None
+    r_plot = (
+        plot_reference(ours, read_reference(reference), figures / "reference_3way_and.png")
+        if judgement.judged_boolean
+        else None
+    )
 
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     caveats = judgement.caveats
     page = _template().render(
         caveats=caveats,
-        title=f"attnsweep verdict report: {', '.join(run_ids)}", generated=generated, source=source,
-        runs=[_run_view(r) for r in runs], verdicts=[_verdict_view(v) for v in claims], r_plot=_data_uri(r_plot) if r_plot else None,
+        title=f"attnsweep verdict report: {', '.join(run_ids)}",
+        generated=generated,
+        source=source,
+        runs=[_run_view(r) for r in runs],
+        verdicts=[_verdict_view(v) for v in claims],
+        r_plot=_data_uri(r_plot) if r_plot else None,
         boolean_table=_table(union, [*cell, "run_id"]) if judgement.judged_boolean else None,
         symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
         scale=[_scale_view(r) for r in symmetry_runs if r.symmetry.scale is not None],
-        reference=Path(reference).name, margin=EQUIVALENCE,
+        reference=Path(reference).name,
+        margin=EQUIVALENCE,
     )
-    measurements = [dict(m, run_id=r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
-                    for m in r.symmetry.scale.measurements()]
+    measurements = [
+        dict(m, run_id=r.run_id)
+        for r in symmetry_runs
+        if r.symmetry.scale is not None
+        for m in r.symmetry.scale.measurements()
+    ]
     record = dict(runs=run_ids, generated=generated, verdicts=claims, caveats=caveats)
     if measurements:
-        record["groups"] = [dict(g, numbers=json.loads(g["numbers"]), run_id=r.run_id) for r in symmetry_runs
-                            if r.symmetry.scale is not None for g in r.symmetry.scale.groups.iter_rows(named=True)]
-        record["advantage"] = [_advantage_record(a, r.run_id) for r in symmetry_runs if r.symmetry.scale is not None
-                               for a in r.symmetry.scale.advantage.iter_rows(named=True)]
+        record["groups"] = [
+            dict(g, numbers=json.loads(g["numbers"]), run_id=r.run_id)
+            for r in symmetry_runs
+            if r.symmetry.scale is not None
+            for g in r.symmetry.scale.groups.iter_rows(named=True)
+        ]
+        record["advantage"] = [
+            _advantage_record(a, r.run_id)
+            for r in symmetry_runs
+            if r.symmetry.scale is not None
+            for a in r.symmetry.scale.advantage.iter_rows(named=True)
+        ]
         record["measurements"] = measurements
     # JSON has no NaN or infinity: a missing or unbounded number is null, and its ``bound`` says which.
     return Rendered(page, jsonable(record))
@@ -190,22 +241,38 @@ def write(out_dir: Path, judgement: Judgement, rendered: Rendered) -> None:
     symmetry_runs = judgement.symmetry_runs
     if symmetry_runs:
         with replacing(out_dir / SYMMETRY_CSV) as temp:
-            pl.concat([r.m_star.with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
-                      how="diagonal_relaxed").write_csv(temp)
+            pl.concat(
+                [r.m_star.with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
+                how="diagonal_relaxed",
+            ).write_csv(temp)
     write_text(out_dir / "report.html", rendered.page)
 
 
-def publish(store: ResultsStore, out_dir: Path, judgement: Judgement,
-            reference: Path | str = REFERENCE_CSV) -> None:
+def publish(store: ResultsStore, out_dir: Path, judgement: Judgement, reference: Path | str = REFERENCE_CSV) -> None:
     """Write the findings of a :func:`judge` into ``out_dir`` (presentation/publish.py)."""
     runs_ = [(r.sweep, r.run_id) for r in judgement.runs]
     symmetry = [r.symmetry for r in judgement.symmetry_runs]
-    publish_folder(store, runs_, out_dir, judgement.union if judgement.judged_boolean else None, judgement.claims,
-                     reference, judgement.ci, judgement.caveats, symmetry)
+    publish_folder(
+        store,
+        runs_,
+        out_dir,
+        judgement.union if judgement.judged_boolean else None,
+        judgement.claims,
+        reference,
+        judgement.ci,
+        judgement.caveats,
+        symmetry,
+    )
 
 
-def _write(store: ResultsStore, runs: list[ReportRun], out_dir: Path, reference: Path | str, publishing: bool,
-           source: str) -> Judgement:
+def _write(
+    store: ResultsStore,
+    runs: list[ReportRun],
+    out_dir: Path,
+    reference: Path | str,
+    publishing: bool,
+    source: str,
+) -> Judgement:
     """Analyse ``runs`` and write the report (and, ``publishing``, the findings) into ``out_dir``."""
     # Figures go to figures/RUN_ID/ and overwrite the same names; nothing else there is removed
     # (a figure `run` or `analyze` wrote, or a file a person put there, is not the report's to delete).
@@ -219,19 +286,28 @@ def _write(store: ResultsStore, runs: list[ReportRun], out_dir: Path, reference:
 
 def _verdict_view(v: dict) -> dict:
     """A verdict as the page shows it: its text fields and the series it names but does not judge."""
-    return dict(v, not_judged_text="; ".join(", ".join(f"{c}={x}" for c, x in key.items()) or "all"
-                                             for key in v.get("not_judged") or []))
+    return dict(
+        v,
+        not_judged_text="; ".join(
+            ", ".join(f"{c}={x}" for c, x in key.items()) or "all" for key in v.get("not_judged") or []
+        ),
+    )
 
 
 def _advantage_record(row: dict, run_id: str) -> dict:
     """One row of S2's advantage as verdicts.json carries it: the group, the student, the
     advantage and both m* as quantities (stats/verdict_common.py :func:`~stats.verdict_common.quantity`)."""
-    return dict(cells=dict(d=row["d"], n=row["n"], k=row["k"]), student=row["student"],
-                advantage=quantity(row["ratio"], row["ci_lo"], row["ci_hi"], row["bound"]),
-                m_star=quantity(row["m_star"], row["m_star_lo"], row["m_star_hi"], row["m_star_bound"]),
-                m_star_inner_product=quantity(row["m_star_baseline"], row["baseline_lo"], row["baseline_hi"],
-                                                      row["baseline_bound"]),
-                text=row["text"], run_id=run_id)
+    return dict(
+        cells=dict(d=row["d"], n=row["n"], k=row["k"]),
+        student=row["student"],
+        advantage=quantity(row["ratio"], row["ci_lo"], row["ci_hi"], row["bound"]),
+        m_star=quantity(row["m_star"], row["m_star_lo"], row["m_star_hi"], row["m_star_bound"]),
+        m_star_inner_product=quantity(
+            row["m_star_baseline"], row["baseline_lo"], row["baseline_hi"], row["baseline_bound"]
+        ),
+        text=row["text"],
+        run_id=run_id,
+    )
 
 
 def _outside_store(store: ResultsStore, out_dir: Path) -> None:
@@ -239,11 +315,15 @@ def _outside_store(store: ResultsStore, out_dir: Path) -> None:
     published folder there would become part of the store (its trials.parquet read as trials,
     every trial counted twice). Links and bind mounts count (:meth:`ResultsStore.holds`)."""
     if store.holds(out_dir):
-        raise AttnsweepError(f"--out: {out_dir} is inside the results store at {store.root}; a report or published "
-                             "findings there would be read back as part of the store. Give a folder outside it")
+        raise AttnsweepError(
+            f"--out: {out_dir} is inside the results store at {store.root}; a report or published "
+            "findings there would be read back as part of the store. Give a folder outside it"
+        )
 
 
-def _drops_nothing(store: ResultsStore, out_dir: Path, publish: bool, readme: Path | None, runs: list[ReportRun]) -> None:
+def _drops_nothing(
+    store: ResultsStore, out_dir: Path, publish: bool, readme: Path | None, runs: list[ReportRun]
+) -> None:
     """Raise AttnsweepError when the report would write over published findings it does not
     hold again in full: a folder whose trials.parquet or runs.parquet holds other runs, or
     (publishing) more rows of a run than the store now has (re-signed in SHA256SUMS, nothing
@@ -251,33 +331,42 @@ def _drops_nothing(store: ResultsStore, out_dir: Path, publish: bool, readme: Pa
     section that shows other runs. Reporting the same runs again, or more, is republishing."""
     within = published_within(out_dir)
     if within is not None:
-        raise AttnsweepError(f"--out: {out_dir} is inside the figures of the published findings in {within}; a report "
-                             "there would write over them. Give a folder outside it")
+        raise AttnsweepError(
+            f"--out: {out_dir} is inside the figures of the published findings in {within}; a report "
+            "there would write over them. Give a folder outside it"
+        )
     ids = {r.run_id for r in runs}
     held = published_rows(out_dir)
     dropped = [r for r in held if r not in ids]
     if dropped:
-        raise AttnsweepError(f"--out: {out_dir} (the report folder; with --from, that folder unless --out names "
-                             f"another) holds the published rows of run(s) {', '.join(dropped)}, which this "
-                             "report does not include; writing there would drop them. Report them too (attnsweep "
-                             f"report --from {out_dir} makes the folder again with every run it holds), or give "
-                             "another --out")
+        raise AttnsweepError(
+            f"--out: {out_dir} (the report folder; with --from, that folder unless --out names "
+            f"another) holds the published rows of run(s) {', '.join(dropped)}, which this "
+            "report does not include; writing there would drop them. Report them too (attnsweep "
+            f"report --from {out_dir} makes the folder again with every run it holds), or give "
+            "another --out"
+        )
     if publish or readme is not None:
         for r in runs:
             have = store.scan_run_trials(r.sweep, r.run_id).select(pl.len()).collect().item()
             if held.get(r.run_id, 0) > have:
-                raise AttnsweepError(f"--out: {out_dir} holds {held[r.run_id]} rows of run {r.run_id}, the store "
-                                     f"{have}; publishing would drop {held[r.run_id] - have}. Publish from a store "
-                                     "that holds them all (attnsweep report --from that folder), or give another --out")
+                raise AttnsweepError(
+                    f"--out: {out_dir} holds {held[r.run_id]} rows of run {r.run_id}, the store "
+                    f"{have}; publishing would drop {held[r.run_id] - have}. Publish from a store "
+                    "that holds them all (attnsweep report --from that folder), or give another --out"
+                )
     if readme is None:
         return
-    experiments = ([BOOLEAN] if any(r.experiment != "symmetry" for r in runs) else []) + \
-        ([SYMMETRY] if any(r.experiment == "symmetry" for r in runs) else [])
+    experiments = ([BOOLEAN] if any(r.experiment != "symmetry" for r in runs) else []) + (
+        [SYMMETRY] if any(r.experiment == "symmetry" for r in runs) else []
+    )
     dropped = [r for e in experiments for r in readme_run_ids(readme, e) if r not in ids]
     if dropped:
-        raise AttnsweepError(f"--readme: {readme} shows the findings of run(s) {', '.join(dropped)}, which this "
-                             "report does not include; writing there would replace them. Report them too, or "
-                             "delete that section from the README first")
+        raise AttnsweepError(
+            f"--readme: {readme} shows the findings of run(s) {', '.join(dropped)}, which this "
+            "report does not include; writing there would replace them. Report them too, or "
+            "delete that section from the README first"
+        )
 
 
 def _own_folders(out_dir: Path, run_ids: list[str]) -> None:
@@ -301,7 +390,10 @@ def _label(df: pl.DataFrame, cols: list[str]) -> pl.Expr:
     cols = [c for c in cols if c in df.columns and df[c].n_unique() > 1]
     if not cols:
         return pl.lit("ours")
-    return pl.concat_str([pl.lit(f"{c}=") + pl.col(c).cast(pl.String).fill_null("none") for c in cols], separator=", ")
+    return pl.concat_str(
+        [pl.lit(f"{c}=") + pl.col(c).cast(pl.String).fill_null("none") for c in cols],
+        separator=", ",
+    )
 
 
 # Columns of the m* tables that hold words, not numbers: left-aligned on the page.
@@ -320,28 +412,63 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     extra = [c for c in ("m_star_2x", "budget") if c in m_star.columns] if checked else []
     if "tuning" in m_star.columns and (m_star["tuning"] != "not tuned").any():
         extra += ["m_star_default", "m_star_tuned", "tuning"]
-    for column in ("at_bound", "min_norm_qk"):  # how much of its bound a cell used (stats/norm_use.py)
+    for column in (
+        "at_bound",
+        "min_norm_qk",
+    ):  # how much of its bound a cell used (stats/norm_use.py)
         if column in m_star.columns and m_star[column].is_not_null().any():
             extra.append(column)
     if "at_bound" in extra:  # with a bound: did the largest m still fit its training sets?
-        extra += [c for c in ("fit_at_m_max", "fit_at_m_max_2x") if c in m_star.columns
-                  and m_star[c].is_not_null().any()]
+        extra += [
+            c for c in ("fit_at_m_max", "fit_at_m_max_2x") if c in m_star.columns and m_star[c].is_not_null().any()
+        ]
     if "flags" in m_star.columns and (m_star["flags"].fill_null("") != "").any():
         extra += ["flags"]
     rows = []
     for r in m_star.iter_rows(named=True):
-        rows.append([*("none" if r[c] is None else f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])
-                       for c in shown),
-                     format_m_star(r["m_star"], r["bound"]), interval_text(r),
-                     "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
-                     str(r["n_seeds"]), f"{r['m_min']}..{r['m_max']}", *(_cell(r, c) for c in extra)])
-    names = {"m_star_2x": "m* at 2x epochs", "m_star_default": "m* spec settings", "m_star_tuned": "m* tuned",
-             "at_bound": "at the bound", "min_norm_qk": "least ||W_Q W_K^T|| of a success",
-             "fit_at_m_max": "fit at the largest m", "fit_at_m_max_2x": "fit there at 2x epochs"}
-    numeric = [*(m_star[c].dtype.is_numeric() for c in shown), True, True, True, True, True,
-               *(c not in TEXT_COLUMNS for c in extra)]
-    return dict(columns=[*shown, "m*", "95% CI", "grid m*", "seeds", "m range", *(names.get(c, c) for c in extra)],
-                rows=rows, fixed=fixed, numeric=numeric)
+        rows.append(
+            [
+                *("none" if r[c] is None else f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c]) for c in shown),
+                format_m_star(r["m_star"], r["bound"]),
+                interval_text(r),
+                "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
+                str(r["n_seeds"]),
+                f"{r['m_min']}..{r['m_max']}",
+                *(_cell(r, c) for c in extra),
+            ]
+        )
+    names = {
+        "m_star_2x": "m* at 2x epochs",
+        "m_star_default": "m* spec settings",
+        "m_star_tuned": "m* tuned",
+        "at_bound": "at the bound",
+        "min_norm_qk": "least ||W_Q W_K^T|| of a success",
+        "fit_at_m_max": "fit at the largest m",
+        "fit_at_m_max_2x": "fit there at 2x epochs",
+    }
+    numeric = [
+        *(m_star[c].dtype.is_numeric() for c in shown),
+        True,
+        True,
+        True,
+        True,
+        True,
+        *(c not in TEXT_COLUMNS for c in extra),
+    ]
+    return dict(
+        columns=[
+            *shown,
+            "m*",
+            "95% CI",
+            "grid m*",
+            "seeds",
+            "m range",
+            *(names.get(c, c) for c in extra),
+        ],
+        rows=rows,
+        fixed=fixed,
+        numeric=numeric,
+    )
 
 
 def _cell(row: dict, column: str) -> str:
@@ -363,10 +490,22 @@ def _cell(row: dict, column: str) -> str:
 def _scale_view(run: ReportRun) -> dict:
     """A multi-size symmetry run's tables across scale as strings (orchestrator/analyze_symmetry.py)."""
     sc = run.symmetry.scale
-    groups = [[str(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]
-              for r in sc.groups.iter_rows(named=True)]
-    advantage = [[str(r["d"]), str(r["n"]), str(r["k"]), r["student"], r["m_star_text"], r["baseline_text"], r["text"]]
-                 for r in sc.advantage.iter_rows(named=True)]
+    groups = [
+        [str(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]
+        for r in sc.groups.iter_rows(named=True)
+    ]
+    advantage = [
+        [
+            str(r["d"]),
+            str(r["n"]),
+            str(r["k"]),
+            r["student"],
+            r["m_star_text"],
+            r["baseline_text"],
+            r["text"],
+        ]
+        for r in sc.advantage.iter_rows(named=True)
+    ]
     measured = [[m[c] for c in ("measurement", "statistic", "interval", "note")] for m in sc.measurements()]
     return dict(run_id=run.run_id, groups=groups, advantage=advantage, measured=measured)
 
@@ -379,14 +518,24 @@ def _run_view(run: ReportRun) -> dict:
     except ValueError:
         packages = {"(unreadable)": rec.get("packages")}
     hosts = [rec.get("host")] + [a.get("host") for a in rec.get("attempts") or []]
-    counts = ", ".join(f"{k.removeprefix('n_')} {rec[k]}" for k in ("n_done", "n_failed", "n_diverged", "n_lost")
-                       if rec.get(k) is not None)
+    counts = ", ".join(
+        f"{k.removeprefix('n_')} {rec[k]}"
+        for k in ("n_done", "n_failed", "n_diverged", "n_lost")
+        if rec.get(k) is not None
+    )
     return dict(
-        run_id=run.run_id, sweep=run.sweep, experiment=run.experiment, status=rec.get("status"),
-        started=_utc_minute(rec.get("started_at")), ended=_utc_minute(rec.get("ended_at")),
+        run_id=run.run_id,
+        sweep=run.sweep,
+        experiment=run.experiment,
+        status=rec.get("status"),
+        started=_utc_minute(rec.get("started_at")),
+        ended=_utc_minute(rec.get("ended_at")),
         n_trials=rec.get("n_trials"),
-        counts=counts, code_version=rec.get("code_version"), hosts=", ".join(dict.fromkeys(h for h in hosts if h)),
-        packages=packages, spec_yaml=rec.get("spec_yaml") or "",
+        counts=counts,
+        code_version=rec.get("code_version"),
+        hosts=", ".join(dict.fromkeys(h for h in hosts if h)),
+        packages=packages,
+        spec_yaml=rec.get("spec_yaml") or "",
         figures=[(CAPTIONS.get(p.stem, p.stem.replace("_", " ")), _data_uri(p)) for p in run.figures],
     )
 
@@ -406,6 +555,11 @@ def _data_uri(png: Path) -> str:
 
 
 def _template() -> jinja2.Template:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     return env.get_template("report.html.j2")

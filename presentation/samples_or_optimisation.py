@@ -51,21 +51,28 @@ def restart_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> 
     groups = restart_groups(claims)
     if not groups or LEARNER not in union.columns:
         return []
-    lines = ["### Samples or optimisation: restarts", "",
-             "Each training set trained from R initialisations (the `restart` setting: the data are the seed's, "
-             "only the init differs) and read as three learners over the same rows: *one init* (restart 0), "
-             "*any of R* (some restart generalises: an oracle that sees the test set) and *best of R* (the restart "
-             "with the lowest final training loss generalises: what an empirical-risk minimiser would pick); "
-             "docs/claims.md, section 1a.", ""]
+    lines = [
+        "### Samples or optimisation: restarts",
+        "",
+        "Each training set trained from R initialisations (the `restart` setting: the data are the seed's, "
+        "only the init differs) and read as three learners over the same rows: *one init* (restart 0), "
+        "*any of R* (some restart generalises: an oracle that sees the test set) and *best of R* (the restart "
+        "with the lowest final training loss generalises: what an empirical-risk minimiser would pick); "
+        "docs/claims.md, section 1a.",
+        "",
+    ]
     for shared, by in groups:
         names = sorted(by, key=_learner_order)
         kind = series_kind(union, {**shared, LEARNER: names[0]})
         label = kind["label"].split(" (")[0]
         cells = {n: series_cells(union, {**shared, LEARNER: n}).sort("T") for n in names}
         ts = sorted({int(t) for part in cells.values() for t in part["T"].to_list()})
-        lines += [f"**{md_text(label)}**" + (f" ({md_text(_others(shared))})" if _others(shared) else ""),
-                  "", "| T | " + " | ".join(f"m* {md_text(n)}" for n in names) + " |",
-                  "|---:|" + "---:|" * len(names)]
+        lines += [
+            f"**{md_text(label)}**" + (f" ({md_text(_others(shared))})" if _others(shared) else ""),
+            "",
+            "| T | " + " | ".join(f"m* {md_text(n)}" for n in names) + " |",
+            "|---:|" + "---:|" * len(names),
+        ]
         for t in ts:
             row = [str(t)]
             for n in names:
@@ -95,22 +102,29 @@ def reading(by: dict[str, dict], cells: dict[str, pl.DataFrame], ci: float = 0.9
     if ratio["n_T"]:
         # An upper end at infinity: some resample drew a cell whose best of R lies beyond the grid.
         hi = "no upper limit" if q.get("ci_hi") is not None and math.isinf(q["ci_hi"]) else f"{q.get('ci_hi') or 0:.2f}"
-        interval = "" if q.get("ci_lo") is None or math.isnan(q["ci_lo"]) else \
-            f", {ci:.0%} CI {q['ci_lo']:.2f} .. {hi}"
-        saved = (f" m*({best_name}) / m*(one init) has a geometric mean of {q['estimate']:.2f} over the {ratio['n_T']} "
-                 f"T where both are values{interval}.")
+        interval = "" if q.get("ci_lo") is None or math.isnan(q["ci_lo"]) else f", {ci:.0%} CI {q['ci_lo']:.2f} .. {hi}"
+        saved = (
+            f" m*({best_name}) / m*(one init) has a geometric mean of {q['estimate']:.2f} over the {ratio['n_T']} "
+            f"T where both are values{interval}."
+        )
     exps = f"(c = {_c(c_best)} for {best_name}, {_c(c_one)} for one init)"
     if d_best == "log" and d_one == "faster than log":
-        what = (f"Best of R grows like log T where one init grows faster {exps}: over these T, optimisation from "
-                "one initialisation is what makes m* grow faster than log.")
+        what = (
+            f"Best of R grows like log T where one init grows faster {exps}: over these T, optimisation from "
+            "one initialisation is what makes m* grow faster than log."
+        )
     elif d_best == "faster than log" and d_one == "faster than log":
-        what = (f"Best of R grows faster than log T as one init does {exps}: choosing among R inits by training "
-                "loss does not bring m* to log growth over these T, so the faster growth is not one init's bad luck. "
-                "Restarts test the initialisation only; a learner that minimises the training error over the "
-                "model class by other means is not tested here.")
+        what = (
+            f"Best of R grows faster than log T as one init does {exps}: choosing among R inits by training "
+            "loss does not bring m* to log growth over these T, so the faster growth is not one init's bad luck. "
+            "Restarts test the initialisation only; a learner that minimises the training error over the "
+            "model class by other means is not tested here."
+        )
     elif d_best == "faster than log":
-        what = (f"Best of R grows faster than log T {exps}, while one init's direction is {d_one}: restarts do not "
-                "bring m* to log growth.")
+        what = (
+            f"Best of R grows faster than log T {exps}, while one init's direction is {d_one}: restarts do not "
+            "bring m* to log growth."
+        )
     else:
         what = f"The rows do not decide how best of R grows against log T (direction: {d_best}) {exps}."
     return what + saved
@@ -150,11 +164,15 @@ def probe_lines(union: pl.DataFrame, rows: pl.DataFrame) -> list[str]:
     their own training sets and the reading the rows allow. [] when there is none."""
     if not _probe_cells(union, rows):
         return []
-    lines = ["### Representability probes", "",
-             "Cells tried at one large m only, with a long budget: does a head within the bound fit its training "
-             "set there? One that fits shows the class represents the target at that T (the cell is "
-             "optimisation-limited, not representation-limited); none fitting after the budget is a "
-             "representability limit as far as that budget and optimiser can tell.", ""]
+    lines = [
+        "### Representability probes",
+        "",
+        "Cells tried at one large m only, with a long budget: does a head within the bound fit its training "
+        "set there? One that fits shows the class represents the target at that T (the cell is "
+        "optimisation-limited, not representation-limited); none fitting after the budget is a "
+        "representability limit as far as that budget and optimiser can tell.",
+        "",
+    ]
     for cell, mine in _probe_cells(union, rows):
         lines.append(f"- {md_text(probe_text(cell, mine))}")
     return [*lines, ""]
@@ -169,8 +187,9 @@ def _probe_cells(union: pl.DataFrame, rows: pl.DataFrame | None) -> list[tuple[d
     probes = union.filter((pl.col("m_min") == pl.col("m_max")) & (pl.col("model") == "transformer"))
     out = []
     for cell in probes.sort("T").iter_rows(named=True):
-        mine = rows.filter((pl.col("run_id") == cell["run_id"]) & (pl.col("T") == cell["T"])
-                           & (pl.col("m") == cell["m_min"]))
+        mine = rows.filter(
+            (pl.col("run_id") == cell["run_id"]) & (pl.col("T") == cell["T"]) & (pl.col("m") == cell["m_min"])
+        )
         if "norm_bound" in mine.columns and cell.get("norm_bound") is not None:
             mine = mine.filter(pl.col("norm_bound") == cell["norm_bound"])
         out.append((cell, mine))
@@ -205,12 +224,15 @@ def probe_headline(union: pl.DataFrame, rows: pl.DataFrame | None) -> str:
     at = "m = " + ", ".join(str(m) for m in sorted(ms))
     text = ""
     if fitted:
-        text = (f"At {at}, heads within the bound fit their training sets at {' and '.join(fitted)}: the class "
-                "represents the target there, so its faster growth is one of samples or optimisation, not of "
-                "representation.")
+        text = (
+            f"At {at}, heads within the bound fit their training sets at {' and '.join(fitted)}: the class "
+            "represents the target there, so its faster growth is one of samples or optimisation, not of "
+            "representation."
+        )
     if not_fitted:
-        text += (" " if text else "") + (f"At {at}, no head within the bound fit at {' and '.join(not_fitted)} in its "
-                                         "budget.")
+        text += (" " if text else "") + (
+            f"At {at}, no head within the bound fit at {' and '.join(not_fitted)} in its budget."
+        )
     return text
 
 
@@ -218,24 +240,32 @@ def probe_text(cell: dict, rows: pl.DataFrame) -> str:
     """One probe cell as a sentence: what was tried, what the trials reached, the reading."""
     trained = rows.filter(pl.col("status") == "done")
     bound = cell.get("norm_bound")
-    tried = (f"T = {cell['T']}, B = {bound:g}" if bound is not None else f"T = {cell['T']}, no bound") + \
-        f", m = {cell['m_min']}: {trained.height} training sets"
+    tried = (
+        f"T = {cell['T']}, B = {bound:g}" if bound is not None else f"T = {cell['T']}, no bound"
+    ) + f", m = {cell['m_min']}: {trained.height} training sets"
     if trained.is_empty():
         return tried + ", none trained"
     first = trained.row(0, named=True)
-    budget = (f"{first['max_epochs']} epochs" + (f" of minibatches of {first['batch_size']}" if first.get("batch_size")
-                                                 else " full batch") + f", lr {first['lr']:g}")
+    budget = (
+        f"{first['max_epochs']} epochs"
+        + (f" of minibatches of {first['batch_size']}" if first.get("batch_size") else " full batch")
+        + f", lr {first['lr']:g}"
+    )
     within, _ = _fits_within(cell, trained)
     accs = ", ".join(f"{a:.3f}" for a in trained["train_acc"].to_list())
     epochs = ", ".join(str(e) for e in trained["epochs"].to_list())
     tested = ", ".join(f"{a:.3f}" for a in trained["test_acc"].to_list())
-    text = (f"{tried} ({budget}); training accuracy {accs} after {epochs} epochs; test accuracy {tested}")
+    text = f"{tried} ({budget}); training accuracy {accs} after {epochs} epochs; test accuracy {tested}"
     if within:
-        return (text + f": {within} of {trained.height} fit their training set with a head within the bound, "
-                "so the class represents the target at this T: the cell is optimisation-limited, not "
-                "representation-limited")
-    return (text + ": none fit within the budget, a representability limit as far as this budget and optimiser can "
-            "tell (a longer budget or another optimiser could still find a head)")
+        return (
+            text + f": {within} of {trained.height} fit their training set with a head within the bound, "
+            "so the class represents the target at this T: the cell is optimisation-limited, not "
+            "representation-limited"
+        )
+    return (
+        text + ": none fit within the budget, a representability limit as far as this budget and optimiser can "
+        "tell (a longer budget or another optimiser could still find a head)"
+    )
 
 
 def restart_headline(claims: list[dict], union: pl.DataFrame) -> str:
@@ -254,12 +284,18 @@ def restart_headline(claims: list[dict], union: pl.DataFrame) -> str:
         c = f"c = {_c(best.get('c') or {})} against {_c(one.get('c') or {})} for one init"
         direction = best.get("direction", "undecided")
         if direction == "faster than log":
-            return (f"Trained from {r} initialisations and judged by the restart with the lowest training loss, its "
-                    f"m* still grows faster than log T over {where} ({c}): one initialisation's luck is not what "
-                    "makes it grow.")
+            return (
+                f"Trained from {r} initialisations and judged by the restart with the lowest training loss, its "
+                f"m* still grows faster than log T over {where} ({c}): one initialisation's luck is not what "
+                "makes it grow."
+            )
         if direction == "log":
-            return (f"Trained from {r} initialisations and judged by the restart with the lowest training loss, its "
-                    f"m* grows like log T over {where} ({c}): the optimiser from one init is what made it grow faster.")
-        return (f"Trained from {r} initialisations and judged by the restart with the lowest training loss, the rows do "
-                f"not decide how its m* grows against log T over {where} ({c}).")
+            return (
+                f"Trained from {r} initialisations and judged by the restart with the lowest training loss, its "
+                f"m* grows like log T over {where} ({c}): the optimiser from one init is what made it grow faster."
+            )
+        return (
+            f"Trained from {r} initialisations and judged by the restart with the lowest training loss, the rows do "
+            f"not decide how its m* grows against log T over {where} ({c})."
+        )
     return ""

@@ -12,10 +12,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from attnsweep.presentation.console_text import markup
-
 from attnsweep.orchestrator.analyze import Analysis, interval_text
 from attnsweep.orchestrator.analyze_symmetry import ScaleAnalysis, SymmetryAnalysis
+from attnsweep.presentation.console_text import markup
 from attnsweep.stats.critical import format_m_star
 
 
@@ -31,54 +30,116 @@ def print_analysis(result: Analysis, console: Console) -> None:
     t = Table(title=f"critical sample size m* — sweep {result.sweep}, run {result.run_id}")
     flagged = "flags" in result.m_star.columns and (result.m_star["flags"].fill_null("") != "").any()
     bounded = "at_bound" in result.m_star.columns and result.m_star["at_bound"].is_not_null().any()
-    for c in [*shown, "T", "m*", "95% CI", "grid m*", "seeds", "m range", *(["m* at 2x epochs"] if checked else []),
-              *(["at bound"] if bounded else []), *(["flags"] if flagged else [])]:
-        t.add_column(c, justify="right" if c not in (*shown, "flags") else "left",
-                     no_wrap=c in ("95% CI", "m range"))
+    for c in [
+        *shown,
+        "T",
+        "m*",
+        "95% CI",
+        "grid m*",
+        "seeds",
+        "m range",
+        *(["m* at 2x epochs"] if checked else []),
+        *(["at bound"] if bounded else []),
+        *(["flags"] if flagged else []),
+    ]:
+        t.add_column(
+            c,
+            justify="right" if c not in (*shown, "flags") else "left",
+            no_wrap=c in ("95% CI", "m range"),
+        )
     for r in result.m_star.iter_rows(named=True):
         m = format_m_star(r["m_star"], r["bound"])
         grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
         twin = []
         if checked:
-            twin = ["-" if r["budget"] == "not checked" else format_m_star(r["m_star_2x"], r["bound_2x"])
-                    + f" ({r['budget']})"]
+            twin = [
+                "-"
+                if r["budget"] == "not checked"
+                else format_m_star(r["m_star_2x"], r["bound_2x"]) + f" ({r['budget']})"
+            ]
         use = ["-" if r["at_bound"] is None else f"{r['at_bound']:.0%}"] if bounded else []
-        t.add_row(*[_show(r[c]) for c in shown], str(r["T"]), m, interval_text(r), grid, str(r["n_seeds"]),
-                  f"{r['m_min']}..{r['m_max']}", *twin, *use, *([r["flags"] or ""] if flagged else []))
+        t.add_row(
+            *[_show(r[c]) for c in shown],
+            str(r["T"]),
+            m,
+            interval_text(r),
+            grid,
+            str(r["n_seeds"]),
+            f"{r['m_min']}..{r['m_max']}",
+            *twin,
+            *use,
+            *([r["flags"] or ""] if flagged else []),
+        )
     console.print(t)
     for label, g in result.norm_growth.items():
         if g["n_points"] >= 3 and not math.isnan(g["b"]):
-            console.print(f"{label or 'transformer'}: the least ||W_Q W_K^T|| of a successful trial grows by "
-                          f"{g['b']:.3g} per unit of ln T (95% CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, "
-                          f"{g['n_points']} T)", markup=False, highlight=False)
+            console.print(
+                f"{label or 'transformer'}: the least ||W_Q W_K^T|| of a successful trial grows by "
+                f"{g['b']:.3g} per unit of ln T (95% CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, "
+                f"{g['n_points']} T)",
+                markup=False,
+                highlight=False,
+            )
     if tuned:
         u = Table(title="tuned against the spec's settings: m* of each, and the settings the verdicts use")
         choice = {}
         if not result.tuning.is_empty():
             keys = [c for c in result.tuning.columns if c in result.m_star.columns and c not in tuned]
             choice = {tuple(r[k] for k in keys): r for r in result.tuning.iter_rows(named=True)}
-        for c in [*shown, "T", "m* spec", "m* tuned", "tuning", "probe m", "beats spec", "wins", *tuned]:
+        for c in [
+            *shown,
+            "T",
+            "m* spec",
+            "m* tuned",
+            "tuning",
+            "probe m",
+            "beats spec",
+            "wins",
+            *tuned,
+        ]:
             u.add_column(c, justify="left" if c in (*shown, "tuning") else "right")
         for r in result.m_star.iter_rows(named=True):
             ch = choice.get(tuple(r[k] for k in keys)) if choice else None
-            ch_cols = ([str(ch["probe_m"]), f"{ch['beats_default']:.0%}", f"{ch['win_frac']:.0%}"] if ch
-                       else ["-", "-", "-"])
-            u.add_row(*[_show(r[c]) for c in shown], str(r["T"]), format_m_star(r["m_star_default"], r["bound_default"]),
-                      format_m_star(r["m_star_tuned"], r["bound_tuned"]),
-                      r["tuning"], *ch_cols, *[f"{r[c]:.2g}" for c in tuned])
+            ch_cols = (
+                [str(ch["probe_m"]), f"{ch['beats_default']:.0%}", f"{ch['win_frac']:.0%}"] if ch else ["-", "-", "-"]
+            )
+            u.add_row(
+                *[_show(r[c]) for c in shown],
+                str(r["T"]),
+                format_m_star(r["m_star_default"], r["bound_default"]),
+                format_m_star(r["m_star_tuned"], r["bound_tuned"]),
+                r["tuning"],
+                *ch_cols,
+                *[f"{r[c]:.2g}" for c in tuned],
+            )
         console.print(u)
     for label, fit in result.fits.items():
         f = Table(title=escape(f"m* against T [{label}]: growth laws by AIC"))
         for c in ("law", "a", "b or c", "b/c 95% CI", "R²", "AIC", "ΔAIC", "BIC"):
             f.add_column(c, justify="right")
         for r in fit.iter_rows(named=True):
-            formula = {"log": "a + b ln T", "polylog": "a (ln T)^k", "linear": "a + b T", "power": "a T^c"}[r["model"]]
-            f.add_row(formula, f"{r['a']:.3g}", f"{r['b']:.3g}", f"{r['b_lo']:.3g} .. {r['b_hi']:.3g}",
-                      f"{r['r2']:.3f}", f"{r['aic']:.1f}", f"{r['delta_aic']:.1f}", f"{r['bic']:.1f}")
+            formula = {
+                "log": "a + b ln T",
+                "polylog": "a (ln T)^k",
+                "linear": "a + b T",
+                "power": "a T^c",
+            }[r["model"]]
+            f.add_row(
+                formula,
+                f"{r['a']:.3g}",
+                f"{r['b']:.3g}",
+                f"{r['b_lo']:.3g} .. {r['b_hi']:.3g}",
+                f"{r['r2']:.3f}",
+                f"{r['aic']:.1f}",
+                f"{r['delta_aic']:.1f}",
+                f"{r['bic']:.1f}",
+            )
         console.print(f)
     for label in result.m_star["series"].unique(maintain_order=True):
         if label not in result.fits:
-            console.print(f"[yellow]{escape(label)}: m* is known (not censored) at fewer than 3 values of T: no growth-law fit[/]")
+            console.print(
+                f"[yellow]{escape(label)}: m* is known (not censored) at fewer than 3 values of T: no growth-law fit[/]"
+            )
     for c in result.checks:
         console.print(f"[bold]{escape(c['check'])}[/]: {c['verdict']} — {escape(c['detail'])}")
     for p in result.figures:
@@ -90,27 +151,55 @@ def print_symmetry(result: SymmetryAnalysis, console: Console, target_error: flo
     # Sizes that do not vary go into the title, so the table fits a terminal.
     shapes = [c for c in ("n", "k", "d") if result.m_star[c].n_unique() > 1]
     fixed = "".join(f"; {c}={result.m_star[c][0]}" for c in ("n", "k", "d") if c not in shapes)
-    t = Table(title=escape(f"m* (relative test error <= {target_error:g}{fixed}) — sweep {result.sweep}, "
-                           f"run {result.run_id}"))
+    t = Table(
+        title=escape(f"m* (relative test error <= {target_error:g}{fixed}) — sweep {result.sweep}, run {result.run_id}")
+    )
     flagged = (result.m_star["flags"].fill_null("") != "").any()
     checked = "budget" in result.m_star.columns and (result.m_star["budget"] != "not checked").any()
-    for c in ("teacher", "student", *shapes, "m*", "CI", "grid m*", "seeds", "m range", *(["2x epochs"] if checked else []),
-              *(["flags"] if flagged else [])):
-        t.add_column(c, min_width=13 if c == "student" else None,
-                     justify="left" if c in ("teacher", "student", "flags") else "right")
+    for c in (
+        "teacher",
+        "student",
+        *shapes,
+        "m*",
+        "CI",
+        "grid m*",
+        "seeds",
+        "m range",
+        *(["2x epochs"] if checked else []),
+        *(["flags"] if flagged else []),
+    ):
+        t.add_column(
+            c,
+            min_width=13 if c == "student" else None,
+            justify="left" if c in ("teacher", "student", "flags") else "right",
+        )
     for r in result.m_star.iter_rows(named=True):
         grid = r["m_star_grid"]
-        t.add_row(markup(r["teacher"]), markup(r["student"]), *(str(r[c]) for c in shapes), format_m_star(r["m_star"], r["bound"]),
-                  interval_text(r), "-" if grid is None or math.isnan(grid) else f"{grid:.0f}", str(r["n_seeds"]),
-                  f"{r['m_min']}..{r['m_max']}", *([r["budget"]] if checked else []), *([r["flags"] or ""] if flagged else []))
+        t.add_row(
+            markup(r["teacher"]),
+            markup(r["student"]),
+            *(str(r[c]) for c in shapes),
+            format_m_star(r["m_star"], r["bound"]),
+            interval_text(r),
+            "-" if grid is None or math.isnan(grid) else f"{grid:.0f}",
+            str(r["n_seeds"]),
+            f"{r['m_min']}..{r['m_max']}",
+            *([r["budget"]] if checked else []),
+            *([r["flags"] or ""] if flagged else []),
+        )
     console.print(t)
     e = Table(title="median over seeds: relative test error, O(d) equivariance error E (float64), permutation error")
     sizes = [c for c in ("d", "n", "k") if c in result.errors.columns]
     for c in ("teacher", "student", *sizes, "m", "test error", "E", "perm E"):
         e.add_column(c, justify="left" if c in ("teacher", "student") else "right")
     for r in result.errors.iter_rows(named=True):
-        e.add_row(markup(r["teacher"]), markup(r["student"]), *(str(r[c]) for c in sizes), str(r["m"]),
-                  *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")))
+        e.add_row(
+            markup(r["teacher"]),
+            markup(r["student"]),
+            *(str(r[c]) for c in sizes),
+            str(r["m"]),
+            *(_sci(r[c]) for c in ("test_error", "eq_error_median", "perm_error_median")),
+        )
     console.print(e)
     if result.scale is not None:
         print_scale(result.scale, console)
@@ -129,13 +218,22 @@ def print_scale(sc: ScaleAnalysis, console: Console) -> None:
     for r in sc.groups.iter_rows(named=True):
         g.add_row(*(escape(str(r[c])) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")))
     console.print(g)
-    a = Table(title="S2's advantage: m* of the generic student / m* of the inner-product student (equivariant "
-                    "teacher; 95% CI)")
+    a = Table(
+        title="S2's advantage: m* of the generic student / m* of the inner-product student (equivariant "
+        "teacher; 95% CI)"
+    )
     for c in ("d", "n", "k", "student", "m*", "m* inner-product", "advantage"):
         a.add_column(c, justify="left" if c == "student" else "right")
     for r in sc.advantage.iter_rows(named=True):
-        a.add_row(str(r["d"]), str(r["n"]), str(r["k"]), markup(r["student"]), r["m_star_text"], r["baseline_text"],
-                  escape(r["text"]))
+        a.add_row(
+            str(r["d"]),
+            str(r["n"]),
+            str(r["k"]),
+            markup(r["student"]),
+            r["m_star_text"],
+            r["baseline_text"],
+            escape(r["text"]),
+        )
     console.print(a)
     m = Table(title="measured across scale (no claim of the paper; log-log slopes, 95% bootstrap CI)")
     for c in ("measurement", "statistic", "interval", "note"):

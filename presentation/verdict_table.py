@@ -61,10 +61,13 @@ def boolean_row(claims: list[dict], union: pl.DataFrame, link: str, caveats: lis
     by_id = {v.get("id"): v for v in claims}
     _, series = l1_series(claims)
     one = [s for s in series if s["cells"].get("learner") in (None, "one init")]
-    groups = {"paper's protocol": [s for s in one if not series_kind(union, s["cells"])["theory"]],
-              "theorem's class": [s for s in one if series_kind(union, s["cells"])["theory"]]}
-    l1 = ", ".join(f"{combined([s['verdict'] for s in group])} ({name})" for name, group in groups.items()
-                   if group) or by_id.get("L1", {}).get("verdict", "not tested")
+    groups = {
+        "paper's protocol": [s for s in one if not series_kind(union, s["cells"])["theory"]],
+        "theorem's class": [s for s in one if series_kind(union, s["cells"])["theory"]],
+    }
+    l1 = ", ".join(
+        f"{combined([s['verdict'] for s in group])} ({name})" for name, group in groups.items() if group
+    ) or by_id.get("L1", {}).get("verdict", "not tested")
     verdicts = [f"L1 {l1}"] + [f"{c} {by_id[c]['verdict']}" for c in BOOLEAN_WORDS if c in by_id]
     bottom = " ".join(t for t in (_growth_text(groups), _words(by_id, BOOLEAN_WORDS)) if t)
     return _row(BOOLEAN, "; ".join(verdicts), bottom, link, caveats)
@@ -80,8 +83,13 @@ def _growth_text(groups: dict[str, list[dict]]) -> str:
     like_log = [s for s in series if s["numbers"].get("direction") == "log"]
     cs = [s["numbers"]["c"]["estimate"] for s in faster if (s["numbers"].get("c") or {}).get("estimate") is not None]
     n = len(series)
-    lead = ("Not borne out where measured: " if faster and not like_log else
-            "Borne out where measured: " if like_log and not faster else "")
+    lead = (
+        "Not borne out where measured: "
+        if faster and not like_log
+        else "Borne out where measured: "
+        if like_log and not faster
+        else ""
+    )
     parts = []
     if faster:
         c_range = f" (c of a T^c {min(cs):.2f} to {max(cs):.2f})" if cs else ""
@@ -96,8 +104,9 @@ def _growth_text(groups: dict[str, list[dict]]) -> str:
         if group:
             widest = max(s["numbers"].get("decades", 0.0) for s in group)
             enough = widest >= MIN_DECADES
-            text += (f" The {name} spans {widest:.1f} decades of T" +
-                     ("." if enough else f", short of the {MIN_DECADES:g} the pre-set rule needs."))
+            text += f" The {name} spans {widest:.1f} decades of T" + (
+                "." if enough else f", short of the {MIN_DECADES:g} the pre-set rule needs."
+            )
     return text
 
 
@@ -126,8 +135,10 @@ def symmetry_row(symmetry: list[SymmetryAnalysis], link: str, caveats: list[str]
 
 def _words(by_id: dict[str, dict], words: dict[str, str]) -> str:
     """The claims in ``words`` grouped by verdict, in plain words."""
-    said = {verdict: [words[c] for c in words if by_id.get(c, {}).get("verdict") == verdict]
-            for verdict in ("supported", "not supported", "inconclusive")}
+    said = {
+        verdict: [words[c] for c in words if by_id.get(c, {}).get("verdict") == verdict]
+        for verdict in ("supported", "not supported", "inconclusive")
+    }
     out = []
     if said["supported"]:
         out.append("The rows support that " + "; that ".join(said["supported"]) + ".")
@@ -140,5 +151,4 @@ def _words(by_id: dict[str, dict], words: dict[str, str]) -> str:
 
 def _row(experiment: str, verdicts: str, bottom: str, link: str, caveats: list[str]) -> str:
     warning = " Some runs carry warnings (see the findings)." if caveats else ""
-    return (f"{ROW_START[experiment]} {md_text(verdicts)} | {bottom}{warning} "
-            f"[Findings]({md_target(link)}) |")
+    return f"{ROW_START[experiment]} {md_text(verdicts)} | {bottom}{warning} [Findings]({md_target(link)}) |"

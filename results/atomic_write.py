@@ -55,7 +55,11 @@ class TempFile:
 
     @property
     def writer(self) -> str:
-        return f"pid {self.pid} on host {self.host}" if self.pid is not None else "an unknown writer (an older attnsweep's name)"
+        return (
+            f"pid {self.pid} on host {self.host}"
+            if self.pid is not None
+            else "an unknown writer (an older attnsweep's name)"
+        )
 
 
 def host_tag() -> str:

@@ -24,8 +24,10 @@ CHECK_VERSION = 2
 """What a check checks; a record kept by another version's check is not used (version 2: the
 limit on a file, page headers against the footer, dictionary strings counted), so every file
 is checked once again by the new check."""
-SCHEMA = ("CREATE TABLE IF NOT EXISTS checked (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, "
-          "ctime_ns INTEGER, ino INTEGER, dev INTEGER)")
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS checked (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, "
+    "ctime_ns INTEGER, ino INTEGER, dev INTEGER)"
+)
 
 
 def cache_dir() -> Path | None:
@@ -77,8 +79,10 @@ class CheckedFiles:
         if self._db is None:
             return False
         try:
-            row = self._db.execute("SELECT size, mtime_ns, ctime_ns, ino, dev FROM checked WHERE path = ?",
-                                   (str(Path(path).resolve()),)).fetchone()
+            row = self._db.execute(
+                "SELECT size, mtime_ns, ctime_ns, ino, dev FROM checked WHERE path = ?",
+                (str(Path(path).resolve()),),
+            ).fetchone()
         except sqlite3.Error:
             return False
         return row is not None and tuple(row) == version(st)

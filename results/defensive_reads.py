@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnsweep.results.checked import CheckedFiles
-from attnsweep.results.layout import QUARANTINE, REPLACES_KEY, RUN_FILE, TRIAL_COLUMNS, partition_ok
 from attnsweep.results.file_limits import FILE_MAX_ENV, TooLarge, max_file_bytes
+from attnsweep.results.layout import QUARANTINE, REPLACES_KEY, RUN_FILE, TRIAL_COLUMNS, partition_ok
 from attnsweep.results.parquet_check import Unreadable, os_reason, read_checked, read_footer
 from attnsweep.results.roots import client_error, listing
 from attnsweep.results.schemas import unify
@@ -116,8 +116,12 @@ class DefensiveReader:
             # gcsfs) shared by every store object: another process's files would stay unseen.
             self.root.fs.invalidate_cache()
         try:
-            found = sorted(listing(folder, "*.parquet") if folder is not None
-                           else listing(self.root / table, "sweep=*/run_id=*/*.parquet"), key=str)
+            found = sorted(
+                listing(folder, "*.parquet")
+                if folder is not None
+                else listing(self.root / table, "sweep=*/run_id=*/*.parquet"),
+                key=str,
+            )
         except OSError:
             raise
         except Exception as exc:  # noqa: BLE001 - an object store client's own errors, as a local listing's OSError
@@ -139,14 +143,20 @@ class DefensiveReader:
                 if self.metadata(p) is not None:
                     good.append(p)
             elif p not in self.set_aside:  # a FIFO, a device, a link: never opened
-                self._set_aside(p, "not a regular file (the store writes only regular files), so it is not opened",
-                                damaged=False)
+                self._set_aside(
+                    p,
+                    "not a regular file (the store writes only regular files), so it is not opened",
+                    damaged=False,
+                )
         self._checked.commit()
         if table == "runs":
             for p in good:
                 if self.metadata(p).num_rows != 1:
-                    self._set_aside(p, f"not a run record: it holds {self.metadata(p).num_rows} rows, a run record one",
-                                    damaged=False)
+                    self._set_aside(
+                        p,
+                        f"not a run record: it holds {self.metadata(p).num_rows} rows, a run record one",
+                        damaged=False,
+                    )
         else:
             # A run's trial rows are told apart by their trial ids: where a run's files have
             # them, one without is no file of its trials (stores of hand-made rows that carry no
@@ -155,8 +165,12 @@ class DefensiveReader:
             for p in good:
                 why = self._not_trials(p, p.parent in identified)
                 if why is not None:
-                    self._set_aside(p, f"{why}; set aside where it is (store check lists it)", damaged=False,
-                                    foreign=True)
+                    self._set_aside(
+                        p,
+                        f"{why}; set aside where it is (store check lists it)",
+                        damaged=False,
+                        foreign=True,
+                    )
         good = [p for p in good if p not in self.set_aside]
         self.superseded = {**self.superseded, **self._replaced(good)}
         good = [p for p in good if p not in self.superseded]
@@ -176,12 +190,17 @@ class DefensiveReader:
         if (id(meta), identified) in self._why_not:
             return self._why_not[id(meta), identified]
         names = self._arrow_schema(path).names  # keeps meta alive: its id stays its own
-        sweep, run_id = path.parent.parent.name.removeprefix("sweep="), path.parent.name.removeprefix("run_id=")
+        sweep, run_id = (
+            path.parent.parent.name.removeprefix("sweep="),
+            path.parent.name.removeprefix("run_id="),
+        )
         lacking = [c for c in TRIAL_COLUMNS if c not in names]
         why = None
         if lacking and identified:
-            why = (f"not a trial file of run {run_id} (sweep {sweep}): it lacks the column(s) {', '.join(lacking)}, "
-                   "which every trial row of the run has")
+            why = (
+                f"not a trial file of run {run_id} (sweep {sweep}): it lacks the column(s) {', '.join(lacking)}, "
+                "which every trial row of the run has"
+            )
         elif own := [c for c in ("sweep", "run_id") if c in names]:
             try:
                 with path.open("rb") as fh:
@@ -190,12 +209,15 @@ class DefensiveReader:
                 self._unreadable(path, exc)
                 return None
             folder = {"sweep": sweep, "run_id": run_id}
-            other = {c: sorted({str(v) for v in stated[c].unique().to_pylist() if v is not None} - {folder[c]})
-                     for c in own}
+            other = {
+                c: sorted({str(v) for v in stated[c].unique().to_pylist() if v is not None} - {folder[c]}) for c in own
+            }
             if any(other.values()):
                 named = ", ".join(f"{c} {', '.join(v[:3])}" for c, v in other.items() if v)
-                why = (f"its rows name another run ({named}) than the folder they lie in (run {run_id} of sweep "
-                       f"{sweep}): rows copied in from elsewhere, not read as this run's")
+                why = (
+                    f"its rows name another run ({named}) than the folder they lie in (run {run_id} of sweep "
+                    f"{sweep}): rows copied in from elsewhere, not read as this run's"
+                )
         self._why_not[id(meta), identified] = why
         return why
 
@@ -214,13 +236,16 @@ class DefensiveReader:
                 names = [n for n in json.loads(raw) if isinstance(n, str)]
             except ValueError:
                 names = []
-            olds = [p.parent / n for n in names if n == Path(n).name and not n.startswith(".") and n.endswith(".parquet")]
+            olds = [
+                p.parent / n for n in names if n == Path(n).name and not n.startswith(".") and n.endswith(".parquet")
+            ]
             olds = [o for o in olds if o in present and o != p]
             if not olds:
                 continue
             held = set(_trial_ids(p))
             out.update({o: p for o in olds if set(_trial_ids(o)) <= held})
         return out
+
     def metadata(self, path: Path) -> pq.FileMetaData | None:
         """The Parquet footer of ``path`` once every page of the file has been read and
         checked (:func:`read_checked`), once per file version: a local version checked
@@ -235,8 +260,13 @@ class DefensiveReader:
         except Exception as exc:  # noqa: BLE001 - a folder this user may not search; an object store client's
             self._unreadable(path, exc)  # own errors (botocore's, the server out of reach): no damage
             return None
-        key = (str(path), st.st_size, getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None),
-               getattr(st, "st_ctime_ns", None), getattr(st, "st_ino", None))
+        key = (
+            str(path),
+            st.st_size,
+            getattr(st, "st_mtime_ns", None) or getattr(st, "st_mtime", None),
+            getattr(st, "st_ctime_ns", None),
+            getattr(st, "st_ino", None),
+        )
         if key not in self._meta:
             try:
                 if self.local and not self.check_every_file and self._checked.known(path, st):
@@ -253,8 +283,13 @@ class DefensiveReader:
                 self._unreadable(path, exc.__cause__ or exc)
             except TooLarge as exc:  # a size, not damage: skipped where it is, as an unreadable file is
                 self._meta[key] = None
-                self._set_aside(path, f"too large to read: {exc}; skipped where it is, not moved (set "
-                                      f"{FILE_MAX_ENV} higher to read it, or delete it)", damaged=False, too_large=True)
+                self._set_aside(
+                    path,
+                    f"too large to read: {exc}; skipped where it is, not moved (set "
+                    f"{FILE_MAX_ENV} higher to read it, or delete it)",
+                    damaged=False,
+                    too_large=True,
+                )
             except Exception as exc:  # noqa: BLE001 - whatever a damaged file makes the reader raise
                 self._meta[key] = None
                 if self.local:
@@ -267,9 +302,13 @@ class DefensiveReader:
         if isinstance(exc, FileNotFoundError):
             return  # gone between the listing and the read (a compaction's delete): nothing to say
         reason = os_reason(exc) if isinstance(exc, OSError) else (str(exc) or type(exc).__name__)
-        self._set_aside(path, f"cannot be read here ({reason}); skipped where it is, not moved: the file system "
-                              "refused the read, which says nothing of the file's contents", damaged=False,
-                        unreadable=True)
+        self._set_aside(
+            path,
+            f"cannot be read here ({reason}); skipped where it is, not moved: the file system "
+            "refused the read, which says nothing of the file's contents",
+            damaged=False,
+            unreadable=True,
+        )
 
     def _damaged(self, path: Path, exc: BaseException) -> None:
         rel = path.relative_to(self.root)
@@ -281,19 +320,33 @@ class DefensiveReader:
         except FileNotFoundError:
             return
         except OSError as move:  # a read-only store (a snapshot, an archive, another user's)
-            self._set_aside(path, f"damaged ({reason}); skipped where it is, as the store cannot be written here "
-                                  f"({move.strerror or move})")
+            self._set_aside(
+                path,
+                f"damaged ({reason}); skipped where it is, as the store cannot be written here "
+                f"({move.strerror or move})",
+            )
             return
         self.quarantined.append(dest)
         self._set_aside(path, f"damaged ({reason}); moved to {QUARANTINE}/{rel}")
 
-    def _set_aside(self, path: Path, reason: str, damaged: bool = True, unreadable: bool = False,
-                   too_large: bool = False, foreign: bool = False) -> None:
+    def _set_aside(
+        self,
+        path: Path,
+        reason: str,
+        damaged: bool = True,
+        unreadable: bool = False,
+        too_large: bool = False,
+        foreign: bool = False,
+    ) -> None:
         """Record why ``path`` is left out of reads, and say it once."""
         if path not in self.set_aside:
             self.set_aside[path] = LeftOut(reason, damaged, unreadable, too_large, foreign)
-            warnings.warn(f"Parquet file {path.relative_to(self.root)} left out: {reason}; its rows are not read, "
-                          "the rest of the store still reads", StoreWarning, stacklevel=5)
+            warnings.warn(
+                f"Parquet file {path.relative_to(self.root)} left out: {reason}; its rows are not read, "
+                "the rest of the store still reads",
+                StoreWarning,
+                stacklevel=5,
+            )
 
     def check_every_version(self) -> None:
         """From now on read every file in full, whatever the record of checked versions
@@ -312,11 +365,13 @@ class DefensiveReader:
     def _arrow_schema(self, path: Path) -> pa.Schema:
         meta = self.metadata(path)
         if id(meta) not in self._schemas:
-            self._schemas[id(meta)] = (meta, meta.schema.to_arrow_schema())  # meta kept: its id stays its own
+            self._schemas[id(meta)] = (
+                meta,
+                meta.schema.to_arrow_schema(),
+            )  # meta kept: its id stays its own
         return self._schemas[id(meta)][1]
 
 
 def _trial_ids(path: Path) -> list:
     with path.open("rb") as fh:
         return pq.read_table(fh, columns=["trial_id"])["trial_id"].to_pylist()
-

@@ -9,7 +9,13 @@ import os
 import pyarrow.parquet as pq
 
 from attnsweep.results.errors import StoreError
-from attnsweep.results.parquet_footer import DICTIONARY_ENCODINGS, PREFIX_ENCODING, Chunk, chunks_of, plain_strings
+from attnsweep.results.parquet_footer import (
+    DICTIONARY_ENCODINGS,
+    PREFIX_ENCODING,
+    Chunk,
+    chunks_of,
+    plain_strings,
+)
 
 FOOTER_MAX = 8 * 2**20
 """The largest footer a store file may claim (bytes): the store's footers are a few KB per
@@ -48,8 +54,10 @@ def max_file_bytes() -> int:
     except ValueError:
         mb = 0
     if not 1 <= mb <= 2**20:
-        raise StoreError(f"{FILE_MAX_ENV}={text.strip()[:40]!r}: give the most a store file may hold as a whole "
-                         f"number of MiB from 1 to {2**20:,} (default {FILE_MAX_MB})")
+        raise StoreError(
+            f"{FILE_MAX_ENV}={text.strip()[:40]!r}: give the most a store file may hold as a whole "
+            f"number of MiB from 1 to {2**20:,} (default {FILE_MAX_MB})"
+        )
     return mb * 2**20
 
 
@@ -93,16 +101,20 @@ def check_sizes(chunks: list[Chunk], rows: int, size: int, footer: int, limit: i
         if c.compressed == 0:
             continue  # nothing stored (pyarrow writes a chunk of no rows of a null column so, at offset 0)
         if c.start < 4 or c.compressed < 0 or c.start + c.compressed > data_end:
-            raise StoreError(f"its footer puts {c.where} at bytes {c.start:,} to {c.start + c.compressed:,}, "
-                             f"outside its data (bytes 4 to {data_end:,})")
+            raise StoreError(
+                f"its footer puts {c.where} at bytes {c.start:,} to {c.start + c.compressed:,}, "
+                f"outside its data (bytes 4 to {data_end:,})"
+            )
     limit_mb = f"{limit // 2**20:,} MiB"
     if size > limit:
         raise TooLarge(f"it is {size:,} bytes on disk, more than the {limit_mb} a store file may hold")
     estimate = decoded_estimate(chunks) if decoded else 0
     if estimate > limit:
         pages = sum(max(c.uncompressed, 0) for c in chunks)
-        raise TooLarge(f"its footer says it decodes to about {estimate:,} bytes (pages of {pages:,} bytes "
-                       f"uncompressed, {rows_text(rows)}), more than the {limit_mb} a store file may hold")
+        raise TooLarge(
+            f"its footer says it decodes to about {estimate:,} bytes (pages of {pages:,} bytes "
+            f"uncompressed, {rows_text(rows)}), more than the {limit_mb} a store file may hold"
+        )
 
 
 def rows_text(n: int) -> str:

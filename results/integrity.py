@@ -27,11 +27,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnsweep.results.errors import StoreError
-from attnsweep.results.locks import RunLock
 from attnsweep.results.atomic_write import write_parquet_atomic
-from attnsweep.results.layout import QUARANTINE, REPLACES_KEY, RUN_FILE, partition_ok
+from attnsweep.results.errors import StoreError
 from attnsweep.results.file_limits import decoded_estimate
+from attnsweep.results.layout import QUARANTINE, REPLACES_KEY, RUN_FILE, partition_ok
+from attnsweep.results.locks import RunLock
 from attnsweep.results.parquet_check import os_reason
 from attnsweep.results.roots import listing, listing_tree
 from attnsweep.results.store import ResultsStore
@@ -65,8 +65,10 @@ def recognise(store: ResultsStore) -> bool:
     foreign = sorted(n for n in entries if n not in STORE_FOLDERS and not n.startswith("."))
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise StoreError(f"{root} is not an attnsweep store: it has no trials/ or runs/ folder of sweep=NAME folders, "
-                         f"and holds other things ({shown}); give the store's folder with --store")
+        raise StoreError(
+            f"{root} is not an attnsweep store: it has no trials/ or runs/ folder of sweep=NAME folders, "
+            f"and holds other things ({shown}); give the store's folder with --store"
+        )
     return False
 
 
@@ -135,9 +137,23 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return not (self.quarantined or self.skipped or self.unreadable or self.too_large or self.schema_problems
-                    or self.foreign or self.extra_records or self.row_counts or self.no_trial_id or self.duplicates
-                    or self.temp_files or self.orphans or self.stray or self.failed_runs or self.died_runs)
+        return not (
+            self.quarantined
+            or self.skipped
+            or self.unreadable
+            or self.too_large
+            or self.schema_problems
+            or self.foreign
+            or self.extra_records
+            or self.row_counts
+            or self.no_trial_id
+            or self.duplicates
+            or self.temp_files
+            or self.orphans
+            or self.stray
+            or self.failed_runs
+            or self.died_runs
+        )
 
 
 def check_store(store: ResultsStore) -> CheckReport:
@@ -183,17 +199,32 @@ def check_store(store: ResultsStore) -> CheckReport:
     stored: dict[tuple[str, str], dict[str, int]] = {}
     if report.files["trials"] and "trial_id" in store.schema("trials").names:  # hand-made rows may have no ids
         trials = store.scan_trials()
-        dup = (trials.filter(pl.col("trial_id").is_not_null()).group_by("sweep", "run_id", "trial_id")
-               .agg(copies=pl.len()).filter(pl.col("copies") > 1).sort("sweep", "run_id", "trial_id").collect())
+        dup = (
+            trials.filter(pl.col("trial_id").is_not_null())
+            .group_by("sweep", "run_id", "trial_id")
+            .agg(copies=pl.len())
+            .filter(pl.col("copies") > 1)
+            .sort("sweep", "run_id", "trial_id")
+            .collect()
+        )
         report.duplicates = [tuple(r) for r in dup.iter_rows()]
-        nulls = (trials.filter(pl.col("trial_id").is_null()).group_by("sweep", "run_id").agg(rows=pl.len())
-                 .sort("sweep", "run_id").collect())
+        nulls = (
+            trials.filter(pl.col("trial_id").is_null())
+            .group_by("sweep", "run_id")
+            .agg(rows=pl.len())
+            .sort("sweep", "run_id")
+            .collect()
+        )
         report.no_trial_id = [tuple(r) for r in nulls.iter_rows()]
         # Each trial once, the row of the latest file, as every analysis reads it (scan_run_trials).
         status = pl.col("status").cast(pl.String) if "status" in trials.collect_schema() else pl.lit(None, pl.String)
-        per_status = (trials.filter(pl.col("trial_id").is_not_null())
-                      .unique(subset=["sweep", "run_id", "trial_id"], keep="last", maintain_order=True)
-                      .group_by("sweep", "run_id", status.alias("status")).agg(n=pl.len()).collect())
+        per_status = (
+            trials.filter(pl.col("trial_id").is_not_null())
+            .unique(subset=["sweep", "run_id", "trial_id"], keep="last", maintain_order=True)
+            .group_by("sweep", "run_id", status.alias("status"))
+            .agg(n=pl.len())
+            .collect()
+        )
         for sweep, run_id, st, n in per_status.iter_rows():
             stored.setdefault((sweep, run_id), {})[st] = n
 
@@ -216,7 +247,9 @@ def check_store(store: ResultsStore) -> CheckReport:
                 report.row_counts.append(counted)
     report.orphans = sorted({run_of(f.parent) for f in store._files("trials")} - recorded)
     qdir = store.root / QUARANTINE
-    report.quarantined = sorted(str(p.relative_to(store.root)) for p in listing_tree(qdir) if p.is_file()) if qdir.exists() else []
+    report.quarantined = (
+        sorted(str(p.relative_to(store.root)) for p in listing_tree(qdir) if p.is_file()) if qdir.exists() else []
+    )
     now = time.time()
     for temp in store.temp_files():
         try:
@@ -277,7 +310,10 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
             report.skipped.append((str(folder.relative_to(store.root)), why))
             continue
         report.deleted_superseded += _delete_superseded(store, folder)
-        for f in (folder, store.root / "runs" / folder.parent.name / folder.name):  # whose writer is provably gone
+        for f in (
+            folder,
+            store.root / "runs" / folder.parent.name / folder.name,
+        ):  # whose writer is provably gone
             report.deleted_temp += len(store.clean_temp_files(f))
         files = store._files("trials", folder)
         groups = _groups(store, files, store.max_file_bytes // COMPACT_SHARE)
@@ -295,9 +331,11 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
             try:
                 write_parquet_atomic(table, folder / name)
             except OSError as exc:  # a full disk, a quota: said with the file, and nothing of the run changed
-                raise StoreError(f"store compact could not write {folder / name} ({os_reason(exc)}); the run's "
-                                 f"{len(group)} files it was to replace are as they were (free space and run it "
-                                 "again)") from None
+                raise StoreError(
+                    f"store compact could not write {folder / name} ({os_reason(exc)}); the run's "
+                    f"{len(group)} files it was to replace are as they were (free space and run it "
+                    "again)"
+                ) from None
             for p in group:
                 p.unlink(missing_ok=True)
             report.files_before += len(group)
@@ -311,8 +349,10 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
 def not_a_run_folder(folder: Path) -> str | None:
     """Why ``folder`` (``trials/sweep=*/run_id=*``) is not a folder a run writes, or None."""
     if not partition_ok(folder):
-        return ("not a folder a run writes: sweep names and run ids start with a letter or digit and hold only "
-                "letters, digits, '_', '.', '-' (at most 100)")
+        return (
+            "not a folder a run writes: sweep names and run ids start with a letter or digit and hold only "
+            "letters, digits, '_', '.', '-' (at most 100)"
+        )
     if not folder.is_dir():
         return "not a folder"
     return None
@@ -352,8 +392,9 @@ RECORDED = {"done": "n_done", "failed": "n_failed", "diverged": "n_diverged", "l
 """The run record's count of each final trial status (a run's end counts its rows by status)."""
 
 
-def _row_counts(sweep: str, run_id: str, record: dict, stored: dict[str | None, int]
-                ) -> tuple[str, str, int, int, str] | None:
+def _row_counts(
+    sweep: str, run_id: str, record: dict, stored: dict[str | None, int]
+) -> tuple[str, str, int, int, str] | None:
     """``(sweep, run_id, read, recorded, detail)`` when the distinct trials ``stored`` per status
     differ from what the run's ``record`` counts (its end reads its rows back and counts them
     per status, so an ended run read whole matches them exactly), else None."""
@@ -361,8 +402,11 @@ def _row_counts(sweep: str, run_id: str, record: dict, stored: dict[str | None, 
         return None  # a record without counts (none to compare with)
     want = {st: int(record.get(col) or 0) for st, col in RECORDED.items()}
     statuses = [*RECORDED, *sorted((s for s in stored if s not in RECORDED), key=str)]
-    off = [f"{st or 'no status'} {stored.get(st, 0)} of {want.get(st, 0)}" for st in statuses
-           if stored.get(st, 0) != want.get(st, 0)]
+    off = [
+        f"{st or 'no status'} {stored.get(st, 0)} of {want.get(st, 0)}"
+        for st in statuses
+        if stored.get(st, 0) != want.get(st, 0)
+    ]
     if not off:
         return None
     return sweep, run_id, sum(stored.values()), sum(want.values()), ", ".join(off)

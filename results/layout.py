@@ -38,5 +38,9 @@ def partition_ok(folder: Path) -> bool:
     """Whether ``folder`` is ``sweep=<name>/run_id=<id>`` with names a run of ours can have
     (no ``%``: pyarrow would decode ``%32`` as ``2`` and merge the folder into another run)."""
     sweep, run = folder.parent.name, folder.name
-    return (sweep.startswith("sweep=") and run.startswith("run_id=")
-            and bool(NAME_RE.match(sweep.removeprefix("sweep="))) and bool(NAME_RE.match(run.removeprefix("run_id="))))
+    return (
+        sweep.startswith("sweep=")
+        and run.startswith("run_id=")
+        and bool(NAME_RE.match(sweep.removeprefix("sweep=")))
+        and bool(NAME_RE.match(run.removeprefix("run_id=")))
+    )

@@ -55,10 +55,19 @@ class RunLock:
         try:
             self._lock.acquire()
         except filelock.Timeout:
-            raise RunLockedError(f"run {self.run_id} is being written by {self._holder()}; wait for it to "
-                                 "finish or stop it (two drivers on one run would both write its trials)") from None
-        self.holder_path.write_text(json.dumps(dict(pid=os.getpid(), host=socket.gethostname(),
-                                                     since=dt.datetime.now(dt.UTC).isoformat())))
+            raise RunLockedError(
+                f"run {self.run_id} is being written by {self._holder()}; wait for it to "
+                "finish or stop it (two drivers on one run would both write its trials)"
+            ) from None
+        self.holder_path.write_text(
+            json.dumps(
+                dict(
+                    pid=os.getpid(),
+                    host=socket.gethostname(),
+                    since=dt.datetime.now(dt.UTC).isoformat(),
+                )
+            )
+        )
         return self
 
     def __exit__(self, *exc) -> None:

@@ -66,8 +66,13 @@ def write_text(path: Path | str, text: str, encoding: str = "utf-8") -> Path:
     return Path(path)
 
 
-def read_text_capped(path: Path | str, what: str, limit: int = MAX_TEXT_BYTES, encoding: str = "utf-8",
-                     newline: str | None = None) -> str:
+def read_text_capped(
+    path: Path | str,
+    what: str,
+    limit: int = MAX_TEXT_BYTES,
+    encoding: str = "utf-8",
+    newline: str | None = None,
+) -> str:
     """The text of ``path``, refusing before reading a file larger than ``limit`` bytes (a
     sparse file of 20 GB takes no memory until it is read) or one that is not a regular file.
 
@@ -81,8 +86,9 @@ def read_text_capped(path: Path | str, what: str, limit: int = MAX_TEXT_BYTES, e
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(f"{what}: {path} is not a regular file")
         if st.st_size > limit:
-            raise ValueError(f"{what}: {path} holds {st.st_size:,} bytes, more than the {limit:,} a command reads "
-                             "whole")
+            raise ValueError(
+                f"{what}: {path} holds {st.st_size:,} bytes, more than the {limit:,} a command reads whole"
+            )
         data = fh.read(limit + 1)
     if len(data) > limit:  # grew while it was read
         raise ValueError(f"{what}: {path} holds more than the {limit:,} bytes a command reads whole")
@@ -101,8 +107,10 @@ def check_output_folder(root: Path | str, folders: list[Path | str], option: str
     """
     linked = linked_folders(root, [Path(f) for f in folders])
     if linked:
-        raise ValueError(f"{option}: {linked[0]} is a link to {linked[0].resolve()}; files are written only inside "
-                         f"{root}, never through links out of it. Remove the link or give another folder")
+        raise ValueError(
+            f"{option}: {linked[0]} is a link to {linked[0].resolve()}; files are written only inside "
+            f"{root}, never through links out of it. Remove the link or give another folder"
+        )
 
 
 def linked_folders(root: Path | str, folders: list[Path]) -> list[Path]:

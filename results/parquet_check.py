@@ -52,8 +52,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnsweep.results.errors import StoreError
-from attnsweep.results.file_limits import FOOTER_MAX, TooLarge, check_sizes, max_file_bytes, rows_text
-from attnsweep.results.parquet_footer import BYTE_ARRAY, check_pages, chunks_of, footer_chunks, plain_strings
+from attnsweep.results.file_limits import (
+    FOOTER_MAX,
+    TooLarge,
+    check_sizes,
+    max_file_bytes,
+    rows_text,
+)
+from attnsweep.results.parquet_footer import (
+    BYTE_ARRAY,
+    check_pages,
+    chunks_of,
+    footer_chunks,
+    plain_strings,
+)
 
 PARQUET_MAGIC = b"PAR1"
 
@@ -121,15 +133,17 @@ def check_format(opened: _Opened) -> int:
         raise StoreError(f"{size} bytes: too short to be a Parquet file (12 at least)")
     head, tail = _read_at(opened.fh, 0, 4), _read_at(opened.fh, size - 8, 8)
     if head != PARQUET_MAGIC or tail[4:] != PARQUET_MAGIC:
-        where = " and ".join(w for w, ok in (("start", head == PARQUET_MAGIC), ("end", tail[4:] == PARQUET_MAGIC))
-                             if not ok)
+        where = " and ".join(
+            w for w, ok in (("start", head == PARQUET_MAGIC), ("end", tail[4:] == PARQUET_MAGIC)) if not ok
+        )
         raise StoreError(f"not a Parquet file: no {PARQUET_MAGIC.decode()} magic bytes at its {where}")
     (footer,) = struct.unpack("<I", tail[:4])
     if footer > size - 12:
         raise StoreError(f"its footer length ({footer:,} bytes) does not fit in the file ({size:,} bytes)")
     if footer > FOOTER_MAX:
-        raise StoreError(f"its footer claims {footer:,} bytes; a store file's is a few KB (at most {FOOTER_MAX:,} "
-                         "are read)")
+        raise StoreError(
+            f"its footer claims {footer:,} bytes; a store file's is a few KB (at most {FOOTER_MAX:,} are read)"
+        )
     return footer
 
 
@@ -202,8 +216,12 @@ def read_checked(path: Path, limit: int | None = None) -> pq.FileMetaData:
     # decoded_estimate.
     plain = plain_strings(chunks)
     strings = sorted({c.column for c in chunks if c.physical == BYTE_ARRAY} - plain)
-    pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True, read_dictionary=strings,
-                        **_NO_EXTENSIONS)
+    pf = pq.ParquetFile(
+        pa.BufferReader(data),
+        page_checksum_verification=True,
+        read_dictionary=strings,
+        **_NO_EXTENSIONS,
+    )
     meta = pf.metadata
     decoded = expanded = 0
     for i in range(meta.num_row_groups):
@@ -213,9 +231,11 @@ def read_checked(path: Path, limit: int | None = None) -> pq.FileMetaData:
         expanded += sum(_plain_nbytes(chunk) for column in table.columns for chunk in column.chunks)
         del table
         if expanded > limit:
-            raise TooLarge(f"it expands to at least {expanded:,} bytes when read ({rows_text(meta.num_rows)}: strings "
-                           f"of a dictionary repeated row after row), more than the {limit // 2**20:,} MiB a store "
-                           "file may hold")
+            raise TooLarge(
+                f"it expands to at least {expanded:,} bytes when read ({rows_text(meta.num_rows)}: strings "
+                f"of a dictionary repeated row after row), more than the {limit // 2**20:,} MiB a store "
+                "file may hold"
+            )
     if decoded != meta.num_rows:
         raise StoreError(f"its pages hold {decoded} rows, its footer says {meta.num_rows}")
     # polars parses the footer and pages itself (local reads are polars'), and more strictly.
@@ -224,8 +244,11 @@ def read_checked(path: Path, limit: int | None = None) -> pq.FileMetaData:
     return meta
 
 
-_NO_EXTENSIONS = ({"arrow_extensions_enabled": False}
-                  if "arrow_extensions_enabled" in inspect.signature(pq.ParquetFile).parameters else {})
+_NO_EXTENSIONS = (
+    {"arrow_extensions_enabled": False}
+    if "arrow_extensions_enabled" in inspect.signature(pq.ParquetFile).parameters
+    else {}
+)
 """pyarrow 20 reads JSON columns as an extension type, and keeps no dictionary for them; older ones as strings."""
 
 

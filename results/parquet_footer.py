@@ -18,10 +18,27 @@ from attnsweep.results.errors import StoreError
 
 # Parquet's enums (parquet.thrift) as the footer stores them, and pyarrow's names for them.
 BYTE_ARRAY = 6  # Type
-ENCODINGS = {"PLAIN": 0, "PLAIN_DICTIONARY": 2, "RLE": 3, "BIT_PACKED": 4, "DELTA_BINARY_PACKED": 5,
-             "DELTA_LENGTH_BYTE_ARRAY": 6, "DELTA_BYTE_ARRAY": 7, "RLE_DICTIONARY": 8, "BYTE_STREAM_SPLIT": 9}
-TYPES = {"BOOLEAN": 0, "INT32": 1, "INT64": 2, "INT96": 3, "FLOAT": 4, "DOUBLE": 5, "BYTE_ARRAY": 6,
-         "FIXED_LEN_BYTE_ARRAY": 7}
+ENCODINGS = {
+    "PLAIN": 0,
+    "PLAIN_DICTIONARY": 2,
+    "RLE": 3,
+    "BIT_PACKED": 4,
+    "DELTA_BINARY_PACKED": 5,
+    "DELTA_LENGTH_BYTE_ARRAY": 6,
+    "DELTA_BYTE_ARRAY": 7,
+    "RLE_DICTIONARY": 8,
+    "BYTE_STREAM_SPLIT": 9,
+}
+TYPES = {
+    "BOOLEAN": 0,
+    "INT32": 1,
+    "INT64": 2,
+    "INT96": 3,
+    "FLOAT": 4,
+    "DOUBLE": 5,
+    "BYTE_ARRAY": 6,
+    "FIXED_LEN_BYTE_ARRAY": 7,
+}
 DICTIONARY_ENCODINGS = frozenset({2, 8})
 PREFIX_ENCODING = 7  # DELTA_BYTE_ARRAY: a value is a prefix of the one before it and a suffix
 NO_DICTIONARY_FORM = frozenset({6, 7})
@@ -60,12 +77,28 @@ def chunks_of(meta: pq.FileMetaData) -> list[Chunk]:
         rg = meta.row_group(i)
         for j in range(rg.num_columns):
             cc = rg.column(j)
-            start = [o for o in (cc.dictionary_page_offset if cc.has_dictionary_page else None, cc.data_page_offset)
-                     if o is not None and o > 0]
-            out.append(Chunk(i, j, cc.path_in_schema, TYPES.get(cc.physical_type), widths[j],
-                             min(start) if start else cc.data_page_offset, cc.total_compressed_size,
-                             cc.total_uncompressed_size, cc.num_values,
-                             frozenset(ENCODINGS.get(e, -1) for e in cc.encodings)))
+            start = [
+                o
+                for o in (
+                    cc.dictionary_page_offset if cc.has_dictionary_page else None,
+                    cc.data_page_offset,
+                )
+                if o is not None and o > 0
+            ]
+            out.append(
+                Chunk(
+                    i,
+                    j,
+                    cc.path_in_schema,
+                    TYPES.get(cc.physical_type),
+                    widths[j],
+                    min(start) if start else cc.data_page_offset,
+                    cc.total_compressed_size,
+                    cc.total_uncompressed_size,
+                    cc.num_values,
+                    frozenset(ENCODINGS.get(e, -1) for e in cc.encodings),
+                )
+            )
     return out
 
 
@@ -80,6 +113,7 @@ def plain_strings(chunks: list[Chunk]) -> set[int]:
 # page is decompressed on the word of a footer that its pages contradict, and no footer is
 # handed to pyarrow's Python metadata objects before pyarrow's reader has accepted it (some
 # damaged chunk metadata aborts the process there instead of raising).
+
 
 class _Thrift(ValueError):
     """Bytes that are no Thrift compact struct (a damaged footer or page header)."""
@@ -118,7 +152,7 @@ def _text(b, i: int, kind: int, depth: int = 0) -> tuple[str, int]:
     n, i = _varint(b, i)
     if i + n > len(b):
         raise _Thrift("it runs past its end")
-    return bytes(b[i:i + n]).decode("utf-8", "replace"), i + n
+    return bytes(b[i : i + n]).decode("utf-8", "replace"), i + n
 
 
 def _skip(b, i: int, kind: int, depth: int) -> int:
@@ -164,7 +198,11 @@ def _collection(b, i: int, kind: int, depth: int, each) -> tuple[list, int]:
         return [], i
     if i >= len(b):
         raise _Thrift("it runs past its end")
-    n, elem, i = b[i] >> 4, b[i] & 15, i + 1  # size and element type in one byte; size 15: a varint follows
+    n, elem, i = (
+        b[i] >> 4,
+        b[i] & 15,
+        i + 1,
+    )  # size and element type in one byte; size 15: a varint follows
     if n == 15:
         n, i = _varint(b, i)
     _room(b, i, n)
@@ -214,6 +252,7 @@ def _struct_of(read: dict):
         if kind != 12:
             raise _Thrift(f"a struct is of Thrift type {kind}")
         return _fields(b, i, depth + 1, read)
+
     return reader
 
 
@@ -222,19 +261,39 @@ def _list_of(each):
         if kind not in (9, 10):
             raise _Thrift(f"a list is of Thrift type {kind}")
         return _collection(b, i, kind, depth, each)
+
     return reader
 
 
-_PAGE_HEADER = {1: _int, 2: _int, 3: _int, 5: _struct_of({1: _int}), 7: _struct_of({1: _int}),
-                8: _struct_of({1: _int})}
+_PAGE_HEADER = {
+    1: _int,
+    2: _int,
+    3: _int,
+    5: _struct_of({1: _int}),
+    7: _struct_of({1: _int}),
+    8: _struct_of({1: _int}),
+}
 """PageHeader: type, uncompressed and compressed size; the number of values of a data page
 (v1, v2) or a dictionary page."""
 _DICTIONARY_PAGE = 2  # PageType
-_COLUMN_META = {1: _int, 2: _list_of(_int), 3: _list_of(_text), 5: _int, 6: _int, 7: _int, 9: _int, 11: _int}
+_COLUMN_META = {
+    1: _int,
+    2: _list_of(_int),
+    3: _list_of(_text),
+    5: _int,
+    6: _int,
+    7: _int,
+    9: _int,
+    11: _int,
+}
 """ColumnMetaData: type, encodings, path, values, uncompressed and compressed size, data and
 dictionary page offsets."""
-_FILE_META = {1: _int, 2: _list_of(_struct_of({1: _int, 2: _int, 5: _int})), 3: _int,
-              4: _list_of(_struct_of({1: _list_of(_struct_of({3: _struct_of(_COLUMN_META)})), 3: _int}))}
+_FILE_META = {
+    1: _int,
+    2: _list_of(_struct_of({1: _int, 2: _int, 5: _int})),
+    3: _int,
+    4: _list_of(_struct_of({1: _list_of(_struct_of({3: _struct_of(_COLUMN_META)})), 3: _int})),
+}
 """FileMetaData: version, the schema (type, fixed length, children), rows, row groups (their
 chunks, rows); all four are required by the format."""
 
@@ -250,8 +309,9 @@ def footer_chunks(footer: bytes) -> tuple[list[Chunk], int]:
         meta, _ = _fields(memoryview(footer), 0, 0, _FILE_META)
     except _Thrift as exc:
         raise StoreError(f"its footer does not parse: {exc}") from None
-    lacking = [name for fid, name in ((1, "version"), (2, "schema"), (3, "num_rows"), (4, "row_groups"))
-               if fid not in meta]
+    lacking = [
+        name for fid, name in ((1, "version"), (2, "schema"), (3, "num_rows"), (4, "row_groups")) if fid not in meta
+    ]
     if lacking or not meta[2] or any(1 not in g or 3 not in g for g in meta[4]):
         raise StoreError(f"its footer is no Parquet footer: it lacks {', '.join(lacking) or 'a required field'}")
     schema = meta[2]
@@ -260,16 +320,28 @@ def footer_chunks(footer: bytes) -> tuple[list[Chunk], int]:
     for g, group in enumerate(meta[4]):
         columns = group[1]
         if len(columns) != len(leaves):
-            raise StoreError(f"its footer lists {len(columns)} column chunks in row group {g}, its schema "
-                             f"{len(leaves)} columns")
+            raise StoreError(
+                f"its footer lists {len(columns)} column chunks in row group {g}, its schema {len(leaves)} columns"
+            )
         for j, (column, leaf) in enumerate(zip(columns, leaves)):
             cm = column.get(3)
             if cm is None or any(k not in cm for k in (5, 6, 7, 9)):
                 raise StoreError(f"its footer lacks the sizes of column {j} of row group {g}")
             offsets = [o for o in (cm.get(11), cm[9]) if o is not None and o > 0]
-            chunks.append(Chunk(g, j, ".".join(cm.get(3) or []) or str(j), cm.get(1, leaf.get(1)), leaf.get(2) or 0,
-                                min(offsets) if offsets else cm[9], cm[7], cm[6], cm[5],
-                                frozenset(cm.get(2) or ())))
+            chunks.append(
+                Chunk(
+                    g,
+                    j,
+                    ".".join(cm.get(3) or []) or str(j),
+                    cm.get(1, leaf.get(1)),
+                    leaf.get(2) or 0,
+                    min(offsets) if offsets else cm[9],
+                    cm[7],
+                    cm[6],
+                    cm[5],
+                    frozenset(cm.get(2) or ()),
+                )
+            )
     return chunks, meta[3]
 
 
@@ -299,7 +371,8 @@ def check_pages(data: bytes, chunks: list[Chunk]) -> None:
                 values += (header.get(5) or {}).get(1) or (header.get(8) or {}).get(1) or 0
             pos = after + packed
         if uncompressed > c.uncompressed:
-            raise StoreError(f"the pages of {c.where} decompress to {uncompressed:,} bytes, its footer says "
-                             f"{c.uncompressed:,}")
+            raise StoreError(
+                f"the pages of {c.where} decompress to {uncompressed:,} bytes, its footer says {c.uncompressed:,}"
+            )
         if values != c.values:
             raise StoreError(f"the pages of {c.where} hold {values:,} values, its footer says {c.values:,}")

@@ -27,7 +27,12 @@ import pyarrow as pa
 from attnsweep.results.errors import QueryError
 from attnsweep.results.query_columns import Convert, projected
 from attnsweep.results.query_interrupt import interruptible
-from attnsweep.results.query_limits import DEFAULT_MEMORY_LIMIT, batch_budget, check_memory_limit, memory_bytes
+from attnsweep.results.query_limits import (
+    DEFAULT_MEMORY_LIMIT,
+    batch_budget,
+    check_memory_limit,
+    memory_bytes,
+)
 from attnsweep.results.query_sandbox import connect, engine_reason, one_line, release, statement
 from attnsweep.results.query_tables import ATTEMPTS, datasets, vanished
 from attnsweep.results.store import ResultsStore
@@ -48,11 +53,15 @@ def _memory_message(exc: Exception, memory_limit: str, spill: str) -> str:
     """What a user can do when DuckDB runs out of memory or of spill space, in our options."""
     reason = engine_reason(exc)
     if "max_temp_directory_size" in str(exc) or "offload" in reason:
-        return (f"query's spill reached its limit in {os.path.dirname(spill)} ({reason}): give a larger "
-                "--spill-limit (ATTNSWEEP_QUERY_SPILL; default half the free space there) or more --memory-limit "
-                "(ATTNSWEEP_QUERY_MEMORY), or make the query smaller (filter or aggregate before sorting or joining)")
-    return (f"query ran out of memory under --memory-limit {memory_limit} (ATTNSWEEP_QUERY_MEMORY; {reason}): give it "
-            "more, or make the query smaller")
+        return (
+            f"query's spill reached its limit in {os.path.dirname(spill)} ({reason}): give a larger "
+            "--spill-limit (ATTNSWEEP_QUERY_SPILL; default half the free space there) or more --memory-limit "
+            "(ATTNSWEEP_QUERY_MEMORY), or make the query smaller (filter or aggregate before sorting or joining)"
+        )
+    return (
+        f"query ran out of memory under --memory-limit {memory_limit} (ATTNSWEEP_QUERY_MEMORY; {reason}): give it "
+        "more, or make the query smaller"
+    )
 
 
 def _reader(rel, batch_rows: int):
@@ -69,8 +78,15 @@ class QueryBatches(Iterator[pa.RecordBatch]):
     the query run again, on the files there are then (:data:`ATTEMPTS` in all).
     """
 
-    def __init__(self, store: ResultsStore, sql: str, batch_rows: int, memory_limit: str, convert: Convert | None,
-                 spill_bytes: int | None = None):
+    def __init__(
+        self,
+        store: ResultsStore,
+        sql: str,
+        batch_rows: int,
+        memory_limit: str,
+        convert: Convert | None,
+        spill_bytes: int | None = None,
+    ):
         self._args = (store, sql, batch_rows, memory_limit, convert, spill_bytes)
         self._batch_bytes = batch_budget(memory_bytes(memory_limit))
         self._yielded = False
@@ -99,8 +115,9 @@ class QueryBatches(Iterator[pa.RecordBatch]):
 
         gone = vanished(self._tables) if isinstance(exc, (duckdb.Error, pa.ArrowException, OSError)) else []
         self.close()
-        if isinstance(exc, duckdb.InterruptException) or (isinstance(exc, RuntimeError) and
-                                                          str(exc).strip().lower() == "query interrupted"):
+        if isinstance(exc, duckdb.InterruptException) or (
+            isinstance(exc, RuntimeError) and str(exc).strip().lower() == "query interrupted"
+        ):
             raise KeyboardInterrupt from None  # Ctrl-C, however DuckDB reports it
         if gone and not self._yielded and self._starts < ATTEMPTS:
             self._starts += 1
@@ -109,18 +126,22 @@ class QueryBatches(Iterator[pa.RecordBatch]):
         if gone:
             raise QueryError(f"{gone[0]} vanished during the query (a compaction?): run it again") from None
         if isinstance(exc, duckdb.PermissionException):
-            raise QueryError("query reads only the store's tables 'trials' and 'runs', not files or the network "
-                             f"({one_line(exc)})") from exc
+            raise QueryError(
+                f"query reads only the store's tables 'trials' and 'runs', not files or the network ({one_line(exc)})"
+            ) from exc
         # DuckDB's errors reach us as its own exceptions, or (while batches are read through
         # Arrow's stream) as an OSError or ArrowException carrying its text.
         engine = isinstance(exc, (duckdb.Error, pa.ArrowException, OSError))
-        if isinstance(exc, duckdb.OutOfMemoryException) or (engine and (
-                "Out of Memory Error" in str(exc) or "max_temp_directory_size" in str(exc))):
+        if isinstance(exc, duckdb.OutOfMemoryException) or (
+            engine and ("Out of Memory Error" in str(exc) or "max_temp_directory_size" in str(exc))
+        ):
             raise QueryError(_memory_message(exc, self._args[3], self._spill)) from None
         if engine and "No space left" in str(exc):
-            raise QueryError(f"query's spill folder {self._spill} filled its disk ({engine_reason(exc)}): free "
-                             "space there, set TMPDIR to a folder on a larger disk, give a smaller --spill-limit "
-                             "(ATTNSWEEP_QUERY_SPILL), or make the query smaller") from None
+            raise QueryError(
+                f"query's spill folder {self._spill} filled its disk ({engine_reason(exc)}): free "
+                "space there, set TMPDIR to a folder on a larger disk, give a smaller --spill-limit "
+                "(ATTNSWEEP_QUERY_SPILL), or make the query smaller"
+            ) from None
         if isinstance(exc, (duckdb.Error, pa.ArrowException)):
             raise QueryError(f"query failed: {one_line(exc)}") from exc
         if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
@@ -170,8 +191,14 @@ class QueryBatches(Iterator[pa.RecordBatch]):
         self.close()
 
 
-def stream_query(store: ResultsStore, sql: str, batch_rows: int = BATCH_ROWS, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 convert: Convert | None = None, spill_bytes: int | None = None) -> tuple[pa.Schema, QueryBatches]:
+def stream_query(
+    store: ResultsStore,
+    sql: str,
+    batch_rows: int = BATCH_ROWS,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    convert: Convert | None = None,
+    spill_bytes: int | None = None,
+) -> tuple[pa.Schema, QueryBatches]:
     """Run one SELECT over ``trials`` and ``runs`` and stream its result.
 
     Args:

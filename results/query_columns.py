@@ -74,8 +74,10 @@ def projected(rel, convert: Convert | None):
     converted = [convert(kind, f"#{i}") if convert is not None else None for i, kind in enumerate(rel.types, start=1)]
     if names == rel.columns and not any(converted):
         return rel  # as it is: DuckDB's messages then point at the lines of the statement as written
-    exprs = [f"{expr or f'#{i}'} AS {quote_identifier(name)}"
-             for i, (name, expr) in enumerate(zip(names, converted), start=1)]
+    exprs = [
+        f"{expr or f'#{i}'} AS {quote_identifier(name)}"
+        for i, (name, expr) in enumerate(zip(names, converted), start=1)
+    ]
     try:
         return rel.project(", ".join(exprs))
     except Exception:  # noqa: BLE001 - find the column, then say it in one line
@@ -87,7 +89,6 @@ def projected(rel, convert: Convert | None):
             except duckdb.Error as exc:
                 raise QueryError(f"column {name!r} of type {kind} cannot be written: {one_line(exc)}") from None
         raise
-
 
 
 def unique_names(names: list[str]) -> list[str]:

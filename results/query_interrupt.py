@@ -48,8 +48,10 @@ def interruptible(con):
     raises its InterruptException, and Python its KeyboardInterrupt). Only where Ctrl-C means
     KeyboardInterrupt (Python's own SIGINT handler) in the main thread, and where no one else
     (asyncio) has the signal wakeup descriptor; elsewhere the block runs as it is."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
         yield
         return
     fd = _wakeup_fd()

@@ -28,13 +28,18 @@ DEFAULT_MEMORY_LIMIT = "25%"
 as DuckDB reads it (DuckDB's own default is 80%). Beyond it DuckDB spills to its spill folder."""
 
 _MEMORY_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%|B|[KMGT]i?B)\s*", re.IGNORECASE | re.ASCII)
-MEMORY_HELP = ("a number with a unit (B, KB, MB, GB, TB for powers of 1000; KiB, MiB, GiB, TiB for powers "
-               "of 1024) or a percentage of this machine's memory, e.g. 2GB, 512MiB, 25%")
+MEMORY_HELP = (
+    "a number with a unit (B, KB, MB, GB, TB for powers of 1000; KiB, MiB, GiB, TiB for powers "
+    "of 1024) or a percentage of this machine's memory, e.g. 2GB, 512MiB, 25%"
+)
 MAX_MEMORY_BYTES = 10**18
 """The largest memory limit a query takes: 1,000,000 TB (DuckDB refuses sizes from 2^64 bytes,
 about 18,447,000 TB, with a parser error, and reads 2^64 - 1 as no limit at all)."""
-_UNIT_BYTES = {"b": 1, **{f"{p}b": 1000 ** (i + 1) for i, p in enumerate("kmgt")},
-               **{f"{p}ib": 1024 ** (i + 1) for i, p in enumerate("kmgt")}}
+_UNIT_BYTES = {
+    "b": 1,
+    **{f"{p}b": 1000 ** (i + 1) for i, p in enumerate("kmgt")},
+    **{f"{p}ib": 1024 ** (i + 1) for i, p in enumerate("kmgt")},
+}
 
 
 def check_memory_limit(text: str) -> str:
@@ -50,11 +55,15 @@ def check_memory_limit(text: str) -> str:
     match = _MEMORY_RE.fullmatch(str(text))
     number = Fraction(match[1]) if match else None  # exact: no float rounds 1000000.0000001TB down to the bound
     if match is None or number <= 0 or (match[2] == "%" and number > 100):
-        raise QueryError(f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is not a memory limit: give {MEMORY_HELP}; "
-                         "a percentage is above 0 and at most 100")
+        raise QueryError(
+            f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is not a memory limit: give {MEMORY_HELP}; "
+            "a percentage is above 0 and at most 100"
+        )
     if match[2] != "%" and number * _UNIT_BYTES[match[2].lower()] > MAX_MEMORY_BYTES:
-        raise QueryError(f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is out of range: at most "
-                         f"{MAX_MEMORY_BYTES // 10**12:,}TB (10^18 bytes); give {MEMORY_HELP}")
+        raise QueryError(
+            f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is out of range: at most "
+            f"{MAX_MEMORY_BYTES // 10**12:,}TB (10^18 bytes); give {MEMORY_HELP}"
+        )
     return match[1] + match[2]
 
 
@@ -118,8 +127,10 @@ def check_spill_limit(text: str | None, folder: str | None = None) -> int:
     match = _MEMORY_RE.fullmatch(str(text))
     number = Fraction(match[1]) if match else None
     if match is None or number <= 0 or (match[2] == "%" and number > 100):
-        raise QueryError(f"--spill-limit (ATTNSWEEP_QUERY_SPILL) {text!r} is not a size: give {MEMORY_HELP} (a "
-                         "percentage is of the space free in the temporary folder); above 0")
+        raise QueryError(
+            f"--spill-limit (ATTNSWEEP_QUERY_SPILL) {text!r} is not a size: give {MEMORY_HELP} (a "
+            "percentage is of the space free in the temporary folder); above 0"
+        )
     if match[2] == "%":
         return max(2**20, int(number * free / 100))
     return min(int(number * _UNIT_BYTES[match[2].lower()]), MAX_MEMORY_BYTES)

@@ -15,8 +15,15 @@ import shutil
 import tempfile
 
 from attnsweep.results.errors import QueryError
-from attnsweep.results.query_limits import (MIN_MEMORY_BYTES, SPILL_PREFIX, check_spill_limit, engine_limit,
-                                            engine_threads, memory_bytes, remove_stale_spill)
+from attnsweep.results.query_limits import (
+    MIN_MEMORY_BYTES,
+    SPILL_PREFIX,
+    check_spill_limit,
+    engine_limit,
+    engine_threads,
+    memory_bytes,
+    remove_stale_spill,
+)
 
 LOCKED = {
     "enable_external_access": False,
@@ -43,21 +50,31 @@ def connect(tables: dict[str, object], memory_limit: str, spill_bytes: int | Non
     remove_stale_spill()
     limit_bytes = memory_bytes(memory_limit)
     if limit_bytes < MIN_MEMORY_BYTES:
-        raise QueryError(f"--memory-limit {memory_limit} is too little for DuckDB to start a query (it needs at "
-                         f"least {MIN_MEMORY_BYTES >> 20} MiB with the result's batches): give more, e.g. 256MB")
+        raise QueryError(
+            f"--memory-limit {memory_limit} is too little for DuckDB to start a query (it needs at "
+            f"least {MIN_MEMORY_BYTES >> 20} MiB with the result's batches): give more, e.g. 256MB"
+        )
     try:
         spill = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
         spill_bytes = check_spill_limit(None, spill) if spill_bytes is None else spill_bytes
     except OSError as exc:
-        raise QueryError(f"cannot make DuckDB's spill folder in {tempfile.gettempdir()}: {exc.strerror or exc} "
-                         "(TMPDIR names the folder)") from None
+        raise QueryError(
+            f"cannot make DuckDB's spill folder in {tempfile.gettempdir()}: {exc.strerror or exc} "
+            "(TMPDIR names the folder)"
+        ) from None
     con = None
     try:
         config = {k: v for k, v in LOCKED.items() if k not in ("enable_external_access", "lock_configuration")}
-        con = duckdb.connect(":memory:", config={**config, "memory_limit": f"{engine_limit(limit_bytes)}B",
-                                                 "threads": engine_threads(limit_bytes),
-                                                 "temp_directory": spill,
-                                                 "max_temp_directory_size": f"{spill_bytes}B"})
+        con = duckdb.connect(
+            ":memory:",
+            config={
+                **config,
+                "memory_limit": f"{engine_limit(limit_bytes)}B",
+                "threads": engine_threads(limit_bytes),
+                "temp_directory": spill,
+                "max_temp_directory_size": f"{spill_bytes}B",
+            },
+        )
         try:  # a TIMESTAMPTZ reads the same on every machine, whatever its local time zone
             con.execute("SET TimeZone = 'UTC'")
         except duckdb.Error:  # no ICU extension: time zones are UTC already
@@ -66,15 +83,21 @@ def connect(tables: dict[str, object], memory_limit: str, spill_bytes: int | Non
             con.register(name, dataset)
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
-        settings = dict(con.execute("SELECT name, value FROM duckdb_settings() WHERE name IN "
-                                    f"({', '.join('?' * len(LOCKED))})", list(LOCKED)).fetchall())
+        settings = dict(
+            con.execute(
+                f"SELECT name, value FROM duckdb_settings() WHERE name IN ({', '.join('?' * len(LOCKED))})",
+                list(LOCKED),
+            ).fetchall()
+        )
         if any(settings.get(k) != str(v).lower() for k, v in LOCKED.items()):  # never expected: refuse, not run open
             raise QueryError(f"the query engine did not take its read-only settings ({settings}): not run")
         return con, spill
     except duckdb.OutOfMemoryException as exc:
         release(con, spill)
-        raise QueryError(f"--memory-limit {memory_limit} is too little for DuckDB to start a query "
-                         f"({engine_reason(exc)}): give more, e.g. 256MB") from None
+        raise QueryError(
+            f"--memory-limit {memory_limit} is too little for DuckDB to start a query "
+            f"({engine_reason(exc)}): give more, e.g. 256MB"
+        ) from None
     except BaseException:
         release(con, spill)
         raise
@@ -114,9 +137,14 @@ def statement(con, sql: str) -> str:
     except duckdb.Error as exc:
         raise QueryError(f"query failed: {one_line(exc)}") from exc
     if len(statements) != 1:
-        raise QueryError("query runs one statement: remove the ';' between statements" if statements
-                         else "query runs one read-only statement: it must start with SELECT or WITH")
+        raise QueryError(
+            "query runs one statement: remove the ';' between statements"
+            if statements
+            else "query runs one read-only statement: it must start with SELECT or WITH"
+        )
     if statements[0].type != duckdb.StatementType.SELECT:
-        raise QueryError("query runs one read-only statement: it must start with SELECT or WITH "
-                         f"(this one is {statements[0].type.name})")
+        raise QueryError(
+            "query runs one read-only statement: it must start with SELECT or WITH "
+            f"(this one is {statements[0].type.name})"
+        )
     return statements[0].query

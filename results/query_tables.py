@@ -51,8 +51,9 @@ def datasets(store: ResultsStore) -> dict[str, object]:
 def _listing(store: ResultsStore) -> list[str]:
     """The names of the store's table files, to tell whether the store changed."""
     try:
-        return sorted(str(p) for table in ("trials", "runs")
-                      for p in listing(store.root / table, "sweep=*/run_id=*/*.parquet"))
+        return sorted(
+            str(p) for table in ("trials", "runs") for p in listing(store.root / table, "sweep=*/run_id=*/*.parquet")
+        )
     except OSError:
         return []
 
@@ -108,4 +109,3 @@ def table_schemas(store: ResultsStore) -> dict[str, pa.Schema]:
         raise
     except StoreError:
         return {}
-

@@ -19,8 +19,26 @@ from pathlib import Path
 
 from attnsweep.results.errors import StoreError
 
-STORE_SCHEMES = ("file", "memory", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "hdfs", "webhdfs",
-                 "sftp", "ssh", "ftp", "smb", "oci", "oss")
+STORE_SCHEMES = (
+    "file",
+    "memory",
+    "s3",
+    "s3a",
+    "gs",
+    "gcs",
+    "az",
+    "abfs",
+    "abfss",
+    "adl",
+    "hdfs",
+    "webhdfs",
+    "sftp",
+    "ssh",
+    "ftp",
+    "smb",
+    "oci",
+    "oss",
+)
 """URI schemes a store can have: fsspec's file systems and object stores, which list folders
 (each needs its fsspec package, e.g. s3fs for ``s3://``). Others that fsspec knows cannot hold
 a store: ``data://`` (one value in the URI), ``http(s)://`` (no listing), archives, caches."""
@@ -44,15 +62,18 @@ def store_root(root: str | os.PathLike) -> tuple[Path, bool]:
 
         known = any(part in fsspec.available_protocols() for part in re.split("::|:", scheme.lower()))
         unknown = "" if known else " (no filesystem for this URI)"  # a typo, or a backend's name it lacks
-        raise StoreError(f"--store {text!r}: a store cannot live at a {scheme}:// URI{unknown}; give a folder or a "
-                         f"URI of a file system or object store: {', '.join(f'{s}://' for s in STORE_SCHEMES)}")
+        raise StoreError(
+            f"--store {text!r}: a store cannot live at a {scheme}:// URI{unknown}; give a folder or a "
+            f"URI of a file system or object store: {', '.join(f'{s}://' for s in STORE_SCHEMES)}"
+        )
     from upath import UPath
 
     try:
         path = UPath(text)
     except (ValueError, ImportError) as exc:
-        raise StoreError(f"store {text!r}: no filesystem for this URI ({exc}); install its fsspec "
-                         "backend (s3fs, gcsfs, adlfs...)") from exc
+        raise StoreError(
+            f"store {text!r}: no filesystem for this URI ({exc}); install its fsspec backend (s3fs, gcsfs, adlfs...)"
+        ) from exc
     if path.protocol in ("file", "local"):
         return Path(path.path), True
     return path, False

@@ -75,7 +75,9 @@ def merge_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     return None
 
 
-def unify(schemas: Sequence[tuple[Hashable, pa.Schema, int]]) -> tuple[pa.Schema, dict[Hashable, Conflict]]:
+def unify(
+    schemas: Sequence[tuple[Hashable, pa.Schema, int]],
+) -> tuple[pa.Schema, dict[Hashable, Conflict]]:
     """The schema of a table whose files have ``schemas``, and the files left out.
 
     Args:

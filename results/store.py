@@ -20,7 +20,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnsweep.results.atomic_write import TMP_PREFIX, TempFile, temp_file_state, temp_name, write_parquet_atomic
+from attnsweep.results.atomic_write import (
+    TMP_PREFIX,
+    TempFile,
+    temp_file_state,
+    temp_name,
+    write_parquet_atomic,
+)
 from attnsweep.results.defensive_reads import RACY_S, DefensiveReader  # noqa: F401 - bench/store.py imports RACY_S from here
 from attnsweep.results.errors import StoreError
 from attnsweep.results.layout import NAME_RE, PARTITION_SCHEMA, RUN_COLUMNS, RUN_FILE
@@ -98,8 +104,10 @@ class ResultsStore(DefensiveReader):
         for table in ("trials", "runs", "locks"):
             path = self.root / table
             if path.exists() and not path.is_dir():
-                raise StoreError(f"the store at {self.root} is not laid out as a store: {path} is a file, not a "
-                                 "folder; move it away or give another --store")
+                raise StoreError(
+                    f"the store at {self.root} is not laid out as a store: {path} is a file, not a "
+                    "folder; move it away or give another --store"
+                )
         folder = self.run_dir("trials", sweep, run_id)
         probe = folder / temp_name("probe")  # named as a writer's temporary file: a kill leaves nothing unknown
         try:
@@ -165,9 +173,14 @@ class ResultsStore(DefensiveReader):
             return pl.scan_pyarrow_dataset(self._dataset(table, files, partitioned=folder is None))
         schema = pl.from_arrow(self.schema(table, files).empty_table()).schema
         return pl.scan_parquet(  # glob=False: a '[', '*' or '?' in a path is part of the name
-            files, glob=False, schema=schema, hive_partitioning=folder is None,
+            files,
+            glob=False,
+            schema=schema,
+            hive_partitioning=folder is None,
             hive_schema={"sweep": pl.String, "run_id": pl.String} if folder is None else None,
-            try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore",
+            try_parse_hive_dates=False,
+            missing_columns="insert",
+            extra_columns="ignore",
             cast_options=pl.ScanCastOptions(**POLARS_CASTS),
         )
 
@@ -192,9 +205,14 @@ class ResultsStore(DefensiveReader):
         base = self.root / table
         if not partitioned:
             return ds.dataset(paths, schema=schema, format="parquet", filesystem=fs)
-        return ds.dataset(paths, schema=pa.unify_schemas([schema, PARTITION_SCHEMA]), format="parquet",
-                          filesystem=fs, partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
-                          partition_base_dir=str(base) if self.local else base.path)
+        return ds.dataset(
+            paths,
+            schema=pa.unify_schemas([schema, PARTITION_SCHEMA]),
+            format="parquet",
+            filesystem=fs,
+            partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
+            partition_base_dir=str(base) if self.local else base.path,
+        )
 
     def scan_run_trials(self, sweep: str, run_id: str, once: bool = True) -> pl.LazyFrame:
         """The trial rows of one run, with ``sweep`` and ``run_id`` columns.
@@ -213,7 +231,9 @@ class ResultsStore(DefensiveReader):
             scan = self._scan("trials", folder)
         except StoreError:
             raise StoreError(f"run {run_id} of sweep {sweep} has no trials in the store at {self.root}") from None
-        if once and "trial_id" in scan.collect_schema():  # files are read in name order; part names start with their write time
+        if (
+            once and "trial_id" in scan.collect_schema()
+        ):  # files are read in name order; part names start with their write time
             scan = scan.unique(subset="trial_id", keep="last", maintain_order=True)
         return scan.with_columns(sweep=pl.lit(sweep), run_id=pl.lit(run_id))
 
@@ -236,12 +256,16 @@ class ResultsStore(DefensiveReader):
         if self.metadata(path) is None:
             raise StoreError(f"the record of run {run_id!r} of sweep {sweep!r} is {self.set_aside.get(path, 'gone')}")
         if self.metadata(path).num_rows != 1:
-            raise StoreError(f"the record of run {run_id!r} of sweep {sweep!r} ({path}) is not a run record: it holds "
-                             f"{self.metadata(path).num_rows} rows, a run record one")
+            raise StoreError(
+                f"the record of run {run_id!r} of sweep {sweep!r} ({path}) is not a run record: it holds "
+                f"{self.metadata(path).num_rows} rows, a run record one"
+            )
         lacking = [c for c in RUN_COLUMNS if c not in self._arrow_schema(path).names]
         if lacking:
-            raise StoreError(f"the record of run {run_id!r} of sweep {sweep!r} ({path}) is not a run record: it lacks "
-                             f"the column(s) {', '.join(lacking)}")
+            raise StoreError(
+                f"the record of run {run_id!r} of sweep {sweep!r} ({path}) is not a run record: it lacks "
+                f"the column(s) {', '.join(lacking)}"
+            )
         with path.open("rb") as fh:
             return pl.from_arrow(pq.read_table(fh)).row(0, named=True)
 
@@ -287,8 +311,12 @@ class ResultsStore(DefensiveReader):
         if folder is not None:
             found = listing(folder, f"{TMP_PREFIX}*") if folder.is_dir() else []
         else:
-            found = [p for table in ("trials", "runs") if (self.root / table).is_dir()
-                     for p in listing(self.root / table, f"sweep=*/run_id=*/{TMP_PREFIX}*")]
+            found = [
+                p
+                for table in ("trials", "runs")
+                if (self.root / table).is_dir()
+                for p in listing(self.root / table, f"sweep=*/run_id=*/{TMP_PREFIX}*")
+            ]
         return [temp_file_state(p) for p in sorted(found, key=str)]
 
     def clean_temp_files(self, folder: Path | None = None) -> list[Path]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from attnsweep.results.errors import StoreError
 from attnsweep.results.atomic_write import write_parquet_atomic
+from attnsweep.results.errors import StoreError
 from attnsweep.results.parquet_check import os_reason
 from attnsweep.results.store import ResultsStore, rows_to_table
 
@@ -38,8 +38,15 @@ class TrialWriter:
         flush_s: seconds a finished row may wait in the buffer.
     """
 
-    def __init__(self, store: ResultsStore, sweep: str, run_id: str, schema: pa.Schema,
-                 flush_rows: int = 5000, flush_s: float = 10.0):
+    def __init__(
+        self,
+        store: ResultsStore,
+        sweep: str,
+        run_id: str,
+        schema: pa.Schema,
+        flush_rows: int = 5000,
+        flush_s: float = 10.0,
+    ):
         self.store, self.sweep, self.run_id, self.schema = store, sweep, run_id, schema
         self.flush_rows, self.flush_s = flush_rows, flush_s
         self._buffer: list[dict] = []
@@ -59,7 +66,7 @@ class TrialWriter:
         """Add finished rows; flushes when the buffer is full or old."""
         self._buffer.extend(rows)
         while len(self._buffer) >= self.flush_rows:
-            chunk, self._buffer = self._buffer[: self.flush_rows], self._buffer[self.flush_rows:]
+            chunk, self._buffer = self._buffer[: self.flush_rows], self._buffer[self.flush_rows :]
             self._write(chunk)
         self.maybe_flush()
 
@@ -91,12 +98,16 @@ class TrialWriter:
             self.files.append(self.store.write_trials(self.sweep, self.run_id, table))
         except OSError as exc:
             rescue = self._rescue(table)
-            saved = (f"its {len(rows)} unwritten finished rows are saved in {rescue}" if rescue is not None else
-                     f"its {len(rows)} unwritten finished rows could not be saved anywhere ({self.rescue_error}); "
-                     f"attnsweep resume {self.run_id} computes them again")
+            saved = (
+                f"its {len(rows)} unwritten finished rows are saved in {rescue}"
+                if rescue is not None
+                else f"its {len(rows)} unwritten finished rows could not be saved anywhere ({self.rescue_error}); "
+                f"attnsweep resume {self.run_id} computes them again"
+            )
             self.failed = StoreError(
                 f"cannot write trial rows to the store at {self.store.root}: {os_reason(exc)}; the run stops; "
-                f"{saved} (the {self.rows_written} rows before them are in the store)")
+                f"{saved} (the {self.rows_written} rows before them are in the store)"
+            )
             raise self.failed from exc
         self.rows_written += len(rows)
         self._last_flush = time.monotonic()
@@ -106,8 +117,11 @@ class TrialWriter:
         atomically) in the first folder of :func:`rescue_dirs` that takes it; returns its
         path, or None (:attr:`rescue_error` says why) when no folder does."""
         self._rescued = table if self._rescued is None else pa.concat_tables([self._rescued, table])
-        name = (self.rescue_path.name if self.rescue_path is not None
-                else f"{self.sweep}-{self.run_id}-{uuid.uuid4().hex[:8]}.parquet")
+        name = (
+            self.rescue_path.name
+            if self.rescue_path is not None
+            else f"{self.sweep}-{self.run_id}-{uuid.uuid4().hex[:8]}.parquet"
+        )
         folders = [self.rescue_path.parent] if self.rescue_path is not None else []
         tried = []
         for folder in dict.fromkeys([*folders, *rescue_dirs()]):

@@ -35,8 +35,20 @@ from attnsweep.stats.critical import format_m_star
 from attnsweep.workers import BooleanTrialConfig
 from attnsweep.workers.config import LATER_FIELDS
 
-RESULTS = ("status", "epochs", "converged", "train_acc", "train_loss", "test_acc", "test_loss", "norm_qk", "norm_v",
-           "norm_readout", "support", "redraws")
+RESULTS = (
+    "status",
+    "epochs",
+    "converged",
+    "train_acc",
+    "train_loss",
+    "test_acc",
+    "test_loss",
+    "norm_qk",
+    "norm_v",
+    "norm_readout",
+    "support",
+    "redraws",
+)
 """The columns a trial's training decides (not its timing, host or run)."""
 
 
@@ -61,9 +73,11 @@ def _where(pairs: list[str], rows: pl.DataFrame) -> pl.DataFrame:
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not text or name not in rows.columns:
-            raise UsageError(f"--where {pair}: give NAME=VALUE with a setting of the rows as NAME "
-                             f"(settings: {', '.join(f for f in BooleanTrialConfig.model_fields if f in rows.columns and f != 'fault')}; "
-                             "null for a setting that is not set)")
+            raise UsageError(
+                f"--where {pair}: give NAME=VALUE with a setting of the rows as NAME "
+                f"(settings: {', '.join(f for f in BooleanTrialConfig.model_fields if f in rows.columns and f != 'fault')}; "
+                "null for a setting that is not set)"
+            )
         value = yaml.safe_load(text)
         column = pl.col(name).fill_null(LATER_FIELDS[name]) if name in LATER_FIELDS else pl.col(name)
         try:
@@ -102,16 +116,21 @@ def spec(args, scratch: Path) -> None:
     main = rows.filter(pl.col("search_phase").fill_null("") != "budget")  # grid runs have no phase
     cells = main.select(fields).unique()
     if cells.height != 1:
-        raise UsageError(f"the --where filters leave {cells.height} cells of run {run_id}: name one "
-                         f"(settings that differ: {', '.join(f for f in fields if main[f].n_unique() > 1)})")
+        raise UsageError(
+            f"the --where filters leave {cells.height} cells of run {run_id}: name one "
+            f"(settings that differ: {', '.join(f for f in fields if main[f].n_unique() > 1)})"
+        )
     # Rows stored before a setting existed hold null for it: the value those trials had.
     cell = {k: LATER_FIELDS[k] if v is None and k in LATER_FIELDS else v for k, v in cells.row(0, named=True).items()}
-    out = dict(name=f"{sweep}-rerun", description=f"cell {' '.join(args.where)} of run {run_id}, every m its "
-                                                  "search tried, its seeds",
-               seeds=sorted(main["seed"].unique().to_list()),
-               grid=dict(m=sorted(main["m"].unique().to_list()), **_restarts(main)),
-               fixed={k: v for k, v in cell.items() if v is not None},
-               execution=dict(pack_size=4), analysis=base.analysis.model_dump())
+    out = dict(
+        name=f"{sweep}-rerun",
+        description=f"cell {' '.join(args.where)} of run {run_id}, every m its search tried, its seeds",
+        seeds=sorted(main["seed"].unique().to_list()),
+        grid=dict(m=sorted(main["m"].unique().to_list()), **_restarts(main)),
+        fixed={k: v for k, v in cell.items() if v is not None},
+        execution=dict(pack_size=4),
+        analysis=base.analysis.model_dump(),
+    )
     yaml.safe_dump(out, sys.stdout, sort_keys=False, default_flow_style=None, width=100)
 
 
@@ -130,35 +149,55 @@ def compare(args, scratch: Path) -> int:
     a, _, run_id = _cell_rows(a_store, args.store, args.run_id, [])
     a = a.filter(pl.col("trial_id").is_in(b["trial_id"].implode()))
     if a.is_empty():
-        raise UsageError(f"run {run_id} holds none of the {b.height} trials of run {rerun_id}: the rerun is of "
-                         "another run (or other settings)")
+        raise UsageError(
+            f"run {run_id} holds none of the {b.height} trials of run {rerun_id}: the rerun is of "
+            "another run (or other settings)"
+        )
     cols = [c for c in RESULTS if c in a.columns and c in b.columns]
     joined = a.select("trial_id", *cols).join(b.select("trial_id", *cols), on="trial_id", suffix="_rerun")
     missing = b.height - joined.height
     differ = joined.filter(pl.any_horizontal([pl.col(c).ne_missing(pl.col(f"{c}_rerun")) for c in cols]))
-    print(f"{joined.height} rows of run {rerun_id} found in run {run_id} by trial id "
-          f"({missing} not found); {differ.height} differ in any of {', '.join(cols)}")
+    print(
+        f"{joined.height} rows of run {rerun_id} found in run {run_id} by trial id "
+        f"({missing} not found); {differ.height} differ in any of {', '.join(cols)}"
+    )
     for row in differ.head(10).iter_rows(named=True):
-        print("  " + ", ".join(f"{c}: {row[c]} -> {row[f'{c}_rerun']}" for c in cols if row[c] != row[f"{c}_rerun"])
-              + f" (trial {row['trial_id']})")
+        print(
+            "  "
+            + ", ".join(f"{c}: {row[c]} -> {row[f'{c}_rerun']}" for c in cols if row[c] != row[f"{c}_rerun"])
+            + f" (trial {row['trial_id']})"
+        )
     m_a = attnsweep.open_store(a_store.root).analyze(run_id).m_star
     m_b = attnsweep.open_store(b_store.root).analyze(rerun_id).m_star
-    keys = [c for c in [*BooleanTrialConfig.model_fields, "learner"]  # learner: a restart run's (stats/restarts.py)
-            if c in m_b.columns and c in m_a.columns and c not in ("m", "seed")]
+    keys = [
+        c
+        for c in [
+            *BooleanTrialConfig.model_fields,
+            "learner",
+        ]  # learner: a restart run's (stats/restarts.py)
+        if c in m_b.columns and c in m_a.columns and c not in ("m", "seed")
+    ]
     # A setting that is null in every cell of one table is typed Null there: type it as the other has it.
     for c in keys:
         if m_a.schema[c] != m_b.schema[c]:
             typed = m_b.schema[c] if m_a.schema[c] == pl.Null else m_a.schema[c]
-            m_a, m_b = m_a.with_columns(pl.col(c).cast(typed)), m_b.with_columns(pl.col(c).cast(typed))
-    pair = m_b.select(*keys, "m_star", "bound").join(m_a.select(*keys, "m_star", "bound"), on=keys,
-                                                     suffix="_published", nulls_equal=True)
+            m_a, m_b = (
+                m_a.with_columns(pl.col(c).cast(typed)),
+                m_b.with_columns(pl.col(c).cast(typed)),
+            )
+    pair = m_b.select(*keys, "m_star", "bound").join(
+        m_a.select(*keys, "m_star", "bound"), on=keys, suffix="_published", nulls_equal=True
+    )
     shown = [c for c in keys if m_b[c].n_unique() > 1 or c in ("T", "norm_bound", "positions", "learner")]
     for row in pair.iter_rows(named=True):
-        print(", ".join(f"{c}={row[c]}" for c in shown) + f": m* {format_m_star(row['m_star'], row['bound'])} "
-              f"(the run's {format_m_star(row['m_star_published'], row['bound_published'])})")
-    same_m = all((x is None and y is None or x is not None and y is not None and math.isclose(x, y, rel_tol=1e-12))
-                 and s == t for x, y, s, t in pair.select("m_star", "m_star_published", "bound",
-                                                          "bound_published").iter_rows())
+        print(
+            ", ".join(f"{c}={row[c]}" for c in shown) + f": m* {format_m_star(row['m_star'], row['bound'])} "
+            f"(the run's {format_m_star(row['m_star_published'], row['bound_published'])})"
+        )
+    same_m = all(
+        (x is None and y is None or x is not None and y is not None and math.isclose(x, y, rel_tol=1e-12)) and s == t
+        for x, y, s, t in pair.select("m_star", "m_star_published", "bound", "bound_published").iter_rows()
+    )
     print("m* " + ("the same" if same_m and pair.height else "DIFFERS"))
     return 0 if differ.is_empty() and missing == 0 and same_m and pair.height else 1
 

@@ -42,9 +42,20 @@ def screenshot(html: Path, png: Path, width: int = 1280, height: int = 8000, tim
     png.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as profile:  # a fresh profile: no state from other runs
         proc = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}",
-             f"--screenshot={png}", f"--window-size={width},{height}", html.as_uri()],
-            capture_output=True, text=True, timeout=timeout_s,
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                f"--screenshot={png}",
+                f"--window-size={width},{height}",
+                html.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
         )
     if proc.returncode != 0 or not png.is_file() or png.stat().st_size == 0:
         raise RuntimeError(f"{browser} exited {proc.returncode} without a screenshot: {proc.stderr[-2000:]}")

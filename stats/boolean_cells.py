@@ -15,11 +15,41 @@ from attnsweep.stats.restarts import LEARNER, ONE_INIT
 from attnsweep.stats.verdict_common import quantity
 
 ATTENTION, BASELINE = "transformer", "mlp"
-RESULT_COLUMNS = frozenset({"m_star", "m_star_grid", "ci_lo", "ci_hi", "censored", "n_seeds", "m_min", "m_max",
-                            "n_trials", "series", "budget", "m_star_2x", "replicates", "run_id", "sweep",
-                            "settings", "m_star_default", "m_star_tuned", "censored_default", "censored_tuned",
-                            "tuning", "bound", "flags", "non_monotone", "out_of_epochs", "m_floor_if_fit",
-                            "ci_lo_exact", "ci_hi_exact", "bound_2x", "bound_default", "bound_tuned"})
+RESULT_COLUMNS = frozenset(
+    {
+        "m_star",
+        "m_star_grid",
+        "ci_lo",
+        "ci_hi",
+        "censored",
+        "n_seeds",
+        "m_min",
+        "m_max",
+        "n_trials",
+        "series",
+        "budget",
+        "m_star_2x",
+        "replicates",
+        "run_id",
+        "sweep",
+        "settings",
+        "m_star_default",
+        "m_star_tuned",
+        "censored_default",
+        "censored_tuned",
+        "tuning",
+        "bound",
+        "flags",
+        "non_monotone",
+        "out_of_epochs",
+        "m_floor_if_fit",
+        "ci_lo_exact",
+        "ci_hi_exact",
+        "bound_2x",
+        "bound_default",
+        "bound_tuned",
+    }
+)
 """Columns of an m* table that are not cell settings."""
 MIN_POINTS = 3
 """Uncensored T a growth-law fit needs (L1), and T a trend of the L4 ratio needs."""
@@ -64,10 +94,17 @@ def normalized(m_star: pl.DataFrame) -> pl.DataFrame:
     if "bound" not in out.columns:
         cens = pl.col("censored")
         out = out.with_columns(
-            bound=pl.when(cens == "above").then(pl.lit("lower")).when(cens == "below").then(pl.lit("upper"))
+            bound=pl.when(cens == "above")
+            .then(pl.lit("lower"))
+            .when(cens == "below")
+            .then(pl.lit("upper"))
             .otherwise(pl.lit("exact")),
-            m_star=pl.when(cens == "above").then(pl.col("m_max").cast(pl.Float64))
-            .when(cens == "below").then(pl.col("m_min").cast(pl.Float64)).otherwise(pl.col("m_star")))
+            m_star=pl.when(cens == "above")
+            .then(pl.col("m_max").cast(pl.Float64))
+            .when(cens == "below")
+            .then(pl.col("m_min").cast(pl.Float64))
+            .otherwise(pl.col("m_star")),
+        )
     if "m_star_grid" not in out.columns:
         out = out.with_columns(m_star_grid=pl.col("m_star"))
     if "flags" not in out.columns:
@@ -103,11 +140,18 @@ def reference_cells(m_star: pl.DataFrame, t_range: tuple[float, float] = R_RANGE
         protocol = protocol & (pl.col("positions").fill_null("learned") == "learned")
     if "ln_affine" in m_star.columns:
         protocol = protocol & pl.col("ln_affine").fill_null(True)
-    return m_star.filter((pl.col("task") == "and") & (pl.col("s") == 3) & (pl.col("model") == ATTENTION)
-                         & pl.col("T").is_between(*t_range) & protocol).sort("T")
+    return m_star.filter(
+        (pl.col("task") == "and")
+        & (pl.col("s") == 3)
+        & (pl.col("model") == ATTENTION)
+        & pl.col("T").is_between(*t_range)
+        & protocol
+    ).sort("T")
 
 
-def t_series(series: list[tuple[dict, pl.DataFrame]]) -> tuple[list[tuple[dict, pl.DataFrame]], list[dict]]:
+def t_series(
+    series: list[tuple[dict, pl.DataFrame]],
+) -> tuple[list[tuple[dict, pl.DataFrame]], list[dict]]:
     """The series a claim about the curve m*(T) judges, and the keys of those it does not.
 
     A series with fewer than MIN_POINTS values of T, beside others, is a side block (an s or
@@ -178,20 +222,29 @@ def m_star_ratio(top: pl.DataFrame, bottom: pl.DataFrame, ci: float = 0.95) -> d
         (:func:`quantity`), ``n_T``, ``left_out`` (T values).
     """
     top, bottom = normalized(top), normalized(bottom)
-    cols = ["T", "m_star", "bound"] + (["replicates"] if "replicates" in top.columns and "replicates" in
-                                       bottom.columns else [])
+    cols = ["T", "m_star", "bound"] + (
+        ["replicates"] if "replicates" in top.columns and "replicates" in bottom.columns else []
+    )
     pairs = top.select(cols).join(bottom.select(cols), on="T", suffix="_b").sort("T")
     exact = pairs.filter((pl.col("bound") == "exact") & (pl.col("bound_b") == "exact"))
     left = [int(t) for t in pairs.filter((pl.col("bound") != "exact") | (pl.col("bound_b") != "exact"))["T"]]
-    out = dict(T=[int(t) for t in exact["T"]], ratios=[], geomean=quantity(math.nan), n_T=exact.height,
-               left_out=left)
+    out = dict(
+        T=[int(t) for t in exact["T"]],
+        ratios=[],
+        geomean=quantity(math.nan),
+        n_T=exact.height,
+        left_out=left,
+    )
     if exact.is_empty():
         return out
     ratios = (exact["m_star"] / exact["m_star_b"]).to_numpy()
     gm = float(np.exp(np.mean(np.log(ratios))))
     lo = hi = math.nan
     if "replicates" in cols and not exact["replicates"].null_count() and not exact["replicates_b"].null_count():
-        R = min(min(len(r) for r in exact["replicates"].to_list()), min(len(r) for r in exact["replicates_b"].to_list()))
+        R = min(
+            min(len(r) for r in exact["replicates"].to_list()),
+            min(len(r) for r in exact["replicates_b"].to_list()),
+        )
         ra = np.array([r[:R] for r in exact["replicates"].to_list()], float)  # (n, R)
         rb = np.array([r[:R] for r in exact["replicates_b"].to_list()], float)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -9,13 +9,35 @@ import math
 
 import polars as pl
 
-from attnsweep.stats.boolean_cells import (MIN_POINTS, attention_cells, cell_columns, cell_values, groups_by,
-                                           m_star_ratio, normalized, t_series)
-from attnsweep.stats.boolean_wording import (combine_series, direction_text, growth_name, law_reading, law_why,
-                                             left_out_cells, verdict_dict)
+from attnsweep.stats.boolean_cells import (
+    MIN_POINTS,
+    attention_cells,
+    cell_columns,
+    cell_values,
+    groups_by,
+    m_star_ratio,
+    normalized,
+    t_series,
+)
+from attnsweep.stats.boolean_wording import (
+    combine_series,
+    direction_text,
+    growth_name,
+    law_reading,
+    law_why,
+    left_out_cells,
+    verdict_dict,
+)
 from attnsweep.stats.fits import compare_growth, robust_law
-from attnsweep.stats.verdict_common import (EFFECT_RATIO, EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED,
-                                            SUPPORTED, quantity)
+from attnsweep.stats.verdict_common import (
+    EFFECT_RATIO,
+    EFFECT_SLOPE,
+    INCONCLUSIVE,
+    NOT_SUPPORTED,
+    NOT_TESTED,
+    SUPPORTED,
+    quantity,
+)
 
 MIN_DECADES = 3.0
 """L1 needs max T / min T >= 10^3 (docs/claims.md 1a: one decade cannot tell log from slow power-law growth)."""
@@ -24,8 +46,10 @@ AIC_MARGIN = 2.0
 Anderson, Model Selection and Multimodel Inference, 2002, section 2.6: within 2 units both
 have substantial support)."""
 
-L1_CLAIM = ("L1: m* grows like log T: a + b ln T beats a + b T, a T^c and a (ln T)^k with k > 1 by AIC and BIC, "
-            f"T over >= {MIN_DECADES:g} decades")
+L1_CLAIM = (
+    "L1: m* grows like log T: a + b ln T beats a + b T, a T^c and a (ln T)^k with k > 1 by AIC and BIC, "
+    f"T over >= {MIN_DECADES:g} decades"
+)
 
 
 def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95) -> dict:
@@ -50,8 +74,9 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
     for pair in across_bound(series, ci):
         larger = dict(pair["cells"], norm_bound=pair["bounds"][1])
         for s in out["series"]:
-            if s["cells"] == larger or (set(s["cells"]) == set(larger) and all(
-                    s["cells"][c] == larger[c] for c in larger)):
+            if s["cells"] == larger or (
+                set(s["cells"]) == set(larger) and all(s["cells"][c] == larger[c] for c in larger)
+            ):
                 s["numbers"]["across_bound"] = pair
     return out
 
@@ -65,7 +90,7 @@ def across_bound(series: list[tuple[dict, pl.DataFrame]], ci: float = 0.95) -> l
     out = []
     bounded = [(key, part) for key, part in series if key.get("norm_bound") is not None]
     for i, (k1, p1) in enumerate(bounded):
-        for k2, p2 in bounded[i + 1:]:
+        for k2, p2 in bounded[i + 1 :]:
             rest1 = {c: v for c, v in k1.items() if c != "norm_bound"}
             rest2 = {c: v for c, v in k2.items() if c != "norm_bound"}
             if rest1 != rest2 or k1["norm_bound"] == k2["norm_bound"]:
@@ -94,11 +119,19 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     """(verdict, statistic, interval, why, cells used, numbers) of one series."""
     used, fit = series_fit(part, ci)
     left = left_out_cells(part)
-    left_text = "; left out (a bound, not a value): " + ", ".join(f"T={x['T']}: {x['text']}" for x in left) if left else ""
+    left_text = (
+        "; left out (a bound, not a value): " + ", ".join(f"T={x['T']}: {x['text']}" for x in left) if left else ""
+    )
     numbers = dict(n_cells=used.height, T=used["T"].to_list(), left_out=left)
     if fit is None:
-        return (INCONCLUSIVE, "-", "-", f"m* is exact at {used['T'].n_unique()} value(s) of T; a growth-law fit needs "
-                f"{MIN_POINTS}{left_text}", used, numbers)
+        return (
+            INCONCLUSIVE,
+            "-",
+            "-",
+            f"m* is exact at {used['T'].n_unique()} value(s) of T; a growth-law fit needs {MIN_POINTS}{left_text}",
+            used,
+            numbers,
+        )
     T = used["T"].to_numpy().astype(float)
     law = {r["model"]: r for r in fit.iter_rows(named=True)}
     log, power, poly = law["log"], law["power"], law["polylog"]
@@ -110,63 +143,119 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     numbers["robust"] = robust
     numbers["law"] = robust["law"]
     numbers["direction"] = robust["direction"]
-    numbers["log_deficit_aicc"] = dict(full=robust["log_deficit"], least=robust["log_deficit_min"],
-                                       most=robust["log_deficit_max"], variants=robust["n_variants"])
+    numbers["log_deficit_aicc"] = dict(
+        full=robust["log_deficit"],
+        least=robust["log_deficit_min"],
+        most=robust["log_deficit_max"],
+        variants=robust["n_variants"],
+    )
     numbers.update(
-        c=quantity(power["b"], power["b_lo"], power["b_hi"]), b=quantity(log["b"], log["b_lo"], log["b_hi"]),
-        k=quantity(poly["b"], poly["b_lo"], poly["b_hi"]), reading=law_reading(robust),
-        best_law=fit["model"][0], log_margin_aic=aic, log_margin_bic=bic, decades=decades,
-        laws={r["model"]: dict(a=r["a"], b=r["b"], a_ci=[r["a_lo"], r["a_hi"]], b_ci=[r["b_lo"], r["b_hi"]],
-                               aic=r["aic"], bic=r["bic"], delta_aic=r["delta_aic"], r2=r["r2"])
-              for r in fit.iter_rows(named=True)})
+        c=quantity(power["b"], power["b_lo"], power["b_hi"]),
+        b=quantity(log["b"], log["b_lo"], log["b_hi"]),
+        k=quantity(poly["b"], poly["b_lo"], poly["b_hi"]),
+        reading=law_reading(robust),
+        best_law=fit["model"][0],
+        log_margin_aic=aic,
+        log_margin_bic=bic,
+        decades=decades,
+        laws={
+            r["model"]: dict(
+                a=r["a"],
+                b=r["b"],
+                a_ci=[r["a_lo"], r["a_hi"]],
+                b_ci=[r["b_lo"], r["b_hi"]],
+                aic=r["aic"],
+                bic=r["bic"],
+                delta_aic=r["delta_aic"],
+                r2=r["r2"],
+            )
+            for r in fit.iter_rows(named=True)
+        },
+    )
     # The same laws on the grid m* (the first m tried where half the seeds succeed): a verdict that
     # the m* estimator (the logistic fit) alone decides is not one the rows decide.
     grid = compare_growth(T, used["m_star_grid"].to_numpy().astype(float))
     glaw = {r["model"]: r for r in grid.iter_rows(named=True)}
     g_aic = min(glaw[m]["aic"] for m in rivals) - glaw["log"]["aic"]
     g_bic = min(glaw[m]["bic"] for m in rivals) - glaw["log"]["bic"]
-    numbers["grid"] = dict(c=glaw["power"]["b"], k=glaw["polylog"]["b"], best_law=grid["model"][0],
-                           reading=_reading(grid), log_margin_aic=g_aic, log_margin_bic=g_bic)
-    statistic = (f"c = {power['b']:.3f} (a T^c); k = {poly['b']:.2f} (a (ln T)^k); best law by AIC: "
-                 f"{fit['model'][0]}; growth law named: {law_reading(robust)} ({law_why(robust)}); "
-                 f"direction: {direction_text(robust)}; the log law's margin "
-                 f"AIC {aic:+.1f}, BIC {bic:+.1f}; log slope b = {log['b']:.3g}; "
-                 f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells); on the grid m*: c = "
-                 f"{glaw['power']['b']:.3f}, best law {grid['model'][0]}, the log law's margin AIC {g_aic:+.1f}")
-    interval = (f"c {power['b_lo']:.3f} .. {power['b_hi']:.3f}; k {poly['b_lo']:.2f} .. {poly['b_hi']:.2f}; "
-                f"b {log['b_lo']:.3g} .. {log['b_hi']:.3g}")
+    numbers["grid"] = dict(
+        c=glaw["power"]["b"],
+        k=glaw["polylog"]["b"],
+        best_law=grid["model"][0],
+        reading=_reading(grid),
+        log_margin_aic=g_aic,
+        log_margin_bic=g_bic,
+    )
+    statistic = (
+        f"c = {power['b']:.3f} (a T^c); k = {poly['b']:.2f} (a (ln T)^k); best law by AIC: "
+        f"{fit['model'][0]}; growth law named: {law_reading(robust)} ({law_why(robust)}); "
+        f"direction: {direction_text(robust)}; the log law's margin "
+        f"AIC {aic:+.1f}, BIC {bic:+.1f}; log slope b = {log['b']:.3g}; "
+        f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells); on the grid m*: c = "
+        f"{glaw['power']['b']:.3f}, best law {grid['model'][0]}, the log law's margin AIC {g_aic:+.1f}"
+    )
+    interval = (
+        f"c {power['b_lo']:.3f} .. {power['b_hi']:.3f}; k {poly['b_lo']:.2f} .. {poly['b_hi']:.2f}; "
+        f"b {log['b_lo']:.3g} .. {log['b_hi']:.3g}"
+    )
     numbers["span_short"] = decades < MIN_DECADES
     if decades < MIN_DECADES:
-        lead = f"{direction_text(robust)} over {decades:.1f} decades" if robust["direction"] != "undecided" else \
-            f"the direction is undecided over {decades:.1f} decades ({direction_text(robust)})"
-        return (INCONCLUSIVE, statistic, interval, f"{lead}; the rule's {MIN_DECADES:g} decades (max T / min T >= "
-                f"{10 ** MIN_DECADES:g}) not reached, so L1 is not decided{left_text}", used, numbers)
+        lead = (
+            f"{direction_text(robust)} over {decades:.1f} decades"
+            if robust["direction"] != "undecided"
+            else f"the direction is undecided over {decades:.1f} decades ({direction_text(robust)})"
+        )
+        return (
+            INCONCLUSIVE,
+            statistic,
+            interval,
+            f"{lead}; the rule's {MIN_DECADES:g} decades (max T / min T >= "
+            f"{10**MIN_DECADES:g}) not reached, so L1 is not decided{left_text}",
+            used,
+            numbers,
+        )
     if math.isnan(power["b_lo"]):
         why = "no bootstrap interval for the exponent (too few finite replicates)"
         return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
     if power["b_hi"] < EFFECT_SLOPE:
-        why = (f"m* does not grow with T by the required effect (c's interval below {EFFECT_SLOPE:g}: less than "
-               f"{EFFECT_RATIO - 1:.0%} more samples per tenfold T)")
+        why = (
+            f"m* does not grow with T by the required effect (c's interval below {EFFECT_SLOPE:g}: less than "
+            f"{EFFECT_RATIO - 1:.0%} more samples per tenfold T)"
+        )
         return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
-    grid_behind, grid_ahead = g_aic <= -AIC_MARGIN or g_bic <= -AIC_MARGIN, g_aic >= AIC_MARGIN and g_bic >= AIC_MARGIN
+    grid_behind, grid_ahead = (
+        g_aic <= -AIC_MARGIN or g_bic <= -AIC_MARGIN,
+        g_aic >= AIC_MARGIN and g_bic >= AIC_MARGIN,
+    )
     if aic <= -AIC_MARGIN or bic <= -AIC_MARGIN:
         if not grid_behind:
-            why = (f"{growth_name(robust)} fits the fitted m* better than log growth, but not the grid m* (the log "
-                   f"law's margin there {g_aic:+.1f} AIC): the m* estimator decides, not the rows")
+            why = (
+                f"{growth_name(robust)} fits the fitted m* better than log growth, but not the grid m* (the log "
+                f"law's margin there {g_aic:+.1f} AIC): the m* estimator decides, not the rows"
+            )
             return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
-        why = (f"{growth_name(robust)} fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; "
-               f"a margin of {AIC_MARGIN:g} decides), on the grid m* too (by {-g_aic:.1f} AIC)")
+        why = (
+            f"{growth_name(robust)} fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; "
+            f"a margin of {AIC_MARGIN:g} decides), on the grid m* too (by {-g_aic:.1f} AIC)"
+        )
         return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
     if power["b_lo"] > EFFECT_SLOPE and aic >= AIC_MARGIN and bic >= AIC_MARGIN:
         if not grid_ahead:
-            why = (f"the log law is ahead on the fitted m*, but not on the grid m* (margin {g_aic:+.1f} AIC): the m* "
-                   "estimator decides, not the rows")
+            why = (
+                f"the log law is ahead on the fitted m*, but not on the grid m* (margin {g_aic:+.1f} AIC): the m* "
+                "estimator decides, not the rows"
+            )
             return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
-        why = (f"m* grows (c's interval above {EFFECT_SLOPE:g}) and the log law is ahead by >= {AIC_MARGIN:g} "
-               "AIC and BIC, on the grid m* too")
+        why = (
+            f"m* grows (c's interval above {EFFECT_SLOPE:g}) and the log law is ahead by >= {AIC_MARGIN:g} "
+            "AIC and BIC, on the grid m* too"
+        )
         return SUPPORTED, statistic, interval, why + left_text, used, numbers
-    why = (f"c's interval includes {EFFECT_SLOPE:g} (growth not shown at the required effect)"
-           if power["b_lo"] <= EFFECT_SLOPE else f"the laws are within {AIC_MARGIN:g} AIC/BIC units of each other")
+    why = (
+        f"c's interval includes {EFFECT_SLOPE:g} (growth not shown at the required effect)"
+        if power["b_lo"] <= EFFECT_SLOPE
+        else f"the laws are within {AIC_MARGIN:g} AIC/BIC units of each other"
+    )
     return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
 
 

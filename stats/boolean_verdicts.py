@@ -67,14 +67,45 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
-from attnsweep.stats.boolean_cells import (ATTENTION, BASELINE, MIN_POINTS, R_RANGE, REFERENCE_CSV, attention_cells,
-                                           cell_columns, cell_values, groups_by, normalized, one_init, read_reference,
-                                           reference_cells, replicate_interval, t_series)
+from attnsweep.stats.boolean_cells import (
+    ATTENTION,
+    BASELINE,
+    MIN_POINTS,
+    R_RANGE,
+    REFERENCE_CSV,
+    attention_cells,
+    cell_columns,
+    cell_values,
+    groups_by,
+    normalized,
+    one_init,
+    read_reference,
+    reference_cells,
+    replicate_interval,
+    t_series,
+)
 from attnsweep.stats.boolean_growth import l1_log_growth
-from attnsweep.stats.boolean_wording import (combine_series, interval_end, left_out_cells, mlp_ratio_text, ratio_text,
-                                             reference_why, show_m_star, verdict_dict)
-from attnsweep.stats.verdict_common import (EFFECT_RATIO, EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED,
-                                            SUPPORTED, Verdict, quantity, ratio_bound)
+from attnsweep.stats.boolean_wording import (
+    combine_series,
+    interval_end,
+    left_out_cells,
+    mlp_ratio_text,
+    ratio_text,
+    reference_why,
+    show_m_star,
+    verdict_dict,
+)
+from attnsweep.stats.verdict_common import (
+    EFFECT_RATIO,
+    EFFECT_SLOPE,
+    INCONCLUSIVE,
+    NOT_SUPPORTED,
+    NOT_TESTED,
+    SUPPORTED,
+    Verdict,
+    quantity,
+    ratio_bound,
+)
 
 ARCH_FIELDS = ("model", "d", "layers", "heads", "mlp_width")
 """Settings of one architecture: cells that differ only in these are compared in L4."""
@@ -84,13 +115,27 @@ EQUIVALENCE = (0.8, 1.25)
 """Equivalence margin of R for the geometric-mean ratio ours/paper (docs/decisions.md, Issue 7)."""
 READ_OFF = 1.5
 """Precision of our read-off of the paper's figure, in samples (its CSV's header)."""
-PROTOCOL_FIELDS = ("d", "heads", "layers", "lr", "weight_decay", "max_epochs", "batch_size", "n_test", "norm_kind",
-                   "precision")
+PROTOCOL_FIELDS = (
+    "d",
+    "heads",
+    "layers",
+    "lr",
+    "weight_decay",
+    "max_epochs",
+    "batch_size",
+    "n_test",
+    "norm_kind",
+    "precision",
+)
 """Settings of our protocol that R names beside its statistic."""
 
 
-def verdicts(m_star: pl.DataFrame, cell: list[str] | None = None, reference: Path | str = REFERENCE_CSV,
-             ci: float = 0.95) -> list[Verdict]:
+def verdicts(
+    m_star: pl.DataFrame,
+    cell: list[str] | None = None,
+    reference: Path | str = REFERENCE_CSV,
+    ci: float = 0.95,
+) -> list[Verdict]:
     """L1, L2, L3, L4 and R, in that order.
 
     Args:
@@ -104,8 +149,13 @@ def verdicts(m_star: pl.DataFrame, cell: list[str] | None = None, reference: Pat
     # A restart run's learners are L1 series of their own (docs/claims.md, "Restarts"); the other
     # claims compare one trained head per training set, as every other run and the paper do.
     one = one_init(m_star)
-    return [l1_log_growth(m_star, cell, ci), l2_norm_bound(one, cell, ci), l3_sparsity(one, cell, ci),
-            l4_mlp_baseline(one, cell, ci), r_reference(one, reference, cell, ci)]
+    return [
+        l1_log_growth(m_star, cell, ci),
+        l2_norm_bound(one, cell, ci),
+        l3_sparsity(one, cell, ci),
+        l4_mlp_baseline(one, cell, ci),
+        r_reference(one, reference, cell, ci),
+    ]
 
 
 # --- L2, L3 --------------------------------------------------------------------------------
@@ -164,8 +214,12 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
         keys.append(key)
     what = "bounded values of B" if x == "norm_bound" else f"values of {x}"
     left_out = f"; {dropped} group(s) with bounds only (no order) left out" if dropped else ""
-    left_out += (f"; {unordered} group(s) with a bound whose order against the other cells is not known (a bound is "
-                 "not a value) left out" if unordered else "")
+    left_out += (
+        f"; {unordered} group(s) with a bound whose order against the other cells is not known (a bound is "
+        "not a value) left out"
+        if unordered
+        else ""
+    )
     if not kept:
         why = f"needs transformer cells that differ only in {x}, at >= 2 {what}"
         return verdict_dict(cid, claim, INCONCLUSIVE if dropped or unordered else NOT_TESTED, why + left_out)
@@ -191,30 +245,58 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
         with np.errstate(divide="ignore", invalid="ignore"):
             rlo, rhi = replicate_interval(np.exp(np.mean(np.log([r[:R] for r in ratio_reps]), axis=0)), ci)
     ratio_bound_ = _ratios_bound([p.sort(x, nulls_last=True) for p in kept])
-    statistic = (f"mean Spearman rho of m* with {x} = {rho:.2f} over {len(kept)} group(s) of cells; m* at the "
-                 f"largest / smallest {x} = {ratio_text(ratio, ratio_bound_)}")
+    statistic = (
+        f"mean Spearman rho of m* with {x} = {rho:.2f} over {len(kept)} group(s) of cells; m* at the "
+        f"largest / smallest {x} = {ratio_text(ratio, ratio_bound_)}"
+    )
     interval = f"rho CI {lo:.2f} .. {hi:.2f}; ratio CI {interval_end(rlo)} .. {interval_end(rhi)}"
     why = f"groups: cells that differ only in {x} (>= 2 {what})" + left_out
-    groups = [dict(cells=key, rho=r_g, ratio=quantity(q_g, bound=_ratios_bound([p.sort(x, nulls_last=True)])),
-                   m_star=[dict({x: v}, m_star=quantity(m, lo_, hi_, b)) for v, m, lo_, hi_, b in
-                           p.sort(x, nulls_last=True).select(x, "m_star", "ci_lo", "ci_hi", "bound").iter_rows()])
-              for key, p, r_g, q_g in zip(keys, kept, rhos, ratios)]
-    numbers = dict(rho=quantity(rho, lo, hi), ratio=quantity(ratio, rlo, rhi, ratio_bound_), n_groups=len(kept),
-                   groups=groups)
+    groups = [
+        dict(
+            cells=key,
+            rho=r_g,
+            ratio=quantity(q_g, bound=_ratios_bound([p.sort(x, nulls_last=True)])),
+            m_star=[
+                dict({x: v}, m_star=quantity(m, lo_, hi_, b))
+                for v, m, lo_, hi_, b in p.sort(x, nulls_last=True)
+                .select(x, "m_star", "ci_lo", "ci_hi", "bound")
+                .iter_rows()
+            ],
+        )
+        for key, p, r_g, q_g in zip(keys, kept, rhos, ratios)
+    ]
+    numbers = dict(
+        rho=quantity(rho, lo, hi),
+        ratio=quantity(ratio, rlo, rhi, ratio_bound_),
+        n_groups=len(kept),
+        groups=groups,
+    )
     if math.isnan(lo):
         verdict, why = INCONCLUSIVE, why + "; no bootstrap replicates"
     elif hi <= 0 or rhi < EFFECT_RATIO:
         verdict = NOT_SUPPORTED
-        why += ("; rho's interval is at or below 0" if hi <= 0 else
-                f"; the ratio's interval lies below {EFFECT_RATIO:.2f} (grows by less than the required effect)")
+        why += (
+            "; rho's interval is at or below 0"
+            if hi <= 0
+            else f"; the ratio's interval lies below {EFFECT_RATIO:.2f} (grows by less than the required effect)"
+        )
     elif lo > 0 and rlo >= EFFECT_RATIO:
         verdict = SUPPORTED
         why += f"; rho's interval above 0 and the ratio's above {EFFECT_RATIO:.2f}"
     else:
         verdict = INCONCLUSIVE
-        why += ("; rho's interval includes 0" if lo <= 0 else f"; the ratio's interval includes {EFFECT_RATIO:.2f}")
+        why += "; rho's interval includes 0" if lo <= 0 else f"; the ratio's interval includes {EFFECT_RATIO:.2f}"
     used = pl.concat(kept, how="diagonal_relaxed")
-    series = [dict(cells={}, verdict=verdict, statistic=statistic, interval=interval, why=why, numbers=numbers)]
+    series = [
+        dict(
+            cells={},
+            verdict=verdict,
+            statistic=statistic,
+            interval=interval,
+            why=why,
+            numbers=numbers,
+        )
+    ]
     return verdict_dict(cid, claim, verdict, why, statistic, interval, series=series, used=used)
 
 
@@ -225,7 +307,7 @@ def _ordered(part: pl.DataFrame) -> bool:
     at the same value (both beyond the same grid) tie, as the ranks treat them."""
     cells = list(zip(part["bound"].to_list(), part["m_star"].cast(pl.Float64).to_list()))
     for i, (b1, v1) in enumerate(cells):
-        for b2, v2 in cells[i + 1:]:
+        for b2, v2 in cells[i + 1 :]:
             if b1 == b2 == "exact" or (b1 == b2 == "lower" and v1 == v2):
                 continue
             (bl, vl), (bh, vh) = sorted([(b1, v1), (b2, v2)], key=lambda c: ("upper", "exact", "lower").index(c[0]))
@@ -268,8 +350,12 @@ def l4_mlp_baseline(m_star: pl.DataFrame, cell: list[str] | None = None, ci: flo
     tr, mlp = (m_star.filter(pl.col("model") == v) for v in (ATTENTION, BASELINE))
     pairs = tr.join(mlp, on=on, how="inner", suffix="_mlp", nulls_equal=True)
     if pairs.is_empty():
-        return verdict_dict("L4", L4_CLAIM, NOT_TESTED,
-                            "no T with both a transformer and an MLP cell of equal settings")
+        return verdict_dict(
+            "L4",
+            L4_CLAIM,
+            NOT_TESTED,
+            "no T with both a transformer and an MLP cell of equal settings",
+        )
     arch = [c for c in ARCH_FIELDS if c in cell and c != "model"]
     by = [c for c in on if c != "T"] + arch + [f"{c}_mlp" for c in arch]
     judged = [(key, *_l4_series(part.sort("T"), ci)) for key, part in groups_by(pairs, by)]
@@ -302,10 +388,15 @@ def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple:
     statistic = f"MLP m* / transformer m* at T={T[-1]}: {shown}"
     interval = f"ratio CI {interval_end(lo)} .. {interval_end(hi)}"
     exact = (used["bound"] == "exact").to_numpy() & (used["bound_mlp"] == "exact").to_numpy()
-    numbers = dict(T=[int(t) for t in T], ratio=quantity(value, lo, hi, bound),
-                   transformer=[quantity(r["m_star"], r["ci_lo"], r["ci_hi"], r["bound"]) for r in used.iter_rows(named=True)],
-                   mlp=[quantity(r["m_star_mlp"], r["ci_lo_mlp"], r["ci_hi_mlp"], r["bound_mlp"])
-                        for r in used.iter_rows(named=True)])
+    numbers = dict(
+        T=[int(t) for t in T],
+        ratio=quantity(value, lo, hi, bound),
+        transformer=[quantity(r["m_star"], r["ci_lo"], r["ci_hi"], r["bound"]) for r in used.iter_rows(named=True)],
+        mlp=[
+            quantity(r["m_star_mlp"], r["ci_lo_mlp"], r["ci_hi_mlp"], r["bound_mlp"])
+            for r in used.iter_rows(named=True)
+        ],
+    )
     if math.isnan(lo):
         return INCONCLUSIVE, statistic, interval, "no bootstrap replicates", used, numbers
     far, not_more = lo > FAR_MORE, hi <= 1
@@ -321,33 +412,62 @@ def _l4_series(pairs: pl.DataFrame, ci: float) -> tuple:
         with np.errstate(divide="ignore", invalid="ignore"):
             rep_slopes = np.log10(reps[:, exact]) @ w
         slo, shi = replicate_interval(rep_slopes[np.isfinite(rep_slopes)], ci)
-        statistic += (f"; log-log slope of the ratio on T = {slope:.2f} over T {int(Te[0])}..{int(Te[-1])} (where both "
-                      "m* are values)")
+        statistic += (
+            f"; log-log slope of the ratio on T = {slope:.2f} over T {int(Te[0])}..{int(Te[-1])} (where both "
+            "m* are values)"
+        )
         interval += f"; slope CI {slo:.2f} .. {shi:.2f}"
         numbers["slope"] = quantity(slope, slo, shi)
         numbers["slope_T"] = [int(t) for t in Te]
         grows, not_grows = slo > EFFECT_SLOPE, shi < EFFECT_SLOPE
-        trend = (f"the ratio's slope on T is above {EFFECT_SLOPE:g} (it grows with T)" if grows else
-                 f"the ratio's slope on T is below {EFFECT_SLOPE:g} (it does not grow with T)" if not_grows else
-                 f"the ratio's slope interval includes {EFFECT_SLOPE:g}")
+        trend = (
+            f"the ratio's slope on T is above {EFFECT_SLOPE:g} (it grows with T)"
+            if grows
+            else f"the ratio's slope on T is below {EFFECT_SLOPE:g} (it does not grow with T)"
+            if not_grows
+            else f"the ratio's slope interval includes {EFFECT_SLOPE:g}"
+        )
     if not_more or not_grows:
-        return NOT_SUPPORTED, statistic, interval, "the ratio's interval is at or below 1" if not_more else trend, \
-            used, numbers
+        return (
+            NOT_SUPPORTED,
+            statistic,
+            interval,
+            "the ratio's interval is at or below 1" if not_more else trend,
+            used,
+            numbers,
+        )
     if far and grows:
-        return SUPPORTED, statistic, interval, f"ratio's interval above {FAR_MORE:g} (far more); {trend}", used, numbers
-    why = (f"ratio's interval above {FAR_MORE:g}; " if far else
-           f"the ratio's interval reaches below {FAR_MORE:g} (\"far more\" needs at least {FAR_MORE:g}x); ") + trend
+        return (
+            SUPPORTED,
+            statistic,
+            interval,
+            f"ratio's interval above {FAR_MORE:g} (far more); {trend}",
+            used,
+            numbers,
+        )
+    why = (
+        f"ratio's interval above {FAR_MORE:g}; "
+        if far
+        else f'the ratio\'s interval reaches below {FAR_MORE:g} ("far more" needs at least {FAR_MORE:g}x); '
+    ) + trend
     return INCONCLUSIVE, statistic, interval, why, used, numbers
 
 
 # --- R ------------------------------------------------------------------------------------
 
-R_CLAIM = (f"R: our m* equals the paper's within the equivalence margin {EQUIVALENCE[0]:g} .. {EQUIVALENCE[1]:g} "
-           f"(ratio ours/paper) for T = {R_RANGE[0]}..{R_RANGE[1]} (transformer, 3-way AND)")
+R_CLAIM = (
+    f"R: our m* equals the paper's within the equivalence margin {EQUIVALENCE[0]:g} .. {EQUIVALENCE[1]:g} "
+    f"(ratio ours/paper) for T = {R_RANGE[0]}..{R_RANGE[1]} (transformer, 3-way AND)"
+)
 
 
-def r_reference(m_star: pl.DataFrame, reference: Path | str = REFERENCE_CSV, cell: list[str] | None = None,
-                ci: float = 0.95, margin: tuple[float, float] = EQUIVALENCE) -> dict:
+def r_reference(
+    m_star: pl.DataFrame,
+    reference: Path | str = REFERENCE_CSV,
+    cell: list[str] | None = None,
+    ci: float = 0.95,
+    margin: tuple[float, float] = EQUIVALENCE,
+) -> dict:
     """R: our m* at T in ``R_RANGE`` (transformer, 3-way AND) against the paper's read-off.
 
     Statistic: the geometric-mean ratio ours / paper over our T in the range with an exact
@@ -370,13 +490,23 @@ def r_reference(m_star: pl.DataFrame, reference: Path | str = REFERENCE_CSV, cel
     ours = reference_cells(m_star)
     if ours.is_empty():
         have = sorted(set(attention_cells(m_star)["T"].to_list())) if "T" in m_star.columns else []
-        return verdict_dict("R", R_CLAIM, NOT_TESTED, f"no transformer 3-way AND cell with T in "
-                            f"{R_RANGE[0]}..{R_RANGE[1]} (transformer T here: {have or 'none'})")
+        return verdict_dict(
+            "R",
+            R_CLAIM,
+            NOT_TESTED,
+            f"no transformer 3-way AND cell with T in "
+            f"{R_RANGE[0]}..{R_RANGE[1]} (transformer T here: {have or 'none'})",
+        )
     cell = cell or cell_columns(m_star)
     series, side = t_series(groups_by(ours, [c for c in cell if c != "T"]))
     if not series:
-        return verdict_dict("R", R_CLAIM, NOT_TESTED, f"no series has {MIN_POINTS} or more values of T in "
-                            f"{R_RANGE[0]}..{R_RANGE[1]}", not_judged=side)
+        return verdict_dict(
+            "R",
+            R_CLAIM,
+            NOT_TESTED,
+            f"no series has {MIN_POINTS} or more values of T in {R_RANGE[0]}..{R_RANGE[1]}",
+            not_judged=side,
+        )
     judged = [(key, *_r_series(part, ref, ci, margin)) for key, part in series]
     return combine_series("R", R_CLAIM, judged, side)
 
@@ -390,10 +520,18 @@ def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[fl
     T = exact["T"].to_numpy().astype(float)
     paper = np.interp(T, ref["T"].to_numpy().astype(float), ref["critical_m"].to_numpy())  # (n,)
     point, reps = cell_values(exact)
-    left_text = "; left out (a bound, not a value): " + ", ".join(f"T={x['T']}: {x['text']}" for x in left) if left else ""
+    left_text = (
+        "; left out (a bound, not a value): " + ", ".join(f"T={x['T']}: {x['text']}" for x in left) if left else ""
+    )
     if exact.is_empty():
-        return INCONCLUSIVE, "-", "-", "no cell in the range has an exact m*" + left_text, ours, \
-            dict(left_out=left, protocol=protocol)
+        return (
+            INCONCLUSIVE,
+            "-",
+            "-",
+            "no cell in the range has an exact m*" + left_text,
+            ours,
+            dict(left_out=left, protocol=protocol),
+        )
     ref_T = ref["T"].to_numpy().astype(float)
     lo_p = np.interp(T, ref_T, ref["err_lo"].to_numpy()) - READ_OFF
     hi_p = np.interp(T, ref_T, ref["err_hi"].to_numpy()) + READ_OFF
@@ -422,21 +560,40 @@ def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[fl
                 rep_slopes = np.log(reps / paper_reps) @ w
                 slo, shi = replicate_interval(rep_slopes[np.isfinite(rep_slopes)], ci)
     papers = ", ".join(f"{p:.0f}" if r else f"{p:.0f}*" for p, r in zip(paper, read))
-    statistic = (f"geometric-mean ratio ours/paper = {gm:.2f} over T = {', '.join(f'{t:g}' for t in T)} "
-                 f"(ours {', '.join(show_m_star(r) for r in exact.iter_rows(named=True))}; paper {papers}"
-                 + ("; *: interpolated between read-off points" if not read.all() else "")
-                 + f"); on the grid m*: {gm_grid:.2f}; the ratio against T: "
-                 + ", ".join(f"{r:.2f}" for r in per_T)
-                 + (f"; its trend ratio ~ T^{slope:.2f}" if not math.isnan(slope) else ""))
+    statistic = (
+        f"geometric-mean ratio ours/paper = {gm:.2f} over T = {', '.join(f'{t:g}' for t in T)} "
+        f"(ours {', '.join(show_m_star(r) for r in exact.iter_rows(named=True))}; paper {papers}"
+        + ("; *: interpolated between read-off points" if not read.all() else "")
+        + f"); on the grid m*: {gm_grid:.2f}; the ratio against T: "
+        + ", ".join(f"{r:.2f}" for r in per_T)
+        + (f"; its trend ratio ~ T^{slope:.2f}" if not math.isnan(slope) else "")
+    )
     interval = f"CI {lo:.3f} .. {hi:.3f} (the paper's error bars included); margin {margin[0]:g} .. {margin[1]:g}"
     if not math.isnan(slope):
         interval += f"; trend slope CI {slo:.2f} .. {shi:.2f}"
-    numbers = dict(ratio=quantity(gm, lo, hi), ratio_grid=gm_grid, margin=list(margin), T=[int(t) for t in T],
-                   ours=[float(p) for p in point], ours_grid=[float(g) for g in grid], paper=[float(p) for p in paper],
-                   paper_read_off=[bool(r) for r in read], left_out=left, protocol=protocol,
-                   ratio_by_T=[float(r) for r in per_T], trend_slope=quantity(slope, slo, shi))
+    numbers = dict(
+        ratio=quantity(gm, lo, hi),
+        ratio_grid=gm_grid,
+        margin=list(margin),
+        T=[int(t) for t in T],
+        ours=[float(p) for p in point],
+        ours_grid=[float(g) for g in grid],
+        paper=[float(p) for p in paper],
+        paper_read_off=[bool(r) for r in read],
+        left_out=left,
+        protocol=protocol,
+        ratio_by_T=[float(r) for r in per_T],
+        trend_slope=quantity(slope, slo, shi),
+    )
     if math.isnan(lo):
-        return INCONCLUSIVE, statistic, interval, "no bootstrap replicates" + left_text, exact, numbers
+        return (
+            INCONCLUSIVE,
+            statistic,
+            interval,
+            "no bootstrap replicates" + left_text,
+            exact,
+            numbers,
+        )
     why = reference_why(lo, hi, margin, protocol, left_text, T, per_T, slope, slo, shi)
     grid_inside = margin[0] <= gm_grid <= margin[1]
     if margin[0] <= lo and hi <= margin[1]:
@@ -444,13 +601,28 @@ def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[fl
         if room < 0.02:
             why += f"; a narrow call: the interval is inside the margin by {room:.3f}"
         if not grid_inside:
-            return INCONCLUSIVE, statistic, interval, ("inside the margin on the fitted m*, but the grid m* give "
-                                                       f"{gm_grid:.2f}, outside it: the m* estimator decides: " + why), \
-                exact, numbers
+            return (
+                INCONCLUSIVE,
+                statistic,
+                interval,
+                (
+                    "inside the margin on the fitted m*, but the grid m* give "
+                    f"{gm_grid:.2f}, outside it: the m* estimator decides: " + why
+                ),
+                exact,
+                numbers,
+            )
         return SUPPORTED, statistic, interval, "inside the margin: " + why, exact, numbers
     if hi < margin[0] or lo > margin[1]:
         return NOT_SUPPORTED, statistic, interval, "outside the margin: " + why, exact, numbers
-    return INCONCLUSIVE, statistic, interval, "the interval overlaps the margin's edge: " + why, exact, numbers
+    return (
+        INCONCLUSIVE,
+        statistic,
+        interval,
+        "the interval overlaps the margin's edge: " + why,
+        exact,
+        numbers,
+    )
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -14,14 +14,31 @@ import polars as pl
 from attnsweep.stats.boolean_cells import BASELINE
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.fits import MIN_LAW_POINTS
-from attnsweep.stats.verdict_common import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Verdict, combined, quantity, split_flags
+from attnsweep.stats.verdict_common import (
+    INCONCLUSIVE,
+    NOT_SUPPORTED,
+    SUPPORTED,
+    Verdict,
+    combined,
+    quantity,
+    split_flags,
+)
 
 LIMITING = ("budget-limited", "out-of-epochs")
 """Flags of a cell whose m* measures the training budget (stats/critical.py)."""
 
 
-def verdict_dict(cid: str, claim: str, verdict: str, why: str, statistic: str = "-", interval: str = "-",
-                 series: list[dict] = (), used: pl.DataFrame | None = None, not_judged: list[dict] = ()) -> Verdict:
+def verdict_dict(
+    cid: str,
+    claim: str,
+    verdict: str,
+    why: str,
+    statistic: str = "-",
+    interval: str = "-",
+    series: list[dict] = (),
+    used: pl.DataFrame | None = None,
+    not_judged: list[dict] = (),
+) -> Verdict:
     """The verdict dict (stats/boolean_verdicts.py, module docstring). Budget-limited cells among ``used`` make it
     inconclusive and are named; every flag of a used cell is listed in ``flags``."""
     flags = _flagged(used) if used is not None and not used.is_empty() else []
@@ -32,8 +49,17 @@ def verdict_dict(cid: str, claim: str, verdict: str, why: str, statistic: str = 
     other = sorted({f"{f['flag']}: {_name(f['cell'])}" for f in flags if f["flag"] not in LIMITING})
     if other:
         why += f"; flagged cells used ({_few(other)})"
-    return Verdict(id=cid, claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why,
-                   series=list(series), not_judged=list(not_judged), flags=flags)
+    return Verdict(
+        id=cid,
+        claim=claim,
+        statistic=statistic,
+        interval=interval,
+        verdict=verdict,
+        why=why,
+        series=list(series),
+        not_judged=list(not_judged),
+        flags=flags,
+    )
 
 
 def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> Verdict:
@@ -43,17 +69,33 @@ def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) 
     series = []
     for key, verdict, statistic, interval, why, used, numbers in judged:
         one = verdict_dict(cid, claim, verdict, why, statistic, interval, used=used)
-        series.append(dict(cells=key, verdict=one["verdict"], statistic=statistic, interval=interval, why=one["why"],
-                           numbers=numbers, flags=one["flags"]))
+        series.append(
+            dict(
+                cells=key,
+                verdict=one["verdict"],
+                statistic=statistic,
+                interval=interval,
+                why=one["why"],
+                numbers=numbers,
+                flags=one["flags"],
+            )
+        )
     verdict = combined([s["verdict"] for s in series])
 
     def tag(s: dict, text: str) -> str:
         return f"[{_label(s['cells'])}] {text}" if s["cells"] and len(series) > 1 else text
 
-    out = Verdict(id=cid, claim=claim, statistic=" | ".join(tag(s, s["statistic"]) for s in series),
-                  interval=" | ".join(tag(s, s["interval"]) for s in series), verdict=verdict,
-                  why=" | ".join(tag(s, s["why"]) for s in series), series=series, not_judged=list(side),
-                  flags=[f for s in series for f in s["flags"]])
+    out = Verdict(
+        id=cid,
+        claim=claim,
+        statistic=" | ".join(tag(s, s["statistic"]) for s in series),
+        interval=" | ".join(tag(s, s["interval"]) for s in series),
+        verdict=verdict,
+        why=" | ".join(tag(s, s["why"]) for s in series),
+        series=series,
+        not_judged=list(side),
+        flags=[f for s in series for f in s["flags"]],
+    )
     for s in series:
         del s["flags"]
     return out
@@ -95,8 +137,15 @@ def _few(names: list[str], k: int = 4) -> str:
 def left_out_cells(part: pl.DataFrame) -> list[dict]:
     """The cells of a series a fit leaves out (a bound, or none), as numbers and text."""
     rows = part.filter(pl.col("bound") != "exact").sort("T").iter_rows(named=True)
-    return [dict(T=r["T"], m_star=quantity(r["m_star"], r["ci_lo"], r["ci_hi"], r["bound"]), text=show_m_star(r),
-                 flags=split_flags(r["flags"])) for r in rows]
+    return [
+        dict(
+            T=r["T"],
+            m_star=quantity(r["m_star"], r["ci_lo"], r["ci_hi"], r["bound"]),
+            text=show_m_star(r),
+            flags=split_flags(r["flags"]),
+        )
+        for r in rows
+    ]
 
 
 def show_m_star(row: dict) -> str:
@@ -141,8 +190,9 @@ def law_why(robust: dict) -> str:
         counts = {}
         for w in wins.values():
             counts[w] = counts.get(w, 0) + 1
-        return ("the best law by AICc changes with the variant: " +
-                ", ".join(f"{m} in {c} of {len(wins)}" for m, c in sorted(counts.items(), key=lambda x: -x[1])))
+        return "the best law by AICc changes with the variant: " + ", ".join(
+            f"{m} in {c} of {len(wins)}" for m, c in sorted(counts.items(), key=lambda x: -x[1])
+        )
     return f"lowest AICc in all {len(wins)} variants: m* and ln m* scales, each T left out"
 
 
@@ -151,8 +201,11 @@ def growth_name(robust: dict) -> str:
     (law undecided)" or "growth (law not named)"."""
     law = robust["law"]
     if law in ("too few cells", "undecided"):
-        return ("faster-than-log growth (no law named)" if robust["direction"] == "faster than log"
-                else "faster-than-log growth on all cells, not in every fitting variant (no law named)")
+        return (
+            "faster-than-log growth (no law named)"
+            if robust["direction"] == "faster than log"
+            else "faster-than-log growth on all cells, not in every fitting variant (no law named)"
+        )
     return f"{law} growth"
 
 
@@ -191,21 +244,44 @@ def _strip(row: dict, suffix: str) -> dict:
     return {k.removesuffix(suffix): v for k, v in row.items() if k.endswith(suffix)}
 
 
-def reference_why(lo: float, hi: float, margin: tuple[float, float], protocol: dict, left_text: str,
-                  T: np.ndarray, per_T: np.ndarray, slope: float, slo: float, shi: float) -> str:
+def reference_why(
+    lo: float,
+    hi: float,
+    margin: tuple[float, float],
+    protocol: dict,
+    left_text: str,
+    T: np.ndarray,
+    per_T: np.ndarray,
+    slope: float,
+    slo: float,
+    shi: float,
+) -> str:
     """R's why before its verdict: which way ours differs from the paper's (the ratio's
     interval ``lo`` .. ``hi``), the margin, the settings of our protocol it rests on, and the
     trend of the ratio ``per_T`` against ``T`` (its slope and interval) where it has one."""
-    rests_on = ("ours: " + ", ".join(f"{k}={v}" for k, v in protocol.items()) + "; success: test accuracy >= the "
-                "run's threshold in half the seeds; the paper's width, optimiser, epochs and success rule are not in "
-                "our read-off, which is by eye (about +-1.5 samples)")
-    side = (f"ours is {_pct(lo)} to {_pct(hi)} the paper's" if lo > 1 or hi < 1 else
-            f"ours is between {_pct(lo)} and {_pct(hi)} the paper's")
+    rests_on = (
+        "ours: " + ", ".join(f"{k}={v}" for k, v in protocol.items()) + "; success: test accuracy >= the "
+        "run's threshold in half the seeds; the paper's width, optimiser, epochs and success rule are not in "
+        "our read-off, which is by eye (about +-1.5 samples)"
+    )
+    side = (
+        f"ours is {_pct(lo)} to {_pct(hi)} the paper's"
+        if lo > 1 or hi < 1
+        else f"ours is between {_pct(lo)} and {_pct(hi)} the paper's"
+    )
     why = f"{side}; equivalent when the interval lies inside {margin[0]:g} .. {margin[1]:g}; {rests_on}{left_text}"
     if not math.isnan(slo):
-        drift = ("ours rises against the paper's as T grows" if slo > 0 else
-                 "ours falls against the paper's as T grows" if shi < 0 else "no trend of the ratio with T is shown")
-        why += (f"; trend: {drift} (ratio {per_T[0]:.2f} at T={T[0]:g}, {per_T[-1]:.2f} at T={T[-1]:g}; slope "
-                f"{slope:.2f}, CI {slo:.2f} .. {shi:.2f}): the level is an average over a drift, read it with it"
-                if slo > 0 or shi < 0 else f"; trend: {drift} (slope {slope:.2f}, CI {slo:.2f} .. {shi:.2f})")
+        drift = (
+            "ours rises against the paper's as T grows"
+            if slo > 0
+            else "ours falls against the paper's as T grows"
+            if shi < 0
+            else "no trend of the ratio with T is shown"
+        )
+        why += (
+            f"; trend: {drift} (ratio {per_T[0]:.2f} at T={T[0]:g}, {per_T[-1]:.2f} at T={T[-1]:g}; slope "
+            f"{slope:.2f}, CI {slo:.2f} .. {shi:.2f}): the level is an average over a drift, read it with it"
+            if slo > 0 or shi < 0
+            else f"; trend: {drift} (slope {slope:.2f}, CI {slo:.2f} .. {shi:.2f})"
+        )
     return why

@@ -95,8 +95,12 @@ _PROFILE_STEP = 0.01
 """Spacing of the candidate ln m* of the profile likelihood (a 1% step in m*)."""
 
 
-def outcomes(trials: pl.LazyFrame | pl.DataFrame, acc_threshold: float = 0.95,
-             success: pl.Expr | None = None, fitted: pl.Expr | None = None) -> pl.LazyFrame:
+def outcomes(
+    trials: pl.LazyFrame | pl.DataFrame,
+    acc_threshold: float = 0.95,
+    success: pl.Expr | None = None,
+    fitted: pl.Expr | None = None,
+) -> pl.LazyFrame:
     """The trials that trained, with boolean ``success`` and ``out_of_epochs`` columns.
 
     Args:
@@ -112,8 +116,16 @@ def outcomes(trials: pl.LazyFrame | pl.DataFrame, acc_threshold: float = 0.95,
     reached = success if success is not None else pl.col("test_acc") >= acc_threshold
     if fitted is None:
         fitted = pl.col("train_acc") >= acc_threshold if "train_acc" in names else pl.lit(True)
-    ran_out = ((pl.col("status") == "done") & ~pl.col("success") & (pl.col("converged") == False)  # noqa: E712
-               & ~fitted.fill_null(False)) if "converged" in names else pl.lit(False)
+    ran_out = (
+        (
+            (pl.col("status") == "done")
+            & ~pl.col("success")
+            & (pl.col("converged") == False)  # noqa: E712
+            & ~fitted.fill_null(False)
+        )
+        if "converged" in names
+        else pl.lit(False)
+    )
     return (
         trials.filter(pl.col("status").is_in(TRAINED_STATUSES))
         .with_columns(success=(pl.col("status") == "done") & reached.fill_null(False))
@@ -121,8 +133,12 @@ def outcomes(trials: pl.LazyFrame | pl.DataFrame, acc_threshold: float = 0.95,
     )
 
 
-def success_rates(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], acc_threshold: float = 0.95,
-                  success: pl.Expr | None = None) -> pl.DataFrame:
+def success_rates(
+    trials: pl.LazyFrame | pl.DataFrame,
+    cell: list[str],
+    acc_threshold: float = 0.95,
+    success: pl.Expr | None = None,
+) -> pl.DataFrame:
     """Success rate per (cell, m): columns ``cell + [m, n, k, rate]`` (trials, successes)."""
     return (
         outcomes(trials, acc_threshold, success)
@@ -178,8 +194,11 @@ def critical_sample_sizes(
         the bootstrap's for one outside it), from which :func:`resolve_bounds` derives
         ``ci_lo``/``ci_hi``.
     """
-    data = (outcomes(trials, acc_threshold, success, fitted)
-            .select([*cell, "m", "seed", "success", "out_of_epochs"]).collect())
+    data = (
+        outcomes(trials, acc_threshold, success, fitted)
+        .select([*cell, "m", "seed", "success", "out_of_epochs"])
+        .collect()
+    )
     out, reps = [], {}
     # A setting added later at the value earlier trials had does not enter the generator's seed:
     # a new setting leaves the intervals of earlier runs as they were.
@@ -204,7 +223,7 @@ def critical_sample_sizes(
         rate = np.where(n > 0, k / np.maximum(n, 1), np.nan)
         reached = rate >= success_frac
         first = int(np.argmax(reached)) if reached.any() else len(ms)
-        non_monotone = bool(reached.any() and (rate[first + 1:] < success_frac).any())
+        non_monotone = bool(reached.any() and (rate[first + 1 :] < success_frac).any())
         # The trials that ran out of epochs decide an m when they alone put its rate below one half.
         optimistic = ((k + ran.sum(0)) >= success_frac * n) & (n > 0)
         opt_first = int(np.argmax(optimistic)) if optimistic.any() else len(ms)
@@ -212,10 +231,18 @@ def critical_sample_sizes(
         row = dict(zip(cell, key))
         row.update(
             # A non-monotone curve breaks the logistic model: m* is its definition, the first crossing.
-            m_star=grid if non_monotone and censored == "" else point["m_star"][0], m_star_grid=grid, censored=censored, non_monotone=non_monotone,
-            out_of_epochs=bool(out_of_epochs), m_floor_if_fit=float(ms[opt_first - 1]) if 0 < opt_first else None,
-            n_seeds=len(seeds), m_min=int(ms[0]), m_max=int(ms[-1]), n_trials=len(group),
-            ci_lo_exact=math.nan, ci_hi_exact=math.nan,
+            m_star=grid if non_monotone and censored == "" else point["m_star"][0],
+            m_star_grid=grid,
+            censored=censored,
+            non_monotone=non_monotone,
+            out_of_epochs=bool(out_of_epochs),
+            m_floor_if_fit=float(ms[opt_first - 1]) if 0 < opt_first else None,
+            n_seeds=len(seeds),
+            m_min=int(ms[0]),
+            m_max=int(ms[-1]),
+            n_trials=len(group),
+            ci_lo_exact=math.nan,
+            ci_hi_exact=math.nan,
         )
         if n_boot > 0:
             pick = rng.integers(0, len(seeds), size=(n_boot, len(seeds)))
@@ -227,7 +254,7 @@ def critical_sample_sizes(
             counts = np.bincount((pick + S * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * S)
             trained = ~np.isnan(mat)
             both = counts.reshape(n_boot, S).astype(float) @ np.concatenate([np.where(trained, mat, 0.0), trained], 1)
-            bk, bn = both[:, : len(ms)], both[:, len(ms):].astype(np.int64)
+            bk, bn = both[:, : len(ms)], both[:, len(ms) :].astype(np.int64)
             b = _m_star(ms, bk, bn, success_frac)
             vals = np.where(b["censored"] == "above", np.inf, b["m_star"])
             lo, hi = percentile_interval(vals, ci)
@@ -239,9 +266,20 @@ def critical_sample_sizes(
             row.update(ci_lo_exact=lo, ci_hi_exact=hi)
             reps[tuple(key)] = vals
         out.append(row)
-    schema_extra = {"m_star": pl.Float64, "m_star_grid": pl.Float64, "censored": pl.String, "non_monotone": pl.Boolean, "out_of_epochs": pl.Boolean,
-                    "m_floor_if_fit": pl.Float64, "n_seeds": pl.Int64, "m_min": pl.Int64, "m_max": pl.Int64,
-                    "n_trials": pl.Int64, "ci_lo_exact": pl.Float64, "ci_hi_exact": pl.Float64}
+    schema_extra = {
+        "m_star": pl.Float64,
+        "m_star_grid": pl.Float64,
+        "censored": pl.String,
+        "non_monotone": pl.Boolean,
+        "out_of_epochs": pl.Boolean,
+        "m_floor_if_fit": pl.Float64,
+        "n_seeds": pl.Int64,
+        "m_min": pl.Int64,
+        "m_max": pl.Int64,
+        "n_trials": pl.Int64,
+        "ci_lo_exact": pl.Float64,
+        "ci_hi_exact": pl.Float64,
+    }
     if out:
         table = pl.DataFrame(out, schema_overrides={c: t for c, t in schema_extra.items()}, infer_schema_length=None)
     else:
@@ -261,39 +299,72 @@ def resolve_bounds(table: pl.DataFrame) -> pl.DataFrame:
     limited = (budget == "budget-limited") | (pl.col("out_of_epochs") & (budget != "ok"))
     floor = pl.col("m_floor_if_fit")
     above, below, inside = (pl.col("censored") == c for c in ("above", "below", ""))
-    bound = (pl.when(above & limited & floor.is_null()).then(pl.lit("none"))
-             .when(above).then(pl.lit("lower"))
-             .when(below).then(pl.lit("upper"))
-             .when(inside & limited).then(pl.lit("upper"))
-             .otherwise(pl.lit("exact")))
+    bound = (
+        pl.when(above & limited & floor.is_null())
+        .then(pl.lit("none"))
+        .when(above)
+        .then(pl.lit("lower"))
+        .when(below)
+        .then(pl.lit("upper"))
+        .when(inside & limited)
+        .then(pl.lit("upper"))
+        .otherwise(pl.lit("exact"))
+    )
     # A budget-limited estimate keeps its value (it is the bound); beyond the grid the bound
     # is the largest m tried, or where trials ran out of epochs, the m below the optimistic count.
-    value = (pl.when(above & limited).then(floor).when(above).then(pl.col("m_max").cast(pl.Float64))
-             .when(below).then(pl.col("m_min").cast(pl.Float64)).otherwise(pl.col("m_star")))
+    value = (
+        pl.when(above & limited)
+        .then(floor)
+        .when(above)
+        .then(pl.col("m_max").cast(pl.Float64))
+        .when(below)
+        .then(pl.col("m_min").cast(pl.Float64))
+        .otherwise(pl.col("m_star"))
+    )
     lo, hi = pl.col("ci_lo_exact"), pl.col("ci_hi_exact")
     no_ci = lo.is_nan()
-    ci_lo = (pl.when(no_ci).then(pl.lit(math.nan))
-             .when(pl.col("bound") == "lower").then(pl.min_horizontal(lo, pl.col("m_star")))
-             .when(pl.col("bound") == "none").then(pl.lit(1.0))
-             .when(below).then(pl.lit(1.0))
-             .when(pl.col("bound") == "upper").then(pl.min_horizontal(lo, floor.fill_null(1.0)))
-             .otherwise(lo))
-    ci_hi = (pl.when(no_ci).then(pl.lit(math.nan))
-             .when(pl.col("bound").is_in(["lower", "none"])).then(pl.lit(math.inf))
-             .when(below).then(pl.max_horizontal(hi, pl.col("m_star")))
-             .otherwise(hi))
-    flags = pl.concat_list([
-        pl.when(pl.col("non_monotone")).then(pl.lit("non-monotone")),
-        pl.when(pl.col("out_of_epochs") & (budget != "ok") & (budget != "budget-limited")).then(pl.lit("out-of-epochs")),
-        pl.when(budget == "budget-limited").then(pl.lit("budget-limited")),
-        pl.when(pl.col("n_seeds") < FEW_SEEDS).then(pl.lit("few-seeds")),
-    ]).list.drop_nulls().list.join("; ")
-    return (table.with_columns(bound=bound, m_star=value)
-            .with_columns(ci_lo=ci_lo, ci_hi=ci_hi, flags=flags))
+    ci_lo = (
+        pl.when(no_ci)
+        .then(pl.lit(math.nan))
+        .when(pl.col("bound") == "lower")
+        .then(pl.min_horizontal(lo, pl.col("m_star")))
+        .when(pl.col("bound") == "none")
+        .then(pl.lit(1.0))
+        .when(below)
+        .then(pl.lit(1.0))
+        .when(pl.col("bound") == "upper")
+        .then(pl.min_horizontal(lo, floor.fill_null(1.0)))
+        .otherwise(lo)
+    )
+    ci_hi = (
+        pl.when(no_ci)
+        .then(pl.lit(math.nan))
+        .when(pl.col("bound").is_in(["lower", "none"]))
+        .then(pl.lit(math.inf))
+        .when(below)
+        .then(pl.max_horizontal(hi, pl.col("m_star")))
+        .otherwise(hi)
+    )
+    flags = (
+        pl.concat_list(
+            [
+                pl.when(pl.col("non_monotone")).then(pl.lit("non-monotone")),
+                pl.when(pl.col("out_of_epochs") & (budget != "ok") & (budget != "budget-limited")).then(
+                    pl.lit("out-of-epochs")
+                ),
+                pl.when(budget == "budget-limited").then(pl.lit("budget-limited")),
+                pl.when(pl.col("n_seeds") < FEW_SEEDS).then(pl.lit("few-seeds")),
+            ]
+        )
+        .list.drop_nulls()
+        .list.join("; ")
+    )
+    return table.with_columns(bound=bound, m_star=value).with_columns(ci_lo=ci_lo, ci_hi=ci_hi, flags=flags)
 
 
-def profile_interval(ms: np.ndarray, k: np.ndarray, n: np.ndarray, frac: float = 0.5,
-                     ci: float = 0.95) -> tuple[float, float]:
+def profile_interval(
+    ms: np.ndarray, k: np.ndarray, n: np.ndarray, frac: float = 0.5, ci: float = 0.95
+) -> tuple[float, float]:
     """The profile-likelihood interval of m* under the logistic model of the module
     docstring, P(success | m) = sigmoid(logit(frac) + beta (ln m - ln m*)), beta >= 0.
 
@@ -308,7 +379,9 @@ def profile_interval(ms: np.ndarray, k: np.ndarray, n: np.ndarray, frac: float =
     Returns:
         ``(lo, hi)`` in samples (``lo`` at least 1).
     """
-    from scipy.stats import chi2  # here: reading the store must not import scipy (results/__init__.py)
+    from scipy.stats import (
+        chi2,
+    )  # here: reading the store must not import scipy (results/__init__.py)
 
     x = np.log(np.asarray(ms, float))
     keep = np.asarray(n) > 0
@@ -331,7 +404,10 @@ def percentile_interval(values: np.ndarray, ci: float) -> tuple[float, float]:
     values = values[~np.isnan(values)]
     if values.size == 0:
         return math.nan, math.nan
-    q = [round(50 * (1 - ci), 9), round(50 * (1 + ci), 9)]  # 2.4999.. would pick another order statistic
+    q = [
+        round(50 * (1 - ci), 9),
+        round(50 * (1 + ci), 9),
+    ]  # 2.4999.. would pick another order statistic
     with np.errstate(invalid="ignore"):  # inf - inf between censored replicates
         lo, hi = np.percentile(values, q, method="inverted_cdf")
     return float(lo), float(hi)

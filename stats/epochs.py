@@ -38,8 +38,15 @@ def epochs_by_cell(rows: pl.DataFrame, threshold: float) -> dict:
     """
     done = rows.filter(pl.col("status") == "done")
     wins = done.filter(pl.col("test_acc") >= threshold)["epochs"].drop_nulls().to_numpy().astype(float)
-    out = dict(n_trained=done.height, n_success=int(wins.size), epochs_median=math.nan, epochs_q1=math.nan,
-               epochs_q3=math.nan, ran_out=math.nan, success_epochs=[int(e) for e in wins])
+    out = dict(
+        n_trained=done.height,
+        n_success=int(wins.size),
+        epochs_median=math.nan,
+        epochs_q1=math.nan,
+        epochs_q3=math.nan,
+        ran_out=math.nan,
+        success_epochs=[int(e) for e in wins],
+    )
     if wins.size:
         q1, med, q3 = np.percentile(wins, [25, 50, 75])
         out.update(epochs_median=float(med), epochs_q1=float(q1), epochs_q3=float(q3))
@@ -48,8 +55,13 @@ def epochs_by_cell(rows: pl.DataFrame, threshold: float) -> dict:
     return out
 
 
-def epoch_growth(T: np.ndarray, success_epochs: list[np.ndarray], n_boot: int = 1000, ci: float = 0.95,
-                 seed: int = 0) -> dict:
+def epoch_growth(
+    T: np.ndarray,
+    success_epochs: list[np.ndarray],
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> dict:
     """Median epochs of a success against T: median ~ T^slope.
 
     Args:

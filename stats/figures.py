@@ -17,12 +17,18 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from attnsweep.stats.fits import predict  # noqa: E402
 from attnsweep.results.outputs import replacing  # noqa: E402
+from attnsweep.stats.fits import predict  # noqa: E402
 
 
-def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, path: Path,
-                reference: pl.DataFrame | None = None, title: str | None = None) -> Path:
+def plot_m_star(
+    m_star: pl.DataFrame,
+    fits: dict[str, pl.DataFrame],
+    hue: str,
+    path: Path,
+    reference: pl.DataFrame | None = None,
+    title: str | None = None,
+) -> Path:
     """m* against T (log x axis) with bootstrap intervals and the fitted growth laws.
 
     Args:
@@ -42,9 +48,23 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
     fig, ax = plt.subplots(figsize=(11, 5) if reference is not None else (10, 4.5))
     if reference is not None and not reference.is_empty():
         T, m = reference["T"].to_numpy(), reference["critical_m"].to_numpy()
-        err = [np.maximum(m - reference["err_lo"].to_numpy(), 0), np.maximum(reference["err_hi"].to_numpy() - m, 0)]
-        ax.errorbar(T, m, yerr=err, fmt="s", markersize=3, color="0.3", ecolor="0.3", elinewidth=1, capsize=2,
-                    zorder=3, label="Edelman et al. 2022, transformer (read-off of their figure)")
+        err = [
+            np.maximum(m - reference["err_lo"].to_numpy(), 0),
+            np.maximum(reference["err_hi"].to_numpy() - m, 0),
+        ]
+        ax.errorbar(
+            T,
+            m,
+            yerr=err,
+            fmt="s",
+            markersize=3,
+            color="0.3",
+            ecolor="0.3",
+            elinewidth=1,
+            capsize=2,
+            zorder=3,
+            label="Edelman et al. 2022, transformer (read-off of their figure)",
+        )
     if title:
         ax.set_title(title, fontsize=10)
     m_star = _with_bound(m_star)
@@ -52,32 +72,61 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
     for value, color in palette.items():
         above = m_star.filter((pl.col(hue) == value) & (pl.col("bound") == "lower"))
         if not above.is_empty():  # m* above a bound (beyond the grid): a triangle up at the bound
-            ax.scatter(above["T"], above["m_star"], marker="^", color=color, label=f"{value}: m* > bound (beyond the grid)")
+            ax.scatter(
+                above["T"],
+                above["m_star"],
+                marker="^",
+                color=color,
+                label=f"{value}: m* > bound (beyond the grid)",
+            )
         below = m_star.filter((pl.col(hue) == value) & (pl.col("bound") == "upper"))
         if not below.is_empty():  # m* at or below a bound: a triangle down at the bound
-            ax.scatter(below["T"], below["m_star"], marker="v", color=color,
-                       label=f"{value}: m* ≤ bound (smallest m tried, out of epochs, or budget-limited)")
-        part = m_star.filter((pl.col(hue) == value) & pl.col("m_star").is_not_nan()
-                             & (pl.col("bound") == "exact")).sort("T")
+            ax.scatter(
+                below["T"],
+                below["m_star"],
+                marker="v",
+                color=color,
+                label=f"{value}: m* ≤ bound (smallest m tried, out of epochs, or budget-limited)",
+            )
+        part = m_star.filter(
+            (pl.col(hue) == value) & pl.col("m_star").is_not_nan() & (pl.col("bound") == "exact")
+        ).sort("T")
         if part.is_empty():
             continue
         T, y = part["T"].to_numpy(), part["m_star"].to_numpy()
         lo = np.minimum(part["ci_lo"].fill_nan(None).fill_null(np.nan).to_numpy(), y)
         hi = part["ci_hi"].fill_nan(None).fill_null(np.nan).to_numpy()
         hi = np.where(np.isfinite(hi), hi, y)
-        ax.errorbar(T, y, yerr=[y - lo, np.maximum(hi - y, 0)], fmt="o", color=color, capsize=3, label=str(value))
+        ax.errorbar(
+            T,
+            y,
+            yerr=[y - lo, np.maximum(hi - y, 0)],
+            fmt="o",
+            color=color,
+            capsize=3,
+            label=str(value),
+        )
         grid = np.geomspace(T.min(), T.max(), 100)
         for fit, style in zip(fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":", "-.")):
             pred = predict(fit["model"], (fit["a"], fit["b"]), grid)
-            ax.plot(grid, np.where(pred > 0, pred, np.nan), style, color=color, alpha=0.7,  # m* > 0 only
-                    label=f"  {value}: {fit['model']} fit (R²={fit['r2']:.2f}, ΔAIC={fit['delta_aic']:.1f})")
+            ax.plot(
+                grid,
+                np.where(pred > 0, pred, np.nan),
+                style,
+                color=color,
+                alpha=0.7,  # m* > 0 only
+                label=f"  {value}: {fit['model']} fit (R²={fit['r2']:.2f}, ΔAIC={fit['delta_aic']:.1f})",
+            )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length T")
     ax.set_ylabel("critical sample size m*")
     if reference is not None:  # the published figure: both models readable
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        points = [*m_star["m_star"].drop_nans().drop_nulls().to_list(), *reference["critical_m"].to_list()]
+        points = [
+            *m_star["m_star"].drop_nans().drop_nulls().to_list(),
+            *reference["critical_m"].to_list(),
+        ]
         if points:  # fits that fall towards 0 would stretch a log axis over empty decades
             ax.set_ylim(bottom=0.5 * min(points))
         ax.set_ylabel("critical sample size m* (log axis)")
@@ -93,8 +142,10 @@ def plot_m_star(m_star: pl.DataFrame, fits: dict[str, pl.DataFrame], hue: str, p
     return path
 
 
-NO_TRAINED_TRIAL = ("white: no trained trial at this (T, m): every trial there failed before training\n"
-                    "(e.g. no unambiguous training set of m samples exists for this T), or none was run")
+NO_TRAINED_TRIAL = (
+    "white: no trained trial at this (T, m): every trial there failed before training\n"
+    "(e.g. no unambiguous training set of m samples exists for this T), or none was run"
+)
 
 
 def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
@@ -117,15 +168,29 @@ def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
         cols = sorted((c for c in pivot.columns if c != "m"), key=int)
         grid = pivot.select(cols).to_numpy().astype(float)  # (m, T); NaN: no trained trial
         empty |= bool(np.isnan(grid).any())
-        sns.heatmap(grid, ax=ax, vmin=0, vmax=1, cmap="viridis",
-                    xticklabels=cols, yticklabels=pivot["m"].to_list(), cbar_kws={"label": "success rate"})
+        sns.heatmap(
+            grid,
+            ax=ax,
+            vmin=0,
+            vmax=1,
+            cmap="viridis",
+            xticklabels=cols,
+            yticklabels=pivot["m"].to_list(),
+            cbar_kws={"label": "success rate"},
+        )
         ax.set_xlabel("T")
         ax.set_ylabel("m")
         ax.set_title(str(value))
     fig.tight_layout()
     if empty:  # below the panels; bbox_inches="tight" (_save) grows the image to hold it
         swatch = matplotlib.patches.Patch(facecolor="white", edgecolor="0.3", label=NO_TRAINED_TRIAL)
-        fig.legend(handles=[swatch], loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False)
+        fig.legend(
+            handles=[swatch],
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            fontsize=8,
+            frameon=False,
+        )
     return _save(fig, path)
 
 
@@ -139,10 +204,25 @@ def plot_success_curves(rates: pl.DataFrame, facet: str, path: Path, success_fra
     """
     sns.set_theme(style="whitegrid")
     data = rates.group_by(facet, "T", "m").agg(pl.col("rate").mean()).sort(facet, "T", "m").to_pandas()
-    grid = sns.relplot(data=data, x="m", y="rate", hue="T", col=facet, kind="line", marker="o",
-                       palette="viridis", hue_norm=matplotlib.colors.LogNorm(), height=3.8, aspect=1.2,
-                       facet_kws={"sharex": False})
-    grid.set(xscale="log", xlabel="training samples m (tried by the search)", ylabel="success rate over seeds")
+    grid = sns.relplot(
+        data=data,
+        x="m",
+        y="rate",
+        hue="T",
+        col=facet,
+        kind="line",
+        marker="o",
+        palette="viridis",
+        hue_norm=matplotlib.colors.LogNorm(),
+        height=3.8,
+        aspect=1.2,
+        facet_kws={"sharex": False},
+    )
+    grid.set(
+        xscale="log",
+        xlabel="training samples m (tried by the search)",
+        ylabel="success rate over seeds",
+    )
     for ax in grid.axes.flat:
         ax.axhline(success_frac, color="grey", linestyle="--", linewidth=1)
     return _save(grid.figure, path)
@@ -162,16 +242,41 @@ def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
     data = trials.filter(pl.col("test_error") > 0)
     if several:
         data = data.sort(sizes).with_columns(
-            group=pl.concat_str([pl.lit(f"{c}=") + pl.col(c).cast(pl.String) for c in sizes], separator=", "))
+            group=pl.concat_str([pl.lit(f"{c}=") + pl.col(c).cast(pl.String) for c in sizes], separator=", ")
+        )
         data = data.select("group", "teacher", "student", "m", "test_error").to_pandas()
-        grid = sns.relplot(data=data, x="m", y="test_error", hue="student", style="teacher", col="group",
-                           col_wrap=3, kind="line", marker="o", errorbar=("ci", 95), seed=0, height=3.2, aspect=1.1,
-                           facet_kws=dict(sharex=False))
+        grid = sns.relplot(
+            data=data,
+            x="m",
+            y="test_error",
+            hue="student",
+            style="teacher",
+            col="group",
+            col_wrap=3,
+            kind="line",
+            marker="o",
+            errorbar=("ci", 95),
+            seed=0,
+            height=3.2,
+            aspect=1.1,
+            facet_kws=dict(sharex=False),
+        )
         grid.set_titles("{col_name}")
     else:
         data = data.select("teacher", "student", "m", "test_error").to_pandas()
-        grid = sns.relplot(data=data, x="m", y="test_error", hue="student", col="teacher", kind="line",
-                           marker="o", errorbar=("ci", 95), seed=0, height=3.8, aspect=1.1)  # seed: the same figure each time
+        grid = sns.relplot(
+            data=data,
+            x="m",
+            y="test_error",
+            hue="student",
+            col="teacher",
+            kind="line",
+            marker="o",
+            errorbar=("ci", 95),
+            seed=0,
+            height=3.8,
+            aspect=1.1,
+        )  # seed: the same figure each time
     grid.set(xscale="log", yscale="log", xlabel="training samples m", ylabel="relative test error")
     for ax in grid.axes.flat:  # label the sampled m, not every minor tick; labels at least 2.5x apart
         ticks = []
@@ -187,8 +292,14 @@ def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
 
 
 # Students in the order the symmetry claims name them (stats/symmetry.py); others follow.
-STUDENT_ORDER = ("inner-product", "transformer", "mlp", "transformer + rotations", "mlp + rotations",
-                 "transformer, no positions")
+STUDENT_ORDER = (
+    "inner-product",
+    "transformer",
+    "mlp",
+    "transformer + rotations",
+    "mlp + rotations",
+    "transformer, no positions",
+)
 # Room above the largest box and below the smallest: this fraction of the (log) axis height,
 # and at least half a decade; matplotlib's 5% margin left boxes near 1 against the top edge.
 HEADROOM = 0.12
@@ -213,12 +324,31 @@ def plot_equivariance_errors(trials: pl.DataFrame, column: str, path: Path, labe
     shown = trials.filter(pl.col(column) > 0).select("teacher", "student", column)
     values = shown[column].drop_nans().drop_nulls()
     if values.is_empty():  # no box anywhere (seaborn's boxplot fails on that): the slots and their notes
-        grid = sns.FacetGrid(trials.select("teacher").to_pandas(), col="teacher", col_order=teachers,
-                             height=3.8, aspect=1.2)
-        grid.set(xticks=range(len(order)), xticklabels=order, xlim=(-0.5, len(order) - 0.5), xlabel="student")
+        grid = sns.FacetGrid(
+            trials.select("teacher").to_pandas(),
+            col="teacher",
+            col_order=teachers,
+            height=3.8,
+            aspect=1.2,
+        )
+        grid.set(
+            xticks=range(len(order)),
+            xticklabels=order,
+            xlim=(-0.5, len(order) - 0.5),
+            xlabel="student",
+        )
     else:
-        grid = sns.catplot(data=shown.to_pandas(), x="student", y=column, col="teacher", kind="box", order=order,
-                           col_order=teachers, height=3.8, aspect=1.2)
+        grid = sns.catplot(
+            data=shown.to_pandas(),
+            x="student",
+            y=column,
+            col="teacher",
+            kind="box",
+            order=order,
+            col_order=teachers,
+            height=3.8,
+            aspect=1.2,
+        )
     grid.set(yscale="log", ylabel=label or column)
     if not values.is_empty():
         lo, hi = math.log10(values.min()), math.log10(values.max())
@@ -227,10 +357,23 @@ def plot_equivariance_errors(trials: pl.DataFrame, column: str, path: Path, labe
     for ax, teacher in zip(grid.axes.flat, teachers):
         at_slot = matplotlib.transforms.blended_transform_factory(ax.transData, ax.transAxes)
         for i, student in enumerate(order):
-            why = _why_empty(trials.filter((pl.col("teacher") == teacher) & (pl.col("student") == student)), column)
+            why = _why_empty(
+                trials.filter((pl.col("teacher") == teacher) & (pl.col("student") == student)),
+                column,
+            )
             if why:
-                ax.text(i, 0.5, f"n/a:\n{why}", transform=at_slot, ha="center", va="center", fontsize=7,
-                        color="0.3", gid="n/a", bbox=dict(facecolor="white", edgecolor="none", pad=1))
+                ax.text(
+                    i,
+                    0.5,
+                    f"n/a:\n{why}",
+                    transform=at_slot,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="0.3",
+                    gid="n/a",
+                    bbox=dict(facecolor="white", edgecolor="none", pad=1),
+                )
     grid.set_xticklabels(rotation=30, ha="right")
     return _save(grid.figure, path)
 
@@ -281,9 +424,19 @@ def plot_reference(ours: pl.DataFrame, reference: pl.DataFrame, path: Path) -> P
     sns.set_theme(style="whitegrid")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     T, m = reference["T"].to_numpy(), reference["critical_m"].to_numpy()
-    err = [np.maximum(m - reference["err_lo"].to_numpy(), 0), np.maximum(reference["err_hi"].to_numpy() - m, 0)]
-    ax.errorbar(T, m, yerr=err, fmt="s",
-                color="0.35", capsize=3, label="Edelman et al. 2022 (read-off of their figure)")
+    err = [
+        np.maximum(m - reference["err_lo"].to_numpy(), 0),
+        np.maximum(reference["err_hi"].to_numpy() - m, 0),
+    ]
+    ax.errorbar(
+        T,
+        m,
+        yerr=err,
+        fmt="s",
+        color="0.35",
+        capsize=3,
+        label="Edelman et al. 2022 (read-off of their figure)",
+    )
     if "series" not in ours.columns and not ours.is_empty():
         ours = ours.with_columns(series=pl.lit("ours"))
     ours = _with_bound(ours)
@@ -293,10 +446,22 @@ def plot_reference(ours: pl.DataFrame, reference: pl.DataFrame, path: Path) -> P
         color = palette[i % len(palette)]
         above = part.filter(pl.col("bound") == "lower")
         if not above.is_empty():  # beyond the grid: a triangle up at the bound
-            ax.scatter(above["T"], above["m_star"], marker="^", color=color, label=f"ours [{label}]: m* > bound")
+            ax.scatter(
+                above["T"],
+                above["m_star"],
+                marker="^",
+                color=color,
+                label=f"ours [{label}]: m* > bound",
+            )
         below = part.filter(pl.col("bound") == "upper")
         if not below.is_empty():
-            ax.scatter(below["T"], below["m_star"], marker="v", color=color, label=f"ours [{label}]: m* ≤ bound")
+            ax.scatter(
+                below["T"],
+                below["m_star"],
+                marker="v",
+                color=color,
+                label=f"ours [{label}]: m* ≤ bound",
+            )
         part = part.filter(pl.col("m_star").is_not_nan() & (pl.col("bound") == "exact"))
         if part.is_empty():
             continue
@@ -304,10 +469,24 @@ def plot_reference(ours: pl.DataFrame, reference: pl.DataFrame, path: Path) -> P
         lo = np.minimum(part["ci_lo"].fill_null(np.nan).to_numpy(), y)
         hi = part["ci_hi"].fill_null(np.nan).to_numpy()
         hi = np.where(np.isfinite(hi), hi, y)
-        ax.errorbar(part["T"].to_numpy(), y, yerr=[y - lo, np.maximum(hi - y, 0)], fmt="o", color=color, capsize=3,
-                    label="ours" if label == "ours" else f"ours [{label}]")
+        ax.errorbar(
+            part["T"].to_numpy(),
+            y,
+            yerr=[y - lo, np.maximum(hi - y, 0)],
+            fmt="o",
+            color=color,
+            capsize=3,
+            label="ours" if label == "ours" else f"ours [{label}]",
+        )
     if ours.is_empty():
-        ax.text(0.5, 0.92, "no cell of ours in this range", transform=ax.transAxes, ha="center", color="0.3")
+        ax.text(
+            0.5,
+            0.92,
+            "no cell of ours in this range",
+            transform=ax.transAxes,
+            ha="center",
+            color="0.3",
+        )
     ax.set_xlabel("context length T")
     ax.set_ylabel("critical sample size m*")
     ax.set_title("Transformer, 3-way AND: ours against the paper (95% intervals)", fontsize=10)
@@ -346,29 +525,65 @@ def plot_advantage(advantage: pl.DataFrame, center: dict[str, int], path: Path) 
             exact = part.filter(pl.col("bound") == "exact")
             if not exact.is_empty():
                 y = exact["ratio"].to_numpy()
-                err = [np.maximum(y - exact["ci_lo"].to_numpy(), 0), np.maximum(exact["ci_hi"].to_numpy() - y, 0)]
+                err = [
+                    np.maximum(y - exact["ci_lo"].to_numpy(), 0),
+                    np.maximum(exact["ci_hi"].to_numpy() - y, 0),
+                ]
                 err = [np.where(np.isfinite(e), e, 0) for e in err]
-                ax.errorbar(exact[axis].to_numpy() * dodge, y, yerr=err, fmt="o-", color=palette[student], capsize=3,
-                            label=student)
-            for kind, marker, label in (("lower", "^", "lower bound (advantage > value)"),
-                                        ("upper", "v", "upper bound (advantage ≤ value)")):
+                ax.errorbar(
+                    exact[axis].to_numpy() * dodge,
+                    y,
+                    yerr=err,
+                    fmt="o-",
+                    color=palette[student],
+                    capsize=3,
+                    label=student,
+                )
+            for kind, marker, label in (
+                ("lower", "^", "lower bound (advantage > value)"),
+                ("upper", "v", "upper bound (advantage ≤ value)"),
+            ):
                 bounds = part.filter(pl.col("bound") == kind)
                 if bounds.is_empty():
                     continue
-                ax.scatter(bounds[axis].to_numpy() * dodge, bounds["ratio"], marker=marker, color=palette[student],
-                           s=50, label=f"{student}: {label}")
+                ax.scatter(
+                    bounds[axis].to_numpy() * dodge,
+                    bounds["ratio"],
+                    marker=marker,
+                    color=palette[student],
+                    s=50,
+                    label=f"{student}: {label}",
+                )
                 for xv, yv, text in zip(bounds[axis].to_numpy() * dodge, bounds["ratio"], bounds["text"]):
                     # A bound is a side, not a value: its number beside it, so that a weak one reads as weak.
-                    ax.annotate(text, (xv, yv), textcoords="offset points", xytext=(5, 4 if kind == "lower" else -10),
-                                fontsize=7, color=palette[student])
-        ax.set(xscale="log", yscale="log", xlabel=axis, title=", ".join(f"{a}={center[a]}" for a in rest))
+                    ax.annotate(
+                        text,
+                        (xv, yv),
+                        textcoords="offset points",
+                        xytext=(5, 4 if kind == "lower" else -10),
+                        fontsize=7,
+                        color=palette[student],
+                    )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel=axis,
+            title=", ".join(f"{a}={center[a]}" for a in rest),
+        )
         ticks = sorted(line[axis].unique().to_list())
         ax.set_xticks(ticks)
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes[0][0].set_ylabel("advantage: m* generic / m* inner-product")
     handles = {h.get_label(): h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]}
-    fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
+    fig.legend(
+        handles.values(),
+        handles.keys(),
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=2,
+        fontsize=8,
+    )
     fig.suptitle("S2's advantage on the equivariant teacher against each size (95% intervals)", fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
@@ -389,10 +604,27 @@ def plot_error_against_m(medians: pl.DataFrame, center: dict[str, int], path: Pa
     for d in ds:
         part = line.filter(pl.col("d") == d).sort("m")
         y = part["E"].to_numpy()
-        err = [np.maximum(y - part["E_lo"].to_numpy(), 0), np.maximum(part["E_hi"].to_numpy() - y, 0)]
-        ax.errorbar(part["m"], y, yerr=err, fmt="o-", color=palette[d], capsize=2, markersize=4, label=f"d={d}")
-    ax.set(xscale="log", yscale="log", xlabel="training samples m", ylabel="O(d) equivariance error E (float64)",
-           title=f"generic transformer, equivariant teacher (n={center.get('n')}, k={center.get('k')})")
+        err = [
+            np.maximum(y - part["E_lo"].to_numpy(), 0),
+            np.maximum(part["E_hi"].to_numpy() - y, 0),
+        ]
+        ax.errorbar(
+            part["m"],
+            y,
+            yerr=err,
+            fmt="o-",
+            color=palette[d],
+            capsize=2,
+            markersize=4,
+            label=f"d={d}",
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="training samples m",
+        ylabel="O(d) equivariance error E (float64)",
+        title=f"generic transformer, equivariant teacher (n={center.get('n')}, k={center.get('k')})",
+    )
     ax.title.set_fontsize(10)
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # 1, 10, 100, not 10^0
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())

@@ -104,9 +104,17 @@ def compare_growth(
         rss = float(np.sum((y - predict(model, (a, b), T)) ** 2))
         ll_term = n * math.log(max(rss, 1e-12) / n)
         row = dict(
-            model=model, a=a, b=b, r2=1 - rss / tss if tss > 0 else math.nan,
-            aic=ll_term + 2 * K_PARAMS, bic=ll_term + K_PARAMS * math.log(n), n_points=n,
-            a_lo=math.nan, a_hi=math.nan, b_lo=math.nan, b_hi=math.nan,
+            model=model,
+            a=a,
+            b=b,
+            r2=1 - rss / tss if tss > 0 else math.nan,
+            aic=ll_term + 2 * K_PARAMS,
+            bic=ll_term + K_PARAMS * math.log(n),
+            n_points=n,
+            a_lo=math.nan,
+            a_hi=math.nan,
+            b_lo=math.nan,
+            b_hi=math.nan,
         )
         if replicates is not None:
             good = replicates[np.all(np.isfinite(replicates), axis=1)]
@@ -114,8 +122,10 @@ def compare_growth(
                 params = np.array([fit_growth(T, r, model) for r in good[:400]])
                 q = [50 * (1 - ci), 50 * (1 + ci)]
                 row.update(
-                    a_lo=float(np.percentile(params[:, 0], q[0])), a_hi=float(np.percentile(params[:, 0], q[1])),
-                    b_lo=float(np.percentile(params[:, 1], q[0])), b_hi=float(np.percentile(params[:, 1], q[1])),
+                    a_lo=float(np.percentile(params[:, 0], q[0])),
+                    a_hi=float(np.percentile(params[:, 0], q[1])),
+                    b_lo=float(np.percentile(params[:, 1], q[0])),
+                    b_hi=float(np.percentile(params[:, 1], q[1])),
                 )
         rows.append(row)
     table = pl.DataFrame(rows).sort("aic")
@@ -191,8 +201,12 @@ def variant_aicc(T: np.ndarray, m_star: np.ndarray, scale: str) -> dict[str, flo
     return out
 
 
-def robust_law(T: np.ndarray, m_star: np.ndarray, rivals: tuple[str, ...] = ("linear", "power", "polylog"),
-               margin: float = 2.0) -> dict:
+def robust_law(
+    T: np.ndarray,
+    m_star: np.ndarray,
+    rivals: tuple[str, ...] = ("linear", "power", "polylog"),
+    margin: float = 2.0,
+) -> dict:
     """Which growth law the cells name robustly, and how far the log law trails.
 
     Variants: each scale of :data:`SCALES`, with all cells and with each T left out in turn
@@ -220,8 +234,16 @@ def robust_law(T: np.ndarray, m_star: np.ndarray, rivals: tuple[str, ...] = ("li
     """
     T, y = np.asarray(T, float), np.asarray(m_star, float)
     n = len(T)
-    out = dict(law="too few cells", winners={}, log_deficit=math.nan, log_deficit_min=math.nan,
-               log_deficit_max=math.nan, direction="undecided", n_variants=0, n_points=n)
+    out = dict(
+        law="too few cells",
+        winners={},
+        log_deficit=math.nan,
+        log_deficit_min=math.nan,
+        log_deficit_max=math.nan,
+        direction="undecided",
+        n_variants=0,
+        n_points=n,
+    )
     if n < 3:
         return out
     deficits, winners = [], {}
@@ -235,8 +257,13 @@ def robust_law(T: np.ndarray, m_star: np.ndarray, rivals: tuple[str, ...] = ("li
             name = f"{scale}, " + ("all" if drop is None else f"without T={T[drop]:g}")
             winners[name] = min(scores, key=scores.get)
             deficits.append(scores["log"] - min(scores[m] for m in rivals))
-    out.update(winners=winners, log_deficit=deficits[0], log_deficit_min=float(min(deficits)),
-               log_deficit_max=float(max(deficits)), n_variants=len(deficits))
+    out.update(
+        winners=winners,
+        log_deficit=deficits[0],
+        log_deficit_min=float(min(deficits)),
+        log_deficit_max=float(max(deficits)),
+        n_variants=len(deficits),
+    )
     if min(deficits) >= margin:
         out["direction"] = "faster than log"
     elif max(deficits) <= -margin:

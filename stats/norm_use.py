@@ -57,22 +57,37 @@ def norm_use(rows: pl.DataFrame, cell: list[str], acc_threshold: float) -> pl.Da
     done = rows.filter(pl.col("status") == "done")
     norms = [pl.col(c) for c in BOUNDED if c in done.columns]
     if done.is_empty() or not norms:
-        return pl.DataFrame(schema={**{c: rows.schema[c] for c in cell}, "n_trained": pl.UInt32,
-                                    "at_bound": pl.Float64, "min_norm_qk": pl.Float64, "n_success": pl.UInt32,
-                                    "fit_at_m_max": pl.Float64})
+        return pl.DataFrame(
+            schema={
+                **{c: rows.schema[c] for c in cell},
+                "n_trained": pl.UInt32,
+                "at_bound": pl.Float64,
+                "min_norm_qk": pl.Float64,
+                "n_success": pl.UInt32,
+                "fit_at_m_max": pl.Float64,
+            }
+        )
     # The largest achieved norm over the bounded matrices, relative to the bound.
     used = pl.max_horizontal(norms) / pl.col("norm_bound")
     success = pl.col("test_acc") >= acc_threshold
-    fit = ((pl.col("train_acc") >= 1.0).filter(pl.col("m") == pl.col("m").max()).mean()
-           if {"m", "train_acc"} <= set(done.columns) else pl.lit(None, pl.Float64))
-    return (done.group_by(cell, maintain_order=True)
-            .agg(n_trained=pl.len(),
-                 at_bound=pl.when(pl.col("norm_bound").is_not_null().all())
-                 .then((used >= 1 - TOLERANCE).mean()).otherwise(None),
-                 min_norm_qk=pl.col("norm_qk").filter(success).min(),
-                 n_success=success.sum().cast(pl.UInt32),
-                 fit_at_m_max=fit.cast(pl.Float64))
-            .sort(cell, nulls_last=True))
+    fit = (
+        (pl.col("train_acc") >= 1.0).filter(pl.col("m") == pl.col("m").max()).mean()
+        if {"m", "train_acc"} <= set(done.columns)
+        else pl.lit(None, pl.Float64)
+    )
+    return (
+        done.group_by(cell, maintain_order=True)
+        .agg(
+            n_trained=pl.len(),
+            at_bound=pl.when(pl.col("norm_bound").is_not_null().all())
+            .then((used >= 1 - TOLERANCE).mean())
+            .otherwise(None),
+            min_norm_qk=pl.col("norm_qk").filter(success).min(),
+            n_success=success.sum().cast(pl.UInt32),
+            fit_at_m_max=fit.cast(pl.Float64),
+        )
+        .sort(cell, nulls_last=True)
+    )
 
 
 def fit_limits(m_star: pl.DataFrame) -> pl.DataFrame:
@@ -98,8 +113,12 @@ def fit_limits(m_star: pl.DataFrame) -> pl.DataFrame:
     if m_star.is_empty() or not needed <= set(m_star.columns):
         return m_star.clear()
     twice = pl.col("fit_at_m_max_2x") if "fit_at_m_max_2x" in m_star.columns else pl.lit(None, pl.Float64)
-    return m_star.filter(pl.col("norm_bound").is_not_null() & pl.col("bound").is_in(["lower", "none"])
-                         & (pl.col("fit_at_m_max") < 0.5) & (twice.is_null() | (twice < 0.5)))
+    return m_star.filter(
+        pl.col("norm_bound").is_not_null()
+        & pl.col("bound").is_in(["lower", "none"])
+        & (pl.col("fit_at_m_max") < 0.5)
+        & (twice.is_null() | (twice < 0.5))
+    )
 
 
 def norm_growth(T: np.ndarray, norm: np.ndarray, ci: float = 0.95) -> dict:
@@ -121,5 +140,10 @@ def norm_growth(T: np.ndarray, norm: np.ndarray, ci: float = 0.95) -> dict:
         return out
     fit = stats.linregress(np.log(T), norm)
     half = stats.t.ppf(0.5 + ci / 2, len(T) - 2) * fit.stderr
-    return dict(out, a=float(fit.intercept), b=float(fit.slope), b_lo=float(fit.slope - half),
-                b_hi=float(fit.slope + half))
+    return dict(
+        out,
+        a=float(fit.intercept),
+        b=float(fit.slope),
+        b_lo=float(fit.slope - half),
+        b_hi=float(fit.slope + half),
+    )

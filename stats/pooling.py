@@ -30,19 +30,43 @@ def shared_trials(rows: pl.DataFrame, threshold: float) -> pl.DataFrame:
         at or above ``threshold`` in one, below in the other). Empty when no trial id is
         shared across versions.
     """
-    schema = dict(run_a=pl.String, version_a=pl.String, run_b=pl.String, version_b=pl.String, shared=pl.Int64,
-                  changed=pl.Int64, flipped=pl.Int64)
-    done = (rows.filter(pl.col("status") == "done").select("trial_id", "run_id", "code_version", "test_acc")
-            .unique(subset=["trial_id", "run_id"], keep="first"))
+    schema = dict(
+        run_a=pl.String,
+        version_a=pl.String,
+        run_b=pl.String,
+        version_b=pl.String,
+        shared=pl.Int64,
+        changed=pl.Int64,
+        flipped=pl.Int64,
+    )
+    done = (
+        rows.filter(pl.col("status") == "done")
+        .select("trial_id", "run_id", "code_version", "test_acc")
+        .unique(subset=["trial_id", "run_id"], keep="first")
+    )
     if done.is_empty():
         return pl.DataFrame(schema=schema)
     pairs = done.join(done, on="trial_id", suffix="_b").filter(
-        (pl.col("run_id") < pl.col("run_id_b")) & (pl.col("code_version") != pl.col("code_version_b")))
+        (pl.col("run_id") < pl.col("run_id_b")) & (pl.col("code_version") != pl.col("code_version_b"))
+    )
     if pairs.is_empty():
         return pl.DataFrame(schema=schema)
     win_a, win_b = pl.col("test_acc") >= threshold, pl.col("test_acc_b") >= threshold
-    return (pairs.group_by("run_id", "code_version", "run_id_b", "code_version_b")
-            .agg(shared=pl.len().cast(pl.Int64), changed=(pl.col("test_acc") != pl.col("test_acc_b")).sum().cast(pl.Int64),
-                 flipped=(win_a != win_b).sum().cast(pl.Int64))
-            .rename(dict(run_id="run_a", code_version="version_a", run_id_b="run_b", code_version_b="version_b"))
-            .sort("run_a", "run_b").select(list(schema)))
+    return (
+        pairs.group_by("run_id", "code_version", "run_id_b", "code_version_b")
+        .agg(
+            shared=pl.len().cast(pl.Int64),
+            changed=(pl.col("test_acc") != pl.col("test_acc_b")).sum().cast(pl.Int64),
+            flipped=(win_a != win_b).sum().cast(pl.Int64),
+        )
+        .rename(
+            dict(
+                run_id="run_a",
+                code_version="version_a",
+                run_id_b="run_b",
+                code_version_b="version_b",
+            )
+        )
+        .sort("run_a", "run_b")
+        .select(list(schema))
+    )

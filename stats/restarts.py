@@ -54,21 +54,35 @@ def learners(rows: pl.DataFrame, cell: list[str], acc_threshold: float = 0.95) -
     success = (pl.col("status") == "done") & (pl.col("test_acc") >= acc_threshold).fill_null(False)
     loss = pl.when(trained & pl.col("train_loss").is_finite()).then(pl.col("train_loss")).otherwise(float("inf"))
     ranked = rows.with_columns(
-        _success=success, _loss=loss.fill_null(float("inf")),
+        _success=success,
+        _loss=loss.fill_null(float("inf")),
         _restarts=pl.col("restart").n_unique().over(others, mapping_strategy="group_to_rows"),
-        _here=pl.col("restart").n_unique().over(group))
+        _here=pl.col("restart").n_unique().over(group),
+    )
     complete = ranked.filter(pl.col("_here") == pl.col("_restarts"))
     label = pl.col("_restarts").cast(pl.String)
     one = ranked.filter(pl.col("restart") == 0).with_columns(pl.lit(ONE_INIT).alias(LEARNER))
     # The group's succeeding restart if any (the lowest), else its lowest restart.
-    anyof = (complete.sort([*group, "_success", "restart"], descending=[False] * len(group) + [True, False],
-                           nulls_last=True)
-             .group_by(group, maintain_order=True).first()
-             .with_columns((pl.lit("any of ") + label).alias(LEARNER)))
-    best = (complete.sort([*group, "_loss", "restart"], nulls_last=True)
-            .group_by(group, maintain_order=True).first()
-            .with_columns((pl.lit("best of ") + label).alias(LEARNER)))
+    anyof = (
+        complete.sort(
+            [*group, "_success", "restart"],
+            descending=[False] * len(group) + [True, False],
+            nulls_last=True,
+        )
+        .group_by(group, maintain_order=True)
+        .first()
+        .with_columns((pl.lit("any of ") + label).alias(LEARNER))
+    )
+    best = (
+        complete.sort([*group, "_loss", "restart"], nulls_last=True)
+        .group_by(group, maintain_order=True)
+        .first()
+        .with_columns((pl.lit("best of ") + label).alias(LEARNER))
+    )
     columns = [c for c in rows.columns if c != "restart"]
     out = pl.concat([part.select(*columns, LEARNER) for part in (one, anyof, best)], how="vertical_relaxed")
-    new_cell = [*others, LEARNER]  # last, as in orchestrator/analyze.py CELL_FIELDS: cell keys match across tables
+    new_cell = [
+        *others,
+        LEARNER,
+    ]  # last, as in orchestrator/analyze.py CELL_FIELDS: cell keys match across tables
     return out.select([*new_cell, *[c for c in columns if c not in new_cell]]), new_cell

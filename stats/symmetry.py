@@ -38,8 +38,16 @@ import numpy as np
 import polars as pl
 
 from attnsweep.stats.critical import critical_sample_sizes, format_m_star, resolve_bounds
-from attnsweep.stats.verdict_common import (EFFECT_SLOPE, INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED,
-                                            Verdict, quantity, split_flags)
+from attnsweep.stats.verdict_common import (
+    EFFECT_SLOPE,
+    INCONCLUSIVE,
+    NOT_SUPPORTED,
+    NOT_TESTED,
+    SUPPORTED,
+    Verdict,
+    quantity,
+    split_flags,
+)
 
 ROUNDOFF = 1e-10
 GAP = 1e4
@@ -64,17 +72,21 @@ def pooled_settings(trials: pl.LazyFrame | pl.DataFrame, settings: list[str]) ->
     counts = frame.select(pl.col(c).n_unique() for c in names).collect().row(0, named=True)
     varying = [c for c in names if counts[c] > 1]
     values = frame.select(varying).unique().collect() if varying else None
-    return {c: sorted(values[c].unique().to_list(), key=lambda v: (v is None, str(v) if v is None else v))
-            for c in varying}
+    return {
+        c: sorted(values[c].unique().to_list(), key=lambda v: (v is None, str(v) if v is None else v)) for c in varying
+    }
 
 
 def with_student(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
     """Add the ``student`` label column."""
     eq, model = pl.col("equivariance"), pl.col("model")
     return trials.lazy().with_columns(
-        student=pl.when(eq == "orthogonal").then(pl.lit("inner-product"))
-        .when(eq == "permutation").then(pl.lit("transformer, no positions"))
-        .when(eq == "augment").then(model + pl.lit(" + rotations"))
+        student=pl.when(eq == "orthogonal")
+        .then(pl.lit("inner-product"))
+        .when(eq == "permutation")
+        .then(pl.lit("transformer, no positions"))
+        .when(eq == "augment")
+        .then(model + pl.lit(" + rotations"))
         .otherwise(model)
     )
 
@@ -86,19 +98,31 @@ def critical_sizes(trials: pl.DataFrame, target_error: float, n_boot: int, ci: f
     return critical_sizes_and_replicates(trials, target_error, n_boot, ci)[0]
 
 
-def critical_sizes_and_replicates(trials: pl.DataFrame, target_error: float, n_boot: int,
-                                  ci: float) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
+def critical_sizes_and_replicates(
+    trials: pl.DataFrame, target_error: float, n_boot: int, ci: float
+) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
     """:func:`critical_sizes` and each cell's ``(n_boot,)`` bootstrap m* (+inf: beyond the
     grid), keyed by the tuple of its :data:`CELL` values (stats/critical.py)."""
     labelled = with_student(trials)
     fitted = (pl.col("train_error") <= target_error) if "train_error" in labelled.collect_schema().names() else None
-    table, reps = critical_sample_sizes(labelled, CELL, success=pl.col("test_error") <= target_error,
-                                        fitted=fitted, n_boot=n_boot, ci=ci)
+    table, reps = critical_sample_sizes(
+        labelled,
+        CELL,
+        success=pl.col("test_error") <= target_error,
+        fitted=fitted,
+        n_boot=n_boot,
+        ci=ci,
+    )
     return table.sort(CELL), reps
 
 
-def with_budget_check(m_star: pl.DataFrame, trials: pl.DataFrame, budget_rows: pl.DataFrame, target_error: float,
-                      success_frac: float) -> pl.DataFrame:
+def with_budget_check(
+    m_star: pl.DataFrame,
+    trials: pl.DataFrame,
+    budget_rows: pl.DataFrame,
+    target_error: float,
+    success_frac: float,
+) -> pl.DataFrame:
     """The m* table with ``budget``: ``"ok"`` when every m the budget check tried again at
     twice ``max_epochs`` (a cell's deciding m, orchestrator/adaptive.py) has the same outcome
     as with the spec's epochs (success rate over the seeds that trained at or above
@@ -111,24 +135,41 @@ def with_budget_check(m_star: pl.DataFrame, trials: pl.DataFrame, budget_rows: p
         trials, budget_rows: the search rows and the budget check's rows (``search_phase``
             ``budget``), with the columns of the module docstring.
     """
+
     def rates(rows: pl.DataFrame) -> pl.DataFrame:
         ok = (pl.col("status") == "done") & (pl.col("test_error") <= target_error)
-        return (with_student(rows).filter(pl.col("status").is_in(["done", "diverged"]))
-                .group_by(*CELL, "m").agg(rate=ok.mean()).collect())
+        return (
+            with_student(rows)
+            .filter(pl.col("status").is_in(["done", "diverged"]))
+            .group_by(*CELL, "m")
+            .agg(rate=ok.mean())
+            .collect()
+        )
 
     if budget_rows.is_empty():
         return resolve_bounds(m_star.with_columns(budget=pl.lit("not checked")))
     pairs = rates(budget_rows).join(rates(trials), on=[*CELL, "m"], how="left", suffix="_1x")
-    moved = (pairs.with_columns(changed=(pl.col("rate") >= success_frac) != (pl.col("rate_1x").fill_null(0.0)
-                                                                              >= success_frac))
-             .group_by(CELL).agg(pl.col("changed").any()))
+    moved = (
+        pairs.with_columns(
+            changed=(pl.col("rate") >= success_frac) != (pl.col("rate_1x").fill_null(0.0) >= success_frac)
+        )
+        .group_by(CELL)
+        .agg(pl.col("changed").any())
+    )
     joined = m_star.drop("budget", strict=False).join(moved, on=CELL, how="left", nulls_equal=True)
-    budget = (pl.when(pl.col("changed").is_null()).then(pl.lit("not checked"))
-              .when(pl.col("changed")).then(pl.lit("budget-limited")).otherwise(pl.lit("ok")))
+    budget = (
+        pl.when(pl.col("changed").is_null())
+        .then(pl.lit("not checked"))
+        .when(pl.col("changed"))
+        .then(pl.lit("budget-limited"))
+        .otherwise(pl.lit("ok"))
+    )
     return resolve_bounds(joined.with_columns(budget=budget).drop("changed"))
 
 
-def log_slope(df: pl.DataFrame, column: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def log_slope(
+    df: pl.DataFrame, column: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """OLS slope of log10(column) on log10(m) with a bootstrap CI over seeds.
 
     Args:
@@ -172,15 +213,49 @@ def _median_ci(values: np.ndarray, n_boot: int, ci: float, seed: int = 0) -> tup
 def verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int = 1000, ci: float = 0.95) -> list[Verdict]:
     """S1-S4 (module docstring), each a verdict dict of :mod:`stats.boolean_verdicts`."""
     done = with_student(trials).filter(pl.col("status") == "done").collect()
-    return [_s1(done, n_boot, ci), _s2(m_star), _s3(done, n_boot, ci, m_star), _s4(done, n_boot, ci, m_star)]
+    return [
+        _s1(done, n_boot, ci),
+        _s2(m_star),
+        _s3(done, n_boot, ci, m_star),
+        _s4(done, n_boot, ci, m_star),
+    ]
 
 
-def _verdict(cid: str, claim: str, statistic: str, interval: str, verdict: str, why: str, numbers: dict | None = None,
-             flags: list[dict] = ()) -> Verdict:
-    series = [dict(cells={}, verdict=verdict, statistic=statistic, interval=interval, why=why,
-                   numbers=numbers or {})] if numbers is not None else []
-    return Verdict(id=cid, claim=claim, statistic=statistic, interval=interval, verdict=verdict, why=why, series=series,
-                   not_judged=[], flags=list(flags))
+def _verdict(
+    cid: str,
+    claim: str,
+    statistic: str,
+    interval: str,
+    verdict: str,
+    why: str,
+    numbers: dict | None = None,
+    flags: list[dict] = (),
+) -> Verdict:
+    series = (
+        [
+            dict(
+                cells={},
+                verdict=verdict,
+                statistic=statistic,
+                interval=interval,
+                why=why,
+                numbers=numbers or {},
+            )
+        ]
+        if numbers is not None
+        else []
+    )
+    return Verdict(
+        id=cid,
+        claim=claim,
+        statistic=statistic,
+        interval=interval,
+        verdict=verdict,
+        why=why,
+        series=series,
+        not_judged=[],
+        flags=list(flags),
+    )
 
 
 S1_CLAIM = "S1: the inner-product student is exactly O(d)-equivariant; the generic one is not"
@@ -193,19 +268,34 @@ def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
     orth = done.filter(pl.col("student") == "inner-product")["eq_error_max"].drop_nulls()
     generic = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
     if orth.is_empty() or generic.is_empty():
-        return _verdict("S1", S1_CLAIM, "-", "-", NOT_TESTED,
-                        "needs inner-product trials and generic transformer trials on the equivariant teacher")
+        return _verdict(
+            "S1",
+            S1_CLAIM,
+            "-",
+            "-",
+            NOT_TESTED,
+            "needs inner-product trials and generic transformer trials on the equivariant teacher",
+        )
     e_max = float(orth.max())
     small = generic.filter(pl.col("m") == generic["m"].min())["eq_error_median"].drop_nulls().to_numpy()
     med, lo, hi = _median_ci(small, n_boot, ci)
     ok = e_max < ROUNDOFF and lo >= GAP * max(e_max, 1e-300)
-    numbers = dict(max_e_inner_product=e_max, median_e_transformer=quantity(med, lo, hi),
-                   m=int(generic["m"].min()), roundoff=ROUNDOFF, gap=GAP)
+    numbers = dict(
+        max_e_inner_product=e_max,
+        median_e_transformer=quantity(med, lo, hi),
+        m=int(generic["m"].min()),
+        roundoff=ROUNDOFF,
+        gap=GAP,
+    )
     return _verdict(
-        "S1", S1_CLAIM, f"max float64 E (inner-product, all trials) = {e_max:.2e}; median E (transformer, equivariant "
+        "S1",
+        S1_CLAIM,
+        f"max float64 E (inner-product, all trials) = {e_max:.2e}; median E (transformer, equivariant "
         f"teacher, m={generic['m'].min()}) = {med:.2e}",
-        f"transformer median E CI {lo:.2e} .. {hi:.2e}", SUPPORTED if ok else NOT_SUPPORTED,
-        f"needs max E < {ROUNDOFF:g} and the generic median E at least {GAP:g} times larger", numbers,
+        f"transformer median E CI {lo:.2e} .. {hi:.2e}",
+        SUPPORTED if ok else NOT_SUPPORTED,
+        f"needs max E < {ROUNDOFF:g} and the generic median E at least {GAP:g} times larger",
+        numbers,
     )
 
 
@@ -224,8 +314,15 @@ def _s2(m_star: pl.DataFrame) -> dict:
             flags += _flags_of(r)
             parts.append(f"{teacher}: inner-product {_m(o)} vs {r['student']} {_m(r)}")
             order = _order(o, r)
-            compared.append(dict(teacher=teacher, student=r["student"], inner_product=_quantity(o),
-                                 other=_quantity(r), order=order))
+            compared.append(
+                dict(
+                    teacher=teacher,
+                    student=r["student"],
+                    inner_product=_quantity(o),
+                    other=_quantity(r),
+                    order=order,
+                )
+            )
             if should_win:  # the inner-product student must lie below
                 outcomes.append({"below": "ok", "above": "contradicts"}.get(order, "undecided"))
             else:  # the control: it must not win (lie at or above); never reaching the target at any m tried is no win
@@ -234,21 +331,51 @@ def _s2(m_star: pl.DataFrame) -> dict:
             if order == "undecided":
                 undecided.append(f"{teacher}: {r['student']}")
     if missing and not parts:
-        return _verdict("S2", S2_CLAIM, "-", "-", NOT_TESTED,
-                        "needs inner-product, transformer and MLP trials on both teachers")
-    verdict = (NOT_SUPPORTED if "contradicts" in outcomes else
-               INCONCLUSIVE if missing or "undecided" in outcomes else SUPPORTED)
-    limited = sorted({f"{f['cell']['teacher']}/{f['cell']['student']}" for f in flags
-                      if f["flag"] in ("budget-limited", "out-of-epochs")})
-    why = ("on the equivariant teacher the inner-product student's m* must lie below each generic student's, on "
-           "the control at or above (its interval entirely below the other's, or at or above it; a bound's range "
-           "reaches to its side; on the control, never reaching the target at any m tried is no win)"
-           + ("; a teacher is missing" if missing else "")
-           + (f"; undecided (the two overlap, or one has no number): {', '.join(undecided)}" if undecided else "")
-           + (f"; cells that ran out of epochs (their m* is a bound, or unknown where no m is decided): "
-              f"{', '.join(limited)}" if limited else ""))
-    return _verdict("S2", S2_CLAIM, "; ".join(parts), "m* with 95% CI per student", verdict, why,
-                    dict(comparisons=compared), flags)
+        return _verdict(
+            "S2",
+            S2_CLAIM,
+            "-",
+            "-",
+            NOT_TESTED,
+            "needs inner-product, transformer and MLP trials on both teachers",
+        )
+    verdict = (
+        NOT_SUPPORTED
+        if "contradicts" in outcomes
+        else INCONCLUSIVE
+        if missing or "undecided" in outcomes
+        else SUPPORTED
+    )
+    limited = sorted(
+        {
+            f"{f['cell']['teacher']}/{f['cell']['student']}"
+            for f in flags
+            if f["flag"] in ("budget-limited", "out-of-epochs")
+        }
+    )
+    why = (
+        "on the equivariant teacher the inner-product student's m* must lie below each generic student's, on "
+        "the control at or above (its interval entirely below the other's, or at or above it; a bound's range "
+        "reaches to its side; on the control, never reaching the target at any m tried is no win)"
+        + ("; a teacher is missing" if missing else "")
+        + (f"; undecided (the two overlap, or one has no number): {', '.join(undecided)}" if undecided else "")
+        + (
+            f"; cells that ran out of epochs (their m* is a bound, or unknown where no m is decided): "
+            f"{', '.join(limited)}"
+            if limited
+            else ""
+        )
+    )
+    return _verdict(
+        "S2",
+        S2_CLAIM,
+        "; ".join(parts),
+        "m* with 95% CI per student",
+        verdict,
+        why,
+        dict(comparisons=compared),
+        flags,
+    )
 
 
 def _order(a: dict, b: dict) -> str:
@@ -307,13 +434,20 @@ def _slope_verdict(cid: str, claim: str, rows: pl.DataFrame, column: str, n_boot
     numbers = dict(slope=quantity(b, lo, hi), effect=-EFFECT_SLOPE, m_min=int(ms.min()), m_max=int(ms.max()))
     statistic = f"slope of log10 {column} on log10 m = {b:.2f}"
     interval = f"CI {lo:.2f} .. {hi:.2f}"
-    need = f"falls = the interval lies below -{EFFECT_SLOPE:g} (a factor {10 ** EFFECT_SLOPE:.2f} per tenfold m)"
+    need = f"falls = the interval lies below -{EFFECT_SLOPE:g} (a factor {10**EFFECT_SLOPE:.2f} per tenfold m)"
     if hi < -EFFECT_SLOPE:
         return _verdict(cid, claim, statistic, interval, SUPPORTED, need, numbers)
     if lo > -EFFECT_SLOPE:
         what = "practically flat" if hi < EFFECT_SLOPE else "it does not fall"
-        return _verdict(cid, claim, statistic, interval, NOT_SUPPORTED,
-                        f"{need}; the interval lies above it: {what} over m = {ms.min()}..{ms.max()}", numbers)
+        return _verdict(
+            cid,
+            claim,
+            statistic,
+            interval,
+            NOT_SUPPORTED,
+            f"{need}; the interval lies above it: {what} over m = {ms.min()}..{ms.max()}",
+            numbers,
+        )
     return _verdict(cid, claim, statistic, interval, INCONCLUSIVE, f"{need}; the interval includes it", numbers)
 
 
@@ -333,23 +467,32 @@ def _budgeted(verdict: dict, m_star: pl.DataFrame) -> dict:
     flag, or its ``out_of_epochs`` column where a budget check that kept m*'s outcome cleared
     the flag): E then measures the training budget as much as the samples, so a decided
     verdict becomes inconclusive and says so (docs/claims.md 2)."""
-    cell = m_star.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")) \
-        if not m_star.is_empty() and "student" in m_star.columns else m_star.clear()
+    cell = (
+        m_star.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
+        if not m_star.is_empty() and "student" in m_star.columns
+        else m_star.clear()
+    )
     rows = list(cell.iter_rows(named=True))
     flags = [f for r in rows for f in _flags_of(r) if f["flag"] in ("out-of-epochs", "budget-limited")]
     # A budget check that kept m*'s outcome clears the cell's flag, but not what E measured: the
     # trials that decide m* still ran out of epochs before fitting their training sets.
-    flags += [dict(flag="out-of-epochs", cell=f["cell"]) for r in rows if r.get("out_of_epochs")
-              for f in [dict(cell={c: r[c] for c in ("teacher", "student", "n", "k", "d") if c in r})]
-              if not any(g["cell"] == f["cell"] for g in flags)]
+    flags += [
+        dict(flag="out-of-epochs", cell=f["cell"])
+        for r in rows
+        if r.get("out_of_epochs")
+        for f in [dict(cell={c: r[c] for c in ("teacher", "student", "n", "k", "d") if c in r})]
+        if not any(g["cell"] == f["cell"] for g in flags)
+    ]
     if not flags:
         return verdict
     verdict["flags"] = flags
     if verdict["verdict"] in (SUPPORTED, NOT_SUPPORTED):
-        verdict["why"] += ("; but the generic transformer's trials ran out of epochs before fitting their training "
-                           f"sets (flag {flags[0]['flag']}; a budget check that kept m*'s outcome does not clear E): "
-                           "E measures the training budget as much as the samples, "
-                           f"so the verdict ({verdict['verdict']} as measured) is inconclusive")
+        verdict["why"] += (
+            "; but the generic transformer's trials ran out of epochs before fitting their training "
+            f"sets (flag {flags[0]['flag']}; a budget check that kept m*'s outcome does not clear E): "
+            "E measures the training budget as much as the samples, "
+            f"so the verdict ({verdict['verdict']} as measured) is inconclusive"
+        )
         verdict["verdict"] = INCONCLUSIVE
         if verdict["series"]:
             verdict["series"][0].update(verdict=INCONCLUSIVE, why=verdict["why"])

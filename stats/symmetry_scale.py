@@ -40,7 +40,15 @@ import polars as pl
 
 from attnsweep.stats.critical import _cell_hash, format_m_star, percentile_interval
 from attnsweep.stats.symmetry import CELL, log_slope, verdicts, with_student
-from attnsweep.stats.verdict_common import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTED, SUPPORTED, Verdict, jsonable, ratio_bound
+from attnsweep.stats.verdict_common import (
+    INCONCLUSIVE,
+    NOT_SUPPORTED,
+    NOT_TESTED,
+    SUPPORTED,
+    Verdict,
+    jsonable,
+    ratio_bound,
+)
 
 GROUP = ["n", "k", "d"]
 AXES = ("d", "n", "k")
@@ -73,10 +81,30 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
         sel = _in_group(n, k, d)
         for v in verdicts(trials.filter(sel), m_star.filter(sel), n_boot, ci):
             numbers = v["series"][0]["numbers"] if v["series"] else {}
-            rows.append(dict(n=n, k=k, d=d, claim=v["id"], verdict=v["verdict"], statistic=v["statistic"],
-                             interval=v["interval"], why=v["why"], numbers=json.dumps(jsonable(numbers))))
-    schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, claim=pl.String, verdict=pl.String, statistic=pl.String,
-                  interval=pl.String, why=pl.String, numbers=pl.String)
+            rows.append(
+                dict(
+                    n=n,
+                    k=k,
+                    d=d,
+                    claim=v["id"],
+                    verdict=v["verdict"],
+                    statistic=v["statistic"],
+                    interval=v["interval"],
+                    why=v["why"],
+                    numbers=json.dumps(jsonable(numbers)),
+                )
+            )
+    schema = dict(
+        n=pl.Int64,
+        k=pl.Int64,
+        d=pl.Int64,
+        claim=pl.String,
+        verdict=pl.String,
+        statistic=pl.String,
+        interval=pl.String,
+        why=pl.String,
+        numbers=pl.String,
+    )
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -97,8 +125,9 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[Verdict
     out = []
     for claim in CLAIMS:
         part = table.filter(pl.col("claim") == claim)
-        counts = {v: part.filter(pl.col("verdict") == v).height
-                  for v in (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED)}
+        counts = {
+            v: part.filter(pl.col("verdict") == v).height for v in (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED)
+        }
         total = part.height
         if total and counts[SUPPORTED] == total:
             verdict = SUPPORTED
@@ -108,19 +137,39 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[Verdict
             verdict = NOT_TESTED
         else:
             verdict = INCONCLUSIVE
-        others = [f"{_group_name(r)}: {r['verdict']}" for r in part.filter(pl.col("verdict") != SUPPORTED)
-                  .iter_rows(named=True)]
+        others = [
+            f"{_group_name(r)}: {r['verdict']}"
+            for r in part.filter(pl.col("verdict") != SUPPORTED).iter_rows(named=True)
+        ]
         statistic = f"supported in {counts[SUPPORTED]} of {total} (d, n, k) groups" + (
-            f" ({'; '.join(others)})" if others else "")
-        series = [dict(cells=dict(d=r["d"], n=r["n"], k=r["k"]), verdict=r["verdict"], statistic=r["statistic"],
-                       interval=r["interval"], why=r["why"], numbers=json.loads(r["numbers"]))
-                  for r in part.iter_rows(named=True)]
-        out.append(Verdict(id=claim, claim=f"{texts[claim]}, in every (d, n, k) group", statistic=statistic,
-                           interval="each group's interval in the per-group table", verdict=verdict,
-                           why="supported when every group supports it; not supported as soon as one group does not; "
-                               "otherwise inconclusive (not tested when no group tests it); each group's own why is "
-                               "in its series",
-                           series=series, not_judged=[], flags=[]))
+            f" ({'; '.join(others)})" if others else ""
+        )
+        series = [
+            dict(
+                cells=dict(d=r["d"], n=r["n"], k=r["k"]),
+                verdict=r["verdict"],
+                statistic=r["statistic"],
+                interval=r["interval"],
+                why=r["why"],
+                numbers=json.loads(r["numbers"]),
+            )
+            for r in part.iter_rows(named=True)
+        ]
+        out.append(
+            Verdict(
+                id=claim,
+                claim=f"{texts[claim]}, in every (d, n, k) group",
+                statistic=statistic,
+                interval="each group's interval in the per-group table",
+                verdict=verdict,
+                why="supported when every group supports it; not supported as soon as one group does not; "
+                "otherwise inconclusive (not tested when no group tests it); each group's own why is "
+                "in its series",
+                series=series,
+                not_judged=[],
+                flags=[],
+            )
+        )
     return out
 
 
@@ -148,8 +197,9 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
     return _advantage(m_star, replicates, ci, seed)[0]
 
 
-def _advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float,
-               seed: int) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
+def _advantage(
+    m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float, seed: int
+) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
     """:func:`advantage` and the ``(R,)`` paired replicates of each of its rows' ratio, keyed
     by ``(n, k, d, student)``."""
     eq = m_star.filter(pl.col("teacher") == "equivariant")
@@ -178,17 +228,54 @@ def _advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: fl
                     with np.errstate(divide="ignore", invalid="ignore"):
                         lo = min(lo, o["ci_lo"] / b["ci_hi"]) if o["ci_lo"] == o["ci_lo"] else lo
                         hi = max(hi, o["ci_hi"] / b["ci_lo"]) if o["ci_hi"] == o["ci_hi"] else hi
-            rows.append(dict(n=n, k=k, d=d, student=student, m_star=_finite(o), m_star_baseline=_finite(b),
-                             m_star_bound=o["bound"], baseline_bound=b["bound"], m_star_lo=o["ci_lo"],
-                             m_star_hi=o["ci_hi"], baseline_lo=b["ci_lo"], baseline_hi=b["ci_hi"],
-                             m_star_text=_m_text(o), baseline_text=_m_text(b),
-                             ratio=ratio, bound=bound, ci_lo=lo, ci_hi=hi, text=_ratio_text(ratio, bound, lo, hi),
-                             baseline_floor=_at_floor(b), baseline_m_max=b.get("m_max")))
-    schema = dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, student=pl.String, m_star=pl.Float64,
-                  m_star_baseline=pl.Float64, m_star_bound=pl.String, baseline_bound=pl.String, m_star_lo=pl.Float64,
-                  m_star_hi=pl.Float64, baseline_lo=pl.Float64, baseline_hi=pl.Float64, m_star_text=pl.String, baseline_text=pl.String, ratio=pl.Float64,
-                  bound=pl.String, ci_lo=pl.Float64, ci_hi=pl.Float64, text=pl.String, baseline_floor=pl.Boolean,
-                  baseline_m_max=pl.Int64)
+            rows.append(
+                dict(
+                    n=n,
+                    k=k,
+                    d=d,
+                    student=student,
+                    m_star=_finite(o),
+                    m_star_baseline=_finite(b),
+                    m_star_bound=o["bound"],
+                    baseline_bound=b["bound"],
+                    m_star_lo=o["ci_lo"],
+                    m_star_hi=o["ci_hi"],
+                    baseline_lo=b["ci_lo"],
+                    baseline_hi=b["ci_hi"],
+                    m_star_text=_m_text(o),
+                    baseline_text=_m_text(b),
+                    ratio=ratio,
+                    bound=bound,
+                    ci_lo=lo,
+                    ci_hi=hi,
+                    text=_ratio_text(ratio, bound, lo, hi),
+                    baseline_floor=_at_floor(b),
+                    baseline_m_max=b.get("m_max"),
+                )
+            )
+    schema = dict(
+        n=pl.Int64,
+        k=pl.Int64,
+        d=pl.Int64,
+        student=pl.String,
+        m_star=pl.Float64,
+        m_star_baseline=pl.Float64,
+        m_star_bound=pl.String,
+        baseline_bound=pl.String,
+        m_star_lo=pl.Float64,
+        m_star_hi=pl.Float64,
+        baseline_lo=pl.Float64,
+        baseline_hi=pl.Float64,
+        m_star_text=pl.String,
+        baseline_text=pl.String,
+        ratio=pl.Float64,
+        bound=pl.String,
+        ci_lo=pl.Float64,
+        ci_hi=pl.Float64,
+        text=pl.String,
+        baseline_floor=pl.Boolean,
+        baseline_m_max=pl.Int64,
+    )
     return pl.DataFrame(rows, schema=schema), reps
 
 
@@ -198,8 +285,9 @@ def _at_floor(b: dict) -> bool:
     return b["bound"] == "exact" and b["m_star"] is not None and float(b["m_star"]) <= 1.0 and b.get("m_min") == 1
 
 
-def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float,
-                     seed: int = 0) -> pl.DataFrame:
+def advantage_slopes(
+    m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float, seed: int = 0
+) -> pl.DataFrame:
     """How S2's advantage changes along each axis: advantage ~ axis^slope along each line.
 
     Returns:
@@ -228,11 +316,21 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
                 left = line.filter(pl.col("bound") != "exact")
                 fixed = ", ".join(f"{a}={v}" for a, v in zip(rest, key))
                 left_out = [_left_out(r, axis, used) for r in left.iter_rows(named=True)]
-                row = dict(student=student, axis=axis, fixed=fixed, values=", ".join(str(v) for v in used[axis]),
-                           slope=math.nan, ci_lo=math.nan, ci_hi=math.nan, censored_share=math.nan,
-                           left_out="; ".join(x["text"] for x in left_out), left_out_json=json.dumps(left_out),
-                           local_json="[]", lack_of_fit=False,
-                           floor=bool(used.height) and bool((used["baseline_floor"]).all()))
+                row = dict(
+                    student=student,
+                    axis=axis,
+                    fixed=fixed,
+                    values=", ".join(str(v) for v in used[axis]),
+                    slope=math.nan,
+                    ci_lo=math.nan,
+                    ci_hi=math.nan,
+                    censored_share=math.nan,
+                    left_out="; ".join(x["text"] for x in left_out),
+                    left_out_json=json.dumps(left_out),
+                    local_json="[]",
+                    lack_of_fit=False,
+                    floor=bool(used.height) and bool((used["baseline_floor"]).all()),
+                )
                 if used.height >= 2:
                     x = np.log(used[axis].to_numpy().astype(float))
                     w = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = w . y
@@ -254,9 +352,21 @@ def advantage_slopes(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], 
                 elif not row["left_out"]:
                     row["left_out"] = "fewer than two values"
                 rows.append(row)
-    schema = dict(student=pl.String, axis=pl.String, fixed=pl.String, values=pl.String, slope=pl.Float64,
-                  ci_lo=pl.Float64, ci_hi=pl.Float64, censored_share=pl.Float64, left_out=pl.String,
-                  left_out_json=pl.String, local_json=pl.String, lack_of_fit=pl.Boolean, floor=pl.Boolean)
+    schema = dict(
+        student=pl.String,
+        axis=pl.String,
+        fixed=pl.String,
+        values=pl.String,
+        slope=pl.Float64,
+        ci_lo=pl.Float64,
+        ci_hi=pl.Float64,
+        censored_share=pl.Float64,
+        left_out=pl.String,
+        left_out_json=pl.String,
+        local_json=pl.String,
+        lack_of_fit=pl.Boolean,
+        floor=pl.Boolean,
+    )
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -276,8 +386,15 @@ def _local_slopes(x: np.ndarray, y: np.ndarray, logs: np.ndarray, ci: float) -> 
         with np.errstate(invalid="ignore"):
             reps = (logs[:, i + 1] - logs[:, i]) / dx
         lo, hi = percentile_interval(reps, ci)
-        out.append({"from": int(x[i]), "to": int(x[i + 1]), "slope": float((y[i + 1] - y[i]) / dx),
-                    "ci_lo": float(lo), "ci_hi": float(hi)})
+        out.append(
+            {
+                "from": int(x[i]),
+                "to": int(x[i + 1]),
+                "slope": float((y[i + 1] - y[i]) / dx),
+                "ci_lo": float(lo),
+                "ci_hi": float(hi),
+            }
+        )
     return out
 
 
@@ -286,7 +403,7 @@ def _disagree(local: list[dict]) -> bool:
     interval is one slope's; intervals that miss each other mean no single exponent lies in
     both, so a single slope would misstate the line)."""
     for i, a in enumerate(local):
-        for b in local[i + 1:]:
+        for b in local[i + 1 :]:
             if a["ci_hi"] < b["ci_lo"] or b["ci_hi"] < a["ci_lo"]:
                 return True
     return False
@@ -297,8 +414,14 @@ def _left_out(r: dict, axis: str, used: pl.DataFrame) -> dict:
     bound implies from the nearest group whose advantage is a number: a lower bound beyond it
     (or an upper bound before it) bounds the local slope from below, and the other way round
     from above."""
-    out = dict(value=r[axis], bound=r["bound"], advantage=None if math.isnan(r["ratio"]) else r["ratio"],
-               slope_bound=None, slope_from=None, text=f"{axis}={r[axis]}: {r['text']}")
+    out = dict(
+        value=r[axis],
+        bound=r["bound"],
+        advantage=None if math.isnan(r["ratio"]) else r["ratio"],
+        slope_bound=None,
+        slope_from=None,
+        text=f"{axis}={r[axis]}: {r['text']}",
+    )
     if r["bound"] in ("lower", "upper") and not used.is_empty():
         near = used.with_columns(dist=(pl.col(axis).cast(pl.Float64).log() - math.log(r[axis])).abs()).sort("dist")
         ref = near.row(0, named=True)
@@ -319,19 +442,53 @@ def error_against_m(trials: pl.DataFrame, n_boot: int, ci: float) -> tuple[pl.Da
         row per (group, m): ``n``, ``k``, ``d``, ``m``, ``trials``, ``E`` (median over seeds of
         each trial's median float64 error), ``E_lo``, ``E_hi`` (the quartiles).
     """
-    rows = with_student(trials).filter((pl.col("status") == "done") & (pl.col("student") == "transformer")
-                                       & (pl.col("teacher") == "equivariant")).collect()
+    rows = (
+        with_student(trials)
+        .filter(
+            (pl.col("status") == "done") & (pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")
+        )
+        .collect()
+    )
     out = []
     for n, k, d in groups(rows) if not rows.is_empty() else []:
         part = rows.filter(_in_group(n, k, d))
         b, lo, hi = log_slope(part, "eq_error_median", n_boot, ci)
-        out.append(dict(n=n, k=k, d=d, slope=b, ci_lo=lo, ci_hi=hi, m_min=int(part["m"].min()),
-                        m_max=int(part["m"].max())))
-    slopes = pl.DataFrame(out, schema=dict(n=pl.Int64, k=pl.Int64, d=pl.Int64, slope=pl.Float64, ci_lo=pl.Float64,
-                                           ci_hi=pl.Float64, m_min=pl.Int64, m_max=pl.Int64))
+        out.append(
+            dict(
+                n=n,
+                k=k,
+                d=d,
+                slope=b,
+                ci_lo=lo,
+                ci_hi=hi,
+                m_min=int(part["m"].min()),
+                m_max=int(part["m"].max()),
+            )
+        )
+    slopes = pl.DataFrame(
+        out,
+        schema=dict(
+            n=pl.Int64,
+            k=pl.Int64,
+            d=pl.Int64,
+            slope=pl.Float64,
+            ci_lo=pl.Float64,
+            ci_hi=pl.Float64,
+            m_min=pl.Int64,
+            m_max=pl.Int64,
+        ),
+    )
     e = pl.col("eq_error_median")
-    medians = (rows.group_by(*GROUP, "m").agg(trials=pl.len(), E=e.median(), E_lo=e.quantile(0.25, "linear"),
-                                               E_hi=e.quantile(0.75, "linear")).sort("d", "n", "k", "m"))
+    medians = (
+        rows.group_by(*GROUP, "m")
+        .agg(
+            trials=pl.len(),
+            E=e.median(),
+            E_lo=e.quantile(0.25, "linear"),
+            E_hi=e.quantile(0.75, "linear"),
+        )
+        .sort("d", "n", "k", "m")
+    )
     return slopes, medians
 
 
@@ -386,8 +543,12 @@ def _paired(o: dict, b: dict, replicates: dict, seed: int) -> np.ndarray | None:
 def _widen(cell: dict, reps: np.ndarray, seed: int) -> np.ndarray:
     """A bracketed cell's replicates redrawn log-uniformly in its bracket; others as they are."""
     finite = reps[np.isfinite(reps)]
-    if cell["bound"] != "exact" or finite.size != reps.size or np.ptp(reps) > 1e-9 * abs(reps[0]) \
-            or not cell["ci_hi"] > cell["ci_lo"]:
+    if (
+        cell["bound"] != "exact"
+        or finite.size != reps.size
+        or np.ptp(reps) > 1e-9 * abs(reps[0])
+        or not cell["ci_hi"] > cell["ci_lo"]
+    ):
         return reps
     rng = np.random.default_rng([seed, _cell_hash(tuple(cell[c] for c in CELL))])
     return np.exp(rng.uniform(math.log(cell["ci_lo"]), math.log(cell["ci_hi"]), reps.size))
@@ -399,5 +560,3 @@ def _in_group(n: int, k: int, d: int) -> pl.Expr:
 
 def _group_name(r: dict) -> str:
     return f"d={r['d']}, n={r['n']}, k={r['k']}"
-
-

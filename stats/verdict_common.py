@@ -10,10 +10,14 @@ from typing import TypedDict
 
 import numpy as np
 
-SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED = "supported", "not supported", "inconclusive", "not tested"
+SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED = (
+    "supported",
+    "not supported",
+    "inconclusive",
+    "not tested",
+)
 VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED)
 """The four verdicts: the data support the claim, contradict it, cannot decide it, or do not test it."""
-
 
 
 class Quantity(TypedDict):
@@ -72,7 +76,7 @@ EFFECT_SLOPE = 0.05
 """The smallest log-log slope that counts as "grows" or "falls" (docs/claims.md 2): a
 factor 10^0.05 = 1.12 per tenfold change of the axis. A slope whose interval lies inside
 (-0.05, 0.05) is flat: it barely moves."""
-EFFECT_RATIO = 10 ** EFFECT_SLOPE
+EFFECT_RATIO = 10**EFFECT_SLOPE
 """The smallest ratio of m* between the largest and the smallest value of a setting that
 counts as "m* grows with it" (L2, L3): 12% more samples."""
 
@@ -113,8 +117,13 @@ def ratio_bound(top: str, bottom: str) -> str:
 def combined(verdicts: list[str]) -> str:
     """One verdict from several series': not supported when any is, supported when all are,
     else inconclusive."""
-    return (NOT_SUPPORTED if NOT_SUPPORTED in verdicts
-            else SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE)
+    return (
+        NOT_SUPPORTED
+        if NOT_SUPPORTED in verdicts
+        else SUPPORTED
+        if all(v == SUPPORTED for v in verdicts)
+        else INCONCLUSIVE
+    )
 
 
 def _num(value) -> float:

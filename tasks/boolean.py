@@ -189,8 +189,14 @@ def sample_training_sets(
     for i, seed in enumerate(seeds):
         try:
             x, y, support, r = sample_training_set(
-                task, T, s, m, seed, reject_ambiguous=reject_ambiguous,
-                max_redraws=max_redraws, device=device,
+                task,
+                T,
+                s,
+                m,
+                seed,
+                reject_ambiguous=reject_ambiguous,
+                max_redraws=max_redraws,
+                device=device,
             )
         except TaskError as exc:
             errors[i] = exc
@@ -200,7 +206,9 @@ def sample_training_sets(
     if not ok:
         return None, ok, errors
     batch = BooleanBatch(
-        x=torch.stack(xs), y=torch.stack(ys), support=torch.stack(supports),
+        x=torch.stack(xs),
+        y=torch.stack(ys),
+        support=torch.stack(supports),
         redraws=torch.tensor(redraws, dtype=torch.int64),
     )
     return batch, ok, errors
@@ -345,7 +353,7 @@ def _parity_ambiguous(x: np.ndarray, y: np.ndarray, support: tuple[int, ...]) ->
         lo = np.searchsorted(singles, targets, side="left")
         hi = np.searchsorted(singles, targets, side="right")
         for i in np.flatnonzero(hi > lo):
-            for j in order[lo[i]:hi[i]]:
+            for j in order[lo[i] : hi[i]]:
                 cols = set(idx[i].tolist()) | {int(j)}
                 if len(cols) != s or tuple(sorted(cols)) == support:
                     continue
@@ -354,9 +362,7 @@ def _parity_ambiguous(x: np.ndarray, y: np.ndarray, support: tuple[int, ...]) ->
     return False
 
 
-def _subset_chunks(
-    col_hash: np.ndarray, k: int, chunk: int = 1 << 20
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _subset_chunks(col_hash: np.ndarray, k: int, chunk: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """All k-subsets of columns, in chunks: ``(N, k)`` indices, ``(N,)`` XOR of their hashes."""
     T = len(col_hash)
     if k == 0:
@@ -374,10 +380,20 @@ def _subset_chunks(
             yield idx, np.bitwise_xor.reduce(col_hash[idx], axis=1)
 
 
-AND = BooleanTask("and", lambda s: 2.0 ** (-1.0 / s), lambda bits: bits.prod(-1).to(torch.float32),
-                  _and_ambiguous, "y = AND of the s support bits; bits Bernoulli(2^(-1/s)), balanced labels")
-PARITY = BooleanTask("parity", lambda s: 0.5, lambda bits: (bits.sum(-1) % 2).to(torch.float32),
-                     _parity_ambiguous, "y = XOR of the s support bits; bits Bernoulli(1/2)")
+AND = BooleanTask(
+    "and",
+    lambda s: 2.0 ** (-1.0 / s),
+    lambda bits: bits.prod(-1).to(torch.float32),
+    _and_ambiguous,
+    "y = AND of the s support bits; bits Bernoulli(2^(-1/s)), balanced labels",
+)
+PARITY = BooleanTask(
+    "parity",
+    lambda s: 0.5,
+    lambda bits: (bits.sum(-1) % 2).to(torch.float32),
+    _parity_ambiguous,
+    "y = XOR of the s support bits; bits Bernoulli(1/2)",
+)
 
 
 @functools.cache

@@ -75,8 +75,10 @@ def task_names() -> list[str]:
     names = list(BUILT_IN)
     for point in entry_points(group=ENTRY_POINTS):
         if not NAME.match(point.name) or point.name in BUILT_IN:
-            raise TaskError(f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINTS!r}: a task name is "
-                            f"lower-case letters, digits and _ (at most 32), and not one of {list(BUILT_IN)}")
+            raise TaskError(
+                f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINTS!r}: a task name is "
+                f"lower-case letters, digits and _ (at most 32), and not one of {list(BUILT_IN)}"
+            )
         if point.name not in names:
             names.append(point.name)
     return names
@@ -100,8 +102,10 @@ def plugin_tasks() -> dict[str, BooleanTask]:
         if not isinstance(task, BooleanTask):
             raise TaskError(f"{where} is a {type(task).__name__}, not an attnsweep.tasks.registry.BooleanTask")
         if not NAME.match(task.name) or task.name != point.name:
-            raise TaskError(f"{where} names task {task.name!r}: the entry point and the task need one name, "
-                            f"lower-case letters, digits and _ (at most 32)")
+            raise TaskError(
+                f"{where} names task {task.name!r}: the entry point and the task need one name, "
+                f"lower-case letters, digits and _ (at most 32)"
+            )
         if task.name in found:
             raise TaskError(f"two entry points of group {ENTRY_POINTS!r} name task {task.name!r}")
         found[task.name] = task
@@ -130,7 +134,8 @@ def ambiguous_by_enumeration(task: BooleanTask, x: np.ndarray, y: np.ndarray, su
     if math.comb(T, s) > MAX_SUBSETS:
         raise AmbiguityCheckTooLargeError(
             f"the uniqueness check of task {task.name!r} for T={T}, s={s} would try {math.comb(T, s)} supports "
-            f"(limit {MAX_SUBSETS}); give the task an is_ambiguous check, or set reject_ambiguous: false")
+            f"(limit {MAX_SUBSETS}); give the task an is_ambiguous check, or set reject_ambiguous: false"
+        )
     bits = torch.from_numpy(x.astype(np.int64)).T  # (T, m)
     want = torch.from_numpy(y)
     combos = itertools.combinations(range(T), s)

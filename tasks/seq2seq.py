@@ -90,9 +90,7 @@ def teacher_params(teacher: str, n: int, k: int, d: int, seed: int) -> dict[str,
     return params
 
 
-def teacher_outputs(
-    teacher: str, params: dict[str, torch.Tensor], X: torch.Tensor, K: torch.Tensor
-) -> torch.Tensor:
+def teacher_outputs(teacher: str, params: dict[str, torch.Tensor], X: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
     """The teacher's output Y = f(X, K) (formulas: module docstring, docs/claims.md 1b).
 
     Args:
@@ -116,8 +114,7 @@ def teacher_outputs(
         raise TaskError(f"X and K must have the same d, got {X.shape[-1]} and {K.shape[-1]}")
     if teacher == "positional" and params["c"].shape[0] != X.shape[-2]:
         raise TaskError(
-            f"the positional teacher was drawn for n={params['c'].shape[0]}, got X with "
-            f"n={X.shape[-2]} rows"
+            f"the positional teacher was drawn for n={params['c'].shape[0]}, got X with n={X.shape[-2]} rows"
         )
     p = {name: t.to(dtype=X.dtype, device=X.device) for name, t in params.items()}
     if teacher == "control":

@@ -32,15 +32,26 @@ execution: {pack_size: 2, flush_rows: 2, flush_s: 0.1}
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=ENV,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_killed_adaptive_search_resumes_without_repeating_trials(tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
-    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "s",
-                             "--no-analyze"], cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "s", "--no-analyze"],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     trials, studies = tmp_path / "s" / "trials", tmp_path / "s" / "studies"
     deadline = time.time() + 300
     # Tuning starts once a cell's search with the spec's settings is done (its journal

@@ -18,13 +18,18 @@ ROOT = Path(__file__).resolve().parents[1]
 def readme_example() -> str:
     """The whole example of docs/api.md (the README shows a shorter one and links it)."""
     text = (ROOT / "docs" / "api.md").read_text()
-    section = text[text.index("## From Python (a notebook)"):]
+    section = text[text.index("## From Python (a notebook)") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 def test_the_readme_example_runs_as_written(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", readme_example()], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", readme_example()],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     run_id = re.match(r"(\d{8}-\d{6}-[0-9a-f]{6}) ", out).group(1)
@@ -38,17 +43,29 @@ def test_the_readme_example_runs_as_written(tmp_path):
     for claim in ("L1", "L2", "L3", "L4", "R"):  # every claim has a row, judged or "not tested"
         assert re.search(rf"│ {claim} +┆ (supported|not supported|inconclusive|not tested)", out), claim
     figures = tmp_path / "figures" / "notebook" / run_id
-    assert sorted(p.name for p in figures.glob("*.png")) == ["m_star_vs_T.png", "success_rate_grid.png"]
+    assert sorted(p.name for p in figures.glob("*.png")) == [
+        "m_star_vs_T.png",
+        "success_rate_grid.png",
+    ]
     assert [ln for ln in out.splitlines() if ln.endswith(".png")] == [  # show() in a script: the paths
-        str(Path("figures") / "notebook" / run_id / name) for name in ("m_star_vs_T.png", "success_rate_grid.png")]
+        str(Path("figures") / "notebook" / run_id / name) for name in ("m_star_vs_T.png", "success_rate_grid.png")
+    ]
     assert out.rstrip().endswith("True")  # the resume found nothing left to run
 
 
 def test_a_spec_dict_with_a_bad_field_names_it_and_writes_nothing(tmp_path):
     store = tmp_path / "store"
     with pytest.raises(SpecError, match="seeds"):
-        attnsweep.run({"name": "x", "seeds": -1, "grid": {"T": [8], "m": [8]}, "fixed": {"task": "and", "s": 1}},
-                      store=store, local=True)
+        attnsweep.run(
+            {
+                "name": "x",
+                "seeds": -1,
+                "grid": {"T": [8], "m": [8]},
+                "fixed": {"task": "and", "s": 1},
+            },
+            store=store,
+            local=True,
+        )
     assert not store.exists()
 
 

@@ -13,8 +13,14 @@ _spec.loader.exec_module(stale)
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "HOME": str(repo), "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "HOME": str(repo),
+        "PATH": "/usr/bin:/bin",
+    }
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -57,9 +63,11 @@ def test_a_section_without_its_marker_or_with_an_unknown_commit_or_file_is_repor
     _git(repo, "commit", "-qm", "c")
     head = _git(repo, "rev-parse", "HEAD")
     bench = repo / "BENCHMARKS.md"
-    bench.write_text("## None\ntext\n"
-                     "## Unknown\n<!-- measured: commit=0123456789 date=2026-12-03 files=a.py -->\n"
-                     f"## Missing\n<!-- measured: commit={head} date=2026-12-03 files=gone.py -->\n")
+    bench.write_text(
+        "## None\ntext\n"
+        "## Unknown\n<!-- measured: commit=0123456789 date=2026-12-03 files=a.py -->\n"
+        f"## Missing\n<!-- measured: commit={head} date=2026-12-03 files=gone.py -->\n"
+    )
     found = stale.problems(bench)
     assert [f.split(":")[0] for f in found] == ["'None'", "'Unknown'", "'Missing'"]
 

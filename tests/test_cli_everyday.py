@@ -20,8 +20,14 @@ SPEC = "name: rs\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=dict(os.environ, COLUMNS="250"),
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=dict(os.environ, COLUMNS="250"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -117,20 +123,29 @@ main()
 """
 # 96 trials: long enough (tens of seconds even on an idle machine) that Ray is killed mid-run,
 # after the first part file (at most half a second of rows).
-KILLS = ("name: kills\nseeds: 8\ngrid: {T: [128, 256, 512], m: [64, 128, 256, 512]}\nexecution: {pack_size: 1, flush_s: 0.5}\n"
-         "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 1000}\n")
+KILLS = (
+    "name: kills\nseeds: 8\ngrid: {T: [128, 256, 512], m: [64, 128, 256, 512]}\nexecution: {pack_size: 1, flush_s: 0.5}\n"
+    "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 1000}\n"
+)
 
 
 def test_when_the_embedded_ray_dies_the_error_names_the_run_to_resume(tmp_path):
     (tmp_path / "spec.yaml").write_text(KILLS)
-    proc = subprocess.run([sys.executable, "-c", KILL_RAY, "run", "spec.yaml", "--no-analyze", "--store", "s"],
-                          cwd=tmp_path, env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="250"),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_RAY, "run", "spec.yaml", "--no-analyze", "--store", "s"],
+        cwd=tmp_path,
+        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="250"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 2, proc.stderr
     (run_id,) = ResultsStore(tmp_path / "s").scan_runs().collect()["run_id"].to_list()
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
-    assert errors == [f"error: the local Ray died under this sweep (gcs_server exited); finished trials are saved: "
-                      f"resume the run with: attnsweep resume {run_id} --store s"], proc.stderr
+    assert errors == [
+        f"error: the local Ray died under this sweep (gcs_server exited); finished trials are saved: "
+        f"resume the run with: attnsweep resume {run_id} --store s"
+    ], proc.stderr
     assert "Traceback" not in proc.stderr
     # Resumed (here without Ray), the summary counts all 96 trials, not only this attempt's.
     resumed = _cli("resume", run_id, "--store", "s", "--local", "--no-analyze", cwd=tmp_path)
@@ -153,11 +168,25 @@ def test_runs_counts_a_running_runs_rows_not_its_starting_record(two_runs, tmp_p
     store = ResultsStore(copy)
     record = store.scan_runs().filter(pl.col("run_id") == first).collect().row(0, named=True)
     record = {k: v for k, v in record.items() if k not in ("sweep", "run_id")}
-    store.write_run("rs", first, {**record, "status": "running", "ended_at": None, "n_done": 0, "n_failed": 0,
-                                  "n_diverged": 0, "n_lost": 0}, run_schema())
+    store.write_run(
+        "rs",
+        first,
+        {
+            **record,
+            "status": "running",
+            "ended_at": None,
+            "n_done": 0,
+            "n_failed": 0,
+            "n_diverged": 0,
+            "n_lost": 0,
+        },
+        run_schema(),
+    )
     proc = _cli("runs", "--store", str(copy), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    cells = [c.strip() for c in next(line for line in proc.stdout.splitlines() if first in line).split("│") if c.strip()]
+    cells = [
+        c.strip() for c in next(line for line in proc.stdout.splitlines() if first in line).split("│") if c.strip()
+    ]
     assert cells[2:8] == ["running", "4 so far", "4", "0", "0", "0"], cells
 
 

@@ -24,8 +24,10 @@ import pytest
 from attnsweep.results import ResultsStore
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC = ("name: authsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
-        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\nexecution: {pack_size: 2}\n")
+SPEC = (
+    "name: authsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
+    "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\nexecution: {pack_size: 2}\n"
+)
 
 
 def _free_port() -> int:
@@ -37,7 +39,14 @@ def _free_port() -> int:
 def _user_env(home: Path, tmpdir: Path, **extra: str) -> dict[str, str]:
     """The environment of a user who set nothing about Ray's authentication."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_") and k != "RAY_ADDRESS"}
-    return dict(env, HOME=str(home), RAY_TMPDIR=str(tmpdir), RAY_USAGE_STATS_ENABLED="0", COLUMNS="200", **extra)
+    return dict(
+        env,
+        HOME=str(home),
+        RAY_TMPDIR=str(tmpdir),
+        RAY_USAGE_STATS_ENABLED="0",
+        COLUMNS="200",
+        **extra,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +60,40 @@ def head():
     (home / ".ray" / "auth_token").write_text(secrets.token_hex(16) + "\n")
     ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
     gcs = _free_port()
-    ports = [f"--{name}={_free_port()}" for name in (
-        "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port", "ray-client-server-port",
-        "runtime-env-agent-port", "node-manager-port", "object-manager-port", "dashboard-port")]
+    ports = [
+        f"--{name}={_free_port()}"
+        for name in (
+            "dashboard-agent-listen-port",
+            "dashboard-agent-grpc-port",
+            "metrics-export-port",
+            "ray-client-server-port",
+            "runtime-env-agent-port",
+            "node-manager-port",
+            "object-manager-port",
+            "dashboard-port",
+        )
+    ]
     log = root / "ray-start.log"
     proc = subprocess.Popen(
-        [ray_bin, "start", "--head", "--block", f"--port={gcs}", "--dashboard-host=127.0.0.1", "--num-cpus=2",
-         "--disable-usage-stats", *ports],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-        env=dict(_user_env(home, tmpdir), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"))
+        [
+            ray_bin,
+            "start",
+            "--head",
+            "--block",
+            f"--port={gcs}",
+            "--dashboard-host=127.0.0.1",
+            "--num-cpus=2",
+            "--disable-usage-stats",
+            *ports,
+        ],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=dict(
+            _user_env(home, tmpdir),
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        ),
+    )
     address = f"127.0.0.1:{gcs}"
     try:
         deadline = time.time() + 180
@@ -80,16 +114,31 @@ def head():
 
 
 def _cli(*args: str, env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_run_and_the_nightly_script_authenticate_with_nothing_set(head, tmp_path):
     address, home, tmpdir = head
     (tmp_path / "spec.yaml").write_text(SPEC)
     store = tmp_path / "store"
-    run = _cli("run", "spec.yaml", "--address", address, "--store", str(store), "--no-analyze",
-               env=_user_env(home, tmpdir), cwd=tmp_path)
+    run = _cli(
+        "run",
+        "spec.yaml",
+        "--address",
+        address,
+        "--store",
+        str(store),
+        "--no-analyze",
+        env=_user_env(home, tmpdir),
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     results = ResultsStore(store)
     _, baseline = results.latest_run()
@@ -100,12 +149,27 @@ def test_run_and_the_nightly_script_authenticate_with_nothing_set(head, tmp_path
     checkout = tmp_path / "checkout"
     (checkout / "sweeps").mkdir(parents=True)
     (checkout / "sweeps" / "nightly.yaml").write_text(SPEC)
-    cron_env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LOGNAME": os.environ.get("USER", "user"), "SHELL": "/bin/sh",
-                "RAY_TMPDIR": str(tmpdir), "RAY_USAGE_STATS_ENABLED": "0", "ATTNSWEEP_HOME": str(checkout),
-                "ATTNSWEEP_BASELINE": baseline, "ATTNSWEEP_STORE": str(store), "ATTNSWEEP_ADDRESS": address,
-                "ATTNSWEEP_PYTHON": sys.executable}
-    nightly = subprocess.run(["bash", str(REPO / "deploy" / "nightly.sh")], env=cron_env, capture_output=True, text=True,
-                             timeout=600, cwd=tmp_path)
+    cron_env = {
+        "HOME": str(home),
+        "PATH": "/usr/bin:/bin",
+        "LOGNAME": os.environ.get("USER", "user"),
+        "SHELL": "/bin/sh",
+        "RAY_TMPDIR": str(tmpdir),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "ATTNSWEEP_HOME": str(checkout),
+        "ATTNSWEEP_BASELINE": baseline,
+        "ATTNSWEEP_STORE": str(store),
+        "ATTNSWEEP_ADDRESS": address,
+        "ATTNSWEEP_PYTHON": sys.executable,
+    }
+    nightly = subprocess.run(
+        ["bash", str(REPO / "deploy" / "nightly.sh")],
+        env=cron_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert nightly.returncode == 0, nightly.stdout[-2000:] + nightly.stderr[-3000:]
     assert f"vs baseline {baseline}): passed" in nightly.stdout, nightly.stdout
 
@@ -119,8 +183,18 @@ def test_a_wrong_or_missing_token_says_in_one_line_what_to_set(head, tmp_path):
     for home in (other, tmp_path / "empty-home"):
         home.mkdir(exist_ok=True)
         started = time.monotonic()
-        proc = _cli("run", "spec.yaml", "--address", address, "--store", str(tmp_path / "store"), "--no-analyze",
-                    env=_user_env(home, tmpdir, ATTNSWEEP_TIMEOUT="60"), cwd=tmp_path, timeout=200)
+        proc = _cli(
+            "run",
+            "spec.yaml",
+            "--address",
+            address,
+            "--store",
+            str(tmp_path / "store"),
+            "--no-analyze",
+            env=_user_env(home, tmpdir, ATTNSWEEP_TIMEOUT="60"),
+            cwd=tmp_path,
+            timeout=200,
+        )
         assert proc.returncode == 2, proc.stderr[-3000:]
         message = proc.stderr.strip()
         assert "Traceback" not in message and "RAY_AUTH_TOKEN_PATH" in message and address in message, message

@@ -16,9 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-SPEC = ("name: ctrlc\nseeds: 8\ngrid: {T: [8, 16, 32, 64], m: {start: 8, stop: 512, num: 8, scale: log}}\n"
-        "fixed: {task: and, s: 3, d: 32, heads: 4, lr: 3e-3, max_epochs: 1000, n_test: 500}\n"
-        "execution: {pack_size: 8}\n")
+SPEC = (
+    "name: ctrlc\nseeds: 8\ngrid: {T: [8, 16, 32, 64], m: {start: 8, stop: 512, num: 8, scale: log}}\n"
+    "fixed: {task: and, s: 3, d: 32, heads: 4, lr: 3e-3, max_epochs: 1000, n_test: 500}\n"
+    "execution: {pack_size: 8}\n"
+)
 
 
 def test_ctrl_c_prints_only_attnsweeps_line(tmp_path):
@@ -27,8 +29,19 @@ def test_ctrl_c_prints_only_attnsweeps_line(tmp_path):
     if pid == 0:  # the child: attnsweep in the terminal, as a user starts it
         os.chdir(tmp_path)
         os.environ.update(COLUMNS="160", RAY_USAGE_STATS_ENABLED="0")
-        os.execv(sys.executable, [sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "store",
-                                  "--no-analyze"])
+        os.execv(
+            sys.executable,
+            [
+                sys.executable,
+                "-m",
+                "attnsweep.cli",
+                "run",
+                "spec.yaml",
+                "--store",
+                "store",
+                "--no-analyze",
+            ],
+        )
     output, sent, deadline = b"", None, time.time() + 400
     while time.time() < deadline:
         ready, _, _ = select.select([fd], [], [], 0.5)

@@ -25,8 +25,14 @@ fixed: {task: and, s: 2, d: 8, max_epochs: 50}
 
 def _cli(*args: str, cwd: Path, columns: int = 200) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS=str(columns), NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _rows(text: str, fields) -> dict[str, tuple[str, str]]:
@@ -36,7 +42,7 @@ def _rows(text: str, fields) -> dict[str, tuple[str, str]]:
         cells = line.split()
         if cells and cells[0] in fields and len(cells) >= 3:
             source = next(c for c in cells[1:] if c in ("grid", "fixed", "seeds", "search", "default"))
-            rows.setdefault(cells[0], (" ".join(cells[1:cells.index(source, 1)]), source))
+            rows.setdefault(cells[0], (" ".join(cells[1 : cells.index(source, 1)]), source))
     return rows
 
 
@@ -57,7 +63,10 @@ def test_show_lists_every_setting_of_every_block_with_its_source(tmp_path):
     assert two["lr"] == ("[0.01, 0.02]", "grid")
     assert one["T"] == ("[8, 16]", "grid") and two["T"] == ("[8]", "grid")
     assert one["s"] == ("2", "fixed") and one["max_epochs"] == ("50", "fixed") and one["seed"] == ("[0, 1]", "seeds")
-    assert one["norm_bound"] == ("null", "default") and one["reject_ambiguous"] == ("true", "default")
+    assert one["norm_bound"] == ("null", "default") and one["reject_ambiguous"] == (
+        "true",
+        "default",
+    )
 
 
 def test_show_marks_what_an_adaptive_search_chooses(tmp_path):
@@ -112,7 +121,10 @@ def test_examples_are_listed_and_copied_byte_for_byte(tmp_path):
     assert _cli("examples", "copy", "parity", "into", cwd=tmp_path).returncode == 0
     assert (tmp_path / "into" / "parity.yaml").read_bytes() == (ROOT / "sweeps" / "parity.yaml").read_bytes()
     refused = _cli("examples", "copy", "parity", "mine.yaml", cwd=tmp_path)
-    assert refused.returncode == 2 and (tmp_path / "mine.yaml").read_bytes() == (ROOT / "sweeps" / "quickstart.yaml").read_bytes()
+    assert (
+        refused.returncode == 2
+        and (tmp_path / "mine.yaml").read_bytes() == (ROOT / "sweeps" / "quickstart.yaml").read_bytes()
+    )
     unknown = _cli("examples", "copy", "../pyproject", cwd=tmp_path)
     assert unknown.returncode == 2 and "quickstart" in unknown.stderr
 

@@ -31,8 +31,11 @@ def test_every_relative_link_resolves(page):
 
 
 def test_the_link_pattern_reads_both_link_forms():
-    assert _links("see [a](docs/a.md#x) and ![f](<my dir/f.png>) and [w](https://x.org)") == \
-        ["docs/a.md#x", "my dir/f.png", "https://x.org"]
+    assert _links("see [a](docs/a.md#x) and ![f](<my dir/f.png>) and [w](https://x.org)") == [
+        "docs/a.md#x",
+        "my dir/f.png",
+        "https://x.org",
+    ]
 
 
 README_LINES = 250

@@ -33,8 +33,14 @@ analysis:
 
 def _cli(*args, cwd):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +104,15 @@ def test_run_prints_the_m_star_table_and_writes_figures(finished_run):
 
 def test_query_and_analyze_commands(finished_run):
     root, _ = finished_run
-    proc = _cli("query", "SELECT model, count(*) AS n FROM trials GROUP BY model ORDER BY model",
-                "--store", "store", "--format", "csv", cwd=root)
+    proc = _cli(
+        "query",
+        "SELECT model, count(*) AS n FROM trials GROUP BY model ORDER BY model",
+        "--store",
+        "store",
+        "--format",
+        "csv",
+        cwd=root,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines() == ["model,n", "mlp,27", "transformer,27"]
     refused = _cli("query", "DROP TABLE trials", "--store", "store", cwd=root)
@@ -112,7 +125,10 @@ def test_query_and_analyze_commands(finished_run):
 @pytest.mark.parametrize(
     "spec, field",
     [
-        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, colour: red}\n", "fixed.colour"),
+        (
+            "name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, colour: red}\n",
+            "fixed.colour",
+        ),
         ("name: b\ngrid: {T: [3], m: [8]}\nfixed: {task: and, s: 3}\n", "T must be greater than s"),
         ("name: b\ngrid: {T: [8], m: [-8]}\nfixed: {task: and, s: 3}\n", "grid.m"),
         ("name: b\ngrid: {T: [8], m: [8], task: [andd]}\nfixed: {s: 3}\n", "grid.task"),
@@ -120,13 +136,25 @@ def test_query_and_analyze_commands(finished_run):
         ("- a list\n", "top level must be a mapping"),
         ("name: b\ngrid: {T: [8, m: [8]\n", "not valid YAML"),
         ("a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n", "aliases (*name) are not allowed"),
-        ("name: b\nseeds: 1000\ngrid: {T: [8, 16, 32, 64], m: {start: 8, stop: 4096, num: 400}}\n"
-         "fixed: {task: and, s: 3}\n", "raise --max-trials to confirm"),
+        (
+            "name: b\nseeds: 1000\ngrid: {T: [8, 16, 32, 64], m: {start: 8, stop: 4096, num: 400}}\n"
+            "fixed: {task: and, s: 3}\n",
+            "raise --max-trials to confirm",
+        ),
         ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, lr: .nan}\n", "fixed.lr"),
-        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, weight_decay: .inf}\n", "fixed.weight_decay"),
+        (
+            "name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, weight_decay: .inf}\n",
+            "fixed.weight_decay",
+        ),
         ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, lr: -0.1}\n", "fixed.lr"),
-        ("name: b\ngrid: {T: ['8'], m: [8]}\nfixed: {task: and, s: 3}\n", "a number is required, not a string"),
-        ("name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\nstore: /etc\n", "unknown top-level field(s) 'store'; allowed: ['analysis'"),
+        (
+            "name: b\ngrid: {T: ['8'], m: [8]}\nfixed: {task: and, s: 3}\n",
+            "a number is required, not a string",
+        ),
+        (
+            "name: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\nstore: /etc\n",
+            "unknown top-level field(s) 'store'; allowed: ['analysis'",
+        ),
     ],
 )
 def test_bad_spec_exits_2_naming_the_field_and_writes_nothing(tmp_path, spec, field):
@@ -154,15 +182,31 @@ def test_bad_cli_values_exit_2_and_write_nothing(tmp_path):
 
 def test_unwritable_query_output_exits_2(finished_run, tmp_path):
     root, _ = finished_run
-    proc = _cli("query", "SELECT count(*) AS n FROM trials", "--store", str(root / "store"),
-                "--format", "csv", "--output", str(tmp_path / "missing-dir" / "out.csv"), cwd=root)
+    proc = _cli(
+        "query",
+        "SELECT count(*) AS n FROM trials",
+        "--store",
+        str(root / "store"),
+        "--format",
+        "csv",
+        "--output",
+        str(tmp_path / "missing-dir" / "out.csv"),
+        cwd=root,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
 def test_csv_export_of_list_columns(finished_run):
     root, _ = finished_run
-    proc = _cli("query", "SELECT trial_id, support FROM trials WHERE m = 256 AND model = 'mlp' ORDER BY trial_id LIMIT 2",
-                "--store", "store", "--format", "csv", cwd=root)
+    proc = _cli(
+        "query",
+        "SELECT trial_id, support FROM trials WHERE m = 256 AND model = 'mlp' ORDER BY trial_id LIMIT 2",
+        "--store",
+        "store",
+        "--format",
+        "csv",
+        cwd=root,
+    )
     assert proc.returncode == 0, proc.stderr
     header, *lines = proc.stdout.strip().splitlines()
     assert header == "trial_id,support" and len(lines) == 2
@@ -171,7 +215,8 @@ def test_csv_export_of_list_columns(finished_run):
 
 def test_impossible_resources_and_bad_paths_exit_2_before_running(tmp_path):
     (tmp_path / "gpu.yaml").write_text(
-        "name: g\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, max_epochs: 2}\nresources: {gpus_per_worker: 1}\n")
+        "name: g\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, max_epochs: 2}\nresources: {gpus_per_worker: 1}\n"
+    )
     proc = _cli("run", "gpu.yaml", "--store", "store", cwd=tmp_path)
     assert proc.returncode == 2 and "resources.gpus_per_worker" in proc.stderr
     (tmp_path / "afile").write_text("x")

@@ -49,8 +49,18 @@ def test_a_task_from_an_installed_package_runs_and_is_analysed(venv, tmp_path):
     run = _run([venv / "attnsweep", "run", SPEC, "--store", "store", "--no-analyze"], tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", run.stderr).group(1)
-    rows = _run([venv / "attnsweep", "query", "SELECT task, status, count(*) AS n FROM trials GROUP BY ALL",
-                 "--store", "store", "--format", "json"], tmp_path)
+    rows = _run(
+        [
+            venv / "attnsweep",
+            "query",
+            "SELECT task, status, count(*) AS n FROM trials GROUP BY ALL",
+            "--store",
+            "store",
+            "--format",
+            "json",
+        ],
+        tmp_path,
+    )
     assert rows.returncode == 0, rows.stderr
     assert json.loads(rows.stdout) == [{"task": "majority", "status": "done", "n": 18}]
     analysed = _run([venv / "attnsweep", "analyze", run_id, "--store", "store", "--format", "json"], tmp_path)

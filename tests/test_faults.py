@@ -26,8 +26,15 @@ TINY = "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3}\n"
 
 
 def _cli(*args, cwd, **kw):
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=ENV,
-                          capture_output=True, text=True, timeout=600, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kw,
+    )
 
 
 def _quiet():
@@ -38,7 +45,8 @@ def test_raise_nan_and_exit_end_failed_diverged_lost_and_the_rest_completes(tmp_
     spec = parse_spec(
         "name: faults\nseeds: 2\ngrid: {T: [8], m: [32], fault: [null, raise, nan, exit]}\n"
         "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 100, lr: 3e-3}\n"
-        "execution: {max_retries: 1, pack_size: 8}\n")  # one pack: every trial shares it with the killers
+        "execution: {max_retries: 1, pack_size: 8}\n"
+    )  # one pack: every trial shares it with the killers
     store = ResultsStore(tmp_path)
     executor = RayExecutor(spec.execution, None, spec.resources)
     try:
@@ -63,7 +71,12 @@ def test_raise_nan_and_exit_end_failed_diverged_lost_and_the_rest_completes(tmp_
         assert by_fault[f]["attempts"].to_list() == [3, 3], f
     assert summary.counts == {"done": 2, "failed": 2, "diverged": 2, "lost": 2}
     record = store.read_run("faults", summary.run_id)
-    assert (record["n_done"], record["n_failed"], record["n_diverged"], record["n_lost"]) == (2, 2, 2, 2)
+    assert (record["n_done"], record["n_failed"], record["n_diverged"], record["n_lost"]) == (
+        2,
+        2,
+        2,
+        2,
+    )
 
 
 SWEEP = "name: kills\nseeds: 4\ngrid: {T: [8, 16], m: [32, 64, 128]}\n" + TINY.replace("}", ", max_epochs: 300}")
@@ -106,8 +119,9 @@ def test_losing_a_node_mid_sweep_finishes_on_the_others(tmp_path):
     store = ResultsStore(tmp_path)
     try:
         executor = RayExecutor(spec.execution, None, spec.resources)
-        where = ray.get([a.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())
-                         for a in executor._actors])
+        where = ray.get(
+            [a.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()) for a in executor._actors]
+        )
         victim = next(n for n in nodes if n.node_id in where)  # a worker node running a worker
 
         def remove():
@@ -130,9 +144,23 @@ def test_losing_a_node_mid_sweep_finishes_on_the_others(tmp_path):
 
 def test_driver_killed_with_sigkill_then_resumed_equals_an_uninterrupted_run(tmp_path):
     (tmp_path / "spec.yaml").write_text(SWEEP + "execution: {pack_size: 2, flush_rows: 2, flush_s: 0.1}\n")
-    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "cut",
-                             "--no-analyze"], cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "run",
+            "spec.yaml",
+            "--store",
+            "cut",
+            "--no-analyze",
+        ],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     trials = tmp_path / "cut" / "trials"
     deadline = time.time() + 300
     while time.time() < deadline and len(list(trials.rglob("*.parquet"))) < 2:
@@ -168,8 +196,10 @@ def test_driver_killed_with_sigkill_then_resumed_equals_an_uninterrupted_run(tmp
 
 def test_a_truncated_file_is_reported_and_queries_still_run(tmp_path):
     (tmp_path / "spec.yaml").write_text(
-        "name: trunc\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n" + TINY.replace("}", ", max_epochs: 5}")
-        + "execution: {pack_size: 1, flush_rows: 1}\n")
+        "name: trunc\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
+        + TINY.replace("}", ", max_epochs: 5}")
+        + "execution: {pack_size: 1, flush_rows: 1}\n"
+    )
     assert _cli("run", "spec.yaml", "--local", "--no-analyze", cwd=tmp_path).returncode == 0
     files = sorted((tmp_path / "results-store" / "trials").rglob("*.parquet"))
     assert len(files) == 4
@@ -186,8 +216,10 @@ def test_the_embedded_ray_dying_under_a_sweep_fails_it_instead_of_hanging(tmp_pa
     # Trials stop when they fit their training set, so only a step too small to fit in any
     # number of epochs makes the sweep outlast the kill 2 s in on every machine (256 trials that
     # could fit finished first in CI): 24 trials of 5000 epochs each, none of which can stop early.
-    spec = parse_spec(SWEEP.replace("lr: 3e-3", "lr: 1e-12").replace("max_epochs: 300", "max_epochs: 5000")
-                      + "execution: {pack_size: 1}\n")
+    spec = parse_spec(
+        SWEEP.replace("lr: 3e-3", "lr: 1e-12").replace("max_epochs: 300", "max_epochs: 5000")
+        + "execution: {pack_size: 1}\n"
+    )
     assert spec.fixed["lr"] == 1e-12 and spec.fixed["max_epochs"] == 5000
     store = ResultsStore(tmp_path)
     executor = RayExecutor(spec.execution, None, spec.resources)

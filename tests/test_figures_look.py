@@ -13,11 +13,12 @@ import polars as pl
 from rich.console import Console
 
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
-from attnsweep.presentation.terminal import print_symmetry
 from attnsweep.presentation.judging import ReportRun
 from attnsweep.presentation.report import _run_view, _table, _template
+from attnsweep.presentation.terminal import print_symmetry
 from attnsweep.stats import critical_sample_sizes
-from attnsweep.stats.symmetry import CELL as SYMMETRY_CELL, critical_sizes, verdicts
+from attnsweep.stats.symmetry import CELL as SYMMETRY_CELL
+from attnsweep.stats.symmetry import critical_sizes, verdicts
 
 BOOLEAN_CELL = ["T", "model", "s", "norm_bound"]
 M_GRID = (8, 64, 1024)
@@ -27,9 +28,21 @@ def _boolean_m_star() -> pl.DataFrame:
     """Three transformer cells at T = 8, 16, 32 and 4 seeds on m = 8, 64, 1024: T=8 succeeds
     at every m (m* at or below 8), T=16 from m = 64 on, T=32 never (m* beyond 1024)."""
     first = {8: 8, 16: 64, 32: None}
-    rows = [dict(T=T, model="transformer", s=3, norm_bound=None, m=m, seed=seed, status="done",
-                 test_acc=1.0 if first[T] is not None and m >= first[T] else 0.5)
-            for T in first for m in M_GRID for seed in range(4)]
+    rows = [
+        dict(
+            T=T,
+            model="transformer",
+            s=3,
+            norm_bound=None,
+            m=m,
+            seed=seed,
+            status="done",
+            test_acc=1.0 if first[T] is not None and m >= first[T] else 0.5,
+        )
+        for T in first
+        for m in M_GRID
+        for seed in range(4)
+    ]
     trials = pl.DataFrame(rows, schema_overrides={"norm_bound": pl.Float64})
     table, _ = critical_sample_sizes(trials, BOOLEAN_CELL, n_boot=50)
     return table.sort("T")
@@ -37,10 +50,26 @@ def _boolean_m_star() -> pl.DataFrame:
 
 def _symmetry_m_star() -> pl.DataFrame:
     """The inner-product student reaches the target at every m (4, 32), the MLP at none."""
-    rows = [dict(teacher="equivariant", model=model, equivariance=eq, n=4, k=2, d=4, m=m, seed=seed, status="done",
-                 test_error=0.01 if eq == "orthogonal" else 0.9, eq_error_median=1e-3, eq_error_max=1e-3,
-                 perm_error_median=1e-3)
-            for model, eq in (("transformer", "orthogonal"), ("mlp", "none")) for m in (4, 32) for seed in range(3)]
+    rows = [
+        dict(
+            teacher="equivariant",
+            model=model,
+            equivariance=eq,
+            n=4,
+            k=2,
+            d=4,
+            m=m,
+            seed=seed,
+            status="done",
+            test_error=0.01 if eq == "orthogonal" else 0.9,
+            eq_error_median=1e-3,
+            eq_error_max=1e-3,
+            perm_error_median=1e-3,
+        )
+        for model, eq in (("transformer", "orthogonal"), ("mlp", "none"))
+        for m in (4, 32)
+        for seed in range(3)
+    ]
     return critical_sizes(pl.DataFrame(rows), target_error=0.05, n_boot=50, ci=0.95)
 
 
@@ -68,10 +97,20 @@ class _Cells(HTMLParser):
 
 
 def _page(boolean: dict | None, symmetry: list[tuple[str, dict]], runs=()) -> str:
-    return _template().render(caveats=[], title="t", generated="g", source="the results store", runs=list(runs),
-                              verdicts=[], r_plot="",
-                              boolean_table=boolean, symmetry_tables=symmetry, scale=[], reference="ref.csv",
-                              margin=(0.8, 1.25))
+    return _template().render(
+        caveats=[],
+        title="t",
+        generated="g",
+        source="the results store",
+        runs=list(runs),
+        verdicts=[],
+        r_plot="",
+        boolean_table=boolean,
+        symmetry_tables=symmetry,
+        scale=[],
+        reference="ref.csv",
+        margin=(0.8, 1.25),
+    )
 
 
 def _m_star_tables(page: str) -> list[dict[str, list[tuple[str, str]]]]:
@@ -92,7 +131,10 @@ def _m_star_tables(page: str) -> list[dict[str, list[tuple[str, str]]]]:
 
 
 def test_the_m_star_tables_put_text_left_and_numbers_right():
-    page = _page(_table(_boolean_m_star(), BOOLEAN_CELL), [("sym", _table(_symmetry_m_star(), SYMMETRY_CELL))])
+    page = _page(
+        _table(_boolean_m_star(), BOOLEAN_CELL),
+        [("sym", _table(_symmetry_m_star(), SYMMETRY_CELL))],
+    )
     boolean, symmetry = _m_star_tables(page)
     text = {"model", "teacher", "student", "flags"}
     for table in (boolean, symmetry):
@@ -105,13 +147,16 @@ def test_the_m_star_tables_put_text_left_and_numbers_right():
     assert [t for _, t in boolean["model"]] == ["transformer"] * 3
     assert {t for _, t in symmetry["student"]} == {"inner-product", "mlp"}
     # The page's CSS aligns the two classes as their names say.
-    style = page[page.index("<style>"):page.index("</style>")]
+    style = page[page.index("<style>") : page.index("</style>")]
     assert re.search(r"td\.num, th\.num \{ text-align: right;", style)
     assert re.search(r"td\.text, th\.text \{ text-align: left; \}", style)
 
 
 def test_a_bound_reads_the_same_in_both_experiments():
-    page = _page(_table(_boolean_m_star(), BOOLEAN_CELL), [("sym", _table(_symmetry_m_star(), SYMMETRY_CELL))])
+    page = _page(
+        _table(_boolean_m_star(), BOOLEAN_CELL),
+        [("sym", _table(_symmetry_m_star(), SYMMETRY_CELL))],
+    )
     boolean, symmetry = _m_star_tables(page)
     # T=8 succeeds at the smallest m (8), T=32 at no m up to 1024 (_boolean_m_star).
     m_star = dict(zip((t for _, t in boolean["T"]), (t for _, t in boolean["m*"])))
@@ -126,9 +171,15 @@ def test_a_bound_reads_the_same_in_both_experiments():
 
 def test_tuned_columns_write_a_bound_as_the_m_star_column_does():
     table = _boolean_m_star().with_columns(
-        settings=pl.lit("tuned"), m_star_default=pl.col("m_star"), censored_default=pl.col("censored"),
-        bound_default=pl.col("bound"), m_star_tuned=pl.col("m_star"), censored_tuned=pl.col("censored"),
-        bound_tuned=pl.col("bound"), tuning=pl.lit("tuned"))
+        settings=pl.lit("tuned"),
+        m_star_default=pl.col("m_star"),
+        censored_default=pl.col("censored"),
+        bound_default=pl.col("bound"),
+        m_star_tuned=pl.col("m_star"),
+        censored_tuned=pl.col("censored"),
+        bound_tuned=pl.col("bound"),
+        tuning=pl.lit("tuned"),
+    )
     (shown,) = _m_star_tables(_page(_table(table, BOOLEAN_CELL), []))
     assert [t for _, t in shown["m* tuned"]][0] == "≤ 8"  # T=8: at the smallest m, 8
     assert [t for _, t in shown["m* spec settings"]][0] == "≤ 8"
@@ -138,9 +189,22 @@ def test_tuned_columns_write_a_bound_as_the_m_star_column_does():
 
 def test_print_symmetry_writes_bounds_as_the_page_does():
     m_star = _symmetry_m_star()
-    result = SymmetryAnalysis("sym", "run", m_star, pl.DataFrame(schema=dict(
-        teacher=pl.String, student=pl.String, m=pl.Int64, test_error=pl.Float64, eq_error_median=pl.Float64,
-        perm_error_median=pl.Float64)), verdicts=[])
+    result = SymmetryAnalysis(
+        "sym",
+        "run",
+        m_star,
+        pl.DataFrame(
+            schema=dict(
+                teacher=pl.String,
+                student=pl.String,
+                m=pl.Int64,
+                test_error=pl.Float64,
+                eq_error_median=pl.Float64,
+                perm_error_median=pl.Float64,
+            )
+        ),
+        verdicts=[],
+    )
     console = Console(record=True, width=200)
     print_symmetry(result, console, 0.05)
     lines = console.export_text().splitlines()
@@ -151,9 +215,20 @@ def test_print_symmetry_writes_bounds_as_the_page_does():
 
 def test_s2_writes_a_bound_as_the_page_does():
     m_star = _symmetry_m_star()
-    trials = pl.DataFrame(schema=dict(teacher=pl.String, model=pl.String, equivariance=pl.String, status=pl.String,
-                                      m=pl.Int64, seed=pl.Int64, test_error=pl.Float64, eq_error_median=pl.Float64,
-                                      eq_error_max=pl.Float64, perm_error_median=pl.Float64))
+    trials = pl.DataFrame(
+        schema=dict(
+            teacher=pl.String,
+            model=pl.String,
+            equivariance=pl.String,
+            status=pl.String,
+            m=pl.Int64,
+            seed=pl.Int64,
+            test_error=pl.Float64,
+            eq_error_median=pl.Float64,
+            eq_error_max=pl.Float64,
+            perm_error_median=pl.Float64,
+        )
+    )
     s2 = verdicts(trials, m_star, n_boot=0)[1]
     assert "inner-product ≤ 4 vs mlp > 32" in s2["statistic"]
 
@@ -161,9 +236,13 @@ def test_s2_writes_a_bound_as_the_page_does():
 def test_run_times_show_utc_to_the_minute():
     start = dt.datetime(2026, 12, 1, 9, 46, 53, 123456, tzinfo=dt.UTC)
     end = dt.datetime(2026, 12, 1, 11, 5, 2, 999, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # 10:05 UTC
-    view = _run_view(ReportRun("r1", "quick", dict(started_at=start, ended_at=end, status="finished"), "sparse_boolean"))
+    view = _run_view(
+        ReportRun("r1", "quick", dict(started_at=start, ended_at=end, status="finished"), "sparse_boolean")
+    )
     assert (view["started"], view["ended"]) == ("2026-12-01 09:46 UTC", "2026-12-01 10:05 UTC")
-    running = _run_view(ReportRun("r2", "quick", dict(started_at=start.replace(tzinfo=None), ended_at=None), "symmetry"))
+    running = _run_view(
+        ReportRun("r2", "quick", dict(started_at=start.replace(tzinfo=None), ended_at=None), "symmetry")
+    )
     assert (running["started"], running["ended"]) == ("2026-12-01 09:46 UTC", "-")
     page = _page(None, [], runs=[view])
     assert "2026-12-01 09:46 UTC / 2026-12-01 10:05 UTC" in page
@@ -176,7 +255,10 @@ def test_print_analysis_writes_bounds_as_the_page_does():
 
     m_star = _boolean_m_star()
     console = Console(record=True, width=200)
-    print_analysis(Analysis("sw", "run", m_star.with_columns(series=pl.lit("transformer")), varying=["T"]), console)
+    print_analysis(
+        Analysis("sw", "run", m_star.with_columns(series=pl.lit("transformer")), varying=["T"]),
+        console,
+    )
     lines = console.export_text().splitlines()
     row = {T: next(ln for ln in lines if re.match(rf"│\s+{T} │", ln)) for T in (8, 16, 32)}
     assert "≤ 8" in row[8] and "> 1024" in row[32] and "8.0≤" not in row[8] and "> max" not in row[32]

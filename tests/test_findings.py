@@ -32,8 +32,14 @@ Text after the section.
 
 def _cli(*args, cwd):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +50,17 @@ def published(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", proc.stderr).group(1)
     (root / "README.md").write_text(README)
-    proc = _cli("report", run_id, "--store", "store", "--out", "docs/findings", "--readme", "README.md", cwd=root)
+    proc = _cli(
+        "report",
+        run_id,
+        "--store",
+        "store",
+        "--out",
+        "docs/findings",
+        "--readme",
+        "README.md",
+        cwd=root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root, run_id
 
@@ -63,7 +79,14 @@ def _rows(section: str) -> dict[str, list[str]]:
 def test_the_folder_holds_report_verdicts_table_figure_and_every_trial_row(published):
     root, run_id = published
     folder = root / "docs" / "findings"
-    for name in ("report.html", "verdicts.json", "m_star.csv", "trials.parquet", "findings.md", "m_star_vs_T.png"):
+    for name in (
+        "report.html",
+        "verdicts.json",
+        "m_star.csv",
+        "trials.parquet",
+        "findings.md",
+        "m_star_vs_T.png",
+    ):
         assert (folder / name).is_file(), name
     with Image.open(folder / "m_star_vs_T.png") as img:
         assert img.format == "PNG" and img.size[0] > 400
@@ -90,7 +113,10 @@ def test_the_m_star_table_is_the_one_the_analysis_computes(published):
 
 def test_the_findings_page_says_exactly_what_verdicts_json_says(published):
     root, _ = published
-    verdicts = {v["claim"].split(":", 1)[0]: v for v in json.loads((root / "docs/findings/verdicts.json").read_text())["verdicts"]}
+    verdicts = {
+        v["claim"].split(":", 1)[0]: v
+        for v in json.loads((root / "docs/findings/verdicts.json").read_text())["verdicts"]
+    }
     rows = _rows((root / "docs/findings/findings.md").read_text())
     assert sorted(rows) == ["L1", "L2", "L3", "L4", "R"]
     for name, cells in rows.items():
@@ -136,7 +162,17 @@ def test_the_readme_gets_a_short_verdict_table_made_from_verdicts_json(published
 def test_regenerating_gives_the_same_section_and_a_lone_marker_is_an_error(published):
     root, run_id = published
     before = (root / "README.md").read_text()
-    proc = _cli("report", run_id, "--store", "store", "--out", "docs/findings", "--readme", "README.md", cwd=root)
+    proc = _cli(
+        "report",
+        run_id,
+        "--store",
+        "store",
+        "--out",
+        "docs/findings",
+        "--readme",
+        "README.md",
+        cwd=root,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (root / "README.md").read_text() == before
     broken = root / "BROKEN.md"
@@ -146,11 +182,14 @@ def test_regenerating_gives_the_same_section_and_a_lone_marker_is_an_error(publi
     assert broken.read_text() == f"# x\n{START}\nno end marker\n"
 
 
-@pytest.mark.parametrize("text", [
-    f"# x\n{END}\nkept\n{START}\n",                       # the end before the start
-    f"# x\n{START}\na\n{END}\n{START}\nb\n{END}\n",          # two blocks
-    f"# x\n{START}\nno end marker\n",                     # one marker
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"# x\n{END}\nkept\n{START}\n",  # the end before the start
+        f"# x\n{START}\na\n{END}\n{START}\nb\n{END}\n",  # two blocks
+        f"# x\n{START}\nno end marker\n",  # one marker
+    ],
+)
 def test_a_readme_with_bad_marker_lines_is_refused_before_anything_is_written(published, text):
     root, run_id = published
     (root / "BAD.md").write_text(text)
@@ -162,13 +201,33 @@ def test_a_readme_with_bad_marker_lines_is_refused_before_anything_is_written(pu
 def test_a_readme_that_is_not_utf8_is_refused_and_markers_count_only_as_whole_lines(published):
     root, run_id = published
     (root / "LATIN.md").write_bytes(b"# Caf\xe9\n")
-    proc = _cli("report", run_id, "--store", "store", "--out", "untouched2", "--readme", "LATIN.md", cwd=root)
+    proc = _cli(
+        "report",
+        run_id,
+        "--store",
+        "store",
+        "--out",
+        "untouched2",
+        "--readme",
+        "LATIN.md",
+        cwd=root,
+    )
     assert proc.returncode == 2 and "UTF-8" in proc.stderr and not (root / "untouched2").exists(), proc.stderr[-2000:]
     # Markers quoted inside a sentence are text, not markers: the section is appended after it,
     # and CRLF line endings are kept.
     quoted = f"# y\r\nput `{START}` then `{END}` in your README\r\n"
     (root / "QUOTED.md").write_bytes(quoted.encode())
-    proc = _cli("report", run_id, "--store", "store", "--out", "docs/findings", "--readme", "QUOTED.md", cwd=root)
+    proc = _cli(
+        "report",
+        run_id,
+        "--store",
+        "store",
+        "--out",
+        "docs/findings",
+        "--readme",
+        "QUOTED.md",
+        cwd=root,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = (root / "QUOTED.md").read_bytes().decode()
     assert text.startswith(quoted) and "\n" not in text.replace("\r\n", "")
@@ -182,13 +241,21 @@ def test_a_short_series_names_the_bounds_that_end_its_span():
     from attnsweep.presentation.findings_boolean import _meaning
 
     kind = dict(label="fixed positions, norm bound 1, inputs of norm sqrt(d), untuned", theory=True)
-    left = [dict(T=512, text="≤ 168", flags=["out-of-epochs"]), dict(T=1024, text="≤ 340", flags=["budget-limited"])]
+    left = [
+        dict(T=512, text="≤ 168", flags=["out-of-epochs"]),
+        dict(T=1024, text="≤ 340", flags=["budget-limited"]),
+    ]
     numbers = dict(best_law="power", decades=1.8, log_margin_aic=-17.2, T=[4, 16, 64, 256], left_out=left)
     text = _meaning(kind, "inconclusive", numbers)
     assert text.startswith("inconclusive for the theorem's class by the rule (T spans 1.8 decades, L1 needs 3)")
-    assert "beyond T = 256 m* is a bound, not a value (T=512: ≤ 168, T=1024: ≤ 340; budget-limited, out-of-epochs)" \
-        in text
-    inside = dict(numbers, T=[4, 16, 64, 256, 2048], left_out=[dict(T=1024, text="≤ 436", flags=["out-of-epochs"])])
+    assert (
+        "beyond T = 256 m* is a bound, not a value (T=512: ≤ 168, T=1024: ≤ 340; budget-limited, out-of-epochs)" in text
+    )
+    inside = dict(
+        numbers,
+        T=[4, 16, 64, 256, 2048],
+        left_out=[dict(T=1024, text="≤ 436", flags=["out-of-epochs"])],
+    )
     assert "bound, not a value" not in _meaning(kind, "inconclusive", inside)
 
 
@@ -202,11 +269,24 @@ def test_the_norm_lines_fit_the_least_norm_of_a_success_against_ln_T():
     from attnsweep.presentation.boolean_notes import norm_use_lines
 
     Ts = [2, 8, 32, 128]
-    rows = [dict(model="transformer", T=T, norm_bound=B, min_norm_qk=min(1 + 0.1 * math.log(T), B or math.inf),
-                 at_bound=None if B is None else float(T > 2)) for B in (None, 1.2) for T in Ts]
+    rows = [
+        dict(
+            model="transformer",
+            T=T,
+            norm_bound=B,
+            min_norm_qk=min(1 + 0.1 * math.log(T), B or math.inf),
+            at_bound=None if B is None else float(T > 2),
+        )
+        for B in (None, 1.2)
+        for T in Ts
+    ]
     union = pl.DataFrame(rows, schema_overrides={"norm_bound": pl.Float64, "at_bound": pl.Float64})
-    claims = [dict(claim="L1: m* grows like log T", series=[dict(cells={"norm_bound": B}, numbers=dict(T=Ts))
-                                                             for B in (None, 1.2)])]
+    claims = [
+        dict(
+            claim="L1: m* grows like log T",
+            series=[dict(cells={"norm_bound": B}, numbers=dict(T=Ts)) for B in (None, 1.2)],
+        )
+    ]
     lines = norm_use_lines(claims, union)
     unbounded, bounded = [line for line in lines if line.startswith("- ")]
     assert "+0.1 per unit of ln T (95% CI 0.1 .. 0.1, 4 T)" in unbounded and "measures the bound" not in unbounded
@@ -224,7 +304,11 @@ def test_a_report_never_writes_over_published_runs_it_does_not_include(tmp_path)
     # re-sign SHA256SUMS; a README section showing other runs would be replaced. Each is
     # refused (exit 2, the runs named), and not one byte of the folders or the README moves.
     root = Path(__file__).resolve().parents[1]
-    shutil.copytree(root / "docs/findings", tmp_path / "main", ignore=shutil.ignore_patterns("symmetry", "theory-500", "tuned-interrupted"))
+    shutil.copytree(
+        root / "docs/findings",
+        tmp_path / "main",
+        ignore=shutil.ignore_patterns("symmetry", "theory-500", "tuned-interrupted"),
+    )
     shutil.copytree(root / "docs/findings/theory-500", tmp_path / "t500")
     shutil.copy(root / "README.md", tmp_path / "README.md")
     main_runs = json.loads((tmp_path / "main/verdicts.json").read_text())["runs"]
@@ -253,8 +337,8 @@ def test_a_report_never_writes_over_published_runs_it_does_not_include(tmp_path)
     assert {name: _tree(tmp_path / name) for name in ("main", "t500")} == before
     assert (tmp_path / "README.md").read_bytes() == readme and not (tmp_path / "elsewhere").exists()
     # The same run from a store that holds fewer of its rows than the folder: refused too.
-    from attnsweep.presentation.published import load
     from attnsweep.presentation.publish import write_sums
+    from attnsweep.presentation.published import load
     from attnsweep.results import ResultsStore
 
     short = tmp_path / "short"
@@ -279,11 +363,18 @@ def test_the_headline_says_when_the_combined_l1_is_not_the_theorem_class_answer(
     # the headline says that this, not the combined row, answers the claim as stated.
     from attnsweep.presentation.findings_boolean import _as_stated
 
-    union = pl.DataFrame([dict(model="transformer", T=T, positions=p, norm_bound=B, ln_affine=ln)
-                          for T in (8, 64) for p, B, ln in (("learned", None, True), ("fixed", 1.0, False))],
-                         schema_overrides={"norm_bound": pl.Float64})
-    series = [dict(cells={"positions": "learned"}, verdict="not supported"),
-              dict(cells={"positions": "fixed"}, verdict="inconclusive")]
+    union = pl.DataFrame(
+        [
+            dict(model="transformer", T=T, positions=p, norm_bound=B, ln_affine=ln)
+            for T in (8, 64)
+            for p, B, ln in (("learned", None, True), ("fixed", 1.0, False))
+        ],
+        schema_overrides={"norm_bound": pl.Float64},
+    )
+    series = [
+        dict(cells={"positions": "learned"}, verdict="not supported"),
+        dict(cells={"positions": "fixed"}, verdict="inconclusive"),
+    ]
     (line, _) = _as_stated(dict(verdict="not supported"), series, union)
     assert 'reads "not supported"' in line and "theorem's class above, L1 is inconclusive" in line
     assert _as_stated(dict(verdict="inconclusive"), series, union) == []
@@ -295,11 +386,38 @@ def test_a_single_group_symmetry_run_shows_its_m_star_per_cell():
     # an exact value with its interval, and a bound written as one.
     from attnsweep.presentation.findings_symmetry import _symmetry_cells
 
-    m_star = pl.DataFrame([
-        dict(teacher="equivariant", student="transformer + rotations", d=16, n=6, k=4, m_star=2.7, bound="exact",
-             ci_lo=2.0, ci_hi=3.3, n_seeds=5, budget="ok", flags="few-seeds"),
-        dict(teacher="equivariant", student="transformer", d=32, n=6, k=4, m_star=512.0, bound="lower",
-             ci_lo=512.0, ci_hi=math.inf, n_seeds=5, budget="budget-limited", flags=None)])
+    m_star = pl.DataFrame(
+        [
+            dict(
+                teacher="equivariant",
+                student="transformer + rotations",
+                d=16,
+                n=6,
+                k=4,
+                m_star=2.7,
+                bound="exact",
+                ci_lo=2.0,
+                ci_hi=3.3,
+                n_seeds=5,
+                budget="ok",
+                flags="few-seeds",
+            ),
+            dict(
+                teacher="equivariant",
+                student="transformer",
+                d=32,
+                n=6,
+                k=4,
+                m_star=512.0,
+                bound="lower",
+                ci_lo=512.0,
+                ci_hi=math.inf,
+                n_seeds=5,
+                budget="budget-limited",
+                flags=None,
+            ),
+        ]
+    )
     rows = [line for line in _symmetry_cells(m_star) if line.startswith("| equivariant")]
     assert rows[0] == "| equivariant | transformer + rotations | 16 | 6 | 4 | 2.7 | 2.0 .. 3.3 | 5 | ok | few-seeds |"
     # The bound is Markdown-escaped (a bare ">" would open a quote).

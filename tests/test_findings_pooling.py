@@ -23,22 +23,53 @@ def _series():
     rows, cells = [], []
     for T in TS:
         run, version = ("r2", "bbb") if T == 4096 else ("r1", "aaa")
-        cells.append(dict(model="transformer", T=T, s=3, lr=0.003, run_id=run, settings="default", tuning="not tuned",
-                          m_star=30.0 * math.sqrt(T), bound="exact", ci_lo=29.0 * math.sqrt(T),
-                          ci_hi=31.0 * math.sqrt(T), flags="", m_star_grid=30.0 * math.sqrt(T)))
+        cells.append(
+            dict(
+                model="transformer",
+                T=T,
+                s=3,
+                lr=0.003,
+                run_id=run,
+                settings="default",
+                tuning="not tuned",
+                m_star=30.0 * math.sqrt(T),
+                bound="exact",
+                ci_lo=29.0 * math.sqrt(T),
+                ci_hi=31.0 * math.sqrt(T),
+                flags="",
+                m_star_grid=30.0 * math.sqrt(T),
+            )
+        )
         for m in (10, 100):
             for seed in range(4):
                 win = m == 100
-                rows.append(dict(trial_id=f"{T}-{m}-{seed}", run_id=run, code_version=version, model="transformer",
-                                 T=T, s=3, lr=0.003, m=m, seed=seed, search_phase="search", status="done",
-                                 test_acc=0.99 if win else 0.5, epochs=int(2 * math.sqrt(T)) if win else 500,
-                                 converged=win or not (T == 4096 and seed < 2)))
+                rows.append(
+                    dict(
+                        trial_id=f"{T}-{m}-{seed}",
+                        run_id=run,
+                        code_version=version,
+                        model="transformer",
+                        T=T,
+                        s=3,
+                        lr=0.003,
+                        m=m,
+                        seed=seed,
+                        search_phase="search",
+                        status="done",
+                        test_acc=0.99 if win else 0.5,
+                        epochs=int(2 * math.sqrt(T)) if win else 500,
+                        converged=win or not (T == 4096 and seed < 2),
+                    )
+                )
     again = [dict(r, run_id="r2", code_version="bbb") for r in rows if r["T"] == 8]
-    again[4]["test_acc"] = 0.9   # m = 100, seed 0: 0.99 -> 0.9, flips
+    again[4]["test_acc"] = 0.9  # m = 100, seed 0: 0.99 -> 0.9, flips
     again[5]["test_acc"] = 0.98  # m = 100, seed 1: 0.99 -> 0.98, stays a success
     union = pl.DataFrame(cells)
-    return union, pl.DataFrame(rows + again), [dict(run_id="r1", code_version="aaa"), dict(run_id="r2",
-                                                                                             code_version="bbb")]
+    return (
+        union,
+        pl.DataFrame(rows + again),
+        [dict(run_id="r1", code_version="aaa"), dict(run_id="r2", code_version="bbb")],
+    )
 
 
 def test_a_series_mixing_code_versions_says_so_and_shows_the_changed_outcomes():

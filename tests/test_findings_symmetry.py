@@ -14,11 +14,9 @@ import pytest
 
 from attnsweep.presentation.compare import file_differences, json_differences, text_differences
 from attnsweep.presentation.markdown import md_text
-
+from attnsweep.presentation.publish import write_sums
 from attnsweep.presentation.readme_sections import END, START, read_section
 from attnsweep.presentation.verdict_table import BOOLEAN, ROW_START
-
-from attnsweep.presentation.publish import write_sums
 
 # Two sizes (d = 4, 8), every student, both teachers: 2 groups x 7 cells x 2 m x 2 seeds = 56 trials.
 SPEC = """
@@ -51,8 +49,14 @@ Text after.
 
 def _cli(*args, cwd):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +67,17 @@ def published(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", proc.stderr).group(1)
     (root / "README.md").write_text(README)
-    proc = _cli("report", run_id, "--store", "store", "--out", "docs/findings/symmetry", "--readme", "README.md",
-                cwd=root)
+    proc = _cli(
+        "report",
+        run_id,
+        "--store",
+        "store",
+        "--out",
+        "docs/findings/symmetry",
+        "--readme",
+        "README.md",
+        cwd=root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root, run_id
 
@@ -72,9 +85,17 @@ def published(tmp_path_factory):
 def test_the_folder_holds_what_the_issue_names(published):
     root, run_id = published
     folder = root / "docs/findings/symmetry"
-    for name in ("report.html", "verdicts.json", "m_star_symmetry.csv", "trials.parquet", "runs.parquet", "SHA256SUMS",
-                 "findings.md",
-                 f"figures/{run_id}/advantage_vs_size.png", f"figures/{run_id}/error_vs_m_by_d.png"):
+    for name in (
+        "report.html",
+        "verdicts.json",
+        "m_star_symmetry.csv",
+        "trials.parquet",
+        "runs.parquet",
+        "SHA256SUMS",
+        "findings.md",
+        f"figures/{run_id}/advantage_vs_size.png",
+        f"figures/{run_id}/error_vs_m_by_d.png",
+    ):
         assert (folder / name).is_file(), name
     stored = pl.scan_parquet(str(root / "store" / "trials" / "**" / "*.parquet")).collect()
     rows = pl.read_parquet(folder / "trials.parquet")
@@ -113,8 +134,10 @@ def test_the_readme_gets_the_symmetry_row_and_keeps_the_other(published):
     assert BOOLEAN_ROW in lines and BOOLEAN_RUNS in lines and "stale" not in section
     assert f"<!-- runs (symmetry): {run_id} -->" in lines
     row = next(line for line in lines if "Ma & Ying" in line)
-    verdicts = {v["id"]: v["verdict"]
-                for v in json.loads((root / "docs/findings/symmetry/verdicts.json").read_text())["verdicts"]}
+    verdicts = {
+        v["id"]: v["verdict"]
+        for v in json.loads((root / "docs/findings/symmetry/verdicts.json").read_text())["verdicts"]
+    }
     for claim in ("S1", "S2", "S3", "S4"):  # one run: each claim's verdict is that run's
         assert f"{claim} {verdicts[claim]}" in row, (claim, row)
     assert "[Findings](docs/findings/symmetry/findings.md)" in row
@@ -214,8 +237,18 @@ def test_a_changed_byte_in_a_published_data_page_is_refused(published, tmp_path)
     _refused(root, folder, "trials.parquet", "cannot be read")
 
 
-@pytest.mark.parametrize("damage", ["truncated", "empty", "swapped", "column dropped", "foreign run",
-                                    "name not UTF-8", "run_id not a string"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "truncated",
+        "empty",
+        "swapped",
+        "column dropped",
+        "foreign run",
+        "name not UTF-8",
+        "run_id not a string",
+    ],
+)
 def test_a_damaged_or_foreign_published_file_is_one_clear_error(published, tmp_path, damage):
     import pyarrow.parquet as pq
 
@@ -246,26 +279,45 @@ def test_a_damaged_or_foreign_published_file_is_one_clear_error(published, tmp_p
     if damage != "name not UTF-8":  # the others as a folder made consistent again: each has its own check
         _refused(root, folder, "does not match its SHA-256")
         write_sums(folder)
-    words = {"column dropped": ["test_error"], "foreign run": ["20990101-000000-abcdef", "does not list"],
-             "name not UTF-8": ["trials.parquet", "SHA256SUMS"], "run_id not a string": ["run_id", "not string"]}
+    words = {
+        "column dropped": ["test_error"],
+        "foreign run": ["20990101-000000-abcdef", "does not list"],
+        "name not UTF-8": ["trials.parquet", "SHA256SUMS"],
+        "run_id not a string": ["run_id", "not string"],
+    }
     _refused(root, folder, *words.get(damage, ["parquet"]))
 
 
 def test_from_with_a_run_the_folder_does_not_hold_names_what_it_holds(published, tmp_path):
     root, run_id = published
-    proc = _cli("report", "--from", "docs/findings/symmetry", "nosuchrun", "--out", str(tmp_path / "o"), cwd=root)
+    proc = _cli(
+        "report",
+        "--from",
+        "docs/findings/symmetry",
+        "nosuchrun",
+        "--out",
+        str(tmp_path / "o"),
+        cwd=root,
+    )
     assert proc.returncode == 2 and "holds no run nosuchrun" in proc.stderr and run_id in proc.stderr
     assert "attnsweep-findings-" not in proc.stderr  # not the scratch store's path
 
 
-@pytest.mark.parametrize("edit, words", [
-    ("d = 0 in a row", ["d", "greater than or equal to 2", "not a trial a run could have written"]),
-    ("rows of another experiment", ["experiment 'symmetry'", "'sparse_boolean'"]),
-    ("an unknown status", ["status 'bogus'", "finished"]),
-    ("an unknown experiment", ["experiment 'magic'", "symmetry"]),
-])
-def test_an_edited_and_checksummed_again_folder_with_unsound_contents_is_one_clear_error(published, tmp_path, edit,
-                                                                                         words):
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (
+            "d = 0 in a row",
+            ["d", "greater than or equal to 2", "not a trial a run could have written"],
+        ),
+        ("rows of another experiment", ["experiment 'symmetry'", "'sparse_boolean'"]),
+        ("an unknown status", ["status 'bogus'", "finished"]),
+        ("an unknown experiment", ["experiment 'magic'", "symmetry"]),
+    ],
+)
+def test_an_edited_and_checksummed_again_folder_with_unsound_contents_is_one_clear_error(
+    published, tmp_path, edit, words
+):
     # Files edited, then SHA256SUMS written again: the digests match, so the contents themselves are checked.
     root, folder = _folder_copy(published, tmp_path)
     trials, runs = folder / "trials.parquet", folder / "runs.parquet"

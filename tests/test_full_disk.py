@@ -29,8 +29,10 @@ from attnsweep.results import ResultsStore, StoreError
 from attnsweep.results.integrity import check_store
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ("name: full\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "
-        "max_epochs: 5}\nexecution: {pack_size: 1, flush_rows: 2, flush_s: 3600}\n")  # 6 trials, two rows per part file (never one by time, on a loaded machine)
+SPEC = (
+    "name: full\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "
+    "max_epochs: 5}\nexecution: {pack_size: 1, flush_rows: 2, flush_s: 3600}\n"
+)  # 6 trials, two rows per part file (never one by time, on a loaded machine)
 
 # `attnsweep run` with a store whose disk is full after its first part file: part files
 # (and, with "all", run records too) are refused with ENOSPC.
@@ -62,12 +64,28 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_a_full_disk_mid_run_is_recorded_failed_with_its_rescue_file_and_store_check_says_so(tmp_path):
+def test_a_full_disk_mid_run_is_recorded_failed_with_its_rescue_file_and_store_check_says_so(
+    tmp_path,
+):
     (tmp_path / "spec.yaml").write_text(SPEC)
     env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0", COLUMNS="250")
-    run = subprocess.run([sys.executable, "-c", FULL_DISK_CLI, str(tmp_path / "tmp" / "attnsweep-unsaved"), "parts",
-                          "run", "spec.yaml", "--no-analyze"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            FULL_DISK_CLI,
+            str(tmp_path / "tmp" / "attnsweep-unsaved"),
+            "parts",
+            "run",
+            "spec.yaml",
+            "--no-analyze",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     said = _flat(run.stderr)
     assert run.returncode == 2, run.stderr[-3000:]
     assert "Traceback" not in run.stderr
@@ -84,8 +102,14 @@ def test_a_full_disk_mid_run_is_recorded_failed_with_its_rescue_file_and_store_c
     # The first part file was written (its rows or those of a flush on time), the next refused: the run stopped.
     assert stored.height >= 1 and kept.height >= 1 and stored.height + kept.height <= 6
     assert set(stored["trial_id"]).isdisjoint(kept["trial_id"])
-    check = subprocess.run([sys.executable, "-m", "attnsweep.cli", "store", "check"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=300)
+    check = subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", "store", "check"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     shown = _flat(check.stdout)
     assert check.returncode == 1, check.stdout + check.stderr
     assert f"failed run: run {run_id} of sweep full" in shown and "ENOSPC" in shown and str(rescue) in shown
@@ -116,15 +140,22 @@ def test_when_the_record_cannot_be_written_either_the_terminal_says_what_it_shou
     executor = RayExecutor(spec.execution, None, spec.resources)
     try:
         with pytest.raises(StoreError, match=r"No space left on device \(ENOSPC\)") as info:
-            run_sweep(spec, store, executor, run_id="20261201-000000-cccccc",
-                      console=Console(file=terminal, width=100_000))
+            run_sweep(
+                spec,
+                store,
+                executor,
+                run_id="20261201-000000-cccccc",
+                console=Console(file=terminal, width=100_000),
+            )
     finally:
         executor.shutdown()
     (rescue,) = (work / "attnsweep-unsaved").glob("*.parquet")
     assert str(rescue) in str(info.value)  # the real error, naming the rescue file, not the record's failure
     said = _flat(terminal.getvalue())
-    assert ("the record of run 20261201-000000-cccccc" in said and "could not be written: No space left on device "
-            "(ENOSPC); it still says 'running'" in said)
+    assert (
+        "the record of run 20261201-000000-cccccc" in said
+        and "could not be written: No space left on device (ENOSPC); it still says 'running'" in said
+    )
     assert "It should say: status failed; error: cannot write trial rows" in said
     assert f"rescue file: {rescue}" in said and "trials stored: done 2," in said
     monkeypatch.undo()  # space again

@@ -25,12 +25,24 @@ SPEC = "name: tiny\nseeds: 4\ngrid: {m: [16, 32]}\nfixed: {task: and, T: 8, s: 3
 
 def _cli(*args, cwd, env=None, timeout=600, **kw):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
 
 
-def make_store(root: Path, run_id: str, status: str = "finished", trial_status: str = "done",
-               sweep: str = "tiny") -> ResultsStore:
+def make_store(
+    root: Path,
+    run_id: str,
+    status: str = "finished",
+    trial_status: str = "done",
+    sweep: str = "tiny",
+) -> ResultsStore:
     """A store at ``root`` holding one finished run of :data:`SPEC` (8 trials) under ``run_id``."""
     spec = parse_spec(SPEC.replace("name: tiny", f"name: {sweep}"))
     store = ResultsStore(root)
@@ -39,18 +51,51 @@ def make_store(root: Path, run_id: str, status: str = "finished", trial_status: 
     for m in (16, 32):
         for seed in range(4):
             cfg = BooleanTrialConfig(task="and", T=8, s=3, m=m, seed=seed, n_test=100)
-            rows.append({**cfg.model_dump(), "trial_id": trial_id(cfg), "experiment": "sparse_boolean",
-                         "status": trial_status, "test_acc": 1.0 if ok else None, "train_acc": 1.0 if ok else None,
-                         "converged": ok})
+            rows.append(
+                {
+                    **cfg.model_dump(),
+                    "trial_id": trial_id(cfg),
+                    "experiment": "sparse_boolean",
+                    "status": trial_status,
+                    "test_acc": 1.0 if ok else None,
+                    "train_acc": 1.0 if ok else None,
+                    "converged": ok,
+                }
+            )
     schema = trial_schema()
-    store.write_trials(spec.name, run_id,
-                       pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema))
+    store.write_trials(
+        spec.name,
+        run_id,
+        pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema),
+    )
     t0 = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
-    store.write_run(spec.name, run_id, dict(
-        status=status, started_at=t0, ended_at=t0, wall_s=1.0, n_trials=len(rows), n_done=len(rows) if ok else 0,
-        n_failed=0 if ok else len(rows), n_diverged=0, n_lost=0, spec_name=spec.name, spec_hash=spec.spec_hash(),
-        spec_yaml=SPEC.replace("name: tiny", f"name: {sweep}"), executor="x", host="x", code_version="x",
-        packages="{}", experiment="sparse_boolean", trial_fields=None, cell_counts=None, attempts=[]), run_schema())
+    store.write_run(
+        spec.name,
+        run_id,
+        dict(
+            status=status,
+            started_at=t0,
+            ended_at=t0,
+            wall_s=1.0,
+            n_trials=len(rows),
+            n_done=len(rows) if ok else 0,
+            n_failed=0 if ok else len(rows),
+            n_diverged=0,
+            n_lost=0,
+            spec_name=spec.name,
+            spec_hash=spec.spec_hash(),
+            spec_yaml=SPEC.replace("name: tiny", f"name: {sweep}"),
+            executor="x",
+            host="x",
+            code_version="x",
+            packages="{}",
+            experiment="sparse_boolean",
+            trial_fields=None,
+            cell_counts=None,
+            attempts=[],
+        ),
+        run_schema(),
+    )
     return store
 
 
@@ -59,15 +104,19 @@ MINE, DECOY = "20261202-090000-aaaaaa", "20261202-090000-dddddd"
 
 # --- paths are paths, not patterns --------------------------------------------------------------
 
+
 # Each store's name is a pattern that the decoy's name matches (fnmatch, polars' and fsspec's
 # globs, brace expansion): a reader that expands it reads the decoy's run, or none.
-@pytest.mark.parametrize("name, decoy", [
-    ("data [run2]", "data r"),
-    ("st*", "stX"),
-    ("res?lts", "resXlts"),
-    ("s{a,b}", "sa"),
-    ("[!x]y", "zy"),
-])
+@pytest.mark.parametrize(
+    "name, decoy",
+    [
+        ("data [run2]", "data r"),
+        ("st*", "stX"),
+        ("res?lts", "resXlts"),
+        ("s{a,b}", "sa"),
+        ("[!x]y", "zy"),
+    ],
+)
 def test_every_command_reads_the_store_it_was_given_not_what_its_name_matches(tmp_path, name, decoy):
     make_store(tmp_path / name, MINE)
     make_store(tmp_path / decoy, DECOY, sweep="decoy")
@@ -106,8 +155,10 @@ def test_store_reads_take_file_and_folder_names_literally(tmp_path):
 
 # --- files the product updates are replaced whole ----------------------------------------------
 
-HAND = "# My project\n\nIntro written by hand.\n\n{section}\n## After the findings\n\nHand-written text, " \
-       "kept.\n" + "More prose. " * 200 + "\n"
+HAND = (
+    "# My project\n\nIntro written by hand.\n\n{section}\n## After the findings\n\nHand-written text, "
+    "kept.\n" + "More prose. " * 200 + "\n"
+)
 
 
 def _readme_with_section(path: Path) -> bytes:
@@ -169,7 +220,17 @@ def test_a_readme_on_a_full_disk_is_left_as_it_was_and_named(tmp_path):
         free = os.statvfs(disk)
         # No page left: the README's new text, however short (a verdict table), cannot be written.
         (disk / "filler").write_bytes(b"x" * (free.f_bavail * free.f_frsize))
-        proc = _cli("report", MINE, "--store", "store", "--out", "out", "--readme", str(readme), cwd=tmp_path)
+        proc = _cli(
+            "report",
+            MINE,
+            "--store",
+            "store",
+            "--out",
+            "out",
+            "--readme",
+            str(readme),
+            cwd=tmp_path,
+        )
         assert proc.returncode == 2 and "No space left" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert str(readme) in proc.stderr
         assert readme.read_bytes() == before
@@ -249,9 +310,29 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 def _publish_killed(tmp_path: Path, n: int, sig: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-c", KILL_AT, str(n), sig, str(tmp_path / "steps"), "report", MINE, OTHER,
-                           "--store", "store", "--out", "pub", "--publish"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            KILL_AT,
+            str(n),
+            sig,
+            str(tmp_path / "steps"),
+            "report",
+            MINE,
+            OTHER,
+            "--store",
+            "store",
+            "--out",
+            "pub",
+            "--publish",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_publish_killed_at_any_moment_leaves_the_old_folder_or_the_new_one(tmp_path):
@@ -279,9 +360,18 @@ def test_a_publish_killed_at_any_moment_leaves_the_old_folder_or_the_new_one(tmp
         (tmp_path / "pub" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "pub" / name).write_bytes(data)
     seen = set()
-    moments = [(1, "SIGKILL"), (2, "SIGKILL"), (total // 2, "SIGKILL"), (total - 3, "SIGKILL"), (total - 2, "SIGKILL"),
-               (total - 1, "SIGKILL"), (total, "SIGKILL"), (total // 2, "SIGTERM"), (total - 1, "SIGTERM"),
-               (total // 3, "SIGINT")]
+    moments = [
+        (1, "SIGKILL"),
+        (2, "SIGKILL"),
+        (total // 2, "SIGKILL"),
+        (total - 3, "SIGKILL"),
+        (total - 2, "SIGKILL"),
+        (total - 1, "SIGKILL"),
+        (total, "SIGKILL"),
+        (total // 2, "SIGTERM"),
+        (total - 1, "SIGTERM"),
+        (total // 3, "SIGINT"),
+    ]
     for n, sig in moments:
         proc = _publish_killed(tmp_path, n, sig)
         assert "Traceback" not in proc.stderr, (n, sig, proc.stderr[-3000:])
@@ -328,8 +418,14 @@ main()
 
 def _query_peak(tmp_path: Path, sql: str, *args: str, env=None) -> tuple[subprocess.CompletedProcess, int]:
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200", **(env or {}))
-    proc = subprocess.run([sys.executable, "-c", PEAK, "query", sql, "--store", "store", *args], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK, "query", sql, "--store", "store", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     peak = int(proc.stderr.rsplit("peak-kib ", 1)[1].split()[0]) * 1024
     return proc, peak
 
@@ -338,11 +434,18 @@ def _query_peak(tmp_path: Path, sql: str, *args: str, env=None) -> tuple[subproc
 def test_a_query_of_wide_rows_stays_within_its_memory_limit(tmp_path, fmt):
     make_store(tmp_path / "store", MINE)
     # 70,000 rows of 16 kB (a list of 1,000 doubles and an 8 kB blob): 1.1 GB, 1 GB in one batch of 65,536 rows
-    wide = ("SELECT i, range(i, i + 1000)::DOUBLE[] AS v, repeat('ab', 4000)::BLOB AS b "
-            "FROM range(70000) t(i)")
+    wide = "SELECT i, range(i, i + 1000)::DOUBLE[] AS v, repeat('ab', 4000)::BLOB AS b FROM range(70000) t(i)"
     limit = 400 * 10**6
-    base, floor = _query_peak(tmp_path, "SELECT 1 AS x", "--format", fmt, "--output", "/dev/null",
-                              "--memory-limit", "400MB")
+    base, floor = _query_peak(
+        tmp_path,
+        "SELECT 1 AS x",
+        "--format",
+        fmt,
+        "--output",
+        "/dev/null",
+        "--memory-limit",
+        "400MB",
+    )
     assert base.returncode == 0, base.stderr[-2000:]
     proc, peak = _query_peak(tmp_path, wide, "--format", fmt, "--output", "/dev/null", "--memory-limit", "400MB")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -361,8 +464,11 @@ def test_batches_are_bounded_by_bytes_and_keep_every_row(tmp_path):
     from attnsweep.results.query_limits import batch_budget
 
     store = make_store(tmp_path / "store", MINE)
-    schema, batches = stream_query(store, "SELECT i, repeat('z', 30000) AS a, repeat('y', 30000) AS b "
-                                          "FROM range(3000) t(i)", memory_limit="64MB")
+    schema, batches = stream_query(
+        store,
+        "SELECT i, repeat('z', 30000) AS a, repeat('y', 30000) AS b FROM range(3000) t(i)",
+        memory_limit="64MB",
+    )
     sizes, seen = [], []
     with batches:
         for batch in batches:
@@ -381,8 +487,22 @@ def test_a_full_spill_says_what_to_do_in_our_options_and_leaves_nothing(tmp_path
     make_store(tmp_path / "store", MINE)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    proc = _cli("query", SPILLS, "--store", "store", "--format", "csv", "--output", "out.csv", "--memory-limit",
-                "64MB", "--spill-limit", "8MB", cwd=tmp_path, env={"TMPDIR": str(tmp)})
+    proc = _cli(
+        "query",
+        SPILLS,
+        "--store",
+        "store",
+        "--format",
+        "csv",
+        "--output",
+        "out.csv",
+        "--memory-limit",
+        "64MB",
+        "--spill-limit",
+        "8MB",
+        cwd=tmp_path,
+        env={"TMPDIR": str(tmp)},
+    )
     assert proc.returncode == 2 and "--spill-limit" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert "PRAGMA" not in proc.stderr and "SET " not in proc.stderr, proc.stderr
     assert list(tmp.iterdir()) == [] and not (tmp_path / "out.csv").exists()
@@ -392,9 +512,28 @@ def test_a_full_spill_says_what_to_do_in_our_options_and_leaves_nothing(tmp_path
 
 def _spilling(tmp_path: Path, tmp: Path) -> subprocess.Popen:
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", TMPDIR=str(tmp))
-    return subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "query", SPILLS, "--store", "store", "--format",
-                             "csv", "--output", "out.csv", "--memory-limit", "64MB"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "query",
+            SPILLS,
+            "--store",
+            "store",
+            "--format",
+            "csv",
+            "--output",
+            "out.csv",
+            "--memory-limit",
+            "64MB",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_spill(tmp: Path, proc: subprocess.Popen) -> None:
@@ -424,15 +563,24 @@ def test_a_query_ended_by_sigterm_or_sigkill_leaves_no_spill_behind(tmp_path):
     proc.kill()
     proc.communicate(timeout=120)
     assert [p.name for p in tmp.iterdir()] != []
-    done = _cli("query", "SELECT count(*) AS n FROM trials", "--store", "store", cwd=tmp_path, env={"TMPDIR": str(tmp)})
+    done = _cli(
+        "query",
+        "SELECT count(*) AS n FROM trials",
+        "--store",
+        "store",
+        cwd=tmp_path,
+        env={"TMPDIR": str(tmp)},
+    )
     assert done.returncode == 0 and "8" in done.stdout, done.stderr[-2000:]
     assert list(tmp.iterdir()) == []
 
 
 # --- every command writes only inside the folder it was given ---------------------------------
 
-REPL = ("name: rep\nseeds: 2\ngrid: {m: [8, 64]}\nfixed: {task: and, T: 8, s: 1, d: 8, heads: 2, max_epochs: 30, "
-        "n_test: 100}\nanalysis: {n_boot: 50}\n")
+REPL = (
+    "name: rep\nseeds: 2\ngrid: {m: [8, 64]}\nfixed: {task: and, T: 8, s: 1, d: 8, heads: 2, max_epochs: 30, "
+    "n_test: 100}\nanalysis: {n_boot: 50}\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -454,8 +602,18 @@ def test_replicate_replaces_a_link_at_its_report_and_leaves_the_target_alone(rep
     victim.write_text("someone else's file")
     (root / "rep1").mkdir()
     (root / "rep1" / "report.md").symlink_to(victim)
-    proc = _cli("replicate", "rep.yaml", "--baseline", run, "--store", "store", "--local", "--report", "rep1",
-                cwd=root)
+    proc = _cli(
+        "replicate",
+        "rep.yaml",
+        "--baseline",
+        run,
+        "--store",
+        "store",
+        "--local",
+        "--report",
+        "rep1",
+        cwd=root,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     assert victim.read_text() == "someone else's file"
     report = root / "rep1" / "report.md"
@@ -472,8 +630,18 @@ def test_replicate_refuses_a_linked_figure_folder_before_it_runs(repl_baseline, 
     out = root / f"rep-{link.replace('/', '-')}"
     (out / link).parent.mkdir(parents=True, exist_ok=True)
     (out / link).symlink_to(elsewhere, target_is_directory=True)
-    proc = _cli("replicate", "rep.yaml", "--baseline", run, "--store", "store", "--local", "--report", str(out),
-                cwd=root)
+    proc = _cli(
+        "replicate",
+        "rep.yaml",
+        "--baseline",
+        run,
+        "--store",
+        "store",
+        "--local",
+        "--report",
+        str(out),
+        cwd=root,
+    )
     assert proc.returncode == 2 and "is a link to" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert list(elsewhere.iterdir()) == [] and _n_runs(root) == before
 
@@ -483,8 +651,18 @@ def test_replicate_never_writes_over_an_earlier_replications_report(repl_baselin
     before = _n_runs(root)
     (root / "earlier").mkdir()
     (root / "earlier" / "report.md").write_text("last night's report")
-    proc = _cli("replicate", "rep.yaml", "--baseline", run, "--store", "store", "--local", "--report", "earlier",
-                cwd=root)
+    proc = _cli(
+        "replicate",
+        "rep.yaml",
+        "--baseline",
+        run,
+        "--store",
+        "store",
+        "--local",
+        "--report",
+        "earlier",
+        cwd=root,
+    )
     assert proc.returncode == 2 and "folder of its own" in proc.stderr, proc.stderr
     assert (root / "earlier" / "report.md").read_text() == "last night's report" and _n_runs(root) == before
 
@@ -523,8 +701,19 @@ def test_visible_writes_out_control_characters_and_keeps_the_rest():
 def test_data_and_paths_holding_markup_and_escapes_print_as_text(tmp_path):
     store = make_store(tmp_path / "st [v2]", MINE, status="[/x]")
     schema = trial_schema()
-    rows = [{f.name: None for f in schema} | {"trial_id": EVIL, "status": "[red]done", "experiment": "sparse_boolean",
-                                               "task": "and", "T": 8, "s": 3, "m": 16, "seed": 9}] * 2
+    rows = [
+        {f.name: None for f in schema}
+        | {
+            "trial_id": EVIL,
+            "status": "[red]done",
+            "experiment": "sparse_boolean",
+            "task": "and",
+            "T": 8,
+            "s": 3,
+            "m": 16,
+            "seed": 9,
+        }
+    ] * 2
     store.write_trials("tiny", MINE, pa.Table.from_pylist(rows, schema=schema))
     (tmp_path / "st [v2]" / "trials" / "\x1b[31mstray[red].parquet").write_bytes(b"x")
     for args in (["runs"], ["store", "check"]):
@@ -540,14 +729,17 @@ def test_data_and_paths_holding_markup_and_escapes_print_as_text(tmp_path):
 
 
 def test_the_run_summary_names_a_store_path_holding_brackets_whole(tmp_path):
-    (tmp_path / "s.yaml").write_text("name: brk\nseeds: 1\ngrid: {m: [8]}\nfixed: {task: and, T: 8, s: 1, d: 8, heads: 2, "
-                                     "max_epochs: 2, n_test: 100}\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: brk\nseeds: 1\ngrid: {m: [8]}\nfixed: {task: and, T: 8, s: 1, d: 8, heads: 2, "
+        "max_epochs: 2, n_test: 100}\n"
+    )
     proc = _cli("run", "s.yaml", "--store", "res [v2] [/x]", "--local", "--no-analyze", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "store res [v2] [/x]" in " ".join(proc.stderr.split()), proc.stderr
 
 
 # --- a full disk during store compact names the file ------------------------------------------
+
 
 def test_store_compact_on_a_full_disk_names_the_file_and_changes_nothing(tmp_path):
     disk = tmp_path / "disk"
@@ -587,7 +779,11 @@ def test_a_figure_folder_holding_markup_or_escapes_is_printed_as_it_is(tmp_path)
     # with rich markup or a terminal escape is shown as typed, not read as a tag (a closing
     # "[/x]" was a MarkupError traceback after the rows were saved) or sent raw to the terminal.
     make_store(tmp_path / "s", MINE)
-    for name, shown in (("g[/x]/r", "g[/x]/r/"), ("fig[x]", "fig[x]/"), ("h\x1b[31mR", "h\\x1b[31mR/")):
+    for name, shown in (
+        ("g[/x]/r", "g[/x]/r/"),
+        ("fig[x]", "fig[x]/"),
+        ("h\x1b[31mR", "h\\x1b[31mR/"),
+    ):
         proc = _cli("analyze", MINE, "--store", "s", "--figures", name, cwd=tmp_path)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert f"figure: {shown}" in proc.stdout and "\x1b" not in proc.stdout, proc.stdout[-1000:]

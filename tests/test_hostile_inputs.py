@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 import attnsweep
+from attnsweep.orchestrator.errors import SpecError
 from attnsweep.orchestrator.rows import run_schema, trial_schema
 from attnsweep.orchestrator.spec import parse_spec, trial_id
-from attnsweep.orchestrator.errors import SpecError
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.workers import BooleanTrialConfig
 
@@ -28,20 +28,31 @@ BASE = "name: x\ngrid: {T: [8]}\nfixed: {task: and, s: 3, m: 16}\n"
 
 def _cli(*args, cwd, env=None, preexec_fn=None, timeout=600):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout, preexec_fn=preexec_fn)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=preexec_fn,
+    )
 
 
 # --- YAML as YAML 1.2 reads it, and strict types in every section -----------------------------
 
-@pytest.mark.parametrize("extra, field", [
-    ("execution: {flush_s: 1:30}", "execution.flush_s"),          # YAML 1.1: 90 (sexagesimal)
-    ("execution: {max_retries: 010}", "execution.max_retries"),   # YAML 1.1: 8 (octal)
-    ("execution: {max_retries: '1'}", "execution.max_retries"),   # a string is no number
-    ("execution: {max_retries: true}", "execution.max_retries"),  # a boolean is no count
-    ("search: {mode: adaptive, m: {min: 8, max: 64}, tune: {n_trials: true}}", "n_trials"),
-    ("fixed2: {reject_ambiguous: yes}", None),
-])
+
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ("execution: {flush_s: 1:30}", "execution.flush_s"),  # YAML 1.1: 90 (sexagesimal)
+        ("execution: {max_retries: 010}", "execution.max_retries"),  # YAML 1.1: 8 (octal)
+        ("execution: {max_retries: '1'}", "execution.max_retries"),  # a string is no number
+        ("execution: {max_retries: true}", "execution.max_retries"),  # a boolean is no count
+        ("search: {mode: adaptive, m: {min: 8, max: 64}, tune: {n_trials: true}}", "n_trials"),
+        ("fixed2: {reject_ambiguous: yes}", None),
+    ],
+)
 def test_yaml_1_1_quirks_are_refused_by_name(extra, field):
     text = BASE + extra + "\n"
     if field is None:  # "yes" is a string now: a boolean setting refuses it by name
@@ -53,7 +64,11 @@ def test_yaml_1_1_quirks_are_refused_by_name(extra, field):
 
 
 def test_keys_that_are_not_text_are_one_clear_error():
-    for text in (BASE + "execution: {1: 2}\n", BASE + "resources: {[1, 2]: 3}\n", BASE + "? {a: 1}\n: 2\n"):
+    for text in (
+        BASE + "execution: {1: 2}\n",
+        BASE + "resources: {[1, 2]: 3}\n",
+        BASE + "? {a: 1}\n: 2\n",
+    ):
         with pytest.raises(SpecError) as err:
             parse_spec(text)
         assert "Traceback" not in str(err.value)
@@ -79,6 +94,7 @@ def test_a_file_that_is_not_a_spec_is_not_echoed(tmp_path):
 
 # --- sizes from input are bounded before they are used --------------------------------------
 
+
 def _limit_memory():  # 1.5 GB of address space: the bomb grew past 3 GB before
     resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
 
@@ -87,7 +103,8 @@ def test_validate_counts_an_adaptive_search_before_it_lists_its_cells(tmp_path):
     (tmp_path / "bomb.yaml").write_text(
         "name: bomb\nseeds: 4\ngrid:\n  T: {start: 8, stop: 1000000, num: 10000}\n"
         "  d: {start: 4, stop: 65536, num: 10000, scale: linear}\nfixed: {task: and, s: 3, heads: 1}\n"
-        "search: {mode: adaptive, m: {min: 8, max: 1024}}\n")
+        "search: {mode: adaptive, m: {min: 8, max: 1024}}\n"
+    )
     proc = _cli("validate", "bomb.yaml", "--max-trials", "1000000", cwd=tmp_path, preexec_fn=_limit_memory)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "may run up to" in proc.stderr and "more than the limit 1000000" in proc.stderr
@@ -109,6 +126,7 @@ def test_a_deadline_too_large_to_wait_on_is_refused(monkeypatch):
 
 # --- names and API arguments -----------------------------------------------------------------
 
+
 def test_a_name_that_ends_in_a_newline_is_no_run_id(tmp_path):
     store = ResultsStore(tmp_path / "store")
     table = pa.Table.from_pylist([], schema=trial_schema())
@@ -117,17 +135,23 @@ def test_a_name_that_ends_in_a_newline_is_no_run_id(tmp_path):
             store.write_trials(sweep, run, table)
 
 
-@pytest.mark.parametrize("call, words", [
-    (lambda: attnsweep.run(3), "spec:"),
-    (lambda: attnsweep.run({"name": "x", "grid": {"T": [8]}, "fixed": {"f": object()}}), "spec.fixed.f"),
-    (lambda: attnsweep.run("x.yaml", run_id=5), "run_id"),
-    (lambda: attnsweep.run("x.yaml", progress_interval_s=-1), "progress_interval_s"),
-    (lambda: attnsweep.run("x.yaml", max_in_flight=0), "max_in_flight"),
-    (lambda: attnsweep.resume(7), "run_id"),
-    (lambda: attnsweep.open_store(42), "store"),
-    (lambda: attnsweep.open_store("results-store").analyze(123), "run"),
-    (lambda: attnsweep.open_store("results-store").trials(run=b"x"), "run"),
-])
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: attnsweep.run(3), "spec:"),
+        (
+            lambda: attnsweep.run({"name": "x", "grid": {"T": [8]}, "fixed": {"f": object()}}),
+            "spec.fixed.f",
+        ),
+        (lambda: attnsweep.run("x.yaml", run_id=5), "run_id"),
+        (lambda: attnsweep.run("x.yaml", progress_interval_s=-1), "progress_interval_s"),
+        (lambda: attnsweep.run("x.yaml", max_in_flight=0), "max_in_flight"),
+        (lambda: attnsweep.resume(7), "run_id"),
+        (lambda: attnsweep.open_store(42), "store"),
+        (lambda: attnsweep.open_store("results-store").analyze(123), "run"),
+        (lambda: attnsweep.open_store("results-store").trials(run=b"x"), "run"),
+    ],
+)
 def test_api_arguments_of_the_wrong_type_raise_the_package_error(call, words):
     with pytest.raises(attnsweep.ArgumentError, match=words):
         call()
@@ -138,9 +162,13 @@ def test_numpy_numbers_and_paths_in_a_spec_dict_are_plain_values(tmp_path):
 
     from attnsweep.api import _plain
 
-    spec = {"name": "x", "seeds": np.arange(2), "grid": {"T": np.array([8, 16])},
-            "fixed": {"task": "and", "s": np.int64(3), "m": np.int32(16), "lr": np.float32(0.5)},
-            "description": tmp_path}
+    spec = {
+        "name": "x",
+        "seeds": np.arange(2),
+        "grid": {"T": np.array([8, 16])},
+        "fixed": {"task": "and", "s": np.int64(3), "m": np.int32(16), "lr": np.float32(0.5)},
+        "description": tmp_path,
+    }
     plain = _plain(spec, "spec")
     assert plain["seeds"] == [0, 1] and plain["grid"]["T"] == [8, 16] and plain["fixed"]["s"] == 3
     assert plain["description"] == str(tmp_path) and type(plain["fixed"]["lr"]) is float
@@ -162,6 +190,7 @@ def test_a_second_run_in_one_process_is_refused_while_one_is_under_way(tmp_path)
 
 # --- a report writes only where it was asked, and not into the store -------------------------
 
+
 def _store_with_a_run(root: Path, spec_text: str, ok: bool = True) -> tuple[ResultsStore, str]:
     spec = parse_spec(spec_text)
     store = ResultsStore(root / "store")
@@ -169,18 +198,51 @@ def _store_with_a_run(root: Path, spec_text: str, ok: bool = True) -> tuple[Resu
     for m in (16, 32):
         for seed in range(4):
             cfg = BooleanTrialConfig(task="and", T=8, s=3, m=m, seed=seed, n_test=100)
-            rows.append({**cfg.model_dump(), "trial_id": trial_id(cfg), "experiment": "sparse_boolean",
-                         "status": "done" if ok else "failed", "test_acc": 1.0 if ok else None,
-                         "train_acc": 1.0 if ok else None, "converged": ok})
+            rows.append(
+                {
+                    **cfg.model_dump(),
+                    "trial_id": trial_id(cfg),
+                    "experiment": "sparse_boolean",
+                    "status": "done" if ok else "failed",
+                    "test_acc": 1.0 if ok else None,
+                    "train_acc": 1.0 if ok else None,
+                    "converged": ok,
+                }
+            )
     schema = trial_schema()
-    store.write_trials(spec.name, "20261202-090000-aaaaaa",
-                       pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema))
+    store.write_trials(
+        spec.name,
+        "20261202-090000-aaaaaa",
+        pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema),
+    )
     t0 = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
-    store.write_run(spec.name, "20261202-090000-aaaaaa", dict(
-        status="finished", started_at=t0, ended_at=t0, wall_s=1.0, n_trials=len(rows), n_done=len(rows) if ok else 0,
-        n_failed=0 if ok else len(rows), n_diverged=0, n_lost=0, spec_name=spec.name, spec_hash=spec.spec_hash(),
-        spec_yaml=spec_text, executor="x", host="x", code_version="x", packages="{}", experiment="sparse_boolean",
-        trial_fields=None, cell_counts=None, attempts=[]), run_schema())
+    store.write_run(
+        spec.name,
+        "20261202-090000-aaaaaa",
+        dict(
+            status="finished",
+            started_at=t0,
+            ended_at=t0,
+            wall_s=1.0,
+            n_trials=len(rows),
+            n_done=len(rows) if ok else 0,
+            n_failed=0 if ok else len(rows),
+            n_diverged=0,
+            n_lost=0,
+            spec_name=spec.name,
+            spec_hash=spec.spec_hash(),
+            spec_yaml=spec_text,
+            executor="x",
+            host="x",
+            code_version="x",
+            packages="{}",
+            experiment="sparse_boolean",
+            trial_fields=None,
+            cell_counts=None,
+            attempts=[],
+        ),
+        run_schema(),
+    )
     return store, "20261202-090000-aaaaaa"
 
 
@@ -190,15 +252,27 @@ SPEC = "name: tiny\nseeds: 4\ngrid: {m: [16, 32]}\nfixed: {task: and, T: 8, s: 3
 def test_a_report_is_never_written_into_the_store(tmp_path):
     _store_with_a_run(tmp_path, SPEC)
     for out in ("store", "store/reports", "store/trials/x"):
-        proc = _cli("report", "20261202-090000-aaaaaa", "--store", "store", "--out", out, "--publish", cwd=tmp_path)
+        proc = _cli(
+            "report",
+            "20261202-090000-aaaaaa",
+            "--store",
+            "store",
+            "--out",
+            out,
+            "--publish",
+            cwd=tmp_path,
+        )
         assert proc.returncode == 2 and "inside the results store" in proc.stderr, proc.stderr[-1500:]
     assert not (tmp_path / "store" / "reports").exists() and not (tmp_path / "store" / "trials.parquet").exists()
 
 
 def test_a_report_deletes_no_figure_it_did_not_make(tmp_path):
     _store_with_a_run(tmp_path, SPEC)
-    mine = [tmp_path / "out/figures/mine.png", tmp_path / "out/figures/analyze/RUN/m_star_vs_T.png",
-            tmp_path / "out/figures/20261202-090000-aaaaaa/notes.png"]
+    mine = [
+        tmp_path / "out/figures/mine.png",
+        tmp_path / "out/figures/analyze/RUN/m_star_vs_T.png",
+        tmp_path / "out/figures/20261202-090000-aaaaaa/notes.png",
+    ]
     for path in mine:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"a person's file")
@@ -234,8 +308,15 @@ def test_links_at_a_reports_file_names_are_replaced_not_written_through(tmp_path
     out.mkdir()
     part = next(p for p in before if "trials" in p.parts)
     record = next(p for p in before if "runs" in p.parts)
-    links = {"trials.parquet": part, "runs.parquet": record, "report.html": victim, "verdicts.json": victim,
-             "findings.md": victim, "SHA256SUMS": victim, "m_star.csv": victim}
+    links = {
+        "trials.parquet": part,
+        "runs.parquet": record,
+        "report.html": victim,
+        "verdicts.json": victim,
+        "findings.md": victim,
+        "SHA256SUMS": victim,
+        "m_star.csv": victim,
+    }
     for name, target in links.items():
         (out / name).symlink_to(target)
     proc = _cli("report", RUN, "--store", "store", "--out", "out", "--publish", cwd=tmp_path)
@@ -283,22 +364,51 @@ def _set(table: pa.Table, column: str, values: list) -> pa.Table:
     return table.set_column(i, table.schema.field(i).with_nullable(True), pa.array(values, table.schema.field(i).type))
 
 
-@pytest.mark.parametrize("name, change, words", [
-    ("runs.parquet", lambda t: _set(t, "cell_counts", ["not json"]), "cell_counts is not the per-cell counts"),
-    ("runs.parquet", lambda t: _set(t, "cell_counts", ['{"fields": ["m"], "cells": [[16, -5], [32, 4]]}']),
-     "cell_counts is not the per-cell counts"),
-    ("runs.parquet", lambda t: _set(t, "n_done", [-3]), "n_done is -3"),
-    ("runs.parquet", lambda t: _set(t, "spec_yaml", ["analysis: {ci: 7}\n"]), "spec_yaml is not a spec"),
-    ("trials.parquet", lambda t: _set(t, "trial_id", [None] * t.num_rows), "have no trial_id"),
-    ("trials.parquet", lambda t: _set(t, "test_acc", [1e300] * t.num_rows), "test_acc outside [0, 1]"),
-    ("trials.parquet", lambda t: _set(t, "train_acc", [float("nan")] * t.num_rows), "train_acc outside [0, 1]"),
-    ("trials.parquet", lambda t: pa.concat_tables([t, t.slice(0, 2)]), "a published run holds each trial once"),
-])
+@pytest.mark.parametrize(
+    "name, change, words",
+    [
+        (
+            "runs.parquet",
+            lambda t: _set(t, "cell_counts", ["not json"]),
+            "cell_counts is not the per-cell counts",
+        ),
+        (
+            "runs.parquet",
+            lambda t: _set(t, "cell_counts", ['{"fields": ["m"], "cells": [[16, -5], [32, 4]]}']),
+            "cell_counts is not the per-cell counts",
+        ),
+        ("runs.parquet", lambda t: _set(t, "n_done", [-3]), "n_done is -3"),
+        (
+            "runs.parquet",
+            lambda t: _set(t, "spec_yaml", ["analysis: {ci: 7}\n"]),
+            "spec_yaml is not a spec",
+        ),
+        ("trials.parquet", lambda t: _set(t, "trial_id", [None] * t.num_rows), "have no trial_id"),
+        (
+            "trials.parquet",
+            lambda t: _set(t, "test_acc", [1e300] * t.num_rows),
+            "test_acc outside [0, 1]",
+        ),
+        (
+            "trials.parquet",
+            lambda t: _set(t, "train_acc", [float("nan")] * t.num_rows),
+            "train_acc outside [0, 1]",
+        ),
+        (
+            "trials.parquet",
+            lambda t: pa.concat_tables([t, t.slice(0, 2)]),
+            "a published run holds each trial once",
+        ),
+    ],
+)
 def test_a_crafted_and_checksummed_folder_is_refused_before_anything_is_written(tmp_path, name, change, words):
     folder = _published(tmp_path)
     _edit(folder, name, change)
     files = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in folder.rglob("*") if p.is_file()}
-    for out in ([], ["--out", "elsewhere"]):  # rebuilt in place (the default) or into another folder
+    for out in (
+        [],
+        ["--out", "elsewhere"],
+    ):  # rebuilt in place (the default) or into another folder
         proc = _cli("report", "--from", "pub", *out, cwd=tmp_path)
         assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in folder.rglob("*") if p.is_file()} == files
@@ -310,7 +420,12 @@ def test_links_to_a_folder_with_spaces_and_brackets_stay_links(tmp_path):
 
     from attnsweep.presentation.markdown import md_target
 
-    for path in ("docs/my findings (v1)/m_star_vs_T.png", "a<b>/c\\d.png", "x)(y/z w.png", "plain/path-1.png"):
+    for path in (
+        "docs/my findings (v1)/m_star_vs_T.png",
+        "a<b>/c\\d.png",
+        "x)(y/z w.png",
+        "plain/path-1.png",
+    ):
         tokens = MarkdownIt().parseInline(f"![fig]({md_target(path)})")[0].children
         image = [t for t in tokens if t.type == "image"]
         assert image, path  # the text is an image, not a literal "![fig](...)"
@@ -320,8 +435,18 @@ def test_links_to_a_folder_with_spaces_and_brackets_stay_links(tmp_path):
 def test_a_job_address_that_is_no_url_or_holds_a_password(tmp_path):
     proc = _cli("status", "raysubmit_x", "--address", "[::1", "--timeout", "5", cwd=tmp_path)
     assert proc.returncode == 2 and "not a URL" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    proc = _cli("status", "raysubmit_x", "--address", "http://user:s3cr3t@127.0.0.1:1", "--timeout", "5", cwd=tmp_path)
-    assert proc.returncode == 2 and "s3cr3t" not in proc.stderr + proc.stdout and "user:***@" in proc.stderr, proc.stderr
+    proc = _cli(
+        "status",
+        "raysubmit_x",
+        "--address",
+        "http://user:s3cr3t@127.0.0.1:1",
+        "--timeout",
+        "5",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2 and "s3cr3t" not in proc.stderr + proc.stdout and "user:***@" in proc.stderr, (
+        proc.stderr
+    )
 
 
 def test_local_and_an_address_together_are_refused(tmp_path):
@@ -329,32 +454,42 @@ def test_local_and_an_address_together_are_refused(tmp_path):
     proc = _cli("run", "s.yaml", "--local", "--address", "1.2.3.4:1", cwd=tmp_path)
     assert proc.returncode == 2 and "--local and --address" in proc.stderr, proc.stderr
     assert not (tmp_path / "results-store").exists()
-    for kwargs, words in (({"local": "no"}, "local: give True or False"),
-                          ({"local": True, "address": "auto"}, "a run without Ray has no cluster")):
+    for kwargs, words in (
+        ({"local": "no"}, "local: give True or False"),
+        ({"local": True, "address": "auto"}, "a run without Ray has no cluster"),
+    ):
         with pytest.raises(attnsweep.ArgumentError, match=words):
             attnsweep.run(tmp_path / "s.yaml", store=tmp_path / "store", **kwargs)
     assert not (tmp_path / "store").exists()
 
 
 def test_validate_counts_no_more_workers_than_trials(tmp_path):
-    (tmp_path / "s.yaml").write_text("name: x\nseeds: 2\ngrid: {T: [8]}\nfixed: {task: and, s: 3, m: 16}\n"
-                                     "resources: {num_workers: 100000}\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: x\nseeds: 2\ngrid: {T: [8]}\nfixed: {task: and, s: 3, m: 16}\nresources: {num_workers: 100000}\n"
+    )
     proc = _cli("validate", "s.yaml", cwd=tmp_path)
     assert proc.returncode == 0 and "2 trials in 2 packs (for 2 workers here)" in proc.stdout, proc.stdout
 
 
 def test_many_grid_blocks_are_counted_before_any_value_is_built(tmp_path):
     blocks = [{"T": [8 + i], "m": {"start": 8, "stop": 100000, "num": 10000}} for i in range(1000)]
-    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "a", "grid": blocks,
-                                                     "fixed": {"task": "and", "s": 2}}))
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "a", "grid": blocks, "fixed": {"task": "and", "s": 2}}))
     # The CLI under a parent of its own, which reports the peak memory of its one child (KiB).
-    parent = ("import resource, subprocess, sys\n"
-              "proc = subprocess.run([sys.executable, '-m', 'attnsweep.cli', 'validate', 's.yaml'], "
-              "capture_output=True, text=True)\n"
-              "sys.stderr.write(proc.stderr)\n"
-              "print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
-    proc = subprocess.run([sys.executable, "-c", parent], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, COLUMNS="200"))
+    parent = (
+        "import resource, subprocess, sys\n"
+        "proc = subprocess.run([sys.executable, '-m', 'attnsweep.cli', 'validate', 's.yaml'], "
+        "capture_output=True, text=True)\n"
+        "sys.stderr.write(proc.stderr)\n"
+        "print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", parent],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, COLUMNS="200"),
+    )
     code, peak_kib = map(int, proc.stdout.split())
     assert code == 2 and "10,001,000 axis values" in proc.stderr, proc.stderr[-2000:]
     assert peak_kib < 300_000  # it built no list of ten million values (that took 530 MB and 27 s)

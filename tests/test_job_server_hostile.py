@@ -24,11 +24,15 @@ import pytest
 from attnsweep.orchestrator import jobs
 from attnsweep.orchestrator.errors import RunError
 
-SPEC = ("name: hostile\nseeds: 1\ngrid: {T: [8], m: [16]}\n"
-        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\n")
+SPEC = (
+    "name: hostile\nseeds: 1\ngrid: {T: [8], m: [16]}\n"
+    "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\n"
+)
 VERSION = {"version": "4", "ray_version": "2.60.0", "ray_commit": "0" * 40, "session_name": "s"}
-AGENT_TRACEBACK = ("Traceback (most recent call last):\n  File \"job_head.py\", line 1, in stop_job\n"
-                   "TimeoutError: Failed to get head node agent within 10 seconds. The last exception is x\n")
+AGENT_TRACEBACK = (
+    'Traceback (most recent call last):\n  File "job_head.py", line 1, in stop_job\n'
+    "TimeoutError: Failed to get head node agent within 10 seconds. The last exception is x\n"
+)
 ESCAPES = "step 1\rOVERWRITTEN \x1b[2J\x1b]0;pwned\x07 \u202eevil\tend\n"
 BIG = 20_000  # pieces of 64 KiB an endless body sends at most: 1.3 GB, far above any bound tested here
 
@@ -41,7 +45,13 @@ class Misbehaving(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         pass
 
-    def _send(self, code: int, body: bytes, content_type: str = "application/json", length: int | None = None):
+    def _send(
+        self,
+        code: int,
+        body: bytes,
+        content_type: str = "application/json",
+        length: int | None = None,
+    ):
         self.send_response(code)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(body) if length is None else length))
@@ -150,8 +160,11 @@ def test_submit_to_a_head_without_an_agent_keeps_to_its_timeout_and_names_the_ag
 
 def test_status_logs_and_cancel_keep_to_their_timeout(server, tmp_path):
     address = server("drip")
-    for call in (lambda: jobs.status(address, "j", timeout_s=1.5), lambda: jobs.cancel(address, "j", timeout_s=1.5),
-                 lambda: jobs.logs(address, "j", write=lambda _: None, timeout_s=1.5)):
+    for call in (
+        lambda: jobs.status(address, "j", timeout_s=1.5),
+        lambda: jobs.cancel(address, "j", timeout_s=1.5),
+        lambda: jobs.logs(address, "j", write=lambda _: None, timeout_s=1.5),
+    ):
         message, took = _timed(call)
         assert took <= 1.5 + 0.5 and "within 1.5 s" in message, (took, message)
     closed = socket.socket()
@@ -170,8 +183,11 @@ def test_cancel_on_a_head_without_an_agent_names_the_agent(server):
 @pytest.mark.parametrize("mode", ["endless", "huge-length", "deep"])
 def test_an_answer_out_of_bounds_is_one_clear_error(server, mode):
     address = server(mode)
-    for call in (jobs.status, jobs.cancel, lambda a, j, timeout_s: jobs.logs(a, j, write=lambda _: None,
-                                                                             timeout_s=timeout_s)):
+    for call in (
+        jobs.status,
+        jobs.cancel,
+        lambda a, j, timeout_s: jobs.logs(a, j, write=lambda _: None, timeout_s=timeout_s),
+    ):
         message, took = _timed(lambda: call(address, "j", timeout_s=20))
         assert took < 20
         expected = "nested too deeply" if mode == "deep" else "longer than 64 MiB"
@@ -180,17 +196,25 @@ def test_an_answer_out_of_bounds_is_one_clear_error(server, mode):
 
 def _cli_peak(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, int]:
     """The CLI run with ``args`` in a fresh process, and its peak resident memory in bytes."""
-    wrapper = ("import atexit, sys\n"
-               "def peak():\n"
-               "    line = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
-               "    sys.stderr.write('PEAK ' + line.split()[1] + '\\n')\n"
-               "atexit.register(peak)\n"
-               "sys.argv = ['attnsweep', *sys.argv[1:]]\n"
-               "from attnsweep.cli import main\n"
-               "main()\n")
+    wrapper = (
+        "import atexit, sys\n"
+        "def peak():\n"
+        "    line = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+        "    sys.stderr.write('PEAK ' + line.split()[1] + '\\n')\n"
+        "atexit.register(peak)\n"
+        "sys.argv = ['attnsweep', *sys.argv[1:]]\n"
+        "from attnsweep.cli import main\n"
+        "main()\n"
+    )
     env = dict(os.environ, HOME=str(cwd), RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    proc = subprocess.run([sys.executable, "-c", wrapper, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", wrapper, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     peak = [int(line.split()[1]) * 1024 for line in proc.stderr.splitlines() if line.startswith("PEAK ")]
     return proc, peak[-1]
 
@@ -208,16 +232,39 @@ def test_an_endless_answer_leaves_memory_bounded_and_no_traceback(server, tmp_pa
 
 def test_server_text_is_printed_escaped(server, tmp_path):
     address = server("escapes")
-    logs = subprocess.run([sys.executable, "-m", "attnsweep.cli", "logs", "j", "--address", address],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    logs = subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", "logs", "j", "--address", address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert logs.returncode == 0, logs.stderr
     assert "\x1b" not in logs.stdout and "\r" not in logs.stdout and "\u202e" not in logs.stdout
     assert logs.stdout == "step 1\\rOVERWRITTEN \\x1b[2J\\x1b]0;pwned\\x07 \\u202eevil\tend\n"
-    status = subprocess.run([sys.executable, "-m", "attnsweep.cli", "status", "j", "--address", address],
-                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    status = subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", "status", "j", "--address", address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert status.stdout == "FAILED\\x1b[31m: bad\\r\\x1b[1Aup\n", status.stdout
-    failing = subprocess.run([sys.executable, "-m", "attnsweep.cli", "cancel", "j", "--address", server("error-escapes")],
-                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    failing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "cancel",
+            "j",
+            "--address",
+            server("error-escapes"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert failing.returncode == 2 and "\x1b" not in failing.stderr and "\r" not in failing.stderr
     assert "\\x1b[2J\\rgone" in failing.stderr, failing.stderr
 

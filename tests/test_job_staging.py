@@ -24,7 +24,15 @@ def test_only_source_files_are_copied_and_links_out_of_the_tree_are_not_followed
     (tree / "sub" / "mod.py").write_text("x = 1\n")
     (tree / "templates" / "page.html.j2").write_text("{{ x }}\n")
     (tree / "ref.csv").write_text("a,b\n")
-    for name in (".env", "server.pem", "id_ed25519", "notes.txt", "store.parquet", "secrets.py", ".env.local"):
+    for name in (
+        ".env",
+        "server.pem",
+        "id_ed25519",
+        "notes.txt",
+        "store.parquet",
+        "secrets.py",
+        ".env.local",
+    ):
         (tree / name).write_text("API_KEY=abc\n")
     (tree / ".git").mkdir()
     (tree / ".git" / "hook.py").write_text("")
@@ -45,7 +53,8 @@ def test_only_source_files_are_copied_and_links_out_of_the_tree_are_not_followed
     assert not any(p.is_symlink() for p in (tmp_path / "staged").rglob("*"))
     assert (tmp_path / "staged" / "linked_in.py").read_text() == "x = 1\n"
     assert sorted(Path(w.split(": ", 1)[1]).name for w in warned) == sorted(
-        [".env", "server.pem", "id_ed25519", "secrets.py", ".env.local"])
+        [".env", "server.pem", "id_ed25519", "secrets.py", ".env.local"]
+    )
 
 
 def test_a_staged_job_holds_every_module_and_package_data_file_and_nothing_else(tmp_path):
@@ -57,14 +66,23 @@ def test_a_staged_job_holds_every_module_and_package_data_file_and_nothing_else(
     repo = face.parent
     # the packages as pyproject.toml lists them (the one list the build uses); data-only ones hold no source
     setuptools = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders = {package.removeprefix("attnsweep.") if package != "attnsweep" else "attnsweep":
-               repo / setuptools["package-dir"].get(package, package.replace(".", "/"))
-               for package in setuptools["packages"]}
-    expected = {(f"{name}/" if name != "attnsweep" else "") + p.relative_to(folder).as_posix()
-                for name, folder in folders.items()
-                for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                and p.suffix in {".py", ".j2", ".csv"}}
-    assert {p.split("/")[0] for p in expected if "/" in p} >= {"orchestrator", "results", "workers", "tasks"}
+    folders = {
+        package.removeprefix("attnsweep.") if package != "attnsweep" else "attnsweep": repo
+        / setuptools["package-dir"].get(package, package.replace(".", "/"))
+        for package in setuptools["packages"]
+    }
+    expected = {
+        (f"{name}/" if name != "attnsweep" else "") + p.relative_to(folder).as_posix()
+        for name, folder in folders.items()
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix in {".py", ".j2", ".csv"}
+    }
+    assert {p.split("/")[0] for p in expected if "/" in p} >= {
+        "orchestrator",
+        "results",
+        "workers",
+        "tasks",
+    }
     assert staged == expected
     assert any(p.startswith("presentation/templates/") and p.endswith(".j2") for p in staged)
     assert any(p.startswith("stats/data/") and p.endswith(".csv") for p in staged)

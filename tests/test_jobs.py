@@ -26,8 +26,10 @@ from attnsweep.orchestrator.errors import RunError
 from attnsweep.orchestrator.progress import parse_progress_line
 from attnsweep.results import ResultsStore
 
-SPEC = ("name: jobsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
-        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\nexecution: {pack_size: 2}\n")
+SPEC = (
+    "name: jobsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
+    "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\nexecution: {pack_size: 2}\n"
+)
 
 
 def _free_port() -> int:
@@ -38,8 +40,14 @@ def _free_port() -> int:
 
 def _cli(*args, cwd, timeout=600):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,20 +56,45 @@ def head(tmp_path_factory):
     gcs, dash = _free_port(), _free_port()
     log = tmp_path_factory.mktemp("head") / "ray-start.log"
     # Every port chosen free, so this head can run beside another Ray on the machine.
-    ports = [f"--{name}={_free_port()}" for name in (
-        "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port", "ray-client-server-port",
-        "runtime-env-agent-port", "node-manager-port", "object-manager-port")]
+    ports = [
+        f"--{name}={_free_port()}"
+        for name in (
+            "dashboard-agent-listen-port",
+            "dashboard-agent-grpc-port",
+            "metrics-export-port",
+            "ray-client-server-port",
+            "runtime-env-agent-port",
+            "node-manager-port",
+            "object-manager-port",
+        )
+    ]
     proc = subprocess.Popen(
-        [ray_bin, "start", "--head", "--block", f"--port={gcs}", "--dashboard-host=127.0.0.1",
-         f"--dashboard-port={dash}", "--num-cpus=2", "--disable-usage-stats", *ports],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            ray_bin,
+            "start",
+            "--head",
+            "--block",
+            f"--port={gcs}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash}",
+            "--num-cpus=2",
+            "--disable-usage-stats",
+            *ports,
+        ],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         # The cluster's `python` must be the environment with the project's dependencies,
         # as on a real cluster (cluster.yaml installs them), even when the tests run
         # without the virtual environment activated.
         # As cluster.yaml does: a stopped job's driver gets 30 s, not Ray's default 3 s, between
         # SIGTERM and SIGKILL to record its run as interrupted (3 s is too short on a loaded CI machine).
-        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_JOB_STOP_WAIT_TIME_S="30",
-                 PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"),
+        env=dict(
+            os.environ,
+            RAY_USAGE_STATS_ENABLED="0",
+            RAY_JOB_STOP_WAIT_TIME_S="30",
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        ),
     )
     address = f"http://127.0.0.1:{dash}"
     try:
@@ -86,8 +119,18 @@ def head(tmp_path_factory):
 def test_submit_wait_then_status_and_logs(head, tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
     store = tmp_path / "store"
-    proc = _cli("submit", "spec.yaml", "--address", head, "--store", str(store), "--wait", "--progress-interval", "0.5",
-                cwd=tmp_path)
+    proc = _cli(
+        "submit",
+        "spec.yaml",
+        "--address",
+        head,
+        "--store",
+        str(store),
+        "--wait",
+        "--progress-interval",
+        "0.5",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     job_id = proc.stdout.strip().splitlines()[0]
     assert "SUCCEEDED" in proc.stderr
@@ -116,9 +159,14 @@ def test_bad_spec_is_refused_before_submitting_and_unknown_jobs_exit_2(head, tmp
 
 
 def test_cancel_stops_a_running_job_and_its_run_is_resumable(head, tmp_path):
-    (tmp_path / "long.yaml").write_text(SPEC.replace("seeds: 2", "seeds: 4").replace("m: [16, 32]", "m: [16, 32, 64, 128]")
-                                        .replace("max_epochs: 20", "max_epochs: 3000").replace("s: 1,", "s: 3,")
-                                        .replace("T: [8]", "T: [8, 16, 32, 64]").replace("pack_size: 2", "pack_size: 1, flush_rows: 1, flush_s: 0.2"))
+    (tmp_path / "long.yaml").write_text(
+        SPEC.replace("seeds: 2", "seeds: 4")
+        .replace("m: [16, 32]", "m: [16, 32, 64, 128]")
+        .replace("max_epochs: 20", "max_epochs: 3000")
+        .replace("s: 1,", "s: 3,")
+        .replace("T: [8]", "T: [8, 16, 32, 64]")
+        .replace("pack_size: 2", "pack_size: 1, flush_rows: 1, flush_s: 0.2")
+    )
     store = tmp_path / "store"
     proc = _cli("submit", "long.yaml", "--address", head, "--store", str(store), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -174,8 +222,14 @@ print(json.dumps(out))
 
 def _sdk(address: str, *calls: tuple[str, str]) -> list:
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    proc = subprocess.run([sys.executable, "-c", _SDK, address, json.dumps(calls)], capture_output=True, text=True,
-                          env=env, cwd=Path(__file__).resolve().parents[1], timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SDK, address, json.dumps(calls)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -201,8 +255,14 @@ def test_status_logs_and_cancel_answer_as_rays_client_does(head, echo_job):
         assert all(_wait_for(head, job, {"RUNNING", "FAILED"}) == "RUNNING" for job in sleepers)
         unknown = "raysubmit_noSuchJob0123"
         sdk_status, sdk_logs, sdk_running, *sdk_unknown = _sdk(
-            head, ("status", echo_job), ("logs", echo_job), ("status", sleepers[0]),
-            ("status", unknown), ("logs", unknown), ("stop", unknown))
+            head,
+            ("status", echo_job),
+            ("logs", echo_job),
+            ("status", sleepers[0]),
+            ("status", unknown),
+            ("logs", unknown),
+            ("stop", unknown),
+        )
         assert jobs.status(head, echo_job) == tuple(sdk_status) == ("SUCCEEDED", sdk_status[1])
         written: list[str] = []
         jobs.logs(head, echo_job, write=written.append)
@@ -217,7 +277,13 @@ def test_status_logs_and_cancel_answer_as_rays_client_does(head, echo_job):
         assert jobs.cancel(head, sleepers[0]) is True  # running: stopped, as Ray's client stops the other
         assert _sdk(head, ("stop", sleepers[1])) == [True]
         assert all(_wait_for(head, job, {"STOPPED", "FAILED", "SUCCEEDED"}) == "STOPPED" for job in sleepers)
-        sdk_after = _sdk(head, ("status", sleepers[0]), ("status", sleepers[1]), ("stop", sleepers[0]), ("stop", echo_job))
+        sdk_after = _sdk(
+            head,
+            ("status", sleepers[0]),
+            ("status", sleepers[1]),
+            ("stop", sleepers[0]),
+            ("stop", echo_job),
+        )
         assert [list(jobs.status(head, job)) for job in sleepers] == sdk_after[:2]
         assert [jobs.cancel(head, sleepers[0]), jobs.cancel(head, echo_job)] == sdk_after[2:] == [False, False]
     finally:
@@ -241,8 +307,13 @@ print(json.dumps(dict(status=jobs.status(address, job_id), logs=written, stopped
 
 
 def test_status_logs_and_cancel_never_import_ray(head, echo_job):
-    proc = subprocess.run([sys.executable, "-c", _NO_RAY, head, echo_job], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1], timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_RAY, head, echo_job],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     said = json.loads(proc.stdout.strip().splitlines()[-1])
     assert said["ray"] == []

@@ -66,7 +66,9 @@ def _imports(path: Path, module: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             for a in node.names:  # `from attnsweep.results import store` imports a module
                 found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base)
     return {name for name in found if name == "attnsweep" or name.startswith("attnsweep.")}
@@ -130,8 +132,11 @@ def test_no_cycle_between_packages():
 def test_no_cycle_between_modules():
     """A package's ``__init__`` only names its modules (lazily), so imports of a package
     itself are left out; module to module, nothing imports itself back."""
-    graph = {m: {t for t in targets if t in MODULES and t not in SETUPTOOLS["packages"]}
-             for m, targets in GRAPH.items() if m not in SETUPTOOLS["packages"]}
+    graph = {
+        m: {t for t in targets if t in MODULES and t not in SETUPTOOLS["packages"]}
+        for m, targets in GRAPH.items()
+        if m not in SETUPTOOLS["packages"]
+    }
     assert _cycles(graph) == []
     assert "attnsweep.orchestrator.driver" not in GRAPH["attnsweep.orchestrator.adaptive"]
 
@@ -140,21 +145,34 @@ def test_project_imports_are_absolute_and_under_attnsweep():
     """Not `import results` nor `from .store import`: an installed project has no top-level
     `results`, and one spelling per module keeps each module loaded once."""
     wrong = []
-    files = [p for d in [*(_folder(p) for p in SETUPTOOLS["packages"]), ROOT / "tests", ROOT / "bench", ROOT / "scripts"]
-             for p in d.rglob("*.py")]
+    files = [
+        p
+        for d in [
+            *(_folder(p) for p in SETUPTOOLS["packages"]),
+            ROOT / "tests",
+            ROOT / "bench",
+            ROOT / "scripts",
+        ]
+        for p in d.rglob("*.py")
+    ]
     # At a line's start, after `;` or after a `\n` written in a string.
     pattern = re.compile(rf"(?:^|;|\\n)[ \t]*(from|import)[ \t]+(({'|'.join(BARE)})\b)", re.M)
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and node.level:
                 wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: relative import")
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             wrong += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in BARE]
         # Code in strings (scripts the tests run in a subprocess) too; test_packaging's
         # script imports a user's own `results` on purpose.
         for match in pattern.finditer(path.read_text()):
-            line = path.read_text()[:match.start()].count("\n") + 1
+            line = path.read_text()[: match.start()].count("\n") + 1
             if path.name != "test_packaging.py" and f"{path.relative_to(ROOT)}:{line}" not in " ".join(wrong):
                 wrong.append(f"{path.relative_to(ROOT)}:{line}: {match.group(0).strip()}")
     assert not wrong, "\n".join(wrong)
@@ -166,10 +184,21 @@ def _code_lines(source: str) -> int:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 docs.update(range(first.lineno, first.end_lineno + 1))
     lines = set()
-    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    skip = (
+        tokenize.COMMENT,
+        tokenize.NL,
+        tokenize.NEWLINE,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.ENDMARKER,
+    )
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type not in skip:
             lines.update(range(tok.start[0], tok.end[0] + 1))
@@ -232,6 +261,9 @@ def test_the_package_list_is_pyprojects_everywhere():
 
 
 def test_no_module_is_longer_than_one_job_needs():
-    long = {str(path.relative_to(ROOT)): n for path in MODULES.values()
-            if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in MODULES.values()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
     assert long == {}, f"modules over {MAX_LINES} lines: split them along their jobs: {long}"

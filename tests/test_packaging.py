@@ -42,11 +42,31 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copy(ROOT / name, source / name)
     for package in SETUPTOOLS["packages"]:
         folder = _folder(package)
-        shutil.copytree(folder, source / folder.relative_to(ROOT), dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            folder,
+            source / folder.relative_to(ROOT),
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
     # No build isolation: the build uses this environment's setuptools, so the test needs no index.
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
-                           "--wheel-dir", str(out), "--quiet"], capture_output=True, text=True, timeout=600, env=ENV)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(source),
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=ENV,
+    )
     assert proc.returncode == 0, proc.stderr
     # Package data is declared, never guessed: setuptools has no folder to warn about.
     assert "would be ignored" not in proc.stderr and "absent from the `packages`" not in proc.stderr, proc.stderr
@@ -109,10 +129,33 @@ def test_the_installed_wheel_leaves_a_users_results_and_tasks_alone(wheel, tmp_p
     venv = tmp_path / "fresh"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    fresh_site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                     capture_output=True, text=True, check=True, env=ENV).stdout.strip())
-    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
-                           "--quiet", str(wheel)], capture_output=True, text=True, timeout=300, env=ENV)
+    fresh_site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=ENV,
+        ).stdout.strip()
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+    )
     assert proc.returncode == 0, proc.stderr
     (fresh_site / "zz-outer-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
@@ -121,27 +164,62 @@ def test_the_installed_wheel_leaves_a_users_results_and_tasks_alone(wheel, tmp_p
         (user / name).mkdir(parents=True)
         (user / name / "__init__.py").write_text(f'MARKER = "the user\'s {name}"\n')
     (user / "check.py").write_text(USER_CHECK)
-    proc = subprocess.run([python, "check.py", str(fresh_site)], cwd=user, capture_output=True, text=True,
-                          timeout=300, env={**ENV, "PYTHONPATH": ""})
+    proc = subprocess.run(
+        [python, "check.py", str(fresh_site)],
+        cwd=user,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**ENV, "PYTHONPATH": ""},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok ")
     # The console script of the wheel, from the user's folder.
-    proc = subprocess.run([venv / "bin" / "attnsweep", "--help"], cwd=user, capture_output=True, text=True,
-                          timeout=300, env={**ENV, "PYTHONPATH": ""})
+    proc = subprocess.run(
+        [venv / "bin" / "attnsweep", "--help"],
+        cwd=user,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**ENV, "PYTHONPATH": ""},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Usage" in proc.stdout
     # The example specs come from the wheel, not from a checkout.
-    proc = subprocess.run([venv / "bin" / "attnsweep", "examples", "copy", "quickstart", "qs.yaml"], cwd=user,
-                          capture_output=True, text=True, timeout=300, env={**ENV, "PYTHONPATH": ""})
+    proc = subprocess.run(
+        [venv / "bin" / "attnsweep", "examples", "copy", "quickstart", "qs.yaml"],
+        cwd=user,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**ENV, "PYTHONPATH": ""},
+    )
     assert proc.returncode == 0, proc.stderr
     assert (user / "qs.yaml").read_bytes() == (ROOT / "sweeps" / "quickstart.yaml").read_bytes()
-    listed = subprocess.run([venv / "bin" / "attnsweep", "examples"], cwd=user, capture_output=True, text=True,
-                            timeout=300, env={**ENV, "PYTHONPATH": ""})
+    listed = subprocess.run(
+        [venv / "bin" / "attnsweep", "examples"],
+        cwd=user,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**ENV, "PYTHONPATH": ""},
+    )
     assert sorted(line.split()[0] for line in listed.stdout.splitlines()) == sorted(
-        p.stem for p in (ROOT / "sweeps").glob("*.yaml"))
-    version = subprocess.run([python, "-c", "import attnsweep, importlib.metadata as m; "
-                              "print(attnsweep.__version__ == m.version('attnsweep'), attnsweep.__version__)"],
-                             cwd=user, capture_output=True, text=True, timeout=300, env={**ENV, "PYTHONPATH": ""})
+        p.stem for p in (ROOT / "sweeps").glob("*.yaml")
+    )
+    version = subprocess.run(
+        [
+            python,
+            "-c",
+            "import attnsweep, importlib.metadata as m; "
+            "print(attnsweep.__version__ == m.version('attnsweep'), attnsweep.__version__)",
+        ],
+        cwd=user,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**ENV, "PYTHONPATH": ""},
+    )
     assert version.stdout.split() == ["True", PYPROJECT["project"]["version"]], version.stderr
 
 
@@ -159,7 +237,13 @@ def test_the_editable_install_imports_from_anywhere(tmp_path):
             assert importlib.util.find_spec(bare) is None, bare
         print("ok")
     """)
-    proc = subprocess.run([sys.executable, "-c", code, str(ROOT)], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, env=ENV)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"

@@ -19,17 +19,37 @@ CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")  # every control character but
 
 
 def test_a_line_reads_back_with_its_rate_and_eta():
-    line = progress_line("quickstart 20261201-120000-abcdef", 300, 1200,
-                         Counter(done=280, failed=15, diverged=4, lost=1), 60.0)
+    line = progress_line(
+        "quickstart 20261201-120000-abcdef",
+        300,
+        1200,
+        Counter(done=280, failed=15, diverged=4, lost=1),
+        60.0,
+    )
     fields = parse_progress_line(line)
-    assert fields == dict(label="quickstart 20261201-120000-abcdef", finished=300, total=1200, done=280, failed=15,
-                          diverged=4, lost=1, rate=5.0, elapsed="0:01:00", eta="0:03:00")  # 900 left at 5/s
+    assert fields == dict(
+        label="quickstart 20261201-120000-abcdef",
+        finished=300,
+        total=1200,
+        done=280,
+        failed=15,
+        diverged=4,
+        lost=1,
+        rate=5.0,
+        elapsed="0:01:00",
+        eta="0:03:00",
+    )  # 900 left at 5/s
     assert "(25.0%)" in line and not CONTROL.search(line)
 
 
 def test_without_a_total_or_a_finished_trial_there_is_no_eta():
     fields = parse_progress_line(progress_line("s r: adaptive search", 0, None, Counter(), 12.0))
-    assert (fields["finished"], fields["total"], fields["rate"], fields["eta"]) == (0, None, 0.0, "-")
+    assert (fields["finished"], fields["total"], fields["rate"], fields["eta"]) == (
+        0,
+        None,
+        0.0,
+        "-",
+    )
     with pytest.raises(ValueError, match="not a progress line"):
         parse_progress_line("run 20261201 of sweep x: done 3")
 
@@ -42,9 +62,25 @@ def test_a_sweep_logged_to_files_shows_progress_lines_then_full_tables(tmp_path)
     err, out = tmp_path / "err.log", tmp_path / "out.log"
     with err.open("w") as e, out.open("w") as o:
         proc = subprocess.run(
-            [sys.executable, "-m", "attnsweep.cli", "run", str(ROOT / "tests/specs/symtiny.yaml"),
-             "--store", str(tmp_path / "store"), "--figures", str(tmp_path / "figures"), "--progress-interval", "1"],
-            stdout=o, stderr=e, cwd=tmp_path, timeout=900, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+            [
+                sys.executable,
+                "-m",
+                "attnsweep.cli",
+                "run",
+                str(ROOT / "tests/specs/symtiny.yaml"),
+                "--store",
+                str(tmp_path / "store"),
+                "--figures",
+                str(tmp_path / "figures"),
+                "--progress-interval",
+                "1",
+            ],
+            stdout=o,
+            stderr=e,
+            cwd=tmp_path,
+            timeout=900,
+            env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+        )
     log = err.read_text()
     assert proc.returncode == 0, log[-3000:]
     assert not CONTROL.search(log) and not CONTROL.search(out.read_text())
@@ -74,7 +110,11 @@ def test_a_file_or_jupyter_without_ipywidgets_gets_plain_lines(tmp_path, monkeyp
     from attnsweep.orchestrator.progress import SweepProgress
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ipywidgets" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "ipywidgets" else real(name, *a),
+    )
     for console in (Console(file=io.StringIO()), Console(file=io.StringIO(), force_jupyter=True)):
         printed = []  # in Jupyter rich displays its output instead of writing the file
         monkeypatch.setattr(console, "print", lambda text, **kw: printed.append(text))
@@ -82,15 +122,39 @@ def test_a_file_or_jupyter_without_ipywidgets_gets_plain_lines(tmp_path, monkeyp
             progress.advance(3, Counter(done=2, failed=1))
             time.sleep(0.3)
         lines = [parse_progress_line(text) for text in printed]
-        assert len(lines) >= 2 and (lines[-1]["finished"], lines[-1]["done"], lines[-1]["failed"]) == (3, 2, 1)
+        assert len(lines) >= 2 and (
+            lines[-1]["finished"],
+            lines[-1]["done"],
+            lines[-1]["failed"],
+        ) == (3, 2, 1)
 
 
-@pytest.mark.parametrize(("args", "env"), [(["--progress-interval", "0"], {}), (["--progress-interval", "soon"], {}),
-                                           ([], {"ATTNSWEEP_PROGRESS_INTERVAL": "-3"})])
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["--progress-interval", "0"], {}),
+        (["--progress-interval", "soon"], {}),
+        ([], {"ATTNSWEEP_PROGRESS_INTERVAL": "-3"}),
+    ],
+)
 def test_a_progress_interval_that_is_not_a_sane_number_is_one_error(tmp_path, args, env):
-    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", str(ROOT / "tests/specs/symtiny.yaml"),
-                           "--store", str(tmp_path / "store"), *args], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=120, env={**os.environ, **env})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "run",
+            str(ROOT / "tests/specs/symtiny.yaml"),
+            "--store",
+            str(tmp_path / "store"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**os.environ, **env},
+    )
     assert proc.returncode == 2 and "progress-interval" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "store").exists()  # refused before anything started
 

@@ -19,19 +19,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from attnsweep.presentation.compare import folder_differences, text_differences
-from attnsweep.presentation.readme_sections import END, START, read_section
 from attnsweep.presentation.publish import write_sums
+from attnsweep.presentation.readme_sections import END, START, read_section
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"docs/findings": (START, END), "docs/findings/symmetry": (START, END),
-           "docs/findings/theory-500": (None, None), "docs/findings/tuned-interrupted": (None, None)}
+FOLDERS = {
+    "docs/findings": (START, END),
+    "docs/findings/symmetry": (START, END),
+    "docs/findings/theory-500": (None, None),
+    "docs/findings/tuned-interrupted": (None, None),
+}
 """Each published folder and its README section (None: a folder the README does not show)."""
 INNER = ("symmetry", "theory-500", "tuned-interrupted")
 """Folders published inside docs/findings, each checked on its own."""
@@ -40,15 +43,31 @@ INNER = ("symmetry", "theory-500", "tuned-interrupted")
 def _rebuild(folder: str, copy: Path, readme: bool) -> subprocess.CompletedProcess:
     """``attnsweep report --from FOLDER [--readme README.md]`` in the scratch checkout ``copy``."""
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", "report", "--from", folder,
-                           *(["--readme", "README.md"] if readme else [])],
-                          cwd=copy, env=env, capture_output=True, text=True, timeout=1200)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "report",
+            "--from",
+            folder,
+            *(["--readme", "README.md"] if readme else []),
+        ],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
 
 
 def _checkout(folder: str, tmp_path: Path) -> Path:
     copy = tmp_path / "checkout"
-    shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns(*INNER) if folder == "docs/findings"
-                    else None)
+    shutil.copytree(
+        ROOT / folder,
+        copy / folder,
+        ignore=shutil.ignore_patterns(*INNER) if folder == "docs/findings" else None,
+    )
     shutil.copy(ROOT / "README.md", copy / "README.md")
     return copy
 
@@ -56,23 +75,33 @@ def _checkout(folder: str, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("folder", sorted(FOLDERS))
 def test_the_committed_folder_and_readme_section_come_back_unchanged(folder, tmp_path):
     committed = ROOT / folder
-    assert (committed / "runs.parquet").is_file() and (committed / "SHA256SUMS").is_file(), \
+    assert (committed / "runs.parquet").is_file() and (committed / "SHA256SUMS").is_file(), (
         f"{folder} must carry its run records and checksums so that it can be rebuilt"
+    )
     copy = _checkout(folder, tmp_path)
     start, end = FOLDERS[folder]
     proc = _rebuild(folder, copy, readme=start is not None)
     assert proc.returncode == 0, proc.stderr[-3000:]
     if start:
-        assert text_differences(read_section(ROOT / "README.md", start, end),
-                                read_section(copy / "README.md", start, end), "README section") == []
+        assert (
+            text_differences(
+                read_section(ROOT / "README.md", start, end),
+                read_section(copy / "README.md", start, end),
+                "README section",
+            )
+            == []
+        )
     # The page says where its rows came from: the folder, not a store.
     assert f"from the published rows in {folder};" in (copy / folder / "report.html").read_text()
     skip = INNER if folder == "docs/findings" else ()
     changed = folder_differences(committed, copy / folder, skip=skip)
-    assert changed == [], f"{folder} changed (publish the findings again: attnsweep report --from):\n" + \
-        "\n".join(changed[:20])
+    assert changed == [], f"{folder} changed (publish the findings again: attnsweep report --from):\n" + "\n".join(
+        changed[:20]
+    )
     verdicts = json.loads((committed / "verdicts.json").read_text())
-    assert all(v["verdict"] in ("supported", "not supported", "inconclusive", "not tested") for v in verdicts["verdicts"])
+    assert all(
+        v["verdict"] in ("supported", "not supported", "inconclusive", "not tested") for v in verdicts["verdicts"]
+    )
 
 
 def test_a_changed_trial_row_moves_the_findings_and_fails_the_check(tmp_path):

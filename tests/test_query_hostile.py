@@ -77,7 +77,10 @@ def _files(root: Path) -> dict[str, str]:
 # -- 1. --output never writes into the store --------------------------------------------------
 def _inside(case: str, root: Path, work: Path) -> tuple[Path, Path]:
     """``(store as named, output)`` for one way of naming a path inside the store ``root``."""
-    run_dir, trial_dir = root / "runs" / f"sweep={SWEEP}" / f"run_id={RUN}", root / "trials" / f"sweep={SWEEP}"
+    run_dir, trial_dir = (
+        root / "runs" / f"sweep={SWEEP}" / f"run_id={RUN}",
+        root / "trials" / f"sweep={SWEEP}",
+    )
     part = next((trial_dir / f"run_id={RUN}").glob("part-*.parquet"))
     if case == "the run's record":
         return root, run_dir / "run.parquet"
@@ -110,10 +113,19 @@ def _inside(case: str, root: Path, work: Path) -> tuple[Path, Path]:
     raise AssertionError(case)
 
 
-INSIDE = ["the run's record", "an existing part file", "a new part file", "a new file at the store's top",
-          "a link elsewhere to a folder in the store", "a link elsewhere to the run's record",
-          "a dangling link elsewhere into the store", "a path through '..'", "the store named through a link",
-          "a link to a folder above the store", "a relative path"]
+INSIDE = [
+    "the run's record",
+    "an existing part file",
+    "a new part file",
+    "a new file at the store's top",
+    "a link elsewhere to a folder in the store",
+    "a link elsewhere to the run's record",
+    "a dangling link elsewhere into the store",
+    "a path through '..'",
+    "the store named through a link",
+    "a link to a folder above the store",
+    "a relative path",
+]
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
@@ -128,7 +140,10 @@ def test_output_inside_the_store_is_refused_however_it_is_reached(tmp_path, fmt)
         _one_line_error(result, f"--output: {output} is inside the results store", "nothing was written")
         assert _files(root) == before, case  # not a byte of the store changed, no file added
         for path in list(work.rglob("*")):
-            assert path.is_symlink() or path.is_dir(), (case, path)  # and nothing written beside it either
+            assert path.is_symlink() or path.is_dir(), (
+                case,
+                path,
+            )  # and nothing written beside it either
         shutil.rmtree(work)
     record = _query(root, "SELECT run_id, status FROM runs", "--format", "csv")
     trials = _query(root, "SELECT count(*) AS n FROM trials", "--format", "csv")
@@ -149,9 +164,26 @@ def test_dev_stdout_open_on_a_file_in_the_store_is_refused(tmp_path):
     record = store / "runs" / f"sweep={SWEEP}" / f"run_id={RUN}" / "run.parquet"
     before = record.read_bytes()
     with open(record, "ab") as fh:  # a shell's `>> store/.../run.parquet`, which does not truncate
-        proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", "SELECT 1 AS x", "--store",
-                               str(store), "--format", "csv", "--output", "/dev/stdout"], cwd=ROOT, stdout=fh,
-                              stderr=subprocess.PIPE, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "attnsweep.cli",
+                "query",
+                "SELECT 1 AS x",
+                "--store",
+                str(store),
+                "--format",
+                "csv",
+                "--output",
+                "/dev/stdout",
+            ],
+            cwd=ROOT,
+            stdout=fh,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 2 and "is inside the results store" in proc.stderr and proc.stderr.count("\n") == 1
     assert record.read_bytes() == before
 
@@ -160,8 +192,17 @@ def test_dev_stdout_open_on_a_file_in_the_store_is_refused(tmp_path):
 def _bytes_of(size: str) -> Fraction:
     """What a size means in bytes, from the units' definitions (1 KB = 1000 B, 1 KiB = 1024 B)."""
     number, unit = re.fullmatch(r"(.*?)([KMGT]i?B|B)", size).groups()
-    powers = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-              "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+    powers = {
+        "B": 1,
+        "KB": 10**3,
+        "MB": 10**6,
+        "GB": 10**9,
+        "TB": 10**12,
+        "KiB": 2**10,
+        "MiB": 2**20,
+        "GiB": 2**30,
+        "TiB": 2**40,
+    }
     return Fraction(number) * powers[unit]
 
 
@@ -172,7 +213,13 @@ def test_every_memory_limit_accepted_is_one_duckdb_takes_and_one_past_the_bound_
         ctx.prec = 100
         bound = format(Decimal(exact.numerator) / Decimal(exact.denominator), "f")
     largest = 10**18 // _bytes_of("1" + unit)  # the most whole units at or under 10^18 bytes
-    inside = [f"{bound}{unit}", f"{largest}{unit}", f"{largest // 2}{unit}", f"{largest}.0{unit}", f"1{unit}"]
+    inside = [
+        f"{bound}{unit}",
+        f"{largest}{unit}",
+        f"{largest // 2}{unit}",
+        f"{largest}.0{unit}",
+        f"1{unit}",
+    ]
     above = bound + ("" if "." in bound else ".") + "0" * 30 + "1"
     outside = [f"{above}{unit}", f"{largest + 1}{unit}", f"{10**40}{unit}", f"{'9' * 400}{unit}"]
     for size in inside:
@@ -182,29 +229,42 @@ def test_every_memory_limit_accepted_is_one_duckdb_takes_and_one_past_the_bound_
             duckdb.connect(config={"memory_limit": limit}).close()
     for size in outside:
         assert _bytes_of(size) > 10**18
-        with pytest.raises(QueryError, match=r"--memory-limit \(ATTNSWEEP_QUERY_MEMORY\) .* is out of range: at most "
-                                             r"1,000,000TB \(10\^18 bytes\)"):
+        with pytest.raises(
+            QueryError,
+            match=r"--memory-limit \(ATTNSWEEP_QUERY_MEMORY\) .* is out of range: at most "
+            r"1,000,000TB \(10\^18 bytes\)",
+        ):
             check_memory_limit(size)
 
 
-@pytest.mark.parametrize("value", ["99999999999TB", "18446744073709551616B", "20000000TB", "1000001TB",
-                                   "\u0662GB", "\uff11GB"])  # the last two: an Arabic-Indic and a full-width digit
+@pytest.mark.parametrize(
+    "value",
+    ["99999999999TB", "18446744073709551616B", "20000000TB", "1000001TB", "\u0662GB", "\uff11GB"],
+)  # the last two: an Arabic-Indic and a full-width digit
 def test_a_memory_limit_out_of_range_or_not_in_ascii_is_one_error(store, value):
-    for result in (_query(store, "SELECT 1", "--memory-limit", value),
-                   _query(store, "SELECT 1", env={"ATTNSWEEP_QUERY_MEMORY": value})):
+    for result in (
+        _query(store, "SELECT 1", "--memory-limit", value),
+        _query(store, "SELECT 1", env={"ATTNSWEEP_QUERY_MEMORY": value}),
+    ):
         _one_line_error(result, "--memory-limit (ATTNSWEEP_QUERY_MEMORY)")
         assert "out of range" in result.stderr or "is not a memory limit" in result.stderr
 
 
 def _cli(store, *args, preexec=None, **kw):
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", *args, "--store", str(store)], cwd=ROOT,
-                          timeout=300, preexec_fn=preexec, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", "query", *args, "--store", str(store)],
+        cwd=ROOT,
+        timeout=300,
+        preexec_fn=preexec,
+        **kw,
+    )
 
 
 def test_sql_from_a_closed_stdin_is_one_error(store):
     proc = _cli(store, "-", preexec=lambda: os.close(0), capture_output=True, text=True)
-    assert proc.returncode == 2 and proc.stderr == ("error: query -: stdin is closed; give the SQL as an argument or "
-                                                    "with --file FILE\n")
+    assert proc.returncode == 2 and proc.stderr == (
+        "error: query -: stdin is closed; give the SQL as an argument or with --file FILE\n"
+    )
 
 
 def test_a_closed_stdout_is_one_error_unless_output_names_a_file(store, tmp_path):
@@ -214,8 +274,17 @@ def test_a_closed_stdout_is_one_error_unless_output_names_a_file(store, tmp_path
     proc = _cli(store, "SELECT 1 AS x", preexec=closed_stdout, stderr=subprocess.PIPE, text=True)
     assert proc.returncode == 2 and proc.stderr == "error: query: stdout is closed; give --output FILE\n"
     out = tmp_path / "r.csv"
-    proc = _cli(store, "SELECT 1 AS x", "--format", "csv", "--output", str(out), preexec=closed_stdout,
-                stderr=subprocess.PIPE, text=True)
+    proc = _cli(
+        store,
+        "SELECT 1 AS x",
+        "--format",
+        "csv",
+        "--output",
+        str(out),
+        preexec=closed_stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.returncode == 0 and proc.stderr == "" and out.read_text() == "x\n1\n"
 
 
@@ -229,11 +298,16 @@ def test_sql_that_is_not_utf8_is_one_error_from_the_argument_a_file_or_stdin(sto
         sql = b"SELECT 1 AS a -- " + bad
         as_argv = sql.decode("utf-8", "surrogateescape")  # what Python makes of such bytes in sys.argv
         first = len("SELECT 1 AS a -- ") + 1
-        _one_line_error(_query(store, as_argv), f"the SQL is not UTF-8 text: character {first} is the byte "
-                                                f"0x{bad[0]:02x}")
+        _one_line_error(
+            _query(store, as_argv),
+            f"the SQL is not UTF-8 text: character {first} is the byte 0x{bad[0]:02x}",
+        )
         (tmp_path / "bad.sql").write_bytes(sql)
         _one_line_error(_query(store, "--file", str(tmp_path / "bad.sql")), "not UTF-8 text")
-        _one_line_error(CliRunner().invoke(app, ["query", "-", "--store", str(store)], input=sql), "stdin: not UTF-8")
+        _one_line_error(
+            CliRunner().invoke(app, ["query", "-", "--store", str(store)], input=sql),
+            "stdin: not UTF-8",
+        )
     with pytest.raises(QueryError, match="the SQL is not UTF-8 text: character 10 is the lone surrogate U\\+D800"):
         stream_query(ResultsStore(store), "SELECT 1 \ud800")
 
@@ -243,14 +317,29 @@ def test_sql_not_utf8_in_the_real_argv_is_one_error(store):
     assert proc.returncode == 2 and proc.stderr == b"error: the SQL is not UTF-8 text: character 13 is the byte 0xff\n"
 
 
-@pytest.mark.parametrize("uri", ["data://abc", "data:text/plain,x://", "http://127.0.0.1:9/store", "zip://x",
-                                 "github://o/r", "simplecache::s3://b/x", "DATA://abc"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "data://abc",
+        "data:text/plain,x://",
+        "http://127.0.0.1:9/store",
+        "zip://x",
+        "github://o/r",
+        "simplecache::s3://b/x",
+        "DATA://abc",
+    ],
+)
 def test_a_store_uri_no_store_can_live_at_is_one_error_naming_the_schemes(uri):
-    for result in (CliRunner().invoke(app, ["query", "SELECT 1"], env={"ATTNSWEEP_STORE": uri}),
-                   CliRunner().invoke(app, ["query", "SELECT 1", "--store", uri])):
+    for result in (
+        CliRunner().invoke(app, ["query", "SELECT 1"], env={"ATTNSWEEP_STORE": uri}),
+        CliRunner().invoke(app, ["query", "SELECT 1", "--store", uri]),
+    ):
         scheme = uri.split("://")[0]
-        _one_line_error(result, f"--store {uri!r}: a store cannot live at a {scheme}:// URI",
-                        ", ".join(f"{s}://" for s in STORE_SCHEMES))
+        _one_line_error(
+            result,
+            f"--store {uri!r}: a store cannot live at a {scheme}:// URI",
+            ", ".join(f"{s}://" for s in STORE_SCHEMES),
+        )
 
 
 def test_the_store_uris_a_store_has_still_work(store):
@@ -260,13 +349,24 @@ def test_the_store_uris_a_store_has_still_work(store):
 
 
 # -- 3. what comes out is true ----------------------------------------------------------------
-HUGE = [-(2**127), 2**127 - 1, 10**38, -(10**38), 10**38 - 1, 12, 0, None]  # HUGEINT's extremes, 39 and 38 digits
+HUGE = [
+    -(2**127),
+    2**127 - 1,
+    10**38,
+    -(10**38),
+    10**38 - 1,
+    12,
+    0,
+    None,
+]  # HUGEINT's extremes, 39 and 38 digits
 
 
 def _huge_sql() -> str:
     rows = ", ".join(f"({i}, {'NULL' if v is None else repr(str(v))})" for i, v in enumerate(HUGE))
-    return ("SELECT i, v::HUGEINT AS h, [v::HUGEINT] AS l, {'a': v::HUGEINT} AS s "
-            f"FROM (VALUES {rows}) t(i, v) ORDER BY i")
+    return (
+        "SELECT i, v::HUGEINT AS h, [v::HUGEINT] AS l, {'a': v::HUGEINT} AS s "
+        f"FROM (VALUES {rows}) t(i, v) ORDER BY i"
+    )
 
 
 def test_hugeint_comes_out_with_every_digit_in_every_format(store, tmp_path):
@@ -292,8 +392,14 @@ def test_hugeint_comes_out_with_every_digit_in_every_format(store, tmp_path):
 
 def test_a_sum_cast_to_bigint_stays_a_number_in_parquet(store, tmp_path):
     out = tmp_path / "s.parquet"
-    result = _query(store, "SELECT CAST(sum(seed) AS BIGINT) AS total, sum(seed) AS text FROM trials", "--format",
-                    "parquet", "--output", str(out))
+    result = _query(
+        store,
+        "SELECT CAST(sum(seed) AS BIGINT) AS total, sum(seed) AS text FROM trials",
+        "--format",
+        "parquet",
+        "--output",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     assert pq.read_table(out).to_pylist() == [{"total": 3, "text": "3"}]
 
@@ -340,10 +446,25 @@ def test_ctrl_c_stops_duckdb_at_once(store, tmp_path):
     # without once giving Python's signal handler a chance to run.
     spill = tmp_path / "tmp"
     spill.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "query",
-                             "SELECT range FROM range(10000000000) WHERE hash(range) = 42", "--store", str(store),
-                             "--format", "csv", "--output", str(tmp_path / "r.csv")], cwd=ROOT,
-                            env={**os.environ, "TMPDIR": str(spill)}, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "query",
+            "SELECT range FROM range(10000000000) WHERE hash(range) = 42",
+            "--store",
+            str(store),
+            "--format",
+            "csv",
+            "--output",
+            str(tmp_path / "r.csv"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(spill)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list(spill.iterdir()):
         time.sleep(0.05)  # until the query has its connection

@@ -113,7 +113,10 @@ def test_a_character_device_is_written_through_and_stays_a_device(store, tmp_pat
     result = _csv_to(store, path)
     assert result.exit_code == 0, result.output
     after = os.stat("/dev/null")
-    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (
+        before.st_ino,
+        before.st_rdev,
+    )
     assert not list(Path("/dev").glob(".null*"))  # no temporary file beside the device
     assert path.is_symlink() or path == Path("/dev/null")
 
@@ -152,8 +155,11 @@ def test_a_folder_a_socket_or_a_block_device_is_refused_and_left_alone(store, tm
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
     assert f"--output: {path} is a " in result.stderr and "nothing was written" in result.stderr
     after = os.lstat(path)
-    assert (stat.S_IFMT(after.st_mode), after.st_ino, after.st_rdev) == (stat.S_IFMT(before.st_mode), before.st_ino,
-                                                                         before.st_rdev)
+    assert (stat.S_IFMT(after.st_mode), after.st_ino, after.st_rdev) == (
+        stat.S_IFMT(before.st_mode),
+        before.st_ino,
+        before.st_rdev,
+    )
     if kind == "folder":
         assert [p.name for p in path.iterdir()] == ["inside"]
     _no_partials(path.parent)
@@ -161,9 +167,11 @@ def test_a_folder_a_socket_or_a_block_device_is_refused_and_left_alone(store, tm
 
 def test_a_missing_folder_or_a_file_as_folder_is_one_error(store, tmp_path):
     (tmp_path / "file").write_text("")
-    for path, message in ((tmp_path / "none" / "r.csv", f"the folder {tmp_path / 'none'} does not exist"),
-                          (tmp_path / "file" / "r.csv", "Not a directory"),
-                          (tmp_path / "loop", "Too many levels of symbolic links")):
+    for path, message in (
+        (tmp_path / "none" / "r.csv", f"the folder {tmp_path / 'none'} does not exist"),
+        (tmp_path / "file" / "r.csv", "Not a directory"),
+        (tmp_path / "loop", "Too many levels of symbolic links"),
+    ):
         if path.name == "loop":
             path.symlink_to(path)
         result = _csv_to(store, path)
@@ -209,9 +217,27 @@ def test_ctrl_c_in_duckdb_exits_130_and_removes_the_spill_folder(store, tmp_path
     spill.mkdir()
     out.write_text("old\n")
     sql = "SELECT r.range % 10000000 AS k, count(*) AS n FROM range(60000000) r GROUP BY k ORDER BY k"
-    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "query", sql, "--store", str(store), "--format",
-                             "csv", "--memory-limit", "100MB", "--output", str(out)], cwd=ROOT,
-                            env={**os.environ, "TMPDIR": str(spill)}, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "query",
+            sql,
+            "--store",
+            str(store),
+            "--format",
+            "csv",
+            "--memory-limit",
+            "100MB",
+            "--output",
+            str(out),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(spill)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(len(list(d.iterdir())) > 1 for d in spill.iterdir()):
         time.sleep(0.1)  # until DuckDB spills
@@ -244,14 +270,22 @@ def test_sql_from_an_endless_file_or_stdin_is_refused_at_once(store, tmp_path):
     assert result.exit_code == 2 and f"more than {MAX_SQL_BYTES:,} bytes" in result.stderr
     # The peak of this process's own memory (VmHWM): ru_maxrss would also count the pytest
     # process it was forked from, which Linux carries across exec.
-    peak = ("import re, sys\nfrom attnsweep.cli import main\nsys.argv = ['attnsweep', *sys.argv[1:]]\n"
-            "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-            "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)\n"
-            "print(code, int(hwm) * 1024, file=sys.stderr)\n")
+    peak = (
+        "import re, sys\nfrom attnsweep.cli import main\nsys.argv = ['attnsweep', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)\n"
+        "print(code, int(hwm) * 1024, file=sys.stderr)\n"
+    )
     with open("/dev/zero", "rb") as zero:
         start = time.monotonic()
-        proc = subprocess.run([sys.executable, "-c", peak, "query", "-", "--store", str(store)], stdin=zero, cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", peak, "query", "-", "--store", str(store)],
+            stdin=zero,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         took = time.monotonic() - start
     code, rss = proc.stderr.split()[-2:]
     assert code == "2" and f"stdin: more than {MAX_SQL_BYTES:,} bytes" in proc.stderr
@@ -272,8 +306,19 @@ def test_sql_too_long_or_not_text_is_one_error(store, tmp_path):
 
 # -- DuckDB's memory and spill folder ---------------------------------------------------------
 def _setting(store, name: str, *args, env=None) -> str:
-    result = CliRunner().invoke(app, ["query", f"SELECT current_setting('{name}') AS v", "--store", str(store),
-                                      "--format", "csv", *args], env=env)
+    result = CliRunner().invoke(
+        app,
+        [
+            "query",
+            f"SELECT current_setting('{name}') AS v",
+            "--store",
+            str(store),
+            "--format",
+            "csv",
+            *args,
+        ],
+        env=env,
+    )
     assert result.exit_code == 0, result.output
     return result.stdout.split("\n")[1]
 
@@ -302,8 +347,9 @@ def test_duckdb_gets_our_memory_limit_and_its_own_spill_folder(store, tmp_path, 
 def test_a_bad_memory_limit_is_one_error_naming_the_option(store, value):
     results = [_query(store, SQL, "--memory-limit", value)]
     if value:  # an empty variable is an unset one, as for every option of the CLI
-        results.append(CliRunner().invoke(app, ["query", SQL, "--store", str(store)],
-                                          env={"ATTNSWEEP_QUERY_MEMORY": value}))
+        results.append(
+            CliRunner().invoke(app, ["query", SQL, "--store", str(store)], env={"ATTNSWEEP_QUERY_MEMORY": value})
+        )
     for result in results:
         assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
         assert "--memory-limit (ATTNSWEEP_QUERY_MEMORY)" in result.stderr and "25%" in result.stderr
@@ -410,9 +456,22 @@ def test_a_query_during_compaction_answers_or_names_the_vanished_file(tmp_path):
 
 
 def test_a_reader_that_stops_early_ends_the_query_quietly(store):
-    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "query", "SELECT r.range FROM range(3000000) r",
-                             "--store", str(store), "--format", "csv"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "query",
+            "SELECT r.range FROM range(3000000) r",
+            "--store",
+            str(store),
+            "--format",
+            "csv",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout.readline() == b"range\n"
     proc.stdout.close()  # as `| head -1` does
     assert proc.wait(timeout=300) == 141 and proc.stderr.read() == b""

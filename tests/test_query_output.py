@@ -9,7 +9,6 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pytest
-
 from typer.testing import CliRunner
 
 from attnsweep.cli import app
@@ -42,8 +41,24 @@ def store(tmp_path_factory):
 
 
 def _peak(store, sql, fmt, out):
-    proc = subprocess.run([sys.executable, "-c", _PEAK, sql, "--store", str(store), "--format", fmt, "--output", str(out)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _PEAK,
+            sql,
+            "--store",
+            str(store),
+            "--format",
+            fmt,
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return int(proc.stderr.split()[-1])
 
@@ -52,8 +67,12 @@ def test_a_large_result_streams_in_bounded_memory(store, tmp_path):
     # 20 million rows: 320 MB as one Arrow table and more as CSV text; streamed, a batch at a
     # time, the process grows by a few tens of MB.
     small = _peak(store, "SELECT seed FROM trials LIMIT 1", "csv", tmp_path / "small.csv")
-    big = _peak(store, "SELECT t.seed, r.range AS i FROM trials t, range(20000000) r WHERE t.seed = 0", "csv",
-                tmp_path / "big.csv")
+    big = _peak(
+        store,
+        "SELECT t.seed, r.range AS i FROM trials t, range(20000000) r WHERE t.seed = 0",
+        "csv",
+        tmp_path / "big.csv",
+    )
     assert big - small < 150 * 2**20, (small, big)
     with open(tmp_path / "big.csv") as fh:
         assert fh.readline() == "seed,i\n" and sum(1 for _ in fh) == 20_000_000
@@ -66,7 +85,9 @@ def test_every_row_of_a_many_batch_result_is_written_once(store, tmp_path, fmt):
     schema, batches = stream_query(ResultsStore(store), sql, batch_rows=10_000, convert=converter(fmt))
     with out.open("wb") as fh:
         assert write_batches(schema, batches, fmt, fh) == 150_000
-    df = {"csv": pl.read_csv, "parquet": pl.read_parquet}.get(fmt, lambda p: pl.DataFrame(json.loads(Path(p).read_text())))(out)
+    df = {"csv": pl.read_csv, "parquet": pl.read_parquet}.get(
+        fmt, lambda p: pl.DataFrame(json.loads(Path(p).read_text()))
+    )(out)
     assert df.height == 150_000 and df.select(pl.struct("seed", "i").n_unique()).item() == 150_000
     first = df.row(0, named=True)
     assert first["seed"] == 0 and first["i"] == 0
@@ -109,9 +130,22 @@ def test_schema_lists_the_tables_and_errors_take_one_line(store):
     assert listed.exit_code == 0
     assert "trials (4 columns)" in listed.stdout and "  support: list<item: int64>" in listed.stdout
     assert "  run_id: string" in listed.stdout
-    bad = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", "SELECT nope FROM trials", "--store",
-                          str(store)], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**__import__("os").environ, "COLUMNS": "400"})
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "query",
+            "SELECT nope FROM trials",
+            "--store",
+            str(store),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "COLUMNS": "400"},
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert 'Referenced column "nope" not found' in bad.stderr and "Candidate bindings" in bad.stderr
 
@@ -123,20 +157,43 @@ def test_a_sql_file_that_cannot_be_read_is_one_error(store, tmp_path):
 
 def test_the_table_format_off_a_terminal_shows_every_column_and_character(store):
     columns = ", ".join(f"seed AS column_{i}" for i in range(40))
-    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query",
-                           f"SELECT repeat('x', 300) AS long, {columns} FROM trials", "--store", str(store)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # stdout a pipe, not a terminal
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "query",
+            f"SELECT repeat('x', 300) AS long, {columns} FROM trials",
+            "--store",
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )  # stdout a pipe, not a terminal
     assert proc.returncode == 0, proc.stderr
     assert "x" * 300 in proc.stdout and "column_39" in proc.stdout and "…" not in proc.stdout
 
 
-@pytest.mark.parametrize("sql, header", [
-    ("SELECT count(*) FROM trials", "count_star()"),
-    ("SELECT 1 AS a_name_much_longer_than_its_value", "a_name_much_longer_than_its_value"),
-    ("SELECT max(seed) AS largest_seed_of_all, min(seed) AS s FROM trials", "largest_seed_of_all"),
-])
+@pytest.mark.parametrize(
+    "sql, header",
+    [
+        ("SELECT count(*) FROM trials", "count_star()"),
+        ("SELECT 1 AS a_name_much_longer_than_its_value", "a_name_much_longer_than_its_value"),
+        (
+            "SELECT max(seed) AS largest_seed_of_all, min(seed) AS s FROM trials",
+            "largest_seed_of_all",
+        ),
+    ],
+)
 def test_a_narrow_result_keeps_its_whole_header(store, sql, header):
-    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", sql, "--store", str(store)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # off a terminal
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", "query", sql, "--store", str(store)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )  # off a terminal
     assert proc.returncode == 0, proc.stderr
     assert f"│ {header} " in proc.stdout and "…" not in proc.stdout, proc.stdout

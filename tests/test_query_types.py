@@ -19,36 +19,111 @@ from attnsweep.results import QueryError, ResultsStore, TrialWriter
 # One expression per row: every DuckDB type, alone, nested in lists, structs, maps and unions,
 # with its edge values (NULL, NaN, infinities, the widest integers, out-of-polars-range dates).
 EXPRESSIONS = [
-    "true", "NULL", "NULL::INTEGER", "1::TINYINT", "1::SMALLINT", "1::INTEGER", "1::BIGINT", "255::UTINYINT",
-    "1::USMALLINT", "1::UINTEGER", "18446744073709551615::UBIGINT",
-    "170141183460469231731687303715884105727::HUGEINT", "(-170141183460469231731687303715884105727)::HUGEINT",
-    "1::HUGEINT * 10 ** 30", "340282366920938463463374607431768211455::UHUGEINT", "1::UHUGEINT",
-    "1.5::FLOAT", "'nan'::DOUBLE", "'inf'::DOUBLE", "'-inf'::FLOAT", "-0.0::DOUBLE",
-    "1.5::DECIMAL(4,1)", "99999999999999999999999999999999999999::DECIMAL(38,0)", "1.5::DECIMAL(38,10)",
-    "'x'", "''", "'a,b\"c' || chr(10) || 'd'", "'a' || chr(0)", "'🙂'", "'{\"a\": 1}'::JSON",
-    "'\\xAA'::BLOB", "''::BLOB", "'101'::BIT", "1::VARINT",
+    "true",
+    "NULL",
+    "NULL::INTEGER",
+    "1::TINYINT",
+    "1::SMALLINT",
+    "1::INTEGER",
+    "1::BIGINT",
+    "255::UTINYINT",
+    "1::USMALLINT",
+    "1::UINTEGER",
+    "18446744073709551615::UBIGINT",
+    "170141183460469231731687303715884105727::HUGEINT",
+    "(-170141183460469231731687303715884105727)::HUGEINT",
+    "1::HUGEINT * 10 ** 30",
+    "340282366920938463463374607431768211455::UHUGEINT",
+    "1::UHUGEINT",
+    "1.5::FLOAT",
+    "'nan'::DOUBLE",
+    "'inf'::DOUBLE",
+    "'-inf'::FLOAT",
+    "-0.0::DOUBLE",
+    "1.5::DECIMAL(4,1)",
+    "99999999999999999999999999999999999999::DECIMAL(38,0)",
+    "1.5::DECIMAL(38,10)",
+    "'x'",
+    "''",
+    "'a,b\"c' || chr(10) || 'd'",
+    "'a' || chr(0)",
+    "'🙂'",
+    "'{\"a\": 1}'::JSON",
+    "'\\xAA'::BLOB",
+    "''::BLOB",
+    "'101'::BIT",
+    "1::VARINT",
     "'123456789012345678901234567890123456789012345678901234567890'::VARINT",
-    "DATE '2024-01-01'", "'infinity'::DATE", "'-infinity'::DATE", "'5877642-06-25 (BC)'::DATE",
-    "TIME '12:00:00'", "TIME '24:00:00'", "'12:00:00.123456789'::TIME_NS", "TIMETZ '12:00:00+02'",
-    "TIMESTAMP '2024-01-01 00:00:00'", "'infinity'::TIMESTAMP", "'294247-01-10 04:00:54'::TIMESTAMP",
-    "TIMESTAMP_S '2024-01-01 00:00:00'", "'-infinity'::TIMESTAMP_S", "TIMESTAMP_MS '2024-01-01 00:00:00'",
-    "'infinity'::TIMESTAMP_MS", "TIMESTAMP_NS '2024-01-01 00:00:00'", "'infinity'::TIMESTAMP_NS",
-    "TIMESTAMPTZ '2024-01-01 00:00:00+00'", "'-infinity'::TIMESTAMPTZ",
+    "DATE '2024-01-01'",
+    "'infinity'::DATE",
+    "'-infinity'::DATE",
+    "'5877642-06-25 (BC)'::DATE",
+    "TIME '12:00:00'",
+    "TIME '24:00:00'",
+    "'12:00:00.123456789'::TIME_NS",
+    "TIMETZ '12:00:00+02'",
+    "TIMESTAMP '2024-01-01 00:00:00'",
+    "'infinity'::TIMESTAMP",
+    "'294247-01-10 04:00:54'::TIMESTAMP",
+    "TIMESTAMP_S '2024-01-01 00:00:00'",
+    "'-infinity'::TIMESTAMP_S",
+    "TIMESTAMP_MS '2024-01-01 00:00:00'",
+    "'infinity'::TIMESTAMP_MS",
+    "TIMESTAMP_NS '2024-01-01 00:00:00'",
+    "'infinity'::TIMESTAMP_NS",
+    "TIMESTAMPTZ '2024-01-01 00:00:00+00'",
+    "'-infinity'::TIMESTAMPTZ",
     "'2024-01-01 00:00:00.123456789+00'::TIMESTAMPTZ_NS",
-    "INTERVAL 1 DAY", "INTERVAL 14 MONTH", "'00000000-0000-0000-0000-000000000001'::UUID", "NULL::UUID",
-    "'a'::ENUM('a', 'b')", "NULL::ENUM('a', 'b')", "'it''s'::ENUM('it''s')",
-    "union_value(k := 1)", "union_value(s := 'x')::UNION(k INT, s VARCHAR)",
-    "[1, 2]", "[]", "[NULL]", "[[1, 2], [3]]", "['a', NULL, 'b c']", "[1, 2]::INTEGER[2]",
-    "{'a': 1}", "{'a': NULL}", "{'a': [1, 2], 'b': {'c': 'x'}}", "{'my \"f': 1}", "(1, 'a')",
-    "MAP([1], [2])", "MAP {'a': [1]}", "MAP([], [])", "MAP([1.5], [2])", "MAP([DATE '2024-01-01'], [1])",
-    "MAP(['a'], [INTERVAL 1 DAY])", "[MAP([1], [2])]",
-    "[INTERVAL 1 DAY]", "[[INTERVAL 1 DAY]]", "{'i': INTERVAL 1 DAY}", "['101'::BIT]", "['\\xAA'::BLOB]",
-    "[NULL::BLOB]", "[1::HUGEINT]", "[340282366920938463463374607431768211455::UHUGEINT]",
-    "['a'::ENUM('a', 'b')]", "{'t': TIMETZ '12:00:00+02'}", "[union_value(k := 1)]",
-    "{'a': {'b': union_value(k := 1)}}", "['infinity'::DATE]", "{'d': 'infinity'::TIMESTAMP}",
-    "['nan'::DOUBLE, 'inf'::DOUBLE]", "{'e': 'a'::ENUM('a', 'b'), 'i': INTERVAL 1 DAY}",
-    "'POINT(1 2)'::GEOMETRY", "['POINT(1 2)'::GEOMETRY]", "1::VARIANT", "{'a': 1}::VARIANT", "[1::VARIANT]",
-    "'INTEGER'::TYPE", "['INTEGER'::TYPE]",
+    "INTERVAL 1 DAY",
+    "INTERVAL 14 MONTH",
+    "'00000000-0000-0000-0000-000000000001'::UUID",
+    "NULL::UUID",
+    "'a'::ENUM('a', 'b')",
+    "NULL::ENUM('a', 'b')",
+    "'it''s'::ENUM('it''s')",
+    "union_value(k := 1)",
+    "union_value(s := 'x')::UNION(k INT, s VARCHAR)",
+    "[1, 2]",
+    "[]",
+    "[NULL]",
+    "[[1, 2], [3]]",
+    "['a', NULL, 'b c']",
+    "[1, 2]::INTEGER[2]",
+    "{'a': 1}",
+    "{'a': NULL}",
+    "{'a': [1, 2], 'b': {'c': 'x'}}",
+    "{'my \"f': 1}",
+    "(1, 'a')",
+    "MAP([1], [2])",
+    "MAP {'a': [1]}",
+    "MAP([], [])",
+    "MAP([1.5], [2])",
+    "MAP([DATE '2024-01-01'], [1])",
+    "MAP(['a'], [INTERVAL 1 DAY])",
+    "[MAP([1], [2])]",
+    "[INTERVAL 1 DAY]",
+    "[[INTERVAL 1 DAY]]",
+    "{'i': INTERVAL 1 DAY}",
+    "['101'::BIT]",
+    "['\\xAA'::BLOB]",
+    "[NULL::BLOB]",
+    "[1::HUGEINT]",
+    "[340282366920938463463374607431768211455::UHUGEINT]",
+    "['a'::ENUM('a', 'b')]",
+    "{'t': TIMETZ '12:00:00+02'}",
+    "[union_value(k := 1)]",
+    "{'a': {'b': union_value(k := 1)}}",
+    "['infinity'::DATE]",
+    "{'d': 'infinity'::TIMESTAMP}",
+    "['nan'::DOUBLE, 'inf'::DOUBLE]",
+    "{'e': 'a'::ENUM('a', 'b'), 'i': INTERVAL 1 DAY}",
+    "'POINT(1 2)'::GEOMETRY",
+    "['POINT(1 2)'::GEOMETRY]",
+    "1::VARIANT",
+    "{'a': 1}::VARIANT",
+    "[1::VARIANT]",
+    "'INTEGER'::TYPE",
+    "['INTEGER'::TYPE]",
 ]
 NOT_IN_A_RESULT = {"type"}  # duckdb_types() lists it; no Arrow form (written as text here, still covered)
 
@@ -56,8 +131,14 @@ NOT_IN_A_RESULT = {"type"}  # duckdb_types() lists it; no Arrow form (written as
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("types") / "store"
-    writer = TrialWriter(ResultsStore(root), "sw", "20261130-010203-abcdef", pa.schema([("seed", pa.int64())]),
-                         flush_rows=100, flush_s=60)
+    writer = TrialWriter(
+        ResultsStore(root),
+        "sw",
+        "20261130-010203-abcdef",
+        pa.schema([("seed", pa.int64())]),
+        flush_rows=100,
+        flush_s=60,
+    )
     writer.append([dict(seed=1)])
     writer.flush()
     return root
@@ -127,8 +208,10 @@ def test_types_a_format_lacks_are_written_as_duckdbs_text(store, capfd):
     assert _csv(store, "'\\xAA'::BLOB", capfd) == "\\xAA"
     widest = "340282366920938463463374607431768211455"  # UHUGEINT's largest: Arrow's decimal128 would wrap it
     assert _csv(store, f"{widest}::UHUGEINT", capfd) == widest
-    assert _csv(store, "'123456789012345678901234567890123456789012345678901234567890'::VARINT", capfd) == \
-        "123456789012345678901234567890123456789012345678901234567890"
+    assert (
+        _csv(store, "'123456789012345678901234567890123456789012345678901234567890'::VARINT", capfd)
+        == "123456789012345678901234567890123456789012345678901234567890"
+    )
     assert _csv(store, "TIMETZ '12:00:00+02'", capfd) == "12:00:00+02"
     assert _csv(store, "'infinity'::DATE", capfd) == "infinity"
     assert _csv(store, "TIMESTAMPTZ '2024-01-01 00:00:00+00'", capfd) == "2024-01-01 00:00:00+00"  # in UTC
@@ -143,8 +226,10 @@ def test_types_a_format_lacks_are_written_as_duckdbs_text(store, capfd):
 
 def test_parquet_keeps_the_types_parquet_has(store, tmp_path, capfd):
     out = tmp_path / "t.parquet"
-    sql = ("SELECT DATE '2024-01-01' AS d, TIMESTAMP_S '2024-01-01 00:00:01' AS s, '\\xAA'::BLOB AS b, "
-           "[1.5::DECIMAL(4,1)] AS l, MAP([1], [2]) AS m, INTERVAL 1 DAY AS i, 'a'::ENUM('a') AS e FROM trials")
+    sql = (
+        "SELECT DATE '2024-01-01' AS d, TIMESTAMP_S '2024-01-01 00:00:01' AS s, '\\xAA'::BLOB AS b, "
+        "[1.5::DECIMAL(4,1)] AS l, MAP([1], [2]) AS m, INTERVAL 1 DAY AS i, 'a'::ENUM('a') AS e FROM trials"
+    )
     result, text = _run(store, [sql, "--format", "parquet", "--output", str(out)], capfd)
     assert result.exit_code == 0, text
     df = pl.read_parquet(out)

@@ -23,8 +23,14 @@ analysis: {n_boot: 200}
 def _cli(*args, cwd, env=None):
     base = {k: v for k, v in os.environ.items() if k != PLANTED_NOISE_ENV}
     env = {**base, "COLUMNS": "200", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +56,17 @@ def test_replicating_a_run_against_itself_passes(baseline):
 
 def test_a_broken_data_generator_is_a_regression_naming_the_cells(baseline):
     root, run_id = baseline
-    proc = _cli("replicate", "spec.yaml", "--baseline", run_id, "--local", "--report", "broken", cwd=root,
-                env={PLANTED_NOISE_ENV: "0.3"})
+    proc = _cli(
+        "replicate",
+        "spec.yaml",
+        "--baseline",
+        run_id,
+        "--local",
+        "--report",
+        "broken",
+        cwd=root,
+        env={PLANTED_NOISE_ENV: "0.3"},
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
     assert "REGRESSION" in proc.stdout
     report = (root / "broken" / "report.md").read_text()

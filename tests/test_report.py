@@ -29,8 +29,14 @@ SYMMETRY = (Path(__file__).parent / "specs" / "symtiny.yaml").read_text()  # S1 
 
 def _cli(*args, cwd):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +59,10 @@ def test_report_command_prints_the_path_and_a_summary(report):
     path = root / "reports" / ids[0] / "report.html"
     lines = proc.stdout.strip().splitlines()
     assert lines[0] == str(Path("reports") / ids[0] / "report.html") and path.is_file()
-    assert re.fullmatch(r"verdicts: L1 \w[\w ]*, L2 .*, L3 .*, L4 .*, R .*, S1 supported, S2 .*, S3 .*, S4 .*", lines[1])
+    assert re.fullmatch(
+        r"verdicts: L1 \w[\w ]*, L2 .*, L3 .*, L4 .*, R .*, S1 supported, S2 .*, S3 .*, S4 .*",
+        lines[1],
+    )
 
 
 def test_the_page_holds_verdicts_runs_tables_and_provenance(report):
@@ -77,7 +86,9 @@ def test_r_is_computed_from_the_store(report):
     with REFERENCE.open() as fh:
         rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
     paper = np.interp(128, [float(r["T"]) for r in rows], [float(r["critical_m"]) for r in rows])
-    value = np.inf if ours["censored"] == "above" else (ours["m_min"] if ours["censored"] == "below" else ours["m_star"])
+    value = (
+        np.inf if ours["censored"] == "above" else (ours["m_min"] if ours["censored"] == "below" else ours["m_star"])
+    )
     page = (root / "reports" / ids[0] / "report.html").read_text()
     assert f"geometric-mean ratio ours/paper = {value / paper:.2f} over T = 128" in page
 
@@ -89,8 +100,10 @@ def test_verdicts_follow_the_reference_given(report, tmp_path):
     table = analyze_run(ResultsStore(root / "store"), ids[0]).m_star
     m = table.filter((pl.col("model") == "transformer") & (pl.col("T") == 128))["m_star"].item()
     fake = tmp_path / "ref.csv"
-    fake.write_text(f"# a tenth of ours\nT,critical_m,err_lo,err_hi\n100,{m / 10},{m / 10},{m / 10}\n"
-                    f"1100,{m / 10},{m / 10},{m / 10}\n")
+    fake.write_text(
+        f"# a tenth of ours\nT,critical_m,err_lo,err_hi\n100,{m / 10},{m / 10},{m / 10}\n"
+        f"1100,{m / 10},{m / 10},{m / 10}\n"
+    )
     page = build_report(ResultsStore(root / "store"), [ids[0]], tmp_path / "out", reference=fake).read_text()
     row = re.search(r"<td>R:.*?</tr>", page, re.S).group(0)
     assert "not supported" in row and "ours/paper = 10.00" in row
@@ -108,8 +121,9 @@ def test_judge_runs_gives_the_reports_verdicts_and_writes_nothing(report):
     before = sorted(root.rglob("*"))
     verdicts = attnsweep.judge_runs(ids, store=root / "store")
     written = json.loads((root / "reports" / ids[0] / "verdicts.json").read_text())["verdicts"]
-    assert [(v["claim"], v["verdict"], v["statistic"]) for v in verdicts] == \
-        [(v["claim"], v["verdict"], v["statistic"]) for v in written]
+    assert [(v["claim"], v["verdict"], v["statistic"]) for v in verdicts] == [
+        (v["claim"], v["verdict"], v["statistic"]) for v in written
+    ]
     assert sorted(root.rglob("*")) == before
     with pytest.raises(attnsweep.AttnsweepError):
         attnsweep.judge_runs([], store=root / "store")
@@ -161,9 +175,17 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
         pytest.skip("no chromium on the PATH to render the page (apt-get install -y chromium); on CI this fails")
     root, ids, _ = report
     png = tmp_path / "report.png"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts/screenshot_report.py"),
-                           str(root / "reports" / ids[0] / "report.html"), str(png)],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts/screenshot_report.py"),
+            str(root / "reports" / ids[0] / "report.html"),
+            str(png),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     with Image.open(png) as im:
         rgb = im.convert("RGB")

@@ -33,7 +33,17 @@ def _run(*args, cwd):
 
 def test_a_cell_rerun_as_a_grid_comes_back_row_for_row(tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
-    first = _run("-m", "attnsweep.cli", "run", "spec.yaml", "--store", "s", "--local", "--no-analyze", cwd=tmp_path)
+    first = _run(
+        "-m",
+        "attnsweep.cli",
+        "run",
+        "spec.yaml",
+        "--store",
+        "s",
+        "--local",
+        "--no-analyze",
+        cwd=tmp_path,
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     store = ResultsStore(tmp_path / "s")
     (run_id,) = store.scan_trials().select("run_id").unique().collect()["run_id"].to_list()
@@ -43,7 +53,17 @@ def test_a_cell_rerun_as_a_grid_comes_back_row_for_row(tmp_path):
     (tmp_path / "rerun.yaml").write_text(spec.stdout)
     searched = store.scan_trials().filter(pl.col("T") == 16).collect()
     assert f"m: {sorted(set(searched['m']))}" in spec.stdout and "positions: fixed" in spec.stdout
-    again = _run("-m", "attnsweep.cli", "run", "rerun.yaml", "--store", "r", "--local", "--no-analyze", cwd=tmp_path)
+    again = _run(
+        "-m",
+        "attnsweep.cli",
+        "run",
+        "rerun.yaml",
+        "--store",
+        "r",
+        "--local",
+        "--no-analyze",
+        cwd=tmp_path,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     (rerun_id,) = ResultsStore(tmp_path / "r").scan_trials().select("run_id").unique().collect()["run_id"].to_list()
     same = _run(script, "compare", run_id, "--store", "s", rerun_id, "--rerun-store", "r", cwd=tmp_path)
@@ -55,9 +75,12 @@ def test_a_cell_rerun_as_a_grid_comes_back_row_for_row(tmp_path):
     again_spec = _run(script, "spec", "small-theory-rerun", "--store", "r", cwd=tmp_path)
     assert again_spec.returncode == 0 and f"m: {sorted(set(searched['m']))}" in again_spec.stdout, again_spec.stderr
     # What it cannot serve exits 2 with a message, not a traceback (1 means rows differ).
-    for args, needle in ((("--where", "T=17"), "no row left with T = 17 (values there: 8, 16)"),
-                         (("--where", "norm_bound=one"), "'one' is not a value norm_bound can take"),
-                         (("--where", "T"), "give NAME=VALUE"), (("--where", "T="), "give NAME=VALUE")):
+    for args, needle in (
+        (("--where", "T=17"), "no row left with T = 17 (values there: 8, 16)"),
+        (("--where", "norm_bound=one"), "'one' is not a value norm_bound can take"),
+        (("--where", "T"), "give NAME=VALUE"),
+        (("--where", "T="), "give NAME=VALUE"),
+    ):
         bad = _run(script, "spec", run_id, "--store", "s", *args, cwd=tmp_path)
         assert bad.returncode == 2 and needle in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     missing = _run(script, "spec", run_id, "--store", "nowhere", cwd=tmp_path)
@@ -73,8 +96,9 @@ def test_a_cell_rerun_as_a_grid_comes_back_row_for_row(tmp_path):
         part = next(p for p in (tmp_path / "s" / "trials").rglob("*.parquet") if (pl.read_parquet(p)["T"] == 16).any())
         rows = pl.read_parquet(part)
         hit = rows.filter(pl.col("T") == 16)["trial_id"][0]
-    rows.with_columns(epochs=pl.when(pl.col("trial_id") == hit).then(pl.col("epochs") + 1)
-                      .otherwise(pl.col("epochs"))).write_parquet(part)
+    rows.with_columns(
+        epochs=pl.when(pl.col("trial_id") == hit).then(pl.col("epochs") + 1).otherwise(pl.col("epochs"))
+    ).write_parquet(part)
     changed = _run(script, "compare", run_id, "--store", "s", rerun_id, "--rerun-store", "r", cwd=tmp_path)
     assert changed.returncode == 1 and "1 differ" in changed.stdout
 
@@ -92,16 +116,45 @@ def test_a_restart_runs_cell_is_rerun_with_every_restart(tmp_path):
     # The learners of a restart cell read all its restarts together, so one cell is every
     # restart of its training sets: the spec grids them beside m, and all rows come back.
     (tmp_path / "spec.yaml").write_text(RESTARTS)
-    first = _run("-m", "attnsweep.cli", "run", "spec.yaml", "--store", "s", "--local", "--no-analyze", cwd=tmp_path)
+    first = _run(
+        "-m",
+        "attnsweep.cli",
+        "run",
+        "spec.yaml",
+        "--store",
+        "s",
+        "--local",
+        "--no-analyze",
+        cwd=tmp_path,
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     script = str(ROOT / "scripts" / "rerun_cell.py")
     spec = _run(script, "spec", "small-restarts", "--store", "s", "--where", "T=8", cwd=tmp_path)
     assert spec.returncode == 0, spec.stderr[-2000:]
     assert "restart: [0, 1]" in spec.stdout and "m: [16, 32]" in spec.stdout
     (tmp_path / "rerun.yaml").write_text(spec.stdout)
-    again = _run("-m", "attnsweep.cli", "run", "rerun.yaml", "--store", "r", "--local", "--no-analyze", cwd=tmp_path)
+    again = _run(
+        "-m",
+        "attnsweep.cli",
+        "run",
+        "rerun.yaml",
+        "--store",
+        "r",
+        "--local",
+        "--no-analyze",
+        cwd=tmp_path,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
-    same = _run(script, "compare", "small-restarts", "--store", "s", "small-restarts-rerun", "--rerun-store", "r",
-                cwd=tmp_path)
+    same = _run(
+        script,
+        "compare",
+        "small-restarts",
+        "--store",
+        "s",
+        "small-restarts-rerun",
+        "--rerun-store",
+        "r",
+        cwd=tmp_path,
+    )
     assert same.returncode == 0, same.stdout + same.stderr[-2000:]
     assert "8 rows of run" in same.stdout and "0 differ" in same.stdout  # 2 m x 2 restarts x 2 seeds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import polars as pl
+
 from attnsweep.orchestrator.spec import trial_id
 from attnsweep.stats.critical import critical_sample_sizes
 from attnsweep.stats.restarts import learners
@@ -11,28 +12,53 @@ from attnsweep.workers.train import init_seed
 
 
 def _row(m, seed, restart, acc, loss, status="done"):
-    return dict(T=8, restart=restart, m=m, seed=seed, status=status, test_acc=acc, train_loss=loss, converged=True,
-                train_acc=1.0)
+    return dict(
+        T=8,
+        restart=restart,
+        m=m,
+        seed=seed,
+        status=status,
+        test_acc=acc,
+        train_loss=loss,
+        converged=True,
+        train_acc=1.0,
+    )
 
 
 def test_any_and_best_of_r_pick_the_rows_the_definitions_name():
-    rows = pl.DataFrame([
-        # seed 0, m 4: only restart 2 generalises, restart 1 has the lowest training loss.
-        _row(4, 0, 0, 0.5, 0.3), _row(4, 0, 1, 0.6, 0.1), _row(4, 0, 2, 0.99, 0.2),
-        # seed 1, m 4: restart 1 generalises and has the lowest loss; restart 2 diverged (nan loss).
-        _row(4, 1, 0, 0.5, 0.3), _row(4, 1, 1, 0.97, 0.05), _row(4, 1, 2, None, float("nan"), "diverged"),
-        # seed 0, m 8: every restart generalises; two tie on the lowest loss: the lower restart wins.
-        _row(8, 0, 0, 0.96, 0.02), _row(8, 0, 1, 0.97, 0.01), _row(8, 0, 2, 0.98, 0.01),
-        # seed 1, m 8: restart 2 was lost, so the group enters one init only.
-        _row(8, 1, 0, 0.99, 0.01), _row(8, 1, 1, 0.2, 0.9),
-    ])
+    rows = pl.DataFrame(
+        [
+            # seed 0, m 4: only restart 2 generalises, restart 1 has the lowest training loss.
+            _row(4, 0, 0, 0.5, 0.3),
+            _row(4, 0, 1, 0.6, 0.1),
+            _row(4, 0, 2, 0.99, 0.2),
+            # seed 1, m 4: restart 1 generalises and has the lowest loss; restart 2 diverged (nan loss).
+            _row(4, 1, 0, 0.5, 0.3),
+            _row(4, 1, 1, 0.97, 0.05),
+            _row(4, 1, 2, None, float("nan"), "diverged"),
+            # seed 0, m 8: every restart generalises; two tie on the lowest loss: the lower restart wins.
+            _row(8, 0, 0, 0.96, 0.02),
+            _row(8, 0, 1, 0.97, 0.01),
+            _row(8, 0, 2, 0.98, 0.01),
+            # seed 1, m 8: restart 2 was lost, so the group enters one init only.
+            _row(8, 1, 0, 0.99, 0.01),
+            _row(8, 1, 1, 0.2, 0.9),
+        ]
+    )
     out, cell = learners(rows, ["T", "restart"])
     assert cell == ["T", "learner"]
     got = {(r["learner"], r["m"], r["seed"]): r["test_acc"] for r in out.iter_rows(named=True)}
     assert got == {
-        ("one init", 4, 0): 0.5, ("one init", 4, 1): 0.5, ("one init", 8, 0): 0.96, ("one init", 8, 1): 0.99,
-        ("any of 3", 4, 0): 0.99, ("any of 3", 4, 1): 0.97, ("any of 3", 8, 0): 0.96,
-        ("best of 3", 4, 0): 0.6, ("best of 3", 4, 1): 0.97, ("best of 3", 8, 0): 0.97,
+        ("one init", 4, 0): 0.5,
+        ("one init", 4, 1): 0.5,
+        ("one init", 8, 0): 0.96,
+        ("one init", 8, 1): 0.99,
+        ("any of 3", 4, 0): 0.99,
+        ("any of 3", 4, 1): 0.97,
+        ("any of 3", 8, 0): 0.96,
+        ("best of 3", 4, 0): 0.6,
+        ("best of 3", 4, 1): 0.97,
+        ("best of 3", 8, 0): 0.97,
     }
 
 
@@ -72,11 +98,13 @@ def test_restart_zero_keeps_the_trial_id_and_init_every_earlier_trial_had():
 
 def test_a_restart_trains_the_seeds_training_set_from_another_init():
     from attnsweep.workers.train import train_pack
+
     alone = train_pack([_config()], device="cpu")[0]
     rows = train_pack([_config(restart=r) for r in range(3)], device="cpu")
     # Restart 0 in a pack of restarts is the trial trained alone, bit for bit.
-    assert {k: v for k, v in rows[0].items() if k not in ("wall_s", "pack_size")} == \
-        {k: v for k, v in alone.items() if k not in ("wall_s", "pack_size")}
+    assert {k: v for k, v in rows[0].items() if k not in ("wall_s", "pack_size")} == {
+        k: v for k, v in alone.items() if k not in ("wall_s", "pack_size")
+    }
     # Same support (the data are the seed's), different trained weights (the init is not).
     assert rows[0]["support"] == rows[1]["support"] == rows[2]["support"]
     assert len({(r["train_loss"], r["norm_qk"]) for r in rows}) == 3
@@ -87,9 +115,16 @@ def test_restarts_share_a_pack():
 
 
 def _series(learner, direction, c, least=10.0, most=20.0):
-    return dict(cells={"norm_bound": 1.0, "learner": learner}, verdict="inconclusive",
-                numbers=dict(direction=direction, c=dict(estimate=c, ci_lo=c - 0.1, ci_hi=c + 0.1), T=[4, 16, 64],
-                             log_deficit_aicc=dict(least=least, most=most, variants=8)))
+    return dict(
+        cells={"norm_bound": 1.0, "learner": learner},
+        verdict="inconclusive",
+        numbers=dict(
+            direction=direction,
+            c=dict(estimate=c, ci_lo=c - 0.1, ci_hi=c + 0.1),
+            T=[4, 16, 64],
+            log_deficit_aicc=dict(least=least, most=most, variants=8),
+        ),
+    )
 
 
 def _cells(ms):
@@ -98,42 +133,76 @@ def _cells(ms):
 
 def test_the_reading_follows_the_directions_of_one_init_and_best_of_r():
     from attnsweep.presentation.samples_or_optimisation import reading
+
     cells = {"one init": _cells([10.0, 20.0, 40.0]), "best of 4": _cells([5.0, 10.0, 20.0])}
-    both = reading({"one init": _series("one init", "faster than log", 0.5),
-                    "best of 4": _series("best of 4", "faster than log", 0.5)}, cells)
+    both = reading(
+        {
+            "one init": _series("one init", "faster than log", 0.5),
+            "best of 4": _series("best of 4", "faster than log", 0.5),
+        },
+        cells,
+    )
     assert "does not bring m* to log growth" in both and "geometric mean of 0.50 over the 3 T" in both
-    fixed = reading({"one init": _series("one init", "faster than log", 0.5),
-                     "best of 4": _series("best of 4", "log", 0.1)}, cells)
+    fixed = reading(
+        {
+            "one init": _series("one init", "faster than log", 0.5),
+            "best of 4": _series("best of 4", "log", 0.1),
+        },
+        cells,
+    )
     assert "optimisation from one initialisation is what makes m* grow faster than log" in fixed
-    open_ = reading({"one init": _series("one init", "faster than log", 0.5),
-                     "best of 4": _series("best of 4", "undecided", 0.3)}, cells)
+    open_ = reading(
+        {
+            "one init": _series("one init", "faster than log", 0.5),
+            "best of 4": _series("best of 4", "undecided", 0.3),
+        },
+        cells,
+    )
     assert "do not decide" in open_
 
 
 def test_a_probe_that_fits_within_the_bound_names_the_cell_optimisation_limited():
     from attnsweep.presentation.samples_or_optimisation import probe_text
+
     cell = dict(T=4096, norm_bound=2.0, m_min=8192, m_max=8192)
     base = dict(status="done", max_epochs=1500, batch_size=1024, lr=3e-3, test_acc=0.99)
-    fits = pl.DataFrame([dict(base, train_acc=1.0, norm_qk=2.0, epochs=700),
-                         dict(base, train_acc=0.9, norm_qk=2.0, epochs=1500)])
+    fits = pl.DataFrame(
+        [
+            dict(base, train_acc=1.0, norm_qk=2.0, epochs=700),
+            dict(base, train_acc=0.9, norm_qk=2.0, epochs=1500),
+        ]
+    )
     assert "1 of 2 fit their training set with a head within the bound" in probe_text(cell, fits)
     assert "optimisation-limited, not representation-limited" in probe_text(cell, fits)
     # A fit whose head left the bound does not count, and none fitting is named a limit with what was tried.
-    none = pl.DataFrame([dict(base, train_acc=1.0, norm_qk=2.5, epochs=700),
-                         dict(base, train_acc=0.9, norm_qk=2.0, epochs=1500)])
+    none = pl.DataFrame(
+        [
+            dict(base, train_acc=1.0, norm_qk=2.5, epochs=700),
+            dict(base, train_acc=0.9, norm_qk=2.0, epochs=1500),
+        ]
+    )
     text = probe_text(cell, none)
     assert "none fit within the budget" in text and "1500 epochs of minibatches of 1024, lr 0.003" in text
 
 
 def test_the_headline_names_the_probe_cells_a_head_within_the_bound_fits():
     from attnsweep.presentation.samples_or_optimisation import probe_headline
-    cells = pl.DataFrame([dict(run_id="r", model="transformer", T=4096, norm_bound=2.0, m_min=8192, m_max=8192),
-                          dict(run_id="r", model="transformer", T=512, norm_bound=1.0, m_min=8192, m_max=8192),
-                          dict(run_id="r", model="transformer", T=64, norm_bound=1.0, m_min=8, m_max=512)])
+
+    cells = pl.DataFrame(
+        [
+            dict(run_id="r", model="transformer", T=4096, norm_bound=2.0, m_min=8192, m_max=8192),
+            dict(run_id="r", model="transformer", T=512, norm_bound=1.0, m_min=8192, m_max=8192),
+            dict(run_id="r", model="transformer", T=64, norm_bound=1.0, m_min=8, m_max=512),
+        ]
+    )
     base = dict(run_id="r", model="transformer", m=8192, status="done", test_acc=1.0)
-    rows = pl.DataFrame([dict(base, T=4096, norm_bound=2.0, train_acc=1.0, norm_qk=2.0),   # fits within B = 2
-                         dict(base, T=512, norm_bound=1.0, train_acc=1.0, norm_qk=1.3),    # fits, outside B = 1
-                         dict(base, T=512, norm_bound=1.0, train_acc=0.97, norm_qk=1.0)])  # within, no fit
+    rows = pl.DataFrame(
+        [
+            dict(base, T=4096, norm_bound=2.0, train_acc=1.0, norm_qk=2.0),  # fits within B = 2
+            dict(base, T=512, norm_bound=1.0, train_acc=1.0, norm_qk=1.3),  # fits, outside B = 1
+            dict(base, T=512, norm_bound=1.0, train_acc=0.97, norm_qk=1.0),
+        ]
+    )  # within, no fit
     text = probe_headline(cells, rows)
     assert "heads within the bound fit their training sets at T = 4096 (B = 2)" in text
     assert "no head within the bound fit at T = 512 (B = 1)" in text
@@ -145,7 +214,13 @@ def test_claims_other_than_l1_read_one_init_cells_only():
     # A restart run's any-of-R and best-of-R cells are learners of their own: R (and L2-L4)
     # compare one trained head per training set, as the paper does.
     from attnsweep.stats.boolean_cells import one_init
-    m_star = pl.DataFrame({"T": [128, 128, 128, 256], "learner": ["one init", "any of 4", "best of 4", None],
-                           "m_star": [60.0, 40.0, 90.0, 70.0]})
+
+    m_star = pl.DataFrame(
+        {
+            "T": [128, 128, 128, 256],
+            "learner": ["one init", "any of 4", "best of 4", None],
+            "m_star": [60.0, 40.0, 90.0, 70.0],
+        }
+    )
     assert one_init(m_star)["m_star"].to_list() == [60.0, 70.0]
     assert one_init(m_star.drop("learner")).height == 4

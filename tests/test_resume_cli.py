@@ -17,9 +17,16 @@ SPEC = "name: rs\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1
 
 def _cli(*args, cwd):
     env = dict(os.environ, COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args, "--local", "--no-analyze"]
-                          if args[0] in ("run", "resume") else [sys.executable, "-m", "attnsweep.cli", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args, "--local", "--no-analyze"]
+        if args[0] in ("run", "resume")
+        else [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _first_run(tmp_path):

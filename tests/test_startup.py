@@ -30,8 +30,14 @@ print(json.dumps(dict(code=code, heavy=heavy)), file=sys.stderr)
 
 
 def _light(*args):
-    proc = subprocess.run([sys.executable, "-c", _RUN, *args], input=json.dumps(HEAVY) + "\n", capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN, *args],
+        input=json.dumps(HEAVY) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     result = json.loads(proc.stderr.strip().splitlines()[-1])
     return result["code"], result["heavy"], proc.stdout
 
@@ -52,13 +58,16 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # nothing listens once it is closed
 
 
-@pytest.mark.parametrize("args", [
-    ("--help",),
-    ("run", "--help"),
-    ("validate", "sweeps/quickstart.yaml"),
-    ("validate", "sweeps/symmetry.yaml"),
-    ("validate", "sweeps/decades.yaml"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("run", "--help"),
+        ("validate", "sweeps/quickstart.yaml"),
+        ("validate", "sweeps/symmetry.yaml"),
+        ("validate", "sweeps/decades.yaml"),
+    ],
+)
 def test_help_and_validate_load_no_heavy_package(args):
     code, heavy, out = _light(*args)
     assert code == 0 and heavy == []

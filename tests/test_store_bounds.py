@@ -20,8 +20,10 @@ import pytest
 
 ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="250", ATTNSWEEP_CACHE_DIR="off")
 ENV.pop("ATTNSWEEP_MAX_FILE_MB", None)
-SPEC = ("name: tiny\nseeds: 2\ngrid: {T: [8, 16], m: [16, 64]}\n"
-        "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 20}\n")  # 8 trials, one part file
+SPEC = (
+    "name: tiny\nseeds: 2\ngrid: {T: [8, 16], m: [16, 64]}\n"
+    "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 20}\n"
+)  # 8 trials, one part file
 GIB = 2**30
 SMALL_MB = 600
 """Peak memory (MB) a command may reach on the hostile files: a CLI query over the tiny store
@@ -29,8 +31,14 @@ peaks at 260-300 MB here (its libraries); each file below takes 1-8 GB if read o
 
 
 def _cli(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env or ENV,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env or ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 # The command runs as the only child of a small Python process, which reports the child's
@@ -45,8 +53,14 @@ print(json.dumps(dict(rc=proc.returncode, out=proc.stdout, err=proc.stderr,
 
 def _peak(*args, cwd: Path, env: dict | None = None) -> dict:
     """Run the CLI with ``args``; its exit code, output and peak memory in MB (Linux: ru_maxrss in KiB)."""
-    proc = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd,
-                          env=env or ENV, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK, sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env or ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -83,7 +97,16 @@ def _part(work: Path) -> Path:
 
 
 def _count(work: Path, table: str = "trials", env: dict | None = None) -> tuple[int, str]:
-    got = _cli("query", f"select count(*) as n from {table}", "--format", "csv", "--store", "S", cwd=work, env=env)
+    got = _cli(
+        "query",
+        f"select count(*) as n from {table}",
+        "--format",
+        "csv",
+        "--store",
+        "S",
+        cwd=work,
+        env=env,
+    )
     assert got.returncode == 0 and "Traceback" not in got.stderr, got.stderr
     return int(got.stdout.split()[1]), _flat(got.stderr)
 
@@ -105,6 +128,7 @@ def _line(text: str, *words: str) -> str:
 # The tester's 66 KB file (one row, its error 1.5 GB of 'x', zstd) took 14 GB to write with
 # pyarrow; written here by hand (Thrift compact protocol, parquet.thrift), with the page
 # compressed as a stream, it takes a few MB and a few seconds.
+
 
 def _uvarint(n: int) -> bytes:
     out = bytearray()
@@ -163,14 +187,30 @@ def _string_file(path: Path, columns: dict[str, tuple[int, bytes, int]], claim: 
     out = bytearray(b"PAR1")
     chunks, total = [], 0
     for name, (codec, stored, plain) in columns.items():
-        page = _Struct().i32(1, 0).i32(2, plain).i32(3, len(stored)).struct(
-            5, _Struct().i32(1, 1).i32(2, 0).i32(3, 3).i32(4, 3).end()).end()
+        page = (
+            _Struct()
+            .i32(1, 0)
+            .i32(2, plain)
+            .i32(3, len(stored))
+            .struct(5, _Struct().i32(1, 1).i32(2, 0).i32(3, 3).i32(4, 3).end())
+            .end()
+        )
         offset = len(out)
         out += page + stored
         size = len(page) + (claim or {}).get(name, plain)
         total += size
-        meta = (_Struct().i32(1, 6).list(2, 5, [_zz(0), _zz(3)]).list(3, 8, [_uvarint(len(name)) + name.encode()])
-                .i32(4, codec).i64(5, 1).i64(6, size).i64(7, len(page) + len(stored)).i64(9, offset).end())
+        meta = (
+            _Struct()
+            .i32(1, 6)
+            .list(2, 5, [_zz(0), _zz(3)])
+            .list(3, 8, [_uvarint(len(name)) + name.encode()])
+            .i32(4, codec)
+            .i64(5, 1)
+            .i64(6, size)
+            .i64(7, len(page) + len(stored))
+            .i64(9, offset)
+            .end()
+        )
         chunks.append(_Struct().i64(2, offset).struct(3, meta).end())
     schema = [_Struct().text(4, "schema").i32(5, len(columns)).end()]
     schema += [_Struct().i32(1, 6).i32(3, 0).text(4, name).i32(6, 0).end() for name in columns]
@@ -190,12 +230,18 @@ def _bomb(path: Path, n: int = 1536 * 2**20, claim: int | None = None) -> None:
     z.write(b"x" * (n % len(chunk)))
     z.close()
     tid = b"bomb"
-    _string_file(path, {"trial_id": (0, struct.pack("<I", len(tid)) + tid, 4 + len(tid)),
-                        "error": (6, sink.getvalue().to_pybytes(), 4 + n)},
-                 claim=None if claim is None else {"error": claim})
+    _string_file(
+        path,
+        {
+            "trial_id": (0, struct.pack("<I", len(tid)) + tid, 4 + len(tid)),
+            "error": (6, sink.getvalue().to_pybytes(), 4 + n),
+        },
+        claim=None if claim is None else {"error": claim},
+    )
 
 
 # -- 1. memory stays small ------------------------------------------------------------------
+
 
 def test_a_sparse_file_with_magic_at_both_ends_is_refused_from_its_footer_alone(work):
     _, folder = _run(work)
@@ -249,8 +295,14 @@ def test_strings_of_a_dictionary_are_counted_before_any_reader_expands_them(work
     one = pa.array(["y" * (16 * 2**20)])  # one 16 MiB string, its dictionary entry; 64 rows point at it: 1 GiB
     error = pa.DictionaryArray.from_arrays(pa.array([0] * 64, pa.int32()), one)
     table = pa.table({"trial_id": [f"d{i}" for i in range(64)], "error": error})
-    pq.write_table(table, victim, dictionary_pagesize_limit=64 * 2**20, store_schema=False, compression="zstd",
-                   write_page_checksum=True)
+    pq.write_table(
+        table,
+        victim,
+        dictionary_pagesize_limit=64 * 2**20,
+        store_schema=False,
+        compression="zstd",
+        write_page_checksum=True,
+    )
     assert victim.stat().st_size < 100_000
     got = _peak("query", "select count(*) as n from trials", "--format", "csv", "--store", "S", cwd=work)
     assert got["rc"] == 0 and got["out"].split() == ["n", "8"], got
@@ -267,15 +319,26 @@ def test_prefix_encoded_strings_are_bounded_from_the_footer_and_read_within_it(w
     prefixed = folder / "part-99999999999999999999-delta000.parquet"
     one = "z" * 2**20
     table = pa.table({"trial_id": [f"z{i}" for i in range(40)], "error": [one] * 40})
-    pq.write_table(table, prefixed, use_dictionary=False, column_encoding={"error": "DELTA_BYTE_ARRAY"},
-                   compression="zstd", write_statistics=False)
+    pq.write_table(
+        table,
+        prefixed,
+        use_dictionary=False,
+        column_encoding={"error": "DELTA_BYTE_ARRAY"},
+        compression="zstd",
+        write_statistics=False,
+    )
     assert pq.read_metadata(prefixed).row_group(0).column(1).total_uncompressed_size < 2 * 2**20
     n, said = _count(work, env=dict(ENV, ATTNSWEEP_MAX_FILE_MB="16"))  # 40 MiB of strings once decoded
     assert n == 8 and prefixed.name in said and "more than the 16 MiB" in said
     assert _count(work) == (48, "")  # within the default limit: read, not taken for damage
     lengths = folder / "part-99999999999999999999-delta001.parquet"
-    pq.write_table(table.set_column(0, "trial_id", pa.array([f"w{i}" for i in range(40)])), lengths,
-                   use_dictionary=False, column_encoding={"error": "DELTA_LENGTH_BYTE_ARRAY"}, compression="zstd")
+    pq.write_table(
+        table.set_column(0, "trial_id", pa.array([f"w{i}" for i in range(40)])),
+        lengths,
+        use_dictionary=False,
+        column_encoding={"error": "DELTA_LENGTH_BYTE_ARRAY"},
+        compression="zstd",
+    )
     assert _count(work) == (88, "")
 
 
@@ -286,10 +349,16 @@ def test_the_page_check_takes_files_of_every_writer_and_of_no_rows(work):
     real = pq.read_table(part)
     ids = lambda tag: pa.array([f"{tag}{i}" for i in range(8)])  # noqa: E731
     pq.write_table(real.slice(0, 0), part.with_name("part-99999999999999999990-empty000.parquet"))  # a chunk of no rows
-    pq.write_table(real.set_column(0, "trial_id", ids("v")), part.with_name("part-99999999999999999991-v2pages0.parquet"),
-                   data_page_version="2.0", write_page_index=True, compression="gzip")
+    pq.write_table(
+        real.set_column(0, "trial_id", ids("v")),
+        part.with_name("part-99999999999999999991-v2pages0.parquet"),
+        data_page_version="2.0",
+        write_page_index=True,
+        compression="gzip",
+    )
     pl.from_arrow(real.set_column(0, "trial_id", ids("p"))).write_parquet(
-        part.with_name("part-99999999999999999992-polars00.parquet"), data_page_size=512)
+        part.with_name("part-99999999999999999992-polars00.parquet"), data_page_size=512
+    )
     assert _count(work) == (24, "")
 
 
@@ -299,8 +368,11 @@ def test_the_limit_is_generous_for_real_rows_and_set_by_its_variable(work):
     # 5,000 trials (the writer's flush_rows), each failed with a 4 KB traceback: a large real part file.
     rows = pa.concat_tables([real] * 625)
     rows = rows.set_column(0, "trial_id", pa.array([f"f{i}" for i in range(rows.num_rows)]))
-    rows = rows.set_column(rows.schema.get_field_index("error"), "error",
-                           pa.array([f"Traceback {i}\n" + "  File x, line 1\n" * 240 for i in range(rows.num_rows)]))
+    rows = rows.set_column(
+        rows.schema.get_field_index("error"),
+        "error",
+        pa.array([f"Traceback {i}\n" + "  File x, line 1\n" * 240 for i in range(rows.num_rows)]),
+    )
     big = part.with_name("part-99999999999999999999-real0000.parquet")
     pq.write_table(rows, big, write_page_checksum=True)
     assert _count(work) == (5008, "")  # read, no warning: within the default limit
@@ -313,8 +385,8 @@ def test_the_limit_is_generous_for_real_rows_and_set_by_its_variable(work):
 
 def test_compact_writes_no_file_its_readers_would_refuse(work, monkeypatch):
     from attnsweep.results import ResultsStore
-    from attnsweep.results.integrity import compact_store
     from attnsweep.results.file_limits import decoded_estimate
+    from attnsweep.results.integrity import compact_store
 
     part = _part(work)
     real = pq.read_table(part)
@@ -334,6 +406,7 @@ def test_compact_writes_no_file_its_readers_would_refuse(work, monkeypatch):
 
 
 # -- 2. store check says what analyze says ---------------------------------------------------
+
 
 def test_a_run_missing_rows_fails_store_check(work):
     run_id, _ = _run(work)
@@ -380,8 +453,11 @@ def test_a_second_run_record_fails_store_check_and_is_not_read(work):
 def test_a_part_file_without_trial_ids_is_no_trial_file_for_any_reader(work):
     run_id, folder = _run(work)
     real = pq.read_table(_part(work))
-    pq.write_table(real.drop_columns(["trial_id"]), folder / "part-99999999999999999999-noid0000.parquet",
-                   write_page_checksum=True)
+    pq.write_table(
+        real.drop_columns(["trial_id"]),
+        folder / "part-99999999999999999999-noid0000.parquet",
+        write_page_checksum=True,
+    )
     check = _check(work)
     assert check.returncode == 1 and "trial None" not in check.stdout
     assert "lacks the column(s) trial_id" in _line(check.stdout, "noid0000.parquet", run_id)
@@ -397,6 +473,7 @@ def test_an_intact_store_still_checks_ok(work):
 
 
 # -- 3. one odd folder does not stop a compaction ------------------------------------------
+
 
 def test_compact_skips_a_badly_named_folder_and_compacts_the_rest(work):
     run_id, folder = _run(work)

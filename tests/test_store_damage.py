@@ -18,14 +18,23 @@ import pyarrow.parquet as pq
 import pytest
 
 ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="250")
-SPEC = ("name: dmg\nseeds: 2\ngrid: {T: [8, 16], m: [16, 32]}\n"
-        "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 5}\n"
-        "execution: {pack_size: 1, flush_rows: 1}\n")  # one row per part file
+SPEC = (
+    "name: dmg\nseeds: 2\ngrid: {T: [8, 16], m: [16, 32]}\n"
+    "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 5}\n"
+    "execution: {pack_size: 1, flush_rows: 1}\n"
+)  # one row per part file
 
 
 def _cli(*args, cwd, prefix=(), **kw):
-    return subprocess.run([*prefix, sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=kw.pop("env", ENV),
-                          capture_output=True, text=True, timeout=600, **kw)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=kw.pop("env", ENV),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +64,11 @@ def _run_id(work: Path) -> str:
 def _damage_a_page(path: Path, column: str = "test_acc") -> None:
     """Flip a bit in the last byte of ``column``'s page: data, not footer, is changed."""
     meta = pq.read_metadata(path)
-    chunk = next(meta.row_group(0).column(i) for i in range(meta.num_columns)
-                 if meta.row_group(0).column(i).path_in_schema == column)
+    chunk = next(
+        meta.row_group(0).column(i)
+        for i in range(meta.num_columns)
+        if meta.row_group(0).column(i).path_in_schema == column
+    )
     data = bytearray(path.read_bytes())
     data[chunk.data_page_offset + chunk.total_compressed_size - 1] ^= 0x40
     path.write_bytes(bytes(data))
@@ -118,14 +130,18 @@ def test_one_file_with_a_string_metric_is_set_aside_and_everything_else_reads(wo
     query = _cli("query", "SELECT count(*) AS n, avg(test_acc) AS a FROM trials", "--format", "csv", cwd=work)
     assert query.returncode == 0, query.stderr
     assert query.stdout.split()[1].split(",")[0] == "8"
-    assert "part-odd.parquet" in query.stderr.replace("\n", "") and "test_acc is string, but double" in _flat(query.stderr)
+    assert "part-odd.parquet" in query.stderr.replace("\n", "") and "test_acc is string, but double" in _flat(
+        query.stderr
+    )
     analyze = _cli("analyze", cwd=work)
     assert analyze.returncode == 0 and "critical sample size" in analyze.stdout, analyze.stderr[-3000:]
     assert "incomplete" not in analyze.stderr  # all 8 rows of the run are read
     report = _cli("report", _run_id(work), "--out", "rep", cwd=work)
     assert report.returncode == 0 and "part-odd.parquet" in report.stderr.replace("\n", "")
     check = _cli("store", "check", cwd=work)
-    assert check.returncode == 1 and "schema" in check.stdout and "test_acc is string" in check.stdout.replace("\n", " ")
+    assert (
+        check.returncode == 1 and "schema" in check.stdout and "test_acc is string" in check.stdout.replace("\n", " ")
+    )
 
 
 def _read_only():
@@ -184,7 +200,10 @@ def test_a_part_file_copied_in_twice_is_counted_once_and_said(work, finished):
     assert twice.stdout == once.stdout  # the same m* table: the repeated trial is counted once
     assert "holds 9 rows for its 8 trials; 1 rows repeat a trial id" in _flat(twice.stderr)
     query = _cli("query", "SELECT count(*) AS n FROM trials", "--format", "csv", cwd=work)
-    assert query.stdout.split() == ["n", "9"]  # query shows what is stored; store check names the duplicate
+    assert query.stdout.split() == [
+        "n",
+        "9",
+    ]  # query shows what is stored; store check names the duplicate
     check = _cli("store", "check", cwd=work)
     assert check.returncode == 1 and "duplicate" in check.stdout
 

@@ -72,12 +72,20 @@ def s3(tmp_path_factory):
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = S3Server(_free_port())
     nowhere = tmp_path_factory.mktemp("aws") / "none"  # no user's AWS config or credentials file is read
-    env = dict(AWS_ENDPOINT_URL=server.url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-               AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE=str(nowhere),
-               AWS_SHARED_CREDENTIALS_FILE=str(nowhere), NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
-               # botocore's own retries off (s3fs still tries 5 times): a refused connection fails in
-               # about 2 s instead of 10, which is all the tests of an absent server wait for.
-               AWS_MAX_ATTEMPTS="1")
+    env = dict(
+        AWS_ENDPOINT_URL=server.url,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_CONFIG_FILE=str(nowhere),
+        AWS_SHARED_CREDENTIALS_FILE=str(nowhere),
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+        # botocore's own retries off (s3fs still tries 5 times): a refused connection fails in
+        # about 2 s instead of 10, which is all the tests of an absent server wait for.
+        AWS_MAX_ATTEMPTS="1",
+    )
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
@@ -125,7 +133,13 @@ def _parquet(table: pa.Table) -> bytes:
 
 # -- the store's own reads and writes on S3 ---------------------------------------------
 
-RECORD = {"status": "finished", "started_at": None, "n_trials": 1, "spec_hash": "h", "spec_yaml": "y"}
+RECORD = {
+    "status": "finished",
+    "started_at": None,
+    "n_trials": 1,
+    "spec_hash": "h",
+    "spec_yaml": "y",
+}
 
 
 def test_files_another_process_writes_are_seen_by_the_next_read(bucket):
@@ -138,9 +152,15 @@ def test_files_another_process_writes_are_seen_by_the_next_read(bucket):
     store.write_trials("sw", "r1", pa.table({"trial_id": ["a"], "x": [1]}))
     assert store.scan_trials().collect()["trial_id"].to_list() == ["a"]
     # Another process's write (its own client: the server only hears of it).
-    _put(bucket, "store/trials/sweep=sw/run_id=r1/part-99999999999999999999-0000beef.parquet",
-         _parquet(pa.table({"trial_id": ["b"], "x": [2]})))
-    assert sorted(ResultsStore(f"s3://{bucket}/store").scan_trials().collect()["trial_id"]) == ["a", "b"]
+    _put(
+        bucket,
+        "store/trials/sweep=sw/run_id=r1/part-99999999999999999999-0000beef.parquet",
+        _parquet(pa.table({"trial_id": ["b"], "x": [2]})),
+    )
+    assert sorted(ResultsStore(f"s3://{bucket}/store").scan_trials().collect()["trial_id"]) == [
+        "a",
+        "b",
+    ]
     assert sorted(store.scan_trials().collect()["trial_id"]) == ["a", "b"]
 
 
@@ -192,9 +212,11 @@ def test_an_unreachable_server_is_an_os_error_and_no_reason_to_quarantine(s3, bu
 
 # -- attnsweep against s3:// end to end ---------------------------------------------------
 
-SWEEP = ("name: kills\nseeds: 4\ngrid: {T: [8, 16], m: [32, 64, 128]}\n"
-         "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 300}\n"
-         "execution: {pack_size: 2, flush_rows: 2, flush_s: 0.1}\n")
+SWEEP = (
+    "name: kills\nseeds: 4\ngrid: {T: [8, 16], m: [32, 64, 128]}\n"
+    "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3, max_epochs: 300}\n"
+    "execution: {pack_size: 2, flush_rows: 2, flush_s: 0.1}\n"
+)
 """test_faults.py's sweep (24 trials; a run killed after 2 part files is mid-sweep)."""
 SAME = ["trial_id", "status", "epochs", "support", "T", "m", "seed"]
 """Columns an interrupted and resumed run has exactly as an uninterrupted one."""
@@ -207,8 +229,14 @@ def _env(home) -> dict:
 
 
 def _cli(*args, cwd, env, timeout=600):
-    return subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _wait_for_parts(bucket: str, n: int, proc, timeout: float = 300) -> None:
@@ -235,9 +263,14 @@ def resumed(s3, tmp_path_factory):
     bucket = f"attnsweep-{uuid.uuid4().hex[:10]}"
     boto3.client("s3").create_bucket(Bucket=bucket)
     uri = f"s3://{bucket}/store"
-    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", uri,
-                             "--no-analyze"], cwd=work, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", uri, "--no-analyze"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         _wait_for_parts(bucket, 2, proc)
     finally:
@@ -250,8 +283,16 @@ def resumed(s3, tmp_path_factory):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     whole = _cli("run", "spec.yaml", "--store", "whole", "--local", "--no-analyze", cwd=work, env=env)
     assert whole.returncode == 0, whole.stderr[-3000:]
-    return dict(work=work, env=env, bucket=bucket, uri=uri, run_id=run_id, partial=partial, died=died,
-                local=ResultsStore(work / "whole"))
+    return dict(
+        work=work,
+        env=env,
+        bucket=bucket,
+        uri=uri,
+        run_id=run_id,
+        partial=partial,
+        died=died,
+        local=ResultsStore(work / "whole"),
+    )
 
 
 def test_a_run_killed_with_sigkill_and_resumed_on_s3_holds_each_trial_once(resumed):
@@ -276,9 +317,14 @@ def test_a_run_killed_with_sigkill_and_resumed_on_s3_holds_each_trial_once(resum
     assert record["attempts"][0]["status"] == "died" and record["attempts"][0]["n_run"] == partial.height
     # Nothing but part files and the record: an object store has no temporary names.
     keys = _keys(resumed["bucket"])
-    assert all(re.fullmatch(rf"store/trials/sweep=kills/run_id={run_id}/part-\d{{20}}-[0-9a-f]{{8}}\.parquet", k)
-               for k in keys if k.startswith("store/trials/")), keys
-    assert [k for k in keys if not k.startswith("store/trials/")] == [f"store/runs/sweep=kills/run_id={run_id}/run.parquet"]
+    assert all(
+        re.fullmatch(rf"store/trials/sweep=kills/run_id={run_id}/part-\d{{20}}-[0-9a-f]{{8}}\.parquet", k)
+        for k in keys
+        if k.startswith("store/trials/")
+    ), keys
+    assert [k for k in keys if not k.startswith("store/trials/")] == [
+        f"store/runs/sweep=kills/run_id={run_id}/run.parquet"
+    ]
 
 
 def _local_id(resumed) -> str:
@@ -296,8 +342,9 @@ def test_query_analyze_and_report_on_s3_match_the_local_store(resumed):
     a_s3 = _cli("analyze", run_id, "--store", uri, "--figures", "fig-s3", cwd=work, env=env)
     a_local = _cli("analyze", local_id, "--store", "whole", "--figures", "fig-local", cwd=work, env=env)
     assert a_s3.returncode == 0, a_s3.stderr[-3000:]
-    assert (a_s3.stdout.replace(run_id, "RUN").replace("fig-s3", "FIG")
-            == a_local.stdout.replace(local_id, "RUN").replace("fig-local", "FIG"))
+    assert a_s3.stdout.replace(run_id, "RUN").replace("fig-s3", "FIG") == a_local.stdout.replace(
+        local_id, "RUN"
+    ).replace("fig-local", "FIG")
     assert sorted(p.name for p in (work / "fig-s3").iterdir()) == sorted(p.name for p in (work / "fig-local").iterdir())
     r_s3 = _cli("report", run_id, "--store", uri, "--publish", "--out", "pub-s3", cwd=work, env=env)
     assert r_s3.returncode == 0, r_s3.stderr[-3000:]
@@ -309,8 +356,11 @@ def test_query_analyze_and_report_on_s3_match_the_local_store(resumed):
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.splitlines()[-1] == verdicts
     published = pl.read_parquet(work / "pub-s3" / "trials.parquet")
-    assert published.select(SAME).sort("trial_id").equals(
-        resumed["local"].scan_trials().collect().select(SAME).sort("trial_id"))
+    assert (
+        published.select(SAME)
+        .sort("trial_id")
+        .equals(resumed["local"].scan_trials().collect().select(SAME).sort("trial_id"))
+    )
 
 
 def test_store_check_and_compact_on_s3(resumed):
@@ -323,7 +373,10 @@ def test_store_check_and_compact_on_s3(resumed):
     before = ResultsStore(uri).scan_trials().collect().sort("trial_id")
     n_parts = len(_keys(bucket, "store/trials/"))
     compact = _cli("store", "compact", "--store", uri, cwd=work, env=env)
-    assert compact.returncode == 0 and f"{n_parts} files -> 1" in compact.stdout, (compact.stdout, compact.stderr)
+    assert compact.returncode == 0 and f"{n_parts} files -> 1" in compact.stdout, (
+        compact.stdout,
+        compact.stderr,
+    )
     (part,) = _keys(bucket, "store/trials/")
     after = ResultsStore(uri).scan_trials().collect().sort("trial_id")
     assert after.equals(before)  # every row and value, exactly
@@ -338,15 +391,20 @@ def test_store_check_and_compact_on_s3(resumed):
     _put(bucket, "store/trials/stray.parquet", data)
     check = _cli("store", "check", "--store", uri, cwd=work, env=env)
     assert check.returncode == 1, check.stdout
-    assert (f"damaged: quarantine/trials/sweep=kills/run_id={run_id}/part-99999999999999999999-0badf00d.parquet"
-            in check.stdout), check.stdout
+    assert (
+        f"damaged: quarantine/trials/sweep=kills/run_id={run_id}/part-99999999999999999999-0badf00d.parquet"
+        in check.stdout
+    ), check.stdout
     assert "stray file: trials/stray.parquet" in check.stdout, check.stdout
-    assert f"store/quarantine/trials/sweep=kills/run_id={run_id}/part-99999999999999999999-0badf00d.parquet" in _keys(bucket)
+    assert f"store/quarantine/trials/sweep=kills/run_id={run_id}/part-99999999999999999999-0badf00d.parquet" in _keys(
+        bucket
+    )
     assert ResultsStore(uri).scan_trials().collect().sort("trial_id").equals(before)
 
 
-OUTAGE = SWEEP.replace("seeds: 4", "seeds: 8").replace("pack_size: 2, flush_rows: 2, flush_s: 0.1",
-                                                       "pack_size: 1, flush_rows: 1")
+OUTAGE = SWEEP.replace("seeds: 4", "seeds: 8").replace(
+    "pack_size: 2, flush_rows: 2, flush_s: 0.1", "pack_size: 1, flush_rows: 1"
+)
 """48 trials, each row written as it finishes (one PUT per trial)."""
 
 
@@ -359,9 +417,25 @@ def test_a_server_gone_mid_run_loses_no_finished_row_and_resume_completes_it(s3,
 
     (tmp_path / "spec.yaml").write_text(OUTAGE)
     env, uri = _env(tmp_path / "home"), f"s3://{bucket}/store"
-    proc = subprocess.Popen([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", uri, "--local",
-                             "--no-analyze"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "run",
+            "spec.yaml",
+            "--store",
+            uri,
+            "--local",
+            "--no-analyze",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _wait_for_parts(bucket, 3, proc)
         s3.stop()
@@ -375,8 +449,10 @@ def test_a_server_gone_mid_run_loses_no_finished_row_and_resume_completes_it(s3,
             proc.wait()
     assert proc.returncode == 2, stderr[-3000:]
     stderr = " ".join(stderr.split())  # the terminal wraps long lines
-    m = re.search(r"its (\d+) unwritten finished rows are saved in (\S+) \(the (\d+) rows before them are in the store\)",
-                  stderr)
+    m = re.search(
+        r"its (\d+) unwritten finished rows are saved in (\S+) \(the (\d+) rows before them are in the store\)",
+        stderr,
+    )
     assert m, stderr[-3000:]
     n_rescued, rescue, n_stored = int(m[1]), m[2], int(m[3])
     stored = ResultsStore(uri).scan_trials().collect()

@@ -16,17 +16,34 @@ from attnsweep.orchestrator.spec import parse_spec
 from attnsweep.results import ResultsStore, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ("name: w\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "
-        "max_epochs: 5}\nexecution: {pack_size: 1, flush_rows: 2}\n")
+SPEC = (
+    "name: w\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "
+    "max_epochs: 5}\nexecution: {pack_size: 1, flush_rows: 2}\n"
+)
 
 
 def test_a_store_whose_trials_is_a_file_is_refused_before_anything_trains(tmp_path):
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "trials").write_text("not a folder")
     (tmp_path / "spec.yaml").write_text(SPEC)
-    proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--store", "store", "--local",
-                           "--no-analyze"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "run",
+            "spec.yaml",
+            "--store",
+            "store",
+            "--local",
+            "--no-analyze",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0"},
+    )
     assert proc.returncode == 2, proc.stderr
     assert "store/trials is a file, not a folder" in " ".join(proc.stderr.split())
     assert not (tmp_path / "store" / "runs").exists()  # no run recorded as running
@@ -49,8 +66,13 @@ def test_a_refused_write_stops_the_run_records_it_failed_and_keeps_the_rows(tmp_
     spec = parse_spec(SPEC)
     store = RefusingStore(tmp_path / "store")
     with pytest.raises(StoreError, match="No space left on device") as info:
-        run_sweep(spec, store, LocalExecutor(spec.execution), run_id="20261201-000000-aaaaaa",
-                  console=Console(file=io.StringIO()))
+        run_sweep(
+            spec,
+            store,
+            LocalExecutor(spec.execution),
+            run_id="20261201-000000-aaaaaa",
+            console=Console(file=io.StringIO()),
+        )
     rescued = list((tmp_path / "rescue").glob("*.parquet"))
     assert len(rescued) == 1 and str(rescued[0]) in str(info.value)
     stored = store.scan_run_trials("w", "20261201-000000-aaaaaa").collect()

@@ -23,13 +23,27 @@ def silent_server(tcp_server):
 def _cli(*args, env=None):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="250", **(env or {}))
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "attnsweep.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnsweep.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done, time.monotonic() - t0
 
 
-@pytest.mark.parametrize("command", [["status", "raysubmit_x"], ["logs", "raysubmit_x"], ["logs", "raysubmit_x", "--follow"],
-                                     ["cancel", "raysubmit_x"], ["submit", "sweeps/quickstart.yaml"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status", "raysubmit_x"],
+        ["logs", "raysubmit_x"],
+        ["logs", "raysubmit_x", "--follow"],
+        ["cancel", "raysubmit_x"],
+        ["submit", "sweeps/quickstart.yaml"],
+    ],
+)
 def test_a_silent_job_server_ends_the_command_after_its_timeout(silent_server, command):
     done, took = _cli(*command, "--address", silent_server, "--timeout", "2")
     assert done.returncode == 2, done.stderr[-2000:]
@@ -45,8 +59,16 @@ def test_the_timeout_comes_from_the_environment_too(silent_server):
 
 def test_run_on_a_silent_cluster_address_ends_after_the_timeout(silent_server, tmp_path):
     address = silent_server.removeprefix("http://")
-    done, _ = _cli("run", "sweeps/quickstart.yaml", "--address", address, "--store", str(tmp_path / "s"),
-                   "--no-analyze", env={"ATTNSWEEP_TIMEOUT": "3"})
+    done, _ = _cli(
+        "run",
+        "sweeps/quickstart.yaml",
+        "--address",
+        address,
+        "--store",
+        str(tmp_path / "s"),
+        "--no-analyze",
+        env={"ATTNSWEEP_TIMEOUT": "3"},
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"no answer from the Ray cluster at {address} within 3 s" in " ".join(done.stderr.split())
     assert not (tmp_path / "s" / "runs").exists()  # nothing recorded: nothing ran

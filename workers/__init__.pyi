@@ -1,11 +1,20 @@
 """The public names of the package, for type checkers and IDEs; lazy_loader reads the same
 list at run time (``lazy.attach_stub`` in __init__.py), so there is one list."""
 
-from .config import BooleanTrialConfig as BooleanTrialConfig, SymmetryTrialConfig as SymmetryTrialConfig
-from .experiments import EXPERIMENTS as EXPERIMENTS, Experiment as Experiment
-from .equivariance import haar_orthogonal as haar_orthogonal, orthogonal_equivariance_error as orthogonal_equivariance_error, permutation_equivariance_error as permutation_equivariance_error
-from .models import MLP as MLP, CLSTransformer as CLSTransformer, build_model as build_model
-from .students import InnerProductStudent as InnerProductStudent, SeqMLP as SeqMLP, SeqTransformer as SeqTransformer, build_student as build_student
+from .config import BooleanTrialConfig as BooleanTrialConfig
+from .config import SymmetryTrialConfig as SymmetryTrialConfig
+from .equivariance import haar_orthogonal as haar_orthogonal
+from .equivariance import orthogonal_equivariance_error as orthogonal_equivariance_error
+from .equivariance import permutation_equivariance_error as permutation_equivariance_error
+from .experiments import EXPERIMENTS as EXPERIMENTS
+from .experiments import Experiment as Experiment
+from .models import MLP as MLP
+from .models import CLSTransformer as CLSTransformer
+from .models import build_model as build_model
 from .norms import matrix_norm as matrix_norm
 from .status import TrialStatus as TrialStatus
+from .students import InnerProductStudent as InnerProductStudent
+from .students import SeqMLP as SeqMLP
+from .students import SeqTransformer as SeqTransformer
+from .students import build_student as build_student
 from .train import train_pack as train_pack

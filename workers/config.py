@@ -47,8 +47,11 @@ N_TEST_MIN = 100
 def counts_whole(annotation) -> bool:
     """Whether a field of this type takes an integer and no float (so that a whole float
     given for it, as YAML reads ``1e4``, is that integer)."""
-    args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+    args = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
         else (annotation,)
+    )
     return int in args and float not in args
 
 
@@ -85,18 +88,29 @@ class BooleanTrialConfig(StrictSettings):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     # The target and the data.
-    task: TaskName = Field(description="s-sparse Boolean function: 'and', 'parity', or a task an installed "
-                           "package adds (docs/extending.md)")
+    task: TaskName = Field(
+        description="s-sparse Boolean function: 'and', 'parity', or a task an installed "
+        "package adds (docs/extending.md)"
+    )
     T: int = Field(ge=2, le=1_000_000, description="context length (bits per sample)")
     s: int = Field(ge=1, le=64, description="sparsity: number of relevant positions")
     m: int = Field(ge=1, le=100_000_000, description="training-set size (samples)")
     seed: int = Field(ge=0, lt=2**62, description="seeds the support, data and init")
-    restart: int = Field(0, ge=0, le=1023, description="which initialisation trains this training set: 0 is the "
-                         "seed's own; r > 0 draws the model afresh from (seed, r) while the support, training and "
-                         "test sets stay the seed's, so R restarts train one training set from R inits")
-    n_test: int = Field(2000, ge=N_TEST_MIN, le=10_000_000,
-                        description=f"held-out samples, at least {N_TEST_MIN}: test accuracy then resolves 0.01, so a "
-                                    "0.95 threshold means at most 5 errors in 100")
+    restart: int = Field(
+        0,
+        ge=0,
+        le=1023,
+        description="which initialisation trains this training set: 0 is the "
+        "seed's own; r > 0 draws the model afresh from (seed, r) while the support, training and "
+        "test sets stay the seed's, so R restarts train one training set from R inits",
+    )
+    n_test: int = Field(
+        2000,
+        ge=N_TEST_MIN,
+        le=10_000_000,
+        description=f"held-out samples, at least {N_TEST_MIN}: test accuracy then resolves 0.01, so a "
+        "0.95 threshold means at most 5 errors in 100",
+    )
     reject_ambiguous: bool = Field(True, description="redraw training sets >1 support explains")
     max_redraws: int = Field(100, ge=0, le=100_000, description="redraws before failing")
 
@@ -106,12 +120,18 @@ class BooleanTrialConfig(StrictSettings):
     layers: int = Field(1, ge=1, le=64, description="attention layers, or MLP hidden layers")
     heads: int = Field(1, ge=1, le=256, description="attention heads; must divide d")
     mlp_width: int = Field(256, ge=1, le=1_000_000, description="MLP baseline hidden width")
-    positions: Positions = Field("learned", description="transformer position codes: 'learned' (a trained (T+1) x d "
-                                 "table, the paper's protocol), 'fixed' (drawn once from N(0, 1) for (T, d), never "
-                                 "trained) or 'sinusoidal' (never trained)")
-    ln_affine: bool = Field(True, description="train the gain and bias of the LayerNorm before each attention head; "
-                            "false fixes them at 1 and 0, so every input the head reads has Euclidean norm sqrt(d) "
-                            "(the bounded inputs of Edelman et al., section 3)")
+    positions: Positions = Field(
+        "learned",
+        description="transformer position codes: 'learned' (a trained (T+1) x d "
+        "table, the paper's protocol), 'fixed' (drawn once from N(0, 1) for (T, d), never "
+        "trained) or 'sinusoidal' (never trained)",
+    )
+    ln_affine: bool = Field(
+        True,
+        description="train the gain and bias of the LayerNorm before each attention head; "
+        "false fixes them at 1 and 0, so every input the head reads has Euclidean norm sqrt(d) "
+        "(the bounded inputs of Edelman et al., section 3)",
+    )
 
     # The norm bound of the theory (None: unbounded).
     norm_bound: float | None = Field(None, gt=0, le=1e12, description="bound B on the norms")
@@ -134,11 +154,15 @@ class BooleanTrialConfig(StrictSettings):
         if self.model == "transformer" and self.d % self.heads:
             raise ValueError(f"heads must divide d (got d={self.d}, heads={self.heads})")
         if self.model != "transformer" and self.positions != "learned":
-            raise ValueError(f"positions {self.positions!r} is a setting of the transformer; the {self.model} has "
-                             "no position codes (leave it 'learned')")
+            raise ValueError(
+                f"positions {self.positions!r} is a setting of the transformer; the {self.model} has "
+                "no position codes (leave it 'learned')"
+            )
         if self.model != "transformer" and not self.ln_affine:
-            raise ValueError(f"ln_affine is a setting of the transformer; the {self.model} has no LayerNorm before a "
-                             "head (leave it true)")
+            raise ValueError(
+                f"ln_affine is a setting of the transformer; the {self.model} has no LayerNorm before a "
+                "head (leave it true)"
+            )
         return self
 
     def shape_key(self) -> tuple:
@@ -148,8 +172,7 @@ class BooleanTrialConfig(StrictSettings):
         trial inside a pack (per-trial generators, per-trial projection radius, per-trial fault).
         """
         return tuple(
-            (k, v) for k, v in self.model_dump().items()
-            if k not in ("seed", "restart", "norm_bound", "fault")
+            (k, v) for k, v in self.model_dump().items() if k not in ("seed", "restart", "norm_bound", "fault")
         )
 
 
@@ -179,7 +202,8 @@ class SymmetryTrialConfig(StrictSettings):
     # The student.
     model: StudentModel = Field("transformer", description="generic transformer or MLP")
     equivariance: Equivariance = Field(
-        "none", description="none; orthogonal (inner-product form); augment (random rotations); permutation (no positions)"
+        "none",
+        description="none; orthogonal (inner-product form); augment (random rotations); permutation (no positions)",
     )
     width: int = Field(32, ge=1, le=65_536, description="transformer width")
     heads: int = Field(4, ge=1, le=256, description="attention heads (transformer and inner-product form)")
@@ -197,8 +221,10 @@ class SymmetryTrialConfig(StrictSettings):
     @model_validator(mode="after")
     def _check_student(self) -> SymmetryTrialConfig:
         if self.equivariance == "orthogonal" and self.model != "transformer":
-            raise ValueError("model must be left out for the inner-product student (equivariance 'orthogonal'): "
-                             "it has no model choice")
+            raise ValueError(
+                "model must be left out for the inner-product student (equivariance 'orthogonal'): "
+                "it has no model choice"
+            )
         if self.equivariance == "permutation" and self.model != "transformer":
             raise ValueError("equivariance 'permutation' needs model 'transformer' (an MLP has no position-free form)")
         if self.model == "transformer" and self.equivariance != "orthogonal" and self.width % self.heads:

@@ -15,8 +15,12 @@ import torch
 from attnsweep.workers.experiments import EXPERIMENTS
 
 
-def run_pack(configs: list[dict], num_threads: int = 1, device: str | None = None,
-             experiment: str = "sparse_boolean") -> list[dict]:
+def run_pack(
+    configs: list[dict],
+    num_threads: int = 1,
+    device: str | None = None,
+    experiment: str = "sparse_boolean",
+) -> list[dict]:
     """Train a pack of ``experiment`` in this process with ``num_threads`` torch threads;
     rows as in :func:`workers.train.train_pack` or :func:`workers.train_symmetry.train_symmetry_pack`.
 
@@ -56,8 +60,13 @@ class PackWorker:
 
     def info(self) -> dict:
         """Where this worker runs: ``host``, ``pid``, ``device``, ``threads``, packs trained."""
-        return dict(host=socket.gethostname(), pid=os.getpid(), device=self.device,
-                    threads=torch.get_num_threads(), packs=self.packs)
+        return dict(
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            device=self.device,
+            threads=torch.get_num_threads(),
+            packs=self.packs,
+        )
 
 
 PackWorkerActor = ray.remote(PackWorker)

@@ -24,9 +24,7 @@ from attnsweep.tasks.seeding import generator as seeded_generator
 SeqFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def haar_orthogonal(
-    d: int, count: int, generator: torch.Generator, dtype: torch.dtype = torch.float64
-) -> torch.Tensor:
+def haar_orthogonal(d: int, count: int, generator: torch.Generator, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """``count`` Haar-distributed orthogonal matrices: ``(count, d, d)`` of ``dtype``.
 
     Q comes from the QR decomposition of a matrix of i.i.d. N(0, 1) entries, with each
@@ -52,7 +50,11 @@ def haar_orthogonal(
 
 @torch.no_grad()
 def orthogonal_equivariance_error(
-    f: SeqFn, X: torch.Tensor, K: torch.Tensor, n_q: int = 8, generator: torch.Generator | None = None
+    f: SeqFn,
+    X: torch.Tensor,
+    K: torch.Tensor,
+    n_q: int = 8,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """E(Q) = ||f(X Q^T, K Q^T) - f(X, K) Q^T||_F / ||f(X, K)||_F for n_q Haar-random Q.
 
@@ -81,7 +83,11 @@ def orthogonal_equivariance_error(
 
 @torch.no_grad()
 def permutation_equivariance_error(
-    f: SeqFn, X: torch.Tensor, K: torch.Tensor, n_perm: int = 8, generator: torch.Generator | None = None
+    f: SeqFn,
+    X: torch.Tensor,
+    K: torch.Tensor,
+    n_perm: int = 8,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """E(P) = ||f(P X, K) - P f(X, K)||_F / ||f(X, K)||_F for n_perm random permutations.
 

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
-from attnsweep.workers.memory import boolean_trial_bytes, boolean_working_bytes, symmetry_trial_bytes, symmetry_working_bytes
+from attnsweep.workers.memory import (
+    boolean_trial_bytes,
+    boolean_working_bytes,
+    symmetry_trial_bytes,
+    symmetry_working_bytes,
+)
 from attnsweep.workers.stacking import boolean_stacks, symmetry_stacks
 
 
@@ -59,7 +64,9 @@ def _train_symmetry(configs, device=None):
 
 EXPERIMENTS: dict[str, Experiment] = {
     "sparse_boolean": Experiment(
-        "sparse_boolean", BooleanTrialConfig, _train_boolean,
+        "sparse_boolean",
+        BooleanTrialConfig,
+        _train_boolean,
         example={"task": "and", "T": 64, "s": 1, "m": 1, "seed": 0},
         cross_fields=("T", "s", "d", "heads", "model", "positions", "ln_affine"),
         memory_bytes=boolean_trial_bytes,
@@ -67,7 +74,9 @@ EXPERIMENTS: dict[str, Experiment] = {
         stacks=boolean_stacks,
     ),
     "symmetry": Experiment(
-        "symmetry", SymmetryTrialConfig, _train_symmetry,
+        "symmetry",
+        SymmetryTrialConfig,
+        _train_symmetry,
         example={"teacher": "equivariant", "n": 4, "k": 2, "d": 4, "m": 1, "seed": 0},
         cross_fields=("model", "equivariance", "width", "heads"),
         memory_bytes=symmetry_trial_bytes,

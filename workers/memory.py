@@ -89,8 +89,11 @@ def boolean_working_bytes(cfg: BooleanTrialConfig) -> int:
         train = FLOAT_BYTES * (PARAM_COPIES * n_params + tables + data + batch * acts)
         n_eval = rows + 16 * cfg.d
     else:
-        acts = TRANSFORMER_ACTS_PER_TOKEN * (cfg.T + 1) * cfg.d * cfg.layers if cfg.model == "transformer" \
+        acts = (
+            TRANSFORMER_ACTS_PER_TOKEN * (cfg.T + 1) * cfg.d * cfg.layers
+            if cfg.model == "transformer"
             else 4 * max(cfg.T, cfg.mlp_width) * cfg.layers
+        )
         train = FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (cfg.T + 1) + batch * acts)
         n_eval = acts // max(cfg.layers, 1) // 2
     scoring = FLOAT_BYTES * PARAM_COPIES * n_params + min(EVAL_BUDGET_BYTES, cfg.n_test * FLOAT_BYTES * n_eval)
@@ -147,8 +150,9 @@ def boolean_param_count(model: str, T: int, d: int, layers: int, heads: int, mlp
     raise ValueError(f"model must be 'transformer' or 'mlp', got {model!r}")
 
 
-def symmetry_param_count(model: str, equivariance: str, n: int, k: int, d: int, width: int, heads: int,
-                         hidden: int = 16) -> int:
+def symmetry_param_count(
+    model: str, equivariance: str, n: int, k: int, d: int, width: int, heads: int, hidden: int = 16
+) -> int:
     """Exact parameter count of the symmetry student of workers/students.py, in closed form.
 
     :class:`~workers.students.SeqTransformer` (width w): input projection ``d w + w``,

@@ -273,8 +273,9 @@ class MLP(nn.Module):
         return self.readout(self.hidden(2.0 * x.float() - 1.0)).squeeze(-1)
 
 
-def build_model(model: str, T: int, d: int, layers: int, heads: int, mlp_width: int,
-                positions: str = "learned") -> nn.Module:
+def build_model(
+    model: str, T: int, d: int, layers: int, heads: int, mlp_width: int, positions: str = "learned"
+) -> nn.Module:
     """The model a trial names (``"transformer"`` or ``"mlp"``).
 
     Raises:

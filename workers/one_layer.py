@@ -60,12 +60,27 @@ to 8192, the decades' settings), kappa starts near 1.5, stays below 7 at T = 819
 passes 32 only near the end of training at T <= 256, where the products are cheap anyway.
 """
 
-NAMES = ("pos", "cls", "tok.weight", "blocks.0.ln1.weight", "blocks.0.ln1.bias", "blocks.0.ln2.weight",
-         "blocks.0.ln2.bias", "blocks.0.attn.q.weight", "blocks.0.attn.k.weight", "blocks.0.attn.v.weight",
-         "blocks.0.ffn.0.weight", "blocks.0.ffn.0.bias", "blocks.0.ffn.2.weight", "blocks.0.ffn.2.bias",
-         "ln_f.weight", "ln_f.bias", "readout.weight", "readout.bias")
+NAMES = (
+    "pos",
+    "cls",
+    "tok.weight",
+    "blocks.0.ln1.weight",
+    "blocks.0.ln1.bias",
+    "blocks.0.ln2.weight",
+    "blocks.0.ln2.bias",
+    "blocks.0.attn.q.weight",
+    "blocks.0.attn.k.weight",
+    "blocks.0.attn.v.weight",
+    "blocks.0.ffn.0.weight",
+    "blocks.0.ffn.0.bias",
+    "blocks.0.ffn.2.weight",
+    "blocks.0.ffn.2.bias",
+    "ln_f.weight",
+    "ln_f.bias",
+    "readout.weight",
+    "readout.bias",
+)
 """The parameters of a one-layer ``CLSTransformer``, in the order its ``named_parameters`` gives them."""
-
 
 
 @dataclass
@@ -134,7 +149,11 @@ def tables(p: dict[str, torch.Tensor], heads: int) -> Tables:
     cls_in = p["cls"] + pos[0]
     cls_ln, cls_mean, cls_rstd = torch.native_layer_norm(cls_in[None], [d], g1, b1, EPS)
     cls_ln = cls_ln[0]
-    wq, wk, wv = p["blocks.0.attn.q.weight"], p["blocks.0.attn.k.weight"], p["blocks.0.attn.v.weight"]
+    wq, wk, wv = (
+        p["blocks.0.attn.q.weight"],
+        p["blocks.0.attn.k.weight"],
+        p["blocks.0.attn.v.weight"],
+    )
     q = (wq @ cls_ln).view(heads, dh)
     # q_h . (W_K,h u) = (W_K,h^T q_h) . u: the query folded into the keys (CLSTransformer._score_tables).
     qf_t = torch.einsum("hkd,hk->hd", wk.view(heads, dh, d), q) / math.sqrt(dh)  # (H, d)
@@ -155,8 +174,24 @@ def tables(p: dict[str, torch.Tensor], heads: int) -> Tables:
     big = e_cls + torch.maximum(e[:, :T], e[:, T:]).sum(1)
     small = e_cls + torch.minimum(e[:, :T], e[:, T:]).sum(1)
     score_range, kappa = torch.stack([(shift - low).amax(), (big / small).amax()]).tolist()  # one host sync
-    return Tables(tab_in, tab_mean, tab_rstd, tab, cls_in, cls_mean, cls_rstd, cls_ln, q, proj, v, e_cls, v_cls, w,
-                  score_range, kappa)
+    return Tables(
+        tab_in,
+        tab_mean,
+        tab_rstd,
+        tab,
+        cls_in,
+        cls_mean,
+        cls_rstd,
+        cls_ln,
+        q,
+        proj,
+        v,
+        e_cls,
+        v_cls,
+        w,
+        score_range,
+        kappa,
+    )
 
 
 def _times_heads(rows: torch.Tensor, e: torch.Tensor, out: torch.Tensor) -> None:
@@ -166,7 +201,7 @@ def _times_heads(rows: torch.Tensor, e: torch.Tensor, out: torch.Tensor) -> None
     of memory speed here (bench/pack_profile.py)."""
     dh = rows.shape[0] // e.shape[0]
     for h in range(e.shape[0]):
-        torch.mul(rows[h * dh:(h + 1) * dh], e[h], out=out[h * dh:(h + 1) * dh])
+        torch.mul(rows[h * dh : (h + 1) * dh], e[h], out=out[h * dh : (h + 1) * dh])
 
 
 def head(p: dict[str, torch.Tensor], t: Tables, x: torch.Tensor, x0: torch.Tensor | None = None) -> Head:
@@ -194,7 +229,9 @@ def bits_as_float(bits: torch.Tensor, dtype: torch.dtype = torch.float32) -> tor
     :func:`head` multiplies; on CPU through numpy, several times faster than torch's
     uint8-to-float copy here."""
     if bits.device.type == "cpu" and dtype in (torch.float32, torch.float64):
-        return torch.from_numpy(bits.to(torch.uint8).numpy().astype(np.float32 if dtype == torch.float32 else np.float64))
+        return torch.from_numpy(
+            bits.to(torch.uint8).numpy().astype(np.float32 if dtype == torch.float32 else np.float64)
+        )
     return bits.to(dtype)
 
 
@@ -219,15 +256,26 @@ def forward(p: dict[str, torch.Tensor], heads: int, x: torch.Tensor) -> torch.Te
     return head(p, tables(p, heads), x).logits
 
 
-def _ln_backward(dy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor,
-                 bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _ln_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) through y = LayerNorm(x) * weight + bias (torch's fused kernel)."""
-    return torch.ops.aten.native_layer_norm_backward(dy, x, [x.shape[-1]], mean, rstd, weight, bias,
-                                                     [True, True, True])
+    return torch.ops.aten.native_layer_norm_backward(dy, x, [x.shape[-1]], mean, rstd, weight, bias, [True, True, True])
 
 
-def backward(p: dict[str, torch.Tensor], t: Tables, hd: Head, x: torch.Tensor,
-             dlogits: torch.Tensor, x0: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def backward(
+    p: dict[str, torch.Tensor],
+    t: Tables,
+    hd: Head,
+    x: torch.Tensor,
+    dlogits: torch.Tensor,
+    x0: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
     """Every parameter's gradient of sum(dlogits * logits), by the chain rule through
     :func:`head` and :func:`tables` in reverse.
 
@@ -244,8 +292,9 @@ def backward(p: dict[str, torch.Tensor], t: Tables, hd: Head, x: torch.Tensor,
     grads["readout.weight"] = (dlogits @ hd.lnf)[None]
     grads["readout.bias"] = dlogits.sum()[None]
     dlnf = torch.outer(dlogits, p["readout.weight"][0])  # (m, d)
-    dr, grads["ln_f.weight"], grads["ln_f.bias"] = _ln_backward(dlnf, hd.r, hd.lnf_mean, hd.lnf_rstd,
-                                                                p["ln_f.weight"], p["ln_f.bias"])
+    dr, grads["ln_f.weight"], grads["ln_f.bias"] = _ln_backward(
+        dlnf, hd.r, hd.lnf_mean, hd.lnf_rstd, p["ln_f.weight"], p["ln_f.bias"]
+    )
     # Feed-forward layer: r = h + W2 GELU(W1 LN2(h) + b1) + b2.
     w1, w2 = p["blocks.0.ffn.0.weight"], p["blocks.0.ffn.2.weight"]
     grads["blocks.0.ffn.2.weight"] = dr.t() @ hd.g
@@ -254,7 +303,8 @@ def backward(p: dict[str, torch.Tensor], t: Tables, hd: Head, x: torch.Tensor,
     grads["blocks.0.ffn.0.weight"] = du.t() @ hd.ln2
     grads["blocks.0.ffn.0.bias"] = du.sum(0)
     dh_ln2, grads["blocks.0.ln2.weight"], grads["blocks.0.ln2.bias"] = _ln_backward(
-        du @ w1, hd.h, hd.ln2_mean, hd.ln2_rstd, p["blocks.0.ln2.weight"], p["blocks.0.ln2.bias"])
+        du @ w1, hd.h, hd.ln2_mean, hd.ln2_rstd, p["blocks.0.ln2.weight"], p["blocks.0.ln2.bias"]
+    )
     dh_ = dr + dh_ln2  # (m, d): h = cls_in + out feeds both the residual and LN2
     dcls_in = dh_.sum(0)
     # out = num / z per head: dNUM = dout / z, dz = -sum_k dout_k out_k / z.
@@ -315,8 +365,9 @@ def backward(p: dict[str, torch.Tensor], t: Tables, hd: Head, x: torch.Tensor,
     return grads
 
 
-def loss_and_grads(p: dict[str, torch.Tensor], heads: int, x: torch.Tensor,
-                   y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], float]:
+def loss_and_grads(
+    p: dict[str, torch.Tensor], heads: int, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], float]:
     """One training step's numbers: the mean logistic loss over the m samples (0-d), the
     logits ``(m,)``, every parameter's gradient of the loss, and the score range.
 

@@ -55,18 +55,26 @@ def _ln(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
     return torch.addcmul(bias[:, None, :], xhat, weight[:, None, :]), xhat, mean, rstd
 
 
-def _ln_backward(dy: torch.Tensor, x: torch.Tensor, xhat: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
-                 weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _ln_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    xhat: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) through y = xhat * weight + bias per slot: dweight = sum over rows
     of dy * xhat, dbias = sum over rows of dy (each ``(S, d)``), and dx from torch's fused
     backward of the normalisation fed dxhat = dy * weight."""
-    dx = torch.ops.aten.native_layer_norm_backward(dy * weight[:, None, :], x, [x.shape[-1]], mean, rstd, None, None,
-                                                   [True, False, False])[0]
+    dx = torch.ops.aten.native_layer_norm_backward(
+        dy * weight[:, None, :], x, [x.shape[-1]], mean, rstd, None, None, [True, False, False]
+    )[0]
     return dx, (dy * xhat).sum(1), dy.sum(1)
 
 
-def loss_and_grads_stacked(p: dict[str, torch.Tensor], heads: int, x: torch.Tensor, y: torch.Tensor
-                           ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+def loss_and_grads_stacked(
+    p: dict[str, torch.Tensor], heads: int, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """One training step for S stacked trials of the same (T, d, H, m).
 
     Args:
@@ -140,8 +148,7 @@ def loss_and_grads_stacked(p: dict[str, torch.Tensor], heads: int, x: torch.Tens
     grads["readout.weight"] = torch.bmm(dlogits[:, None, :], lnf)  # (S, 1, d)
     grads["readout.bias"] = dlogits.sum(1, keepdim=True)  # (S, 1)
     dlnf = dlogits[..., None] * ro  # (S, m, d)
-    dr, grads["ln_f.weight"], grads["ln_f.bias"] = _ln_backward(dlnf, r, lnf_hat, lnf_mean, lnf_rstd,
-                                                                p["ln_f.weight"])
+    dr, grads["ln_f.weight"], grads["ln_f.bias"] = _ln_backward(dlnf, r, lnf_hat, lnf_mean, lnf_rstd, p["ln_f.weight"])
     # r = h + W2 GELU(W1 LN2(h) + b1) + b2.
     grads[_P + "ffn.2.weight"] = torch.bmm(dr.mT, g)  # (S, d, 4d)
     grads[_P + "ffn.2.bias"] = dr.sum(1)
@@ -149,7 +156,8 @@ def loss_and_grads_stacked(p: dict[str, torch.Tensor], heads: int, x: torch.Tens
     grads[_P + "ffn.0.weight"] = torch.bmm(du.mT, ln2)  # (S, 4d, d)
     grads[_P + "ffn.0.bias"] = du.sum(1)
     dh_ln2, grads[_P + "ln2.weight"], grads[_P + "ln2.bias"] = _ln_backward(
-        torch.bmm(du, w1), h, ln2_hat, ln2_mean, ln2_rstd, p[_P + "ln2.weight"])
+        torch.bmm(du, w1), h, ln2_hat, ln2_mean, ln2_rstd, p[_P + "ln2.weight"]
+    )
     dh_ = dr + dh_ln2  # (S, m, d): h = cls_in + out feeds both the residual and LN2
     dcls_in = dh_.sum(1)  # (S, d)
     # out = num / z per head: dNUM = dout / z, dz = -sum_k dout_k out_k / z.

@@ -66,7 +66,8 @@ def apply_faults(configs: Sequence, rows: list[dict]) -> list[int]:
 def fail_row(row: dict, exc: BaseException) -> None:
     """Mark a row failed with the error's class, message and the end of its traceback."""
     row.update(
-        status=TrialStatus.FAILED.value, error_type=type(exc).__name__,
+        status=TrialStatus.FAILED.value,
+        error_type=type(exc).__name__,
         error=f"{exc}\n{''.join(traceback.format_exception(exc)[-3:])}".strip(),
     )
 

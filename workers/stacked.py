@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
+
 def _lanes() -> int:
     """Twice the float32 SIMD width torch's CPU kernels use here: 16 with AVX2 (8 floats), 32 with
     AVX-512 and wherever the width is not known."""
@@ -87,8 +88,14 @@ class StackedPack:
         active: ``(slots,)`` bool, whether the slot's trial is still training (never for padding).
     """
 
-    def __init__(self, models: Sequence[torch.nn.Module], trained: set[str], lr: float, weight_decay: float,
-                 dev: torch.device):
+    def __init__(
+        self,
+        models: Sequence[torch.nn.Module],
+        trained: set[str],
+        lr: float,
+        weight_decay: float,
+        dev: torch.device,
+    ):
         self.lr, self.weight_decay, self.trained, self.dev = lr, weight_decay, trained, dev
         n = len(models)
         slots = slot_count(n, dev)
@@ -108,8 +115,10 @@ class StackedPack:
     def call(self, *inputs: torch.Tensor, **kwargs) -> torch.Tensor:
         """The model's forward on every slot: ``inputs`` ``(slots, ...)`` each -> ``(slots, ...)``;
         ``kwargs`` (not batched) go to every call."""
+
         def one(p, b, *x):
             return functional_call(self.base, (p, b), x, kwargs)
+
         return vmap(one)(self.params, self.buffers, *inputs)
 
     def step(self, loss: torch.Tensor | None = None, grads: dict[str, torch.Tensor] | None = None) -> None:
@@ -144,8 +153,9 @@ class StackedPack:
         self.opt = _adamw([v for k, v in self.params.items() if k in self.trained], self.lr, self.weight_decay)
         for k, s in state.items():
             if s:
-                self.opt.state[self.params[k]] = {name: (t[index].clone() if t.dim() > 0 else t.clone())
-                                                  for name, t in s.items()}
+                self.opt.state[self.params[k]] = {
+                    name: (t[index].clone() if t.dim() > 0 else t.clone()) for name, t in s.items()
+                }
         return old
 
 

@@ -19,14 +19,21 @@ from torch.func import functional_call, vmap
 from attnsweep import tasks
 from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.models import logistic_loss, score_range_safe
-from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.norms import project_mlp, project_transformer
+from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
 from attnsweep.workers.stacked import StackedPack, follow, one_thread, per_slot_max_abs, slot_count
 
 
-def fit_stacked(configs: list[BooleanTrialConfig], models: list[torch.nn.Module], trained: set[str],
-                x: torch.Tensor, y: torch.Tensor, chunk: int, dev: torch.device) -> list[dict]:
+def fit_stacked(
+    configs: list[BooleanTrialConfig],
+    models: list[torch.nn.Module],
+    trained: set[str],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    chunk: int,
+    dev: torch.device,
+) -> list[dict]:
     """Train the trials together from their initialised ``models`` on their training sets.
 
     Args:
@@ -52,11 +59,12 @@ def _fit(configs, models, trained, x, y, chunk, dev) -> list[dict]:
     out = [dict(params=None, epochs=0, converged=False, diverged_epoch=None) for _ in range(n)]
     bounds = torch.tensor([c.norm_bound or math.inf for c in configs], device=dev)
     nan_fault = torch.tensor([c.fault == "nan" for c in configs])
-    inputs = (x if cfg.model == "transformer" else x.float())  # (trials, m, T)
+    inputs = x if cfg.model == "transformer" else x.float()  # (trials, m, T)
     bs = cfg.batch_size if cfg.batch_size and cfg.batch_size < cfg.m else None
     # One generator per slot, padding included, so that a padding slot never draws from its trial's.
-    gens = [tasks.generator(tasks.derive_seed("batches", configs[int(t)].seed), dev) for t in pack.trial] if bs \
-        else None
+    gens = (
+        [tasks.generator(tasks.derive_seed("batches", configs[int(t)].seed), dev) for t in pack.trial] if bs else None
+    )
     # Any depth through the general forward; one layer through the exact table form (O(m T H),
     # no data-dependent branch), and in float32 through the hand-written step.
     kwargs = dict(path="table" if cfg.layers == 1 else "general") if cfg.model == "transformer" else {}
@@ -111,8 +119,11 @@ def _fit(configs, models, trained, x, y, chunk, dev) -> list[dict]:
                 break
             order = torch.stack([torch.randperm(cfg.m, generator=g, device=dev) for g in gens])  # (slots, m)
             for start in range(0, cfg.m, bs):
-                idx = order[:, start:start + bs]
-                xb, yb = torch.gather(xs, 1, idx[..., None].expand(-1, -1, xs.shape[-1])), torch.gather(ys, 1, idx)
+                idx = order[:, start : start + bs]
+                xb, yb = (
+                    torch.gather(xs, 1, idx[..., None].expand(-1, -1, xs.shape[-1])),
+                    torch.gather(ys, 1, idx),
+                )
                 if hand:
                     loss, _, grads = hand_step(pack, cfg.heads, xb, yb)
                 else:
@@ -153,16 +164,17 @@ def _fits(forward, xs: torch.Tensor, ys: torch.Tensor, chunk: int) -> torch.Tens
     samples per slot (a function of the trial's settings only)."""
     ok = torch.ones(xs.shape[0], dtype=torch.bool, device=xs.device)
     for i in range(0, xs.shape[1], chunk):
-        logits = forward(xs[:, i:i + chunk])
-        ok &= ((logits > 0).float() == ys[:, i:i + chunk]).all(-1)
+        logits = forward(xs[:, i : i + chunk])
+        ok &= ((logits > 0).float() == ys[:, i : i + chunk]).all(-1)
     return ok
 
 
 SAFE32, SAFE64 = score_range_safe(torch.float32), score_range_safe(torch.float64)
 
 
-def hand_step(pack: StackedPack, heads: int, x: torch.Tensor, y: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+def hand_step(
+    pack: StackedPack, heads: int, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Each slot's mean logistic loss ``(slots,)``, logits ``(slots, b)`` and gradients from the
     hand-written one-layer step (workers/one_layer_stacked.py) on samples ``x`` ``(slots, b, T)``
     (0.0/1.0 float32), ``y`` ``(slots, b)``.
@@ -187,8 +199,13 @@ def hand_step(pack: StackedPack, heads: int, x: torch.Tensor, y: torch.Tensor
             grads[k][s] = g64[k][i].to(grads[k].dtype)
     if table:
         sub = _padded(table)
-        lt, zt, gt = table_step({k: v[sub] for k, v in pack.params.items()},
-                                {k: v[sub] for k, v in pack.buffers.items()}, pack.base, x[sub], y[sub])
+        lt, zt, gt = table_step(
+            {k: v[sub] for k, v in pack.params.items()},
+            {k: v[sub] for k, v in pack.buffers.items()},
+            pack.base,
+            x[sub],
+            y[sub],
+        )
         for i, s in enumerate(table):
             loss[s], logits[s] = lt[i], zt[i]
             for k in gt:
@@ -201,8 +218,13 @@ def _padded(slots: list[int]) -> torch.Tensor:
     return torch.tensor(slots + [slots[0]] * (slot_count(len(slots)) - len(slots)))
 
 
-def table_step(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], base: torch.nn.Module,
-               x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+def table_step(
+    params: dict[str, torch.Tensor],
+    buffers: dict[str, torch.Tensor],
+    base: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Loss ``(slots,)``, logits and gradients of stacked one-layer models through
     :meth:`workers.models.CLSTransformer.forward_table` (exact for any weights) and autograd."""
     leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
@@ -220,7 +242,10 @@ def mlp_logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor
     h = 2.0 * x.float() - 1.0
     layers = sum(1 for k in params if k.startswith("hidden.") and k.endswith(".0.weight"))
     for i in range(layers):
-        w, b = params[f"hidden.{i}.0.weight"], params[f"hidden.{i}.0.bias"]  # (slots, out, in), (slots, out)
+        w, b = (
+            params[f"hidden.{i}.0.weight"],
+            params[f"hidden.{i}.0.bias"],
+        )  # (slots, out, in), (slots, out)
         h = torch.nn.functional.gelu(torch.baddbmm(b[:, None, :], h, w.transpose(1, 2)))
     w, b = params["readout.weight"], params["readout.bias"]
     return torch.baddbmm(b[:, None, :], h, w.transpose(1, 2)).squeeze(-1)

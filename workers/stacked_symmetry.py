@@ -20,8 +20,15 @@ from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
 from attnsweep.workers.stacked import StackedPack, follow, one_thread, per_slot_max_abs, slot_count
 
 
-def fit_stacked(configs: list[SymmetryTrialConfig], models: list[torch.nn.Module], X: torch.Tensor,
-                K: torch.Tensor, Y: torch.Tensor, fit_error: float, dev: torch.device) -> list[dict]:
+def fit_stacked(
+    configs: list[SymmetryTrialConfig],
+    models: list[torch.nn.Module],
+    X: torch.Tensor,
+    K: torch.Tensor,
+    Y: torch.Tensor,
+    fit_error: float,
+    dev: torch.device,
+) -> list[dict]:
     """Train the trials together from their initialised ``models``.
 
     Args:
@@ -48,8 +55,11 @@ def _fit(configs, models, X, K, Y, fit_error, dev) -> list[dict]:
     scale = cfg.m * cfg.n * cfg.d
     augment = cfg.equivariance == "augment"
     # One generator per slot, padding included (a padding slot never draws from its trial's).
-    gens = [tasks.generator(tasks.derive_seed("augment", configs[int(t)].seed), dev) for t in pack.trial] \
-        if augment else None
+    gens = (
+        [tasks.generator(tasks.derive_seed("augment", configs[int(t)].seed), dev) for t in pack.trial]
+        if augment
+        else None
+    )
 
     def leave(slot: int, **fields) -> None:
         t = int(pack.trial[slot])

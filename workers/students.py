@@ -81,7 +81,11 @@ class SeqTransformer(nn.Module):
         self.embed = nn.Linear(d, width)
         # Same small scale as the Boolean model's positions (workers.models.CLSTransformer).
         self.register_parameter("pos", nn.Parameter(torch.randn(n, width) * 0.02) if positional else None)
-        self.ln_self, self.ln_cross, self.ln_knowledge = nn.LayerNorm(width), nn.LayerNorm(width), nn.LayerNorm(width)
+        self.ln_self, self.ln_cross, self.ln_knowledge = (
+            nn.LayerNorm(width),
+            nn.LayerNorm(width),
+            nn.LayerNorm(width),
+        )
         self.ln_ffn, self.ln_out = nn.LayerNorm(width), nn.LayerNorm(width)
         self.self_attn = Attention(width, heads)
         self.cross_attn = Attention(width, heads)
@@ -126,9 +130,9 @@ class PairScore(nn.Module):
     def __init__(self, heads: int, hidden: int):
         super().__init__()
         # Same uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) scale as nn.Linear, per head.
-        self.w1 = nn.Parameter(torch.empty(heads, 3, hidden).uniform_(-3**-0.5, 3**-0.5))
-        self.b1 = nn.Parameter(torch.empty(heads, hidden).uniform_(-3**-0.5, 3**-0.5))
-        self.w2 = nn.Parameter(torch.empty(heads, hidden).uniform_(-hidden**-0.5, hidden**-0.5))
+        self.w1 = nn.Parameter(torch.empty(heads, 3, hidden).uniform_(-(3**-0.5), 3**-0.5))
+        self.b1 = nn.Parameter(torch.empty(heads, hidden).uniform_(-(3**-0.5), 3**-0.5))
+        self.w2 = nn.Parameter(torch.empty(heads, hidden).uniform_(-(hidden**-0.5), hidden**-0.5))
 
     def forward(self, U: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
         """``U`` ``(b, p, d)``, ``V`` ``(b, q, d)`` -> scores ``(b, H, p, q)``."""

@@ -31,21 +31,22 @@ import torch
 from attnsweep import tasks
 from attnsweep.workers import one_layer
 from attnsweep.workers.config import BooleanTrialConfig
-from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
-from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
-from attnsweep.workers.stacked_boolean import fit_stacked
-from attnsweep.workers.stacking import boolean_stacks
-from attnsweep.workers.status import TrialStatus
-from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 
 # Activation memory allowed for one evaluation chunk of one trial (bytes; workers/memory.py):
 # chunks keep evaluation at T in the thousands within a fixed budget. The chunk depends on the
 # trial's settings only, never on its pack, so that its scores do not either.
 from attnsweep.workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
+from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
+from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
+from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
+from attnsweep.workers.stacked_boolean import fit_stacked
+from attnsweep.workers.stacking import boolean_stacks
+from attnsweep.workers.status import TrialStatus
 
 
-def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None,
-               stacked: bool | None = None) -> list[dict]:
+def train_pack(
+    configs: Sequence[BooleanTrialConfig], device: str | None = None, stacked: bool | None = None
+) -> list[dict]:
     """Train and score every trial of a pack.
 
     Args:
@@ -85,12 +86,22 @@ def train_pack(configs: Sequence[BooleanTrialConfig], device: str | None = None,
     return rows
 
 
-def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: torch.device,
-                    stacked: bool | None = None) -> None:
+def _train_runnable(
+    configs: list[BooleanTrialConfig],
+    rows: list[dict],
+    dev: torch.device,
+    stacked: bool | None = None,
+) -> None:
     cfg = configs[0]
     batch, ok, errors = tasks.sample_training_sets(
-        cfg.task, cfg.T, cfg.s, cfg.m, [c.seed for c in configs],
-        reject_ambiguous=cfg.reject_ambiguous, max_redraws=cfg.max_redraws, device=dev,
+        cfg.task,
+        cfg.T,
+        cfg.s,
+        cfg.m,
+        [c.seed for c in configs],
+        reject_ambiguous=cfg.reject_ambiguous,
+        max_redraws=cfg.max_redraws,
+        device=dev,
     )
     for i, exc in errors.items():
         fail_row(rows[i], exc)
@@ -101,7 +112,15 @@ def _train_runnable(configs: list[BooleanTrialConfig], rows: list[dict], dev: to
         return
     for j, i in enumerate(ok):
         try:
-            _fit(configs[i], rows[i], batch.x[j], batch.y[j], batch.support[j], int(batch.redraws[j]), dev)
+            _fit(
+                configs[i],
+                rows[i],
+                batch.x[j],
+                batch.y[j],
+                batch.support[j],
+                int(batch.redraws[j]),
+                dev,
+            )
         except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
             fail_row(rows[i], exc)
 
@@ -123,12 +142,18 @@ def _train_stacked(configs: list[BooleanTrialConfig], rows: list[dict], batch, d
                 for k, v in end["params"].items():
                     every[k].copy_(v)
             trial = _Trial(c, batch.x[j], batch.y[j], dev, models[j])
-            score(trial, row, batch.y[j], batch.support[j], int(batch.redraws[j]), end["epochs"], end["converged"],
-                  end["diverged_epoch"])
+            score(
+                trial,
+                row,
+                batch.y[j],
+                batch.support[j],
+                int(batch.redraws[j]),
+                end["epochs"],
+                end["converged"],
+                end["diverged_epoch"],
+            )
         except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
             fail_row(row, exc)
-
-
 
 
 def uses_one_layer_step(cfg: BooleanTrialConfig) -> bool:
@@ -180,8 +205,14 @@ def _state(logits: torch.Tensor, y: torch.Tensor, stop_when_fit: bool, loss: tor
 class _Trial:
     """One trial's model, optimiser and training set, and the step that trains it."""
 
-    def __init__(self, c: BooleanTrialConfig, x: torch.Tensor, y: torch.Tensor, dev: torch.device,
-                 model: torch.nn.Module | None = None):
+    def __init__(
+        self,
+        c: BooleanTrialConfig,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        dev: torch.device,
+        model: torch.nn.Module | None = None,
+    ):
         self.c, self.dev = c, dev
         self.model = _model(c, dev) if model is None else model
         every = dict(self.model.named_parameters())
@@ -269,8 +300,15 @@ class _Trial:
         x0 = 1 - x64 if t.kappa > one_layer.KAPPA_MAX else None
         return self._hand_step(p64, t, x64, y.double(), x0, stop_when_fit)
 
-    def _hand_step(self, p: dict[str, torch.Tensor], t: one_layer.Tables, x: torch.Tensor, y: torch.Tensor,
-                   x0: torch.Tensor | None, stop_when_fit: bool) -> str:
+    def _hand_step(
+        self,
+        p: dict[str, torch.Tensor],
+        t: one_layer.Tables,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        x0: torch.Tensor | None,
+        stop_when_fit: bool,
+    ) -> str:
         """One AdamW step from workers/one_layer.py's forward and backward on the tensors
         ``p`` (the parameters' own, or float64 copies) with their tables ``t``; the gradients
         are set in the parameters' dtype. Returns as :meth:`step`."""
@@ -299,8 +337,15 @@ class _Trial:
         return exploded(self.params.values())
 
 
-def _fit(c: BooleanTrialConfig, row: dict, bits: torch.Tensor, y: torch.Tensor, support: torch.Tensor,
-         redraws: int, dev: torch.device) -> None:
+def _fit(
+    c: BooleanTrialConfig,
+    row: dict,
+    bits: torch.Tensor,
+    y: torch.Tensor,
+    support: torch.Tensor,
+    redraws: int,
+    dev: torch.device,
+) -> None:
     """Train one trial on its training set ``bits`` ``(m, T)``, ``y`` ``(m,)`` and score it."""
     trial = _Trial(c, bits, y, dev)
     trial.project()
@@ -324,7 +369,7 @@ def _fit(c: BooleanTrialConfig, row: dict, bits: torch.Tensor, y: torch.Tensor, 
                 break
             order = torch.randperm(c.m, generator=perm_gen, device=dev)
             for start in range(0, c.m, bs):
-                idx = order[start:start + bs]
+                idx = order[start : start + bs]
                 if trial.step(trial.x[idx], y[idx]) == "diverged":
                     diverged_epoch = epoch
                     break
@@ -342,8 +387,16 @@ def _fit(c: BooleanTrialConfig, row: dict, bits: torch.Tensor, y: torch.Tensor, 
     score(trial, row, y, support, redraws, epochs, converged, diverged_epoch)
 
 
-def score(trial: _Trial, row: dict, y: torch.Tensor, support: torch.Tensor, redraws: int, epochs: int,
-          converged: bool, diverged_epoch: int | None) -> None:
+def score(
+    trial: _Trial,
+    row: dict,
+    y: torch.Tensor,
+    support: torch.Tensor,
+    redraws: int,
+    epochs: int,
+    converged: bool,
+    diverged_epoch: int | None,
+) -> None:
     """Fill a trained trial's row: its scores on its training set and on fresh test samples
     (in chunks fixed by its settings), its achieved norms and how training ended."""
     c, dev = trial.c, trial.dev
@@ -356,13 +409,22 @@ def score(trial: _Trial, row: dict, y: torch.Tensor, support: torch.Tensor, redr
         test_loss, test_acc = _evaluate(trial, ((trial_input(trial, x[0]), ty[0]) for x, ty in test), None)
     with torch.no_grad():
         stacked = {k: v.detach()[None] for k, v in trial.params.items()}
-        norms = transformer_norms(stacked, c.heads, c.norm_kind) if c.model == "transformer" \
+        norms = (
+            transformer_norms(stacked, c.heads, c.norm_kind)
+            if c.model == "transformer"
             else mlp_norms(stacked, c.norm_kind)
+        )
     row.update(
         status=(TrialStatus.DIVERGED if diverged_epoch is not None else TrialStatus.DONE).value,
-        support=support.tolist(), redraws=redraws,
-        train_acc=_finite(train_acc), train_loss=_finite(train_loss), test_acc=_finite(test_acc),
-        test_loss=_finite(test_loss), epochs=epochs, converged=converged, diverged_epoch=diverged_epoch,
+        support=support.tolist(),
+        redraws=redraws,
+        train_acc=_finite(train_acc),
+        train_loss=_finite(train_loss),
+        test_acc=_finite(test_acc),
+        test_loss=_finite(test_loss),
+        epochs=epochs,
+        converged=converged,
+        diverged_epoch=diverged_epoch,
         **{k: finite_or_none(v[0]) for k, v in norms.items()},
     )
 
@@ -411,8 +473,8 @@ def _evaluate(trial: _Trial, parts, chunk: int | None) -> tuple[float, float]:
     for x, y in parts:
         step = chunk or x.shape[0]
         for i in range(0, x.shape[0], step):
-            logits = logits_of(x[i:i + step])
-            yc = y[i:i + step]
+            logits = logits_of(x[i : i + step])
+            yc = y[i : i + step]
             loss_sum += float(logistic_loss(logits, yc)) * yc.shape[0]
             acc_sum += float(((logits > 0).float() == yc).float().sum())
             n += yc.shape[0]
@@ -421,8 +483,20 @@ def _evaluate(trial: _Trial, parts, chunk: int | None) -> tuple[float, float]:
 
 def _empty_row() -> dict:
     return dict(
-        status=TrialStatus.FAILED.value, error_type=None, error=None, support=None, redraws=None,
-        train_acc=None, train_loss=None, test_acc=None, test_loss=None, epochs=None,
-        converged=None, diverged_epoch=None, norm_qk=None, norm_v=None, norm_hidden=None,
+        status=TrialStatus.FAILED.value,
+        error_type=None,
+        error=None,
+        support=None,
+        redraws=None,
+        train_acc=None,
+        train_loss=None,
+        test_acc=None,
+        test_loss=None,
+        epochs=None,
+        converged=None,
+        diverged_epoch=None,
+        norm_qk=None,
+        norm_v=None,
+        norm_hidden=None,
         norm_readout=None,
     )

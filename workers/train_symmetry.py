@@ -25,13 +25,16 @@ from attnsweep import tasks
 from attnsweep.tasks.seq2seq import sample_dataset
 from attnsweep.workers.config import SymmetryTrialConfig
 from attnsweep.workers.equivariance import (
-    haar_orthogonal, orthogonal_equivariance_error, permutation_equivariance_error, summarize,
+    haar_orthogonal,
+    orthogonal_equivariance_error,
+    permutation_equivariance_error,
+    summarize,
 )
-from attnsweep.workers.status import TrialStatus
-from attnsweep.workers.students import build_student
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
 from attnsweep.workers.stacked_symmetry import fit_stacked
 from attnsweep.workers.stacking import symmetry_stacks
+from attnsweep.workers.status import TrialStatus
+from attnsweep.workers.students import build_student
 
 # Held-out samples on which the equivariance errors are measured.
 EQUIVARIANCE_SAMPLES = 64
@@ -39,8 +42,9 @@ EQUIVARIANCE_SAMPLES = 64
 FIT_ERROR = 1e-7
 
 
-def train_symmetry_pack(configs: Sequence[SymmetryTrialConfig], device: str | None = None,
-                        stacked: bool | None = None) -> list[dict]:
+def train_symmetry_pack(
+    configs: Sequence[SymmetryTrialConfig], device: str | None = None, stacked: bool | None = None
+) -> list[dict]:
     """Train and score every trial of a pack of equal ``shape_key()``: together, stacked
     (workers/stacked_symmetry.py), or with ``stacked=False`` one after the other (what
     benchmarks compare against).
@@ -74,7 +78,12 @@ def train_symmetry_pack(configs: Sequence[SymmetryTrialConfig], device: str | No
                 fail_row(rows[i], exc)
     wall = time.perf_counter() - t0
     for row in rows:
-        row.update(wall_s=wall / len(configs), pack_size=len(configs), worker_host=socket.gethostname(), device=str(dev))
+        row.update(
+            wall_s=wall / len(configs),
+            pack_size=len(configs),
+            worker_host=socket.gethostname(),
+            device=str(dev),
+        )
     return rows
 
 
@@ -82,7 +91,8 @@ def _student(c: SymmetryTrialConfig) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
         # The CPU generator alone (the student is built on the CPU; workers/train.py says why).
         torch.default_generator.manual_seed(
-            tasks.derive_seed("init", c.model, c.equivariance, c.n, c.k, c.d, c.width, c.heads, c.seed))
+            tasks.derive_seed("init", c.model, c.equivariance, c.n, c.k, c.d, c.width, c.heads, c.seed)
+        )
         width = c.mlp_width if c.model == "mlp" and c.equivariance in ("none", "augment") else c.width
         return build_student(c.model, c.equivariance, c.n, c.k, c.d, width, c.heads)
 
@@ -111,7 +121,9 @@ def _train_stacked(configs: list[SymmetryTrialConfig], rows: list[dict], dev: to
 
 def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
     """Train one trial to its end and score it."""
-    X, K, Y = sample_dataset(c.teacher, c.n, c.k, c.d, c.m, c.seed, "train", device=dev)  # (m, n, d), (m, k, d), (m, n, d)
+    X, K, Y = sample_dataset(
+        c.teacher, c.n, c.k, c.d, c.m, c.seed, "train", device=dev
+    )  # (m, n, d), (m, k, d), (m, n, d)
     model = _student(c).to(dev)
     params = list(model.parameters())
     try:
@@ -152,8 +164,18 @@ def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
     _score(c, row, model, X, K, Y, epochs, converged, diverged, dev)
 
 
-def _score(c: SymmetryTrialConfig, row: dict, model: torch.nn.Module, X: torch.Tensor, K: torch.Tensor,
-           Y: torch.Tensor, epochs: int, converged: bool, diverged: int | None, dev: torch.device) -> None:
+def _score(
+    c: SymmetryTrialConfig,
+    row: dict,
+    model: torch.nn.Module,
+    X: torch.Tensor,
+    K: torch.Tensor,
+    Y: torch.Tensor,
+    epochs: int,
+    converged: bool,
+    diverged: int | None,
+    dev: torch.device,
+) -> None:
     """Fill a trained trial's row: relative errors on its training set and on fresh test
     samples, equivariance errors, and how training ended."""
     Xt, Kt, Yt = sample_dataset(c.teacher, c.n, c.k, c.d, c.n_test, c.seed, "test", device=dev)
@@ -162,8 +184,11 @@ def _score(c: SymmetryTrialConfig, row: dict, model: torch.nn.Module, X: torch.T
         test_err = _relative_error(model, Xt, Kt, Yt)
     row.update(
         status=(TrialStatus.DIVERGED if diverged is not None else TrialStatus.DONE).value,
-        train_error=finite_or_none(train_err), test_error=finite_or_none(test_err), epochs=epochs,
-        converged=converged, diverged_epoch=diverged,
+        train_error=finite_or_none(train_err),
+        test_error=finite_or_none(test_err),
+        epochs=epochs,
+        converged=converged,
+        diverged_epoch=diverged,
     )
     if diverged is None:
         base = copy.deepcopy(model).to("meta")
@@ -186,9 +211,9 @@ def _relative_error(model: torch.nn.Module, X, K, Y, chunk: int = 512) -> torch.
     """||pred - Y||^2 / ||Y||^2 (0-d) over ``(N, n, d)`` data, in chunks of a fixed size."""
     num = den = 0
     for i in range(0, X.shape[0], chunk):
-        pred = model(X[i:i + chunk], K[i:i + chunk])
-        num = num + (pred - Y[i:i + chunk]).pow(2).sum()
-        den = den + Y[i:i + chunk].pow(2).sum()
+        pred = model(X[i : i + chunk], K[i : i + chunk])
+        num = num + (pred - Y[i : i + chunk]).pow(2).sum()
+        den = den + Y[i : i + chunk].pow(2).sum()
     return (num / den).cpu()
 
 

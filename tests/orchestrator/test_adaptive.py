@@ -3,14 +3,21 @@
 import io
 import math
 
+import numpy as np
 import optuna
 import polars as pl
 import pytest
 from rich.console import Console
 
-import numpy as np
-
-from attnsweep.orchestrator.adaptive import cell_key, deciding_points, initial_points, next_points, probe_m, robust_choice, study_dir
+from attnsweep.orchestrator.adaptive import (
+    cell_key,
+    deciding_points,
+    initial_points,
+    next_points,
+    probe_m,
+    robust_choice,
+    study_dir,
+)
 from attnsweep.orchestrator.analyze import analyze_run
 from attnsweep.orchestrator.driver import run_sweep
 from attnsweep.orchestrator.errors import SpecError
@@ -56,24 +63,66 @@ def test_the_search_stops_when_pinned_or_beyond_the_range():
     assert next_points({8: 0.0, 100: 0.0}, 8, 256, 0.5, 0.1, 4, 1) == [256]  # the top not tried yet
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ("grid: {T: [8, 16]}", "grid: {T: [8, 16], m: [8, 16]}", "grid.m: the adaptive search chooses m"),
-    ("  m: {min: 8, max: 128}\n", "  m: {min: 64, max: 8}\n", "search.m: max must be greater than min"),
-    ("  m: {min: 8, max: 128}\n", "", "search: mode adaptive needs the range of m"),
-    ("  mode: adaptive\n", "  mode: adapt\n", "search.mode: value 'adapt'"),
-    ("  rel_tol: 0.25\n", "  rel_tol: 0\n", "search.rel_tol: value 0"),
-    ("  rel_tol: 0.25\n", "  tune: {lr: {min: 0.1, max: 0.01}}\n", "search.tune.lr: max must be greater than min"),
-    ("  mode: adaptive\n", "", "search: m, rel_tol apply only to an adaptive search: add mode: adaptive"),
-    ("  rel_tol: 0.25\n", "  tune: {lr: null, weight_decay: null}\n", "search.tune: nothing to tune"),
-    ("  rel_tol: 0.25\n", "  tune: {m: 4096, lr: null}\n", "search: tune.m (4096) must lie in the searched range"),
-    ("  rel_tol: 0.25\n", "  tune: {seeds: 5, lr: null}\n", "search.tune.seeds: value 5: more than the spec's 4 seeds"),
-    ("  rel_tol: 0.25\n", "  budget_check: 'yes'\n", "search.budget_check: value 'yes'"),
-    ("  rel_tol: 0.25\n", "  tune: {confidence: 0.3}\n", "search.tune.confidence: value 0.3: Input should be "
-     "greater than or equal to 0.5 (allowed: 0.5..1)"),
-    ("  rel_tol: 0.25\n", "  tune: {momentum: 3}\n", "search.tune.momentum: value 3: unknown field; allowed: "
-     "['batch', 'confidence', 'lr', 'm', 'n_trials', 'seeds', 'weight_decay']"),
-    ("  m: {min: 8, max: 128}\n", "  m: 5\n", "search.m: value 5: must be a mapping of settings"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            "grid: {T: [8, 16]}",
+            "grid: {T: [8, 16], m: [8, 16]}",
+            "grid.m: the adaptive search chooses m",
+        ),
+        (
+            "  m: {min: 8, max: 128}\n",
+            "  m: {min: 64, max: 8}\n",
+            "search.m: max must be greater than min",
+        ),
+        ("  m: {min: 8, max: 128}\n", "", "search: mode adaptive needs the range of m"),
+        ("  mode: adaptive\n", "  mode: adapt\n", "search.mode: value 'adapt'"),
+        ("  rel_tol: 0.25\n", "  rel_tol: 0\n", "search.rel_tol: value 0"),
+        (
+            "  rel_tol: 0.25\n",
+            "  tune: {lr: {min: 0.1, max: 0.01}}\n",
+            "search.tune.lr: max must be greater than min",
+        ),
+        (
+            "  mode: adaptive\n",
+            "",
+            "search: m, rel_tol apply only to an adaptive search: add mode: adaptive",
+        ),
+        (
+            "  rel_tol: 0.25\n",
+            "  tune: {lr: null, weight_decay: null}\n",
+            "search.tune: nothing to tune",
+        ),
+        (
+            "  rel_tol: 0.25\n",
+            "  tune: {m: 4096, lr: null}\n",
+            "search: tune.m (4096) must lie in the searched range",
+        ),
+        (
+            "  rel_tol: 0.25\n",
+            "  tune: {seeds: 5, lr: null}\n",
+            "search.tune.seeds: value 5: more than the spec's 4 seeds",
+        ),
+        ("  rel_tol: 0.25\n", "  budget_check: 'yes'\n", "search.budget_check: value 'yes'"),
+        (
+            "  rel_tol: 0.25\n",
+            "  tune: {confidence: 0.3}\n",
+            "search.tune.confidence: value 0.3: Input should be greater than or equal to 0.5 (allowed: 0.5..1)",
+        ),
+        (
+            "  rel_tol: 0.25\n",
+            "  tune: {momentum: 3}\n",
+            "search.tune.momentum: value 3: unknown field; allowed: "
+            "['batch', 'confidence', 'lr', 'm', 'n_trials', 'seeds', 'weight_decay']",
+        ),
+        (
+            "  m: {min: 8, max: 128}\n",
+            "  m: 5\n",
+            "search.m: value 5: must be a mapping of settings",
+        ),
+    ],
+)
 def test_spec_errors_name_the_field(old, new, message):
     with pytest.raises(SpecError) as exc:
         parse_spec(SPEC.replace(old, new))
@@ -101,7 +150,13 @@ def test_an_adaptive_spec_counts_at_most_trials_and_hashes_its_search():
 def _run(tmp_path, text, run_id="r1"):
     spec = parse_spec(text)
     store = ResultsStore(tmp_path / "store")
-    run_sweep(spec, store, LocalExecutor(spec.execution), run_id=run_id, console=Console(file=io.StringIO()))
+    run_sweep(
+        spec,
+        store,
+        LocalExecutor(spec.execution),
+        run_id=run_id,
+        console=Console(file=io.StringIO()),
+    )
     return spec, store, store.scan_run_trials(spec.name, run_id).collect()
 
 
@@ -111,8 +166,12 @@ def test_each_cell_ends_pinned_within_the_tolerance(tmp_path):
     search = rows.filter(pl.col("search_phase") == "search")
     assert set(search["T"]) == {8, 16}
     for (T,), cell in search.group_by(["T"]):
-        rates = (cell.with_columns(ok=(pl.col("status") == "done") & (pl.col("test_acc") >= 0.95))
-                 .group_by("m").agg(pl.col("ok").mean()).sort("m"))
+        rates = (
+            cell.with_columns(ok=(pl.col("status") == "done") & (pl.col("test_acc") >= 0.95))
+            .group_by("m")
+            .agg(pl.col("ok").mean())
+            .sort("m")
+        )
         ms, ok = rates["m"].to_list(), rates["ok"].to_list()
         assert ms[0] == 8 and ms[-1] == 128  # the first round's ends
         reached = [m for m, r in zip(ms, ok) if r >= 0.5]
@@ -121,8 +180,13 @@ def test_each_cell_ends_pinned_within_the_tolerance(tmp_path):
             lo = max(m for m in ms if m < hi)
             assert hi / lo <= 1.25 or hi - lo <= 1, (T, ms, ok)
         # every tried m ran all seeds, in one round
-        assert cell.group_by("m").agg(pl.col("seed").n_unique(), pl.col("search_round").n_unique()).select(
-            (pl.col("seed") == 4) & (pl.col("search_round") == 1)).to_series().all()
+        assert (
+            cell.group_by("m")
+            .agg(pl.col("seed").n_unique(), pl.col("search_round").n_unique())
+            .select((pl.col("seed") == 4) & (pl.col("search_round") == 1))
+            .to_series()
+            .all()
+        )
     # the budget check searched the largest T again at twice the epochs
     budget = rows.filter(pl.col("search_phase") == "budget")
     assert set(budget["T"]) == {16} and set(budget["max_epochs"]) == {400}
@@ -185,9 +249,11 @@ def test_probe_is_where_the_spec_settings_just_fail():
 def test_tuning_runs_after_the_default_search_and_a_robustly_better_set_is_searched_again(tmp_path):
     # lr 3e-4 cannot fit in 200 epochs where lr >= 3e-3 does: the tuned set must win, and the
     # search with it must find a lower m*.
-    text = (SPEC.replace("lr: 1e-2", "lr: 3e-4") +
-            "  tune: {n_trials: 3, batch: 3, seeds: 4, lr: {min: 3e-3, max: 3e-2}, weight_decay: null}\n"
-            "  budget_check: false\n")
+    text = (
+        SPEC.replace("lr: 1e-2", "lr: 3e-4")
+        + "  tune: {n_trials: 3, batch: 3, seeds: 4, lr: {min: 3e-3, max: 3e-2}, weight_decay: null}\n"
+        "  budget_check: false\n"
+    )
     spec, store, rows = _run(tmp_path, text)
     folder = study_dir(store, spec.name, "r1")
     assert len(sorted(folder.glob("*.journal"))) == 2  # one per cell
@@ -201,8 +267,9 @@ def test_tuning_runs_after_the_default_search_and_a_robustly_better_set_is_searc
         probe = 128 if reached is None else max(m for m in rates if m < reached)
         tune = rows.filter((pl.col("search_phase") == "tune") & (pl.col("T") == T))
         assert set(tune["m"]) == {probe} and tune.height == 3 * 4
-        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
-            str(folder / f"{cell_key(cell)}.journal")))
+        storage = optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(folder / f"{cell_key(cell)}.journal"))
+        )
         study = optuna.load_study(study_name=cell_key(cell), storage=storage)
         assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
         for t in study.trials:  # the mean test accuracy of its four trials (0.5 if one did not train)
@@ -219,15 +286,17 @@ def test_tuning_runs_after_the_default_search_and_a_robustly_better_set_is_searc
         # m* counts the tuned search's m values, each with every seed, and the adopted set's own
         # tuning trials at the probe m (the same rule in every tuned cell); the sets not adopted stay out.
         tuned = rows.filter((pl.col("search_phase") == "tuned") & (pl.col("T") == row["T"]))
-        adopted = rows.filter((pl.col("search_phase") == "tune") & (pl.col("T") == row["T"])
-                              & (pl.col("lr") == row["lr"]))
+        adopted = rows.filter(
+            (pl.col("search_phase") == "tune") & (pl.col("T") == row["T"]) & (pl.col("lr") == row["lr"])
+        )
         assert adopted.height == 4
         assert row["n_trials"] == tuned.height + adopted.height == 4 * tuned["m"].n_unique() + 4
         assert row["n_seeds"] == 4
     assert result.m_star["series"].n_unique() == 1  # tuned values do not split the series
     assert result.tuning.height == 2 and result.tuning["adopted"].all()
-    assert (result.tuning["probe_m"].to_list() == [
-        rows.filter((pl.col("search_phase") == "tune") & (pl.col("T") == T))["m"][0] for T in (8, 16)])
+    assert result.tuning["probe_m"].to_list() == [
+        rows.filter((pl.col("search_phase") == "tune") & (pl.col("T") == T))["m"][0] for T in (8, 16)
+    ]
     check = next(c for c in result.checks if c["check"] == "tuning did not make m* worse")
     assert check["verdict"] == "yes"
     # the growth laws of the spec's settings alone are given beside (a series needs 3 values of T: none here)
@@ -235,14 +304,20 @@ def test_tuning_runs_after_the_default_search_and_a_robustly_better_set_is_searc
 
 
 def test_a_symmetry_search_uses_the_test_error(tmp_path):
-    text = ("name: sym-adaptive\nexperiment: symmetry\nseeds: 2\ngrid: {teacher: [equivariant]}\n"
-            "fixed: {n: 3, k: 2, d: 4, equivariance: orthogonal, max_epochs: 200, lr: 1e-2, n_q: 2, n_test: 64}\n"
-            "search: {mode: adaptive, m: {min: 2, max: 32}, rel_tol: 0.5, budget_check: false}\n"
-            "analysis: {target_error: 0.05, n_boot: 50}\n")
+    text = (
+        "name: sym-adaptive\nexperiment: symmetry\nseeds: 2\ngrid: {teacher: [equivariant]}\n"
+        "fixed: {n: 3, k: 2, d: 4, equivariance: orthogonal, max_epochs: 200, lr: 1e-2, n_q: 2, n_test: 64}\n"
+        "search: {mode: adaptive, m: {min: 2, max: 32}, rel_tol: 0.5, budget_check: false}\n"
+        "analysis: {target_error: 0.05, n_boot: 50}\n"
+    )
     spec, store, rows = _run(tmp_path, text)
     assert set(rows["search_phase"]) == {"search"}  # budget_check: false
-    rates = (rows.with_columns(ok=(pl.col("status") == "done") & (pl.col("test_error") <= 0.05))
-             .group_by("m").agg(pl.col("ok").mean()).sort("m"))
+    rates = (
+        rows.with_columns(ok=(pl.col("status") == "done") & (pl.col("test_error") <= 0.05))
+        .group_by("m")
+        .agg(pl.col("ok").mean())
+        .sort("m")
+    )
     ms, ok = rates["m"].to_list(), rates["ok"].to_list()
     assert ms[0] == 2 and ms[-1] == 32
     reached = [m for m, r in zip(ms, ok) if r >= 0.5]
@@ -255,8 +330,13 @@ def test_a_symmetry_search_uses_the_test_error(tmp_path):
 def test_a_search_out_of_rounds_says_which_cells_are_not_pinned(tmp_path):
     spec = parse_spec(SPEC.replace("rel_tol: 0.25", "rel_tol: 0.01\n  max_rounds: 1\n  budget_check: false"))
     out = io.StringIO()
-    run_sweep(spec, ResultsStore(tmp_path), LocalExecutor(spec.execution), run_id="r1",
-              console=Console(file=out, width=300))
+    run_sweep(
+        spec,
+        ResultsStore(tmp_path),
+        LocalExecutor(spec.execution),
+        run_id="r1",
+        console=Console(file=out, width=300),
+    )
     rows = ResultsStore(tmp_path).scan_run_trials(spec.name, "r1").collect()
     assert rows["search_round"].max() == 1  # round 0 and one bisection round
     assert "left untried after search.max_rounds = 1" in out.getvalue()
@@ -264,10 +344,15 @@ def test_a_search_out_of_rounds_says_which_cells_are_not_pinned(tmp_path):
 
 # --- smallest m first (issue 26) ----------------------------------------------------------------------------
 
+
 def test_smallest_first_tries_the_start_alone_and_settles_a_cell_that_succeeds_there():
     assert next_points({}, 8, 256, 0.5, 0.1, 4, 1, smallest_first=True) == [8]
     assert next_points({8: 0.5}, 8, 256, 0.5, 0.1, 4, 1, smallest_first=True) == []  # m* <= 8: settled
-    assert next_points({8: 0.25}, 8, 256, 0.5, 0.1, 4, 1, smallest_first=True) == [25, 81, 256]  # the other first points
+    assert next_points({8: 0.25}, 8, 256, 0.5, 0.1, 4, 1, smallest_first=True) == [
+        25,
+        81,
+        256,
+    ]  # the other first points
     # then bisection as before
     assert next_points({8: 0.0, 25: 0.0, 81: 1.0, 256: 1.0}, 8, 256, 0.5, 0.1, 4, 1, smallest_first=True) == [45]
 
@@ -278,14 +363,18 @@ def test_smallest_first_leaves_the_hash_of_specs_recorded_before_it():
     assert spec.spec_hash() != parse_spec(SPEC + "  smallest_first: true\n").spec_hash()
 
 
-SYMMETRY = ("name: sym-first\nexperiment: symmetry\nseeds: 2\n"
-            "grid: {equivariance: [orthogonal, none]}\n"
-            "fixed: {teacher: equivariant, n: 3, k: 2, d: 4, max_epochs: 150, lr: 1e-2, n_q: 2, n_test: 64}\n"
-            "search: {mode: adaptive, m: {min: 2, max: 32}, rel_tol: 0.5}\n"
-            "analysis: {target_error: 0.05, n_boot: 50}\n")
+SYMMETRY = (
+    "name: sym-first\nexperiment: symmetry\nseeds: 2\n"
+    "grid: {equivariance: [orthogonal, none]}\n"
+    "fixed: {teacher: equivariant, n: 3, k: 2, d: 4, max_epochs: 150, lr: 1e-2, n_q: 2, n_test: 64}\n"
+    "search: {mode: adaptive, m: {min: 2, max: 32}, rel_tol: 0.5}\n"
+    "analysis: {target_error: 0.05, n_boot: 50}\n"
+)
 
 
-def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_finds_the_same_m_star(tmp_path):
+def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_finds_the_same_m_star(
+    tmp_path,
+):
     _, store_a, plain = _run(tmp_path / "plain", SYMMETRY)
     first_text = SYMMETRY.replace("rel_tol: 0.5}", "rel_tol: 0.5, smallest_first: true}")
     spec, store_b, first = _run(tmp_path / "first", first_text)
@@ -295,8 +384,8 @@ def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_find
     assert plain.filter(pl.col("equivariance") == "orthogonal")["m"].n_unique() > 1
     assert first.height < plain.height
     # Where both decide, the same m*: the trials they share are the same trials (same ids, same rows).
-    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
     from attnsweep.orchestrator.analyze import settings_of
+    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
 
     a = analyze_symmetry_run(store_a, "sym-first", "r1", settings_of(store_a, "sym-first", "r1"), None).m_star
     b = analyze_symmetry_run(store_b, "sym-first", "r1", settings_of(store_b, "sym-first", "r1"), None).m_star
@@ -304,17 +393,28 @@ def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_find
     assert both.height == 2  # a bound at the start (inner product), a bound beyond the range (transformer)
     assert (both["m_star"] == both["m_star_first"]).all() and (both["bound"] == both["bound_first"]).all()
     # A resume replays the same choices from the stored rows: nothing left to run.
-    run_sweep(spec, store_b, LocalExecutor(spec.execution), run_id="r1", resume=True, console=Console(file=io.StringIO()))
+    run_sweep(
+        spec,
+        store_b,
+        LocalExecutor(spec.execution),
+        run_id="r1",
+        resume=True,
+        console=Console(file=io.StringIO()),
+    )
     assert store_b.scan_run_trials(spec.name, "r1").collect().height == first.height
 
 
 # --- the symmetry budget check (issue 26) -----------------------------------------------------------------
 
+
 def test_deciding_points_are_the_bracket_or_the_largest_m_tried():
     assert deciding_points({2: 0.0, 8: 0.0, 32: 1.0}, 0.5) == [8, 32]
     assert deciding_points({2: 1.0, 8: 1.0}, 0.5) == [2]  # settled at the start: only the m that decides it
     assert deciding_points({2: 0.0, 8: 0.0, 32: 0.0}, 0.5) == [32]  # beyond the range: the largest m tried
-    assert deciding_points({2: 0.0, 8: 0.5, 16: 0.0, 32: 1.0}, 0.5) == [2, 8]  # the first m to reach it decides
+    assert deciding_points({2: 0.0, 8: 0.5, 16: 0.0, 32: 1.0}, 0.5) == [
+        2,
+        8,
+    ]  # the first m to reach it decides
 
 
 def test_a_symmetry_search_checks_each_cells_deciding_m_at_twice_the_epochs(tmp_path):
@@ -327,8 +427,11 @@ def test_a_symmetry_search_checks_each_cells_deciding_m_at_twice_the_epochs(tmp_
         rates = cell.group_by("m").agg(ok.mean().alias("rate")).sort("m")
         ms, rate = rates["m"].to_list(), rates["rate"].to_list()
         reached = [m for m, r in zip(ms, rate) if r >= 0.5]
-        expected = ([max(m for m in ms if m < reached[0])] if any(m < reached[0] for m in ms) else []) + reached[:1] \
-            if reached else [max(ms)]
+        expected = (
+            ([max(m for m in ms if m < reached[0])] if any(m < reached[0] for m in ms) else []) + reached[:1]
+            if reached
+            else [max(ms)]
+        )
         checked = budget.filter(pl.col("equivariance") == eq)
         assert sorted(checked["m"].unique()) == expected, eq
         assert checked.height == len(expected) * 2  # every seed
@@ -345,8 +448,10 @@ def test_a_tuning_trial_left_without_some_parameters_by_a_crash_gets_them_once(t
 
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.journal")))
     study = optuna.create_study(study_name="abcdef0123", storage=storage)
-    dists = {"lr": optuna.distributions.FloatDistribution(1e-4, 3e-2, log=True),
-             "weight_decay": optuna.distributions.FloatDistribution(1e-6, 1e-1, log=True)}
+    dists = {
+        "lr": optuna.distributions.FloatDistribution(1e-4, 3e-2, log=True),
+        "weight_decay": optuna.distributions.FloatDistribution(1e-6, 1e-1, log=True),
+    }
     tid = storage.create_new_trial(study._study_id)
     storage.set_trial_param(tid, "weight_decay", dists["weight_decay"].to_internal_repr(1e-3), dists["weight_decay"])
     first = _asked(optuna.load_study(study_name="abcdef0123", storage=storage), range(0, 2), dists)
@@ -362,15 +467,19 @@ def test_a_study_lock_left_by_a_killed_driver_does_not_stop_the_resume(tmp_path)
 
     from attnsweep.orchestrator import adaptive
 
-    spec = parse_spec("name: t\nseeds: 1\ngrid: {T: [8]}\nfixed: {task: and, s: 2, d: 8, heads: 2}\n"
-                      "search: {mode: adaptive, m: {min: 8, max: 64}, tune: {n_trials: 2, batch: 1, seeds: 1,"
-                      " lr: {min: 1.0e-3, max: 1.0e-2}}}\n")
+    spec = parse_spec(
+        "name: t\nseeds: 1\ngrid: {T: [8]}\nfixed: {task: and, s: 2, d: 8, heads: 2}\n"
+        "search: {mode: adaptive, m: {min: 8, max: 64}, tune: {n_trials: 2, batch: 1, seeds: 1,"
+        " lr: {min: 1.0e-3, max: 1.0e-2}}}\n"
+    )
     cell = {"T": 8, "task": "and"}
     journal = tmp_path / f"{cell_key(cell)}.journal"
     (tmp_path / f"{journal.name}.lock").symlink_to(journal)  # dangling: the journal was never written
     made = {}
-    worker = threading.Thread(target=lambda: made.update(study=adaptive._study(tmp_path, cell, spec.search.tune)),
-                              daemon=True)
+    worker = threading.Thread(
+        target=lambda: made.update(study=adaptive._study(tmp_path, cell, spec.search.tune)),
+        daemon=True,
+    )
     worker.start()
     worker.join(timeout=30)
     assert not worker.is_alive(), "creating the study hung on the stale lock"

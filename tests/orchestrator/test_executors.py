@@ -28,7 +28,14 @@ execution: {pack_size: 2, flush_rows: 5}
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        address="local",
+        num_cpus=2,
+        num_gpus=1,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
     yield
     ray.shutdown()
 
@@ -73,8 +80,9 @@ def test_actors_stay_warm_and_match_training_alone(local_ray, tmp_path):
 
 def test_one_task_per_pack_gives_the_same_rows(local_ray, tmp_path):
     _, _, actors, _, _ = _run(SPEC, tmp_path / "a")
-    _, summary, tasks_rows, infos, described = _run(SPEC.replace("flush_rows: 5", "flush_rows: 5, workers: tasks"),
-                                                    tmp_path / "t")
+    _, summary, tasks_rows, infos, described = _run(
+        SPEC.replace("flush_rows: 5", "flush_rows: 5, workers: tasks"), tmp_path / "t"
+    )
     assert infos == [] and "tasks" in described and summary.counts == {"done": 16}
     cols = ["trial_id", "status", "epochs", "test_acc"]
     assert tasks_rows.select(cols).sort("trial_id").equals(actors.select(cols).sort("trial_id"))

@@ -85,10 +85,17 @@ def token_env(monkeypatch, tmp_path):
 
 
 def test_the_three_calls_send_the_documented_requests_and_return_their_answers(serve):
-    server = serve({"/api/jobs/raysubmit_A": (200, {"status": "RUNNING", "message": "Job is currently running."}),
-                    "/api/jobs/raysubmit_A/logs": (200, {"logs": "line 1\nline 2\n"}),
-                    "/api/jobs/raysubmit_A/stop": (200, {"stopped": True}),
-                    "/api/jobs/raysubmit_B": (200, {"status": "SUCCEEDED", "message": None})})
+    server = serve(
+        {
+            "/api/jobs/raysubmit_A": (
+                200,
+                {"status": "RUNNING", "message": "Job is currently running."},
+            ),
+            "/api/jobs/raysubmit_A/logs": (200, {"logs": "line 1\nline 2\n"}),
+            "/api/jobs/raysubmit_A/stop": (200, {"stopped": True}),
+            "/api/jobs/raysubmit_B": (200, {"status": "SUCCEEDED", "message": None}),
+        }
+    )
     assert jobs.status(server.address, "raysubmit_A") == ("RUNNING", "Job is currently running.")
     assert jobs.status(server.address, "raysubmit_B") == ("SUCCEEDED", "")
     out: list[str] = []
@@ -96,8 +103,11 @@ def test_the_three_calls_send_the_documented_requests_and_return_their_answers(s
     assert out == ["line 1\nline 2\n"]
     assert jobs.cancel(server.address, "raysubmit_A") is True
     assert [(m, p) for m, p, _ in server.requests] == [
-        ("GET", "/api/jobs/raysubmit_A"), ("GET", "/api/jobs/raysubmit_B"), ("GET", "/api/jobs/raysubmit_A/logs"),
-        ("POST", "/api/jobs/raysubmit_A/stop")]
+        ("GET", "/api/jobs/raysubmit_A"),
+        ("GET", "/api/jobs/raysubmit_B"),
+        ("GET", "/api/jobs/raysubmit_A/logs"),
+        ("POST", "/api/jobs/raysubmit_A/stop"),
+    ]
     assert all("authorization" not in headers for *_, headers in server.requests)  # no token here: none sent
 
 
@@ -113,9 +123,16 @@ def test_an_address_that_is_not_http_is_refused_naming_it(address):
         jobs.status(address, "j")
 
 
-@pytest.mark.parametrize("job_id, path", [("a/b", "/api/jobs/a%2Fb"), ("../version", "/api/jobs/..%2Fversion"),
-                                          ("x?y#z", "/api/jobs/x%3Fy%23z"), ("a b", "/api/jobs/a%20b"),
-                                          ("ü", "/api/jobs/%C3%BC")])
+@pytest.mark.parametrize(
+    "job_id, path",
+    [
+        ("a/b", "/api/jobs/a%2Fb"),
+        ("../version", "/api/jobs/..%2Fversion"),
+        ("x?y#z", "/api/jobs/x%3Fy%23z"),
+        ("a b", "/api/jobs/a%20b"),
+        ("ü", "/api/jobs/%C3%BC"),
+    ],
+)
 def test_a_job_id_is_escaped_so_it_names_no_other_endpoint(serve, job_id, path):
     server = serve({"/api/version": VERSION})
     with pytest.raises(RunError) as caught:
@@ -153,8 +170,13 @@ def test_nothing_listening_gives_the_start_hint():
 
 def test_an_error_answer_is_quoted_by_its_last_line_naming_the_job(serve):
     traceback_text = b"Traceback (most recent call last):\n  File x\nRuntimeError: the agent is gone\n"
-    server = serve({"/api/jobs/j/stop": (500, traceback_text), "/api/jobs/j/logs": (400, b"Can only get logs of submission type jobs"),
-                    "/api/jobs/j": (200, b"<html>not json</html>")})
+    server = serve(
+        {
+            "/api/jobs/j/stop": (500, traceback_text),
+            "/api/jobs/j/logs": (400, b"Can only get logs of submission type jobs"),
+            "/api/jobs/j": (200, b"<html>not json</html>"),
+        }
+    )
     with pytest.raises(RunError, match=r"cannot stop job 'j' at .*HTTP 500: RuntimeError: the agent is gone$"):
         jobs.cancel(server.address, "j")
     with pytest.raises(RunError, match="cannot read the log of job 'j' at .*HTTP 400: Can only get logs"):
@@ -199,7 +221,10 @@ def test_a_refused_or_missing_token_says_what_to_do_without_showing_it(serve, mo
         jobs.status(server.address, "j")
     monkeypatch.delenv("RAY_AUTH_MODE")
     monkeypatch.setenv("RAY_AUTH_TOKEN", TOKEN)
-    server.routes["/api/jobs/j"] = (403, f"Forbidden: Invalid authentication token {TOKEN}".encode())
+    server.routes["/api/jobs/j"] = (
+        403,
+        f"Forbidden: Invalid authentication token {TOKEN}".encode(),
+    )
     with pytest.raises(RunError) as caught:
         jobs.status(server.address, "j")
     assert "refused the token from RAY_AUTH_TOKEN (HTTP 403)" in str(caught.value)
@@ -242,10 +267,17 @@ def test_a_server_that_trickles_bytes_meets_the_overall_deadline(trickling_serve
 
 def test_importing_the_module_and_calling_status_loads_no_ray(serve):
     server = serve({"/api/jobs/j": (200, {"status": "SUCCEEDED", "message": "done"})})
-    code = ("import sys, attnsweep.orchestrator.jobs as j; print(j.status(sys.argv[1], 'j')); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'torch', 'pydantic', 'numpy', 'polars'}))")
-    proc = subprocess.run([sys.executable, "-c", code, server.address], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    code = (
+        "import sys, attnsweep.orchestrator.jobs as j; print(j.status(sys.argv[1], 'j')); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'torch', 'pydantic', 'numpy', 'polars'}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, server.address],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == ["('SUCCEEDED', 'done')", "[]"]
 
@@ -258,7 +290,14 @@ def _call(name: str, address: str, job_id: str, timeout_s: float = 10.0):
 
 def test_a_status_with_control_characters_is_shown_escaped(serve):
     # A server (or a job's message) with escape sequences must not recolour or rewrite the terminal.
-    server = serve({"/api/jobs/j": (200, {"status": "RUNNING\x1b[2J", "message": "ok\r\x1b[31mFAKE\n\u202egnp.exe"})})
+    server = serve(
+        {
+            "/api/jobs/j": (
+                200,
+                {"status": "RUNNING\x1b[2J", "message": "ok\r\x1b[31mFAKE\n\u202egnp.exe"},
+            )
+        }
+    )
     state, message = jobs.status(server.address, "j")
     assert state == "RUNNING\\x1b[2J" and message == "ok\\r\\x1b[31mFAKE\\n\\u202egnp.exe"
     assert all(ch.isprintable() for ch in state + message)

@@ -6,8 +6,18 @@ from __future__ import annotations
 import pytest
 
 from attnsweep.orchestrator import SpecError, make_packs, parse_spec, trial_id
-from attnsweep.orchestrator.packing import AUTO_PACK_MAX, auto_pack_size, count_packs, spec_pack_sizer
-from attnsweep.workers.memory import STACKED_SLOTS, boolean_trial_bytes, boolean_working_bytes, pack_bytes
+from attnsweep.orchestrator.packing import (
+    AUTO_PACK_MAX,
+    auto_pack_size,
+    count_packs,
+    spec_pack_sizer,
+)
+from attnsweep.workers.memory import (
+    STACKED_SLOTS,
+    boolean_trial_bytes,
+    boolean_working_bytes,
+    pack_bytes,
+)
 from attnsweep.workers.stacking import boolean_stacks
 
 SPEC = "name: p\nseeds: {seeds}\ngrid: {{T: [8, 16], m: [32]}}\nfixed: {{task: and, s: 2}}\n"
@@ -65,22 +75,32 @@ def test_an_explicit_pack_size_wins_and_packs_never_mix_shapes():
 
 def test_resources_section_and_the_execution_alias():
     spec = parse_spec(SPEC.format(seeds=1) + "resources: {gpus_per_worker: 0.25, cpus_per_worker: 2, num_workers: 3}\n")
-    assert (spec.resources.gpus_per_worker, spec.resources.cpus_per_worker, spec.resources.num_workers) == (0.25, 2, 3)
+    assert (
+        spec.resources.gpus_per_worker,
+        spec.resources.cpus_per_worker,
+        spec.resources.num_workers,
+    ) == (0.25, 2, 3)
     old = parse_spec(SPEC.format(seeds=1) + "execution: {gpus_per_worker: 0.5, pack_size: 4}\n")
     assert old.resources.gpus_per_worker == 0.5 and old.execution.pack_size == 4
     # Resources do not change what is computed, so they stay out of the spec hash.
     assert spec.spec_hash() == old.spec_hash()
 
 
-@pytest.mark.parametrize("section,needle", [
-    ("execution: {pack_size: big}", "execution.pack_size"),
-    ("execution: {pack_memory_mb: 0}", "execution.pack_memory_mb"),
-    ("execution: {workers: threads}", "execution.workers"),
-    ("resources: {gpus_per_worker: -1}", "resources.gpus_per_worker"),
-    ("resources: {num_workers: 0}", "resources.num_workers"),
-    ("resources: {cpu: 1}", "resources.cpu"),
-    ("resources: {gpus_per_worker: 1}\nexecution: {gpus_per_worker: 1}", "resources.gpus_per_worker: also given"),
-])
+@pytest.mark.parametrize(
+    "section,needle",
+    [
+        ("execution: {pack_size: big}", "execution.pack_size"),
+        ("execution: {pack_memory_mb: 0}", "execution.pack_memory_mb"),
+        ("execution: {workers: threads}", "execution.workers"),
+        ("resources: {gpus_per_worker: -1}", "resources.gpus_per_worker"),
+        ("resources: {num_workers: 0}", "resources.num_workers"),
+        ("resources: {cpu: 1}", "resources.cpu"),
+        (
+            "resources: {gpus_per_worker: 1}\nexecution: {gpus_per_worker: 1}",
+            "resources.gpus_per_worker: also given",
+        ),
+    ],
+)
 def test_bad_execution_and_resources_name_the_field(section, needle):
     with pytest.raises(SpecError) as err:
         parse_spec(SPEC.format(seeds=1) + section + "\n")
@@ -96,38 +116,52 @@ def test_auto_packs_leave_no_worker_idle():
     assert spec_pack_sizer(explicit, workers=4)(next(explicit.trials())) == 20  # an explicit size wins
 
 
-@pytest.mark.parametrize("text", [
-    SPEC.format(seeds=8),
-    SPEC.format(seeds=5) + "execution: {pack_size: 2}\n",
-    SPEC.format(seeds=3) + "execution: {pack_memory_mb: 0.05}\n",
-    "name: p\nseeds: 3\ngrid: {T: [8, 16], m: [32, 64], norm_bound: [null, 1.0, 2.0]}\nfixed: {task: and, s: 2}\n"
-    "execution: {pack_size: 4}\n",
-    "name: p\nseeds: 2\ngrid: [{T: [8], m: [32]}, {T: [8], m: [64, 128], model: [mlp, transformer]}]\n"
-    "fixed: {task: and, s: 2}\n",
-    "name: p\nseeds: 7\ngrid: [{T: [8], m: [32], norm_bound: [1.0]}, {T: [8], m: [32], norm_bound: [2.0]}]\n"
-    "fixed: {task: and, s: 2}\nexecution: {pack_size: 5}\n",  # two blocks of one shape: their runs join
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        SPEC.format(seeds=8),
+        SPEC.format(seeds=5) + "execution: {pack_size: 2}\n",
+        SPEC.format(seeds=3) + "execution: {pack_memory_mb: 0.05}\n",
+        "name: p\nseeds: 3\ngrid: {T: [8, 16], m: [32, 64], norm_bound: [null, 1.0, 2.0]}\nfixed: {task: and, s: 2}\n"
+        "execution: {pack_size: 4}\n",
+        "name: p\nseeds: 2\ngrid: [{T: [8], m: [32]}, {T: [8], m: [64, 128], model: [mlp, transformer]}]\n"
+        "fixed: {task: and, s: 2}\n",
+        "name: p\nseeds: 7\ngrid: [{T: [8], m: [32], norm_bound: [1.0]}, {T: [8], m: [32], norm_bound: [2.0]}]\n"
+        "fixed: {task: and, s: 2}\nexecution: {pack_size: 5}\n",  # two blocks of one shape: their runs join
+    ],
+)
 def test_count_packs_is_the_count_make_packs_cuts(text):
     spec = parse_spec(text)
     for workers in (None, 1, 3):
         n, exact = count_packs(spec, spec_pack_sizer(spec, workers))
-        listed = list(make_packs(((trial_id(c), c) for c in spec.trials()), spec_pack_sizer(spec, workers),
-                                 spec.experiment))
+        listed = list(
+            make_packs(
+                ((trial_id(c), c) for c in spec.trials()),
+                spec_pack_sizer(spec, workers),
+                spec.experiment,
+            )
+        )
         assert exact and n == len(listed)
 
 
 def test_count_packs_of_a_billion_trials_lists_none_of_them():
-    spec = parse_spec("name: p\nseeds: 1000000\ngrid: {T: [8, 16, 32, 64, 128], m: {start: 8, stop: 4096, num: 200, "
-                      "scale: log}}\nfixed: {task: and, s: 2}\nexecution: {pack_size: 100}\n", max_trials=10**10)
+    spec = parse_spec(
+        "name: p\nseeds: 1000000\ngrid: {T: [8, 16, 32, 64, 128], m: {start: 8, stop: 4096, num: 200, "
+        "scale: log}}\nfixed: {task: and, s: 2}\nexecution: {pack_size: 100}\n",
+        max_trials=10**10,
+    )
     m_values = len(spec.grids[0]["m"])
     n, exact = count_packs(spec, spec_pack_sizer(spec, 4))
     assert exact and n == 5 * m_values * 10_000  # each of the shape runs of 10^6 seeds in packs of 100
 
 
 def test_count_packs_of_too_many_shapes_is_an_estimate_from_a_sample():
-    spec = parse_spec("name: p\nseeds: 3\ngrid: {T: {start: 8, stop: 4096, num: 300, scale: log}, "
-                      "m: {start: 8, stop: 65536, num: 300, scale: log}}\nfixed: {task: and, s: 2}\n"
-                      "execution: {pack_size: 2}\n", max_trials=10**9)
+    spec = parse_spec(
+        "name: p\nseeds: 3\ngrid: {T: {start: 8, stop: 4096, num: 300, scale: log}, "
+        "m: {start: 8, stop: 65536, num: 300, scale: log}}\nfixed: {task: and, s: 2}\n"
+        "execution: {pack_size: 2}\n",
+        max_trials=10**9,
+    )
     runs = len(spec.grids[0]["T"]) * len(spec.grids[0]["m"])
     n, exact = count_packs(spec, spec_pack_sizer(spec, 4), limit=1000, sample=500)
     assert not exact and n == runs * 2  # every run of 3 seeds takes 2 packs of at most 2
@@ -135,8 +169,10 @@ def test_count_packs_of_too_many_shapes_is_an_estimate_from_a_sample():
 
 def test_many_values_breaking_one_rule_make_one_line():
     with pytest.raises(SpecError) as caught:
-        parse_spec("name: p\nseeds: 1\ngrid: {T: {start: 8, stop: 100000000, num: 10000, scale: log}, m: [16]}\n"
-                   "fixed: {task: and, s: 2}\n")
+        parse_spec(
+            "name: p\nseeds: 1\ngrid: {T: {start: 8, stop: 100000000, num: 10000, scale: log}, m: [16]}\n"
+            "fixed: {task: and, s: 2}\n"
+        )
     message = str(caught.value)
     bad = [t for t in caught.value.problems if t.startswith("grid.T")]
     assert len(bad) > 2000 and len(message.splitlines()) == 2

@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-
 import re
 
 import pytest
@@ -32,7 +31,10 @@ def test_good_spec_expands_to_the_full_grid():
     trials = list(spec.trials())
     assert len(trials) == spec.n_trials() == 2 * 4 * 2 * 3
     assert {(t.T, t.m, t.model, t.seed) for t in trials} == {
-        (T, m, model, seed) for T in (8, 16) for m in (8, 16, 32, 64) for model in ("transformer", "mlp")
+        (T, m, model, seed)
+        for T in (8, 16)
+        for m in (8, 16, 32, 64)
+        for model in ("transformer", "mlp")
         for seed in range(3)
     }
     assert [t.seed for t in trials[:3]] == [0, 1, 2]  # seeds vary fastest
@@ -78,13 +80,20 @@ def test_T_not_above_s_is_refused():
         parse_spec("name: x\ngrid: {T: [3, 8]}\nfixed: {task: and, s: 3, m: 8}\n")
 
 
-@pytest.mark.parametrize("axis, needle", [("ln_affine: [true, false]", "ln_affine is a setting of the transformer"),
-                                          ("positions: [learned, sinusoidal]", "positions 'sinusoidal' is a setting")])
+@pytest.mark.parametrize(
+    "axis, needle",
+    [
+        ("ln_affine: [true, false]", "ln_affine is a setting of the transformer"),
+        ("positions: [learned, sinusoidal]", "positions 'sinusoidal' is a setting"),
+    ],
+)
 def test_a_transformer_only_setting_on_a_grid_beside_the_mlp_is_refused_before_anything_runs(axis, needle):
     # One grid crossing the model with a transformer-only setting: the (mlp, setting) trials
     # cannot exist, so the spec is refused whole, as the same value in `fixed` is.
     with pytest.raises(SpecError, match=needle):
-        parse_spec(f"name: x\ngrid: {{T: [8], m: [16], model: [transformer, mlp], {axis}}}\nfixed: {{task: and, s: 3}}\n")
+        parse_spec(
+            f"name: x\ngrid: {{T: [8], m: [16], model: [transformer, mlp], {axis}}}\nfixed: {{task: and, s: 3}}\n"
+        )
 
 
 def test_all_problems_are_reported_at_once():
@@ -122,8 +131,14 @@ def test_packs_share_shapes_and_respect_the_size():
     [
         ("name: a\nname: b\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\n", "duplicate key"),
         ("name: a\ngrid: {T: [8], T: [16], m: [8]}\nfixed: {task: and, s: 3}\n", "duplicate key"),
-        ("name: a\ngrid: {T: [8], m: [16, 16]}\nfixed: {task: and, s: 3}\n", "grid.m: repeated value"),
-        ("name: a\ngrid: {T: [8], m: [true, 16]}\nfixed: {task: and, s: 3}\n", "grid.m: value True"),
+        (
+            "name: a\ngrid: {T: [8], m: [16, 16]}\nfixed: {task: and, s: 3}\n",
+            "grid.m: repeated value",
+        ),
+        (
+            "name: a\ngrid: {T: [8], m: [true, 16]}\nfixed: {task: and, s: 3}\n",
+            "grid.m: value True",
+        ),
     ],
 )
 def test_silent_surprises_are_refused(text, needle):
@@ -160,8 +175,10 @@ def test_grid_blocks_run_the_union_of_their_grids():
     # 2 teachers x 2 m x 1 student + 1 teacher x 2 m x 2 students = 8 cells, 2 seeds each.
     assert spec.n_trials() == len(trials) == 16
     assert {(t.teacher, t.equivariance, t.model) for t in trials} == {
-        ("equivariant", "orthogonal", "transformer"), ("control", "orthogonal", "transformer"),
-        ("equivariant", "none", "transformer"), ("equivariant", "none", "mlp"),
+        ("equivariant", "orthogonal", "transformer"),
+        ("control", "orthogonal", "transformer"),
+        ("equivariant", "none", "transformer"),
+        ("equivariant", "none", "mlp"),
     }
 
 
@@ -176,7 +193,10 @@ def test_overlapping_grid_blocks_are_refused():
     [
         ("{n: 4, k: 2, d: 1}", "fixed.d"),  # d < 2
         ("{n: 4, k: 0, d: 4}", "fixed.k"),  # the teachers need knowledge
-        ("{n: 4, k: 2, d: 4, width: 30, heads: 4}", "heads must divide width"),  # shapes that do not match
+        (
+            "{n: 4, k: 2, d: 4, width: 30, heads: 4}",
+            "heads must divide width",
+        ),  # shapes that do not match
         ("{n: 4, k: 2, d: 4, T: 8}", "fixed.T"),  # a sparse-Boolean setting in a symmetry spec
     ],
 )
@@ -234,12 +254,17 @@ def test_the_inner_product_student_takes_no_model():
         parse_spec(text)
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("", "the spec is empty"),
-    ("description: " + "[" * 3000 + "]" * 3000 + "\nname: x\n", "nested too deeply"),
-    ("name: x\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\nresources: {gpus_per_worker: 1.5}\n",
-     "resources.gpus_per_worker"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("", "the spec is empty"),
+        ("description: " + "[" * 3000 + "]" * 3000 + "\nname: x\n", "nested too deeply"),
+        (
+            "name: x\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3}\nresources: {gpus_per_worker: 1.5}\n",
+            "resources.gpus_per_worker",
+        ),
+    ],
+)
 def test_empty_deep_and_fractional_gpu_specs_are_spec_errors(text, needle):
     with pytest.raises(SpecError, match=re.escape(needle)):
         parse_spec(text)
@@ -259,20 +284,26 @@ def test_a_held_out_set_too_small_for_the_accuracy_threshold_is_refused(n_test):
 
 
 def test_block_overlap_is_counted_exactly_without_listing_trials():
-    text = ("name: x\nseeds: 3\nfixed: {task: and}\ngrid:\n  - {T: [8, 16, 32], m: [8, 16], s: [2]}\n"
-            "  - {T: [16, 32, 64], m: [16, 32], s: [2, 3]}\n")
+    text = (
+        "name: x\nseeds: 3\nfixed: {task: and}\ngrid:\n  - {T: [8, 16, 32], m: [8, 16], s: [2]}\n"
+        "  - {T: [16, 32, 64], m: [16, 32], s: [2, 3]}\n"
+    )
     with pytest.raises(SpecError, match="blocks 0 and 1 share 6 trials") as info:
         parse_spec(text)
     # the same count by listing: T in {16, 32}, m = 16, s = 2, three seeds
-    blocks = [{(T, m, 2, seed) for T in (8, 16, 32) for m in (8, 16) for seed in range(3)},
-              {(T, m, s, seed) for T in (16, 32, 64) for m in (16, 32) for s in (2, 3) for seed in range(3)}]
+    blocks = [
+        {(T, m, 2, seed) for T in (8, 16, 32) for m in (8, 16) for seed in range(3)},
+        {(T, m, s, seed) for T in (16, 32, 64) for m in (16, 32) for s in (2, 3) for seed in range(3)},
+    ]
     assert len(blocks[0] & blocks[1]) == 6 and len(info.value.problems) == 1
 
 
 def test_a_million_trial_grid_of_two_blocks_is_checked_for_overlap():
-    text = ("name: x\nseeds: 1\nfixed: {task: and, s: 2}\ngrid:\n"
-            "  - {T: {start: 8, stop: 1007, num: 1000, scale: linear}, m: {start: 8, stop: 507, num: 500, scale: linear}}\n"
-            "  - {T: {start: 2000, stop: 2999, num: 1000, scale: linear}, m: {start: 8, stop: 507, num: 500, scale: linear}}\n")
+    text = (
+        "name: x\nseeds: 1\nfixed: {task: and, s: 2}\ngrid:\n"
+        "  - {T: {start: 8, stop: 1007, num: 1000, scale: linear}, m: {start: 8, stop: 507, num: 500, scale: linear}}\n"
+        "  - {T: {start: 2000, stop: 2999, num: 1000, scale: linear}, m: {start: 8, stop: 507, num: 500, scale: linear}}\n"
+    )
     assert parse_spec(text).n_trials() == 1_000_000
     # shifted to start at T = 508: T = 508..1007 (500 values) x 500 m in both
     with pytest.raises(SpecError, match="blocks 0 and 1 share 250000 trials"):
@@ -294,7 +325,10 @@ def test_thousands_of_grid_blocks_are_refused_and_long_errors_are_capped():
 
 def test_a_setting_that_takes_true_or_false_says_so():
     with pytest.raises(SpecError) as info:
-        parse_spec("name: x\ngrid: {T: [8], m: [16]}\nfixed: {task: and, s: 3, ln_affine: maybe, reject_ambiguous: null}\n")
+        parse_spec(
+            "name: x\ngrid: {T: [8], m: [16]}\nfixed: {task: and, s: 3, ln_affine: maybe, reject_ambiguous: null}\n"
+        )
     assert info.value.problems == [
         "fixed.ln_affine: value 'maybe': Input should be a valid boolean (allowed: true or false)",
-        "fixed.reject_ambiguous: value null: Input should be a valid boolean (allowed: true or false)"]
+        "fixed.reject_ambiguous: value null: Input should be a valid boolean (allowed: true or false)",
+    ]

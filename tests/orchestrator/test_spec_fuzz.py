@@ -11,23 +11,79 @@ from hypothesis import strategies as st
 
 from attnsweep.orchestrator import SpecError, parse_spec
 
-KEYS = ["name", "seeds", "grid", "fixed", "execution", "resources", "analysis", "experiment", "description",
-        "T", "m", "s", "task", "model", "d", "heads", "lr", "pack_size", "cpus_per_worker", "fault",
-        "norm_bound", "start", "stop", "num", "scale", "teacher", "n", "k", "equivariance", "bogus"]
+KEYS = [
+    "name",
+    "seeds",
+    "grid",
+    "fixed",
+    "execution",
+    "resources",
+    "analysis",
+    "experiment",
+    "description",
+    "T",
+    "m",
+    "s",
+    "task",
+    "model",
+    "d",
+    "heads",
+    "lr",
+    "pack_size",
+    "cpus_per_worker",
+    "fault",
+    "norm_bound",
+    "start",
+    "stop",
+    "num",
+    "scale",
+    "teacher",
+    "n",
+    "k",
+    "equivariance",
+    "bogus",
+]
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from(["and", "parity", "transformer", "mlp", "auto", "log", "x", "", "1e-3", "sparse_boolean",
-                     "symmetry", "equivariant"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(
+        [
+            "and",
+            "parity",
+            "transformer",
+            "mlp",
+            "auto",
+            "log",
+            "x",
+            "",
+            "1e-3",
+            "sparse_boolean",
+            "symmetry",
+            "equivariant",
+        ]
+    ),
     st.text(max_size=8),
 )
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=5), st.dictionaries(st.sampled_from(KEYS), inner, max_size=5)), max_leaves=25)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.sampled_from(KEYS), inner, max_size=5)),
+    max_leaves=25,
+)
 specs = st.dictionaries(st.sampled_from(KEYS), values, max_size=8)
 # Mostly-valid specs with one field perturbed, so validation gets past the first checks.
 near_valid = st.builds(
-    lambda T, m, s, extra: {"name": "f", "seeds": 2, "grid": {"T": T, "m": m}, "fixed": {"task": "and", "s": s, **extra}},
-    st.one_of(st.lists(st.integers(-5, 70), max_size=4), values), st.one_of(st.lists(st.integers(-5, 300), max_size=4), values),
-    st.one_of(st.integers(-2, 70), values), st.dictionaries(st.sampled_from(KEYS), values, max_size=2),
+    lambda T, m, s, extra: {
+        "name": "f",
+        "seeds": 2,
+        "grid": {"T": T, "m": m},
+        "fixed": {"task": "and", "s": s, **extra},
+    },
+    st.one_of(st.lists(st.integers(-5, 70), max_size=4), values),
+    st.one_of(st.lists(st.integers(-5, 300), max_size=4), values),
+    st.one_of(st.integers(-2, 70), values),
+    st.dictionaries(st.sampled_from(KEYS), values, max_size=2),
 )
 
 

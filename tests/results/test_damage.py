@@ -13,23 +13,25 @@ import pyarrow.parquet as pq
 import pytest
 
 from attnsweep.results import ResultsStore, StoreError
-from attnsweep.results.integrity import check_store
-from attnsweep.results.schemas import merge_type, unify
 from attnsweep.results.atomic_write import write_parquet_atomic
 from attnsweep.results.defensive_reads import StoreWarning
+from attnsweep.results.integrity import check_store
+from attnsweep.results.schemas import merge_type, unify
 
 TS = pa.timestamp("us", tz="UTC")
 
 
 def _table(n: int = 3) -> pa.Table:
-    return pa.table({
-        "trial_id": [f"t{i}" for i in range(n)],
-        "T": pa.array([8 * (i + 1) for i in range(n)], pa.int64()),
-        "test_acc": [0.5 + i / 10 for i in range(n)],
-        "support": pa.array([[i, i + 1] for i in range(n)], pa.list_(pa.int64())),
-        "status": ["done"] * n,
-        "finished_at": pa.array([dt.datetime(2026, 1, 1, tzinfo=dt.UTC)] * n, TS),
-    })
+    return pa.table(
+        {
+            "trial_id": [f"t{i}" for i in range(n)],
+            "T": pa.array([8 * (i + 1) for i in range(n)], pa.int64()),
+            "test_acc": [0.5 + i / 10 for i in range(n)],
+            "support": pa.array([[i, i + 1] for i in range(n)], pa.list_(pa.int64())),
+            "status": ["done"] * n,
+            "finished_at": pa.array([dt.datetime(2026, 1, 1, tzinfo=dt.UTC)] * n, TS),
+        }
+    )
 
 
 def _read(root) -> tuple[pl.DataFrame | None, ResultsStore]:
@@ -74,10 +76,13 @@ def test_a_file_written_without_checksums_is_still_decoded_in_full(tmp_path):
     pq.write_table(_table(5), folder / "part-2.parquet")
     data = bytearray((folder / "part-1.parquet").read_bytes())
     meta = pq.read_metadata(folder / "part-1.parquet")
-    col = next(meta.row_group(0).column(i) for i in range(meta.num_columns)
-               if meta.row_group(0).column(i).path_in_schema == "trial_id")
+    col = next(
+        meta.row_group(0).column(i)
+        for i in range(meta.num_columns)
+        if meta.row_group(0).column(i).path_in_schema == "trial_id"
+    )
     start = col.data_page_offset + col.total_compressed_size // 2
-    data[start:start + 64] = b"\xff" * 64
+    data[start : start + 64] = b"\xff" * 64
     (folder / "part-1.parquet").write_bytes(bytes(data))
     with pytest.warns(StoreWarning, match="part-1.parquet left out: damaged"):
         rows = store.scan_trials().collect()
@@ -88,7 +93,11 @@ def test_the_types_most_rows_have_win_and_the_odd_file_is_named(tmp_path):
     store = ResultsStore(tmp_path)
     good = _table(4)
     odd = good.slice(0, 1).set_column(2, "test_acc", pa.array(["0.5"]))
-    for name, t in (("part-1.parquet", good), ("part-0.parquet", odd), ("part-2.parquet", good.slice(0, 2))):
+    for name, t in (
+        ("part-1.parquet", good),
+        ("part-0.parquet", odd),
+        ("part-2.parquet", good.slice(0, 2)),
+    ):
         write_parquet_atomic(t, store.run_dir("trials", "sw", "r1") / name)
     with pytest.warns(StoreWarning, match=r"part-0.parquet left out: its column test_acc is string, but double"):
         rows = store.scan_trials().collect()
@@ -100,41 +109,75 @@ def test_the_types_most_rows_have_win_and_the_odd_file_is_named(tmp_path):
     assert store.arrow_dataset("trials").to_table().num_rows == 6
 
 
-@pytest.mark.parametrize(("a", "b", "merged"), [
-    (pa.int32(), pa.int64(), pa.int64()),
-    (pa.uint32(), pa.int64(), pa.int64()),
-    (pa.uint64(), pa.int64(), None),
-    (pa.int64(), pa.float32(), pa.float64()),
-    (pa.float32(), pa.float64(), pa.float64()),
-    (pa.null(), pa.string(), pa.string()),
-    (pa.large_string(), pa.string(), pa.string()),
-    (pa.dictionary(pa.int32(), pa.string()), pa.string(), pa.string()),
-    (pa.list_(pa.int32()), pa.large_list(pa.int64()), pa.list_(pa.int64())),
-    (pa.string(), pa.float64(), None),
-    (pa.bool_(), pa.int64(), None),
-    (TS, pa.timestamp("ns", tz="UTC"), None),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "merged"),
+    [
+        (pa.int32(), pa.int64(), pa.int64()),
+        (pa.uint32(), pa.int64(), pa.int64()),
+        (pa.uint64(), pa.int64(), None),
+        (pa.int64(), pa.float32(), pa.float64()),
+        (pa.float32(), pa.float64(), pa.float64()),
+        (pa.null(), pa.string(), pa.string()),
+        (pa.large_string(), pa.string(), pa.string()),
+        (pa.dictionary(pa.int32(), pa.string()), pa.string(), pa.string()),
+        (pa.list_(pa.int32()), pa.large_list(pa.int64()), pa.list_(pa.int64())),
+        (pa.string(), pa.float64(), None),
+        (pa.bool_(), pa.int64(), None),
+        (TS, pa.timestamp("ns", tz="UTC"), None),
+    ],
+)
 def test_merge_type(a, b, merged):
     assert merge_type(a, b) == merged and merge_type(b, a) == merged
 
 
-@pytest.mark.parametrize(("a", "b"), [(pa.int32(), pa.int64()), (pa.float32(), pa.int64()), (pa.uint8(), pa.int16()),
-                                      (pa.dictionary(pa.int8(), pa.string()), pa.large_string()),
-                                      (pa.list_(pa.int32()), pa.list_(pa.int64())), (pa.null(), TS)])
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (pa.int32(), pa.int64()),
+        (pa.float32(), pa.int64()),
+        (pa.uint8(), pa.int16()),
+        (pa.dictionary(pa.int8(), pa.string()), pa.large_string()),
+        (pa.list_(pa.int32()), pa.list_(pa.int64())),
+        (pa.null(), TS),
+    ],
+)
 def test_what_merges_reads_in_polars_and_pyarrow(tmp_path, a, b):
     """Every promotion merge_type accepts is one both scans make."""
-    values = {"int": [1, None], "flo": [1.5, None], "str": ["x", None], "lis": [[1], None], "nul": [None, None],
-              "tim": [dt.datetime(2026, 1, 1, tzinfo=dt.UTC), None]}
+    values = {
+        "int": [1, None],
+        "flo": [1.5, None],
+        "str": ["x", None],
+        "lis": [[1], None],
+        "nul": [None, None],
+        "tim": [dt.datetime(2026, 1, 1, tzinfo=dt.UTC), None],
+    }
+
     def column(t):
-        kind = ("lis" if pa.types.is_list(t) else "str" if pa.types.is_dictionary(t) or pa.types.is_large_string(t)
-                else "nul" if pa.types.is_null(t) else "tim" if pa.types.is_timestamp(t)
-                else "flo" if pa.types.is_floating(t) else "int")
-        return pa.array(values[kind]).cast(t) if kind != "str" or not pa.types.is_dictionary(t) else \
-            pa.array(values[kind]).dictionary_encode().cast(t)
+        kind = (
+            "lis"
+            if pa.types.is_list(t)
+            else "str"
+            if pa.types.is_dictionary(t) or pa.types.is_large_string(t)
+            else "nul"
+            if pa.types.is_null(t)
+            else "tim"
+            if pa.types.is_timestamp(t)
+            else "flo"
+            if pa.types.is_floating(t)
+            else "int"
+        )
+        return (
+            pa.array(values[kind]).cast(t)
+            if kind != "str" or not pa.types.is_dictionary(t)
+            else pa.array(values[kind]).dictionary_encode().cast(t)
+        )
+
     store = ResultsStore(tmp_path)
     for i, t in enumerate((a, b)):
-        write_parquet_atomic(pa.table({"trial_id": ["x", "y"], "v": column(t)}),
-                             store.run_dir("trials", "sw", f"r{i}") / "part.parquet")
+        write_parquet_atomic(
+            pa.table({"trial_id": ["x", "y"], "v": column(t)}),
+            store.run_dir("trials", "sw", f"r{i}") / "part.parquet",
+        )
     schema, conflicts = unify([(i, pa.schema([("v", t)]), 2) for i, t in enumerate((a, b))])
     assert not conflicts
     rows = store.scan_trials().collect()
@@ -179,8 +222,10 @@ def test_the_record_can_be_turned_off(tmp_path, monkeypatch):
 
 
 def _run_files(store, run, n=3):
-    return [write_parquet_atomic(_table().slice(i, 1), store.run_dir("trials", "sw", run) / f"part-{i}.parquet")
-            for i in range(n)]
+    return [
+        write_parquet_atomic(_table().slice(i, 1), store.run_dir("trials", "sw", run) / f"part-{i}.parquet")
+        for i in range(n)
+    ]
 
 
 def test_a_compacted_file_replaces_only_files_whose_rows_it_holds_and_only_beside_it(tmp_path):
@@ -195,8 +240,11 @@ def test_a_compacted_file_replaces_only_files_whose_rows_it_holds_and_only_besid
     victim.write_text("precious")
     claim = [p.name for p in files[1:]] + ["../../../../victim.txt", str(victim), ".hidden.parquet"]
     t = pq.read_table(files[0])
-    pq.write_table(t.replace_schema_metadata({**(t.schema.metadata or {}), REPLACES_KEY: json.dumps(claim).encode()}),
-                   files[0], write_page_checksum=True)
+    pq.write_table(
+        t.replace_schema_metadata({**(t.schema.metadata or {}), REPLACES_KEY: json.dumps(claim).encode()}),
+        files[0],
+        write_page_checksum=True,
+    )
     rows = ResultsStore(store.root).scan_trials().collect()
     assert rows.height == 3  # it holds one row: it replaces nothing
     assert check_store(ResultsStore(store.root)).superseded == []
@@ -224,7 +272,11 @@ def test_a_part_name_that_is_not_a_regular_file_is_never_opened(tmp_path, kind):
     store = ResultsStore(tmp_path / "store")
     _run_files(store, "r1")
     odd = store.run_dir("trials", "sw", "r1") / "part-odd.parquet"
-    {"fifo": lambda: os.mkfifo(odd), "device": lambda: odd.symlink_to("/dev/zero"), "directory": odd.mkdir}[kind]()
+    {
+        "fifo": lambda: os.mkfifo(odd),
+        "device": lambda: odd.symlink_to("/dev/zero"),
+        "directory": odd.mkdir,
+    }[kind]()
     rows, reader = _read(store.root)  # a FIFO would block here, /dev/zero fill the memory
     assert rows.height == 3 and "not a regular file" in str(reader.set_aside[odd])
 
@@ -232,12 +284,18 @@ def test_a_part_name_that_is_not_a_regular_file_is_never_opened(tmp_path, kind):
 def test_folders_no_run_writes_are_not_read_and_store_check_names_them(tmp_path):
     store = ResultsStore(tmp_path / "store")
     files = _run_files(store, "r1")
-    for folder in ("junk/junk", "sweep=sw/run_id=%72%31"):  # %72%31 would decode to r1 and join that run
+    for folder in (
+        "junk/junk",
+        "sweep=sw/run_id=%72%31",
+    ):  # %72%31 would decode to r1 and join that run
         (store.root / "trials" / folder).mkdir(parents=True)
         (store.root / "trials" / folder / "part-0.parquet").write_bytes(files[0].read_bytes())
     assert ResultsStore(store.root).scan_trials().collect().height == 3
     report = check_store(ResultsStore(store.root))
-    assert sorted(report.stray) == ["trials/junk/junk/part-0.parquet", "trials/sweep=sw/run_id=%72%31/part-0.parquet"]
+    assert sorted(report.stray) == [
+        "trials/junk/junk/part-0.parquet",
+        "trials/sweep=sw/run_id=%72%31/part-0.parquet",
+    ]
     assert not report.ok
 
 
@@ -247,8 +305,13 @@ def test_a_run_record_that_is_not_one_is_set_aside_and_named(tmp_path):
     store = ResultsStore(tmp_path / "store")
     _run_files(store, "r1")
     _run_files(store, "r2")
-    record = {"status": "finished", "started_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "n_trials": 3,
-              "spec_hash": "x", "spec_yaml": "name: sw"}
+    record = {
+        "status": "finished",
+        "started_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        "n_trials": 3,
+        "spec_hash": "x",
+        "spec_yaml": "name: sw",
+    }
     store.write_run("sw", "r1", record, run_schema())
     store.write_run("sw", "r2", record, run_schema())
     bad = store.run_dir("runs", "sw", "r1") / "run.parquet"
@@ -256,7 +319,10 @@ def test_a_run_record_that_is_not_one_is_set_aside_and_named(tmp_path):
     fresh = ResultsStore(store.root)
     assert fresh.read_run("sw", "r2")["status"] == "finished"
     with pytest.warns(StoreWarning, match="not a run record"):
-        assert fresh.latest_run() == ("sw", "r2")  # the good record is not outvoted in the runs table
+        assert fresh.latest_run() == (
+            "sw",
+            "r2",
+        )  # the good record is not outvoted in the runs table
     with pytest.raises(StoreError, match="not a run record"):
         fresh.read_run("sw", "r1")
     pq.write_table(pa.table({"x": [1]}), bad)

@@ -31,8 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0", COLUMNS="250")
 RUN = "20261201-000000-aaaaaa"
 OTHER = "20261201-000000-bbbbbb"
-SPEC = ("name: mine\nseeds: 2\ngrid: {T: [8], m: [16]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "
-        "max_epochs: 3}\nexecution: {pack_size: 1, flush_rows: 1}\n")
+SPEC = (
+    "name: mine\nseeds: 2\ngrid: {T: [8], m: [16]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "
+    "max_epochs: 3}\nexecution: {pack_size: 1, flush_rows: 1}\n"
+)
 
 # A second writer in its own process: it writes a part file of run OTHER and stops between the
 # write of its temporary file and the rename, until it reads a line on stdin.
@@ -58,21 +60,41 @@ def _dead_pid() -> int:
 
 
 def _part(store: ResultsStore, run: str, n: int, start: int = 0) -> Path:
-    return store.write_trials("sw", run, pa.table({"trial_id": [f"t{i}" for i in range(start, start + n)],
-                                                    "seed": list(range(start, start + n))}))
+    return store.write_trials(
+        "sw",
+        run,
+        pa.table(
+            {
+                "trial_id": [f"t{i}" for i in range(start, start + n)],
+                "seed": list(range(start, start + n)),
+            }
+        ),
+    )
 
 
 def test_a_run_starting_and_store_compact_leave_another_writers_file_alone(tmp_path):
     store = ResultsStore(tmp_path / "store")
-    other = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(store.root), OTHER], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    other = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WRITER, str(store.root), OTHER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert other.stdout.readline().strip() == "written"
         (temp,) = store.root.glob("trials/sweep=other/run_id=*/.tmp-*")
         assert f".tmp-{other.pid}@{host_tag()}~" in temp.name
         # A run starts in this store (its start cleans up), a compaction and a check run.
         spec = parse_spec(SPEC)
-        run_sweep(spec, store, LocalExecutor(spec.execution), run_id=RUN, console=Console(file=io.StringIO()))
+        run_sweep(
+            spec,
+            store,
+            LocalExecutor(spec.execution),
+            run_id=RUN,
+            console=Console(file=io.StringIO()),
+        )
         assert temp.exists()
         assert compact_store(ResultsStore(store.root)).deleted_temp == 0 and temp.exists()
         report = check_store(ResultsStore(store.root))
@@ -106,14 +128,27 @@ def test_only_temporary_files_whose_writer_is_provably_gone_are_removed(tmp_path
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         states = {t.path: t.state for t in store.temp_files()}
-        assert states == {dead: "gone", alive: "writing", elsewhere: "unknown", locked: "writing", legacy: "unknown"}
+        assert states == {
+            dead: "gone",
+            alive: "writing",
+            elsewhere: "unknown",
+            locked: "writing",
+            legacy: "unknown",
+        }
         report = check_store(ResultsStore(tmp_path))
-        assert sorted(p for p, *_ in report.temp_files) == sorted(str(p.relative_to(tmp_path)) for p in
-                                                                (dead, elsewhere, legacy))
+        assert sorted(p for p, *_ in report.temp_files) == sorted(
+            str(p.relative_to(tmp_path)) for p in (dead, elsewhere, legacy)
+        )
         assert store.clean_temp_files() == [dead]
     finally:
         os.close(fd)
-    assert [p.exists() for p in (dead, alive, elsewhere, locked, legacy)] == [False, True, True, True, True]
+    assert [p.exists() for p in (dead, alive, elsewhere, locked, legacy)] == [
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
 
 
 def test_a_failed_write_leaves_no_temporary_file_and_says_enospc(tmp_path, monkeypatch):
@@ -127,7 +162,9 @@ def test_a_failed_write_leaves_no_temporary_file_and_says_enospc(tmp_path, monke
     monkeypatch.setattr(atomic_write.pq, "write_table", half_then_full)
     with pytest.raises(OSError) as info:
         _part(store, RUN, 2)
-    assert info.value.errno == errno.ENOSPC and parquet_check.os_reason(info.value) == "No space left on device (ENOSPC)"
+    assert (
+        info.value.errno == errno.ENOSPC and parquet_check.os_reason(info.value) == "No space left on device (ENOSPC)"
+    )
     monkeypatch.setattr(atomic_write.pq, "write_table", real)
     assert list(tmp_path.rglob(".tmp-*")) == [] and list(tmp_path.rglob("*.parquet")) == []
 
@@ -156,8 +193,11 @@ def test_a_file_the_file_system_refuses_is_skipped_not_moved(tmp_path, monkeypat
         assert ResultsStore(store.root).scan_trials().collect().height == 5  # records both versions as checked
     _refuse_open(monkeypatch, victim, PermissionError(errno.EACCES, "Permission denied", str(victim)))
     reader = ResultsStore(store.root)
-    with pytest.warns(StoreWarning, match=rf"{victim.name} left out: cannot be read here \(Permission denied \(EACCES\)\); "
-                                          "skipped where it is, not moved"):
+    with pytest.warns(
+        StoreWarning,
+        match=rf"{victim.name} left out: cannot be read here \(Permission denied \(EACCES\)\); "
+        "skipped where it is, not moved",
+    ):
         assert reader.scan_trials().collect().height == 3
     assert victim.exists() and not (store.root / "quarantine").exists()
     assert reader.set_aside[victim].unreadable and not reader.set_aside[victim].damaged
@@ -232,8 +272,14 @@ def test_a_file_you_may_not_read_is_skipped_by_query_not_moved():
             f.chmod(0o644)
         victim.chmod(0o000)
         env = dict(ENV, ATTNSWEEP_CACHE_DIR="off", HOME=str(base))
-        proc = subprocess.run([sys.executable, "-c", AS_NOBODY, str(base / "copy"), str(store.root)], cwd=base,
-                              env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-c", AS_NOBODY, str(base / "copy"), str(store.root)],
+            cwd=base,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.split() == ["n", "5", "---", "n", "3"]
         flat = " ".join(proc.stderr.split())
@@ -280,8 +326,13 @@ def test_a_large_file_that_is_no_parquet_is_set_aside_in_small_memory(tmp_path):
         fh.seek(2 * GIB - 8)
         fh.write(GIB.to_bytes(4, "little") + b"PAR1")
     env = dict(ENV, ATTNSWEEP_CACHE_DIR="off")
-    proc = subprocess.run([sys.executable, "-c", MEASURE, str(tmp_path)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got["rows"] == 3

@@ -3,17 +3,16 @@ pyarrow and DuckDB, `check` and `compact`, and the run lock."""
 
 from __future__ import annotations
 
-
 import duckdb
 import polars as pl
 import pyarrow as pa
 import pytest
 
 from attnsweep.results import ResultsStore
-from attnsweep.results.integrity import check_store, compact_store
-from attnsweep.results.locks import RunLock, RunLockedError
 from attnsweep.results.atomic_write import write_parquet_atomic
 from attnsweep.results.defensive_reads import StoreWarning
+from attnsweep.results.integrity import check_store, compact_store
+from attnsweep.results.locks import RunLock, RunLockedError
 
 
 def _part(store, run, name, table):
@@ -25,21 +24,68 @@ def evolved(tmp_path):
     """Three files of one sweep written by 'different versions': the second adds a column,
     turns the int column `epochs` into a float, and holds an all-null column."""
     store = ResultsStore(tmp_path)
-    _part(store, "r1", "part-1.parquet", pa.table({"trial_id": ["a", "b"], "epochs": pa.array([1, 2], pa.int64()),
-                                                    "test_acc": [0.5, 0.75]}))
-    _part(store, "r2", "part-1.parquet", pa.table({"trial_id": ["c"], "epochs": pa.array([2.5], pa.float64()),
-                                                    "test_acc": pa.nulls(1, pa.null()), "new_col": ["x"]}))
-    _part(store, "r2", "part-2.parquet", pa.table({"trial_id": ["d"], "epochs": pa.array([4], pa.int64()),
-                                                    "test_acc": [1.0], "new_col": pa.nulls(1, pa.string())}))
+    _part(
+        store,
+        "r1",
+        "part-1.parquet",
+        pa.table(
+            {
+                "trial_id": ["a", "b"],
+                "epochs": pa.array([1, 2], pa.int64()),
+                "test_acc": [0.5, 0.75],
+            }
+        ),
+    )
+    _part(
+        store,
+        "r2",
+        "part-1.parquet",
+        pa.table(
+            {
+                "trial_id": ["c"],
+                "epochs": pa.array([2.5], pa.float64()),
+                "test_acc": pa.nulls(1, pa.null()),
+                "new_col": ["x"],
+            }
+        ),
+    )
+    _part(
+        store,
+        "r2",
+        "part-2.parquet",
+        pa.table(
+            {
+                "trial_id": ["d"],
+                "epochs": pa.array([4], pa.int64()),
+                "test_acc": [1.0],
+                "new_col": pa.nulls(1, pa.string()),
+            }
+        ),
+    )
     for run in ("r1", "r2"):  # a run record's columns (results/store.py RUN_COLUMNS)
-        store.write_run("sw", run, {"status": "finished", "started_at": 1.0, "n_trials": 2, "spec_hash": "h",
-                                    "spec_yaml": "name: sw"})
+        store.write_run(
+            "sw",
+            run,
+            {
+                "status": "finished",
+                "started_at": 1.0,
+                "n_trials": 2,
+                "spec_hash": "h",
+                "spec_yaml": "name: sw",
+            },
+        )
     return store
 
 
 def _expected():
-    return pl.DataFrame({"trial_id": ["a", "b", "c", "d"], "epochs": [1.0, 2.0, 2.5, 4.0],
-                         "test_acc": [0.5, 0.75, None, 1.0], "new_col": [None, None, "x", None]})
+    return pl.DataFrame(
+        {
+            "trial_id": ["a", "b", "c", "d"],
+            "epochs": [1.0, 2.0, 2.5, 4.0],
+            "test_acc": [0.5, 0.75, None, 1.0],
+            "new_col": [None, None, "x", None],
+        }
+    )
 
 
 def test_evolved_schemas_read_as_one_table_in_polars(evolved):
@@ -57,8 +103,10 @@ def test_evolved_schemas_read_as_one_table_in_pyarrow(evolved):
 
 def test_evolved_schemas_read_as_one_table_in_duckdb(evolved):
     glob = str(evolved.root / "trials" / "**" / "*.parquet")
-    df = duckdb.sql(f"select trial_id, epochs::double as epochs, test_acc, new_col, run_id from "
-                    f"read_parquet('{glob}', hive_partitioning = true, union_by_name = true) order by trial_id").pl()
+    df = duckdb.sql(
+        f"select trial_id, epochs::double as epochs, test_acc, new_col, run_id from "
+        f"read_parquet('{glob}', hive_partitioning = true, union_by_name = true) order by trial_id"
+    ).pl()
     assert df.select(_expected().columns).equals(_expected())
 
 
@@ -76,12 +124,19 @@ def test_truncated_and_empty_files_are_quarantined_and_the_rest_reads(evolved):
     assert not bad.exists() and not empty.exists()
     report = check_store(ResultsStore(evolved.root))
     assert not report.ok
-    assert sorted(report.quarantined) == ["quarantine/trials/sweep=sw/run_id=r1/part-2.parquet",
-                                          "quarantine/trials/sweep=sw/run_id=r1/part-3.parquet"]
+    assert sorted(report.quarantined) == [
+        "quarantine/trials/sweep=sw/run_id=r1/part-2.parquet",
+        "quarantine/trials/sweep=sw/run_id=r1/part-3.parquet",
+    ]
 
 
 def test_check_reports_duplicates_and_temp_files(evolved):
-    _part(evolved, "r1", "part-9.parquet", pa.table({"trial_id": ["a"], "epochs": [7], "test_acc": [0.1]}))
+    _part(
+        evolved,
+        "r1",
+        "part-9.parquet",
+        pa.table({"trial_id": ["a"], "epochs": [7], "test_acc": [0.1]}),
+    )
     tmp = evolved.run_dir("trials", "sw", "r1") / ".tmp-dead-part.parquet.partial"
     tmp.write_bytes(b"half")
     report = check_store(evolved)
@@ -170,16 +225,24 @@ def test_store_check_and_compact_refuse_what_is_not_a_store(tmp_path, evolved):
     (tmp_path / "empty").mkdir()
 
     def cli(*args):
-        proc = subprocess.run([sys.executable, "-m", "attnsweep.cli", "store", *args], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=300, env=dict(os.environ, COLUMNS="250"))
+        proc = subprocess.run(
+            [sys.executable, "-m", "attnsweep.cli", "store", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=dict(os.environ, COLUMNS="250"),
+        )
         return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
 
     for path in ("/", "/proc"):
         for command in ("check", "compact"):
             code, said = cli(command, "--store", path)
             assert code == 2 and f"{path} is not an attnsweep store" in said and "ok" not in said.split(), said
-    assert cli("check", "--store", "") == (2, "error: --store: an empty path; give the store's folder (default "
-                                              "results-store)")
+    assert cli("check", "--store", "") == (
+        2,
+        "error: --store: an empty path; give the store's folder (default results-store)",
+    )
     code, said = cli("check", "--store", "nowhere")
     assert code == 2 and "no store at nowhere: no such folder" in said
     code, said = cli("check", "--store", "empty")

@@ -15,11 +15,13 @@ from rich.console import Console
 
 from attnsweep.orchestrator import LocalExecutor, parse_spec, run_sweep
 from attnsweep.results import ResultsStore, StoreError, run_query
-from attnsweep.results.integrity import check_store, compact_store
 from attnsweep.results.defensive_reads import StoreWarning
+from attnsweep.results.integrity import check_store, compact_store
 
-SPEC = ("name: remote\nseeds: 2\ngrid: {T: [8], m: [8, 16]}\n"
-        "fixed: {task: and, s: 1, max_epochs: 3, n_test: 100, d: 8, heads: 1}\nexecution: {pack_size: 1, flush_rows: 1}\n")
+SPEC = (
+    "name: remote\nseeds: 2\ngrid: {T: [8], m: [8, 16]}\n"
+    "fixed: {task: and, s: 1, max_epochs: 3, n_test: 100, d: 8, heads: 1}\nexecution: {pack_size: 1, flush_rows: 1}\n"
+)
 
 
 @pytest.fixture(params=["file", "memory"])
@@ -37,8 +39,14 @@ def test_a_sweep_resume_check_and_compact_at_a_uri(root):
     assert store.read_run("remote", summary.run_id)["n_done"] == 4
     assert run_query(store, "SELECT count(*) AS n FROM trials WHERE m = 16")["n"][0] == 2
     assert store.arrow_dataset("trials").to_table().num_rows == 4
-    again = run_sweep(spec, store, LocalExecutor(spec.execution), run_id=summary.run_id, resume=True,
-                      console=Console(file=io.StringIO()))
+    again = run_sweep(
+        spec,
+        store,
+        LocalExecutor(spec.execution),
+        run_id=summary.run_id,
+        resume=True,
+        console=Console(file=io.StringIO()),
+    )
     assert sum(again.counts.values()) == 0 and ResultsStore(root).scan_trials().collect().height == 4
     assert check_store(store).ok
     report = compact_store(store)
@@ -71,9 +79,18 @@ def test_a_uri_no_store_can_live_at_is_refused_on_opening(uri):
         ResultsStore(uri)
 
 
-@pytest.mark.parametrize("command", [["analyze"], ["report", "20261201-000000-aaaaaa"], ["store", "check"],
-                                     ["store", "compact"], ["resume", "20261201-000000-aaaaaa", "--local"],
-                                     ["run", "spec.yaml", "--local"], ["query", "SELECT 1"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["analyze"],
+        ["report", "20261201-000000-aaaaaa"],
+        ["store", "check"],
+        ["store", "compact"],
+        ["resume", "20261201-000000-aaaaaa", "--local"],
+        ["run", "spec.yaml", "--local"],
+        ["query", "SELECT 1"],
+    ],
+)
 def test_every_command_refuses_a_data_uri_store_in_one_line(command, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
@@ -83,8 +100,10 @@ def test_every_command_refuses_a_data_uri_store_in_one_line(command, tmp_path, m
     (tmp_path / "spec.yaml").write_text(SPEC)
     result = CliRunner().invoke(app, [*command, "--store", "data://x"])
     assert result.exit_code == 2, (result.output, result.exception)
-    assert result.stderr.startswith("error: --store 'data://x': a store cannot live at a data:// URI") \
-        and result.stderr.count("\n") == 1, result.stderr
+    assert (
+        result.stderr.startswith("error: --store 'data://x': a store cannot live at a data:// URI")
+        and result.stderr.count("\n") == 1
+    ), result.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["spec.yaml"]  # nothing written
 
 
@@ -92,12 +111,43 @@ def test_the_cli_runs_and_queries_a_file_uri_store(tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
     uri = f"file://{tmp_path}/uri-store"
     env = dict(os.environ, COLUMNS="200")
-    run = subprocess.run([sys.executable, "-m", "attnsweep.cli", "run", "spec.yaml", "--local", "--no-analyze",
-                          "--store", uri], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "run",
+            "spec.yaml",
+            "--local",
+            "--no-analyze",
+            "--store",
+            uri,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "uri-store" / "trials").is_dir()
-    q = subprocess.run([sys.executable, "-m", "attnsweep.cli", "query", "SELECT count(*) AS n FROM trials",
-                        "--format", "csv", "--store", uri], cwd=tmp_path, env=env, capture_output=True, text=True)
+    q = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnsweep.cli",
+            "query",
+            "SELECT count(*) AS n FROM trials",
+            "--format",
+            "csv",
+            "--store",
+            uri,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert q.returncode == 0 and q.stdout.split() == ["n", "4"]
 
 
@@ -109,7 +159,8 @@ def test_an_adaptive_search_with_tuning_at_a_uri(root, tmp_path, monkeypatch):
         "name: remote-adaptive\nseeds: 2\ngrid: {T: [8]}\n"
         "fixed: {task: and, s: 1, max_epochs: 20, n_test: 100, d: 8, heads: 1}\n"
         "search: {mode: adaptive, m: {min: 4, max: 32}, rel_tol: 0.5, tune: {n_trials: 2, batch: 1, seeds: 1}}\n"
-        "execution: {pack_size: 2, flush_rows: 2}\n")
+        "execution: {pack_size: 2, flush_rows: 2}\n"
+    )
     store = ResultsStore(root)
     summary = run_sweep(spec, store, LocalExecutor(spec.execution), console=Console(file=io.StringIO()))
     rows = store.scan_trials().collect()
@@ -119,6 +170,12 @@ def test_an_adaptive_search_with_tuning_at_a_uri(root, tmp_path, monkeypatch):
     assert len(list(folder.glob("*.journal"))) == 1
     expected_base = tmp_path / "store" if store.local else tmp_path / "home" / ".cache" / "attnsweep"
     assert folder.is_relative_to(expected_base)
-    again = run_sweep(spec, store, LocalExecutor(spec.execution), run_id=summary.run_id, resume=True,
-                      console=Console(file=io.StringIO()))
+    again = run_sweep(
+        spec,
+        store,
+        LocalExecutor(spec.execution),
+        run_id=summary.run_id,
+        resume=True,
+        console=Console(file=io.StringIO()),
+    )
     assert sum(again.counts.values()) == 0 and ResultsStore(root).scan_trials().collect().height == rows.height

@@ -14,15 +14,24 @@ import pyarrow.parquet as pq
 import pytest
 
 import attnsweep.results.atomic_write as atomic_write
-from attnsweep.results import QueryError, ResultsStore, StoreError, TrialWriter, rows_to_table, run_query
+from attnsweep.results import (
+    QueryError,
+    ResultsStore,
+    StoreError,
+    TrialWriter,
+    rows_to_table,
+    run_query,
+)
 
-SCHEMA = pa.schema([
-    ("seed", pa.int64()),
-    ("m", pa.int64()),
-    ("status", pa.string()),
-    ("support", pa.list_(pa.int64())),
-    ("test_acc", pa.float64()),  # nullable
-])
+SCHEMA = pa.schema(
+    [
+        ("seed", pa.int64()),
+        ("m", pa.int64()),
+        ("status", pa.string()),
+        ("support", pa.list_(pa.int64())),
+        ("test_acc", pa.float64()),  # nullable
+    ]
+)
 RUN_A = "20261130-010203-abcdef"
 RUN_B = "20261130-040506-0a1b2c"
 
@@ -31,10 +40,15 @@ def rows_for(run: int, n: int) -> list[dict]:
     out = []
     for i in range(n):
         seed = 100 * run + i
-        out.append(dict(
-            seed=seed, m=10 * (i + 1), status="failed" if i == 1 else "done",
-            support=[i, i + 3 + run], test_acc=None if i == 1 else 0.5 + 0.01 * seed % 0.5,
-        ))
+        out.append(
+            dict(
+                seed=seed,
+                m=10 * (i + 1),
+                status="failed" if i == 1 else "done",
+                support=[i, i + 3 + run],
+                test_acc=None if i == 1 else 0.5 + 0.01 * seed % 0.5,
+            )
+        )
     return out
 
 
@@ -247,19 +261,25 @@ def test_run_query_select(filled):
     assert df["n"].to_list() == [7]
     df = run_query(filled, "SELECT seed FROM trials WHERE status = 'failed' ORDER BY seed;")
     assert df["seed"].to_list() == [1, 101]
-    df = run_query(filled, "-- comment\nWITH t AS (SELECT * FROM trials WHERE run_id = '20261130-010203-abcdef') "
-                           "SELECT count(*) AS n FROM t")
+    df = run_query(
+        filled,
+        "-- comment\nWITH t AS (SELECT * FROM trials WHERE run_id = '20261130-010203-abcdef') "
+        "SELECT count(*) AS n FROM t",
+    )
     assert df["n"].to_list() == [3]
 
 
-@pytest.mark.parametrize("sql", [
-    "DROP TABLE trials",
-    "DELETE FROM trials",
-    "SELECT 1; DROP TABLE x",
-    "INSERT INTO trials VALUES (1)",
-    "/* SELECT */ UPDATE trials SET m = 0",
-    "",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DROP TABLE trials",
+        "DELETE FROM trials",
+        "SELECT 1; DROP TABLE x",
+        "INSERT INTO trials VALUES (1)",
+        "/* SELECT */ UPDATE trials SET m = 0",
+        "",
+    ],
+)
 def test_run_query_refuses_non_select(filled, sql):
     with pytest.raises(QueryError):
         run_query(filled, sql)
@@ -279,8 +299,12 @@ def test_rows_to_table_keeps_schema():
 def test_run_query_refuses_reading_files_outside_the_store(filled, tmp_path):
     outside = tmp_path / "outside.csv"
     outside.write_text("a\n1\n")
-    for sql in (f"SELECT * FROM read_csv('{outside}')", f'SELECT * FROM "read_csv"(\'{outside}\')',
-                f"SELECT * FROM READ_CSV /* c */ ('{outside}')", f"WITH x AS (SELECT * FROM read_parquet('{outside}')) SELECT * FROM x"):
+    for sql in (
+        f"SELECT * FROM read_csv('{outside}')",
+        f"SELECT * FROM \"read_csv\"('{outside}')",
+        f"SELECT * FROM READ_CSV /* c */ ('{outside}')",
+        f"WITH x AS (SELECT * FROM read_parquet('{outside}')) SELECT * FROM x",
+    ):
         with pytest.raises(QueryError, match="only the store's tables"):
             run_query(filled, sql)
 

@@ -10,7 +10,13 @@ import pytest
 
 from attnsweep.stats.boolean_cells import REFERENCE_CSV, read_reference, with_replicates
 from attnsweep.stats.boolean_growth import l1_log_growth
-from attnsweep.stats.boolean_verdicts import l2_norm_bound, l3_sparsity, l4_mlp_baseline, r_reference, verdicts
+from attnsweep.stats.boolean_verdicts import (
+    l2_norm_bound,
+    l3_sparsity,
+    l4_mlp_baseline,
+    r_reference,
+    verdicts,
+)
 from attnsweep.stats.critical import critical_sample_sizes
 
 POW2 = [2**k for k in range(3, 14)]  # T = 8 .. 8192: 3.0 decades
@@ -27,10 +33,21 @@ def cells(values, noise=0.02, n_boot=200, seed=0, **fixed):
         above = math.isinf(m)
         reps = np.full(n_boot, math.inf) if above else m * np.exp(noise * rng.standard_normal(n_boot))
         lo, hi = (math.inf, math.inf) if above else np.percentile(reps, [2.5, 97.5])
-        rows.append(dict(cell, m_star=math.nan if above else float(m), m_star_grid=math.nan if above else float(m),
-                         ci_lo=float(lo), ci_hi=float(hi), censored="above" if above else "", n_seeds=8,
-                         m_min=8, m_max=int(1e6) if not above else 512, n_trials=100,
-                         replicates=[float(r) for r in reps]))
+        rows.append(
+            dict(
+                cell,
+                m_star=math.nan if above else float(m),
+                m_star_grid=math.nan if above else float(m),
+                ci_lo=float(lo),
+                ci_hi=float(hi),
+                censored="above" if above else "",
+                n_seeds=8,
+                m_min=8,
+                m_max=int(1e6) if not above else 512,
+                n_trials=100,
+                replicates=[float(r) for r in reps],
+            )
+        )
     return pl.DataFrame(rows, schema_overrides={"norm_bound": pl.Float64, "replicates": pl.List(pl.Float64)})
 
 
@@ -39,6 +56,7 @@ def along_T(f, Ts=POW2, **settings):
 
 
 # --- L1 -------------------------------------------------------------------------------------
+
 
 def test_l1_exact_log_growth_over_three_decades_is_supported():
     # 20 + 10 ln T is fit exactly by the log law (RSS 0) and by neither a line nor a power
@@ -98,7 +116,9 @@ def test_l1_fewer_than_three_uncensored_T_is_inconclusive():
 
 def test_l1_budget_limited_cell_makes_it_inconclusive_and_is_named():
     table = cells(along_T(lambda T: 20 + 10 * math.log(T)))
-    table = table.with_columns(budget=pl.when(pl.col("T") == 4096).then(pl.lit("budget-limited")).otherwise(pl.lit("ok")))
+    table = table.with_columns(
+        budget=pl.when(pl.col("T") == 4096).then(pl.lit("budget-limited")).otherwise(pl.lit("ok"))
+    )
     v = l1_log_growth(table)
     assert v["verdict"] == "inconclusive" and "T=4096" in v["why"] and "budget-limited" in v["why"], v
 
@@ -149,11 +169,13 @@ def test_r_judges_the_curve_and_names_a_side_block_at_one_T():
 
 # --- L2, L3 ---------------------------------------------------------------------------------
 
+
 def test_l2_m_star_rising_with_B_is_supported_unbounded_counting_as_largest():
     # m* strictly rises with B at both T, and the unbounded cell (None) is the largest:
     # every replicate (2% noise, gaps of 20%) keeps the order, so rho = 1 with CI [1, 1].
-    values = [({"T": T, "norm_bound": B}, m) for T in (32, 64)
-              for B, m in ((1.0, 40), (2.0, 50), (4.0, 60), (None, 75))]
+    values = [
+        ({"T": T, "norm_bound": B}, m) for T in (32, 64) for B, m in ((1.0, 40), (2.0, 50), (4.0, 60), (None, 75))
+    ]
     v = l2_norm_bound(cells(values))
     assert v["verdict"] == "supported" and "= 1.00" in v["statistic"] and "CI 1.00 .. 1.00" in v["interval"], v
 
@@ -190,6 +212,7 @@ def test_l3_m_star_rising_with_s_is_supported_and_falling_is_not():
 
 # --- L4 -------------------------------------------------------------------------------------
 
+
 def test_l4_mlp_linear_transformer_log_is_supported():
     # ratio 2T / (20 + 10 ln T) rises with T (rho = 1), and at T = 512 the MLP is beyond
     # the grid: the ratio is +inf, above 1 in every replicate.
@@ -213,7 +236,12 @@ def test_l4_constant_ratio_is_not_supported_and_two_T_inconclusive():
     # MLP = 3 x transformer at every T: the ratio does not grow with T (rho's CI spans 0
     # at best), so the claim "more so as T grows" is not shown.
     Ts = [8, 16, 32, 64, 128]
-    v = l4_mlp_baseline(cells(along_T(lambda T: 50.0, Ts=Ts) + along_T(lambda T: 150.0, Ts=Ts, model="mlp"), noise=0.05))
+    v = l4_mlp_baseline(
+        cells(
+            along_T(lambda T: 50.0, Ts=Ts) + along_T(lambda T: 150.0, Ts=Ts, model="mlp"),
+            noise=0.05,
+        )
+    )
     assert v["verdict"] == "inconclusive" and "includes 0" in v["why"], v
     two = cells(along_T(lambda T: 50.0, Ts=[8, 16]) + along_T(lambda T: 10.0 * T, Ts=[8, 16], model="mlp"))
     v = l4_mlp_baseline(two)
@@ -236,13 +264,17 @@ def test_l4_without_mlp_cells_is_not_tested():
 def test_l4_names_a_budget_limited_mlp_cell():
     Ts = [8, 16, 32, 64]
     table = cells(along_T(lambda T: 20 + 10 * math.log(T), Ts=Ts) + along_T(lambda T: 3.0 * T, Ts=Ts, model="mlp"))
-    table = table.with_columns(budget=pl.when((pl.col("model") == "mlp") & (pl.col("T") == 64))
-                               .then(pl.lit("budget-limited")).otherwise(pl.lit("ok")))
+    table = table.with_columns(
+        budget=pl.when((pl.col("model") == "mlp") & (pl.col("T") == 64))
+        .then(pl.lit("budget-limited"))
+        .otherwise(pl.lit("ok"))
+    )
     v = l4_mlp_baseline(table)
     assert v["verdict"] == "inconclusive" and "T=64" in v["why"] and "model=mlp" in v["why"], v
 
 
 # --- R --------------------------------------------------------------------------------------
+
 
 def paper_at(T):
     ref = read_reference()
@@ -288,8 +320,12 @@ def test_r_without_T_in_range_says_so():
 
 def test_r_uses_only_transformer_3_way_and_cells():
     # Parity and s=2 and MLP cells far from the paper do not enter.
-    table = cells(along_T(paper_at, Ts=[200, 400]) + along_T(lambda T: 9e3, Ts=[200], task="parity")
-                  + along_T(lambda T: 9e3, Ts=[200], s=2) + along_T(lambda T: 9e3, Ts=[200], model="mlp"))
+    table = cells(
+        along_T(paper_at, Ts=[200, 400])
+        + along_T(lambda T: 9e3, Ts=[200], task="parity")
+        + along_T(lambda T: 9e3, Ts=[200], s=2)
+        + along_T(lambda T: 9e3, Ts=[200], model="mlp")
+    )
     assert r_reference(table)["verdict"] == "supported"
 
 
@@ -317,19 +353,40 @@ def test_the_shipped_reference_is_the_shared_read_off_with_its_comments():
 
 # --- all at once, replicates from real bootstraps -------------------------------------------
 
+
 def test_verdicts_returns_the_five_claims_in_order_with_one_of_four_verdicts():
     out = verdicts(cells(along_T(lambda T: 20 + 10 * math.log(T))))
     assert [v["claim"][:2] for v in out] == ["L1", "L2", "L3", "L4", "R:"]
     assert [v["id"] for v in out] == ["L1", "L2", "L3", "L4", "R"]
     for v in out:
-        assert set(v) == {"id", "claim", "statistic", "interval", "verdict", "why", "series", "not_judged", "flags"}
+        assert set(v) == {
+            "id",
+            "claim",
+            "statistic",
+            "interval",
+            "verdict",
+            "why",
+            "series",
+            "not_judged",
+            "flags",
+        }
         assert v["verdict"] in {"supported", "not supported", "inconclusive", "not tested"}
 
 
 def test_with_replicates_attaches_the_bootstraps_of_critical_sample_sizes():
     # 4 seeds; seed i succeeds from m = 16 * 2^(i % 2) at T=8, twice that at T=16.
-    rows = [dict(T=T, m=m, seed=s, status="done", test_acc=1.0 if m >= (16 << (s % 2)) * (T // 8) else 0.5)
-            for T in (8, 16) for m in (8, 16, 32, 64, 128) for s in range(4)]
+    rows = [
+        dict(
+            T=T,
+            m=m,
+            seed=s,
+            status="done",
+            test_acc=1.0 if m >= (16 << (s % 2)) * (T // 8) else 0.5,
+        )
+        for T in (8, 16)
+        for m in (8, 16, 32, 64, 128)
+        for s in range(4)
+    ]
     table, reps = critical_sample_sizes(pl.DataFrame(rows), ["T"], n_boot=50)
     out = with_replicates(table, reps, ["T"])
     assert out["replicates"].list.len().to_list() == [50, 50]
@@ -367,8 +424,10 @@ def test_l2_leaves_out_a_group_whose_bound_does_not_settle_its_order():
     # (ranking 508 as a value would give rho = -1). "≤ 300" against 388 settles it: kept.
     def group(upper):
         table = cells([({"T": 2048, "norm_bound": 1.0}, upper), ({"T": 2048, "norm_bound": 2.0}, 388.0)])
-        return table.with_columns(bound=pl.when(pl.col("norm_bound") == 1.0).then(pl.lit("upper"))
-                                  .otherwise(pl.lit("exact")))
+        return table.with_columns(
+            bound=pl.when(pl.col("norm_bound") == 1.0).then(pl.lit("upper")).otherwise(pl.lit("exact"))
+        )
+
     unsettled = l2_norm_bound(group(508.0))
     assert unsettled["verdict"] == "inconclusive" and "order against the other cells is not known" in unsettled["why"]
     settled = l2_norm_bound(group(300.0))
@@ -393,8 +452,10 @@ def _rss(law, T, y, log_scale):
     x = T if law == "power" else np.log(T)
     f = lambda p: p[0] * x ** p[1]  # noqa: E731
     resid = (lambda p: np.log(np.maximum(f(p), 1e-12)) - np.log(y)) if log_scale else (lambda p: f(p) - y)
-    best = min((least_squares(resid, p0, method="lm") for p0 in ([1.0, 0.5], [1.0, 2.0], [5.0, 1.0])),
-               key=lambda r: r.cost)
+    best = min(
+        (least_squares(resid, p0, method="lm") for p0 in ([1.0, 0.5], [1.0, 2.0], [5.0, 1.0])),
+        key=lambda r: r.cost,
+    )
     return 2 * best.cost
 
 
@@ -410,7 +471,10 @@ def test_the_two_fitting_scales_disagree_so_no_law_is_named():
     assert r["n_variants"] == 22
     v = l1_log_growth(cells([({"T": t}, m) for t, m in zip(T_MIX, M_MIX)], noise=0.05))
     numbers = v["series"][0]["numbers"]
-    assert numbers["law"] == "undecided" and numbers["reading"] in ("faster than log, law undecided", "law undecided")
+    assert numbers["law"] == "undecided" and numbers["reading"] in (
+        "faster than log, law undecided",
+        "law undecided",
+    )
     assert "power" not in numbers["reading"] and "polylog" not in numbers["reading"]
     assert "the best law by AICc changes with the variant" in v["statistic"]
 

@@ -24,18 +24,22 @@ def trial(task, T, m, seed, status="done", acc=None):
 
 
 def frame(rows) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema={
-        "task": pl.String, "T": pl.Int64, "m": pl.Int64, "seed": pl.Int64,
-        "status": pl.String, "test_acc": pl.Float64,
-    })
+    return pl.DataFrame(
+        rows,
+        schema={
+            "task": pl.String,
+            "T": pl.Int64,
+            "m": pl.Int64,
+            "seed": pl.Int64,
+            "status": pl.String,
+            "test_acc": pl.Float64,
+        },
+    )
 
 
 def outcome_rows(task, T, table: dict[int, list[bool]]):
     """``{m: [success of seed 0, seed 1, ...]}`` as done trials with acc 1.0 / 0.5."""
-    return [
-        trial(task, T, m, seed, acc=1.0 if ok else 0.5)
-        for m, oks in table.items() for seed, ok in enumerate(oks)
-    ]
+    return [trial(task, T, m, seed, acc=1.0 if ok else 0.5) for m, oks in table.items() for seed, ok in enumerate(oks)]
 
 
 def one_row(table: pl.DataFrame, **cell) -> dict:
@@ -99,8 +103,10 @@ def test_accuracy_threshold():
 def test_failed_trials_are_left_out():
     # m = 10: two seeds done with acc 1.0, two failed (never trained): rate 2/2 = 1.
     rows = [
-        trial("and", 8, 10, 0, acc=1.0), trial("and", 8, 10, 1, acc=1.0),
-        trial("and", 8, 10, 2, status="failed"), trial("and", 8, 10, 3, status="failed"),
+        trial("and", 8, 10, 0, acc=1.0),
+        trial("and", 8, 10, 1, acc=1.0),
+        trial("and", 8, 10, 2, status="failed"),
+        trial("and", 8, 10, 3, status="failed"),
         *outcome_rows("and", 8, {100: [True, True, True, True]}),
     ]
     rates = success_rates(frame(rows), CELL)
@@ -139,9 +145,8 @@ def test_diverged_trials_count_as_failures():
 
 
 def test_cells_are_separate():
-    rows = (
-        outcome_rows("and", 16, {10: [True, False, False, False], 1000: [True, True, True, False]})
-        + outcome_rows("parity", 16, {10: [True, True], 1000: [True, True]})
+    rows = outcome_rows("and", 16, {10: [True, False, False, False], 1000: [True, True, True, False]}) + outcome_rows(
+        "parity", 16, {10: [True, True], 1000: [True, True]}
     )
     table, _ = critical_sample_sizes(frame(rows), CELL, n_boot=0)
     assert table.height == 2
@@ -185,8 +190,9 @@ def test_a_cells_interval_depends_neither_on_row_order_nor_on_the_other_cells():
     one = frame(noisy_rows())
     other = frame(outcome_rows("and", 64, {10: [False] * 6 + [True] * 6, 100: [True] * 12}))
     alone, _ = critical_sample_sizes(one, CELL, n_boot=200, seed=5)
-    mixed, _ = critical_sample_sizes(pl.concat([other, one.sample(fraction=1.0, shuffle=True, seed=7)]), CELL,
-                                     n_boot=200, seed=5)
+    mixed, _ = critical_sample_sizes(
+        pl.concat([other, one.sample(fraction=1.0, shuffle=True, seed=7)]), CELL, n_boot=200, seed=5
+    )
     row, again = one_row(alone, task="and", T=32), one_row(mixed, task="and", T=32)
     assert (row["ci_lo"], row["ci_hi"]) == (again["ci_lo"], again["ci_hi"])
 
@@ -197,10 +203,20 @@ def test_a_setting_added_later_at_its_earlier_value_leaves_the_bootstrap_as_it_w
     rows = frame(noisy_rows())
     before, reps = critical_sample_sizes(rows, CELL, n_boot=200, seed=5)
     earlier = {"ln_affine": True, "positions": "learned"}
-    after, reps_after = critical_sample_sizes(rows.with_columns(ln_affine=pl.lit(True), positions=pl.lit("learned")),
-                                              [*CELL, "ln_affine", "positions"], n_boot=200, seed=5, earlier=earlier)
-    _, reps_other = critical_sample_sizes(rows.with_columns(ln_affine=pl.lit(False)), [*CELL, "ln_affine"],
-                                          n_boot=200, seed=5, earlier=earlier)
+    after, reps_after = critical_sample_sizes(
+        rows.with_columns(ln_affine=pl.lit(True), positions=pl.lit("learned")),
+        [*CELL, "ln_affine", "positions"],
+        n_boot=200,
+        seed=5,
+        earlier=earlier,
+    )
+    _, reps_other = critical_sample_sizes(
+        rows.with_columns(ln_affine=pl.lit(False)),
+        [*CELL, "ln_affine"],
+        n_boot=200,
+        seed=5,
+        earlier=earlier,
+    )
     (key,) = reps
     np.testing.assert_array_equal(reps_after[(*key, True, "learned")], reps[key])
     assert not np.array_equal(reps_other[(*key, False)], reps[key])  # another cell: its own generator

@@ -46,8 +46,16 @@ def _boolean_trials(failed_at: tuple[int, int] | None) -> pl.DataFrame:
         for m in (8, 32):
             for seed in range(2):
                 failed = (T, m) == failed_at
-                rows.append(dict(model="transformer", T=T, m=m, seed=seed, status="failed" if failed else "done",
-                                 test_acc=None if failed else float(m == 32)))
+                rows.append(
+                    dict(
+                        model="transformer",
+                        T=T,
+                        m=m,
+                        seed=seed,
+                        status="failed" if failed else "done",
+                        test_acc=None if failed else float(m == 32),
+                    )
+                )
     return pl.DataFrame(rows, schema_overrides={"test_acc": pl.Float64})
 
 
@@ -85,8 +93,14 @@ def _symmetry_trials() -> pl.DataFrame:
     for teacher in ("equivariant", "control"):
         for seed in range(3):
             rows.append(dict(teacher=teacher, student="inner-product", eq=1e-16 * (1 + seed), perm=2e-16))
-            rows.append(dict(teacher=teacher, student="transformer", eq=(0.8, 1.0, 1.2)[seed],
-                             perm=0.1 if teacher == "equivariant" else None))
+            rows.append(
+                dict(
+                    teacher=teacher,
+                    student="transformer",
+                    eq=(0.8, 1.0, 1.2)[seed],
+                    perm=0.1 if teacher == "equivariant" else None,
+                )
+            )
             if teacher == "equivariant":
                 rows.append(dict(teacher=teacher, student="transformer, no positions", eq=0.9, perm=0.0))
     return pl.DataFrame(rows, schema_overrides={"perm": pl.Float64})
@@ -129,14 +143,19 @@ def test_empty_student_slots_say_why(drawn, tmp_path):
     none_there = "n/a:\nnone run or\nfinished with\nthis teacher"
     zero = "n/a:\nexactly 0 in\nevery trial:\nnot on a\nlog axis"
     assert eq == {("control", "transformer, no positions"): none_there}
-    assert perm == {("control", "transformer, no positions"): none_there,
-                    ("control", "transformer"): "n/a:\nerror not\nrecorded",
-                    ("equivariant", "transformer, no positions"): zero}
+    assert perm == {
+        ("control", "transformer, no positions"): none_there,
+        ("control", "transformer"): "n/a:\nerror not\nrecorded",
+        ("equivariant", "transformer, no positions"): zero,
+    }
     # Every student keeps its slot in both panels, in the order the claims name them.
     for fig in drawn():
         for ax in fig.axes:
-            assert [t.get_text() for t in ax.get_xticklabels()] == ["inner-product", "transformer",
-                                                                    "transformer, no positions"]
+            assert [t.get_text() for t in ax.get_xticklabels()] == [
+                "inner-product",
+                "transformer",
+                "transformer, no positions",
+            ]
 
 
 def test_a_column_with_no_box_anywhere_still_draws_its_slots(drawn, tmp_path):
@@ -146,24 +165,46 @@ def test_a_column_with_no_box_anywhere_still_draws_its_slots(drawn, tmp_path):
     assert path.stat().st_size > 0
     (fig,) = drawn()
     notes = _notes(fig)
-    zero, unrecorded = "n/a:\nexactly 0 in\nevery trial:\nnot on a\nlog axis", "n/a:\nerror not\nrecorded"
-    assert notes == {("equivariant", "inner-product"): zero, ("equivariant", "transformer"): unrecorded,
-                     ("equivariant", "transformer, no positions"): zero, ("control", "inner-product"): zero,
-                     ("control", "transformer"): unrecorded,
-                     ("control", "transformer, no positions"): "n/a:\nnone run or\nfinished with\nthis teacher"}
+    zero, unrecorded = (
+        "n/a:\nexactly 0 in\nevery trial:\nnot on a\nlog axis",
+        "n/a:\nerror not\nrecorded",
+    )
+    assert notes == {
+        ("equivariant", "inner-product"): zero,
+        ("equivariant", "transformer"): unrecorded,
+        ("equivariant", "transformer, no positions"): zero,
+        ("control", "inner-product"): zero,
+        ("control", "transformer"): unrecorded,
+        ("control", "transformer, no positions"): "n/a:\nnone run or\nfinished with\nthis teacher",
+    }
 
 
 def test_m_star_at_or_below_the_grid_is_a_down_triangle_at_the_smallest_m(drawn, tmp_path):
     nan = float("nan")
-    table = pl.DataFrame(dict(T=[8, 16, 32, 64], m_star=[8.0, 20.0, 40.0, nan], ci_lo=[8.0, 15.0, 30.0, nan],
-                              ci_hi=[8.0, 25.0, 50.0, nan], censored=["below", "", "", "above"], m_min=[8] * 4,
-                              m_max=[128] * 4, model=["transformer"] * 4))
+    table = pl.DataFrame(
+        dict(
+            T=[8, 16, 32, 64],
+            m_star=[8.0, 20.0, 40.0, nan],
+            ci_lo=[8.0, 15.0, 30.0, nan],
+            ci_hi=[8.0, 25.0, 50.0, nan],
+            censored=["below", "", "", "above"],
+            m_min=[8] * 4,
+            m_max=[128] * 4,
+            model=["transformer"] * 4,
+        )
+    )
     figures.plot_m_star(table, {}, "model", tmp_path / "m.png")
     (ax,) = drawn()[-1].axes
     labels = ax.get_legend_handles_labels()[1]
-    assert labels == ["transformer: m* > bound (beyond the grid)",
-                      "transformer: m* ≤ bound (smallest m tried, out of epochs, or budget-limited)", "transformer"]
+    assert labels == [
+        "transformer: m* > bound (beyond the grid)",
+        "transformer: m* ≤ bound (smallest m tried, out of epochs, or budget-limited)",
+        "transformer",
+    ]
     below = next(c for c in ax.collections if c.get_label().startswith("transformer: m* ≤"))
     assert below.get_offsets().tolist() == [[8.0, 8.0]]  # at T = 8, m = the smallest m tried
     points = next(c for c in ax.containers if c.get_label() == "transformer").lines[0]
-    assert points.get_xdata().tolist() == [16, 32]  # the censored cells are not drawn as measured points
+    assert points.get_xdata().tolist() == [
+        16,
+        32,
+    ]  # the censored cells are not drawn as measured points

@@ -103,7 +103,7 @@ def test_fit_growth_and_predict():
     np.testing.assert_allclose(predict("log", (1.0, 2.0), np.array([np.e])), [3.0])
     np.testing.assert_allclose(predict("linear", (1.0, 2.0), np.array([3.0])), [7.0])
     np.testing.assert_allclose(predict("power", (2.0, 0.5), np.array([16.0])), [8.0])
-    np.testing.assert_allclose(predict("polylog", (2.0, 3.0), np.array([np.e ** 2])), [16.0])  # 2 * 2^3
+    np.testing.assert_allclose(predict("polylog", (2.0, 3.0), np.array([np.e**2])), [16.0])  # 2 * 2^3
 
 
 def test_unknown_model_raises():

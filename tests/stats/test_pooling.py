@@ -22,8 +22,9 @@ def test_shared_trial_ids_are_counted_with_their_changed_and_flipped_outcomes():
     # r3 ran t7 again with the same code version as r1: not a version conflict.
     rows += [_row("t7", "r3", "aaa", 0.5)]
     got = shared_trials(pl.DataFrame(rows), 0.95)
-    assert got.to_dicts() == [dict(run_a="r1", version_a="aaa", run_b="r2", version_b="bbb", shared=6, changed=3,
-                                   flipped=2)]
+    assert got.to_dicts() == [
+        dict(run_a="r1", version_a="aaa", run_b="r2", version_b="bbb", shared=6, changed=3, flipped=2)
+    ]
 
 
 def test_no_shared_trial_ids_give_an_empty_table():

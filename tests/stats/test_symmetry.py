@@ -11,7 +11,7 @@ from attnsweep.stats.symmetry import critical_sizes, log_slope, verdicts
 
 def test_log_slope_of_an_exact_power_law():
     # E = 3 m^-0.5 exactly: log10 E = log10 3 - 0.5 log10 m, for every seed.
-    rows = [dict(m=m, seed=s, e=3 * m ** -0.5) for m in (4, 16, 64, 256) for s in range(4)]
+    rows = [dict(m=m, seed=s, e=3 * m**-0.5) for m in (4, 16, 64, 256) for s in range(4)]
     b, lo, hi = log_slope(pl.DataFrame(rows), "e", n_boot=200)
     assert b == pytest.approx(-0.5) and lo == pytest.approx(-0.5) and hi == pytest.approx(-0.5)
 
@@ -29,15 +29,48 @@ def _trials():
     for teacher in ("equivariant", "control"):
         for m in (4, 16, 64, 256):
             for seed in range(3):
-                base = dict(teacher=teacher, n=6, k=4, d=8, m=m, seed=seed, status="done", perm_error_median=0.1 / m)
+                base = dict(
+                    teacher=teacher,
+                    n=6,
+                    k=4,
+                    d=8,
+                    m=m,
+                    seed=seed,
+                    status="done",
+                    perm_error_median=0.1 / m,
+                )
                 orth_err = 1e-3 if teacher == "equivariant" else 1.0
-                rows.append(dict(base, model="transformer", equivariance="orthogonal", test_error=orth_err,
-                                 eq_error_median=2e-16, eq_error_max=4e-16))
+                rows.append(
+                    dict(
+                        base,
+                        model="transformer",
+                        equivariance="orthogonal",
+                        test_error=orth_err,
+                        eq_error_median=2e-16,
+                        eq_error_max=4e-16,
+                    )
+                )
                 tr_ok = m >= (64 if teacher == "equivariant" else 16)
-                rows.append(dict(base, model="transformer", equivariance="none", test_error=0.01 if tr_ok else 0.5,
-                                 eq_error_median=m ** -0.5, eq_error_max=2 * m ** -0.5))
-                rows.append(dict(base, model="mlp", equivariance="none", test_error=0.5,
-                                 eq_error_median=1.0, eq_error_max=1.4))
+                rows.append(
+                    dict(
+                        base,
+                        model="transformer",
+                        equivariance="none",
+                        test_error=0.01 if tr_ok else 0.5,
+                        eq_error_median=m**-0.5,
+                        eq_error_max=2 * m**-0.5,
+                    )
+                )
+                rows.append(
+                    dict(
+                        base,
+                        model="mlp",
+                        equivariance="none",
+                        test_error=0.5,
+                        eq_error_median=1.0,
+                        eq_error_max=1.4,
+                    )
+                )
     return pl.DataFrame(rows)
 
 
@@ -95,10 +128,28 @@ def test_s2_is_not_won_on_brackets_that_touch():
     for teacher in ("equivariant", "control"):
         for m in (4, 16, 64, 256):
             for seed in range(3):
-                base = dict(teacher=teacher, n=6, k=4, d=8, m=m, seed=seed, status="done", perm_error_median=0.1 / m,
-                            eq_error_median=0.1, eq_error_max=0.2)
-                first = {("equivariant", "orthogonal"): 64, ("equivariant", "none"): 256, ("control", "none"): 16}
-                for model, eq in (("transformer", "orthogonal"), ("transformer", "none"), ("mlp", "none")):
+                base = dict(
+                    teacher=teacher,
+                    n=6,
+                    k=4,
+                    d=8,
+                    m=m,
+                    seed=seed,
+                    status="done",
+                    perm_error_median=0.1 / m,
+                    eq_error_median=0.1,
+                    eq_error_max=0.2,
+                )
+                first = {
+                    ("equivariant", "orthogonal"): 64,
+                    ("equivariant", "none"): 256,
+                    ("control", "none"): 16,
+                }
+                for model, eq in (
+                    ("transformer", "orthogonal"),
+                    ("transformer", "none"),
+                    ("mlp", "none"),
+                ):
                     ok = model == "transformer" and m >= first.get((teacher, eq), 10**9)
                     rows.append(dict(base, model=model, equivariance=eq, test_error=0.01 if ok else 0.5))
     trials = pl.DataFrame(rows)
@@ -111,8 +162,9 @@ def test_s2_is_not_won_on_brackets_that_touch():
 def test_s2_is_inconclusive_when_both_students_are_beyond_the_grid_on_the_equivariant_teacher():
     # No student learns the equivariant teacher at any m tried: no order of m* can be read
     # off, so S2 is neither supported nor refuted (it used to read as not supported).
-    trials = _trials().with_columns(test_error=pl.when(pl.col("teacher") == "equivariant").then(0.9)
-                                    .otherwise(pl.col("test_error")))
+    trials = _trials().with_columns(
+        test_error=pl.when(pl.col("teacher") == "equivariant").then(0.9).otherwise(pl.col("test_error"))
+    )
     s2 = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)[1]
     assert s2["verdict"] == "inconclusive"
     assert "undecided (the two overlap, or one has no number): equivariant: mlp, equivariant: transformer" in s2["why"]
@@ -125,9 +177,11 @@ def test_e_slopes_of_trials_that_ran_out_of_epochs_stay_inconclusive_after_a_bud
     trials = _trials()
     m_star = critical_sizes(trials, target_error=0.05, n_boot=100, ci=0.95)
     generic = (pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")
-    cleared = m_star.with_columns(out_of_epochs=pl.when(generic).then(True).otherwise(pl.col("out_of_epochs")),
-                                  flags=pl.when(generic).then(pl.lit("")).otherwise(pl.col("flags")),
-                                  budget=pl.lit("ok"))
+    cleared = m_star.with_columns(
+        out_of_epochs=pl.when(generic).then(True).otherwise(pl.col("out_of_epochs")),
+        flags=pl.when(generic).then(pl.lit("")).otherwise(pl.col("flags")),
+        budget=pl.lit("ok"),
+    )
     got = {v["claim"][:2]: v for v in verdicts(trials, cleared, n_boot=100)}
     for claim in ("S3", "S4"):
         assert got[claim]["verdict"] == "inconclusive", got[claim]["why"]

@@ -12,7 +12,15 @@ from attnsweep.stats import symmetry_scale as scale
 from attnsweep.stats.symmetry import critical_sizes_and_replicates, verdicts
 
 # One axis at a time around (d, n, k) = (8, 6, 4), as sweeps/symmetry-scale.yaml runs it.
-GROUPS = [(6, 4, 4), (6, 4, 8), (6, 4, 16), (3, 4, 8), (12, 4, 8), (6, 2, 8), (6, 8, 8)]  # (n, k, d)
+GROUPS = [
+    (6, 4, 4),
+    (6, 4, 8),
+    (6, 4, 16),
+    (3, 4, 8),
+    (12, 4, 8),
+    (6, 2, 8),
+    (6, 8, 8),
+]  # (n, k, d)
 # Seed s of the generic transformer succeeds from m = d * THRESHOLDS[s]: its cell, tried at
 # m = d * BASE, is the d = 1 cell with every m scaled by d, and m* is fitted on ln m, so m*
 # scales by d exactly; n and k change nothing.
@@ -39,22 +47,59 @@ def _run(transformer_thresholds=THRESHOLDS, rising_error_at=None, scale_of=lambd
             for seed, t in enumerate(transformer_thresholds):
                 base = dict(teacher=teacher, n=n, k=k, d=d, seed=seed, status="done")
                 for m in (1, 2, 4):
-                    rows.append(dict(base, m=m, model="transformer", equivariance="orthogonal",
-                                     test_error=1e-3 if eq else 0.9, eq_error_median=1e-15, eq_error_max=2e-15,
-                                     perm_error_median=1e-15))
+                    rows.append(
+                        dict(
+                            base,
+                            m=m,
+                            model="transformer",
+                            equivariance="orthogonal",
+                            test_error=1e-3 if eq else 0.9,
+                            eq_error_median=1e-15,
+                            eq_error_max=2e-15,
+                            perm_error_median=1e-15,
+                        )
+                    )
                 power = 0.5 if (n, k, d) == rising_error_at else -0.5
                 for m in (scale_of(d) * b for b in BASE):
-                    e = 0.5 * m ** power * (1 + 0.1 * seed)
-                    rows.append(dict(base, m=m, model="transformer", equivariance="none",
-                                     test_error=0.01 if eq and m >= scale_of(d) * t else 0.5, eq_error_median=e,
-                                     eq_error_max=2 * e, perm_error_median=e))
-                    rows.append(dict(base, m=m, model="mlp", equivariance="none", test_error=0.7,
-                                     eq_error_median=1.0, eq_error_max=1.0, perm_error_median=1.0))
+                    e = 0.5 * m**power * (1 + 0.1 * seed)
+                    rows.append(
+                        dict(
+                            base,
+                            m=m,
+                            model="transformer",
+                            equivariance="none",
+                            test_error=0.01 if eq and m >= scale_of(d) * t else 0.5,
+                            eq_error_median=e,
+                            eq_error_max=2 * e,
+                            perm_error_median=e,
+                        )
+                    )
+                    rows.append(
+                        dict(
+                            base,
+                            m=m,
+                            model="mlp",
+                            equivariance="none",
+                            test_error=0.7,
+                            eq_error_median=1.0,
+                            eq_error_max=1.0,
+                            perm_error_median=1.0,
+                        )
+                    )
                 if eq:
                     for m in (d // 2 * b for b in (1, 2, 4, 8) if d // 2 * b <= 32):  # scaled copies, up to 32
-                        rows.append(dict(base, m=m, model="transformer", equivariance="augment",
-                                         test_error=0.01 if m >= 4 * d else 0.5, eq_error_median=0.1,
-                                         eq_error_max=0.2, perm_error_median=0.1))
+                        rows.append(
+                            dict(
+                                base,
+                                m=m,
+                                model="transformer",
+                                equivariance="augment",
+                                test_error=0.01 if m >= 4 * d else 0.5,
+                                eq_error_median=0.1,
+                                eq_error_max=0.2,
+                                perm_error_median=0.1,
+                            )
+                        )
     return pl.DataFrame(rows)
 
 
@@ -122,8 +167,9 @@ def test_advantage_slopes_recover_the_built_exponents():
     assert aug["values"] == "4, 8" and aug["slope"] == pytest.approx(1.0, abs=1e-9)
     # Its bound still says something of the slope: from d = 8 (an advantage of 4 * 8 / 1 by the
     # built m*, whatever the fit gives) to > 32 at d = 16 is a slope of at least log2(32 / adv_8).
-    adv8 = scale.advantage(m_star, reps, 0.95).filter((pl.col("student") == "transformer + rotations")
-                                                      & (pl.col("d") == 8))["ratio"][0]
+    adv8 = scale.advantage(m_star, reps, 0.95).filter(
+        (pl.col("student") == "transformer + rotations") & (pl.col("d") == 8)
+    )["ratio"][0]
     assert aug["left_out"] == f"d=16: > 32 (a slope of at least {math.log2(32 / adv8):.2f} from d=8)"
 
 
@@ -132,14 +178,25 @@ def test_a_bracketed_cell_gives_the_advantage_an_interval_of_nonzero_width():
     # widens it to the two m tried around it, and the advantage's interval follows.
     trials = _run(transformer_thresholds=(3, 3, 3, 3, 3))
     m_star, reps = _analyse(trials)
-    cell = m_star.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")
-                         & (pl.col("d") == 8) & (pl.col("n") == 6) & (pl.col("k") == 4)).row(0, named=True)
+    cell = m_star.filter(
+        (pl.col("student") == "transformer")
+        & (pl.col("teacher") == "equivariant")
+        & (pl.col("d") == 8)
+        & (pl.col("n") == 6)
+        & (pl.col("k") == 4)
+    ).row(0, named=True)
     assert (cell["ci_lo"], cell["ci_hi"]) == (16.0, 24.0)  # m = 8 * 2 fails, 8 * 3 succeeds
-    r = scale.advantage(m_star, reps, 0.95).filter((pl.col("student") == "transformer") & (pl.col("d") == 8)
-                                                   & (pl.col("n") == 6) & (pl.col("k") == 4)).row(0, named=True)
+    r = (
+        scale.advantage(m_star, reps, 0.95)
+        .filter((pl.col("student") == "transformer") & (pl.col("d") == 8) & (pl.col("n") == 6) & (pl.col("k") == 4))
+        .row(0, named=True)
+    )
     assert 16 <= r["ci_lo"] < r["ci_hi"] <= 24
-    slope = scale.advantage_slopes(m_star, reps, 0.95).filter((pl.col("student") == "transformer")
-                                                              & (pl.col("axis") == "d")).row(0, named=True)
+    slope = (
+        scale.advantage_slopes(m_star, reps, 0.95)
+        .filter((pl.col("student") == "transformer") & (pl.col("axis") == "d"))
+        .row(0, named=True)
+    )
     assert slope["ci_hi"] - slope["ci_lo"] > 0.1
 
 
@@ -151,7 +208,7 @@ def test_error_slopes_per_group():
         assert r["slope"] == pytest.approx(want, abs=1e-9) and r["m_min"] == r["d"] and r["m_max"] == 8 * r["d"]
     at = medians.filter((pl.col("d") == 4) & (pl.col("n") == 6) & (pl.col("k") == 4) & (pl.col("m") == 16))
     # median over seeds 0..4 of 0.5 * 16^-0.5 * (1 + 0.1 s) is seed 2's
-    assert at["E"][0] == pytest.approx(0.5 * 16 ** -0.5 * 1.2) and at["trials"][0] == 5
+    assert at["E"][0] == pytest.approx(0.5 * 16**-0.5 * 1.2) and at["trials"][0] == 5
 
 
 def test_center_is_where_the_lines_cross():
@@ -159,8 +216,9 @@ def test_center_is_where_the_lines_cross():
 
 
 def test_a_censored_baseline_gives_a_bound_or_no_advantage():
-    trials = _run().with_columns(test_error=pl.when(pl.col("equivariance") == "orthogonal").then(0.9)
-                                 .otherwise(pl.col("test_error")))
+    trials = _run().with_columns(
+        test_error=pl.when(pl.col("equivariance") == "orthogonal").then(0.9).otherwise(pl.col("test_error"))
+    )
     m_star, reps = _analyse(trials)
     adv = scale.advantage(m_star, reps, 0.95)
     # The inner-product m* is beyond its grid (m* > 4, the largest m tried): a generic m*
@@ -181,8 +239,11 @@ def test_curved_local_slopes_are_published_instead_of_one_slope():
     # The generic m* is 4 at d = 4 and 8 (local slope 0) and 32 at d = 16 (local slope 3): one
     # power law cannot fit the line, and each local slope's interval is far from the other's.
     m_star, reps = _analyse(_run(scale_of={4: 4, 8: 4, 16: 32}.get))
-    row = scale.advantage_slopes(m_star, reps, 0.95).filter(
-        (pl.col("student") == "transformer") & (pl.col("axis") == "d")).row(0, named=True)
+    row = (
+        scale.advantage_slopes(m_star, reps, 0.95)
+        .filter((pl.col("student") == "transformer") & (pl.col("axis") == "d"))
+        .row(0, named=True)
+    )
     local = json.loads(row["local_json"])
     assert [(x["from"], x["to"]) for x in local] == [(4, 8), (8, 16)]
     assert local[0]["slope"] == pytest.approx(0.0, abs=1e-9) and local[1]["slope"] == pytest.approx(3.0, abs=1e-9)
@@ -191,14 +252,30 @@ def test_curved_local_slopes_are_published_instead_of_one_slope():
     # The inner-product m* is 1 in every group of the line: the advantage's denominator is the floor.
     assert row["floor"] is True
     # What the findings publish: the local slopes, not one slope.
-    analysis = ScaleAnalysis(groups=pl.DataFrame(), advantage=pl.DataFrame(),
-                             advantage_slopes=scale.advantage_slopes(m_star, reps, 0.95),
-                             error_slopes=pl.DataFrame(schema=dict(d=pl.Int64, n=pl.Int64, k=pl.Int64, slope=pl.Float64,
-                                                                   ci_lo=pl.Float64, ci_hi=pl.Float64,
-                                                                   m_min=pl.Int64, m_max=pl.Int64)),
-                             error_medians=pl.DataFrame(), center={})
-    m = next(x for x in analysis.measurements() if x["measurement"].startswith(
-        "S2 advantage of the inner-product student over the transformer against d"))
+    analysis = ScaleAnalysis(
+        groups=pl.DataFrame(),
+        advantage=pl.DataFrame(),
+        advantage_slopes=scale.advantage_slopes(m_star, reps, 0.95),
+        error_slopes=pl.DataFrame(
+            schema=dict(
+                d=pl.Int64,
+                n=pl.Int64,
+                k=pl.Int64,
+                slope=pl.Float64,
+                ci_lo=pl.Float64,
+                ci_hi=pl.Float64,
+                m_min=pl.Int64,
+                m_max=pl.Int64,
+            )
+        ),
+        error_medians=pl.DataFrame(),
+        center={},
+    )
+    m = next(
+        x
+        for x in analysis.measurements()
+        if x["measurement"].startswith("S2 advantage of the inner-product student over the transformer against d")
+    )
     assert m["statistic"].startswith("no single slope (the local slopes disagree): d 4 -> 8: 0.00, d 8 -> 16: 3.00")
     assert m["numbers"]["lack_of_fit"] is True and len(m["numbers"]["local_slopes"]) == 2
     assert "floor of 1" in m["note"]
@@ -207,7 +284,10 @@ def test_curved_local_slopes_are_published_instead_of_one_slope():
 def test_a_straight_line_keeps_its_one_slope():
     # m* proportional to d: both local slopes are 1, their intervals overlap, one slope stands.
     m_star, reps = _analyse(_run())
-    row = scale.advantage_slopes(m_star, reps, 0.95).filter(
-        (pl.col("student") == "transformer") & (pl.col("axis") == "d")).row(0, named=True)
+    row = (
+        scale.advantage_slopes(m_star, reps, 0.95)
+        .filter((pl.col("student") == "transformer") & (pl.col("axis") == "d"))
+        .row(0, named=True)
+    )
     assert row["lack_of_fit"] is False
     assert [x["slope"] for x in json.loads(row["local_json"])] == pytest.approx([1.0, 1.0], abs=1e-9)

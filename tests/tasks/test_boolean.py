@@ -21,6 +21,7 @@ from attnsweep.tasks import AmbiguousTrainingSetError, TaskError
 
 # -- independent reference implementations -------------------------------------------
 
+
 def np_labels(task: str, x: np.ndarray, support) -> np.ndarray:
     """AND / XOR of the bits at ``support``, with numpy, on ``(..., n, T)`` bits."""
     bits = np.asarray(x).astype(bool)[..., list(support)]
@@ -51,6 +52,7 @@ def all_test_samples(task, T, s, seeds, support, n_test, chunk_size):
 
 
 # -- label balance and correctness ------------------------------------------------------
+
 
 @pytest.mark.parametrize("task", ["and", "parity"])
 @pytest.mark.parametrize("s", [1, 2, 3, 5])
@@ -123,6 +125,7 @@ def test_test_chunks_sizes():
 
 # -- the support -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("task", ["and", "parity"])
 @pytest.mark.parametrize("T,s", [(2, 1), (5, 4), (64, 3), (1000, 7)])
 def test_support_is_sorted_distinct_in_range(task, T, s):
@@ -153,6 +156,7 @@ def test_supports_differ_across_seeds():
 
 # -- determinism -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("task", ["and", "parity"])
 def test_training_set_is_deterministic(task):
     a = tasks.sample_training_set(task, T=24, s=2, m=100, seed=11)
@@ -165,6 +169,7 @@ def test_training_set_is_deterministic(task):
 
 
 # -- the ambiguity check ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("task", ["and", "parity"])
 def test_is_ambiguous_matches_brute_force(task):
@@ -246,7 +251,13 @@ def test_redraw_cap_raises():
 
 @pytest.mark.parametrize(
     "task,T,s,m",
-    [("and", 5, 5, 10), ("and", 5, 6, 10), ("parity", 5, 0, 10), ("and", 1, 1, 10), ("and", 8, 2, 0)],
+    [
+        ("and", 5, 5, 10),
+        ("and", 5, 6, 10),
+        ("parity", 5, 0, 10),
+        ("and", 1, 1, 10),
+        ("and", 8, 2, 0),
+    ],
 )
 def test_bad_shapes_raise(task, T, s, m):
     with pytest.raises(TaskError):
@@ -274,6 +285,7 @@ def test_unknown_task_raises():
 
 
 # -- many trials at once ---------------------------------------------------------------
+
 
 def test_sample_training_sets_all_fail_when_m_is_hopeless():
     # Parity, s = 2, m = 1, T = 64: with n1 ones and n0 = 64 - n1 zeros among the columns,

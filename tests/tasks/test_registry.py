@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnsweep.tasks import registry
-from attnsweep.tasks.boolean import AND, PARITY, boolean_tasks, is_ambiguous, labels, task_of
+from attnsweep.tasks.boolean import AND, PARITY, boolean_tasks, labels, task_of
 from attnsweep.tasks.errors import TaskError
 from attnsweep.tasks.registry import BooleanTask, ambiguous_by_enumeration
 
@@ -87,11 +87,14 @@ def test_a_package_task_is_found_by_its_entry_point(monkeypatch):
     assert registry.plugin_tasks() == {"odd_one": OK_TASK}
 
 
-@pytest.mark.parametrize("point, message", [
-    (("odd_one", f"{MODULE}:NOT_A_TASK"), "not an attnsweep.tasks.registry.BooleanTask"),
-    (("odd_one", f"{MODULE}:NO_SUCH_NAME"), "does not load"),
-    (("other_name", f"{MODULE}:OK_TASK"), "need one name"),
-])
+@pytest.mark.parametrize(
+    "point, message",
+    [
+        (("odd_one", f"{MODULE}:NOT_A_TASK"), "not an attnsweep.tasks.registry.BooleanTask"),
+        (("odd_one", f"{MODULE}:NO_SUCH_NAME"), "does not load"),
+        (("other_name", f"{MODULE}:OK_TASK"), "need one name"),
+    ],
+)
 def test_a_broken_package_task_is_one_error_naming_its_entry_point(monkeypatch, point, message):
     _with_entry_points(monkeypatch, point)
     with pytest.raises(TaskError, match=message) as err:

@@ -19,6 +19,7 @@ N, K_ROWS, D = 5, 3, 4
 
 # -- independent references -------------------------------------------------------------
 
+
 def np_haar(d: int, count: int, seed: int) -> np.ndarray:
     """``(count, d, d)`` Haar orthogonal matrices, numpy QR with R's diagonal made positive."""
     z = np.random.default_rng(seed).standard_normal((count, d, d))
@@ -61,6 +62,7 @@ def inputs64(teacher: str, m: int = 16):
 
 
 # -- shapes, dtypes, determinism ---------------------------------------------------------
+
 
 @pytest.mark.parametrize("teacher", TEACHERS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -113,6 +115,7 @@ def test_streams_differ_where_they_should(teacher):
 
 # -- symmetries ------------------------------------------------------------------------
 
+
 def test_equivariant_teacher_is_orthogonally_and_permutation_equivariant():
     X, K, _ = inputs64("equivariant")
     assert max(orth_errors("equivariant", X, K)) < 1e-12
@@ -135,6 +138,7 @@ def test_positional_teacher_breaks_permutation_equivariance_only():
 
 # -- values ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("d", [4, 32])
 def test_input_scale_is_one_over_d(d):
     X, K, _ = sample_dataset("equivariant", 8, 4, d, 2000, seed=0, split="test", dtype=torch.float64)
@@ -147,8 +151,7 @@ def test_equivariant_teacher_matches_numpy_formula():
     X, K, Y = sample_dataset("equivariant", N, K_ROWS, D, 1, seed=5, dtype=torch.float64)
     x, kn = X[0].numpy(), K[0].numpy()
     expected = (
-        p["alpha"] * np_softmax(p["beta_xk"] * x @ kn.T) @ kn
-        + p["gamma"] * np_softmax(p["beta_xx"] * x @ x.T) @ x
+        p["alpha"] * np_softmax(p["beta_xk"] * x @ kn.T) @ kn + p["gamma"] * np_softmax(p["beta_xx"] * x @ x.T) @ x
     )
     np.testing.assert_allclose(Y[0].numpy(), expected, rtol=1e-12, atol=1e-14)
 
@@ -172,6 +175,7 @@ def test_parameter_ranges():
 
 
 # -- errors ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "kwargs,word",

@@ -7,9 +7,14 @@ from pathlib import Path
 import pytest
 
 from attnsweep.workers import BooleanTrialConfig, SymmetryTrialConfig, build_model, build_student
+from attnsweep.workers.memory import (
+    boolean_trial_bytes,
+    boolean_working_bytes,
+    pack_bytes,
+    symmetry_trial_bytes,
+    symmetry_working_bytes,
+)
 from attnsweep.workers.stacking import boolean_stacks
-from attnsweep.workers.memory import (boolean_trial_bytes, boolean_working_bytes, pack_bytes, symmetry_trial_bytes,
-                            symmetry_working_bytes)
 
 
 def test_mlp_estimate_matches_the_documented_formula():
@@ -69,7 +74,12 @@ def test_one_layer_estimate_bounds_the_real_peak_memory_of_a_pack(T, m, P, stack
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _PEAK, str(T), str(m), str(P)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(T), str(m), str(P)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     sampled, kernel = map(int, out.stdout.split()[-2:])
     measured = max(sampled, kernel)
     c = BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=0, heads=4, n_test=100)
@@ -86,8 +96,15 @@ def test_minibatches_bound_the_activations():
     assert boolean_working_bytes(full) - boolean_working_bytes(mini) == 4 * (4096 - 64) * per_sample
 
 
-@pytest.mark.parametrize("equivariance,model", [("none", "transformer"), ("orthogonal", "transformer"),
-                                                ("none", "mlp"), ("augment", "transformer")])
+@pytest.mark.parametrize(
+    "equivariance,model",
+    [
+        ("none", "transformer"),
+        ("orthogonal", "transformer"),
+        ("none", "mlp"),
+        ("augment", "transformer"),
+    ],
+)
 def test_symmetry_estimate_counts_the_real_parameters(equivariance, model):
     c = SymmetryTrialConfig(teacher="equivariant", n=6, k=4, d=8, m=32, seed=0, model=model, equivariance=equivariance)
     width = c.mlp_width if model == "mlp" else c.width
@@ -118,9 +135,17 @@ def test_the_closed_form_parameter_count_is_the_count_of_the_built_model(model, 
         assert boolean_param_count(model, T, d, layers, heads, width) == sum(p.numel() for p in built.parameters())
 
 
-@pytest.mark.parametrize(("model", "equivariance"), [("transformer", "none"), ("transformer", "augment"),
-                                                     ("transformer", "permutation"), ("mlp", "none"),
-                                                     ("mlp", "augment"), ("transformer", "orthogonal")])
+@pytest.mark.parametrize(
+    ("model", "equivariance"),
+    [
+        ("transformer", "none"),
+        ("transformer", "augment"),
+        ("transformer", "permutation"),
+        ("mlp", "none"),
+        ("mlp", "augment"),
+        ("transformer", "orthogonal"),
+    ],
+)
 @pytest.mark.parametrize(("n", "k", "d", "width", "heads"), [(6, 4, 8, 32, 4), (3, 1, 64, 16, 2), (12, 9, 5, 8, 1)])
 def test_the_closed_form_student_count_is_the_count_of_the_built_student(model, equivariance, n, k, d, width, heads):
     import torch
@@ -131,17 +156,20 @@ def test_the_closed_form_student_count_is_the_count_of_the_built_student(model, 
     with torch.device("meta"):
         built = build_student(model, equivariance, n, k, d, width, heads)
     assert symmetry_param_count(model, equivariance, n, k, d, width, heads) == sum(
-        p.numel() for p in built.parameters())
+        p.numel() for p in built.parameters()
+    )
 
 
 def test_a_spec_is_checked_and_sized_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from attnsweep.orchestrator.spec import load_spec; from attnsweep.orchestrator.packing import count_packs, "
-            "spec_pack_sizer; s = load_spec('sweeps/quickstart.yaml'); "
-            "print(count_packs(s, spec_pack_sizer(s, 2))[0]); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray', 'polars', 'scipy')))")
+    code = (
+        "import sys; from attnsweep.orchestrator.spec import load_spec; from attnsweep.orchestrator.packing import count_packs, "
+        "spec_pack_sizer; s = load_spec('sweeps/quickstart.yaml'); "
+        "print(count_packs(s, spec_pack_sizer(s, 2))[0]); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray', 'polars', 'scipy')))"
+    )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
     n_packs, loaded = out.splitlines()

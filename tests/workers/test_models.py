@@ -37,6 +37,7 @@ def random_bits(n: int, T: int, seed: int = 0) -> torch.Tensor:
 
 # -- shapes ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("layers,heads", [(1, 1), (1, 4), (2, 2), (3, 8)])
 def test_transformer_output_shape(layers, heads):
     torch.manual_seed(0)
@@ -79,6 +80,7 @@ def test_mlp_maps_bits_to_plus_minus_one():
 
 
 # -- the one-layer paths: table and matmul against the general forward -------------------
+
 
 def _randomised(T: int, heads: int, d: int = 16, seed: int = 0, std: float = 0.5) -> CLSTransformer:
     torch.manual_seed(seed)
@@ -181,6 +183,7 @@ def test_transformer_depends_on_its_input():
 
 # -- norms -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("shape", [(5, 5), (3, 7), (7, 3), (1, 8)])
 def test_matrix_norm_matches_numpy(kind, shape):
@@ -237,7 +240,7 @@ def snapshot(params):
 
 
 def head_rows(w: np.ndarray, h: int) -> np.ndarray:
-    return w[h * DH_:(h + 1) * DH_]
+    return w[h * DH_ : (h + 1) * DH_]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -265,9 +268,7 @@ def test_project_transformer(kind):
             np.testing.assert_allclose(head_rows(wk1, h), head_rows(wk0, h) * f, rtol=1e-5, atol=1e-7)
             v0 = np_norm(head_rows(wv0, h), kind)
             assert np_norm(head_rows(wv1, h), kind) <= B * (1 + 1e-5)
-            np.testing.assert_allclose(
-                head_rows(wv1, h), head_rows(wv0, h) * min(1.0, B / v0), rtol=1e-5, atol=1e-7
-            )
+            np.testing.assert_allclose(head_rows(wv1, h), head_rows(wv0, h) * min(1.0, B / v0), rtol=1e-5, atol=1e-7)
         r0 = before["readout.weight"][t].double().numpy()
         r1 = after["readout.weight"][t].double().numpy()
         assert np_norm(r1, kind) <= B * (1 + 1e-5)

@@ -4,8 +4,6 @@ in both forms of the sums over the samples (over the T bits, and the one-hot's t
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
@@ -27,14 +25,30 @@ def _data(m: int, T: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randint(0, 2, (m, T), generator=g), torch.randint(0, 2, (m,), generator=g).double()
 
 
-@pytest.mark.parametrize("T, d, heads, m, scale", [(8, 8, 1, 5, 1.0), (16, 16, 4, 12, 0.5), (64, 32, 4, 33, 0.3),
-                                                   (300, 16, 2, 7, 0.3), (1024, 32, 4, 40, 0.3)])
+@pytest.mark.parametrize(
+    "T, d, heads, m, scale",
+    [
+        (8, 8, 1, 5, 1.0),
+        (16, 16, 4, 12, 0.5),
+        (64, 32, 4, 33, 0.3),
+        (300, 16, 2, 7, 0.3),
+        (1024, 32, 4, 40, 0.3),
+    ],
+)
 def test_the_t_bit_form_matches_autograd_in_float64(T, d, heads, m, scale):
     _matches_autograd(T, d, heads, m, scale, t_bit=True)
 
 
-@pytest.mark.parametrize("T, d, heads, m, scale", [(8, 8, 1, 5, 1.0), (16, 16, 4, 12, 1.0), (64, 32, 4, 33, 1.0),
-                                                   (300, 16, 2, 7, 3.0), (1024, 32, 4, 40, 2.0)])
+@pytest.mark.parametrize(
+    "T, d, heads, m, scale",
+    [
+        (8, 8, 1, 5, 1.0),
+        (16, 16, 4, 12, 1.0),
+        (64, 32, 4, 33, 1.0),
+        (300, 16, 2, 7, 3.0),
+        (1024, 32, 4, 40, 2.0),
+    ],
+)
 def test_the_one_hot_form_matches_autograd_in_float64_at_extreme_scores(T, d, heads, m, scale, monkeypatch):
     monkeypatch.setattr(one_layer, "KAPPA_MAX", 0.0)  # every call takes the two products
     _matches_autograd(T, d, heads, m, scale, t_bit=False)
@@ -49,8 +63,9 @@ def _matches_autograd(T: int, d: int, heads: int, m: int, scale: float, t_bit: b
     params = {n: p.detach() for n, p in model.named_parameters()}
     assert tuple(params) == one_layer.NAMES
     assert (one_layer.tables(params, heads).kappa <= one_layer.KAPPA_MAX) == t_bit  # the form under test
-    got_loss, got_logits, grads, score_range = one_layer.loss_and_grads(params, heads,
-                                                                        one_layer.bits_as_float(x, torch.float64), y)
+    got_loss, got_logits, grads, score_range = one_layer.loss_and_grads(
+        params, heads, one_layer.bits_as_float(x, torch.float64), y
+    )
     torch.testing.assert_close(got_logits, logits.detach(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(got_loss, loss.detach(), rtol=1e-12, atol=1e-12)
     assert set(grads) == set(one_layer.NAMES)
@@ -68,8 +83,12 @@ def test_the_logits_match_the_exact_table_path_at_large_T_in_float64(T):
     assert t.kappa <= one_layer.KAPPA_MAX  # the T-bit form is the one under test
     with torch.no_grad():
         want = model.forward_table(x)  # the softmax per sample, no shared shift or product
-    torch.testing.assert_close(one_layer.head(params, t, one_layer.bits_as_float(x, torch.float64)).logits, want,
-                               rtol=1e-11, atol=1e-11)
+    torch.testing.assert_close(
+        one_layer.head(params, t, one_layer.bits_as_float(x, torch.float64)).logits,
+        want,
+        rtol=1e-11,
+        atol=1e-11,
+    )
 
 
 def _spread(T: int, width: float) -> dict[str, torch.Tensor]:

@@ -28,20 +28,33 @@ def _model(T: int, d: int, heads: int, positions: str, seed: int) -> CLSTransfor
 
 def _stacked(models: list[CLSTransformer]) -> dict[str, torch.Tensor]:
     params, buffers = stack_module_state(models)
-    p = {**{k: v.detach() for k, v in params.items()}, **buffers}  # "pos" is a buffer for untrained codes
+    p = {
+        **{k: v.detach() for k, v in params.items()},
+        **buffers,
+    }  # "pos" is a buffer for untrained codes
     assert set(p) == set(one_layer.NAMES)
     return p
 
 
 def _data(S: int, m: int, T: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return (torch.randint(0, 2, (S, m, T), generator=g).double(),
-            torch.randint(0, 2, (S, m), generator=g).double())
+    return (
+        torch.randint(0, 2, (S, m, T), generator=g).double(),
+        torch.randint(0, 2, (S, m), generator=g).double(),
+    )
 
 
-@pytest.mark.parametrize("T, d, heads, m, positions", [
-    (8, 8, 1, 5, "learned"), (16, 16, 2, 12, "learned"), (16, 16, 2, 64, "fixed"),
-    (64, 32, 4, 33, "learned"), (64, 32, 4, 20, "fixed"), (300, 16, 2, 7, "learned")])
+@pytest.mark.parametrize(
+    "T, d, heads, m, positions",
+    [
+        (8, 8, 1, 5, "learned"),
+        (16, 16, 2, 12, "learned"),
+        (16, 16, 2, 64, "fixed"),
+        (64, 32, 4, 33, "learned"),
+        (64, 32, 4, 20, "fixed"),
+        (300, 16, 2, 7, "learned"),
+    ],
+)
 def test_every_slot_matches_autograd_through_its_own_model_in_float64(T, d, heads, m, positions):
     S = 32
     models = [_model(T, d, heads, positions, seed=1000 * T + s) for s in range(S)]
@@ -78,8 +91,13 @@ def test_float32_stays_within_float32_rounding_of_float64(T, d, heads, m):
     for name in one_layer.NAMES:
         for s in range(S):  # each slot against its own largest gradient entry
             scale = float(want[2][name][s].abs().max())
-            torch.testing.assert_close(got[2][name][s].double(), want[2][name][s], rtol=1e-4, atol=1e-4 * scale,
-                                       msg=f"slot {s}: {name}")
+            torch.testing.assert_close(
+                got[2][name][s].double(),
+                want[2][name][s],
+                rtol=1e-4,
+                atol=1e-4 * scale,
+                msg=f"slot {s}: {name}",
+            )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -91,15 +109,30 @@ def test_a_slot_gives_the_same_bits_wherever_it_sits_among_any_packmates(T, d, h
         one = _stacked([_model(T, d, heads, "learned", seed=1)])
         x1, y1 = _data(1, m, T, seed=2)
         runs = []
-        for S, where, mates_seed in [(32, 0, 10), (32, 13, 20), (32, 31, 30), (64, 0, 40), (64, 40, 50), (64, 63, 60)]:
+        for S, where, mates_seed in [
+            (32, 0, 10),
+            (32, 13, 20),
+            (32, 31, 30),
+            (64, 0, 40),
+            (64, 40, 50),
+            (64, 63, 60),
+        ]:
             p = _stacked([_model(T, d, heads, "learned", seed=mates_seed + s) for s in range(S)])
             x, y = _data(S, m, T, seed=mates_seed)
             for k in p:
                 p[k][where] = one[k][0]
             x[where], y[where] = x1[0], y1[0]
-            loss, logits, grads, score_range = loss_and_grads_stacked({k: v.to(dtype) for k, v in p.items()}, heads,
-                                                                      x.to(dtype), y.to(dtype))
-            runs.append((loss[where], logits[where], score_range[where], {k: g[where] for k, g in grads.items()}))
+            loss, logits, grads, score_range = loss_and_grads_stacked(
+                {k: v.to(dtype) for k, v in p.items()}, heads, x.to(dtype), y.to(dtype)
+            )
+            runs.append(
+                (
+                    loss[where],
+                    logits[where],
+                    score_range[where],
+                    {k: g[where] for k, g in grads.items()},
+                )
+            )
         first = runs[0]
         for run in runs[1:]:
             for a, b in zip(run[:3], first[:3]):

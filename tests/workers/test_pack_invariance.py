@@ -17,41 +17,96 @@ def _same(a: dict, b: dict) -> None:
     for key in a:
         if key in SHARED:
             continue
-        assert a[key] == b[key] or (a[key] != a[key] and b[key] != b[key]), (key, a[key], b[key])  # NaN == NaN
+        assert a[key] == b[key] or (a[key] != a[key] and b[key] != b[key]), (
+            key,
+            a[key],
+            b[key],
+        )  # NaN == NaN
 
 
-@pytest.mark.parametrize("settings", [
-    dict(T=256, m=60, model="transformer", d=32, heads=4, lr=3e-3, max_epochs=60),  # the one-layer hand-written step
-    dict(T=64, m=48, model="transformer", d=16, heads=2, lr=3e-3, max_epochs=40, batch_size=16, norm_bound=1.0),
-    dict(T=32, m=40, model="transformer", d=16, heads=2, layers=2, lr=3e-3, max_epochs=25),  # autograd, 2 layers
-    dict(T=32, m=40, model="mlp", mlp_width=64, lr=3e-3, max_epochs=40),
-    dict(T=64, m=40, model="transformer", d=16, heads=2, lr=3e-3, max_epochs=20, precision="bfloat16"),
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(
+            T=256, m=60, model="transformer", d=32, heads=4, lr=3e-3, max_epochs=60
+        ),  # the one-layer hand-written step
+        dict(
+            T=64,
+            m=48,
+            model="transformer",
+            d=16,
+            heads=2,
+            lr=3e-3,
+            max_epochs=40,
+            batch_size=16,
+            norm_bound=1.0,
+        ),
+        dict(T=32, m=40, model="transformer", d=16, heads=2, layers=2, lr=3e-3, max_epochs=25),  # autograd, 2 layers
+        dict(T=32, m=40, model="mlp", mlp_width=64, lr=3e-3, max_epochs=40),
+        dict(
+            T=64,
+            m=40,
+            model="transformer",
+            d=16,
+            heads=2,
+            lr=3e-3,
+            max_epochs=20,
+            precision="bfloat16",
+        ),
+    ],
+)
 def test_a_trial_alone_and_in_packs_of_other_sizes_gives_the_same_row(settings):
     torch.set_num_threads(1)
     configs = [BooleanTrialConfig(task="and", s=3, seed=seed, n_test=300, **settings) for seed in range(5)]
     alone = [train_pack([c], device="cpu")[0] for c in configs[:3]]
-    packs = [train_pack(configs[:2], device="cpu"), train_pack(configs[::-1], device="cpu"),
-             train_pack([configs[1], configs[1], configs[0], configs[2]], device="cpu")]  # a trial twice in one pack
-    found = {0: [packs[0][0], packs[1][4], packs[2][2]], 1: [packs[0][1], packs[1][3], packs[2][0], packs[2][1]],
-             2: [packs[1][2], packs[2][3]]}
+    packs = [
+        train_pack(configs[:2], device="cpu"),
+        train_pack(configs[::-1], device="cpu"),
+        train_pack([configs[1], configs[1], configs[0], configs[2]], device="cpu"),
+    ]  # a trial twice in one pack
+    found = {
+        0: [packs[0][0], packs[1][4], packs[2][2]],
+        1: [packs[0][1], packs[1][3], packs[2][0], packs[2][1]],
+        2: [packs[1][2], packs[2][3]],
+    }
     for i, rows in found.items():
         assert alone[i]["status"] == "done"
         for row in rows:
             _same(alone[i], row)
 
 
-@pytest.mark.parametrize("student", [dict(model="transformer", equivariance="none"),
-                                     dict(model="transformer", equivariance="augment"),
-                                     dict(model="transformer", equivariance="orthogonal"),
-                                     dict(model="mlp", equivariance="none")])
+@pytest.mark.parametrize(
+    "student",
+    [
+        dict(model="transformer", equivariance="none"),
+        dict(model="transformer", equivariance="augment"),
+        dict(model="transformer", equivariance="orthogonal"),
+        dict(model="mlp", equivariance="none"),
+    ],
+)
 def test_a_symmetry_trial_alone_and_in_packs_gives_the_same_row(student):
     from attnsweep.workers import SymmetryTrialConfig
     from attnsweep.workers.train_symmetry import train_symmetry_pack
 
     torch.set_num_threads(1)
-    configs = [SymmetryTrialConfig(teacher="equivariant", n=4, k=2, d=4, m=8, seed=seed, width=8, heads=2,
-                                   mlp_width=16, max_epochs=30, n_test=32, n_q=2, **student) for seed in range(4)]
+    configs = [
+        SymmetryTrialConfig(
+            teacher="equivariant",
+            n=4,
+            k=2,
+            d=4,
+            m=8,
+            seed=seed,
+            width=8,
+            heads=2,
+            mlp_width=16,
+            max_epochs=30,
+            n_test=32,
+            n_q=2,
+            **student,
+        )
+        for seed in range(4)
+    ]
     alone = [train_symmetry_pack([c], device="cpu")[0] for c in configs[:2]]
     for pack in (configs, configs[::-1], [configs[1], configs[0], configs[1]]):
         rows = train_symmetry_pack(pack, device="cpu")
@@ -64,8 +119,9 @@ def test_a_symmetry_trial_alone_and_in_packs_gives_the_same_row(student):
 BOOLEAN_MODELS = {
     "one-layer, hand-written step": dict(model="transformer", d=16, heads=2),
     "one-layer, bfloat16": dict(model="transformer", d=16, heads=2, precision="bfloat16"),
-    "one-layer, fixed codes, bounded, ln gain fixed": dict(model="transformer", d=16, heads=2, positions="fixed",
-                                                           ln_affine=False, norm_bound=1.0),
+    "one-layer, fixed codes, bounded, ln gain fixed": dict(
+        model="transformer", d=16, heads=2, positions="fixed", ln_affine=False, norm_bound=1.0
+    ),
     "two layers": dict(model="transformer", d=16, heads=2, layers=2),
     "MLP": dict(model="mlp", mlp_width=32),
     "MLP, minibatches": dict(model="mlp", mlp_width=32, batch_size=8),
@@ -79,13 +135,30 @@ def test_every_boolean_model_gives_a_trial_its_row_in_packs_of_1_2_8_and_64(name
     # and 64, in the first slot and the last, beside a copy of itself; so are the early and the
     # diverged trials in the pack of 64.
     torch.set_num_threads(1)
-    configs = [BooleanTrialConfig(task="and", T=16, s=2, m=24, seed=seed, n_test=100, lr=1e-2, max_epochs=25,
-                                  fault="nan" if seed == 5 else None, **BOOLEAN_MODELS[name]) for seed in range(64)]
+    configs = [
+        BooleanTrialConfig(
+            task="and",
+            T=16,
+            s=2,
+            m=24,
+            seed=seed,
+            n_test=100,
+            lr=1e-2,
+            max_epochs=25,
+            fault="nan" if seed == 5 else None,
+            **BOOLEAN_MODELS[name],
+        )
+        for seed in range(64)
+    ]
     alone = {i: train_pack([configs[i]], device="cpu")[0] for i in (3, 5)}
     assert alone[3]["status"] == "done" and alone[5]["status"] == "diverged"
     big = train_pack(configs[:3] + configs[4:] + [configs[3]], device="cpu")  # trial 3 last of 64
-    for pack, slot in (([configs[3], configs[9]], 0), ([configs[3]] + configs[10:17], 0),
-                       (configs[20:27] + [configs[3]], 7), ([configs[3], configs[3]], 1)):
+    for pack, slot in (
+        ([configs[3], configs[9]], 0),
+        ([configs[3]] + configs[10:17], 0),
+        (configs[20:27] + [configs[3]], 7),
+        ([configs[3], configs[3]], 1),
+    ):
         _same(alone[3], train_pack(pack, device="cpu")[slot])
     _same(alone[3], big[-1])
     _same(alone[5], big[4])
@@ -114,15 +187,35 @@ def test_every_symmetry_student_gives_a_trial_its_row_in_packs_of_1_2_8_and_64(n
     from attnsweep.workers.train_symmetry import train_symmetry_pack
 
     torch.set_num_threads(1)
-    configs = [SymmetryTrialConfig(teacher="equivariant", n=4, k=2, d=4, m=8, seed=seed, width=8, heads=2,
-                                   mlp_width=16, max_epochs=15, n_test=16, n_q=2, fault="nan" if seed == 5 else None,
-                                   **SYMMETRY_STUDENTS[name]) for seed in range(64)]
+    configs = [
+        SymmetryTrialConfig(
+            teacher="equivariant",
+            n=4,
+            k=2,
+            d=4,
+            m=8,
+            seed=seed,
+            width=8,
+            heads=2,
+            mlp_width=16,
+            max_epochs=15,
+            n_test=16,
+            n_q=2,
+            fault="nan" if seed == 5 else None,
+            **SYMMETRY_STUDENTS[name],
+        )
+        for seed in range(64)
+    ]
     alone = {i: train_symmetry_pack([configs[i]], device="cpu", stacked=True)[0] for i in (3, 5)}
     assert alone[3]["status"] == "done" and alone[5]["status"] == "diverged"
     big = train_symmetry_pack(configs[:3] + configs[4:] + [configs[3]], device="cpu", stacked=True)
     _same(alone[3], big[-1])
     _same(alone[5], big[4])
-    for pack, slot in (([configs[3], configs[9]], 0), (configs[20:27] + [configs[3]], 7), ([configs[3]] * 2, 1)):
+    for pack, slot in (
+        ([configs[3], configs[9]], 0),
+        (configs[20:27] + [configs[3]], 7),
+        ([configs[3]] * 2, 1),
+    ):
         _same(alone[3], train_symmetry_pack(pack, device="cpu", stacked=True)[slot])
 
 

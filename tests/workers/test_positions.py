@@ -21,15 +21,38 @@ from attnsweep.workers.train import _Trial, train_pack
 
 
 def _trial(seed: int, m: int = 32, **settings) -> tuple[_Trial, torch.Tensor]:
-    c = BooleanTrialConfig(task="and", T=64, s=3, m=m, seed=seed, d=16, heads=2, lr=3e-3, n_test=100,
-                           positions="fixed", **settings)
-    batch, ok, _ = tasks.sample_training_sets(c.task, c.T, c.s, c.m, [seed], reject_ambiguous=False,
-                                              max_redraws=1, device=torch.device("cpu"))
+    c = BooleanTrialConfig(
+        task="and",
+        T=64,
+        s=3,
+        m=m,
+        seed=seed,
+        d=16,
+        heads=2,
+        lr=3e-3,
+        n_test=100,
+        positions="fixed",
+        **settings,
+    )
+    batch, ok, _ = tasks.sample_training_sets(
+        c.task,
+        c.T,
+        c.s,
+        c.m,
+        [seed],
+        reject_ambiguous=False,
+        max_redraws=1,
+        device=torch.device("cpu"),
+    )
     return _Trial(c, batch.x[0], batch.y[0], torch.device("cpu")), batch.y[0]
 
 
 def test_fixed_codes_are_one_draw_per_T_and_d_shared_by_every_trial_and_never_trained():
-    want = torch.randn(65, 16, generator=torch.Generator().manual_seed(tasks.derive_seed("positions", "fixed", 64, 16)))
+    want = torch.randn(
+        65,
+        16,
+        generator=torch.Generator().manual_seed(tasks.derive_seed("positions", "fixed", 64, 16)),
+    )
     trials = [_trial(seed, m) for seed, m in ((0, 32), (1, 32), (2, 64))]
     for trial, y in trials:
         assert "pos" not in trial.params  # not a parameter: no gradient, no optimiser state
@@ -62,12 +85,16 @@ def test_the_hand_written_step_matches_autograd_with_untrained_codes_in_float64(
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.15)
     g = torch.Generator().manual_seed(1)
-    x, y = torch.randint(0, 2, (20, 48), generator=g), torch.randint(0, 2, (20,), generator=g).double()
+    x, y = (
+        torch.randint(0, 2, (20, 48), generator=g),
+        torch.randint(0, 2, (20,), generator=g).double(),
+    )
     loss = torch.nn.functional.binary_cross_entropy_with_logits(model.forward_general(x), y)
     loss.backward()
     tensors = {**dict(model.named_parameters()), "pos": model.pos}
-    got_loss, _, grads, _ = one_layer.loss_and_grads({k: v.detach() for k, v in tensors.items()}, 2,
-                                                     one_layer.bits_as_float(x, torch.float64), y)
+    got_loss, _, grads, _ = one_layer.loss_and_grads(
+        {k: v.detach() for k, v in tensors.items()}, 2, one_layer.bits_as_float(x, torch.float64), y
+    )
     torch.testing.assert_close(got_loss, loss.detach(), rtol=1e-12, atol=1e-12)
     for name, p in model.named_parameters():
         torch.testing.assert_close(grads[name], p.grad, rtol=1e-10, atol=1e-12, msg=name)
@@ -80,7 +107,11 @@ def test_the_bound_holds_after_every_step_for_every_bounded_matrix():
         trial.step(trial.x, y)
         trial.project()
         norms = transformer_norms({k: v.detach()[None].double() for k, v in trial.params.items()}, 2, "frobenius")
-        for name in ("norm_qk", "norm_v", "norm_readout"):  # W_Q,h^T W_K,h and W_V,h per head; the readout
+        for name in (
+            "norm_qk",
+            "norm_v",
+            "norm_readout",
+        ):  # W_Q,h^T W_K,h and W_V,h per head; the readout
             assert norms[name].item() <= 0.5 * (1 + 1e-6), name
 
 
@@ -116,14 +147,32 @@ def test_the_bound_holds_after_every_step_in_float64(kind):
 
 
 def test_a_row_of_untrained_codes_says_so_and_trains():
-    rows = train_pack([BooleanTrialConfig(task="and", T=32, s=3, m=64, seed=0, n_test=100, d=16, heads=2,
-                                          lr=3e-3, max_epochs=30, positions="sinusoidal")], "cpu")
+    rows = train_pack(
+        [
+            BooleanTrialConfig(
+                task="and",
+                T=32,
+                s=3,
+                m=64,
+                seed=0,
+                n_test=100,
+                d=16,
+                heads=2,
+                lr=3e-3,
+                max_epochs=30,
+                positions="sinusoidal",
+            )
+        ],
+        "cpu",
+    )
     assert rows[0]["status"] == "done" and rows[0]["epochs"] > 0
 
 
 def test_the_default_keeps_the_trial_ids_of_rows_stored_before_the_setting_existed():
     c = BooleanTrialConfig(task="and", T=64, s=3, m=32, seed=5)
-    before = {k: v for k, v in c.model_dump(mode="json").items() if k not in ("positions", "ln_affine", "restart")}  # old code's
+    before = {
+        k: v for k, v in c.model_dump(mode="json").items() if k not in ("positions", "ln_affine", "restart")
+    }  # old code's
     assert trial_id(c) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
     assert trial_id(c.model_copy(update={"positions": "fixed"})) != trial_id(c)
     assert trial_id(c.model_copy(update={"ln_affine": False})) != trial_id(c)

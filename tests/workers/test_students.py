@@ -66,6 +66,7 @@ def direct_perm_errors(f, X, K, count: int = 5) -> list[float]:
 
 # -- shapes --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "model,equivariance,cls",
     [
@@ -113,6 +114,7 @@ def test_transformer_width_must_divide_into_heads():
 
 # -- symmetries, checked directly ------------------------------------------------------------
 
+
 def test_inner_product_student_is_exactly_equivariant():
     student = make(InnerProductStudent).double()
     with torch.no_grad():  # non-trivial weights, so the check is not of an averaging map
@@ -145,6 +147,7 @@ def test_mlp_has_neither_symmetry():
 
 # -- vmap over stacked parameters --------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "cls,kwargs",
     [
@@ -175,6 +178,7 @@ def test_students_run_under_vmap_over_stacked_params(cls, kwargs):
 
 
 # -- Haar rotations ----------------------------------------------------------------------------
+
 
 def test_haar_orthogonal_matrices_are_orthogonal():
     Q = haar_orthogonal(6, 50, torch.Generator().manual_seed(0))
@@ -208,6 +212,7 @@ def test_haar_orthogonal_is_deterministic_and_validates():
 
 
 # -- the equivariance measures ---------------------------------------------------------------
+
 
 def test_orthogonal_error_matches_direct_computation():
     student = make(SeqTransformer).double()

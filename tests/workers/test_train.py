@@ -56,13 +56,19 @@ def test_packed_equals_alone(pack_rows):
 def test_trials_that_finish_early_leave_the_pack_without_changing_the_others(batch_size):
     # Different seeds and norm bounds fit their training sets after different numbers of
     # epochs; each trial's result must equal its result alone.
-    configs = [cfg(seed=s, norm_bound=b, batch_size=batch_size, max_epochs=150)
-               for s, b in [(0, None), (1, 2.0), (2, None), (3, 0.7)]]
+    configs = [
+        cfg(seed=s, norm_bound=b, batch_size=batch_size, max_epochs=150)
+        for s, b in [(0, None), (1, 2.0), (2, None), (3, 0.7)]
+    ]
     rows = train_pack(configs, device="cpu")
     assert len({r["epochs"] for r in rows}) > 1
     for c, packed in zip(configs, rows):
         (alone,) = train_pack([c], device="cpu")
-        assert (alone["status"], alone["epochs"], alone["converged"]) == (packed["status"], packed["epochs"], packed["converged"])
+        assert (alone["status"], alone["epochs"], alone["converged"]) == (
+            packed["status"],
+            packed["epochs"],
+            packed["converged"],
+        )
         for k in ("test_acc", "train_acc", "train_loss", "test_loss", "norm_qk", "norm_v"):
             assert alone[k] == pytest.approx(packed[k], abs=1e-4), k
 
@@ -123,7 +129,10 @@ def test_failed_draw_is_a_failed_row():
 def test_norm_bound_is_respected(kind):
     B = 0.5
     rows = train_pack(
-        [cfg(seed=0, norm_bound=B, norm_kind=kind, max_epochs=15), cfg(seed=1, norm_kind=kind, max_epochs=15)],
+        [
+            cfg(seed=0, norm_bound=B, norm_kind=kind, max_epochs=15),
+            cfg(seed=1, norm_kind=kind, max_epochs=15),
+        ],
         device="cpu",
     )
     bounded = rows[0]
@@ -167,8 +176,17 @@ def test_bfloat16_mixed_precision_trains_and_differs_from_float32(pack_rows):
     assert any(r16["train_loss"] != r32["train_loss"] for r32, r16 in zip(pack_rows, rows))
 
 
-@pytest.mark.parametrize("value, bad", [(0.5, False), (2.0, True), (math.inf, True), (-math.inf, True),
-                                        (math.nan, True), (-2.0, True)])
+@pytest.mark.parametrize(
+    "value, bad",
+    [
+        (0.5, False),
+        (2.0, True),
+        (math.inf, True),
+        (-math.inf, True),
+        (math.nan, True),
+        (-2.0, True),
+    ],
+)
 def test_exploded_weights_are_flagged(value, bad):
     import torch
 

@@ -55,6 +55,7 @@ def test_rotate_rows_maps_each_row_by_its_samples_rotation_in_float64():
     P, m, r, d = 2, 3, 4, 5
     t = torch.randn(P, m, r, d, dtype=torch.float64)
     Q = haar_orthogonal(d, P * m, torch.Generator().manual_seed(0), dtype=torch.float64).view(P, m, d, d)
-    expected = torch.stack([torch.stack([torch.stack([Q[a, b] @ t[a, b, i] for i in range(r)]) for b in range(m)])
-                            for a in range(P)])
+    expected = torch.stack(
+        [torch.stack([torch.stack([Q[a, b] @ t[a, b, i] for i in range(r)]) for b in range(m)]) for a in range(P)]
+    )
     torch.testing.assert_close(rotate_rows(t, Q), expected, rtol=1e-13, atol=1e-13)
