@@ -7,8 +7,9 @@ Each ``## `` section of BENCHMARKS.md carries one marker line,
 naming the commit its numbers were measured at and the files whose code they measure (the
 bench script among them). A section is stale when one of those files' code differs from what
 it was at that commit (under its old name, if it moved since): for a Python file its syntax
-tree without docstrings (so a comment, a docstring, reformatting or a move, which cannot change
-a measurement, leaves it current), for any other file its bytes; this script lists every stale section, and every section without a marker, a commit
+tree without docstrings, each block of imports sorted (so a comment, a docstring, reformatting,
+sorted imports or a move, which cannot change a measurement, leaves it current), for any other
+file its bytes; this script lists every stale section, and every section without a marker, a commit
 this clone lacks or a file that does not exist, and exits 1; 0 when every section is current.
 ``.ci/run`` runs it, so no claim silently outlives its code: re-measure the section (and move
 its marker to the new commit) or remove it.
@@ -97,7 +98,8 @@ def _text_at(commit: str, name: str, root: Path) -> str:
 
 def _code(name: str, text: str) -> str:
     """What of a file a measurement depends on: a Python file's syntax tree without its
-    docstrings (comments and layout are not in the tree), any other file's text."""
+    docstrings and with its imports sorted (comments and layout are not in the tree), any
+    other file's text."""
     if not name.endswith(".py"):
         return text
     try:
@@ -106,15 +108,33 @@ def _code(name: str, text: str) -> str:
         return text
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (
-            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) or not body:
+            continue
+        first = body[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            body = body[1:] or [ast.Pass()]
+        node.body = _sorted_imports(body)
     return ast.dump(tree)
+
+
+def _sorted_imports(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` with each run of import statements as one sorted list of the names it binds:
+    sorting imports (as ruff's isort does) leaves what a measurement runs as it was."""
+    out: list[ast.stmt] = []
+    run: list[tuple] = []
+    for stmt in [*body, None]:
+        if isinstance(stmt, ast.Import):
+            run += [("import", a.name, a.asname) for a in stmt.names]
+            continue
+        if isinstance(stmt, ast.ImportFrom):
+            run += [(stmt.module or "", stmt.level, a.name, a.asname) for a in stmt.names]
+            continue
+        if run:
+            out.append(ast.Expr(ast.Constant(repr(sorted(run, key=repr)))))
+            run = []
+        if stmt is not None:
+            out.append(stmt)
+    return out
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ def test_a_section_is_current_until_its_code_changes_and_then_stale(tmp_path):
     repo = tmp_path / "r"
     repo.mkdir()
     _git(repo, "init", "-q")
-    (repo / "step.py").write_text("x = 1\n")
+    (repo / "step.py").write_text("import os, sys\nx = 1\n")
     (repo / "other.py").write_text("y = 1\n")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "code")
@@ -41,14 +41,14 @@ def test_a_section_is_current_until_its_code_changes_and_then_stale(tmp_path):
     (repo / "other.py").write_text("y = 2\n")  # code the section does not measure
     _git(repo, "commit", "-qam", "other")
     assert stale.problems(bench) == []
-    (repo / "step.py").write_text('"""The step."""\n\n# why x is one\nx = (\n    1\n)\n')
+    (repo / "step.py").write_text('"""The step."""\n\nimport sys\nimport os\n\n# why x is one\nx = (\n    1\n)\n')
     _git(repo, "commit", "-qam", "a docstring, a comment, another layout")
     assert stale.problems(bench) == []  # the same code: its numbers still hold
     _git(repo, "mv", "step.py", "moved_step.py")  # a move, the marker naming the new path
     bench.write_text(bench.read_text().replace("files=step.py", "files=moved_step.py"))
     _git(repo, "commit", "-qam", "the step moves")
     assert stale.problems(bench) == []
-    (repo / "moved_step.py").write_text("x = 2\n")
+    (repo / "moved_step.py").write_text("import os, sys\nx = 2\n")
     _git(repo, "commit", "-qam", "faster step")
     found = stale.problems(bench)
     assert len(found) == 1 and "'Step'" in found[0] and "faster step" in found[0]
