@@ -15,14 +15,14 @@ from attnsweep.orchestrator.analyze import search_rows
 from attnsweep.orchestrator.spec import AnalysisSettings
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import symmetry_scale as scale
-from attnsweep.stats.figures import (
+from attnsweep.stats.figures_symmetry import (
     plot_advantage,
     plot_equivariance_errors,
     plot_error_against_m,
     plot_test_error,
 )
 from attnsweep.stats.symmetry import (
-    critical_sizes_and_replicates,
+    critical_sample_sizes_and_replicates,
     verdicts,
     with_budget_check,
     with_student,
@@ -141,7 +141,9 @@ def analyze_symmetry_run(
     trials = search_rows(store.scan_run_trials(sweep, run_id), cell).collect().sort("trial_id")
     if trials.filter(pl.col("status") == "done").is_empty():
         raise StoreError(f"run {run_id} has no trained trials to analyse")
-    m_star, replicates = critical_sizes_and_replicates(trials, settings.target_error, settings.n_boot, settings.ci)
+    m_star, replicates = critical_sample_sizes_and_replicates(
+        trials, settings.target_error, settings.n_boot, settings.ci
+    )
     budget_rows = store.scan_run_trials(sweep, run_id).filter(pl.col("search_phase") == "budget").collect()
     m_star = with_budget_check(m_star, trials, budget_rows, settings.target_error, settings.success_frac)
     labelled = with_student(trials).filter(pl.col("status") == "done").collect()

@@ -37,7 +37,8 @@ import math
 import numpy as np
 import polars as pl
 
-from attnsweep.stats.critical import critical_sample_sizes, format_m_star, resolve_bounds
+from attnsweep.stats import critical
+from attnsweep.stats.critical import format_m_star, resolve_bounds
 from attnsweep.stats.verdict_common import (
     EFFECT_SLOPE,
     INCONCLUSIVE,
@@ -91,21 +92,22 @@ def with_student(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
     )
 
 
-def critical_sizes(trials: pl.DataFrame, target_error: float, n_boot: int, ci: float) -> pl.DataFrame:
-    """m* per (teacher, student, n, k, d) with success = relative test error <= target
+def critical_sample_sizes(trials: pl.DataFrame, target_error: float, n_boot: int, ci: float) -> pl.DataFrame:
+    """m* of the symmetry experiment, the job :func:`stats.critical.critical_sample_sizes` does for
+    the sparse-Boolean one: per (teacher, student, n, k, d) with success = relative test error <= target
     (stats/critical.py: its interval, bound and flags; a trial has fit its training set
     when its training error is at or below the target)."""
-    return critical_sizes_and_replicates(trials, target_error, n_boot, ci)[0]
+    return critical_sample_sizes_and_replicates(trials, target_error, n_boot, ci)[0]
 
 
-def critical_sizes_and_replicates(
+def critical_sample_sizes_and_replicates(
     trials: pl.DataFrame, target_error: float, n_boot: int, ci: float
 ) -> tuple[pl.DataFrame, dict[tuple, np.ndarray]]:
-    """:func:`critical_sizes` and each cell's ``(n_boot,)`` bootstrap m* (+inf: beyond the
+    """:func:`critical_sample_sizes` and each cell's ``(n_boot,)`` bootstrap m* (+inf: beyond the
     grid), keyed by the tuple of its :data:`CELL` values (stats/critical.py)."""
     labelled = with_student(trials)
     fitted = (pl.col("train_error") <= target_error) if "train_error" in labelled.collect_schema().names() else None
-    table, reps = critical_sample_sizes(
+    table, reps = critical.critical_sample_sizes(
         labelled,
         CELL,
         success=pl.col("test_error") <= target_error,
@@ -131,7 +133,7 @@ def with_budget_check(
     reach; bounds and flags resolved again (stats/critical.py, ``resolve_bounds``).
 
     Args:
-        m_star: :func:`critical_sizes` of the search rows.
+        m_star: :func:`critical_sample_sizes` of the search rows.
         trials, budget_rows: the search rows and the budget check's rows (``search_phase``
             ``budget``), with the columns of the module docstring.
     """

@@ -67,7 +67,7 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
 
     Args:
         trials: the run's trial rows (as :func:`stats.symmetry.verdicts` takes them).
-        m_star: :func:`stats.symmetry.critical_sizes` of those rows.
+        m_star: :func:`stats.symmetry.critical_sample_sizes` of those rows.
 
     Returns:
         One row per (group, claim): ``n``, ``k``, ``d``, ``claim`` (S1..S4), ``verdict``,
@@ -177,9 +177,9 @@ def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: flo
     """S2's advantage per group and generic student, on the equivariant teacher.
 
     Args:
-        m_star: :func:`stats.symmetry.critical_sizes` (its bracketed intervals).
+        m_star: :func:`stats.symmetry.critical_sample_sizes` (its bracketed intervals).
         replicates: the ``(n_boot,)`` bootstrap m* of each cell (+inf: beyond the grid),
-            keyed by its :data:`stats.symmetry.CELL` values, as critical_sizes returns them.
+            keyed by its :data:`stats.symmetry.CELL` values, as critical_sample_sizes returns them.
 
     Returns:
         One row per (group, student in :data:`COMPARED`): ``n``, ``k``, ``d``, ``student``,

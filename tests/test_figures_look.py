@@ -16,9 +16,9 @@ from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
 from attnsweep.presentation.judging import ReportRun
 from attnsweep.presentation.report import _run_view, _table, _template
 from attnsweep.presentation.terminal import print_symmetry
-from attnsweep.stats import critical_sample_sizes
+from attnsweep.stats import critical_sample_sizes, symmetry
 from attnsweep.stats.symmetry import CELL as SYMMETRY_CELL
-from attnsweep.stats.symmetry import critical_sizes, verdicts
+from attnsweep.stats.symmetry import verdicts
 
 BOOLEAN_CELL = ["T", "model", "s", "norm_bound"]
 M_GRID = (8, 64, 1024)
@@ -70,7 +70,7 @@ def _symmetry_m_star() -> pl.DataFrame:
         for m in (4, 32)
         for seed in range(3)
     ]
-    return critical_sizes(pl.DataFrame(rows), target_error=0.05, n_boot=50, ci=0.95)
+    return symmetry.critical_sample_sizes(pl.DataFrame(rows), target_error=0.05, n_boot=50, ci=0.95)
 
 
 class _Cells(HTMLParser):

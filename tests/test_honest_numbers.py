@@ -352,7 +352,7 @@ def test_the_symmetry_error_figure_draws_one_panel_per_group(tmp_path, monkeypat
     # Two groups tried different m (as an adaptive search does): a pooled line would mix them.
     import matplotlib.pyplot as plt
 
-    from attnsweep.stats.figures import plot_test_error
+    from attnsweep.stats.figures_symmetry import plot_test_error
     from attnsweep.stats.symmetry import with_student
 
     rows = _symmetry_rows(4, {"inner-product": 1, "transformer": 8}, [1, 4, 16]) + _symmetry_rows(

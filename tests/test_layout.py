@@ -25,7 +25,10 @@ LAYERS = ["tasks", "workers", "results", "stats", "orchestrator", "presentation"
 ALLOWED = {"tasks": set(), "results": set(), "workers": {"tasks"}, "stats": {"results"}}
 """Packages that promise more than their layer: README says these import (almost) nothing."""
 MAX_LINES = 500
-"""The most lines a source module may have: past that, it holds more than one job."""
+"""The most lines of code a source module may have (:func:`_code_lines`, as the package sizes
+are counted): past that, it holds more than one job. Blank lines, comments and docstrings do not
+count: the formatter lays a call out one argument per line where it does not fit, so a count
+of all lines would measure layout as much as size."""
 
 
 def _folder(package: str) -> Path:
@@ -262,8 +265,11 @@ def test_the_package_list_is_pyprojects_everywhere():
 
 def test_no_module_is_longer_than_one_job_needs():
     long = {
-        str(path.relative_to(ROOT)): n
-        for path in MODULES.values()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES
+        str(path.relative_to(ROOT)): n for path in MODULES.values() if (n := _code_lines(path.read_text())) > MAX_LINES
     }
-    assert long == {}, f"modules over {MAX_LINES} lines: split them along their jobs: {long}"
+    assert long == {}, f"modules over {MAX_LINES} lines of code: split them along their jobs: {long}"
+
+
+def test_code_lines_leave_out_blank_lines_comments_and_docstrings():
+    source = '"""Doc\nstring."""\n\n# a comment\nx = (\n    1,  # why\n)\n\n\ndef f():\n    """Doc."""\n    return x\n'
+    assert _code_lines(source) == 5  # x = (, 1, ), def f():, return x

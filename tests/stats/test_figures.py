@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from attnsweep.stats import figures, success_rates
+from attnsweep.stats import figures, figures_symmetry, success_rates
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def _notes(fig) -> dict[tuple[str, str], str]:
 
 
 def test_equivariance_boxes_near_the_top_have_room_above(drawn, tmp_path):
-    figures.plot_equivariance_errors(_symmetry_trials(), "eq", tmp_path / "eq.png")
+    figures_symmetry.plot_equivariance_errors(_symmetry_trials(), "eq", tmp_path / "eq.png")
     (fig,) = drawn()
     fig.canvas.draw()
     for ax in fig.axes:
@@ -137,8 +137,8 @@ def test_equivariance_boxes_near_the_top_have_room_above(drawn, tmp_path):
 
 def test_empty_student_slots_say_why(drawn, tmp_path):
     trials = _symmetry_trials()
-    figures.plot_equivariance_errors(trials, "eq", tmp_path / "eq.png")
-    figures.plot_equivariance_errors(trials, "perm", tmp_path / "perm.png")
+    figures_symmetry.plot_equivariance_errors(trials, "eq", tmp_path / "eq.png")
+    figures_symmetry.plot_equivariance_errors(trials, "perm", tmp_path / "perm.png")
     eq, perm = (_notes(fig) for fig in drawn())
     none_there = "n/a:\nnone run or\nfinished with\nthis teacher"
     zero = "n/a:\nexactly 0 in\nevery trial:\nnot on a\nlog axis"
@@ -161,7 +161,7 @@ def test_empty_student_slots_say_why(drawn, tmp_path):
 def test_a_column_with_no_box_anywhere_still_draws_its_slots(drawn, tmp_path):
     # Permutation error exactly 0 in every trial (or not recorded): no box to draw at all.
     trials = _symmetry_trials().with_columns(perm=pl.when(pl.col("student") == "transformer").then(None).otherwise(0.0))
-    path = figures.plot_equivariance_errors(trials, "perm", tmp_path / "perm.png")
+    path = figures_symmetry.plot_equivariance_errors(trials, "perm", tmp_path / "perm.png")
     assert path.stat().st_size > 0
     (fig,) = drawn()
     notes = _notes(fig)

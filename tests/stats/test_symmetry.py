@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from attnsweep.stats.symmetry import critical_sizes, log_slope, verdicts
+from attnsweep.stats.symmetry import critical_sample_sizes, log_slope, verdicts
 
 
 def test_log_slope_of_an_exact_power_law():
@@ -76,7 +76,7 @@ def _trials():
 
 def test_verdicts_on_a_constructed_run():
     trials = _trials()
-    m_star = critical_sizes(trials, target_error=0.05, n_boot=200, ci=0.95)
+    m_star = critical_sample_sizes(trials, target_error=0.05, n_boot=200, ci=0.95)
     got = {v["claim"][:2]: v for v in verdicts(trials, m_star, n_boot=200)}
     assert got["S1"]["verdict"] == "supported"  # 4e-16 < 1e-10 and 0.5 >= 1e4 * 4e-16
     assert got["S2"]["verdict"] == "supported"  # equivariant: <=4 vs 64 and > 256; control: > 256 vs 16
@@ -89,7 +89,7 @@ def test_s1_fails_when_the_equivariant_student_is_not():
     trials = _trials().with_columns(
         eq_error_max=pl.when(pl.col("equivariance") == "orthogonal").then(1e-6).otherwise(pl.col("eq_error_max"))
     )
-    m_star = critical_sizes(trials, 0.05, 100, 0.95)
+    m_star = critical_sample_sizes(trials, 0.05, 100, 0.95)
     s1 = verdicts(trials, m_star, n_boot=100)[0]
     assert s1["verdict"] == "not supported"
 
@@ -98,13 +98,13 @@ def test_s2_fails_when_the_equivariant_student_also_wins_on_the_control():
     trials = _trials().with_columns(
         test_error=pl.when(pl.col("equivariance") == "orthogonal").then(1e-3).otherwise(pl.col("test_error"))
     )
-    s2 = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)[1]
+    s2 = verdicts(trials, critical_sample_sizes(trials, 0.05, 100, 0.95), n_boot=100)[1]
     assert s2["verdict"] == "not supported"
 
 
 def test_missing_students_are_not_tested():
     trials = _trials().filter(pl.col("equivariance") != "orthogonal")
-    got = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)
+    got = verdicts(trials, critical_sample_sizes(trials, 0.05, 100, 0.95), n_boot=100)
     # No inner-product trials: the run holds no data for S1 and S2 ("not tested", not "inconclusive").
     assert got[0]["verdict"] == got[1]["verdict"] == "not tested"
     assert np.isfinite(float(got[2]["statistic"].split("=")[1]))
@@ -114,7 +114,7 @@ def test_a_zero_width_interval_becomes_the_bracketing_grid_points():
     # Every seed of the transformer fails at m = 16 and succeeds at m = 64 (the constructed run):
     # the bootstrap repeats one m*, but the grid only says 16 < m* <= 64.
     trials = _trials()
-    m_star = critical_sizes(trials, target_error=0.05, n_boot=200, ci=0.95)
+    m_star = critical_sample_sizes(trials, target_error=0.05, n_boot=200, ci=0.95)
     row = m_star.filter((pl.col("teacher") == "equivariant") & (pl.col("student") == "transformer")).row(0, named=True)
     assert row["censored"] == "" and (row["ci_lo"], row["ci_hi"]) == (16.0, 64.0)
     assert 16 <= row["m_star"] <= 64
@@ -153,7 +153,7 @@ def test_s2_is_not_won_on_brackets_that_touch():
                     ok = model == "transformer" and m >= first.get((teacher, eq), 10**9)
                     rows.append(dict(base, model=model, equivariance=eq, test_error=0.01 if ok else 0.5))
     trials = pl.DataFrame(rows)
-    m_star = critical_sizes(trials, target_error=0.05, n_boot=200, ci=0.95)
+    m_star = critical_sample_sizes(trials, target_error=0.05, n_boot=200, ci=0.95)
     s2 = verdicts(trials, m_star, n_boot=200)[1]
     assert "inner-product" in s2["statistic"] and "(16 .. 64)" in s2["statistic"] and "(64 .. 256)" in s2["statistic"]
     assert s2["verdict"] != "supported"
@@ -165,7 +165,7 @@ def test_s2_is_inconclusive_when_both_students_are_beyond_the_grid_on_the_equiva
     trials = _trials().with_columns(
         test_error=pl.when(pl.col("teacher") == "equivariant").then(0.9).otherwise(pl.col("test_error"))
     )
-    s2 = verdicts(trials, critical_sizes(trials, 0.05, 100, 0.95), n_boot=100)[1]
+    s2 = verdicts(trials, critical_sample_sizes(trials, 0.05, 100, 0.95), n_boot=100)[1]
     assert s2["verdict"] == "inconclusive"
     assert "undecided (the two overlap, or one has no number): equivariant: mlp, equivariant: transformer" in s2["why"]
 
@@ -175,7 +175,7 @@ def test_e_slopes_of_trials_that_ran_out_of_epochs_stay_inconclusive_after_a_bud
     # transformer's deciding trials ran out of epochs, S3 and S4 are inconclusive even where
     # the check kept the outcome and cleared the cell's flag.
     trials = _trials()
-    m_star = critical_sizes(trials, target_error=0.05, n_boot=100, ci=0.95)
+    m_star = critical_sample_sizes(trials, target_error=0.05, n_boot=100, ci=0.95)
     generic = (pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")
     cleared = m_star.with_columns(
         out_of_epochs=pl.when(generic).then(True).otherwise(pl.col("out_of_epochs")),

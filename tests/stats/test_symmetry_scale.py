@@ -9,7 +9,7 @@ import pytest
 
 from attnsweep.orchestrator.analyze_symmetry import ScaleAnalysis
 from attnsweep.stats import symmetry_scale as scale
-from attnsweep.stats.symmetry import critical_sizes_and_replicates, verdicts
+from attnsweep.stats.symmetry import critical_sample_sizes_and_replicates, verdicts
 
 # One axis at a time around (d, n, k) = (8, 6, 4), as sweeps/symmetry-scale.yaml runs it.
 GROUPS = [
@@ -104,7 +104,7 @@ def _run(transformer_thresholds=THRESHOLDS, rising_error_at=None, scale_of=lambd
 
 
 def _analyse(trials):
-    m_star, reps = critical_sizes_and_replicates(trials, 0.05, 400, 0.95)
+    m_star, reps = critical_sample_sizes_and_replicates(trials, 0.05, 400, 0.95)
     return m_star, reps
 
 
