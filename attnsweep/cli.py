@@ -15,7 +15,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from attnsweep import cli_cluster, cli_query, cli_report, cli_run, cli_specs, cli_store
+from attnsweep import cli_cluster, cli_options, cli_query, cli_report, cli_run, cli_specs, cli_store
 from attnsweep.cli_options import err, out
 from attnsweep.presentation.console_text import visible
 
@@ -89,6 +89,7 @@ def main() -> None:
 def entry_point() -> NoReturn:
     """The ``attnsweep`` console script and ``python -m attnsweep.cli``: :func:`main`, then the
     process ends (:func:`_exit`)."""
+    cli_options.owns_process = True
     try:
         main()
     except SystemExit as exc:
@@ -115,7 +116,8 @@ def _exit(code: object) -> NoReturn:
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
-                stream.flush()
+                if stream is not None:  # None: the process was started with that descriptor closed
+                    stream.flush()
             except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
                 pass
         os._exit(code)

@@ -28,6 +28,9 @@ def _console(stderr: bool) -> Console:
 
 
 err = _console(stderr=True)
+owns_process = False
+"""True when the command runs in a process of its own (the console script, ``python -m``;
+cli.py ``entry_point``): a command may then bound the process itself (``query``'s memory)."""
 out = _console(stderr=False)
 
 # A string, not a Path: Path("") would silently become the current folder.

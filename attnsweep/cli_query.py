@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from attnsweep import cli_options
 from attnsweep.cli_options import (
     DEFAULT_STORE,
     StoreOpt,
@@ -101,7 +102,7 @@ def query(
     """
     from attnsweep.api_runs import check_paths, existing_store
     from attnsweep.presentation.query_output import read_sql, read_sql_file
-    from attnsweep.results.query_limits import check_memory_limit, check_spill_limit
+    from attnsweep.results.query_limits import bound_process, check_memory_limit, check_spill_limit, memory_bytes
     from attnsweep.results.query_tables import table_schemas
 
     limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
@@ -137,9 +138,17 @@ def query(
         if sys.stdin is None:
             raise AttnsweepError("query -: stdin is closed; give the SQL as an argument or with --file FILE")
         sql = read_sql(sys.stdin.buffer, "stdin")
+    if cli_options.owns_process:  # the whole process, not only DuckDB, stays within the limit
+        bound_process(memory_bytes(limit))
     try:
         with sigterm_as_interrupt():  # SIGTERM (timeout, cron, systemd) cleans up as Ctrl-C does
             _query_to(results, sql, limit, spill_bytes, format, target, output)
+    except MemoryError:  # a value or a batch larger than the process may hold (pyarrow's too)
+        raise AttnsweepError(
+            f"query ran out of memory under --memory-limit {memory_limit} (ATTNSWEEP_QUERY_MEMORY): a value or a "
+            "row it made does not fit; give it more memory or select less (a part of a long value, fewer columns)"
+            + (f"; {output} is as it was" if target is not None and not target.through else "")
+        ) from None
     except KeyboardInterrupt:
         err.print(
             "interrupted" + (f": {output} is as it was" if target is not None and not target.through else ""),

@@ -159,3 +159,39 @@ def remove_stale_spill(folder: str | None = None) -> list[str]:
         shutil.rmtree(os.path.join(base, name), ignore_errors=True)
         removed.append(os.path.join(base, name))
     return removed
+
+
+PROCESS_HEADROOM = 2 * 2**30
+"""Address space a query's process may hold beyond its ``--memory-limit`` (bytes). ``RLIMIT_DATA``
+counts what the memory allocators reserve, not only what they use: a query under 100MB held
+1.4-1.6 GB of data mappings (VmData) for 220-630 MB resident, measured on 2026-12-04 with
+DuckDB, pyarrow and polars loaded. So the cap bounds runaway growth (a single value of
+gigabytes), not each megabyte; DuckDB's own limit and the batch budget bound the rest."""
+THREAD_ARENA = 72 * 2**20
+"""Per DuckDB thread: its stack (8 MiB) and the allocator arena a thread may reserve (64 MiB)."""
+
+
+def bound_process(limit_bytes: int) -> int | None:
+    """Cap this process's data (heap and private mappings, ``RLIMIT_DATA``) at what it holds
+    now plus ``limit_bytes``, :data:`PROCESS_HEADROOM` and :data:`THREAD_ARENA` per DuckDB
+    thread, so that no value DuckDB or the output makes can grow the process without bound (a
+    2 GB string is refused, not allocated). For a process that runs one query and ends: the
+    cap stays.
+
+    Returns:
+        The cap in bytes, or None where the platform has no such limit (the query then runs
+        under DuckDB's own limit alone).
+    """
+    try:
+        import resource
+
+        with open("/proc/self/status") as fh:
+            held = int(re.search(r"^VmData:\s+(\d+) kB", fh.read(), re.M)[1]) * 1024
+    except (ImportError, OSError, TypeError):
+        return None
+    cap = held + limit_bytes + PROCESS_HEADROOM + engine_threads(limit_bytes) * THREAD_ARENA
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    return cap

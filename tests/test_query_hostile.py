@@ -480,3 +480,53 @@ def test_ctrl_c_stops_duckdb_at_once(store, tmp_path):
     assert time.monotonic() - sent < 10
     assert proc.returncode == 130 and stderr.strip().startswith("interrupted")
     assert list(spill.iterdir()) == [] and not (tmp_path / "r.csv").exists()
+
+
+# The query's process measures its own peak (VmHWM) at exit: ru_maxrss of a child would count
+# the pytest process it was forked from too. entry_point runs atexit handlers before it ends.
+_PEAK = """
+import atexit, re, sys
+atexit.register(lambda: print("peak", int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read())[1]) * 1024,
+                              file=sys.stderr))
+sys.argv = ["attnsweep", "query", *sys.argv[1:]]
+from attnsweep.cli import entry_point
+entry_point()
+"""
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT repeat('y', 1500000000) AS s",  # one value of 1.5 GB
+        "SELECT range(200000000) AS l",  # one list of 200 million numbers
+    ],
+)
+def test_one_value_larger_than_the_memory_limit_is_refused_not_allocated(store, tmp_path, sql):
+    out = tmp_path / "out.csv"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _PEAK,
+            sql,
+            "--store",
+            str(store),
+            "--memory-limit",
+            "100MB",
+            "--format",
+            "csv",
+            "--output",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "memory" in proc.stderr.splitlines()[0] and "--memory-limit 100MB" in proc.stderr
+    peak = int(re.search(r"^peak (\d+)$", proc.stderr, re.M)[1])
+    # The process holds what it had before the query (about 200 MB: Python, DuckDB, pyarrow,
+    # polars) and its limit; without the cap the first query reached 10.9 GB.
+    assert peak < 2**30, peak
+    assert not out.exists() and list(tmp_path.iterdir()) == []
