@@ -186,9 +186,12 @@ def bound_process(limit_bytes: int) -> int | None:
         import resource
 
         with open("/proc/self/status") as fh:
-            held = int(re.search(r"^VmData:\s+(\d+) kB", fh.read(), re.M)[1]) * 1024
-    except (ImportError, OSError, TypeError):
+            found = re.search(r"^VmData:\s+(\d+) kB", fh.read(), re.M)
+    except (ImportError, OSError):
         return None
+    if found is None:
+        return None
+    held = int(found[1]) * 1024
     cap = held + limit_bytes + PROCESS_HEADROOM + engine_threads(limit_bytes) * THREAD_ARENA
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     if hard != resource.RLIM_INFINITY:
