@@ -31,7 +31,6 @@ its own uniqueness check gets the exact one that tries every other s-subset.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import os
@@ -42,7 +41,7 @@ import numpy as np
 import torch
 
 from attnsweep.tasks.errors import AmbiguityCheckTooLargeError, AmbiguousTrainingSetError, TaskError
-from attnsweep.tasks.registry import BUILT_IN, BooleanTask, ambiguous_by_enumeration, plugin_tasks
+from attnsweep.tasks.registry import BooleanTask, ambiguous_by_enumeration, plugin_task, plugin_tasks, task_names
 from attnsweep.tasks.seeding import derive_seed, generator
 
 # Most (s-1)-subsets of columns the parity check scans (about 0.1 s per million).
@@ -73,9 +72,12 @@ def bit_probability(task: str, s: int) -> float:
     added by a package says for the others.
 
     Raises:
-        TaskError: unknown task.
+        TaskError: unknown task, or a package's task gives no probability in (0, 1).
     """
-    return task_of(task).bit_probability(s)
+    p = task_of(task).bit_probability(s)
+    if task not in BUILT_IN_TASKS and not (isinstance(p, (int, float)) and 0 < p < 1):
+        raise TaskError(f"task {task!r}: bit_probability({s}) = {p!r}, not a probability in (0, 1) (its package)")
+    return p
 
 
 def labels(task: str, x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
@@ -88,11 +90,25 @@ def labels(task: str, x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
 
     Returns:
         ``(..., n)`` float32 labels in {0, 1}.
+
+    Raises:
+        TaskError: unknown task, or a package's label function gives another shape, dtype or value.
     """
     target = task_of(task)
     idx = support.unsqueeze(-2).expand(*x.shape[:-1], support.shape[-1])
     bits = torch.gather(x, -1, idx).to(torch.int64)  # (..., n, s); gather first: x may be large
-    return target.label(bits)
+    y = target.label(bits)
+    if task not in BUILT_IN_TASKS:  # a package's label function is held to what the trainer reads
+        _check_labels(task, y, tuple(bits.shape[:-1]))
+    return y
+
+
+def _check_labels(task: str, y: object, shape: tuple[int, ...]) -> None:
+    if not isinstance(y, torch.Tensor) or tuple(y.shape) != shape or y.dtype != torch.float32:
+        got = f"{tuple(y.shape)} {y.dtype}" if isinstance(y, torch.Tensor) else type(y).__name__
+        raise TaskError(f"task {task!r}: its label function gave {got}, not a float32 tensor of shape {shape}")
+    if not bool(((y == 0) | (y == 1)).all()):
+        raise TaskError(f"task {task!r}: its label function gave values other than 0 and 1")
 
 
 def draw_support(task: str, T: int, s: int, seed: int) -> torch.Tensor:
@@ -396,31 +412,34 @@ PARITY = BooleanTask(
 )
 
 
-@functools.cache
+BUILT_IN_TASKS = {AND.name: AND, PARITY.name: PARITY}
+"""attnsweep's own tasks, by name (tasks/registry.py ``BUILT_IN`` names them)."""
+
+
 def boolean_tasks() -> dict[str, BooleanTask]:
     """Every Boolean task by name: ``and`` and ``parity``, then those installed packages add
     (tasks/registry.py).
 
     Raises:
-        TaskError: a package's task does not load, or takes a built-in task's name.
+        TaskError: a package's task does not load (:func:`attnsweep.tasks.registry.plugin_task`).
     """
-    added = plugin_tasks()
-    taken = sorted(set(added) & set(BUILT_IN))
-    if taken:
-        raise TaskError(f"an installed package adds task(s) {taken}, which are attnsweep's own")
-    return {AND.name: AND, PARITY.name: PARITY, **added}
+    return {**BUILT_IN_TASKS, **plugin_tasks()}
 
 
 def task_of(name: str) -> BooleanTask:
-    """The task called ``name``.
+    """The task called ``name``; a package's task is loaded alone, so another package's broken
+    entry point does not stop this one.
 
     Raises:
-        TaskError: no task has that name (the message lists those that do).
+        TaskError: no task has that name (the message lists those that do), or its package's
+            entry point does not load.
     """
-    tasks = boolean_tasks()
-    if name not in tasks:
-        raise TaskError(f"task must be one of {list(tasks)}, got {name!r}")
-    return tasks[name]
+    if name in BUILT_IN_TASKS:
+        return BUILT_IN_TASKS[name]
+    names = task_names()
+    if name not in names:
+        raise TaskError(f"task must be one of {names}, got {name!r}")
+    return plugin_task(name)
 
 
 def _check_shape(T: int, s: int) -> None:

@@ -85,31 +85,42 @@ def task_names() -> list[str]:
 
 
 @functools.cache
-def plugin_tasks() -> dict[str, BooleanTask]:
-    """The tasks installed packages name in the :data:`ENTRY_POINTS` group, by name.
+def plugin_task(name: str) -> BooleanTask:
+    """The task an installed package names ``name``, loaded on its own: a broken entry point
+    breaks only the sweeps that use its task.
 
     Raises:
-        TaskError: an entry point does not load, is not a :class:`BooleanTask`, its name is
-            not a valid task name or differs from the entry point's, or two name one task.
+        TaskError: no entry point has that name, two do, or it does not load, is not a
+            :class:`BooleanTask` or names another task.
     """
-    found: dict[str, BooleanTask] = {}
-    for point in entry_points(group=ENTRY_POINTS):
-        where = f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINTS!r}"
-        try:
-            task = point.load()
-        except Exception as exc:  # a broken plugin is named, whatever it raised
-            raise TaskError(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
-        if not isinstance(task, BooleanTask):
-            raise TaskError(f"{where} is a {type(task).__name__}, not an attnsweep.tasks.registry.BooleanTask")
-        if not NAME.match(task.name) or task.name != point.name:
-            raise TaskError(
-                f"{where} names task {task.name!r}: the entry point and the task need one name, "
-                f"lower-case letters, digits and _ (at most 32)"
-            )
-        if task.name in found:
-            raise TaskError(f"two entry points of group {ENTRY_POINTS!r} name task {task.name!r}")
-        found[task.name] = task
-    return found
+    points = [p for p in entry_points(group=ENTRY_POINTS) if p.name == name]
+    if not points:
+        raise TaskError(f"no installed package adds task {name!r} (entry points of group {ENTRY_POINTS!r})")
+    if len(points) > 1:
+        raise TaskError(f"two entry points of group {ENTRY_POINTS!r} name task {name!r}")
+    point = points[0]
+    where = f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINTS!r}"
+    try:
+        task = point.load()
+    except Exception as exc:  # a broken plugin is named, whatever it raised
+        raise TaskError(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(task, BooleanTask):
+        raise TaskError(f"{where} is a {type(task).__name__}, not an attnsweep.tasks.registry.BooleanTask")
+    if not NAME.match(task.name) or task.name != point.name:
+        raise TaskError(
+            f"{where} names task {task.name!r}: the entry point and the task need one name, "
+            f"lower-case letters, digits and _ (at most 32)"
+        )
+    return task
+
+
+def plugin_tasks() -> dict[str, BooleanTask]:
+    """Every task installed packages add, by name (each loaded by :func:`plugin_task`).
+
+    Raises:
+        TaskError: as :func:`task_names` and :func:`plugin_task`, for any of them.
+    """
+    return {name: plugin_task(name) for name in task_names() if name not in BUILT_IN}
 
 
 MAX_SUBSETS = 2_000_000

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -26,18 +27,20 @@ def _run(args: list, cwd: Path, timeout: int = 900) -> subprocess.CompletedProce
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> Path:
-    """A fresh venv holding attnsweep and the example, each installed from its folder as a
-    user would (``pip install``). Their dependencies (torch, Ray, polars...) come from this
-    suite's environment through a path file, so nothing is downloaded twice."""
+def venv(tmp_path_factory, attnsweep_wheel) -> Path:
+    """A fresh venv holding attnsweep (its wheel) and the example, installed from a copy of
+    its folder as a user would (``pip install``; a build in place would leave build/ in the
+    checkout). Their dependencies (torch, Ray, polars...) come from this suite's environment
+    through a path file, so nothing is downloaded twice."""
     root = tmp_path_factory.mktemp("fresh")
     proc = _run([sys.executable, "-m", "venv", root / "venv"], root)
     assert proc.returncode == 0, proc.stderr
     site = Path(sysconfig.get_paths(vars={"base": str(root / "venv"), "platbase": str(root / "venv")})["purelib"])
     (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     pip = root / "venv" / "bin" / "pip"
-    for folder in (ROOT, EXAMPLE):
-        proc = _run([pip, "install", "--quiet", "--no-deps", folder], root)
+    example = shutil.copytree(EXAMPLE, root / "example", ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    for source in (attnsweep_wheel, example):
+        proc = _run([pip, "install", "--quiet", "--no-deps", source], root)
         assert proc.returncode == 0, proc.stderr[-3000:]
     return root / "venv" / "bin"
 

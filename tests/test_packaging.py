@@ -10,7 +10,6 @@ install imports from any directory.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -33,45 +32,8 @@ def _folder(package: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    # From a copy of what the build reads: setuptools' build/ folder in a checkout may hold
-    # modules of an earlier layout, which a build there would put in the wheel again.
-    source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    for package in SETUPTOOLS["packages"]:
-        folder = _folder(package)
-        shutil.copytree(
-            folder,
-            source / folder.relative_to(ROOT),
-            dirs_exist_ok=True,
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
-    # No build isolation: the build uses this environment's setuptools, so the test needs no index.
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            str(source),
-            "--no-deps",
-            "--no-build-isolation",
-            "--wheel-dir",
-            str(out),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=ENV,
-    )
-    assert proc.returncode == 0, proc.stderr
-    # Package data is declared, never guessed: setuptools has no folder to warn about.
-    assert "would be ignored" not in proc.stderr and "absent from the `packages`" not in proc.stderr, proc.stderr
-    [built] = out.glob("attnsweep-*.whl")
-    return built
+def wheel(attnsweep_wheel) -> Path:
+    return attnsweep_wheel
 
 
 def test_the_wheel_holds_only_the_attnsweep_namespace(wheel):

@@ -69,16 +69,13 @@ NOT_A_TASK = object()
 def _with_entry_points(monkeypatch, *points: tuple[str, str]) -> None:
     found = [EntryPoint(name, value, registry.ENTRY_POINTS) for name, value in points]
     monkeypatch.setattr(registry, "entry_points", lambda group: found if group == registry.ENTRY_POINTS else [])
-    registry.plugin_tasks.cache_clear()
+    registry.plugin_task.cache_clear()
 
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
-    from attnsweep.tasks import boolean
-
     yield
-    registry.plugin_tasks.cache_clear()
-    boolean.boolean_tasks.cache_clear()
+    registry.plugin_task.cache_clear()
 
 
 def test_a_package_task_is_found_by_its_entry_point(monkeypatch):
@@ -100,6 +97,38 @@ def test_a_broken_package_task_is_one_error_naming_its_entry_point(monkeypatch, 
     with pytest.raises(TaskError, match=message) as err:
         registry.plugin_tasks()
     assert point[0] in str(err.value)
+
+
+def test_a_broken_package_task_stops_only_the_sweeps_that_use_it(monkeypatch):
+    _with_entry_points(monkeypatch, ("odd_one", f"{MODULE}:OK_TASK"), ("broken", f"{MODULE}:NO_SUCH_NAME"))
+    assert task_of("odd_one") is OK_TASK and task_of("and") is AND
+    x = torch.tensor([[[1, 0, 1]]], dtype=torch.uint8)
+    assert labels("odd_one", x, torch.tensor([[0, 2]])).tolist() == [[1.0]]
+    with pytest.raises(TaskError, match="'broken'.*does not load"):
+        task_of("broken")
+
+
+BAD_PROBABILITY = BooleanTask("too_likely", lambda s: 1.5, lambda bits: bits[..., 0].to(torch.float32))
+BAD_SHAPE = BooleanTask("flat", lambda s: 0.5, lambda bits: bits.sum().to(torch.float32))
+BAD_VALUES = BooleanTask("counts", lambda s: 0.5, lambda bits: bits.sum(-1).to(torch.float32))
+
+
+@pytest.mark.parametrize(
+    "name, attribute, message",
+    [
+        ("too_likely", "BAD_PROBABILITY", r"bit_probability\(2\) = 1.5, not a probability"),
+        ("flat", "BAD_SHAPE", r"not a float32 tensor of shape \(1, 2\)"),
+        ("counts", "BAD_VALUES", "values other than 0 and 1"),
+    ],
+)
+def test_a_package_task_that_breaks_its_contract_is_one_error_naming_it(monkeypatch, name, attribute, message):
+    _with_entry_points(monkeypatch, (name, f"{MODULE}:{attribute}"))
+    from attnsweep.tasks.boolean import bit_probability
+
+    x = torch.tensor([[[1, 1, 1], [0, 1, 1]]], dtype=torch.uint8)
+    with pytest.raises(TaskError, match=message):
+        bit_probability(name, 2)
+        labels(name, x, torch.tensor([[1, 2]]))
 
 
 @pytest.mark.parametrize("name", ["and", "Bad-Name"])
