@@ -39,7 +39,7 @@ def entrypoint(store: str | None, progress_interval_s: float | None) -> str:
     return command
 
 
-SOURCE_SUFFIXES = frozenset({".py", ".j2", ".csv"})
+SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".j2", ".csv"})
 """What counts as the project's source when a job is staged: its modules, and the package
 data that pyproject.toml ships (report templates, reference read-offs). Nothing else in the
 package folders travels to the cluster (no .env, keys, stores, notebooks, caches)."""

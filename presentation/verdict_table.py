@@ -124,13 +124,13 @@ def symmetry_row(symmetry: list[SymmetryAnalysis], link: str, caveats: list[str]
         for v in a.verdicts:
             if v.get("verdict") != "not tested":
                 per_claim.setdefault(v.get("id"), []).append(v["verdict"])
-    verdicts, combined = [], {}
+    verdicts, overall = [], {}
     for c in SYMMETRY_WORDS:
         found = per_claim.get(c, [])
-        combined[c] = {"verdict": combined(found) if found else "not tested"}
+        overall[c] = {"verdict": combined(found) if found else "not tested"}
         runs = f" ({len(found)} runs)" if len(found) > 1 else ""
-        verdicts.append(f"{c} {combined[c]['verdict']}{runs}")
-    return _row(SYMMETRY, "; ".join(verdicts), _words(combined, SYMMETRY_WORDS), link, caveats)
+        verdicts.append(f"{c} {overall[c]['verdict']}{runs}")
+    return _row(SYMMETRY, "; ".join(verdicts), _words(overall, SYMMETRY_WORDS), link, caveats)
 
 
 def _words(by_id: dict[str, dict], words: dict[str, str]) -> str:

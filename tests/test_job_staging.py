@@ -75,7 +75,7 @@ def test_a_staged_job_holds_every_module_and_package_data_file_and_nothing_else(
         (f"{name}/" if name != "attnsweep" else "") + p.relative_to(folder).as_posix()
         for name, folder in folders.items()
         for p in folder.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix in {".py", ".j2", ".csv"}
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix in {".py", ".pyi", ".j2", ".csv"}
     }
     assert {p.split("/")[0] for p in expected if "/" in p} >= {
         "orchestrator",
