@@ -81,7 +81,9 @@ def _growth_text(groups: dict[str, list[dict]]) -> str:
         return ""
     faster = [s for s in series if s["numbers"].get("direction") == "faster than log"]
     like_log = [s for s in series if s["numbers"].get("direction") == "log"]
-    cs = [s["numbers"]["c"]["estimate"] for s in faster if (s["numbers"].get("c") or {}).get("estimate") is not None]
+    # Only exact exponents enter the range: a bound is not a value (docs/claims.md 2).
+    exponents = [s["numbers"].get("c") or {} for s in faster]
+    cs = [c["estimate"] for c in exponents if c.get("estimate") is not None and c.get("bound", "exact") == "exact"]
     n = len(series)
     lead = (
         "Not borne out where measured: "
