@@ -245,7 +245,7 @@ def replicate(
             the report folder cannot take the report (all found before the sweep runs).
         orchestrator.SpecError, orchestrator.RunError, results.StoreError: as :func:`api.run`.
     """
-    from attnsweep.orchestrator.analyze import run_caveats
+    from attnsweep.orchestrator.analyze_boolean import run_caveats
     from attnsweep.orchestrator.provenance import code_version
     from attnsweep.orchestrator.replicate import compare_runs
     from attnsweep.orchestrator.spec import load_spec
@@ -329,7 +329,7 @@ def _check_report_folder(results: ResultsStore, folder: Path) -> None:
 def _analysable(results: ResultsStore, run_id: str) -> None:
     """Raise AttnsweepError unless run ``run_id`` can be analysed (it has trained trials),
     so that a replication finds a useless baseline before it spends a sweep's time."""
-    from attnsweep.orchestrator.analyze import analyze_run, settings_of
+    from attnsweep.orchestrator.analyze_boolean import analyze_run, settings_of
     from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
     from attnsweep.results import StoreError
 

@@ -210,7 +210,7 @@ def m_star_export(results: ResultsStore, sweep: str, run_id: str, figures: Path 
     bootstrap replicates of each m* (figures into ``figures``, if given)."""
     import polars as pl
 
-    from attnsweep.orchestrator.analyze import analyze_run, m_star_table, settings_of
+    from attnsweep.orchestrator.analyze_boolean import analyze_run, m_star_table, settings_of
     from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
 
     if results.read_run(sweep, run_id).get("experiment") == "symmetry":

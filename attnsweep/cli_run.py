@@ -273,7 +273,7 @@ def analyze(
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None, format: str = "table") -> None:
-    from attnsweep.orchestrator.analyze import analyze_run, run_caveats, settings_of
+    from attnsweep.orchestrator.analyze_boolean import analyze_run, run_caveats, settings_of
     from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
     from attnsweep.presentation.terminal import print_analysis, print_symmetry
 

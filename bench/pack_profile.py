@@ -21,20 +21,20 @@ import time
 import torch
 
 from attnsweep.workers.config import BooleanTrialConfig
-from attnsweep.workers.train import train_pack
+from attnsweep.workers.train_boolean import train_pack
 
 # Phase -> (file suffix, function name) whose cumulative time is the phase's.
 PHASES = {
     "training sets (draw)": ("tasks/boolean.py", "sample_training_set"),
     "ambiguity check": ("tasks/boolean.py", "is_ambiguous"),
     "model set-up": (
-        "workers/train.py",
+        "workers/train_boolean.py",
         "__init__",
     ),  # _Trial: a trial's model, optimiser and tables
     "norm projection": ("workers/norms.py", "project_transformer"),
     "norm projection (MLP)": ("workers/norms.py", "project_mlp"),
     "evaluation: test-set draw": ("tasks/boolean.py", "test_chunks"),
-    "evaluation: forward": ("workers/train.py", "_evaluate"),
+    "evaluation: forward": ("workers/train_boolean.py", "_evaluate"),
     "achieved norms": ("workers/norms.py", "transformer_norms"),
     "achieved norms (MLP)": ("workers/norms.py", "mlp_norms"),
 }

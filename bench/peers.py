@@ -60,7 +60,7 @@ def train_one(seed: int) -> dict:
     import torch
 
     from attnsweep.workers.config import BooleanTrialConfig
-    from attnsweep.workers.train import train_pack
+    from attnsweep.workers.train_boolean import train_pack
 
     torch.set_num_threads(1)  # two 1-CPU workers on two cores must not oversubscribe them
     return {

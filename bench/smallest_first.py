@@ -23,7 +23,7 @@ import time
 import polars as pl
 from rich.console import Console
 
-from attnsweep.orchestrator.analyze import settings_of
+from attnsweep.orchestrator.analyze_boolean import settings_of
 from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
 from attnsweep.orchestrator.driver import run_sweep
 from attnsweep.orchestrator.executors import RayExecutor

@@ -4,7 +4,7 @@ Builds a store of ``--rows`` (default 1,000,000) synthetic sparse_boolean trial 
 temporary folder and times three things:
 
 1. Writing: the rows go through ``results.TrialWriter`` (flush_rows 5000, as the driver
-   uses) with ``orchestrator.rows.trial_schema()``. Rows are made as the driver's
+   uses) with ``results.trials_table.trial_schema()``. Rows are made as the driver's
    ``_rows`` makes them (config fields, worker results, code_version, finished_at) in
    batches of 5000 dicts; only ``TrialWriter.append`` and the final ``flush`` are timed
    (dict -> Arrow table, Parquet encoding, fsync, rename), not making the dicts. One pass:
@@ -15,7 +15,7 @@ temporary folder and times three things:
    (what ``attnsweep query`` runs) and through polars directly, ``--query-repeats`` times;
    each call scans the store afresh (new ResultsStore, new lazy scan; the OS file cache
    is warm).
-3. The m* analysis: ``orchestrator.analyze.analyze_run`` (reads the run, m* per cell
+3. The m* analysis: ``orchestrator.analyze_boolean.analyze_run`` (reads the run, m* per cell
    with 1000 bootstrap replicates, growth-law fits, checks; no figures), and
    ``results.critical_sample_sizes`` alone on the rows already in memory; ``--repeats``
    times each. Every time reported is the median of its repeats.
@@ -45,11 +45,11 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from attnsweep.orchestrator.analyze import CELL_FIELDS, analyze_run
-from attnsweep.orchestrator.rows import run_schema, trial_schema
+from attnsweep.orchestrator.analyze_boolean import CELL_FIELDS, analyze_run
 from attnsweep.results import ResultsStore, TrialWriter, run_query
 from attnsweep.results.integrity import check_store
 from attnsweep.results.store import RACY_S
+from attnsweep.results.trials_table import run_schema, trial_schema
 from attnsweep.stats import critical_sample_sizes
 from attnsweep.workers import BooleanTrialConfig
 

@@ -39,7 +39,10 @@ CHILD = r"""
 import importlib, json, sys, time, torch
 torch.set_num_threads(1)
 BooleanTrialConfig = importlib.import_module(sys.argv[5] + "workers.config").BooleanTrialConfig
-train_pack = importlib.import_module(sys.argv[5] + "workers.train").train_pack
+try:  # the module's name before it said which experiment it trains
+    train_pack = importlib.import_module(sys.argv[5] + "workers.train_boolean").train_pack
+except ModuleNotFoundError:
+    train_pack = importlib.import_module(sys.argv[5] + "workers.train").train_pack
 T, d, P, E, M = map(int, sys.argv[1:5] + sys.argv[6:7])
 warm = [BooleanTrialConfig(task="and", T=16, s=3, m=16, seed=0, n_test=100, max_epochs=2)]
 train_pack(warm, "cpu")
@@ -107,7 +110,7 @@ def profile_step(T: int, d: int, steps: int) -> list[tuple[str, float]]:
 
     from attnsweep import tasks
     from attnsweep.workers.config import BooleanTrialConfig
-    from attnsweep.workers.train import _Trial
+    from attnsweep.workers.train_boolean import _Trial
 
     torch.set_num_threads(1)
     c = BooleanTrialConfig(task="and", T=T, s=3, m=M, d=d, heads=HEADS, lr=3e-3, max_epochs=100, n_test=100, seed=0)

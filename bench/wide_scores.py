@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from attnsweep.workers import BooleanTrialConfig, one_layer
-from attnsweep.workers import train as train_module
+from attnsweep.workers import train_boolean as train_module
 from attnsweep.workers.models import logistic_loss
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze import interval_text
+from attnsweep.orchestrator.analyze_boolean import interval_text
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
 from attnsweep.presentation.folder import RUNS, TRIALS
 from attnsweep.presentation.markdown import md_code, md_target, md_text, run_line

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze import (
+from attnsweep.orchestrator.analyze_boolean import (
     analyze_run,
     boolean_verdicts,
     m_star_table,

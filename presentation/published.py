@@ -12,12 +12,12 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from attnsweep.orchestrator.errors import AttnsweepError
-from attnsweep.orchestrator.rows import run_schema, trial_schema
 from attnsweep.orchestrator.spec_loading import read_yaml
 from attnsweep.presentation.folder import RUNS, SUMS, TRIALS
 from attnsweep.presentation.publish import sha256_file
 from attnsweep.results import ResultsStore
 from attnsweep.results.outputs import read_text_capped
+from attnsweep.results.trials_table import run_schema, trial_schema
 from attnsweep.workers.config import LATER_FIELDS
 
 

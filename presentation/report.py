@@ -34,7 +34,7 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from attnsweep.orchestrator.analyze import interval_text, union_cell
+from attnsweep.orchestrator.analyze_boolean import interval_text, union_cell
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.presentation.judging import Judgement, ReportRun, judge, runs_of
 from attnsweep.presentation.publish import publish as publish_folder

@@ -1,6 +1,6 @@
 """The analysis of a run, printed as rich tables (``attnsweep analyze``, and after a run).
 
-The numbers come from :mod:`attnsweep.orchestrator.analyze` (a sparse-Boolean run) and
+The numbers come from :mod:`attnsweep.orchestrator.analyze_boolean` (a sparse-Boolean run) and
 :mod:`attnsweep.orchestrator.analyze_symmetry` (a symmetry run); this module only shows them.
 """
 
@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from attnsweep.orchestrator.analyze import Analysis, interval_text
+from attnsweep.orchestrator.analyze_boolean import Analysis, interval_text
 from attnsweep.orchestrator.analyze_symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.presentation.console_text import markup
 from attnsweep.stats.critical import format_m_star

@@ -250,7 +250,7 @@ def test_run_times_show_utc_to_the_minute():
 
 
 def test_print_analysis_writes_bounds_as_the_page_does():
-    from attnsweep.orchestrator.analyze import Analysis
+    from attnsweep.orchestrator.analyze_boolean import Analysis
     from attnsweep.presentation.terminal import print_analysis
 
     m_star = _boolean_m_star()

@@ -8,7 +8,7 @@ from attnsweep.orchestrator.spec import trial_id
 from attnsweep.stats.critical import critical_sample_sizes
 from attnsweep.stats.restarts import learners
 from attnsweep.workers import BooleanTrialConfig
-from attnsweep.workers.train import init_seed
+from attnsweep.workers.train_boolean import init_seed
 
 
 def _row(m, seed, restart, acc, loss, status="done"):
@@ -97,7 +97,7 @@ def test_restart_zero_keeps_the_trial_id_and_init_every_earlier_trial_had():
 
 
 def test_a_restart_trains_the_seeds_training_set_from_another_init():
-    from attnsweep.workers.train import train_pack
+    from attnsweep.workers.train_boolean import train_pack
 
     alone = train_pack([_config()], device="cpu")[0]
     rows = train_pack([_config(restart=r) for r in range(3)], device="cpu")

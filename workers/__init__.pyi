@@ -17,4 +17,4 @@ from .students import InnerProductStudent as InnerProductStudent
 from .students import SeqMLP as SeqMLP
 from .students import SeqTransformer as SeqTransformer
 from .students import build_student as build_student
-from .train import train_pack as train_pack
+from .train_boolean import train_pack as train_pack

@@ -22,7 +22,7 @@ def run_pack(
     experiment: str = "sparse_boolean",
 ) -> list[dict]:
     """Train a pack of ``experiment`` in this process with ``num_threads`` torch threads;
-    rows as in :func:`workers.train.train_pack` or :func:`workers.train_symmetry.train_symmetry_pack`.
+    rows as in :func:`workers.train_boolean.train_pack` or :func:`workers.train_symmetry.train_symmetry_pack`.
 
     Raises:
         KeyError: unknown experiment.

@@ -51,7 +51,7 @@ class Experiment:
 
 
 def _train_boolean(configs, device=None):
-    from attnsweep.workers.train import train_pack
+    from attnsweep.workers.train_boolean import train_pack
 
     return train_pack(configs, device)
 

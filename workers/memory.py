@@ -1,6 +1,6 @@
 """How much memory a pack needs while it trains: what sizes packs.
 
-A pack that trains its trials one after the other (workers/train.py,
+A pack that trains its trials one after the other (workers/train_boolean.py,
 workers/train_symmetry.py) needs one trial's working set plus what every trial of the pack
 holds for the whole pack (its drawn training set); a stacked pack (workers/stacked.py), every
 slot's working set and share at once, padding slots included:
@@ -18,7 +18,7 @@ pack inside its budget (``execution.pack_memory_mb``), not predict an allocator'
 * data: the training set as the pack draws it;
 * activations: per training sample, a count of float32 values per layer that the forward
   pass keeps for the backward pass (below), for one batch;
-* evaluation: chunks of at most :data:`workers.train.EVAL_BUDGET_BYTES` (256 MiB) of one
+* evaluation: chunks of at most :data:`workers.train_boolean.EVAL_BUDGET_BYTES` (256 MiB) of one
   trial at a time, after its training: the working set is the larger of the two.
 """
 
@@ -33,7 +33,7 @@ PARAM_COPIES = 4
 # layer-norm, q/k/v, attention weights and the 4x-wide feed-forward layer.
 TRANSFORMER_ACTS_PER_TOKEN = 16
 EVAL_BUDGET_BYTES = 256 * 2**20
-"""As :data:`workers.train.EVAL_BUDGET_BYTES` (kept here so that ``validate`` imports no torch)."""
+"""As :data:`workers.train_boolean.EVAL_BUDGET_BYTES` (kept here so that ``validate`` imports no torch)."""
 
 
 STACKED_SLOTS = 32
@@ -72,7 +72,7 @@ def boolean_working_bytes(cfg: BooleanTrialConfig) -> int:
     workers/one_layer.py) and per sample ``16 d + 4 (H + d)`` floats; a deeper transformer
     keeps ``16 (T+1) d`` floats per sample and layer, the MLP ``4 max(T, mlp_width)``, and
     their data is the bits as float32. A one-layer step whose scores spread beyond the float32
-    matmul form (range above 60, workers/train.py) holds the minibatch's bits in float64 twice
+    matmul form (range above 60, workers/train_boolean.py) holds the minibatch's bits in float64 twice
     (``x`` and ``1 - x``) while it runs: ``16 b (T + 1)`` bytes more for a minibatch of ``b``,
     counted for every one-layer trial, since whether its scores will spread is not known before
     it trains. Scoring: chunks of at most ``EVAL_BUDGET_BYTES``.

@@ -1,6 +1,6 @@
 """What every pack trainer shares: mixed precision, exploded weights, test-only faults and
 failed rows. A pack's trials train stacked (workers/stacked.py) or one after the other, each
-on its own tensors (workers/train.py, workers/train_symmetry.py); workers/stacking.py decides."""
+on its own tensors (workers/train_boolean.py, workers/train_symmetry.py); workers/stacking.py decides."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Training a pack of sparse-Boolean trials together, stacked (workers/stacked.py): the CLS
 transformer at any depth (through its general forward) and the MLP.
 
-Each trial follows the rule of :func:`workers.train._fit` step for step: full-batch, it stops
+Each trial follows the rule of :func:`workers.train_boolean._fit` step for step: full-batch, it stops
 before a step when it classifies every training sample right (fit) or its loss is not finite
 (diverged), counts the epoch, is projected onto its norm ball, and stops when its weights
 explode; with minibatches it checks its fit on the whole set at the start of each epoch and
 shuffles with its own generator. A trial that stops leaves with its weights of that moment,
-and is scored alone (:func:`workers.train.score`).
+and is scored alone (:func:`workers.train_boolean.score`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def fit_stacked(
         trained: the names of the parameters that train.
         x: ``(trials, m, T)`` uint8 bits; y: ``(trials, m)`` float32 labels.
         chunk: samples per slot per chunk when the whole training set is scored (minibatch
-            training checks its fit every epoch): :func:`workers.train.eval_chunk`.
+            training checks its fit every epoch): :func:`workers.train_boolean.eval_chunk`.
 
     Returns:
         Per trial: ``params`` (its weights when it stopped, by name), ``epochs``, ``converged``,
@@ -181,7 +181,7 @@ def hand_step(
 
     A slot whose score range is beyond the float32 form (:func:`workers.models.score_range_safe`,
     60) takes the same form in float64 (safe to 489), and beyond that the exact table form
-    through autograd, as :meth:`workers.train._Trial.step` does alone. Those slots are computed
+    through autograd, as :meth:`workers.train_boolean._Trial.step` does alone. Those slots are computed
     again in a pack of their own, padded to a multiple of the lanes, so what they get depends
     on themselves only."""
     p = {k: v.detach() for k, v in {**pack.params, **pack.buffers}.items()}

@@ -12,7 +12,7 @@ Every student maps X ``(b, n, d)`` and K ``(b, k, d)`` to Y ``(b, n, d)``:
 All are written to run under ``torch.func.functional_call`` inside ``torch.func.vmap`` over
 stacked parameters: no in-place operations, no Python branches on tensor values. Weights
 are initialised from torch's global generator, as ``nn.Module`` does; callers fix it per
-trial (``torch.random.fork_rng`` plus a derived seed, as :mod:`workers.train` does).
+trial (``torch.random.fork_rng`` plus a derived seed, as :mod:`workers.train_boolean` does).
 """
 
 from __future__ import annotations

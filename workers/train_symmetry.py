@@ -89,7 +89,7 @@ def train_symmetry_pack(
 
 def _student(c: SymmetryTrialConfig) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
-        # The CPU generator alone (the student is built on the CPU; workers/train.py says why).
+        # The CPU generator alone (the student is built on the CPU; workers/train_boolean.py says why).
         torch.default_generator.manual_seed(
             tasks.derive_seed("init", c.model, c.equivariance, c.n, c.k, c.d, c.width, c.heads, c.seed)
         )

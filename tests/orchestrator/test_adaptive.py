@@ -18,7 +18,7 @@ from attnsweep.orchestrator.adaptive import (
     robust_choice,
     study_dir,
 )
-from attnsweep.orchestrator.analyze import analyze_run
+from attnsweep.orchestrator.analyze_boolean import analyze_run
 from attnsweep.orchestrator.driver import run_sweep
 from attnsweep.orchestrator.errors import SpecError
 from attnsweep.orchestrator.executors import LocalExecutor
@@ -384,7 +384,7 @@ def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_find
     assert plain.filter(pl.col("equivariance") == "orthogonal")["m"].n_unique() > 1
     assert first.height < plain.height
     # Where both decide, the same m*: the trials they share are the same trials (same ids, same rows).
-    from attnsweep.orchestrator.analyze import settings_of
+    from attnsweep.orchestrator.analyze_boolean import settings_of
     from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
 
     a = analyze_symmetry_run(store_a, "sym-first", "r1", settings_of(store_a, "sym-first", "r1"), None).m_star

@@ -155,9 +155,9 @@ def test_extreme_score_range_falls_back_to_an_exact_finite_result(dtype):
     out = model(x)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out.double(), ref, atol=1e-3 if dtype == torch.float32 else 1e-9, rtol=1e-4)
-    if dtype == torch.float32:  # a trainer's step takes the same decision per trial (workers/train.py)
+    if dtype == torch.float32:  # a trainer's step takes the same decision per trial (workers/train_boolean.py)
         from attnsweep.workers import BooleanTrialConfig
-        from attnsweep.workers.train import _Trial
+        from attnsweep.workers.train_boolean import _Trial
 
         c = BooleanTrialConfig(task="and", T=T, s=3, m=40, seed=0, d=16, heads=2, n_test=100)
         trial = _Trial(c, x.to(torch.uint8), torch.zeros(40), torch.device("cpu"))

@@ -17,7 +17,7 @@ from attnsweep.workers import one_layer
 from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.models import CLSTransformer, position_codes
 from attnsweep.workers.norms import transformer_norms
-from attnsweep.workers.train import _Trial, train_pack
+from attnsweep.workers.train_boolean import _Trial, train_pack
 
 
 def _trial(seed: int, m: int = 32, **settings) -> tuple[_Trial, torch.Tensor]:

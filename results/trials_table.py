@@ -15,7 +15,7 @@ import pyarrow as pa
 from attnsweep.workers import EXPERIMENTS
 from attnsweep.workers.config import LATER_FIELDS
 
-# Measurements a worker reports (workers/train.py) and what the driver adds.
+# Measurements a worker reports (workers/train_boolean.py) and what the driver adds.
 RESULT_COLUMNS: dict[str, pa.DataType] = {
     "status": pa.string(),
     "error_type": pa.string(),

@@ -1,4 +1,4 @@
-"""Tests of the pack training loop (workers.train.train_pack), on CPU with tiny settings."""
+"""Tests of the pack training loop (workers.train_boolean.train_pack), on CPU with tiny settings."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from attnsweep import tasks
 from attnsweep.workers import BooleanTrialConfig, train_pack
-from attnsweep.workers import train as train_module
+from attnsweep.workers import train_boolean as train_module
 
 BASE = dict(task="and", T=8, s=1, m=64, heads=4, lr=3e-3, max_epochs=200, n_test=500)
 SEEDS = [0, 1, 2]
