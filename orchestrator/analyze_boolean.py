@@ -39,7 +39,7 @@ with restarts, ``learner`` in place of ``restart`` (stats/restarts.py)."""
 TUNED_RUN = "tuned_search"
 """A column of the m* table of a run whose adaptive search tuned settings per cell (always
 true there; absent, read as false, for every other run): in a report of several runs it keeps
-a tuned series apart from an untuned one of the same settings (issue 25: L1 per positions x
+a tuned series apart from an untuned one of the same settings (L1 is judged per positions x
 bound x tuning) instead of pooling the two into one series."""
 
 

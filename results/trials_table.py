@@ -89,7 +89,7 @@ def run_schema(failure: bool = False) -> pa.Schema:
     """Arrow schema of a ``runs`` record (one row per run).
 
     Args:
-        failure: with the two nullable columns the driver's records carry since issue 23,
+        failure: with the two nullable columns the driver's records carry (older records lack them),
             ``error`` (why the last attempt failed) and ``rescue_file`` (the file holding the
             rows the store refused). Records written before read them as null; published
             run records (presentation/publish.py, finished runs) are written and checked

@@ -112,7 +112,7 @@ ARCH_FIELDS = ("model", "d", "layers", "heads", "mlp_width")
 FAR_MORE = 2.0
 """"Far more samples" (L4): the MLP's m* at least twice the transformer's."""
 EQUIVALENCE = (0.8, 1.25)
-"""Equivalence margin of R for the geometric-mean ratio ours/paper (docs/decisions.md, Issue 7)."""
+"""Equivalence margin of R for the geometric-mean ratio ours/paper (docs/decisions.md, "Report")."""
 READ_OFF = 1.5
 """Precision of our read-off of the paper's figure, in samples (its CSV's header)."""
 PROTOCOL_FIELDS = (

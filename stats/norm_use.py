@@ -1,5 +1,5 @@
 """How much of its norm bound a trained head uses: whether the bound binds, and the norm that
-success needs as T grows (issue 25; docs/claims.md 1a).
+success needs as T grows (docs/claims.md 1a).
 
 Edelman et al. (ICML 2022, Theorem 4.2) bound the sample complexity of an attention head by
 the norms of W_Q W_K^T, W_V and the readout, with log T growth *at a fixed bound*. Two

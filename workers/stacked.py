@@ -36,6 +36,8 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
+from attnsweep.workers.adamw import AdamW
+
 
 def _lanes() -> int:
     """Twice the float32 SIMD width torch's CPU kernels use here: 16 with AVX2 (8 floats), 32 with
@@ -106,7 +108,7 @@ class StackedPack:
         self.buffers = {k: v.to(dev) for k, v in buffers.items()}
         self.trial = torch.tensor(order)
         self.active = torch.tensor([i < n for i in range(slots)])
-        self.opt = _adamw([v for k, v in self.params.items() if k in trained], lr, weight_decay)
+        self.opt = AdamW([v for k, v in self.params.items() if k in trained], lr, weight_decay)
 
     @property
     def slots(self) -> int:
@@ -125,7 +127,7 @@ class StackedPack:
         """One AdamW step from ``loss`` ``(slots,)`` (each slot's own loss; summed, each slot's
         gradient is its own loss's), or from ``grads`` computed by hand (name -> ``(slots, ...)``;
         only the trained names are read)."""
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad()
         if grads is None:
             loss.sum().backward()
         else:
@@ -150,21 +152,13 @@ class StackedPack:
         self.buffers = {k: v[index] for k, v in self.buffers.items()}
         self.trial = self.trial[torch.tensor(old)]
         self.active = torch.tensor([i < len(keep) for i in range(slots)])
-        self.opt = _adamw([v for k, v in self.params.items() if k in self.trained], self.lr, self.weight_decay)
+        self.opt = AdamW([v for k, v in self.params.items() if k in self.trained], self.lr, self.weight_decay)
         for k, s in state.items():
             if s:
                 self.opt.state[self.params[k]] = {
                     name: (t[index].clone() if t.dim() > 0 else t.clone()) for name, t in s.items()
                 }
         return old
-
-
-def _adamw(params: list[torch.Tensor], lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """AdamW over the stacked parameters; the fused kernel where torch has it."""
-    try:
-        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)
-    except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
-        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
 def per_slot_max_abs(params: dict[str, torch.Tensor]) -> torch.Tensor:

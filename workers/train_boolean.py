@@ -30,6 +30,7 @@ import torch
 
 from attnsweep import tasks
 from attnsweep.workers import one_layer
+from attnsweep.workers.adamw import AdamW
 from attnsweep.workers.config import BooleanTrialConfig
 
 # Activation memory allowed for one evaluation chunk of one trial (bytes; workers/memory.py):
@@ -184,14 +185,6 @@ def _model(c: BooleanTrialConfig, dev: torch.device) -> torch.nn.Module:
         return build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.positions).to(dev)
 
 
-def _optimizer(params: list[torch.Tensor], c: BooleanTrialConfig) -> torch.optim.Optimizer:
-    """AdamW over one trial's parameters; the fused kernel (one pass per tensor) where torch has it."""
-    try:
-        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=True)
-    except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
-        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
-
-
 def _state(logits: torch.Tensor, y: torch.Tensor, stop_when_fit: bool, loss: torch.Tensor | None = None) -> str:
     """``"fit"`` when asked and every sample is classified right, ``"diverged"`` when the
     logistic loss is not finite, else ``"step"``."""
@@ -222,7 +215,7 @@ class _Trial:
         # What the hand-written step reads: every parameter, and the position codes where they
         # are a buffer (fixed or sinusoidal codes are read, never trained).
         self.tensors = {**every, "pos": self.model.pos} if c.model == "transformer" else every
-        self.opt = _optimizer(list(self.params.values()), c)
+        self.opt = AdamW(list(self.params.values()), c.lr, c.weight_decay)
         self.fast = uses_one_layer_step(c)
         self.bits, self.y = x, y  # (m, T) uint8, (m,)
         # Made once per training set: the bits as floats for the hand-written step, the one-hot
@@ -267,7 +260,7 @@ class _Trial:
             ``"fit"`` (``stop_when_fit`` and every sample classified right: no step),
             ``"diverged"`` (the loss is not finite: no step) or ``"stepped"``.
         """
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad()
         if self.fast:
             with torch.no_grad():
                 t = one_layer.tables(self.tensors, self.c.heads)

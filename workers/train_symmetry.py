@@ -23,6 +23,7 @@ from torch.func import functional_call
 
 from attnsweep import tasks
 from attnsweep.tasks.seq2seq import sample_dataset
+from attnsweep.workers.adamw import AdamW
 from attnsweep.workers.config import SymmetryTrialConfig
 from attnsweep.workers.equivariance import (
     haar_orthogonal,
@@ -126,10 +127,7 @@ def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
     )  # (m, n, d), (m, k, d), (m, n, d)
     model = _student(c).to(dev)
     params = list(model.parameters())
-    try:
-        opt = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=True)
-    except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
-        opt = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+    opt = AdamW(params, c.lr, c.weight_decay)
     epochs, converged, diverged = 0, False, None
     y_norm = Y.pow(2).sum()
     rot_gen = tasks.generator(tasks.derive_seed("augment", c.seed), dev)  # the trial's own rotations
@@ -140,7 +138,7 @@ def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
             xb, kb, yb = rotate_rows(X, Q), rotate_rows(K, Q), rotate_rows(Y, Q)
         else:
             xb, kb, yb = X, K, Y
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
         with autocast(dev, c.precision):
             pred = model(xb, kb).float()
         sq = (pred - yb).pow(2).sum()
