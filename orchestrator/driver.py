@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import secrets
 import time
 from collections import Counter, deque
@@ -490,6 +491,10 @@ class TrialBatches:
                 writer.maybe_flush()
 
 
+# Ray colours the text of a remote task's exception for terminals; a row's error is data.
+_ANSI_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
 def _rows(
     pack: Pack,
     outcome: list[dict] | BaseException,
@@ -507,7 +512,7 @@ def _rows(
     lost = isinstance(outcome, BaseException) and is_lost(outcome)
     if isinstance(outcome, BaseException):
         status = TrialStatus.LOST if lost else TrialStatus.FAILED
-        message = str(outcome)[:4000]
+        message = _ANSI_CODE.sub("", str(outcome))[:4000]
         if lost:
             message = f"worker died on every attempt ({runs_per_pack} per pack): {message}"
         results = [

@@ -225,7 +225,8 @@ def status(address: str, job_id: str, timeout_s: float = TIMEOUT_S) -> tuple[str
     if not isinstance(info.get("status"), str):
         raise RunError(f"the job server at {shown(address)} gave no status for job {job_id!r}: {quote_answer(info)}")
     message = info.get("message") or ""
-    return printable(info["status"]), printable(message if isinstance(message, str) else repr(message))
+    # A failed job's message holds its last log lines: kept as lines, as a log is.
+    return printable(info["status"]), printable_log(message if isinstance(message, str) else repr(message))
 
 
 def logs(
