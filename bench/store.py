@@ -4,7 +4,7 @@ Builds a store of ``--rows`` (default 1,000,000) synthetic sparse_boolean trial 
 temporary folder and times three things:
 
 1. Writing: the rows go through ``results.TrialWriter`` (flush_rows 5000, as the driver
-   uses) with ``results.trials_table.trial_schema()``. Rows are made as the driver's
+   uses) with ``orchestrator.trials_table.trial_schema()``. Rows are made as the driver's
    ``_rows`` makes them (config fields, worker results, code_version, finished_at) in
    batches of 5000 dicts; only ``TrialWriter.append`` and the final ``flush`` are timed
    (dict -> Arrow table, Parquet encoding, fsync, rename), not making the dicts. One pass:
@@ -46,10 +46,10 @@ import polars as pl
 import pyarrow as pa
 
 from attnsweep.orchestrator.analyze_boolean import CELL_FIELDS, analyze_run
+from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.results import ResultsStore, TrialWriter, run_query
 from attnsweep.results.integrity import check_store
 from attnsweep.results.store import RACY_S
-from attnsweep.results.trials_table import run_schema, trial_schema
 from attnsweep.stats import critical_sample_sizes
 from attnsweep.workers import BooleanTrialConfig
 

@@ -18,8 +18,8 @@ import polars as pl
 from attnsweep.orchestrator.analyze_tuning import choose_m_star, tuning_choices
 from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings
 from attnsweep.orchestrator.spec_loading import read_yaml
+from attnsweep.orchestrator.trials_table import trial_schema, with_later_fields
 from attnsweep.results import ResultsStore, StoreError
-from attnsweep.results.trials_table import trial_schema, with_later_fields
 from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
 from attnsweep.stats.boolean_growth import MIN_DECADES
 from attnsweep.stats.critical import format_m_star, resolve_bounds

@@ -25,10 +25,10 @@ from attnsweep.orchestrator.packing import Pack, make_packs, pack_sizer, spec_pa
 from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, SweepProgress
 from attnsweep.orchestrator.provenance import code_version, host, package_versions
 from attnsweep.orchestrator.spec import SweepSpec, trial_id
+from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.results import ResultsStore, StoreError, TrialWriter
 from attnsweep.results.locks import RunLock
 from attnsweep.results.store import os_reason
-from attnsweep.results.trials_table import run_schema, trial_schema
 from attnsweep.workers import TrialStatus
 
 RESULT_COLUMNS = ["trial_id", "status", "test_acc", "test_error", "epochs", "error_type"]

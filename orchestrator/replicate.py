@@ -31,8 +31,8 @@ from scipy.stats import ks_2samp
 from attnsweep.orchestrator.analyze_boolean import CELL_FIELDS, analyze_run, settings_of
 from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
 from attnsweep.orchestrator.errors import RunError
+from attnsweep.orchestrator.trials_table import with_later_fields
 from attnsweep.results import ResultsStore
-from attnsweep.results.trials_table import with_later_fields
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.symmetry import CELL as SYMMETRY_CELL
 

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from attnsweep.orchestrator.analyze_boolean import CELL_FIELDS, search_rows
+from attnsweep.orchestrator.trials_table import with_later_fields
 from attnsweep.presentation.markdown import md_text
 from attnsweep.presentation.series import (
     by_rows,
@@ -18,7 +19,6 @@ from attnsweep.presentation.series import (
     series_cells,
     series_kind,
 )
-from attnsweep.results.trials_table import with_later_fields
 from attnsweep.stats.epochs import epoch_growth, epochs_by_cell
 from attnsweep.stats.norm_use import TOLERANCE, norm_growth
 from attnsweep.stats.pooling import shared_trials

@@ -22,13 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.orchestrator.trials_table import run_schema
 from attnsweep.presentation.findings_boolean import render
 from attnsweep.presentation.findings_symmetry import render_symmetry
 from attnsweep.presentation.folder import FIGURE, RUNS, SUMS, TRIALS
 from attnsweep.presentation.m_star_figure import plot_main_series
 from attnsweep.results import ResultsStore
 from attnsweep.results.outputs import replacing, write_text
-from attnsweep.results.trials_table import run_schema
 from attnsweep.stats.boolean_cells import read_reference
 
 

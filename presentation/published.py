@@ -13,11 +13,11 @@ from pydantic import ValidationError
 
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.orchestrator.spec_loading import read_yaml
+from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.presentation.folder import RUNS, SUMS, TRIALS
 from attnsweep.presentation.publish import sha256_file
 from attnsweep.results import ResultsStore
 from attnsweep.results.outputs import read_text_capped
-from attnsweep.results.trials_table import run_schema, trial_schema
 from attnsweep.workers.config import LATER_FIELDS
 
 

@@ -160,7 +160,7 @@ def test_runs_counts_a_running_runs_rows_not_its_starting_record(two_runs, tmp_p
 
     import polars as pl
 
-    from attnsweep.results.trials_table import run_schema
+    from attnsweep.orchestrator.trials_table import run_schema
 
     folder, first, _, _ = two_runs
     copy = tmp_path / "store"

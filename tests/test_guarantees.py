@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 
 from attnsweep.orchestrator.spec import parse_spec, trial_id
+from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.results import ResultsStore
-from attnsweep.results.trials_table import run_schema, trial_schema
 from attnsweep.workers import BooleanTrialConfig
 
 SPEC = "name: tiny\nseeds: 4\ngrid: {m: [16, 32]}\nfixed: {task: and, T: 8, s: 3, n_test: 100}\n"

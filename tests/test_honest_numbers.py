@@ -19,9 +19,9 @@ import yaml
 import attnsweep
 from attnsweep.orchestrator.analyze_boolean import analyze_run
 from attnsweep.orchestrator.spec import trial_id
+from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.presentation.report import build_report
 from attnsweep.results import ResultsStore
-from attnsweep.results.trials_table import run_schema, trial_schema
 from attnsweep.stats.fits import MODELS
 from attnsweep.workers import BooleanTrialConfig, SymmetryTrialConfig
 

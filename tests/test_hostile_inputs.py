@@ -18,8 +18,8 @@ import yaml
 import attnsweep
 from attnsweep.orchestrator.errors import SpecError
 from attnsweep.orchestrator.spec import parse_spec, trial_id
+from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.results import ResultsStore, StoreError
-from attnsweep.results.trials_table import run_schema, trial_schema
 from attnsweep.workers import BooleanTrialConfig
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -38,7 +38,7 @@ LATER_FIELDS: dict[str, object] = {"positions": "learned", "ln_affine": True, "r
 """Trial settings added after trial rows were first published, with the value every earlier
 trial had: at that value a setting does not enter a trial's id (orchestrator/spec.py
 ``trial_id``), so earlier trials keep theirs and a resume finds them, and a stored row
-without the column reads as that value (results/trials_table.py ``with_later_fields``)."""
+without the column reads as that value (orchestrator/trials_table.py ``with_later_fields``)."""
 
 N_TEST_MIN = 100
 """The smallest held-out set of a sparse-Boolean trial (test accuracy in steps of at most 0.01)."""

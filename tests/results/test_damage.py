@@ -300,7 +300,7 @@ def test_folders_no_run_writes_are_not_read_and_store_check_names_them(tmp_path)
 
 
 def test_a_run_record_that_is_not_one_is_set_aside_and_named(tmp_path):
-    from attnsweep.results.trials_table import run_schema
+    from attnsweep.orchestrator.trials_table import run_schema
 
     store = ResultsStore(tmp_path / "store")
     _run_files(store, "r1")
