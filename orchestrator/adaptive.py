@@ -5,7 +5,7 @@ cell, a sequence of *rounds* in up to four phases; a round is one batch of trial
 into the store like a grid sweep's, every row carrying ``search_phase`` and ``search_round`` (the round's
 number within its cell, counted across the phases). The flows are independent: a cell starts its next round
 as soon as its last one has every row, while other cells' packs still train (orchestrator/driver.py,
-``TrialBatches.run_flows``).
+``PackRunner.run_cells``).
 
 1. ``search``: bisection on log m of the success rate with the spec's own settings. Round 0 tries
    ``initial_points`` log-spaced m over ``search.m`` (both ends included; with ``smallest_first``, ``m.min``
@@ -69,51 +69,51 @@ class Request:
 Flow = Generator[Request, None, Any]
 
 
-class Batches(Protocol):
-    """What the search needs of whoever runs its trials (the driver's ``TrialBatches``):
+class TrialRunner(Protocol):
+    """What the search needs of whoever runs its trials (the driver's ``PackRunner``):
     the search never imports the driver, the driver hands it one of these."""
 
-    results: dict[str, dict]
-    """The rows of the run so far, by trial id (filled by :meth:`load_results`, then by every pack)."""
+    rows_by_id: dict[str, dict]
+    """The rows of the run so far, by trial id (filled by :meth:`keep_rows`, then by every pack)."""
     console: Any
     writer: Any
 
-    def load_results(self, store: ResultsStore, sweep: str, run_id: str) -> None: ...
+    def keep_rows(self, store: ResultsStore, sweep: str, run_id: str) -> None: ...
 
     def record_reused(self, rows: list[dict]) -> int: ...
 
-    def run_flows(self, flows: list[Flow], label: str) -> None:
+    def run_cells(self, flows: list[Flow], label: str) -> None:
         """Advance every flow, running the trials of each :class:`Request` it yields."""
 
 
-def run_adaptive(spec: SweepSpec, store: ResultsStore, run_id: str, batches: Batches) -> None:
-    """Run the adaptive search (module docstring) through ``batches`` (:class:`Batches`;
-    the driver's ``TrialBatches`` skips trials the run already holds and holds the rows of
-    the run so far in ``results``)."""
+def run_adaptive(spec: SweepSpec, store: ResultsStore, run_id: str, runner: TrialRunner) -> None:
+    """Run the adaptive search (module docstring) through ``runner`` (:class:`TrialRunner`;
+    the driver's ``PackRunner`` skips trials the run already holds and holds the rows of
+    the run so far in ``rows_by_id``)."""
     cells = list(spec.cells())
-    batches.load_results(store, spec.name, run_id)
+    runner.keep_rows(store, spec.name, run_id)
     largest = {cell_key(c) for c in budget_cells(spec, cells)} if spec.search.budget_check else set()
     if spec.search.budget_check and cells and "T" not in _defaults(spec, cells[0]):
         largest = {cell_key(c) for c in cells}  # no T: every cell's deciding m is checked
-    flows = [cell_flow(spec, store, run_id, cell, batches, cell_key(cell) in largest) for cell in cells]
-    batches.run_flows(flows, f"{spec.name} {run_id}: adaptive search of {len(cells)} cells")
+    flows = [cell_flow(spec, store, run_id, cell, runner, cell_key(cell) in largest) for cell in cells]
+    runner.run_cells(flows, f"{spec.name} {run_id}: adaptive search of {len(cells)} cells")
 
 
-def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str, Any], batches, budget: bool) -> Flow:
+def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str, Any], runner, budget: bool) -> Flow:
     """The rounds of one cell, phase by phase (module docstring); ``budget``: the cell gets
     the budget check (the largest T of its series; every cell without T)."""
     rounds = itertools.count()
-    rates = yield from bisect(spec, cell, "search", batches, rounds)
+    rates = yield from bisect(spec, cell, "search", runner, rounds)
     final = cell
     if spec.search.tune is not None:
-        chosen = yield from tune_cell(spec, store, run_id, cell, rates, batches, rounds)
+        chosen = yield from tune_cell(spec, store, run_id, cell, rates, runner, rounds)
         if chosen is not None:
             final = {**cell, **chosen}
-            rates = yield from bisect(spec, final, "tuned", batches, rounds)
+            rates = yield from bisect(spec, final, "tuned", runner, rounds)
     if budget:
         doubled = {**final, "max_epochs": 2 * _defaults(spec, final)["max_epochs"]}
         if "T" in _defaults(spec, final):
-            yield from bisect(spec, doubled, "budget", batches, rounds, reuse=(store, run_id))
+            yield from bisect(spec, doubled, "budget", runner, rounds, reuse=(store, run_id))
         else:
             points = deciding_points(rates, spec.analysis.success_frac)
             extra = {"search_phase": "budget", "search_round": next(rounds)}
@@ -122,7 +122,7 @@ def cell_flow(spec: SweepSpec, store: ResultsStore, run_id: str, cell: dict[str,
                 store,
                 run_id,
                 [_config(spec, doubled, m, seed) for m in points for seed in spec.seeds],
-                batches,
+                runner,
                 extra,
             )
             if plan:
@@ -194,14 +194,14 @@ def next_points(
     return sorted(pts - set(ms))
 
 
-def bisect(spec: SweepSpec, cell: dict[str, Any], phase: str, batches, rounds, reuse=None) -> Flow:
+def bisect(spec: SweepSpec, cell: dict[str, Any], phase: str, runner, rounds, reuse=None) -> Flow:
     """Bisection rounds on log m (module docstring, phase 1) for one cell until its m* is
     pinned or ``search.max_rounds`` rounds after the first have run.
 
     Args:
         cell: the cell's settings.
         phase: the ``search_phase`` its rows carry.
-        batches: the run's TrialBatches (its ``results`` are read after each round).
+        runner: the run's PackRunner (its ``rows_by_id`` are read after each round).
         rounds: the cell's round counter (an iterator of ints).
         reuse: ``(store, run_id)`` for the budget check: twins that stopped early are reused.
 
@@ -212,7 +212,7 @@ def bisect(spec: SweepSpec, cell: dict[str, Any], phase: str, batches, rounds, r
     tried: list[int] = []
     first = 2 if s.smallest_first else 1  # rounds that place the first points
     for i in range(1 + first + s.max_rounds):
-        rates = {m: _rate(spec, cell, m, batches.results) for m in tried}
+        rates = {m: _rate(spec, cell, m, runner.rows_by_id) for m in tried}
         points = next_points(
             rates,
             s.m.min,
@@ -226,7 +226,7 @@ def bisect(spec: SweepSpec, cell: dict[str, Any], phase: str, batches, rounds, r
         if not points:
             return rates
         if i == first + s.max_rounds:  # the rounds are spent and the cell still wants points
-            batches.console.print(
+            runner.console.print(
                 f"[yellow]warning[/]: {phase}: cell {_describe(cell)}: m = {points} left untried after "
                 f"search.max_rounds = {s.max_rounds}: its m* is not pinned to search.rel_tol "
                 "(raise max_rounds or points_per_round)"
@@ -236,10 +236,10 @@ def bisect(spec: SweepSpec, cell: dict[str, Any], phase: str, batches, rounds, r
         extra = {"search_phase": phase, "search_round": next(rounds)}
         plan = [_config(spec, cell, m, seed) for m in points for seed in spec.seeds]
         if reuse is not None:
-            plan = reuse_stopped_twins(spec, *reuse, plan, batches, extra)
+            plan = reuse_stopped_twins(spec, *reuse, plan, runner, extra)
         if plan:
             yield Request(plan, extra)
-    return {m: _rate(spec, cell, m, batches.results) for m in tried}
+    return {m: _rate(spec, cell, m, runner.rows_by_id) for m in tried}
 
 
 def _describe(cell: dict[str, Any]) -> str:
@@ -251,7 +251,7 @@ BUDGET_FREE_ERRORS = ("AmbiguousTrainingSetError", "AmbiguityCheckTooLargeError"
 
 
 def reuse_stopped_twins(
-    spec: SweepSpec, store: ResultsStore, run_id: str, plan: list, batches, extra: dict[str, Any]
+    spec: SweepSpec, store: ResultsStore, run_id: str, plan: list, runner, extra: dict[str, Any]
 ) -> list:
     """The budget check's trials that need training; the others are recorded from their twin.
 
@@ -266,7 +266,7 @@ def reuse_stopped_twins(
         The configs of ``plan`` still to run.
     """
     twins = {trial_id(c): trial_id(c.model_copy(update={"max_epochs": c.max_epochs // 2})) for c in plan}
-    batches.writer.flush()  # the twins' rows may still be in the write buffer
+    runner.writer.flush()  # the twins' rows may still be in the write buffer
     try:
         rows = (
             store.scan_run_trials(spec.name, run_id)
@@ -306,7 +306,7 @@ def reuse_stopped_twins(
         else:
             todo.append(config)
     if reused:
-        batches.record_reused(reused)
+        runner.record_reused(reused)
     return todo
 
 
@@ -415,7 +415,7 @@ def tune_cell(
     run_id: str,
     cell: dict[str, Any],
     rates: dict[int, float],
-    batches,
+    runner,
     rounds,
 ) -> Flow:
     """Optuna TPE over the tuned settings of one cell (module docstring, phase 2).
@@ -439,7 +439,7 @@ def tune_cell(
         plan = [
             _config(spec, {**cell, **params}, probe, seed) for _, params, told in asked if not told for seed in seeds
         ]
-        if plan or (b == 0 and any(trial_id(c) not in batches.results for c in defaults)):
+        if plan or (b == 0 and any(trial_id(c) not in runner.rows_by_id for c in defaults)):
             yield Request(
                 [*(defaults if b == 0 else []), *plan],
                 {"search_phase": "tune", "search_round": next(rounds)},
@@ -448,11 +448,11 @@ def tune_cell(
             # The rows must be in the store before the study says the trials are done: a crash
             # between a tell and the writer's next flush would leave told trials whose rows a
             # resume never runs again.
-            batches.writer.flush()
+            runner.writer.flush()
         for number, params, told in asked:
             if not told:
                 scores = [
-                    _score(spec, batches.results.get(_trial_id(spec, {**cell, **params}, probe, seed)))
+                    _score(spec, runner.rows_by_id.get(_trial_id(spec, {**cell, **params}, probe, seed)))
                     for seed in seeds
                 ]
                 study.tell(number, float(np.mean(scores)))
@@ -463,11 +463,11 @@ def tune_cell(
     ]
     table = np.array(
         [
-            [_score(spec, batches.results.get(_trial_id(spec, {**cell, **p}, probe, seed))) for seed in seeds]
+            [_score(spec, runner.rows_by_id.get(_trial_id(spec, {**cell, **p}, probe, seed))) for seed in seeds]
             for p in sets
         ]
     )
-    default = np.array([_score(spec, batches.results.get(trial_id(c))) for c in defaults])
+    default = np.array([_score(spec, runner.rows_by_id.get(trial_id(c))) for c in defaults])
     choice = robust_choice(table, default, tune.confidence)
     return sets[choice.best] if choice.adopted else None
 

@@ -14,7 +14,7 @@ import re
 import secrets
 import time
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -201,7 +201,7 @@ def _run_locked(
     record.update(error=None, rescue_file=None)  # this attempt's, set at its end
     store.write_run(spec.name, run_id, record, run_schema(failure=True))
     writer = TrialWriter(store, spec.name, run_id, trial_schema(), spec.execution.flush_rows, spec.execution.flush_s)
-    batches = TrialBatches(
+    runner = PackRunner(
         spec,
         executor,
         writer,
@@ -217,10 +217,10 @@ def _run_locked(
         if spec.search.adaptive:
             from attnsweep.orchestrator.adaptive import run_adaptive
 
-            run_adaptive(spec, store, run_id, batches)
+            run_adaptive(spec, store, run_id, runner)
         else:
             trials = ((tid, c) for c in spec.trials() if (tid := trial_id(c)) not in done_ids)
-            batches.run(trials, todo, spec_pack_sizer(spec, executor.slots()), f"{spec.name} {run_id}")
+            runner.run(trials, todo, spec_pack_sizer(spec, executor.slots()), f"{spec.name} {run_id}")
         summary.status = "finished"
     except KeyboardInterrupt:
         summary.status = "interrupted"
@@ -292,11 +292,12 @@ def _unrecorded(store: ResultsStore, sweep: str, run_id: str, record: dict, exc:
     )
 
 
-class TrialBatches:
-    """Runs batches of trials of one run on the executor, streaming their rows to the writer.
+class PackRunner:
+    """Runs packs of one run's trials on the executor, streaming their rows to the writer.
 
-    A grid sweep is one batch (:meth:`run`); an adaptive search (orchestrator/adaptive.py)
-    is a set of flows, one per cell (:meth:`run_flows`). Trials whose id the run already holds are
+    A grid sweep is one stream of trials (:meth:`run`); an adaptive search
+    (orchestrator/adaptive.py) is a set of flows, one per cell (:meth:`run_cells`). Both go
+    through one submit loop (:meth:`_drive`). Trials whose id the run already holds are
     skipped, so a resumed run never repeats a finished trial.
     """
 
@@ -314,25 +315,25 @@ class TrialBatches:
         self.spec, self.executor, self.writer, self.summary = spec, executor, writer, summary
         self.done_ids, self.console, self.bound = done_ids, console, bound
         self.progress_interval_s = progress_interval_s
-        self.results: dict[str, dict] = {}
+        self.rows_by_id: dict[str, dict] = {}
         """The run's rows by trial id, the columns an adaptive search decides on
-        (:data:`RESULT_COLUMNS`); filled by :meth:`load_results` and as packs finish."""
-        self._keep = False  # kept only for an adaptive search (load_results)
+        (:data:`RESULT_COLUMNS`); filled by :meth:`keep_rows` and as packs finish."""
+        self._keep = False  # kept only for an adaptive search (keep_rows)
 
-    def load_results(self, store: ResultsStore, sweep: str, run_id: str) -> None:
-        """Keep the run's rows in :attr:`results` from now on, starting with those it
+    def keep_rows(self, store: ResultsStore, sweep: str, run_id: str) -> None:
+        """Keep the run's rows in :attr:`rows_by_id` from now on, starting with those it
         already holds (a resumed run)."""
         self._keep = True
         try:
             rows = store.scan_run_trials(sweep, run_id).select(RESULT_COLUMNS).collect()
         except StoreError:  # no rows yet: a new run
             return
-        self.results.update((r["trial_id"], r) for r in rows.iter_rows(named=True))
+        self.rows_by_id.update((r["trial_id"], r) for r in rows.iter_rows(named=True))
 
     def _record(self, rows: list[dict]) -> None:
         self.done_ids.update(r["trial_id"] for r in rows)
         if self._keep:
-            self.results.update((r["trial_id"], {k: r.get(k) for k in RESULT_COLUMNS}) for r in rows)
+            self.rows_by_id.update((r["trial_id"], {k: r.get(k) for k in RESULT_COLUMNS}) for r in rows)
         self.summary.busy_s += sum(r.get("wall_s") or 0.0 for r in rows)
 
     def record_reused(self, rows: list[dict]) -> int:
@@ -347,37 +348,115 @@ class TrialBatches:
         self.writer.flush()
         return len(rows)
 
-    def run(self, trials: Iterator, total: int, sizer, label: str, extra: dict | None = None) -> None:
-        """Run ``(trial_id, config)`` pairs with at most ``bound`` packs in flight."""
-        executor, writer = self.executor, self.writer
+    def run(self, trials: Iterator, total: int | None, sizer, label: str, extra: dict | None = None) -> None:
+        """Run ``(trial_id, config)`` pairs with at most ``bound`` packs in flight;
+        ``total``: the trials the progress counts to (None: unknown)."""
         packs = make_packs(trials, sizer, self.spec.experiment)
+        with SweepProgress(self.console, total, label, self.progress_interval_s) as progress:
+            self._drive(lambda: next(packs, None), lambda _tid: extra or {}, None, progress)
+
+    def run_cells(self, flows: list, label: str) -> None:
+        """Run independent flows of requests (an adaptive search's cells), keeping every
+        worker busy while any flow has work.
+
+        A flow is a generator that yields :class:`~attnsweep.orchestrator.adaptive.Request` objects; it is advanced as soon
+        as every trial of its last request has a row (in :attr:`rows_by_id`), so a cell whose
+        round finished starts its next round while other cells' packs still run. Packs are
+        cut from the trials waiting across all flows when they are submitted, at most the
+        spec's pack size and at most the waiting trials divided over the workers, so the
+        last requests of a run are split across workers instead of training on one.
+        """
+        slots = max(self.executor.slots(), 1)
+        sizer = pack_sizer(self.spec.execution.pack_size, self.spec.experiment, self.spec.execution.pack_memory_mb)
+        queue: list[tuple[str, object]] = []  # trials waiting for a pack, in request order
+        extra_of: dict[str, dict] = {}
+        waiting: dict[int, set[str]] = {}  # flow -> its request's trials without a row yet
+        owners: dict[str, set[int]] = {}  # trial id -> flows waiting on it
+        pending = set()  # queued or in flight
+
+        def advance(i: int) -> None:
+            while True:
+                try:
+                    request = next(flows[i])
+                except StopIteration:
+                    return
+                ids = list(dict.fromkeys((trial_id(c), c) for c in request.configs))
+                left = {tid for tid, _ in ids if tid not in self.done_ids}
+                for tid, config in ids:
+                    if tid in left and tid not in pending:
+                        queue.append((tid, config))
+                        extra_of[tid] = request.extra
+                        pending.add(tid)
+                    if tid in left:
+                        owners.setdefault(tid, set()).add(i)
+                if left:
+                    waiting[i] = left
+                    return
+
+        def next_pack() -> Pack | None:
+            if not queue:  # every flow waits on packs in flight, or has ended
+                return None
+            first = queue[0][1]
+            size = max(1, min(sizer(first), -(-len(queue) // slots)))
+            key = first.shape_key()
+            take = [j for j, (_, c) in enumerate(queue) if c.shape_key() == key][:size]
+            chosen = [queue[j] for j in take]
+            for j in reversed(take):
+                del queue[j]
+            return Pack(tuple(t for t, _ in chosen), tuple(c for _, c in chosen), self.spec.experiment)
+
+        def settled(pack: Pack) -> None:
+            ready = set()
+            for tid in pack.ids:
+                pending.discard(tid)
+                for i in owners.pop(tid, ()):
+                    waiting[i].discard(tid)
+                    if not waiting[i]:
+                        ready.add(i)
+            for i in sorted(ready):
+                del waiting[i]
+                advance(i)
+
+        with SweepProgress(self.console, None, label, self.progress_interval_s) as progress:
+            for i in range(len(flows)):
+                advance(i)
+            self._drive(next_pack, lambda tid: extra_of.pop(tid, {}), settled, progress)
+
+    def _drive(
+        self,
+        next_pack: Callable[[], Pack | None],
+        extra_of: Callable[[str], dict],
+        on_settled: Callable[[Pack], None] | None,
+        progress: SweepProgress,
+    ) -> None:
+        """Submit packs until none is left and none is in flight, at most ``bound`` at once.
+
+        ``next_pack()``: the next new pack, or None when there is none now (nothing is in
+        flight at the end, so None then means done). The trials of a lost pack are retried
+        first, one per pack, on a worker with nothing else queued. ``extra_of(trial_id)``:
+        columns to add to a row; ``on_settled(pack)``: called once a pack's rows are
+        written (not for a lost pack sent back to be retried)."""
+        executor = self.executor
         retry: deque[Pack] = deque()  # singletons of a lost pack, run before new packs
         deaths: Counter = Counter()  # worker deaths per trial id, from lost packs
         in_flight: dict = {}
-        with SweepProgress(self.console, total, label, self.progress_interval_s) as progress:
-            exhausted = False
-            while True:
-                while len(in_flight) < self.bound and (retry or not exhausted):
-                    isolated = bool(retry)
-                    if isolated and not executor.can_isolate():
-                        break  # wait for a worker to drain; new packs wait behind the retries
-                    pack = retry.popleft() if retry else next(packs, None)
-                    if pack is None:
-                        exhausted = True
-                        break
-                    in_flight[executor.submit(pack, isolated=isolated)] = pack
-                if not in_flight:
+        while True:
+            while len(in_flight) < self.bound:
+                isolated = bool(retry)
+                if isolated and not executor.can_isolate():
+                    break  # wait for a worker to drain; new packs wait behind the retries
+                pack = retry.popleft() if retry else next_pack()
+                if pack is None:
                     break
-                for handle, outcome in executor.wait(list(in_flight), timeout_s=0.5):
-                    self._settle(
-                        in_flight.pop(handle),
-                        outcome,
-                        retry,
-                        deaths,
-                        progress,
-                        lambda _tid: extra or {},
-                    )
-                writer.maybe_flush()
+                in_flight[executor.submit(pack, isolated=isolated)] = pack
+            if not in_flight:
+                break
+            for handle, outcome in executor.wait(list(in_flight), timeout_s=0.5):
+                pack = in_flight.pop(handle)
+                rows = self._settle(pack, outcome, retry, deaths, progress, extra_of)
+                if rows is not None and on_settled is not None:
+                    on_settled(pack)
+            self.writer.maybe_flush()
 
     def _settle(
         self, pack: Pack, outcome, retry: deque, deaths: Counter, progress: SweepProgress, extra_of
@@ -399,96 +478,6 @@ class TrialBatches:
         self.summary.counts.update(statuses)
         progress.advance(len(rows), statuses)
         return rows
-
-    def run_flows(self, flows: list, label: str) -> None:
-        """Run independent flows of requests (an adaptive search's cells), keeping every
-        worker busy while any flow has work.
-
-        A flow is a generator that yields :class:`~attnsweep.orchestrator.adaptive.Request` objects; it is advanced as soon
-        as every trial of its last request has a row (in :attr:`results`), so a cell whose
-        round finished starts its next round while other cells' packs still run. Packs are
-        cut from the trials waiting across all flows when they are submitted, at most the
-        spec's pack size and at most the waiting trials divided over the workers, so the
-        last requests of a run are split across workers instead of training on one.
-        """
-        executor, writer = self.executor, self.writer
-        slots = max(executor.slots(), 1)
-        sizer = pack_sizer(self.spec.execution.pack_size, self.spec.experiment, self.spec.execution.pack_memory_mb)
-        queue: list[tuple[str, object]] = []  # trials waiting for a pack, in request order
-        extra_of: dict[str, dict] = {}
-        waiting: dict[int, set[str]] = {}  # flow -> its request's trials without a row yet
-        owners: dict[str, set[int]] = {}  # trial id -> flows waiting on it
-        pending = set()  # queued or in flight
-        retry: deque[Pack] = deque()
-        deaths: Counter = Counter()
-        in_flight: dict = {}
-
-        def advance(i: int) -> None:
-            while True:
-                try:
-                    request = next(flows[i])
-                except StopIteration:
-                    return
-                ids = list(dict.fromkeys((trial_id(c), c) for c in request.configs))
-                left = {tid for tid, _ in ids if tid not in self.done_ids}
-                for tid, config in ids:
-                    if tid in left and tid not in pending:
-                        queue.append((tid, config))
-                        extra_of[tid] = request.extra
-                        pending.add(tid)
-                    if tid in left:
-                        owners.setdefault(tid, set()).add(i)
-                if left:
-                    waiting[i] = left
-                    return
-
-        def next_pack() -> Pack:
-            first = queue[0][1]
-            size = max(1, min(sizer(first), -(-len(queue) // slots)))
-            key = first.shape_key()
-            take = [j for j, (_, c) in enumerate(queue) if c.shape_key() == key][:size]
-            chosen = [queue[j] for j in take]
-            for j in reversed(take):
-                del queue[j]
-            return Pack(tuple(t for t, _ in chosen), tuple(c for _, c in chosen), self.spec.experiment)
-
-        with SweepProgress(self.console, None, label, self.progress_interval_s) as progress:
-            for i in range(len(flows)):
-                advance(i)
-            while True:
-                while len(in_flight) < self.bound and (retry or queue):
-                    isolated = bool(retry)
-                    if isolated and not executor.can_isolate():
-                        break
-                    pack = retry.popleft() if retry else next_pack()
-                    in_flight[executor.submit(pack, isolated=isolated)] = pack
-                if not in_flight:
-                    break
-                for handle, outcome in executor.wait(list(in_flight), timeout_s=0.5):
-                    pack = in_flight.pop(handle)
-                    if (
-                        self._settle(
-                            pack,
-                            outcome,
-                            retry,
-                            deaths,
-                            progress,
-                            lambda tid: extra_of.pop(tid, {}),
-                        )
-                        is None
-                    ):
-                        continue
-                    ready = set()
-                    for tid in pack.ids:
-                        pending.discard(tid)
-                        for i in owners.pop(tid, ()):
-                            waiting[i].discard(tid)
-                            if not waiting[i]:
-                                ready.add(i)
-                    for i in sorted(ready):
-                        del waiting[i]
-                        advance(i)
-                writer.maybe_flush()
 
 
 # Ray colours the text of a remote task's exception for terminals; a row's error is data.

@@ -72,6 +72,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import polars as pl
@@ -200,44 +201,14 @@ def critical_sample_sizes(
         .collect()
     )
     out, reps = [], {}
-    # A setting added later at the value earlier trials had does not enter the generator's seed:
-    # a new setting leaves the intervals of earlier runs as they were.
-    earlier = earlier or {}
-    later = [i for i, name in enumerate(cell) if name in earlier]
-    for key, group in data.group_by(cell, maintain_order=True):
-        named = tuple(v for i, v in enumerate(key) if i not in later or v != earlier[cell[i]])
-        rng = np.random.default_rng([seed, _cell_hash(named)])
-        ms = np.sort(group["m"].unique().to_numpy())
-        seeds = group["seed"].unique().sort().to_numpy()
-        # (seeds, ms) outcome matrix; NaN where a seed has no trained trial at that m.
-        mat = np.full((len(seeds), len(ms)), np.nan)
-        ran = np.zeros((len(seeds), len(ms)))
-        si = np.searchsorted(seeds, group["seed"].to_numpy())
-        mi = np.searchsorted(ms, group["m"].to_numpy())
-        mat[si, mi] = group["success"].to_numpy().astype(float)
-        ran[si, mi] = group["out_of_epochs"].to_numpy().astype(float)
+    for key, group, rng in _cells(data, cell, seed, earlier or {}):
+        ms, mat, ran = _outcome_matrix(group)
         k = np.nansum(mat, 0)
         n = np.sum(~np.isnan(mat), 0)
-        point = _m_star(ms, k[None], n[None], success_frac)
-        grid, censored = point["m_star_grid"][0], point["censored"][0]
-        rate = np.where(n > 0, k / np.maximum(n, 1), np.nan)
-        reached = rate >= success_frac
-        first = int(np.argmax(reached)) if reached.any() else len(ms)
-        non_monotone = bool(reached.any() and (rate[first + 1 :] < success_frac).any())
-        # The trials that ran out of epochs decide an m when they alone put its rate below one half.
-        optimistic = ((k + ran.sum(0)) >= success_frac * n) & (n > 0)
-        opt_first = int(np.argmax(optimistic)) if optimistic.any() else len(ms)
-        out_of_epochs = bool((optimistic & ~reached).any())
         row = dict(zip(cell, key))
         row.update(
-            # A non-monotone curve breaks the logistic model: m* is its definition, the first crossing.
-            m_star=grid if non_monotone and censored == "" else point["m_star"][0],
-            m_star_grid=grid,
-            censored=censored,
-            non_monotone=non_monotone,
-            out_of_epochs=bool(out_of_epochs),
-            m_floor_if_fit=float(ms[opt_first - 1]) if 0 < opt_first else None,
-            n_seeds=len(seeds),
+            _estimate(ms, k, n, ran, success_frac),
+            n_seeds=mat.shape[0],
             m_min=int(ms[0]),
             m_max=int(ms[-1]),
             n_trials=len(group),
@@ -245,46 +216,131 @@ def critical_sample_sizes(
             ci_hi_exact=math.nan,
         )
         if n_boot > 0:
-            pick = rng.integers(0, len(seeds), size=(n_boot, len(seeds)))
-            # A replicate's k and n are sums over its resampled seeds: how often it drew
-            # each seed times that seed's outcomes, one (n_boot, seeds) @ (seeds, 2 ms)
-            # product instead of an (n_boot, seeds, ms) copy. The sums are of small
-            # integers, so exact in floating point in any order: the same k and n.
-            S = len(seeds)
-            counts = np.bincount((pick + S * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * S)
-            trained = ~np.isnan(mat)
-            both = counts.reshape(n_boot, S).astype(float) @ np.concatenate([np.where(trained, mat, 0.0), trained], 1)
-            bk, bn = both[:, : len(ms)], both[:, len(ms) :].astype(np.int64)
-            b = _m_star(ms, bk, bn, success_frac)
-            vals = np.where(b["censored"] == "above", np.inf, b["m_star"])
-            lo, hi = percentile_interval(vals, ci)
-            if censored == "":
-                below = ms[ms < grid]
-                p_lo, p_hi = profile_interval(ms, k, n, success_frac, ci)
-                lo = min(lo, float(below[-1]) if below.size else lo, p_lo)
-                hi = max(hi, float(grid), p_hi)
+            vals = _bootstrap(ms, mat, rng, n_boot, success_frac)
+            lo, hi = _exact_interval(vals, ms, k, n, row["m_star_grid"], row["censored"], success_frac, ci)
             row.update(ci_lo_exact=lo, ci_hi_exact=hi)
             reps[tuple(key)] = vals
         out.append(row)
-    schema_extra = {
-        "m_star": pl.Float64,
-        "m_star_grid": pl.Float64,
-        "censored": pl.String,
-        "non_monotone": pl.Boolean,
-        "out_of_epochs": pl.Boolean,
-        "m_floor_if_fit": pl.Float64,
-        "n_seeds": pl.Int64,
-        "m_min": pl.Int64,
-        "m_max": pl.Int64,
-        "n_trials": pl.Int64,
-        "ci_lo_exact": pl.Float64,
-        "ci_hi_exact": pl.Float64,
-    }
+    return resolve_bounds(_table(out, cell, data.schema)), reps
+
+
+_CELL_COLUMNS = {
+    "m_star": pl.Float64,
+    "m_star_grid": pl.Float64,
+    "censored": pl.String,
+    "non_monotone": pl.Boolean,
+    "out_of_epochs": pl.Boolean,
+    "m_floor_if_fit": pl.Float64,
+    "n_seeds": pl.Int64,
+    "m_min": pl.Int64,
+    "m_max": pl.Int64,
+    "n_trials": pl.Int64,
+    "ci_lo_exact": pl.Float64,
+    "ci_hi_exact": pl.Float64,
+}
+"""The columns :func:`critical_sample_sizes` adds to a cell's values before
+:func:`resolve_bounds`, in their order, with their types (an empty table has them too)."""
+
+
+def _cells(
+    data: pl.DataFrame, cell: list[str], seed: int, earlier: dict[str, object]
+) -> Iterator[tuple[tuple, pl.DataFrame, np.random.Generator]]:
+    """Each cell's values, its rows, and its bootstrap generator, seeded by ``seed`` and the
+    cell's values (not by the order of the rows or by the other cells)."""
+    # A setting added later at the value earlier trials had does not enter the generator's seed:
+    # a new setting leaves the intervals of earlier runs as they were.
+    later = [i for i, name in enumerate(cell) if name in earlier]
+    for key, group in data.group_by(cell, maintain_order=True):
+        named = tuple(v for i, v in enumerate(key) if i not in later or v != earlier[cell[i]])
+        yield key, group, np.random.default_rng([seed, _cell_hash(named)])
+
+
+def _outcome_matrix(group: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A cell's sorted m tried ``(K,)`` and its ``(seeds, K)`` success matrix (NaN where a
+    seed has no trained trial at that m) and out-of-epochs matrix (0 where none)."""
+    ms = np.sort(group["m"].unique().to_numpy())
+    seeds = group["seed"].unique().sort().to_numpy()
+    mat = np.full((len(seeds), len(ms)), np.nan)
+    ran = np.zeros((len(seeds), len(ms)))
+    si = np.searchsorted(seeds, group["seed"].to_numpy())
+    mi = np.searchsorted(ms, group["m"].to_numpy())
+    mat[si, mi] = group["success"].to_numpy().astype(float)
+    ran[si, mi] = group["out_of_epochs"].to_numpy().astype(float)
+    return ms, mat, ran
+
+
+def _estimate(ms: np.ndarray, k: np.ndarray, n: np.ndarray, ran: np.ndarray, success_frac: float) -> dict:
+    """A cell's m* and what its rows allow it to say (module docstring), from its successes
+    ``k`` and trained trials ``n`` at each m ``(K,)`` and its out-of-epochs matrix ``ran``:
+    ``m_star``, ``m_star_grid``, ``censored``, ``non_monotone``, ``out_of_epochs``, ``m_floor_if_fit``."""
+    point = _m_star(ms, k[None], n[None], success_frac)
+    grid, censored = point["m_star_grid"][0], point["censored"][0]
+    rate = np.where(n > 0, k / np.maximum(n, 1), np.nan)
+    reached = rate >= success_frac
+    first = int(np.argmax(reached)) if reached.any() else len(ms)
+    non_monotone = bool(reached.any() and (rate[first + 1 :] < success_frac).any())
+    # The trials that ran out of epochs decide an m when they alone put its rate below one half.
+    optimistic = ((k + ran.sum(0)) >= success_frac * n) & (n > 0)
+    opt_first = int(np.argmax(optimistic)) if optimistic.any() else len(ms)
+    out_of_epochs = bool((optimistic & ~reached).any())
+    return dict(
+        # A non-monotone curve breaks the logistic model: m* is its definition, the first crossing.
+        m_star=grid if non_monotone and censored == "" else point["m_star"][0],
+        m_star_grid=grid,
+        censored=censored,
+        non_monotone=non_monotone,
+        out_of_epochs=bool(out_of_epochs),
+        m_floor_if_fit=float(ms[opt_first - 1]) if 0 < opt_first else None,
+    )
+
+
+def _bootstrap(
+    ms: np.ndarray, mat: np.ndarray, rng: np.random.Generator, n_boot: int, success_frac: float
+) -> np.ndarray:
+    """The ``(n_boot,)`` m* of seed-resampled replicates of a cell's success matrix ``mat``
+    ``(seeds, K)``; +inf for a replicate beyond the grid."""
+    S = mat.shape[0]
+    pick = rng.integers(0, S, size=(n_boot, S))
+    # A replicate's k and n are sums over its resampled seeds: how often it drew
+    # each seed times that seed's outcomes, one (n_boot, seeds) @ (seeds, 2 ms)
+    # product instead of an (n_boot, seeds, ms) copy. The sums are of small
+    # integers, so exact in floating point in any order: the same k and n.
+    counts = np.bincount((pick + S * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * S)
+    trained = ~np.isnan(mat)
+    both = counts.reshape(n_boot, S).astype(float) @ np.concatenate([np.where(trained, mat, 0.0), trained], 1)
+    bk, bn = both[:, : len(ms)], both[:, len(ms) :].astype(np.int64)
+    b = _m_star(ms, bk, bn, success_frac)
+    return np.where(b["censored"] == "above", np.inf, b["m_star"])
+
+
+def _exact_interval(
+    vals: np.ndarray,
+    ms: np.ndarray,
+    k: np.ndarray,
+    n: np.ndarray,
+    grid: float,
+    censored: str,
+    success_frac: float,
+    ci: float,
+) -> tuple[float, float]:
+    """The interval of a cell's m* read as exact: the bootstrap's percentile interval of
+    ``vals``, and for a cell inside the grid its hull with the grid bracket and the profile
+    likelihood interval (module docstring)."""
+    lo, hi = percentile_interval(vals, ci)
+    if censored == "":
+        below = ms[ms < grid]
+        p_lo, p_hi = profile_interval(ms, k, n, success_frac, ci)
+        lo = min(lo, float(below[-1]) if below.size else lo, p_lo)
+        hi = max(hi, float(grid), p_hi)
+    return lo, hi
+
+
+def _table(out: list[dict], cell: list[str], schema: pl.Schema) -> pl.DataFrame:
+    """The rows of :func:`critical_sample_sizes` as a table, typed by :data:`_CELL_COLUMNS`
+    and, when there are none, the ``cell`` columns' types in ``schema``."""
     if out:
-        table = pl.DataFrame(out, schema_overrides={c: t for c, t in schema_extra.items()}, infer_schema_length=None)
-    else:
-        table = pl.DataFrame(schema={**{c: data.schema[c] for c in cell}, **schema_extra})
-    return resolve_bounds(table), reps
+        return pl.DataFrame(out, schema_overrides=_CELL_COLUMNS, infer_schema_length=None)
+    return pl.DataFrame(schema={**{c: schema[c] for c in cell}, **_CELL_COLUMNS})
 
 
 def resolve_bounds(table: pl.DataFrame) -> pl.DataFrame:
