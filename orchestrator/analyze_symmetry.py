@@ -28,6 +28,7 @@ from attnsweep.stats.symmetry import (
     with_student,
 )
 from attnsweep.stats.verdict_common import quantity
+from attnsweep.tasks.teachers import teacher_symmetries
 from attnsweep.workers import SymmetryTrialConfig
 
 
@@ -158,9 +159,13 @@ def analyze_symmetry_run(
         )
         .sort("teacher", "student", *sizes, "m")
     )
-    result = SymmetryAnalysis(sweep, run_id, m_star, errors, verdicts(trials, m_star, settings.n_boot, settings.ci))
+    # Each teacher's symmetries decide its side in S2 (a package's teacher joins one, tasks/teachers.py).
+    symmetries = {t: teacher_symmetries(t) for t in trials["teacher"].unique().sort().to_list()}
+    result = SymmetryAnalysis(
+        sweep, run_id, m_star, errors, verdicts(trials, m_star, settings.n_boot, settings.ci, symmetries)
+    )
     if len(scale.groups(trials)) > 1:
-        result.scale = _scale(trials, m_star, replicates, settings)
+        result.scale = _scale(trials, m_star, replicates, settings, symmetries)
         texts = {v["claim"].split(":", 1)[0]: v["claim"] for v in result.verdicts}
         result.verdicts = scale.overall_verdicts(result.scale.groups, texts)
     if figures_dir is not None:
@@ -200,10 +205,12 @@ def analyze_symmetry_run(
     return result
 
 
-def _scale(trials: pl.DataFrame, m_star: pl.DataFrame, replicates: dict, settings: AnalysisSettings) -> ScaleAnalysis:
+def _scale(
+    trials: pl.DataFrame, m_star: pl.DataFrame, replicates: dict, settings: AnalysisSettings, symmetries: dict
+) -> ScaleAnalysis:
     slopes, medians = scale.error_against_m(trials, settings.n_boot, settings.ci)
     return ScaleAnalysis(
-        groups=scale.group_verdicts(trials, m_star, settings.n_boot, settings.ci),
+        groups=scale.group_verdicts(trials, m_star, settings.n_boot, settings.ci, symmetries),
         advantage=scale.advantage(m_star, replicates, settings.ci),
         advantage_slopes=scale.advantage_slopes(m_star, replicates, settings.ci),
         error_slopes=slopes,

@@ -18,6 +18,8 @@ Input: the trial rows of a symmetry run (columns ``teacher``, ``model``, ``equiv
   supported when, for some student, it lies at or above; inconclusive when the intervals
   overlap or a number is missing. On the control teacher it must not win (no student's
   interval lies above its own).
+  A teacher a package adds (tasks/teachers.py) joins a side by its symmetries
+  (:func:`s2_sides`): both, as ``equivariant``; permutations alone, as ``control``.
 * S3: the generic transformer's E falls as m grows: the OLS slope of log10 E on log10 m,
   with a bootstrap CI over seeds, lies below -``EFFECT_SLOPE`` (E falls by at least a
   factor 1.12 per tenfold m; stats/verdict_common.py); not supported when the interval lies
@@ -33,6 +35,7 @@ Each verdict is a dict as :mod:`stats.boolean_verdicts` describes (``id``, ``cla
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
@@ -212,12 +215,46 @@ def _median_ci(values: np.ndarray, n_boot: int, ci: float, seed: int = 0) -> tup
     return float(np.median(values)), float(lo), float(hi)
 
 
-def verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int = 1000, ci: float = 0.95) -> list[Verdict]:
-    """S1-S4 (module docstring), each a verdict dict of :mod:`stats.boolean_verdicts`."""
+S2_SIDES = {"equivariant": True, "control": False}
+"""The built-in teachers S2 reads: True where the inner-product student should win (the teacher
+has both of its symmetries), False where it should not (the control: permutations alone)."""
+
+
+def s2_sides(symmetries: Mapping[str, frozenset[str] | None] | None) -> dict[str, bool]:
+    """Which teachers S2 reads, and on which side, from each teacher's symmetries (tasks/teachers.py
+    ``Teacher.symmetries``; the caller reads them, this layer imports no task code): a teacher
+    that is orthogonally and permutation equivariant, as the inner-product student is, sides with
+    ``equivariant`` (the student should win); one that is permutation equivariant alone sides with
+    ``control`` (it should not); any other (``positional``, unknown: None) is read by no claim.
+    None: :data:`S2_SIDES`, the built-in teachers."""
+    if symmetries is None:
+        return dict(S2_SIDES)
+    sides = dict(S2_SIDES)
+    for teacher, sym in symmetries.items():
+        if sym is not None and {"orthogonal", "permutation"} <= sym:
+            sides[teacher] = True
+        elif sym is not None and "permutation" in sym and "orthogonal" not in sym:
+            sides[teacher] = False
+    return sides
+
+
+def verdicts(
+    trials: pl.DataFrame,
+    m_star: pl.DataFrame,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    symmetries: Mapping[str, frozenset[str] | None] | None = None,
+) -> list[Verdict]:
+    """S1-S4 (module docstring), each a verdict dict of :mod:`stats.boolean_verdicts`.
+
+    Args:
+        symmetries: each teacher's symmetries, for S2's sides (:func:`s2_sides`); None: the
+            built-in teachers only.
+    """
     done = with_student(trials).filter(pl.col("status") == "done").collect()
     return [
         _s1(done, n_boot, ci),
-        _s2(m_star),
+        _s2(m_star, s2_sides(symmetries)),
         _s3(done, n_boot, ci, m_star),
         _s4(done, n_boot, ci, m_star),
     ]
@@ -301,9 +338,9 @@ def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
     )
 
 
-def _s2(m_star: pl.DataFrame) -> dict:
+def _s2(m_star: pl.DataFrame, sides: dict[str, bool]) -> dict:
     parts, outcomes, missing, undecided, flags, compared = [], [], False, [], [], []
-    for teacher, should_win in (("equivariant", True), ("control", False)):
+    for teacher, should_win in _s2_teachers(m_star, sides):
         t = m_star.filter(pl.col("teacher") == teacher)
         orth = t.filter(pl.col("student") == "inner-product")
         others = t.filter(pl.col("student").is_in(["transformer", "mlp"]))
@@ -378,6 +415,18 @@ def _s2(m_star: pl.DataFrame) -> dict:
         dict(comparisons=compared),
         flags,
     )
+
+
+def _s2_teachers(m_star: pl.DataFrame, sides: dict[str, bool]) -> list[tuple[str, bool]]:
+    """The teachers S2 compares on, with their side: on each side the built-in teacher (its
+    absence counts as missing unless another teacher of that side is present), then the other
+    teachers of that side the cells hold, sorted."""
+    present = set(m_star["teacher"].to_list()) if "teacher" in m_star.columns else set()
+    out = []
+    for built_in, side in S2_SIDES.items():
+        others = sorted(t for t, s in sides.items() if s == side and t != built_in and t in present)
+        out += [(t, side) for t in ([built_in] if built_in in present or not others else []) + others]
+    return out
 
 
 def _order(a: dict, b: dict) -> str:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
@@ -62,12 +63,19 @@ def groups(trials: pl.DataFrame) -> list[tuple[int, int, int]]:
     return [tuple(r) for r in trials.select(GROUP).unique().sort(["d", "n", "k"]).iter_rows()]
 
 
-def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: float) -> pl.DataFrame:
+def group_verdicts(
+    trials: pl.DataFrame,
+    m_star: pl.DataFrame,
+    n_boot: int,
+    ci: float,
+    symmetries: Mapping[str, frozenset[str] | None] | None = None,
+) -> pl.DataFrame:
     """S1-S4 in each (n, k, d) group.
 
     Args:
         trials: the run's trial rows (as :func:`stats.symmetry.verdicts` takes them).
         m_star: :func:`stats.symmetry.critical_sample_sizes` of those rows.
+        symmetries: each teacher's symmetries, as :func:`stats.symmetry.verdicts` takes them.
 
     Returns:
         One row per (group, claim): ``n``, ``k``, ``d``, ``claim`` (S1..S4), ``verdict``,
@@ -79,7 +87,7 @@ def group_verdicts(trials: pl.DataFrame, m_star: pl.DataFrame, n_boot: int, ci: 
     rows = []
     for n, k, d in groups(trials):
         sel = _in_group(n, k, d)
-        for v in verdicts(trials.filter(sel), m_star.filter(sel), n_boot, ci):
+        for v in verdicts(trials.filter(sel), m_star.filter(sel), n_boot, ci, symmetries):
             numbers = v["series"][0]["numbers"] if v["series"] else {}
             rows.append(
                 dict(

@@ -26,5 +26,9 @@ from .seeding import derive_seed as derive_seed
 from .seeding import generator as generator
 from .seq2seq import TEACHERS as TEACHERS
 from .seq2seq import sample_dataset as sample_dataset
+from .seq2seq import teacher_of as teacher_of
 from .seq2seq import teacher_outputs as teacher_outputs
 from .seq2seq import teacher_params as teacher_params
+from .teachers import Teacher as Teacher
+from .teachers import teacher_names as teacher_names
+from .teachers import teacher_symmetries as teacher_symmetries

@@ -20,13 +20,14 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from attnsweep.tasks.errors import AmbiguityCheckTooLargeError, TaskError
+from attnsweep.tasks.errors import AmbiguityCheckTooLargeError
+from attnsweep.tasks.plugins import NAME as NAME  # the name rule, where it was first defined
+from attnsweep.tasks.plugins import checked_names, load_one
 
 if TYPE_CHECKING:  # torch loads only where a task computes: spec validation reads names alone
     import numpy as np
@@ -36,8 +37,6 @@ ENTRY_POINTS = "attnsweep.tasks"
 """The entry-point group a package names its :class:`BooleanTask` values in."""
 BUILT_IN = ("and", "parity")
 """attnsweep's own tasks (tasks/boolean.py); no package may add a task by these names."""
-NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-"""A task's name: lower-case letters, digits and ``_``, starting with a letter, at most 32."""
 
 
 @dataclass(frozen=True)
@@ -72,16 +71,7 @@ def task_names() -> list[str]:
     Raises:
         TaskError: an entry point's name is not a valid task name or is a built-in one.
     """
-    names = list(BUILT_IN)
-    for point in entry_points(group=ENTRY_POINTS):
-        if not NAME.match(point.name) or point.name in BUILT_IN:
-            raise TaskError(
-                f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINTS!r}: a task name is "
-                f"lower-case letters, digits and _ (at most 32), and not one of {list(BUILT_IN)}"
-            )
-        if point.name not in names:
-            names.append(point.name)
-    return names
+    return checked_names(entry_points(group=ENTRY_POINTS), ENTRY_POINTS, BUILT_IN, "task")
 
 
 @functools.cache
@@ -93,24 +83,8 @@ def plugin_task(name: str) -> BooleanTask:
         TaskError: no entry point has that name, two do, or it does not load, is not a
             :class:`BooleanTask` or names another task.
     """
-    points = [p for p in entry_points(group=ENTRY_POINTS) if p.name == name]
-    if not points:
-        raise TaskError(f"no installed package adds task {name!r} (entry points of group {ENTRY_POINTS!r})")
-    if len(points) > 1:
-        raise TaskError(f"two entry points of group {ENTRY_POINTS!r} name task {name!r}")
-    point = points[0]
-    where = f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINTS!r}"
-    try:
-        task = point.load()
-    except Exception as exc:  # a broken plugin is named, whatever it raised
-        raise TaskError(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(task, BooleanTask):
-        raise TaskError(f"{where} is a {type(task).__name__}, not an attnsweep.tasks.registry.BooleanTask")
-    if not NAME.match(task.name) or task.name != point.name:
-        raise TaskError(
-            f"{where} names task {task.name!r}: the entry point and the task need one name, "
-            f"lower-case letters, digits and _ (at most 32)"
-        )
+    task = load_one(entry_points(group=ENTRY_POINTS), ENTRY_POINTS, name, BooleanTask, "task")
+    assert isinstance(task, BooleanTask)  # load_one checked it; for the type checker
     return task
 
 

@@ -24,16 +24,26 @@ A teacher's parameters depend on (teacher, n, k, d, seed) only; training inputs 
 on m, test inputs do not, so trials that differ only in m share their teacher and test set.
 Everything is drawn and computed on the CPU in float64, then cast and moved, so a trial's
 data do not depend on the device it runs on.
+
+The three are :class:`~attnsweep.tasks.teachers.Teacher` values (:data:`EQUIVARIANT`,
+:data:`CONTROL`, :data:`POSITIONAL`), looked up by name in :func:`teacher_of` beside the teachers
+other packages add (tasks/teachers.py); a package's teacher is drawn and sampled the same way,
+and its outputs are checked (shape, dtype, finite) before a trial trains on them.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
 from attnsweep.tasks.errors import TaskError
 from attnsweep.tasks.seeding import derive_seed, generator
+from attnsweep.tasks.teachers import BUILT_IN, BUILT_IN_SYMMETRIES, Teacher, plugin_teacher, teacher_names
 
-TEACHERS = ("equivariant", "control", "positional")
+TEACHERS = BUILT_IN
+"""The built-in teachers' names (tasks/teachers.py ``BUILT_IN``); :func:`teacher_of` finds
+those of installed packages too."""
 SPLITS = ("train", "test")
 
 # Ranges of the teacher's scalars: temperatures keep the softmax neither uniform nor one-hot
@@ -62,7 +72,8 @@ def teacher_params(teacher: str, n: int, k: int, d: int, seed: int) -> dict[str,
     U[-1, 1] for ``positional``. Formulas: module docstring (docs/claims.md 1b).
 
     Args:
-        teacher: one of :data:`TEACHERS`.
+        teacher: a name of :func:`teacher_of` (a package's teacher draws its own, from the
+            same seeded generator).
         n, k, d: input rows, knowledge rows, embedding dimension.
         seed: the trial's seed.
 
@@ -70,11 +81,21 @@ def teacher_params(teacher: str, n: int, k: int, d: int, seed: int) -> dict[str,
         dict of float64 CPU tensors, keyed as above.
 
     Raises:
-        TaskError: unknown teacher, n < 1, k < 1 or d < 2.
+        TaskError: unknown teacher (the message lists those there are), a package's entry
+            point that does not load or a draw that is not a dict of tensors, n < 1, k < 1
+            or d < 2.
     """
-    _check_teacher(teacher)
+    target = teacher_of(teacher)
     _check_sizes(n, k, d)
     g = generator(derive_seed("teacher", teacher, n, k, d, seed))
+    params = target.params(n, k, d, g)
+    if teacher not in BUILT_IN_TEACHERS:  # a package's draw is held to what outputs() is given
+        _check_params(teacher, params)
+    return params
+
+
+def _builtin_params(teacher: str, n: int, k: int, d: int, g: torch.Generator) -> dict[str, torch.Tensor]:
+    """A built-in teacher's parameters, drawn from ``g`` in this order (:func:`teacher_params`)."""
     params = {
         "alpha": _uniform((), _MIXING_RANGE, g),
         "gamma": _uniform((), _MIXING_RANGE, g),
@@ -94,7 +115,7 @@ def teacher_outputs(teacher: str, params: dict[str, torch.Tensor], X: torch.Tens
     """The teacher's output Y = f(X, K) (formulas: module docstring, docs/claims.md 1b).
 
     Args:
-        teacher: one of :data:`TEACHERS`.
+        teacher: a name of :func:`teacher_of`.
         params: as returned by :func:`teacher_params` for this teacher.
         X: ``(..., n, d)`` floating input rows.
         K: ``(..., k, d)`` knowledge rows, same dtype as X, leading dims broadcastable.
@@ -104,14 +125,24 @@ def teacher_outputs(teacher: str, params: dict[str, torch.Tensor], X: torch.Tens
 
     Raises:
         TaskError: unknown teacher, params missing a key, or shapes that do not fit
-            (X and K of different d, d unlike the control matrices', n unlike len(c)).
+            (X and K of different d, d unlike the control matrices', n unlike len(c)); a
+            package's teacher whose Y is not finite or has another shape or dtype than X
+            (the message names the teacher).
     """
-    _check_teacher(teacher)
+    target = teacher_of(teacher)
+    if X.shape[-1] != K.shape[-1]:
+        raise TaskError(f"X and K must have the same d, got {X.shape[-1]} and {K.shape[-1]}")
+    Y = target.outputs(params, X, K)
+    if teacher not in BUILT_IN_TEACHERS:  # a package's teacher is held to what training reads
+        _check_outputs(teacher, Y, X)
+    return Y
+
+
+def _builtin_outputs(teacher: str, params: dict[str, torch.Tensor], X: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    """A built-in teacher's Y (:func:`teacher_outputs`)."""
     missing = [name for name in _PARAM_NAMES[teacher] if name not in params]
     if missing:
         raise TaskError(f"params of teacher {teacher!r} lack {missing}; use teacher_params()")
-    if X.shape[-1] != K.shape[-1]:
-        raise TaskError(f"X and K must have the same d, got {X.shape[-1]} and {K.shape[-1]}")
     if teacher == "positional" and params["c"].shape[0] != X.shape[-2]:
         raise TaskError(
             f"the positional teacher was drawn for n={params['c'].shape[0]}, got X with n={X.shape[-2]} rows"
@@ -144,7 +175,7 @@ def sample_dataset(
     (teacher, n, k, d, seed) only, so both splits share it. X is drawn before K.
 
     Args:
-        teacher: one of :data:`TEACHERS`.
+        teacher: a name of :func:`teacher_of`.
         n, k, d: input rows, knowledge rows, embedding dimension.
         m: number of samples.
         seed: the trial's seed.
@@ -157,9 +188,10 @@ def sample_dataset(
         of X and K are i.i.d. N(0, 1/d).
 
     Raises:
-        TaskError: unknown teacher or split, n < 1, k < 1, d < 2 or m < 1.
+        TaskError: unknown teacher or split, n < 1, k < 1, d < 2 or m < 1; a package's
+            teacher that does not load or breaks its contract (:func:`teacher_outputs`).
     """
-    _check_teacher(teacher)
+    teacher_of(teacher)
     _check_sizes(n, k, d)
     if split not in SPLITS:
         raise TaskError(f"split must be one of {list(SPLITS)}, got {split!r}")
@@ -201,9 +233,61 @@ def _gaussian(shape: tuple[int, ...], d: int, g: torch.Generator) -> torch.Tenso
     return torch.randn(shape, generator=g, dtype=torch.float64) / d**0.5
 
 
-def _check_teacher(teacher: str) -> None:
-    if teacher not in TEACHERS:
-        raise TaskError(f"teacher must be one of {list(TEACHERS)}, got {teacher!r}")
+def _check_params(teacher: str, params: object) -> None:
+    if not isinstance(params, dict) or not all(isinstance(v, torch.Tensor) for v in params.values()):
+        raise TaskError(f"teacher {teacher!r}: its params function gave {type(params).__name__}, not a dict of tensors")
+
+
+def _check_outputs(teacher: str, Y: object, X: torch.Tensor) -> None:
+    if not isinstance(Y, torch.Tensor) or Y.shape != X.shape or Y.dtype != X.dtype:
+        got = f"{tuple(Y.shape)} {Y.dtype}" if isinstance(Y, torch.Tensor) else type(Y).__name__
+        raise TaskError(
+            f"teacher {teacher!r}: its outputs function gave {got}, not a {X.dtype} tensor of X's shape "
+            f"{tuple(X.shape)} (its package)"
+        )
+    if not bool(torch.isfinite(Y).all()):
+        raise TaskError(f"teacher {teacher!r}: its outputs function gave values that are not finite (its package)")
+
+
+EQUIVARIANT = Teacher(
+    "equivariant",
+    functools.partial(_builtin_params, "equivariant"),
+    functools.partial(_builtin_outputs, "equivariant"),
+    BUILT_IN_SYMMETRIES["equivariant"],
+    "alpha softmax(beta_xk X K^T) K + gamma softmax(beta_xx X X^T) X",
+)
+CONTROL = Teacher(
+    "control",
+    functools.partial(_builtin_params, "control"),
+    functools.partial(_builtin_outputs, "control"),
+    BUILT_IN_SYMMETRIES["control"],
+    "alpha softmax(X A K^T) K B + gamma softmax(beta_xx X X^T) X C (random A, B, C break O(d))",
+)
+POSITIONAL = Teacher(
+    "positional",
+    functools.partial(_builtin_params, "positional"),
+    functools.partial(_builtin_outputs, "positional"),
+    BUILT_IN_SYMMETRIES["positional"],
+    "the equivariant teacher plus diag(c) X (a scalar per position breaks permutations)",
+)
+BUILT_IN_TEACHERS: dict[str, Teacher] = {t.name: t for t in (EQUIVARIANT, CONTROL, POSITIONAL)}
+"""attnsweep's own teachers, by name (tasks/teachers.py ``BUILT_IN`` names them)."""
+
+
+def teacher_of(name: str) -> Teacher:
+    """The teacher called ``name``; a package's teacher is loaded alone, so another package's
+    broken entry point does not stop this one.
+
+    Raises:
+        TaskError: no teacher has that name (the message lists those that do), or its package's
+            entry point does not load (the message names the entry point).
+    """
+    if name in BUILT_IN_TEACHERS:
+        return BUILT_IN_TEACHERS[name]
+    names = teacher_names()
+    if name not in names:
+        raise TaskError(f"teacher must be one of {names}, got {name!r}")
+    return plugin_teacher(name)
 
 
 def _check_sizes(n: int, k: int, d: int) -> None:

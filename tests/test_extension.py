@@ -1,6 +1,7 @@
-"""The extension point, as a user meets it: the example package (examples/attnsweep-majority)
-is installed beside attnsweep in a fresh virtual environment, its task is used in a spec, the
-sweep runs on an embedded local Ray and is analysed; without the package the spec is refused."""
+"""The extension points, as a user meets them: the example packages (examples/attnsweep-majority,
+a task; examples/attnsweep-deepsets, a symmetry teacher and student) are installed beside
+attnsweep in a fresh virtual environment, what they add is used in a spec, the sweeps run on an
+embedded local Ray and are analysed; without the packages the specs are refused."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "attnsweep-majority"
 SPEC = EXAMPLE / "attnsweep_majority" / "majority.yaml"
+SYMMETRY_EXAMPLE = ROOT / "examples" / "attnsweep-deepsets"
+SYMMETRY_SPEC = SYMMETRY_EXAMPLE / "attnsweep_deepsets" / "deepsets.yaml"
 
 
 def _run(args: list, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -27,25 +30,31 @@ def _run(args: list, cwd: Path, timeout: int = 900) -> subprocess.CompletedProce
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory, attnsweep_wheel) -> tuple[Path, subprocess.CompletedProcess]:
-    """A fresh venv holding attnsweep (its wheel) and the example, installed from a copy of
-    its folder as a user would (``pip install``; a build in place would leave build/ in the
-    checkout), and what ``validate`` said of the example's spec before the example was
-    installed. Their dependencies (torch, Ray, polars...) come from this suite's environment
-    through a path file, so nothing is downloaded twice."""
+def venv(tmp_path_factory, attnsweep_wheel) -> tuple[Path, list[subprocess.CompletedProcess]]:
+    """A fresh venv holding attnsweep (its wheel) and the examples, installed from copies of
+    their folders as a user would (``pip install``; a build in place would leave build/ in the
+    checkout), and what ``validate`` said of the examples' specs before they were installed.
+    Their dependencies (torch, Ray, polars...) come from this suite's environment through a
+    path file, so nothing is downloaded twice."""
     root = tmp_path_factory.mktemp("fresh")
     proc = _run([sys.executable, "-m", "venv", root / "venv"], root)
     assert proc.returncode == 0, proc.stderr
     site = Path(sysconfig.get_paths(vars={"base": str(root / "venv"), "platbase": str(root / "venv")})["purelib"])
-    (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # This environment's site folder and any it adds through path files of its own (a worktree's
+    # venv that borrows another's packages): a path file's folders are not searched for path files.
+    borrowed = [p for p in sys.path if p.rstrip("/").endswith("site-packages")]
+    (site / "zz_dependencies.pth").write_text("\n".join([sysconfig.get_paths()["purelib"], *borrowed]) + "\n")
     pip = root / "venv" / "bin" / "pip"
-    example = shutil.copytree(EXAMPLE, root / "example", ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    ignore = shutil.ignore_patterns("build", "*.egg-info")
+    examples = [shutil.copytree(e, root / e.name, ignore=ignore) for e in (EXAMPLE, SYMMETRY_EXAMPLE)]
     before = None
-    for source in (attnsweep_wheel, example):
+    for source in (attnsweep_wheel, *examples):
         proc = _run([pip, "install", "--quiet", "--no-deps", source], root)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        if before is None:  # attnsweep alone: no package adds the task yet
-            before = _run([root / "venv" / "bin" / "attnsweep", "validate", SPEC], root)
+        if before is None:  # attnsweep alone: no package adds the task, teacher or student yet
+            before = [
+                _run([root / "venv" / "bin" / "attnsweep", "validate", spec], root) for spec in (SPEC, SYMMETRY_SPEC)
+            ]
     return root / "venv" / "bin", before
 
 
@@ -78,6 +87,42 @@ def test_a_task_from_an_installed_package_runs_and_is_analysed(venv, tmp_path):
 
 
 def test_without_the_package_the_task_is_refused_naming_those_there_are(venv):
-    _, proc = venv
+    _, (proc, _) = venv
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "fixed.task: value 'majority': must be one of ['and', 'parity']" in proc.stderr, proc.stderr
+
+
+def test_a_teacher_and_a_student_from_an_installed_package_run_and_are_analysed(venv, tmp_path):
+    venv, _ = venv
+    run = _run([venv / "attnsweep", "run", SYMMETRY_SPEC, "--store", "store", "--no-analyze"], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", run.stderr).group(1)
+    rows = _run(
+        [
+            venv / "attnsweep",
+            "query",
+            "SELECT teacher, model, equivariance, status, count(*) AS n FROM trials GROUP BY ALL ORDER BY ALL",
+            "--store",
+            "store",
+            "--format",
+            "json",
+        ],
+        tmp_path,
+    )
+    assert rows.returncode == 0, rows.stderr
+    assert json.loads(rows.stdout) == [
+        {"teacher": "equivariant", "model": "deepsets", "equivariance": "none", "status": "done", "n": 4},
+        {"teacher": "knowledge_mean", "model": "deepsets", "equivariance": "none", "status": "done", "n": 4},
+        {"teacher": "knowledge_mean", "model": "transformer", "equivariance": "orthogonal", "status": "done", "n": 4},
+    ]
+    analysed = _run([venv / "attnsweep", "analyze", run_id, "--store", "store", "--format", "json"], tmp_path)
+    assert analysed.returncode == 0, analysed.stderr[-3000:]
+    cells = {(c["teacher"], c["student"]) for c in json.loads(analysed.stdout)}
+    assert cells == {("equivariant", "deepsets"), ("knowledge_mean", "deepsets"), ("knowledge_mean", "inner-product")}
+
+
+def test_without_the_package_its_teacher_and_student_are_refused_naming_those_there_are(venv):
+    _, (_, proc) = venv
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "value 'knowledge_mean': must be one of ['equivariant', 'control', 'positional']" in proc.stderr, proc.stderr
+    assert "value 'deepsets': must be one of ['transformer', 'mlp']" in proc.stderr, proc.stderr

@@ -13,8 +13,12 @@ from .models import CLSTransformer as CLSTransformer
 from .models import build_model as build_model
 from .norms import matrix_norm as matrix_norm
 from .status import TrialStatus as TrialStatus
+from .student_registry import Student as Student
+from .student_registry import student_names as student_names
 from .students import InnerProductStudent as InnerProductStudent
 from .students import SeqMLP as SeqMLP
 from .students import SeqTransformer as SeqTransformer
 from .students import build_student as build_student
+from .students import check_student as check_student
+from .students import student_of as student_of
 from .train_boolean import train_pack as train_pack

@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from attnsweep.tasks.registry import task_names
+from attnsweep.tasks.teachers import teacher_names
+from attnsweep.workers.student_registry import student_names
 
 
 def _known_task(name: str) -> str:
@@ -176,8 +178,24 @@ class BooleanTrialConfig(StrictSettings):
         )
 
 
-TeacherName = Literal["equivariant", "control", "positional"]
-StudentModel = Literal["transformer", "mlp"]
+def _known_teacher(name: str) -> str:
+    names = teacher_names()
+    if name not in names:
+        raise ValueError(f"must be one of {names} (a package can add teachers: docs/extending.md)")
+    return name
+
+
+def _known_student(name: str) -> str:
+    names = student_names()
+    if name not in names:
+        raise ValueError(f"must be one of {names} (a package can add students: docs/extending.md)")
+    return name
+
+
+# Names, not Literals: installed packages add teachers (tasks/teachers.py) and students
+# (workers/student_registry.py), read at validation without loading them or torch.
+TeacherName = Annotated[str, AfterValidator(_known_teacher)]
+StudentModel = Annotated[str, AfterValidator(_known_student)]
 Equivariance = Literal["none", "orthogonal", "augment", "permutation"]
 
 
@@ -191,7 +209,10 @@ class SymmetryTrialConfig(StrictSettings):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     # The target and the data.
-    teacher: TeacherName = Field(description="equivariant, control (breaks O(d)) or positional (breaks permutations)")
+    teacher: TeacherName = Field(
+        description="equivariant, control (breaks O(d)), positional (breaks permutations), or a teacher "
+        "an installed package adds (docs/extending.md)"
+    )
     n: int = Field(ge=1, le=4096, description="input sequence length (rows of X)")
     k: int = Field(ge=1, le=4096, description="knowledge vectors (rows of K); every teacher reads them")
     d: int = Field(ge=2, le=4096, description="embedding dimension")
@@ -200,7 +221,10 @@ class SymmetryTrialConfig(StrictSettings):
     n_test: int = Field(1000, ge=1, le=10_000_000, description="held-out samples")
 
     # The student.
-    model: StudentModel = Field("transformer", description="generic transformer or MLP")
+    model: StudentModel = Field(
+        "transformer",
+        description="generic transformer, MLP, or a student an installed package adds (docs/extending.md)",
+    )
     equivariance: Equivariance = Field(
         "none",
         description="none; orthogonal (inner-product form); augment (random rotations); permutation (no positions)",

@@ -25,6 +25,7 @@ pack inside its budget (``execution.pack_memory_mb``), not predict an allocator'
 from __future__ import annotations
 
 from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
+from attnsweep.workers.student_registry import plugin_activations, plugin_param_count
 
 FLOAT_BYTES = 4
 # Weight, gradient and two AdamW moments.
@@ -32,6 +33,9 @@ PARAM_COPIES = 4
 # Activations kept for backward, in units of one (position x width) float per layer:
 # layer-norm, q/k/v, attention weights and the 4x-wide feed-forward layer.
 TRANSFORMER_ACTS_PER_TOKEN = 16
+# A package's student that says nothing of its size is sized as this many generic transformer
+# blocks at max(width, d): an unknown model must err high, never low (docs/decisions.md).
+PLUGIN_DEFAULT_BLOCKS = 4
 EVAL_BUDGET_BYTES = 256 * 2**20
 """As :data:`workers.train_boolean.EVAL_BUDGET_BYTES` (kept here so that ``validate`` imports no torch)."""
 
@@ -113,7 +117,7 @@ def symmetry_working_bytes(cfg: SymmetryTrialConfig) -> int:
     (augmentation holds a rotated copy and one ``d x d`` rotation per sample). Activations
     per sample: the transformer keeps ``16 (n + k) width`` floats (one block), the MLP
     ``4 mlp_width``, the inner-product student its ``(n + k)^2`` Gram matrices over 16
-    hidden units.
+    hidden units, a package's student what :func:`student_activations` says.
     """
     width = cfg.mlp_width if cfg.model == "mlp" and cfg.equivariance in ("none", "augment") else cfg.width
     n_params = symmetry_param_count(cfg.model, cfg.equivariance, cfg.n, cfg.k, cfg.d, width, cfg.heads)
@@ -122,10 +126,8 @@ def symmetry_working_bytes(cfg: SymmetryTrialConfig) -> int:
         data = 2 * data + cfg.d * cfg.d
     if cfg.equivariance == "orthogonal":
         acts = 16 * (cfg.n + cfg.k) ** 2 * cfg.heads
-    elif cfg.model == "transformer":
-        acts = TRANSFORMER_ACTS_PER_TOKEN * (cfg.n + cfg.k) * cfg.width
     else:
-        acts = 4 * cfg.mlp_width
+        acts = student_activations(cfg.model, cfg.n, cfg.k, cfg.d, width, cfg.heads)
     return FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (data + acts) + cfg.n_test * (2 * cfg.n + cfg.k) * cfg.d)
 
 
@@ -162,7 +164,10 @@ def symmetry_param_count(
     ``(n + k) d w + w``, ``w^2 + w``, ``w n d + n d``.
     :class:`~workers.students.InnerProductStudent`: two pair-score MLPs of ``5 H hidden``
     each, the head weights a and c ``2H`` and lambda: ``10 H hidden + 2 H + 1``, whatever
-    n, k and d. Checked against built students in tests/workers/test_memory.py.
+    n, k and d. A package's student (workers/student_registry.py): its own ``param_count``,
+    else its parameters counted on torch's meta device, else (it does not load or build there)
+    :data:`PLUGIN_DEFAULT_BLOCKS` transformers at ``max(width, d)``, to err high. Checked
+    against built students in tests/workers/test_memory.py.
     """
     if equivariance == "orthogonal":
         return 10 * heads * hidden + 2 * heads + 1
@@ -170,4 +175,26 @@ def symmetry_param_count(
     if model == "transformer":
         positions = 0 if equivariance == "permutation" else n * w
         return 16 * w * w + 2 * d * w + 16 * w + d + positions
-    return (n + k) * d * w + w + (w * w + w) + w * n * d + n * d
+    if model == "mlp":
+        return (n + k) * d * w + w + (w * w + w) + w * n * d + n * d
+    counted = plugin_param_count(model, n, k, d, width, heads)
+    if counted is not None:
+        return counted
+    big = max(width, d)
+    return PLUGIN_DEFAULT_BLOCKS * symmetry_param_count("transformer", "none", n, k, d, big, heads)
+
+
+def student_activations(model: str, n: int, k: int, d: int, width: int, heads: int) -> int:
+    """Float32 values one training sample keeps for the backward pass in the student ``model``
+    (``equivariance`` none, augment or permutation): the transformer ``16 (n + k) width`` (one
+    block), the MLP ``4 width`` (its ``mlp_width``), a package's student its own
+    ``activations`` (workers/student_registry.py), or where it gives none or does not load
+    :data:`PLUGIN_DEFAULT_BLOCKS` transformer blocks at ``max(width, d)``."""
+    if model == "transformer":
+        return TRANSFORMER_ACTS_PER_TOKEN * (n + k) * width
+    if model == "mlp":
+        return 4 * width
+    given = plugin_activations(model, n, k, d, width, heads)
+    if given is not None:
+        return given
+    return PLUGIN_DEFAULT_BLOCKS * TRANSFORMER_ACTS_PER_TOKEN * (n + k) * max(width, d)

@@ -13,17 +13,28 @@ All are written to run under ``torch.func.functional_call`` inside ``torch.func.
 stacked parameters: no in-place operations, no Python branches on tensor values. Weights
 are initialised from torch's global generator, as ``nn.Module`` does; callers fix it per
 trial (``torch.random.fork_rng`` plus a derived seed, as :mod:`workers.train_boolean` does).
+
+The generic models are :class:`~attnsweep.workers.student_registry.Student` values
+(:data:`TRANSFORMER`, :data:`MLP`), looked up by name in :func:`student_of` beside the students
+other packages add (workers/student_registry.py); a package's student is checked on a tiny
+input (:func:`check_student`) before it trains.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-MODELS = ("transformer", "mlp")
+from attnsweep.tasks.errors import TaskError
+from attnsweep.workers.memory import student_activations, symmetry_param_count
+from attnsweep.workers.student_registry import BUILT_IN, Student, plugin_student, student_names
+
+MODELS = BUILT_IN
+"""The built-in students' names; :func:`student_of` finds those of installed packages too."""
 EQUIVARIANCES = ("none", "orthogonal", "augment", "permutation")
 
 
@@ -179,22 +190,86 @@ class InnerProductStudent(nn.Module):
         return G1 @ X + G2 @ K + self.identity * X
 
 
+TRANSFORMER = Student(
+    "transformer",
+    lambda n, k, d, width, heads: SeqTransformer(n, k, d, width, heads, positional=True),
+    param_count=lambda n, k, d, width, heads: symmetry_param_count("transformer", "none", n, k, d, width, heads),
+    activations=lambda n, k, d, width, heads: student_activations("transformer", n, k, d, width, heads),
+    description="generic transformer with learned positions (SeqTransformer)",
+)
+MLP = Student(
+    "mlp",
+    lambda n, k, d, width, heads: SeqMLP(n, k, d, width),
+    param_count=lambda n, k, d, width, heads: symmetry_param_count("mlp", "none", n, k, d, width, heads),
+    activations=lambda n, k, d, width, heads: student_activations("mlp", n, k, d, width, heads),
+    description="flattened-input MLP, two hidden layers of mlp_width (SeqMLP)",
+)
+BUILT_IN_STUDENTS: dict[str, Student] = {s.name: s for s in (TRANSFORMER, MLP)}
+"""attnsweep's own generic students, by name (workers/student_registry.py ``BUILT_IN`` names them)."""
+
+
+def student_of(name: str) -> Student:
+    """The student called ``name``; a package's student is loaded alone, so another package's
+    broken entry point does not stop this one.
+
+    Raises:
+        TaskError: no student has that name (the message lists those that do), or its
+            package's entry point does not load (the message names the entry point).
+    """
+    if name in BUILT_IN_STUDENTS:
+        return BUILT_IN_STUDENTS[name]
+    names = student_names()
+    if name not in names:
+        raise TaskError(f"model must be one of {names}, got {name!r}")
+    return plugin_student(name)
+
+
+def check_student(name: str, model: object, n: int, k: int, d: int) -> None:
+    """Hold a package's student to the contract training reads (workers/student_registry.py
+    ``Student``): an ``nn.Module`` with parameters whose forward maps X ``(2, n, d)`` and K
+    ``(2, k, d)`` float32 to Y ``(2, n, d)`` float32. The forward runs on a copy, on a fixed
+    input, without gradients, so the student and the random streams are as they were.
+
+    Raises:
+        TaskError: it breaks the contract; the message names the student.
+    """
+    if not isinstance(model, nn.Module):
+        raise TaskError(f"student {name!r}: its build function gave a {type(model).__name__}, not a torch.nn.Module")
+    if not any(True for _ in model.parameters()):
+        raise TaskError(f"student {name!r}: its module has no parameters to train")
+    X = torch.linspace(-1.0, 1.0, 2 * n * d).reshape(2, n, d) / d**0.5
+    K = torch.linspace(1.0, -1.0, 2 * k * d).reshape(2, k, d) / d**0.5
+    try:
+        with torch.no_grad():
+            Y = copy.deepcopy(model)(X, K)
+    except Exception as exc:  # a broken plugin is named, whatever it raised
+        raise TaskError(f"student {name!r}: its forward(X, K) raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(Y, torch.Tensor) or Y.shape != X.shape or Y.dtype != X.dtype:
+        got = f"{tuple(Y.shape)} {Y.dtype}" if isinstance(Y, torch.Tensor) else type(Y).__name__
+        raise TaskError(
+            f"student {name!r}: its forward gave {got} for X {tuple(X.shape)} float32, not a float32 tensor "
+            f"of X's shape"
+        )
+
+
 def build_student(model: str, equivariance: str, n: int, k: int, d: int, width: int, heads: int) -> nn.Module:
     """The student a trial names.
 
     ``orthogonal`` -> :class:`InnerProductStudent` (``heads`` heads, hidden width 16; the
     model name is checked but not used); ``permutation`` -> :class:`SeqTransformer` without
-    positions (needs ``model="transformer"``); ``none`` and ``augment`` -> the named generic
-    model with positions (augmentation belongs to training, not to the model).
+    positions (needs ``model="transformer"``); ``none`` and ``augment`` -> the named student
+    of :func:`student_of` (augmentation belongs to training, not to the model), a package's
+    checked by :func:`check_student`.
 
     Raises:
-        ValueError: unknown model or equivariance, ``permutation`` with ``model="mlp"``, or
-            width not divisible by heads for the transformer.
+        ValueError: unknown equivariance, ``orthogonal`` or ``permutation`` with another model
+            than ``"transformer"``, or width not divisible by heads for the transformer.
+        TaskError: unknown model (the message lists those there are), or a package's student
+            that does not load or breaks its contract (the message names it).
     """
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {list(MODELS)}, got {model!r}")
     if equivariance not in EQUIVARIANCES:
         raise ValueError(f"equivariance must be one of {list(EQUIVARIANCES)}, got {equivariance!r}")
+    student = student_of(model)
     if equivariance == "orthogonal":
         return InnerProductStudent(n, k, d, heads=heads)
     if equivariance == "permutation":
@@ -204,6 +279,7 @@ def build_student(model: str, equivariance: str, n: int, k: int, d: int, width: 
                 f"permutation-equivariant form), got {model!r}"
             )
         return SeqTransformer(n, k, d, width, heads, positional=False)
-    if model == "transformer":
-        return SeqTransformer(n, k, d, width, heads, positional=True)
-    return SeqMLP(n, k, d, width)
+    built = student.build(n, k, d, width, heads)
+    if model not in BUILT_IN_STUDENTS:  # a package's student is held to what training reads
+        check_student(model, built, n, k, d)
+    return built

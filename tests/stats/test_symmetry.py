@@ -188,3 +188,35 @@ def test_e_slopes_of_trials_that_ran_out_of_epochs_stay_inconclusive_after_a_bud
         assert "does not clear E" in got[claim]["why"]
     plain = {v["claim"][:2]: v for v in verdicts(trials, m_star, n_boot=100)}
     assert plain["S3"]["verdict"] == plain["S4"]["verdict"] == "supported"
+
+
+def test_a_package_teacher_joins_s2_by_its_symmetries():
+    # "mirror" is the control teacher's rows under another name: with permutations alone it
+    # stands beside the control, where the inner-product student must not win.
+    trials = _trials()
+    mirror = trials.filter(pl.col("teacher") == "control").with_columns(teacher=pl.lit("mirror"))
+    both = pl.concat([trials, mirror])
+    m_star = critical_sample_sizes(both, 0.05, 100, 0.95)
+    sym = dict(equivariant=frozenset({"orthogonal", "permutation"}), mirror=frozenset({"permutation"}))
+    s2 = verdicts(both, m_star, n_boot=100, symmetries=sym)[1]
+    assert s2["verdict"] == "supported" and "mirror: inner-product" in s2["statistic"]
+    assert {c["teacher"] for c in s2["series"][0]["numbers"]["comparisons"]} == {"equivariant", "control", "mirror"}
+    # Unknown symmetries (its package is not installed here), or no side: no claim reads it.
+    for unread in (None, frozenset({"orthogonal"})):
+        s2 = verdicts(both, m_star, n_boot=100, symmetries=dict(mirror=unread))[1]
+        assert "mirror" not in s2["statistic"]
+    # Standing in for the missing built-in of its side: the claim is judged on it.
+    alone = pl.concat([trials.filter(pl.col("teacher") != "control"), mirror])
+    s2 = verdicts(alone, critical_sample_sizes(alone, 0.05, 100, 0.95), n_boot=100, symmetries=sym)[1]
+    assert s2["verdict"] == "supported" and "control" not in s2["statistic"]
+    # A mirror where the inner-product student wins contradicts the claim as the control would.
+    won = pl.concat(
+        [
+            trials,
+            mirror.with_columns(
+                test_error=pl.when(pl.col("equivariance") == "orthogonal").then(1e-3).otherwise(pl.col("test_error"))
+            ),
+        ]
+    )
+    s2 = verdicts(won, critical_sample_sizes(won, 0.05, 100, 0.95), n_boot=100, symmetries=sym)[1]
+    assert s2["verdict"] == "not supported"

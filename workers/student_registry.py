@@ -1,0 +1,124 @@
+"""Symmetry students other packages add, found through Python entry points: the extension point
+that lets a user's own package add a model for the symmetry experiment (docs/claims.md 1b)
+without editing attnsweep.
+
+A package names each of its students in its ``pyproject.toml``::
+
+    [project.entry-points."attnsweep.students"]
+    deepsets = "my_students:DEEPSETS"
+
+where ``my_students.DEEPSETS`` is a :class:`Student`. Installed beside attnsweep (also on every
+Ray worker), the student is valid in a spec (``model: deepsets``, with ``equivariance`` ``none``
+or ``augment``), is initialised, trained and scored like a built-in one (stacked under
+``torch.func.vmap`` where built-ins are), and the memory estimate reads its
+:attr:`Student.param_count` and :attr:`Student.activations`. The built-in students
+(``transformer``, ``mlp``; workers/students.py) are :class:`Student` values too and go through
+the same lookup, :func:`attnsweep.workers.students.student_of`.
+
+No torch at import: spec validation reads names alone. Counting a package's parameters on
+torch's meta device (:func:`plugin_param_count`) imports torch then.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+from attnsweep.tasks.plugins import checked_names, load_one
+
+if TYPE_CHECKING:  # torch loads only where a student is built
+    from torch import nn
+
+ENTRY_POINTS = "attnsweep.students"
+"""The entry-point group a package names its :class:`Student` values in."""
+BUILT_IN = ("transformer", "mlp")
+"""attnsweep's own students (workers/students.py); no package may add a student by these names."""
+
+Sizes = Callable[[int, int, int, int, int], int]
+"""``(n, k, d, width, heads) -> int``: a count of a student of these sizes."""
+
+
+@dataclass(frozen=True)
+class Student:
+    """A model for the symmetry experiment: X ``(b, n, d)`` and K ``(b, k, d)`` to Y ``(b, n, d)``.
+
+    Attributes:
+        name: what a spec writes in ``model`` (lower-case letters, digits, ``_``, at most 32).
+        build: ``(n, k, d, width, heads) -> nn.Module``: a freshly initialised student, its
+            weights drawn from torch's global CPU generator (attnsweep seeds it per trial, so
+            the draw is the trial's). ``width`` and ``heads`` are the spec's (the MLP is given
+            ``mlp_width``). The module's ``forward(X, K)`` takes X ``(b, n, d)`` and K ``(b, k,
+            d)`` of one floating dtype (float32 in training, float64 and float32 when the
+            equivariance errors are measured) and returns Y ``(b, n, d)`` in that dtype. To
+            train stacked (on a GPU; workers/stacked.py) it runs under ``torch.func.vmap`` over
+            ``functional_call``: no in-place changes of parameters, buffers or inputs, no
+            Python branches on tensor values, no ``.item()``. attnsweep fails a trial whose
+            student is no ``nn.Module``, has no parameters, or whose Y has another shape or
+            dtype, naming the student.
+        param_count: its parameter count, for the memory estimate (workers/memory.py). None:
+            counted by building it on torch's meta device (exact, no memory).
+        activations: float32 values its forward pass keeps for the backward pass, per training
+            sample. None: four times the generic transformer's, ``64 (n + k) max(width, d)``.
+        description: one line for the docs.
+    """
+
+    name: str
+    build: Callable[[int, int, int, int, int], nn.Module]
+    param_count: Sizes | None = None
+    activations: Sizes | None = None
+    description: str = ""
+
+
+def student_names() -> list[str]:
+    """The names a spec may give ``model`` in the symmetry experiment: the built-in ones, then
+    the entry points' names, read without loading them (and without torch).
+
+    Raises:
+        TaskError: an entry point's name is not a valid student name or is a built-in one.
+    """
+    return checked_names(entry_points(group=ENTRY_POINTS), ENTRY_POINTS, BUILT_IN, "student")
+
+
+@functools.cache
+def plugin_student(name: str) -> Student:
+    """The student an installed package names ``name``, loaded on its own: a broken entry point
+    fails only the trials that use its student.
+
+    Raises:
+        TaskError: no entry point has that name, two do, or it does not load, is not a
+            :class:`Student` or names another student. The message names the entry point.
+    """
+    student = load_one(entry_points(group=ENTRY_POINTS), ENTRY_POINTS, name, Student, "student")
+    assert isinstance(student, Student)  # load_one checked it; for the type checker
+    return student
+
+
+@functools.cache
+def plugin_param_count(name: str, n: int, k: int, d: int, width: int, heads: int) -> int | None:
+    """A package's student's parameter count: its own :attr:`Student.param_count`, else its
+    parameters counted on torch's meta device (no memory, no random draw); None where neither
+    works (the caller then errs high). Raises nothing: a broken entry point fails its trials
+    on the worker, not the sizing of packs."""
+    try:
+        student = plugin_student(name)
+        if student.param_count is not None:
+            return int(student.param_count(n, k, d, width, heads))
+        import torch
+
+        with torch.device("meta"):
+            return sum(p.numel() for p in student.build(n, k, d, width, heads).parameters())
+    except Exception:  # noqa: BLE001 - any failure here is reported where the trial runs
+        return None
+
+
+def plugin_activations(name: str, n: int, k: int, d: int, width: int, heads: int) -> int | None:
+    """A package's student's :attr:`Student.activations` at these sizes; None where it gives
+    none or its entry point is broken (the caller then errs high). Raises nothing."""
+    try:
+        student = plugin_student(name)
+        return None if student.activations is None else int(student.activations(n, k, d, width, heads))
+    except Exception:  # noqa: BLE001 - any failure here is reported where the trial runs
+        return None
