@@ -55,9 +55,10 @@ class CurvePlan:
     def stride(self, max_epochs: int) -> int:
         """Epochs between kept points for a trial of ``max_epochs``: ``every``, or more where
         that would keep more than ``max_points`` points. A loop measures epochs 0 ..
-        max_epochs - 1, so ``(max_epochs - 1) // stride + 1`` regular points plus the last
-        one fit ``max_points`` exactly when ``stride >= (max_epochs - 1) // (max_points - 1) + 1``."""
-        return max(self.every, (max(max_epochs, 1) - 1) // (self.max_points - 1) + 1)
+        max_epochs - 1 at most, so at most ``ceil((max_epochs - 1) / stride) + 1`` points are
+        kept (the regular ones and the last): within ``max_points`` exactly when ``stride >=
+        ceil((max_epochs - 1) / (max_points - 1))``, the least such stride."""
+        return max(self.every, -(-(max(max_epochs, 1) - 1) // (self.max_points - 1)))
 
     def curve(self, max_epochs: int) -> Curve:
         """An empty curve for one trial of ``max_epochs``."""
