@@ -56,9 +56,7 @@ def datasets(store: ResultsStore) -> dict[str, object]:
 def _listing(store: ResultsStore) -> list[str]:
     """The names of the store's table files, to tell whether the store changed."""
     try:
-        return sorted(
-            str(p) for table in TABLES for p in listing(store.root / table, "sweep=*/run_id=*/*.parquet")
-        )
+        return sorted(str(p) for table in TABLES for p in listing(store.root / table, "sweep=*/run_id=*/*.parquet"))
     except OSError:
         return []
 

@@ -123,8 +123,9 @@ def note_slots(
     is trial ``trial_of_slot[s]`` and measured ``loss[s]``, ``acc[s]``, ``error[s]`` (lists
     over the slots, read from the device once for the whole pack)."""
     for s, (t, on) in enumerate(zip(trial_of_slot, active)):
-        if on and curves[t] is not None:
-            curves[t].note(
+        curve = curves[t]
+        if on and curve is not None:
+            curve.note(
                 epoch,
                 loss[s],
                 None if acc is None else acc[s],

@@ -381,7 +381,7 @@ def _fit(
     for epoch in range(c.max_epochs):
         if bs is None:
             state = trial.step(trial.x, y, stop_when_fit=True)
-            if curve is not None:  # the logits of the weights after `epoch` epochs, before this step
+            if curve is not None and trial.logits is not None:  # of the weights after `epoch` epochs
                 curve.note(epoch, *_measured(trial.logits, y))
             if state == "fit":
                 converged = True
