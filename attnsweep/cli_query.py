@@ -47,7 +47,7 @@ def query(
         str | None,
         typer.Argument(
             metavar="SQL",
-            help="one SELECT over the tables 'trials' and 'runs' (DuckDB SQL); '-' reads it from stdin",
+            help="one SELECT over the tables 'trials', 'runs' and 'curves' (DuckDB SQL); '-' reads it from stdin",
         ),
     ] = None,
     store: StoreOpt = DEFAULT_STORE,

@@ -75,7 +75,8 @@ class LocalExecutor(Executor):
         pack = self._queue.pop(handle)
         try:
             configs = [c.model_dump() for c in pack.configs]
-            return [(handle, run_pack(configs, _threads(self.resources), experiment=pack.experiment))]
+            curves = _curves(self.settings)
+            return [(handle, run_pack(configs, _threads(self.resources), experiment=pack.experiment, curves=curves))]
         except Exception as exc:  # noqa: BLE001 - becomes the pack's failed rows
             return [(handle, exc)]
 
@@ -228,12 +229,13 @@ class RayExecutor(Executor):
 
     def submit(self, pack: Pack, isolated: bool = False):
         configs = [c.model_dump() for c in pack.configs]
+        curves = _curves(self.settings)
         if not self._actors:
-            return self._remote.remote(configs, self._threads, None, pack.experiment)
+            return self._remote.remote(configs, self._threads, None, pack.experiment, curves)
         i = min(range(len(self._actors)), key=self._queued.__getitem__)
         if isolated and self._queued[i]:
             raise RuntimeError("no idle worker for an isolated pack: check can_isolate() first")
-        ref = self._actors[i].run.remote(configs, pack.experiment)
+        ref = self._actors[i].run.remote(configs, pack.experiment, curves)
         self._owner[ref] = i
         self._queued[i] += 1
         return ref
@@ -305,6 +307,11 @@ class RayExecutor(Executor):
                     if kept:
                         stream.write(kept)
                         stream.flush()
+
+
+def _curves(settings: ExecutionSettings) -> dict | None:
+    """``execution.curves`` as the plain dict a worker takes (None: no learning curves)."""
+    return settings.curves.model_dump() if settings.curves is not None else None
 
 
 def _threads(resources: ResourceSettings) -> int:

@@ -70,6 +70,20 @@ from attnsweep.workers.config import LATER_FIELDS, StrictSettings
 INNER_AXES = ("restart", "norm_bound", "fault")
 
 
+class CurveSettings(StrictSettings):
+    """Which epochs of each trial's learning curve a run keeps (workers/curves.py)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    every: int = Field(1, ge=1, le=10_000_000, description="keep every every-th epoch, from epoch 0, and the last")
+    max_points: int = Field(
+        200,
+        ge=2,
+        le=100_000,
+        description="points per trial at most, the last included: every widens where max_epochs needs it",
+    )
+
+
 class ExecutionSettings(StrictSettings):
     """How a sweep's trials are grouped and run on Ray."""
 
@@ -93,6 +107,12 @@ class ExecutionSettings(StrictSettings):
     max_retries: int = Field(3, ge=0, le=100, description="Ray retries of a pack whose worker died")
     flush_rows: int = Field(5000, ge=1, le=10_000_000, description="rows per Parquet part file at most")
     flush_s: float = Field(10.0, gt=0, le=86_400, description="seconds between flushes of finished rows")
+    # A recording choice, not a trial setting: it changes no trial's numbers, id or row, so it
+    # lives here, outside the trial configs and the spec hash (docs/decisions.md).
+    curves: CurveSettings | None = Field(
+        None,
+        description="per-epoch training loss and accuracy of each trial into the curves table; null: none",
+    )
 
     @field_validator("pack_size", mode="before")
     @classmethod

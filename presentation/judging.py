@@ -22,6 +22,7 @@ from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.results import ResultsStore
 from attnsweep.stats import symmetry as sym
 from attnsweep.stats.boolean_cells import REFERENCE_CSV
+from attnsweep.stats.figures_curves import plot_learning_curves
 from attnsweep.stats.verdict_common import NOT_TESTED
 
 NO_RUN = "no run of this experiment given"
@@ -112,6 +113,12 @@ def judge(
             if not boolean_tables:
                 ci = settings.ci
             boolean_tables.append(run.m_star)
+        if where is not None:  # a run that kept learning curves: one more figure; else none, nothing read
+            curves = plot_learning_curves(
+                store, run.sweep, run.run_id, (run.record.get("trial_fields") or "").split(","), where
+            )
+            if curves is not None:
+                run.figures = [*run.figures, curves]
     union, claims = boolean_verdicts(boolean_tables, tuned, ci, reference)
     if not boolean_tables:
         claims = _missing(claims)

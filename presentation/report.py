@@ -76,6 +76,9 @@ CAPTIONS = {
     "advantage_vs_size": "S2's advantage (m* of a generic student / m* of the inner-product student, equivariant "
     "teacher) against d, n and k, the other two sizes held at the centre; bars: 95% intervals; "
     "triangles up: lower bounds (the generic m* beyond the largest m tried), down: upper bounds",
+    "learning_curves": "Learning curves (the run kept them: execution.curves): training accuracy (sparse Boolean) or "
+    "relative training error (symmetry) against the epoch, for at most 4 of the run's cells and 6 values of m; "
+    "each line one trial (seed), coloured by m, ending where the trial stopped; points every k-th epoch and the last",
     "error_vs_m_by_d": "O(d) equivariance error E of the generic transformer (equivariant teacher) against m, one line "
     "per d; median over seeds, bars: quartiles",
 }

@@ -1,11 +1,11 @@
-"""Read-only SQL over the store's ``trials`` and ``runs`` tables, with DuckDB.
+"""Read-only SQL over the store's ``trials``, ``runs`` and ``curves`` tables, with DuckDB.
 
 Read-only is the engine's guarantee, not a filter on the text: the statement runs on an
 in-memory DuckDB connection with external access disabled (no file system, network or
 extension access: ``read_csv``, ``read_text``, ``glob``, ``COPY``, ``ATTACH`` and
 ``INSTALL`` all fail with a permission error, however they are quoted) and its configuration
 locked (a ``SET`` in the statement cannot turn access back on): :mod:`results.query_sandbox`.
-The two tables are the store's own Arrow datasets
+The tables are the store's own Arrow datasets
 (:meth:`results.store.ResultsStore.arrow_dataset`, :mod:`results.query_tables`), registered
 before the lock and read by pyarrow, so only the store's checked files are read. The query's
 memory, threads and spill are bounded (:mod:`results.query_limits`), and Ctrl-C stops DuckDB
@@ -127,7 +127,8 @@ class QueryBatches(Iterator[pa.RecordBatch]):
             raise QueryError(f"{gone[0]} vanished during the query (a compaction?): run it again") from None
         if isinstance(exc, duckdb.PermissionException):
             raise QueryError(
-                f"query reads only the store's tables 'trials' and 'runs', not files or the network ({one_line(exc)})"
+                f"query reads only the store's tables 'trials', 'runs' and 'curves', not files or the network "
+                f"({one_line(exc)})"
             ) from exc
         # DuckDB's errors reach us as its own exceptions, or (while batches are read through
         # Arrow's stream) as an OSError or ArrowException carrying its text.
@@ -199,12 +200,12 @@ def stream_query(
     convert: Convert | None = None,
     spill_bytes: int | None = None,
 ) -> tuple[pa.Schema, QueryBatches]:
-    """Run one SELECT over ``trials`` and ``runs`` and stream its result.
+    """Run one SELECT over ``trials``, ``runs`` and ``curves`` and stream its result.
 
     Args:
         store: the results store.
         sql: DuckDB SQL, at most :data:`MAX_SQL_BYTES` bytes; the tables are named
-            ``trials`` and ``runs``.
+            ``trials``, ``runs`` and (where a run kept learning curves) ``curves``.
         batch_rows: the most rows per batch.
         memory_limit: the query's memory limit (:func:`check_memory_limit`): DuckDB's own
             (:func:`engine_limit`) and the result's batches (:func:`batch_budget` bytes each)
@@ -224,7 +225,7 @@ def stream_query(
 
     Raises:
         QueryError: the statement is too long, not UTF-8 text, not a single SELECT, reads
-            anything but the two tables, or DuckDB rejects it (also while batches are read); a bad memory
+            anything but the store's tables, or DuckDB rejects it (also while batches are read); a bad memory
             limit; a store file that vanished twice.
         StoreError: the store is empty.
     """
@@ -241,7 +242,7 @@ def stream_query(
 
 
 def run_query(store: ResultsStore, sql: str) -> pl.DataFrame:
-    """Run one SELECT over ``trials`` and ``runs`` and return the whole result.
+    """Run one SELECT over ``trials``, ``runs`` and ``curves`` and return the whole result.
 
     Args and errors as :func:`stream_query`; use that for results too large to hold.
     """

@@ -1,4 +1,5 @@
-"""The store's ``trials`` and ``runs`` as the Arrow datasets a query reads, listed again when
+"""The store's ``trials``, ``runs`` and ``curves`` (where a run kept learning curves) as the
+Arrow datasets a query reads, listed again when
 a file of the store vanishes under the query (a compaction replaces a run's files by one).
 """
 
@@ -10,6 +11,10 @@ from attnsweep.results.errors import QueryError, StoreError
 from attnsweep.results.roots import listing
 from attnsweep.results.store import ResultsStore
 
+TABLES = ("trials", "runs", "curves")
+"""The tables a query can read, each a top folder of the store (``curves`` only where some
+run kept learning curves: results/curves_table.py)."""
+
 ATTEMPTS = 3
 """How many times a query starts when files of the store vanish under it (a compaction
 replaces a run's files by one): the store is listed again and the query run again, as long as
@@ -17,7 +22,7 @@ no batch has been given out yet."""
 
 
 def datasets(store: ResultsStore) -> dict[str, object]:
-    """The store's ``trials`` and ``runs`` as Arrow datasets (those it holds), listed again
+    """The store's ``trials``, ``runs`` and ``curves`` as Arrow datasets (those it holds), listed again
     when a file vanishes between listing and reading (:data:`ATTEMPTS` in all).
 
     Raises:
@@ -51,16 +56,14 @@ def datasets(store: ResultsStore) -> dict[str, object]:
 def _listing(store: ResultsStore) -> list[str]:
     """The names of the store's table files, to tell whether the store changed."""
     try:
-        return sorted(
-            str(p) for table in ("trials", "runs") for p in listing(store.root / table, "sweep=*/run_id=*/*.parquet")
-        )
+        return sorted(str(p) for table in TABLES for p in listing(store.root / table, "sweep=*/run_id=*/*.parquet"))
     except OSError:
         return []
 
 
 def _listed(store: ResultsStore) -> dict[str, object]:
     tables = {}
-    for name in ("trials", "runs"):
+    for name in TABLES:
         try:
             tables[name] = store.arrow_dataset(name)
         except StoreError:
@@ -96,7 +99,7 @@ def vanished(tables: dict[str, object]) -> list[str]:
 
 
 def table_schemas(store: ResultsStore) -> dict[str, pa.Schema]:
-    """The Arrow schema of each table a query can read (``trials``, ``runs``), as the query
+    """The Arrow schema of each table a query can read (:data:`TABLES`), as the query
     sees them (the store's unified schema plus ``sweep`` and ``run_id``); tables the store
     does not hold yet are left out.
 

@@ -53,7 +53,7 @@ class ResultsStore(DefensiveReader):
 
     # -- paths -------------------------------------------------------------------------
     def run_dir(self, table: str, sweep: str, run_id: str) -> Path:
-        """Folder of one run's files of ``table`` ("trials" or "runs").
+        """Folder of one run's files of ``table`` ("trials", "curves" or "runs").
 
         Raises:
             StoreError: a sweep name or run id that is not a safe path component.
@@ -120,6 +120,13 @@ class ResultsStore(DefensiveReader):
     def write_trials(self, sweep: str, run_id: str, table: pa.Table) -> Path:
         """Write one part file of trial rows atomically; returns its path."""
         folder = self.run_dir("trials", sweep, run_id)
+        name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+        return write_parquet_atomic(table, folder / name)
+
+    def write_curves(self, sweep: str, run_id: str, table: pa.Table) -> Path:
+        """Write one part file of learning-curve points (results/curves_table.py) atomically,
+        as :meth:`write_trials` writes trial rows; returns its path."""
+        folder = self.run_dir("curves", sweep, run_id)
         name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
         return write_parquet_atomic(table, folder / name)
 
@@ -237,6 +244,19 @@ class ResultsStore(DefensiveReader):
             scan = scan.unique(subset="trial_id", keep="last", maintain_order=True)
         return scan.with_columns(sweep=pl.lit(sweep), run_id=pl.lit(run_id))
 
+    def scan_run_curves(self, sweep: str, run_id: str) -> pl.LazyFrame | None:
+        """The learning-curve points of one run (results/curves_table.py: ``trial_id``,
+        ``epoch``, ``train_loss``, ``train_acc``, ``train_error``), with ``sweep`` and ``run_id``
+        columns and one row per (trial id, epoch) (a crash between a part file of curves and
+        that of their rows can leave a trial's points twice: its trained-again copy is equal);
+        None when the run kept none."""
+        try:
+            scan = self._scan("curves", self.run_dir("curves", sweep, run_id))
+        except StoreError:
+            return None
+        scan = scan.unique(subset=["trial_id", "epoch"], keep="last", maintain_order=True)
+        return scan.with_columns(sweep=pl.lit(sweep), run_id=pl.lit(run_id))
+
     def run_trial_ids(self, sweep: str, run_id: str) -> set[str]:
         """The trial ids one run already holds (empty if none)."""
         try:
@@ -303,7 +323,7 @@ class ResultsStore(DefensiveReader):
         return found["sweep"][0]
 
     def temp_files(self, folder: Path | None = None) -> list[TempFile]:
-        """Temporary files in the run folders of ``trials`` and ``runs`` (or in one
+        """Temporary files in the run folders of ``trials``, ``curves`` and ``runs`` (or in one
         ``folder``), each with its writer and whether that writer is alive
         (:func:`results.atomic_write.temp_file_state`): a file in progress, or one left by a killed writer."""
         if not self.local:
@@ -313,7 +333,7 @@ class ResultsStore(DefensiveReader):
         else:
             found = [
                 p
-                for table in ("trials", "runs")
+                for table in ("trials", "curves", "runs")
                 if (self.root / table).is_dir()
                 for p in listing(self.root / table, f"sweep=*/run_id=*/{TMP_PREFIX}*")
             ]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from attnsweep.results.atomic_write import write_parquet_atomic
+from attnsweep.results.curves_table import split_curves
 from attnsweep.results.errors import StoreError
 from attnsweep.results.parquet_check import os_reason
 from attnsweep.results.store import ResultsStore, rows_to_table
@@ -29,6 +30,10 @@ def rescue_dirs() -> list[Path]:
 class TrialWriter:
     """Buffers rows and writes a Parquet part file every ``flush_rows`` rows or
     ``flush_s`` seconds, whichever comes first; memory holds at most one buffer.
+
+    Rows that carry a learning curve (a run with ``execution.curves``) lose it here: its
+    points go to a part file of ``curves`` (results/curves_table.py), written just before the
+    part file of their rows, so a stored row always has its curve stored.
 
     Args:
         store: the results store.
@@ -53,6 +58,7 @@ class TrialWriter:
         self._last_flush = time.monotonic()
         self.rows_written = 0
         self.files: list[Path] = []
+        self.curve_files: list[Path] = []
         self.failed: StoreError | None = None
         """The error of a write the store refused; later rows go to the rescue file."""
         self.rescue_path: Path | None = None
@@ -80,7 +86,7 @@ class TrialWriter:
         the failure was raised already)."""
         if self._buffer:
             chunk, self._buffer = self._buffer, []
-            if self.failed is not None:
+            if self.failed is not None:  # the rows are rescued; their curves are not (the run stopped)
                 self._rescue(rows_to_table(chunk, self.schema))
             else:
                 self._write(chunk)
@@ -93,8 +99,11 @@ class TrialWriter:
             StoreError: the store refused the write; the rows were saved to a file under
                 :data:`RESCUE_DIR` (named in the message) and left the buffer.
         """
+        curves = split_curves(rows)  # before the rows become a table: trials never holds them
         table = rows_to_table(rows, self.schema)
         try:
+            if curves is not None:
+                self.curve_files.append(self.store.write_curves(self.sweep, self.run_id, curves))
             self.files.append(self.store.write_trials(self.sweep, self.run_id, table))
         except OSError as exc:
             rescue = self._rescue(table)

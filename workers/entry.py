@@ -12,6 +12,7 @@ import socket
 import ray
 import torch
 
+from attnsweep.workers.curves import CurvePlan
 from attnsweep.workers.experiments import EXPERIMENTS
 
 
@@ -20,16 +21,20 @@ def run_pack(
     num_threads: int = 1,
     device: str | None = None,
     experiment: str = "sparse_boolean",
+    curves: dict | None = None,
 ) -> list[dict]:
     """Train a pack of ``experiment`` in this process with ``num_threads`` torch threads;
     rows as in :func:`workers.train_boolean.train_pack` or :func:`workers.train_symmetry.train_symmetry_pack`.
+    ``curves``: the spec's ``execution.curves`` as a dict (``every``, ``max_points``), or None
+    (no learning curves).
 
     Raises:
         KeyError: unknown experiment.
+        ValueError: a ``curves`` out of range.
     """
     torch.set_num_threads(max(1, num_threads))
     exp = EXPERIMENTS[experiment]
-    return exp.train([exp.config(**c) for c in configs], device)
+    return exp.train([exp.config(**c) for c in configs], device, curves=CurvePlan.from_wire(curves))
 
 
 # Ray reuses the worker processes of CPU tasks, but by default starts a fresh one for every
@@ -52,11 +57,11 @@ class PackWorker:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.packs = 0
 
-    def run(self, configs: list[dict], experiment: str = "sparse_boolean") -> list[dict]:
+    def run(self, configs: list[dict], experiment: str = "sparse_boolean", curves: dict | None = None) -> list[dict]:
         """Train one pack; see :func:`run_pack`."""
         self.packs += 1
         exp = EXPERIMENTS[experiment]
-        return exp.train([exp.config(**c) for c in configs], self.device)
+        return exp.train([exp.config(**c) for c in configs], self.device, curves=CurvePlan.from_wire(curves))
 
     def info(self) -> dict:
         """Where this worker runs: ``host``, ``pid``, ``device``, ``threads``, packs trained."""

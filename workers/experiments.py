@@ -28,7 +28,8 @@ class Experiment:
     Attributes:
         name: the spec's ``experiment`` value.
         config: the pydantic model of one trial.
-        train: trains a pack, ``(configs, device) -> rows``.
+        train: trains a pack, ``(configs, device, curves=None) -> rows`` (``curves``: a
+            :class:`workers.curves.CurvePlan`, or None to keep no learning curves).
         example: a valid value for every required field but those under test (lets a spec
             check each value of an axis on its own).
         cross_fields: fields whose combinations the config's validator checks together.
@@ -50,16 +51,16 @@ class Experiment:
     stacks: Callable[[BaseModel], bool]
 
 
-def _train_boolean(configs, device=None):
+def _train_boolean(configs, device=None, curves=None):
     from attnsweep.workers.train_boolean import train_pack
 
-    return train_pack(configs, device)
+    return train_pack(configs, device, curves=curves)
 
 
-def _train_symmetry(configs, device=None):
+def _train_symmetry(configs, device=None, curves=None):
     from attnsweep.workers.train_symmetry import train_symmetry_pack
 
-    return train_symmetry_pack(configs, device)
+    return train_symmetry_pack(configs, device, curves=curves)
 
 
 EXPERIMENTS: dict[str, Experiment] = {

@@ -18,6 +18,7 @@ from torch.func import functional_call, vmap
 
 from attnsweep import tasks
 from attnsweep.workers.config import BooleanTrialConfig
+from attnsweep.workers.curves import Curve, note_slots
 from attnsweep.workers.models import logistic_loss, score_range_safe
 from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
@@ -33,6 +34,7 @@ def fit_stacked(
     y: torch.Tensor,
     chunk: int,
     dev: torch.device,
+    curves: list[Curve | None] | None = None,
 ) -> list[dict]:
     """Train the trials together from their initialised ``models`` on their training sets.
 
@@ -43,16 +45,19 @@ def fit_stacked(
         x: ``(trials, m, T)`` uint8 bits; y: ``(trials, m)`` float32 labels.
         chunk: samples per slot per chunk when the whole training set is scored (minibatch
             training checks its fit every epoch): :func:`workers.train_boolean.eval_chunk`.
+        curves: per trial, its learning curve to note (workers/curves.py), or None: the
+            loss and accuracy the loop measures before each epoch's step, read from the
+            device only when some curve is kept.
 
     Returns:
         Per trial: ``params`` (its weights when it stopped, by name), ``epochs``, ``converged``,
         ``diverged_epoch``.
     """
     with one_thread(dev):
-        return _fit(configs, models, trained, x, y, chunk, dev)
+        return _fit(configs, models, trained, x, y, chunk, dev, curves)
 
 
-def _fit(configs, models, trained, x, y, chunk, dev) -> list[dict]:
+def _fit(configs, models, trained, x, y, chunk, dev, curves=None) -> list[dict]:
     cfg = configs[0]
     pack = StackedPack(models, trained, cfg.lr, cfg.weight_decay, dev)
     n = len(configs)
@@ -101,6 +106,9 @@ def _fit(configs, models, trained, x, y, chunk, dev) -> list[dict]:
             else:
                 logits = forward(xs)
                 loss = logistic_loss(logits, ys)  # (slots,)
+            if curves is not None:
+                acc = ((logits.detach() > 0).float() == ys).double().mean(-1)  # right / m exactly
+                note_slots(curves, pack.trial.tolist(), pack.active.tolist(), epoch, loss.tolist(), acc.tolist())
             fit = ((logits.detach() > 0).float() == ys).all(-1).cpu()
             finite = torch.isfinite(loss.detach()).cpu()
             for s in torch.nonzero(pack.active & fit).flatten().tolist():
@@ -112,7 +120,10 @@ def _fit(configs, models, trained, x, y, chunk, dev) -> list[dict]:
             pack.step(grads=grads) if hand else pack.step(loss)
         else:
             with torch.no_grad():
-                fit = _fits(forward, xs, ys, chunk).cpu()
+                fit, measured = _fits(forward, xs, ys, chunk, measure=curves is not None)
+                fit = fit.cpu()
+            if measured is not None:
+                note_slots(curves, pack.trial.tolist(), pack.active.tolist(), epoch, *measured)
             for s in torch.nonzero(pack.active & fit).flatten().tolist():
                 leave(s, converged=True)
             if not pack.active.any():
@@ -159,14 +170,28 @@ def _fit(configs, models, trained, x, y, chunk, dev) -> list[dict]:
     return out
 
 
-def _fits(forward, xs: torch.Tensor, ys: torch.Tensor, chunk: int) -> torch.Tensor:
+def _fits(
+    forward, xs: torch.Tensor, ys: torch.Tensor, chunk: int, measure: bool = False
+) -> tuple[torch.Tensor, tuple[list[float], list[float]] | None]:
     """``(slots,)`` whether each slot classifies all its samples right, in chunks of ``chunk``
-    samples per slot (a function of the trial's settings only)."""
+    samples per slot (a function of the trial's settings only); with ``measure`` also each
+    slot's mean logistic loss and accuracy over its samples from the same logits (lists over
+    the slots, for a learning curve), else None."""
     ok = torch.ones(xs.shape[0], dtype=torch.bool, device=xs.device)
+    loss_sum = right_sum = None
     for i in range(0, xs.shape[1], chunk):
         logits = forward(xs[:, i : i + chunk])
-        ok &= ((logits > 0).float() == ys[:, i : i + chunk]).all(-1)
-    return ok
+        right = (logits > 0).float() == ys[:, i : i + chunk]
+        ok &= right.all(-1)
+        if measure:  # sums over chunks, as workers.train_boolean._evaluate sums a trial's
+            part = logistic_loss(logits, ys[:, i : i + chunk]) * right.shape[1]
+            loss_sum = part if loss_sum is None else loss_sum + part
+            count = right.double().sum(-1)  # exact: right / m is the row's accuracy, not float32's
+            right_sum = count if right_sum is None else right_sum + count
+    if loss_sum is None or right_sum is None:
+        return ok, None
+    m = xs.shape[1]
+    return ok, ((loss_sum / m).tolist(), (right_sum / m).tolist())
 
 
 SAFE32, SAFE64 = score_range_safe(torch.float32), score_range_safe(torch.float64)

@@ -16,6 +16,7 @@ import torch
 
 from attnsweep import tasks
 from attnsweep.workers.config import SymmetryTrialConfig
+from attnsweep.workers.curves import Curve, note_slots
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
 from attnsweep.workers.stacked import StackedPack, follow, one_thread, per_slot_max_abs, slot_count
 
@@ -28,6 +29,7 @@ def fit_stacked(
     Y: torch.Tensor,
     fit_error: float,
     dev: torch.device,
+    curves: list[Curve | None] | None = None,
 ) -> list[dict]:
     """Train the trials together from their initialised ``models``.
 
@@ -36,16 +38,17 @@ def fit_stacked(
         models: each trial's initialised student.
         X, K, Y: ``(trials, m, n, d)``, ``(trials, m, k, d)``, ``(trials, m, n, d)`` training sets.
         fit_error: relative training error below which a trial has fit its data.
+        curves: per trial, its learning curve to note (workers/curves.py), or None.
 
     Returns:
         Per trial: ``params`` (its weights when it stopped), ``epochs``, ``converged``,
         ``diverged_epoch``.
     """
     with one_thread(dev):
-        return _fit(configs, models, X, K, Y, fit_error, dev)
+        return _fit(configs, models, X, K, Y, fit_error, dev, curves)
 
 
-def _fit(configs, models, X, K, Y, fit_error, dev) -> list[dict]:
+def _fit(configs, models, X, K, Y, fit_error, dev, curves=None) -> list[dict]:
     cfg = configs[0]
     names = {k for k, _ in models[0].named_parameters()}
     pack = StackedPack(models, names, cfg.lr, cfg.weight_decay, dev)
@@ -76,6 +79,9 @@ def _fit(configs, models, X, K, Y, fit_error, dev) -> list[dict]:
             pred = pack.call(xb, kb).float()  # (slots, m, n, d)
         sq = (pred - yb).pow(2).sum((1, 2, 3))  # (slots,)
         rel = (sq.detach() / y_norm[pack.trial]).cpu()
+        if curves is not None:
+            loss = (sq.detach() / scale).tolist()
+            note_slots(curves, pack.trial.tolist(), pack.active.tolist(), epoch, loss, None, rel.tolist())
         for s in torch.nonzero(pack.active & ~torch.isfinite(rel)).flatten().tolist():
             leave(s, diverged_epoch=epoch)
         for s in torch.nonzero(pack.active & (rel < fit_error)).flatten().tolist():

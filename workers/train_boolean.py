@@ -32,6 +32,7 @@ from attnsweep import tasks
 from attnsweep.workers import one_layer
 from attnsweep.workers.adamw import AdamW
 from attnsweep.workers.config import BooleanTrialConfig
+from attnsweep.workers.curves import Curve, CurvePlan, attach
 
 # Activation memory allowed for one evaluation chunk of one trial (bytes; workers/memory.py):
 # chunks keep evaluation at T in the thousands within a fixed budget. The chunk depends on the
@@ -46,7 +47,10 @@ from attnsweep.workers.status import TrialStatus
 
 
 def train_pack(
-    configs: Sequence[BooleanTrialConfig], device: str | None = None, stacked: bool | None = None
+    configs: Sequence[BooleanTrialConfig],
+    device: str | None = None,
+    stacked: bool | None = None,
+    curves: CurvePlan | None = None,
 ) -> list[dict]:
     """Train and score every trial of a pack.
 
@@ -56,6 +60,7 @@ def train_pack(
         device: ``"cpu"``, ``"cuda"``, ...; None picks CUDA when available.
         stacked: train the trials together (True) or one after the other (False); None (what
             sweeps use) follows :func:`workers.stacking.boolean_stacks`. Benchmarks compare the two.
+        curves: keep each trial's learning curve (workers/curves.py); None (default): none.
 
     Returns:
         One dict per trial, in order: ``status`` ("done", "failed" or "diverged"),
@@ -64,7 +69,8 @@ def train_pack(
         ``converged`` (fit the training set), ``diverged_epoch``, the achieved norms
         (``norm_qk``, ``norm_v``, ``norm_hidden``, ``norm_readout``; None where the model
         has no such matrix), ``wall_s`` (the pack's wall seconds divided by its size),
-        ``pack_size``, ``worker_host``, ``device``.
+        ``pack_size``, ``worker_host``, ``device``; with ``curves``, ``curve`` (the
+        columns of :meth:`workers.curves.Curve.columns`: training loss and accuracy per kept epoch).
 
     Raises:
         ValueError: the configs do not share one shape key.
@@ -78,8 +84,12 @@ def train_pack(
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = [_empty_row() for _ in configs]
     runnable = apply_faults(configs, rows)
+    kept = [curves.curve(c.max_epochs) if curves is not None else None for c in configs]
     if runnable:
-        _train_runnable([configs[i] for i in runnable], [rows[i] for i in runnable], dev, stacked)
+        pick = [configs[i] for i in runnable], [rows[i] for i in runnable], [kept[i] for i in runnable]
+        _train_runnable(*pick, dev, stacked)
+    if curves is not None:
+        attach(rows, kept)
     wall = time.perf_counter() - t0
     host = socket.gethostname()
     for row in rows:
@@ -90,6 +100,7 @@ def train_pack(
 def _train_runnable(
     configs: list[BooleanTrialConfig],
     rows: list[dict],
+    curves: list[Curve | None],
     dev: torch.device,
     stacked: bool | None = None,
 ) -> None:
@@ -109,7 +120,7 @@ def _train_runnable(
     if batch is None:
         return
     if boolean_stacks(cfg, dev.type) if stacked is None else stacked:
-        _train_stacked([configs[i] for i in ok], [rows[i] for i in ok], batch, dev)
+        _train_stacked([configs[i] for i in ok], [rows[i] for i in ok], [curves[i] for i in ok], batch, dev)
         return
     for j, i in enumerate(ok):
         try:
@@ -121,17 +132,20 @@ def _train_runnable(
                 batch.support[j],
                 int(batch.redraws[j]),
                 dev,
+                curves[i],
             )
         except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
             fail_row(rows[i], exc)
 
 
-def _train_stacked(configs: list[BooleanTrialConfig], rows: list[dict], batch, dev: torch.device) -> None:
+def _train_stacked(
+    configs: list[BooleanTrialConfig], rows: list[dict], curves: list[Curve | None], batch, dev: torch.device
+) -> None:
     """Train the trials together (workers/stacked_boolean.py), then score each alone."""
     try:
         models = [_model(c, dev) for c in configs]
         names = {k for k, _ in models[0].named_parameters() if trained(configs[0], k)}
-        ends = fit_stacked(configs, models, names, batch.x, batch.y, eval_chunk(configs[0]), dev)
+        ends = fit_stacked(configs, models, names, batch.x, batch.y, eval_chunk(configs[0]), dev, curves)
     except Exception as exc:  # noqa: BLE001 - a pack-wide error fails its trials, not the sweep
         for row in rows:
             fail_row(row, exc)
@@ -223,6 +237,10 @@ class _Trial:
         self.x = trial_input(self, x)
         self.x0: torch.Tensor | None = None  # 1 - self.x, made when first needed (_zeros)
         self.bound = torch.tensor([c.norm_bound or math.inf], device=dev)
+        # The logits of the last step's forward pass, kept only for a learning curve (set
+        # by _fit when one is recorded): off, a step does exactly what it did without curves.
+        self.keep_logits = False
+        self.logits: torch.Tensor | None = None
 
     def scorer(self):
         """A function from samples (as :attr:`x` holds them) to their logits ``(n,)`` under
@@ -273,6 +291,8 @@ class _Trial:
         else:
             with autocast(self.dev, self.c.precision):
                 logits = self.model(x).float()
+        if self.keep_logits:
+            self.logits = logits.detach()
         loss = logistic_loss(logits, y)
         state = _state(logits.detach(), y, stop_when_fit, loss.detach())
         if state != "step":
@@ -306,6 +326,8 @@ class _Trial:
         ``p`` (the parameters' own, or float64 copies) with their tables ``t``; the gradients
         are set in the parameters' dtype. Returns as :meth:`step`."""
         hd = one_layer.head(p, t, x, x0)
+        if self.keep_logits:
+            self.logits = hd.logits
         state = _state(hd.logits, y, stop_when_fit)
         if state != "step":
             return state
@@ -338,9 +360,12 @@ def _fit(
     support: torch.Tensor,
     redraws: int,
     dev: torch.device,
+    curve: Curve | None = None,
 ) -> None:
-    """Train one trial on its training set ``bits`` ``(m, T)``, ``y`` ``(m,)`` and score it."""
+    """Train one trial on its training set ``bits`` ``(m, T)``, ``y`` ``(m,)`` and score it;
+    ``curve`` (when given) notes the training set's loss and accuracy the loop measures."""
     trial = _Trial(c, bits, y, dev)
+    trial.keep_logits = curve is not None
     trial.project()
     epochs, converged, diverged_epoch = 0, False, None
     bs = c.batch_size if c.batch_size and c.batch_size < c.m else None
@@ -349,6 +374,8 @@ def _fit(
     for epoch in range(c.max_epochs):
         if bs is None:
             state = trial.step(trial.x, y, stop_when_fit=True)
+            if curve is not None and trial.logits is not None:  # of the weights after `epoch` epochs
+                curve.note(epoch, *_measured(trial.logits, y))
             if state == "fit":
                 converged = True
                 break
@@ -356,7 +383,9 @@ def _fit(
                 diverged_epoch = epoch
                 break
         else:
-            _, acc = _evaluate(trial, [(trial.x, y)], chunk)
+            loss, acc = _evaluate(trial, [(trial.x, y)], chunk)
+            if curve is not None:
+                curve.note(epoch, loss, acc)
             if acc >= 1.0:
                 converged = True
                 break
@@ -378,6 +407,13 @@ def _fit(
             diverged_epoch = epoch
             break
     score(trial, row, y, support, redraws, epochs, converged, diverged_epoch)
+
+
+def _measured(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean logistic loss (float32) and accuracy (float64: right / m exactly, as the row's)
+    as 0-d tensors, no host sync, of logits ``(m,)`` (float32 or float64) against labels ``y`` ``(m,)``."""
+    logits = logits.float()
+    return logistic_loss(logits, y), ((logits > 0).float() == y).double().mean()
 
 
 def score(

@@ -25,6 +25,7 @@ from attnsweep import tasks
 from attnsweep.tasks.seq2seq import sample_dataset
 from attnsweep.workers.adamw import AdamW
 from attnsweep.workers.config import SymmetryTrialConfig
+from attnsweep.workers.curves import Curve, CurvePlan, attach
 from attnsweep.workers.equivariance import (
     haar_orthogonal,
     orthogonal_equivariance_error,
@@ -44,11 +45,16 @@ FIT_ERROR = 1e-7
 
 
 def train_symmetry_pack(
-    configs: Sequence[SymmetryTrialConfig], device: str | None = None, stacked: bool | None = None
+    configs: Sequence[SymmetryTrialConfig],
+    device: str | None = None,
+    stacked: bool | None = None,
+    curves: CurvePlan | None = None,
 ) -> list[dict]:
     """Train and score every trial of a pack of equal ``shape_key()``: together, stacked
     (workers/stacked_symmetry.py), or with ``stacked=False`` one after the other (what
-    benchmarks compare against).
+    benchmarks compare against). With ``curves``, each row also holds ``curve``
+    (workers/curves.py): per kept epoch the training loss (mean squared error, the loss
+    AdamW minimises) and the relative training error the stopping rule reads.
 
     Returns:
         One dict per trial: ``status``, ``error_type``, ``error``, ``train_error`` and
@@ -69,14 +75,17 @@ def train_symmetry_pack(
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = [dict(status=TrialStatus.FAILED.value, error_type=None, error=None) for _ in configs]
     runnable = apply_faults(configs, rows)
+    kept = [curves.curve(c.max_epochs) if curves is not None else None for c in configs]
     if runnable and (symmetry_stacks(configs[0], dev.type) if stacked is None else stacked):
-        _train_stacked([configs[i] for i in runnable], [rows[i] for i in runnable], dev)
+        _train_stacked([configs[i] for i in runnable], [rows[i] for i in runnable], dev, [kept[i] for i in runnable])
     elif runnable:
         for i in runnable:
             try:
-                _fit(configs[i], rows[i], dev)
+                _fit(configs[i], rows[i], dev, kept[i])
             except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
                 fail_row(rows[i], exc)
+    if curves is not None:
+        attach(rows, kept)
     wall = time.perf_counter() - t0
     for row in rows:
         row.update(
@@ -98,13 +107,15 @@ def _student(c: SymmetryTrialConfig) -> torch.nn.Module:
         return build_student(c.model, c.equivariance, c.n, c.k, c.d, width, c.heads)
 
 
-def _train_stacked(configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device) -> None:
+def _train_stacked(
+    configs: list[SymmetryTrialConfig], rows: list[dict], dev: torch.device, curves: list[Curve | None]
+) -> None:
     """Train the trials together, then score each alone."""
     try:
         data = [sample_dataset(c.teacher, c.n, c.k, c.d, c.m, c.seed, "train", device=dev) for c in configs]
         X, K, Y = (torch.stack(t) for t in zip(*data))  # (trials, m, n, d), (trials, m, k, d), (trials, m, n, d)
         models = [_student(c).to(dev) for c in configs]
-        ends = fit_stacked(configs, models, X, K, Y, FIT_ERROR, dev)
+        ends = fit_stacked(configs, models, X, K, Y, FIT_ERROR, dev, curves)
     except Exception as exc:  # noqa: BLE001 - a pack-wide error fails its trials, not the sweep
         for row in rows:
             fail_row(row, exc)
@@ -120,8 +131,9 @@ def _train_stacked(configs: list[SymmetryTrialConfig], rows: list[dict], dev: to
             fail_row(row, exc)
 
 
-def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
-    """Train one trial to its end and score it."""
+def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device, curve: Curve | None = None) -> None:
+    """Train one trial to its end and score it; ``curve`` (when given) notes the loss and
+    relative error the loop measures before each step."""
     X, K, Y = sample_dataset(
         c.teacher, c.n, c.k, c.d, c.m, c.seed, "train", device=dev
     )  # (m, n, d), (m, k, d), (m, n, d)
@@ -143,6 +155,8 @@ def _fit(c: SymmetryTrialConfig, row: dict, dev: torch.device) -> None:
             pred = model(xb, kb).float()
         sq = (pred - yb).pow(2).sum()
         rel = float(sq.detach() / y_norm)
+        if curve is not None:
+            curve.note(epoch, sq.detach() / (c.m * c.n * c.d), None, rel)
         if not math.isfinite(rel):
             diverged = epoch
             break

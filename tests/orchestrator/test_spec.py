@@ -332,3 +332,25 @@ def test_a_setting_that_takes_true_or_false_says_so():
         "fixed.ln_affine: value 'maybe': Input should be a valid boolean (allowed: true or false)",
         "fixed.reject_ambiguous: value null: Input should be a valid boolean (allowed: true or false)",
     ]
+
+
+@pytest.mark.parametrize(
+    "curves, needle",
+    [
+        ("{every: 0}", "execution.curves.every: value 0: .* \\(allowed: 1..1e\\+07\\)"),
+        ("{max_points: 1}", "execution.curves.max_points: value 1: .* \\(allowed: 2..100000\\)"),
+        ("{each: 3}", "execution.curves.each: value 3: unknown field; allowed: \\['every', 'max_points'\\]"),
+        ("5", "execution.curves: value 5: must be a mapping of settings"),
+    ],
+)
+def test_a_bad_curves_setting_names_its_field_and_the_allowed_values(curves, needle):
+    with pytest.raises(SpecError, match=needle):
+        parse_spec(GOOD + f"execution: {{curves: {curves}}}\n")
+
+
+def test_keeping_curves_changes_no_trial_id_and_not_the_spec_hash():
+    # A run-level recording choice (docs/decisions.md): not a trial setting.
+    off, on = parse_spec(GOOD), parse_spec(GOOD + "execution: {curves: {every: 5, max_points: 20}}\n")
+    assert off.execution.curves is None and on.execution.curves.every == 5
+    assert [trial_id(c) for c in off.trials()] == [trial_id(c) for c in on.trials()]
+    assert off.spec_hash() == on.spec_hash()
