@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from attnsweep.tasks.errors import AmbiguityCheckTooLargeError
 from attnsweep.tasks.plugins import NAME as NAME  # the name rule, where it was first defined
-from attnsweep.tasks.plugins import checked_names, load_one
+from attnsweep.tasks.plugins import installed_names, load_one
 
 if TYPE_CHECKING:  # torch loads only where a task computes: spec validation reads names alone
     import numpy as np
@@ -71,7 +71,7 @@ def task_names() -> list[str]:
     Raises:
         TaskError: an entry point's name is not a valid task name or is a built-in one.
     """
-    return checked_names(entry_points(group=ENTRY_POINTS), ENTRY_POINTS, BUILT_IN, "task")
+    return installed_names(entry_points, ENTRY_POINTS, BUILT_IN, "task")
 
 
 @functools.cache

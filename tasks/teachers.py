@@ -26,7 +26,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from attnsweep.tasks.errors import TaskError
-from attnsweep.tasks.plugins import checked_names, load_one
+from attnsweep.tasks.plugins import installed_names, load_one
 
 if TYPE_CHECKING:  # torch loads only where a teacher computes
     import torch
@@ -79,7 +79,7 @@ def teacher_names() -> list[str]:
     Raises:
         TaskError: an entry point's name is not a valid teacher name or is a built-in one.
     """
-    return checked_names(entry_points(group=ENTRY_POINTS), ENTRY_POINTS, BUILT_IN, "teacher")
+    return installed_names(entry_points, ENTRY_POINTS, BUILT_IN, "teacher")
 
 
 @functools.cache

@@ -13,12 +13,17 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from attnsweep.tasks.registry import BUILT_IN as TASKS_BUILT_IN
 from attnsweep.tasks.registry import task_names
+from attnsweep.tasks.teachers import BUILT_IN as TEACHERS_BUILT_IN
 from attnsweep.tasks.teachers import teacher_names
+from attnsweep.workers.student_registry import BUILT_IN as STUDENTS_BUILT_IN
 from attnsweep.workers.student_registry import student_names
 
 
 def _known_task(name: str) -> str:
+    if name in TASKS_BUILT_IN:  # valid whatever is installed: no entry point to read
+        return name
     names = task_names()
     if name not in names:
         raise ValueError(f"must be one of {names} (a package can add tasks: docs/extending.md)")
@@ -179,6 +184,8 @@ class BooleanTrialConfig(StrictSettings):
 
 
 def _known_teacher(name: str) -> str:
+    if name in TEACHERS_BUILT_IN:
+        return name
     names = teacher_names()
     if name not in names:
         raise ValueError(f"must be one of {names} (a package can add teachers: docs/extending.md)")
@@ -186,6 +193,8 @@ def _known_teacher(name: str) -> str:
 
 
 def _known_student(name: str) -> str:
+    if name in STUDENTS_BUILT_IN:
+        return name
     names = student_names()
     if name not in names:
         raise ValueError(f"must be one of {names} (a package can add students: docs/extending.md)")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from attnsweep.tasks.plugins import checked_names, load_one
+from attnsweep.tasks.plugins import installed_names, load_one
 
 if TYPE_CHECKING:  # torch loads only where a student is built
     from torch import nn
@@ -79,7 +79,7 @@ def student_names() -> list[str]:
     Raises:
         TaskError: an entry point's name is not a valid student name or is a built-in one.
     """
-    return checked_names(entry_points(group=ENTRY_POINTS), ENTRY_POINTS, BUILT_IN, "student")
+    return installed_names(entry_points, ENTRY_POINTS, BUILT_IN, "student")
 
 
 @functools.cache
