@@ -73,7 +73,7 @@ def _ln_backward(
 
 
 def loss_and_grads_stacked(
-    p: dict[str, torch.Tensor], heads: int, x: torch.Tensor, y: torch.Tensor
+    p: dict[str, torch.Tensor], heads: int, x: torch.Tensor, y: torch.Tensor, backward: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """One training step for S stacked trials of the same (T, d, H, m).
 
@@ -85,6 +85,7 @@ def loss_and_grads_stacked(
         x: the samples' bits ``(S, m, T)`` as 0.0/1.0 in ``p``'s dtype
             (:func:`workers.one_layer.bits_as_float`).
         y: the labels ``(S, m)`` as 0.0/1.0 in ``p``'s dtype.
+        backward: False to stop after the forward (scoring): ``grads`` is then empty.
 
     Returns:
         ``loss`` ``(S,)``: each slot's mean of softplus(z) - y z over its m samples (binary
@@ -141,6 +142,8 @@ def loss_and_grads_stacked(
     ro = p["readout.weight"]  # (S, 1, d)
     logits = torch.baddbmm(p["readout.bias"][:, :, None], lnf, ro.mT)[..., 0]  # (S, m)
     loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(1)
+    if not backward:
+        return loss, logits, {}, score_range
     dlogits = (torch.sigmoid(logits) - y) / m  # d loss / d z per slot
 
     # ---- backward over the samples: one_layer.backward, first half ----

@@ -5,8 +5,10 @@ Each trial follows the rule of :func:`workers.train_boolean._fit` step for step:
 before a step when it classifies every training sample right (fit) or its loss is not finite
 (diverged), counts the epoch, is projected onto its norm ball, and stops when its weights
 explode; with minibatches it checks its fit on the whole set at the start of each epoch and
-shuffles with its own generator. A trial that stops leaves with its weights of that moment,
-and is scored alone (:func:`workers.train_boolean.score`).
+shuffles with its own generator. A trial that stops leaves with its weights of that moment.
+When all have stopped, the pack is scored together (:func:`score_stacked`): the same measures
+as a lone trial's (:func:`workers.train_boolean.score`) on the same samples, from the stacked
+forward, each trial's still a function of its own weights and samples only.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from attnsweep.workers.models import logistic_loss, score_range_safe
 from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
-from attnsweep.workers.stacked import StackedPack, follow, one_thread, per_slot_max_abs, slot_count
+from attnsweep.workers.stacked import LANES, StackedPack, follow, one_thread, per_slot_max_abs, slot_count
 
 
 def fit_stacked(
@@ -70,18 +72,13 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None) -> list[dict]:
     gens = (
         [tasks.generator(tasks.derive_seed("batches", configs[int(t)].seed), dev) for t in pack.trial] if bs else None
     )
-    # Any depth through the general forward; one layer through the exact table form (O(m T H),
-    # no data-dependent branch), and in float32 through the hand-written step.
-    kwargs = dict(path="table" if cfg.layers == 1 else "general") if cfg.model == "transformer" else {}
-    hand = cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
+    hand = _hand(cfg)
     if hand:
         inputs = x.float()
 
     def forward(xs: torch.Tensor) -> torch.Tensor:
         with autocast(dev, cfg.precision):
-            if cfg.model == "mlp":
-                return mlp_logits(pack.params, xs).float()
-            return pack.call(xs, **kwargs).float()  # (slots, b)
+            return slot_logits(pack, cfg, xs)
 
     def leave(slot: int, **fields) -> None:
         t = int(pack.trial[slot])
@@ -170,6 +167,106 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None) -> list[dict]:
     return out
 
 
+def _hand(cfg: BooleanTrialConfig) -> bool:
+    """Whether the trials take the hand-written one-layer step (workers/one_layer_stacked.py)."""
+    return cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
+
+
+def slot_logits(pack: StackedPack, cfg: BooleanTrialConfig, xs: torch.Tensor) -> torch.Tensor:
+    """Every slot's logits ``(slots, b)`` float32 on its samples ``xs`` ``(slots, b, T)`` (bits;
+    the MLP takes them as floats too), for any model but the hand-written step's: a
+    transformer of any depth through its general forward, of one layer through the exact table
+    form (O(m T H), no data-dependent branch); the MLP written out (:func:`mlp_logits`)."""
+    if cfg.model == "mlp":
+        return mlp_logits(pack.params, xs).float()
+    return pack.call(xs, path="table" if cfg.layers == 1 else "general").float()
+
+
+def score_stacked(
+    configs: list[BooleanTrialConfig],
+    models: list[torch.nn.Module],
+    trained: set[str],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    support: torch.Tensor,
+    chunk: int,
+    dev: torch.device,
+) -> list[tuple[float, float, float, float] | BaseException]:
+    """Score trained trials together: each one's mean logistic loss and accuracy on its own
+    training set and on its own fresh test samples (:func:`tasks.test_chunks`, the samples a
+    lone trial is scored on), from the stacked forward, lane group by lane group.
+
+    What a trial gets depends on its own weights and samples only, as in training (module
+    docstring of workers/stacked.py): every group is padded to a multiple of the lanes, and
+    each slot's samples are cut into chunks of a size set by the trials' settings (``chunk``
+    over the lanes, so a group holds what one trial's chunk holds). The forward is the one training took, in float32 whatever the training
+    precision (as a lone trial is scored); the hand-written step's slots whose scores pass the
+    float32 range are scored in float64, and past that through the table form
+    (:func:`hand_step`). A group whose scoring raises is scored again trial by trial, so an
+    error reaches the row of the trial that causes it only.
+
+    Args:
+        configs: the trials (one shape key), none diverged (their weights score nothing).
+        models: each trial's model, holding its trained weights.
+        trained: the names of the parameters that trained.
+        x, y, support: ``(trials, m, T)`` uint8 bits, ``(trials, m)`` float32 labels,
+            ``(trials, s)`` int64 relevant positions.
+        chunk: samples per chunk of one trial scored alone
+            (:func:`workers.train_boolean.eval_chunk`).
+
+    Returns:
+        Per trial, ``(train_loss, train_acc, test_loss, test_acc)`` (accuracies right / n
+        exactly), or the exception its scoring raised.
+    """
+    if not configs:
+        return []
+    chunk = max(1, chunk // LANES)
+    out: list = [None] * len(configs)
+    with one_thread(dev), torch.no_grad():
+        for start in range(0, len(configs), LANES):
+            group = list(range(start, min(start + LANES, len(configs))))
+            try:
+                _score_group(configs, models, trained, x, y, support, group, chunk, dev, out)
+            except Exception:  # noqa: BLE001 - retried alone below, so the error finds its trial
+                for j in group:
+                    try:
+                        _score_group(configs, models, trained, x, y, support, [j], chunk, dev, out)
+                    except Exception as exc:  # noqa: BLE001 - the trial's row carries it
+                        out[j] = exc
+    return out
+
+
+def _score_group(configs, models, trained, x, y, support, group, chunk, dev, out) -> None:
+    cfg = configs[0]
+    pack = StackedPack([models[j] for j in group], trained, cfg.lr, cfg.weight_decay, dev)
+    pick = torch.tensor(group)[pack.trial]  # (slots,) the trial of each slot
+    hand = _hand(cfg)
+
+    def measure(xs: torch.Tensor, ys: torch.Tensor, sums: list[list[float]]) -> None:
+        for i in range(0, xs.shape[1], chunk):
+            xc, yc = xs[:, i : i + chunk], ys[:, i : i + chunk]
+            if hand:
+                _, logits, _ = hand_step(pack, cfg.heads, xc.float(), yc, backward=False)
+            else:
+                logits = slot_logits(pack, cfg, xc)
+            loss = logistic_loss(logits, yc).tolist()  # (slots,) means over the chunk
+            right = ((logits > 0).float() == yc).double().sum(-1).tolist()
+            for s in range(len(group)):
+                sums[s][0] += loss[s] * yc.shape[1]
+                sums[s][1] += right[s]
+                sums[s][2] += yc.shape[1]
+
+    train = [[0.0, 0.0, 0] for _ in group]
+    measure(x[pick], y[pick], train)
+    test = [[0.0, 0.0, 0] for _ in group]
+    seeds = [configs[j].seed for j in group]
+    for xt, yt in tasks.test_chunks(cfg.task, cfg.T, cfg.s, seeds, support[group], cfg.n_test, chunk, dev):
+        measure(xt[pack.trial], yt[pack.trial], test)
+    for s, j in enumerate(group):
+        (a, b, n), (c, e, k) = train[s], test[s]
+        out[j] = (a / n, b / n, c / k, e / k)
+
+
 def _fits(
     forward, xs: torch.Tensor, ys: torch.Tensor, chunk: int, measure: bool = False
 ) -> tuple[torch.Tensor, tuple[list[float], list[float]] | None]:
@@ -198,7 +295,7 @@ SAFE32, SAFE64 = score_range_safe(torch.float32), score_range_safe(torch.float64
 
 
 def hand_step(
-    pack: StackedPack, heads: int, x: torch.Tensor, y: torch.Tensor
+    pack: StackedPack, heads: int, x: torch.Tensor, y: torch.Tensor, backward: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Each slot's mean logistic loss ``(slots,)``, logits ``(slots, b)`` and gradients from the
     hand-written one-layer step (workers/one_layer_stacked.py) on samples ``x`` ``(slots, b, T)``
@@ -208,15 +305,16 @@ def hand_step(
     60) takes the same form in float64 (safe to 489), and beyond that the exact table form
     through autograd, as :meth:`workers.train_boolean._Trial.step` does alone. Those slots are computed
     again in a pack of their own, padded to a multiple of the lanes, so what they get depends
-    on themselves only."""
+    on themselves only. With ``backward`` False (scoring) no gradient is computed and
+    ``grads`` is empty."""
     p = {k: v.detach() for k, v in {**pack.params, **pack.buffers}.items()}
-    loss, logits, grads, score_range = loss_and_grads_stacked(p, heads, x, y)
+    loss, logits, grads, score_range = loss_and_grads_stacked(p, heads, x, y, backward)
     wide = torch.nonzero(~(score_range <= SAFE32) & pack.active.to(score_range.device)).flatten().tolist()
     if not wide:
         return loss, logits, grads
     sub = _padded(wide)
     p64 = {k: v[sub].double() for k, v in p.items()}
-    l64, z64, g64, r64 = loss_and_grads_stacked(p64, heads, x[sub].double(), y[sub].double())
+    l64, z64, g64, r64 = loss_and_grads_stacked(p64, heads, x[sub].double(), y[sub].double(), backward)
     table = [s for i, s in enumerate(wide) if not bool(r64[i] <= SAFE64)]
     for i, s in enumerate(wide):
         loss[s], logits[s] = l64[i].float(), z64[i].float()
@@ -230,6 +328,7 @@ def hand_step(
             pack.base,
             x[sub],
             y[sub],
+            backward,
         )
         for i, s in enumerate(table):
             loss[s], logits[s] = lt[i], zt[i]
@@ -249,13 +348,17 @@ def table_step(
     base: torch.nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
+    backward: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Loss ``(slots,)``, logits and gradients of stacked one-layer models through
-    :meth:`workers.models.CLSTransformer.forward_table` (exact for any weights) and autograd."""
-    leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-    with torch.enable_grad():
+    :meth:`workers.models.CLSTransformer.forward_table` (exact for any weights) and autograd;
+    with ``backward`` False, no gradients (an empty dict)."""
+    leaves = {k: v.detach().requires_grad_(backward) for k, v in params.items()}
+    with torch.set_grad_enabled(backward):
         logits = vmap(lambda p, b, xs: functional_call(base, (p, b), (xs,), dict(path="table")))(leaves, buffers, x)
         loss = logistic_loss(logits, y)
+        if not backward:
+            return loss, logits, {}
         grads = torch.autograd.grad(loss.sum(), list(leaves.values()), allow_unused=True)
     return loss.detach(), logits.detach(), {k: g for k, g in zip(leaves, grads) if g is not None}
 

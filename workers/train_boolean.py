@@ -41,7 +41,7 @@ from attnsweep.workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
 from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
 from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
-from attnsweep.workers.stacked_boolean import fit_stacked
+from attnsweep.workers.stacked_boolean import fit_stacked, score_stacked
 from attnsweep.workers.stacking import boolean_stacks
 from attnsweep.workers.status import TrialStatus
 
@@ -141,31 +141,45 @@ def _train_runnable(
 def _train_stacked(
     configs: list[BooleanTrialConfig], rows: list[dict], curves: list[Curve | None], batch, dev: torch.device
 ) -> None:
-    """Train the trials together (workers/stacked_boolean.py), then score each alone."""
+    """Train the trials together and score them together (workers/stacked_boolean.py)."""
+    chunk = eval_chunk(configs[0])
     try:
         models = [_model(c, dev) for c in configs]
         names = {k for k, _ in models[0].named_parameters() if trained(configs[0], k)}
-        ends = fit_stacked(configs, models, names, batch.x, batch.y, eval_chunk(configs[0]), dev, curves)
+        ends = fit_stacked(configs, models, names, batch.x, batch.y, chunk, dev, curves)
+        with torch.no_grad():
+            for model, end in zip(models, ends):
+                every = dict(model.named_parameters())
+                for k, v in end["params"].items():
+                    every[k].copy_(v)
+        live = [j for j, end in enumerate(ends) if end["diverged_epoch"] is None]
+        x, y, support = batch.x, batch.y, batch.support
+        if len(live) < len(configs):  # copies, so only when a trial is left out
+            pick = torch.tensor(live, dtype=torch.long)
+            x, y, support = x[pick], y[pick], support[pick]
+        scored = score_stacked([configs[j] for j in live], [models[j] for j in live], names, x, y, support, chunk, dev)
     except Exception as exc:  # noqa: BLE001 - a pack-wide error fails its trials, not the sweep
         for row in rows:
             fail_row(row, exc)
         return
+    measured: list = [_NOT_SCORED] * len(configs)
+    for j, got in zip(live, scored):
+        measured[j] = got
     for j, (c, row, end) in enumerate(zip(configs, rows, ends)):
         try:
-            with torch.no_grad():
-                every = dict(models[j].named_parameters())
-                for k, v in end["params"].items():
-                    every[k].copy_(v)
-            trial = _Trial(c, batch.x[j], batch.y[j], dev, models[j])
-            score(
-                trial,
+            if isinstance(measured[j], BaseException):
+                raise measured[j]
+            params = {k: v for k, v in models[j].named_parameters() if trained(c, k)}
+            fill_row(
+                c,
+                params,
                 row,
-                batch.y[j],
                 batch.support[j],
                 int(batch.redraws[j]),
                 end["epochs"],
                 end["converged"],
                 end["diverged_epoch"],
+                measured[j],
             )
         except Exception as exc:  # noqa: BLE001 - a trial's error fails its row, not the pack or the sweep
             fail_row(row, exc)
@@ -430,14 +444,36 @@ def score(
     (in chunks fixed by its settings), its achieved norms and how training ended."""
     c, dev = trial.c, trial.dev
     chunk = eval_chunk(c)
-    if diverged_epoch is not None:  # scores of NaN weights mean nothing
-        train_loss = train_acc = test_loss = test_acc = math.nan
-    else:
+    measured = _NOT_SCORED
+    if diverged_epoch is None:
         train_loss, train_acc = _evaluate(trial, [(trial.x, y)], chunk)
         test = tasks.test_chunks(c.task, c.T, c.s, [c.seed], support[None], c.n_test, chunk, dev)
         test_loss, test_acc = _evaluate(trial, ((trial_input(trial, x[0]), ty[0]) for x, ty in test), None)
+        measured = (train_loss, train_acc, test_loss, test_acc)
+    fill_row(c, trial.params, row, support, redraws, epochs, converged, diverged_epoch, measured)
+
+
+_NOT_SCORED = (math.nan,) * 4
+"""The scores of a trial that diverged: those of NaN weights would mean nothing."""
+
+
+def fill_row(
+    c: BooleanTrialConfig,
+    params: dict[str, torch.Tensor],
+    row: dict,
+    support: torch.Tensor,
+    redraws: int,
+    epochs: int,
+    converged: bool,
+    diverged_epoch: int | None,
+    measured: tuple[float, float, float, float],
+) -> None:
+    """Fill a trial's row from its trained ``params`` (name -> tensor, the trained ones) and
+    its ``measured`` (train loss, train accuracy, test loss, test accuracy): those, its
+    achieved norms and how training ended."""
+    train_loss, train_acc, test_loss, test_acc = measured
     with torch.no_grad():
-        stacked = {k: v.detach()[None] for k, v in trial.params.items()}
+        stacked = {k: v.detach()[None] for k, v in params.items()}
         norms = (
             transformer_norms(stacked, c.heads, c.norm_kind)
             if c.model == "transformer"
