@@ -386,8 +386,8 @@ def _subset_chunks(col_hash: np.ndarray, k: int, chunk: int = 1 << 20) -> Iterat
     elif k == 1:
         yield np.arange(T)[:, None], col_hash
     elif k == 2 and T * (T - 1) // 2 <= chunk:  # all pairs at once: one pass, not T small ones
-        i, j = np.triu_indices(T, 1)
-        yield np.stack([i, j], 1), col_hash[i] ^ col_hash[j]
+        first, second = np.triu_indices(T, 1)
+        yield np.stack([first, second], 1), col_hash[first] ^ col_hash[second]
     elif k == 2:
         for i in range(T - 1):
             j = np.arange(i + 1, T)

@@ -9,7 +9,9 @@ all trials in one set of kernels) or one trial after the other (here) is decided
 settings the pack shares and the device kind (workers/stacking.py); either way a trial's row
 (epochs, losses, accuracies, norms) is a function of its settings, seed, code version, device
 kind and thread count alone, bit for bit, whatever pack it runs in
-(tests/workers/test_pack_invariance.py). Every trial is scored alone (:func:`score`).
+(tests/workers/test_pack_invariance.py). A stacked pack is scored together
+(:func:`workers.stacked_boolean.score_stacked`), a trial trained alone by :func:`score`; both
+measure the same things on the same samples.
 
 One by one, the one-layer transformer in float32 trains on the hand-written forward and
 backward of workers/one_layer.py: per epoch a product over the ``(2T, .)`` tables and a pair
@@ -24,7 +26,7 @@ from __future__ import annotations
 import math
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -459,7 +461,7 @@ _NOT_SCORED = (math.nan,) * 4
 
 def fill_row(
     c: BooleanTrialConfig,
-    params: dict[str, torch.Tensor],
+    params: Mapping[str, torch.Tensor],
     row: dict,
     support: torch.Tensor,
     redraws: int,
