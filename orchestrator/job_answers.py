@@ -180,8 +180,15 @@ def printable(text: str) -> str:
     )
 
 
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+"""A colour or style sequence (Select Graphic Rendition, ECMA-48 8.3.117), as Ray writes around
+its own log lines."""
+
+
 def printable_log(text: str) -> str:
-    """A log from a server as a terminal shows it as it is: its lines kept, every other
-    control or format character but the tab (``\\r``, escape sequences, bidi overrides) written as an
-    escape by :func:`printable`, so a log cannot rewrite or recolour the screen."""
+    """A log from a server as a terminal shows it as it is: its lines kept, colour and style
+    sequences dropped (they can only restyle text, and written out they are noise), every other
+    control or format character but the tab (``\\r``, other escape sequences, bidi overrides)
+    written as an escape by :func:`printable`, so a log cannot rewrite or recolour the screen."""
+    text = _SGR.sub("", text)
     return "\n".join("\t".join(map(printable, line.split("\t"))) for line in text.split("\n"))

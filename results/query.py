@@ -143,6 +143,11 @@ class QueryBatches(Iterator[pa.RecordBatch]):
                 "space there, set TMPDIR to a folder on a larger disk, give a smaller --spill-limit "
                 "(ATTNSWEEP_QUERY_SPILL), or make the query smaller"
             ) from None
+        if isinstance(exc, duckdb.CatalogException) and "curves" in str(exc) and "does not exist" in str(exc):
+            raise QueryError(
+                "query failed: this store has no 'curves' table: no run in it kept learning curves "
+                "(execution.curves in the spec, docs/spec.md)"
+            ) from None
         if isinstance(exc, (duckdb.Error, pa.ArrowException)):
             raise QueryError(f"query failed: {one_line(exc)}") from exc
         if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):

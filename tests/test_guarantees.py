@@ -688,6 +688,14 @@ def test_the_nightly_job_writes_each_run_into_a_folder_of_its_own():
 EVIL = "\x1b]0;owned\x07\x1b[2J[/x][bold]\rid"
 
 
+def test_a_job_log_loses_its_colour_codes_and_writes_out_every_other_control_sequence():
+    from attnsweep.orchestrator.job_answers import printable_log
+
+    ray_line = "View the dashboard at \x1b[1m\x1b[32mhttp://127.0.0.1:8265\x1b[39m\x1b[22m\n"
+    assert printable_log(ray_line) == "View the dashboard at http://127.0.0.1:8265\n"
+    assert printable_log("a\x1b[2Jb\tc\x1b]0;t\x07\rd") == "a\\x1b[2Jb\tc\\x1b]0;t\\x07\\rd"
+
+
 def test_visible_writes_out_control_characters_and_keeps_the_rest():
     from attnsweep.presentation.console_text import log_text, markup, visible
 

@@ -137,3 +137,10 @@ def test_statements_that_would_change_the_engine_or_write_are_refused(setup, sql
     store, _ = setup
     with pytest.raises(QueryError):
         run_query(store, sql)
+
+
+def test_asking_for_curves_of_a_store_that_kept_none_says_how_to_keep_them(setup):
+    store, _ = setup
+    with pytest.raises(QueryError, match=r"no 'curves' table: no run in it kept learning curves \(execution\.curves"):
+        run_query(store, "SELECT count(*) FROM curves")
+    assert run_query(store, "SELECT count(*) AS n FROM trials")["n"].to_list() == [3]
