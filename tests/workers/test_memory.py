@@ -74,19 +74,24 @@ def test_one_layer_estimate_bounds_the_real_peak_memory_of_a_pack(T, m, P, stack
     import subprocess
     import sys
 
-    out = subprocess.run(
-        [sys.executable, "-c", _PEAK, str(T), str(m), str(P)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    sampled, kernel = map(int, out.stdout.split()[-2:])
-    measured = max(sampled, kernel)
+    def reading() -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", _PEAK, str(T), str(m), str(P)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        sampled, kernel = map(int, out.stdout.split()[-2:])
+        return max(sampled, kernel)
+
+    # Both readings can fall short of the peak (a missed sample, memory the warm-up freed and the
+    # pack reused), never over it: the larger of two runs (one run read 4.07x under the estimate).
+    measured = max(reading(), reading())
     c = BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=0, heads=4, n_test=100)
     # A stacked pack (workers/stacking.py) holds every slot's working set, padding included.
     estimate = pack_bytes(boolean_trial_bytes(c), boolean_working_bytes(c), P, stacked=boolean_stacks(c))
     assert boolean_stacks(c) == stacked
-    assert measured <= estimate <= 4 * measured, (sampled, kernel, estimate)
+    assert measured <= estimate <= 4 * measured, (measured, estimate)
 
 
 def test_minibatches_bound_the_activations():
