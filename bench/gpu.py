@@ -1,7 +1,9 @@
 """GPU path check and throughput: run where a CUDA device exists (exits 2 otherwise).
 
-1. Check: a pack of sparse-AND trials trained on CUDA (float32) reaches the same epochs and
-   test accuracy (within 1e-3) as on the CPU, and the bfloat16 mixed-precision pack trains.
+1. Check: a pack of sparse-AND trials trains on CUDA in float32 and in bfloat16 mixed
+   precision, every trial fitting, beside the same pack on the CPU (epochs and test accuracy
+   side by side: the training and test sets come from the device's own generator, so the
+   numbers are not expected to match one to one, docs/claims.md).
 2. Stacked against one by one: for each model of bench/packing.py (the tiny transformer and
    the MLP on parity, T = 16; the generic and inner-product symmetry students, d = 8), a
    stacked pack of P trials on CUDA against the same trials one after the other on the
@@ -9,8 +11,11 @@
 3. Throughput: trials/s of one-layer transformer packs on CUDA against pack size, float32
    and bfloat16, at T = 64 and 1024 (m = 256, 100 full-batch epochs, no early stop), with
    the peak CUDA memory per pack beside the pack-size estimate of workers/memory.py.
+4. Profile: where a stacked pack of 256 tiny transformers spends its device and host time.
 
-Usage: ``python bench/gpu.py [--sizes 1 8 64 256] [--epochs 100] [--stacked-sizes 32 256]``
+Each part runs even when one before it failed. Usage: ``python bench/gpu.py [--sizes 1 8 64 256]
+[--epochs 100] [--stacked-sizes 32 256] [--parts check stacked throughput profile]``; ``--device cpu``
+is a dry run of the script itself.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -28,52 +34,67 @@ from attnsweep.workers.memory import boolean_trial_bytes
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/packing.py's trials
 
 
+DEVICE = "cuda"
+
+
+def sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+
+
 def check() -> None:
     cfgs = [
         BooleanTrialConfig(task="and", T=16, s=2, m=128, seed=i, d=16, heads=2, lr=3e-3, max_epochs=200, n_test=500)
         for i in range(4)
     ]
-    cpu, gpu = train_pack(cfgs, device="cpu"), train_pack(cfgs, device="cuda")
-    for a, b in zip(cpu, gpu):
-        assert b["device"].startswith("cuda") and a["status"] == b["status"] == "done", (a, b)
-        assert a["epochs"] == b["epochs"] and abs(a["test_acc"] - b["test_acc"]) <= 1e-3, (a, b)
-    bf16 = train_pack([c.model_copy(update={"precision": "bfloat16"}) for c in cfgs], device="cuda")
-    assert all(r["status"] == "done" and r["test_acc"] >= 0.9 for r in bf16), bf16
-    print("check: CUDA float32 pack equals the CPU pack; bfloat16 pack trains")
+    cpu, gpu = train_pack(cfgs, device="cpu"), train_pack(cfgs, device=DEVICE)
+    bf16 = train_pack([c.model_copy(update={"precision": "bfloat16"}) for c in cfgs], device=DEVICE)
+    print(
+        f"\ncheck on {device_name()}: seed, then status / epochs / test accuracy on the CPU, {DEVICE} float32, {DEVICE} bfloat16\n"
+    )
+    for c, a, b, h in zip(cfgs, cpu, gpu, bf16):
+        print(" | ".join([str(c.seed)] + [f"{r['status']} / {r['epochs']} / {r['test_acc']:.3f}" for r in (a, b, h)]))
+    assert all(r["device"].startswith(DEVICE) for r in gpu + bf16), gpu
+    assert all(r["status"] == "done" and r["converged"] and r["test_acc"] >= 0.9 for r in cpu + gpu + bf16)
+    print("check: every trial fits its training set and scores >= 0.9 on each device and precision")
 
 
 def stacked_against_one_by_one(sizes: list[int], epochs: int, alone: int = 8) -> None:
     from packing import configs  # bench/packing.py: the same trials as on the CPU
 
-    print(f"\n{torch.cuda.get_device_name()}: stacked against one by one, {epochs} epochs\n")
+    print(f"\n{device_name()}: stacked against one by one, {epochs} epochs\n")
     print("| model | pack size | stacked trials/s | one by one trials/s | speed-up |")
     print("|---|---|---|---|---|")
     for model in ("transformer", "mlp", "generic", "inner"):
         for p in sizes:
             cfgs = configs(model, p, epochs)
-            torch.cuda.synchronize()
+            sync()
             t0 = time.perf_counter()
-            _train_cuda(model, cfgs, True)
-            torch.cuda.synchronize()
+            _train(model, cfgs, True)
+            sync()
             ts = p / (time.perf_counter() - t0)
             t0 = time.perf_counter()
             for c in cfgs[:alone]:
-                _train_cuda(model, [c], False)
-            torch.cuda.synchronize()
+                _train(model, [c], False)
+            sync()
             ta = min(alone, p) / (time.perf_counter() - t0)
             print(f"| {model} | {p} | {ts:.1f} | {ta:.1f} | {ts / ta:.1f}x |", flush=True)
 
 
-def _train_cuda(model: str, cfgs: list, stacked: bool) -> list[dict]:
+def _train(model: str, cfgs: list, stacked: bool) -> list[dict]:
     from attnsweep.workers.train_symmetry import train_symmetry_pack
 
     if model in ("transformer", "mlp"):
-        return train_pack(cfgs, device="cuda", stacked=stacked)
-    return train_symmetry_pack(cfgs, device="cuda", stacked=stacked)
+        return train_pack(cfgs, device=DEVICE, stacked=stacked)
+    return train_symmetry_pack(cfgs, device=DEVICE, stacked=stacked)
 
 
 def throughput(sizes: list[int], epochs: int) -> None:
-    print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}, {epochs} epochs, parity s=3 (no early stop)\n")
+    print(f"\n{device_name()}, torch {torch.__version__}, {epochs} epochs, parity s=3 (no early stop)\n")
     print("| T | precision | pack size | trials/s | peak CUDA MiB per trial | estimate MiB per trial |")
     print("|---|---|---|---|---|---|")
     for T in (64, 1024):
@@ -95,17 +116,43 @@ def throughput(sizes: list[int], epochs: int) -> None:
                     )
                     for i in range(p)
                 ]
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
+                sync()
+                if DEVICE == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
                 t0 = time.perf_counter()
-                train_pack(cfgs, device="cuda")
-                torch.cuda.synchronize()
+                train_pack(cfgs, device=DEVICE)
+                sync()
                 dt = time.perf_counter() - t0
-                peak = torch.cuda.max_memory_allocated() / 2**20 / p
+                peak = torch.cuda.max_memory_allocated() / 2**20 / p if DEVICE == "cuda" else float("nan")
                 print(
-                    f"| {T} | {precision} | {p} | {p / dt:.1f} | {peak:.1f} | {boolean_trial_bytes(cfgs[0]) / 2**20:.1f} |",
+                    f"| {T} | {precision} | {p} | {p / dt:.1f} | {peak:.1f} | {boolean_trial_bytes(cfgs[0]) / 2**20:.2f} |",
                     flush=True,
                 )
+
+
+def profile(p: int = 256, epochs: int = 50) -> None:
+    """Where a stacked pack's time goes on the device: torch.profiler over one pack of ``p`` tiny
+    transformer trials, the top operators by device time and by host time, and how often the
+    host waited for the device (synchronisations)."""
+    from packing import configs
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    cfgs = configs("transformer", p, epochs)
+    train_pack(cfgs[:2], device=DEVICE)  # warm
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])
+    sync()
+    t0 = time.perf_counter()
+    with torch_profile(activities=activities) as prof:
+        train_pack(cfgs, device=DEVICE)
+        sync()
+    print(
+        f"\n{device_name()}: profile of a stacked pack of {p} tiny transformers, {epochs} epochs, {time.perf_counter() - t0:.2f} s\n"
+    )
+    table = prof.key_averages()
+    key = "self_device_time_total" if DEVICE == "cuda" else "self_cpu_time_total"
+    print(table.table(sort_by=key, row_limit=15, max_name_column_width=50))
+    print(table.table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50))
 
 
 def main() -> None:
@@ -113,14 +160,31 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 64, 256])
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--stacked-sizes", type=int, nargs="+", default=[32, 256])
+    ap.add_argument("--parts", nargs="+", default=["check", "stacked", "throughput", "profile"])
+    ap.add_argument("--device", default="cuda", help="cpu: a dry run of this script")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         print("no CUDA device here", file=sys.stderr)
         sys.exit(2)
-    train_pack([BooleanTrialConfig(task="and", T=8, s=1, m=8, seed=0, max_epochs=1)], device="cuda")  # CUDA start-up
-    check()
-    stacked_against_one_by_one(args.stacked_sizes, args.epochs)
-    throughput(args.sizes, args.epochs)
+    train_pack([BooleanTrialConfig(task="and", T=8, s=1, m=8, seed=0, max_epochs=1)], device=DEVICE)  # CUDA start-up
+    parts = {
+        "check": check,
+        "stacked": lambda: stacked_against_one_by_one(args.stacked_sizes, args.epochs),
+        "throughput": lambda: throughput(args.sizes, args.epochs),
+        "profile": profile,
+    }
+    failed = []
+    for name in args.parts:
+        try:
+            parts[name]()
+        except Exception:  # noqa: BLE001 - a failed part is printed, and the others still run
+            traceback.print_exc()
+            failed.append(name)
+    if failed:
+        print(f"failed: {' '.join(failed)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
