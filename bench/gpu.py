@@ -11,10 +11,12 @@
 3. Throughput: trials/s of one-layer transformer packs on CUDA against pack size, float32
    and bfloat16, at T = 64 and 1024 (m = 256, 100 full-batch epochs, no early stop), with
    the peak CUDA memory per pack beside the pack-size estimate of workers/memory.py.
-4. Profile: where a stacked pack of 256 tiny transformers spends its device and host time.
+4. Workers: trials/s of 1, 2, 4, 8 worker processes sharing the device, each training packs of 32
+   (what ``resources.gpus_per_worker`` below 1 gives a sweep).
+5. Profile: where a stacked pack of 256 tiny transformers spends its device and host time.
 
 Each part runs even when one before it failed. Usage: ``python bench/gpu.py [--sizes 1 8 64 256]
-[--epochs 100] [--stacked-sizes 32 256] [--parts check stacked throughput profile]``; ``--device cpu``
+[--epochs 100] [--stacked-sizes 8 32 256] [--workers 1 2 4 8] [--parts check stacked workers throughput profile]``; ``--device cpu``
 is a dry run of the script itself.
 """
 
@@ -155,12 +157,56 @@ def profile(p: int = 256, epochs: int = 50) -> None:
     print(table.table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50))
 
 
+def _worker(model: str, p: int, epochs: int, packs: int, device: str, barrier, out) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from packing import configs
+
+    global DEVICE
+    DEVICE = device
+    cfgs = configs(model, p, epochs)
+    _train(model, cfgs[:1], True)  # CUDA start-up
+    barrier.wait()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(packs):
+        _train(model, cfgs, True)
+    sync()
+    out.put(time.perf_counter() - t0)
+
+
+def workers_per_device(counts: list[int], epochs: int, p: int = 32, packs: int = 4) -> None:
+    """Trials/s of several worker processes sharing the device, each training ``packs`` packs of
+    ``p`` trials one after another: what ``resources.gpus_per_worker`` below 1 gives a sweep."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    print(f"\n{device_name()}: worker processes sharing it, each {packs} packs of {p}, {epochs} epochs\n")
+    print("| model | workers | trials/s | against one worker |")
+    print("|---|---|---|---|")
+    for model in ("transformer", "generic"):
+        one = None
+        for n in counts:
+            barrier, out = ctx.Barrier(n), ctx.Queue()
+            procs = [
+                ctx.Process(target=_worker, args=(model, p, epochs, packs, DEVICE, barrier, out)) for _ in range(n)
+            ]
+            for proc in procs:
+                proc.start()
+            slowest = max(out.get() for _ in procs)
+            for proc in procs:
+                proc.join()
+            rate = n * packs * p / slowest
+            one = one or rate
+            print(f"| {model} | {n} | {rate:.1f} | {rate / one:.1f}x |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 64, 256])
     ap.add_argument("--epochs", type=int, default=100)
-    ap.add_argument("--stacked-sizes", type=int, nargs="+", default=[32, 256])
-    ap.add_argument("--parts", nargs="+", default=["check", "stacked", "throughput", "profile"])
+    ap.add_argument("--stacked-sizes", type=int, nargs="+", default=[8, 32, 256])
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--parts", nargs="+", default=["check", "stacked", "workers", "throughput", "profile"])
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of this script")
     args = ap.parse_args()
     global DEVICE
@@ -174,6 +220,7 @@ def main() -> None:
         "stacked": lambda: stacked_against_one_by_one(args.stacked_sizes, args.epochs),
         "throughput": lambda: throughput(args.sizes, args.epochs),
         "profile": profile,
+        "workers": lambda: workers_per_device(args.workers, args.epochs),
     }
     failed = []
     for name in args.parts:

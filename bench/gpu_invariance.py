@@ -1,9 +1,9 @@
 """Is a trial's row on CUDA its own? Trains the pack-invariance cases of
 tests/workers/test_pack_invariance.py on a device and reports, per model, whether a watched trial
 gets the same row bit for bit: the same pack twice (determinism), and alone against packs of 2,
-8 and 64, last slot, beside its own copy (invariance). Three ways: as the code runs on that
-device (no padding off the CPU); with packs padded to whole lane groups as on the CPU, to learn
-whether padding buys invariance there too; and padded with torch's deterministic algorithms on.
+8 and 64, last slot, beside its own copy (invariance). Two ways: as the code runs (off the CPU,
+groups of a fixed slot count with torch's deterministic algorithms, workers/stacked.py), and the
+same with the deterministic algorithms left off, to show what they are for.
 Where rows differ it gives the largest relative difference
 of a float field and whether status and epoch count still agree.
 
@@ -86,29 +86,17 @@ def compare(a: dict, b: dict) -> tuple[bool, float, bool]:
 
 
 @contextlib.contextmanager
-def padded_everywhere() -> Iterator[None]:
-    """Packs padded to whole lane groups on every device, as the CPU pads them."""
-    real = stacked.slot_count
-    pad: Callable = lambda trials, dev=None: real(trials)  # noqa: E731
-    modules = (stacked, stacked_boolean, stacked_symmetry)
+def nondeterministic() -> Iterator[None]:
+    """The product's layout with torch's deterministic algorithms left off: why they are on."""
+    real = stacked.reproducible
+    modules = (stacked_boolean, stacked_symmetry)
     for m in modules:
-        m.slot_count = pad
+        m.reproducible = lambda dev: contextlib.nullcontext()
     try:
         yield
     finally:
         for m in modules:
-            m.slot_count = real
-
-
-@contextlib.contextmanager
-def deterministic() -> Iterator[None]:
-    """Padded, and torch's deterministic algorithms where it has them (a warning where not)."""
-    with padded_everywhere():
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        try:
-            yield
-        finally:
-            torch.use_deterministic_algorithms(False)
+            m.reproducible = real
 
 
 def cases(train: Callable, configs: list) -> dict[str, tuple[bool, float, bool]]:
@@ -144,7 +132,7 @@ def main() -> None:
         runs.append((name, lambda p: train_pack(p, device=dev, stacked=True), boolean_configs(settings)))
     for name, settings in SYMMETRY.items():
         runs.append((name, lambda p: train_symmetry_pack(p, device=dev, stacked=True), symmetry_configs(settings)))
-    modes = {"as run": contextlib.nullcontext, "padded": padded_everywhere, "padded, deterministic": deterministic}
+    modes = {"as run": contextlib.nullcontext, "no deterministic algorithms": nondeterministic}
     for name, train, configs in runs:
         for mode, within in modes.items():
             with within():

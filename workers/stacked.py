@@ -22,8 +22,15 @@ at one while a stacked pack trains: a thread split cuts the flat range at a poin
 pack's size, and each piece has its own tail.
 
 So a trial's row is a function of its settings, seed, code version and device kind, whatever its
-packmates (tests/workers/test_pack_invariance.py). On CUDA no such promise is made: kernels may
-be chosen by the whole batch's shape (docs/claims.md).
+packmates (tests/workers/test_pack_invariance.py).
+
+On a GPU the same holds by another layout. There kernels are chosen by a tensor's whole shape
+(cuBLAS picks its batched product by the batch count) and some backward passes add with atomics
+in whatever order threads finish, so on an H200 a trial's row moved at round-off with its pack's
+size and even between two runs of one pack (bench/gpu_invariance.py, BENCHMARKS.md). So off the
+CPU a pack trains in groups of exactly :data:`DEVICE_SLOTS` slots, one group after another,
+padded and never compacted, so every kernel sees the same shapes whatever the pack; and with
+torch's deterministic algorithms on (:func:`reproducible`).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import os
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -50,19 +58,55 @@ LANES = _lanes()
 an elementwise tail (module docstring). It is a property of the processor, as a row's bits are."""
 
 
+DEVICE_SLOTS = 32
+"""Slots of every stacked group off the CPU (module docstring). Packs of a cell's seeds hold 8
+to 32 trials, and on an H200 a group of 32 tiny trials took as long as one of 8 (BENCHMARKS.md,
+GPU), so 32 pads little; a bigger pack trains group after group, and more workers per GPU
+(``resources.gpus_per_worker`` below 1) keep the device busy."""
+
+# cuBLAS is deterministic only with a fixed workspace; it reads this when its first handle is
+# made, so it is set before any CUDA work (a process that made one before importing this keeps
+# its own, and torch warns).
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
 def slot_count(trials: int, dev: torch.device | None = None) -> int:
     """Slots for ``trials`` trials: on a CPU the next multiple of :data:`LANES` (at least one);
-    on another device ``trials`` (no bitwise promise is made there, so no padding)."""
+    on another device :data:`DEVICE_SLOTS`, for ``trials`` up to that (:func:`groups`)."""
     if dev is not None and dev.type != "cpu":
-        return trials
+        return DEVICE_SLOTS
     return max(1, math.ceil(trials / LANES)) * LANES
 
 
+def group_slots(dev: torch.device) -> int:
+    """The trials scored together in one padded group: :data:`LANES` on a CPU, else
+    :data:`DEVICE_SLOTS`."""
+    return LANES if dev.type == "cpu" else DEVICE_SLOTS
+
+
+def groups(trials: int, dev: torch.device) -> list[range]:
+    """The groups of a pack of ``trials`` trials that train as one stacked pack each: on a CPU
+    all of them (padded to the lanes and compacted as they leave); on another device runs of
+    :data:`DEVICE_SLOTS`, trained one after another (module docstring)."""
+    size = trials if dev.type == "cpu" else DEVICE_SLOTS
+    return [range(i, min(i + size, trials)) for i in range(0, trials, max(size, 1))]
+
+
 @contextlib.contextmanager
-def one_thread(dev: torch.device) -> Iterator[None]:
-    """One intra-op thread on the CPU for the duration (module docstring); nothing on CUDA."""
+def reproducible(dev: torch.device) -> Iterator[None]:
+    """For the duration, what keeps a slot's numbers its own (module docstring): one intra-op
+    thread on the CPU; torch's deterministic algorithms elsewhere (a warning, not an error, for
+    an operation that has none)."""
     if dev.type != "cpu":
-        yield
+        before_mode, before_warn = (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        )
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(before_mode, warn_only=before_warn)
         return
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -142,8 +186,8 @@ class StackedPack:
         return {k: v[slot].detach().clone() for k, v in self.params.items()}
 
     def compact(self, keep: list[int]) -> list[int]:
-        """Keep the slots ``keep`` (each holding an active trial), in that order, padded to a
-        multiple of :data:`LANES`, with their optimiser state. Returns the old slot of each new one."""
+        """Keep the slots ``keep`` (each holding an active trial), in that order, padded to
+        :func:`slot_count`, with their optimiser state. Returns the old slot of each new one."""
         slots = slot_count(len(keep), self.dev)
         old = keep + [keep[0]] * (slots - len(keep))
         index = torch.tensor(old, device=self.dev)

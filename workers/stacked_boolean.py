@@ -25,7 +25,7 @@ from attnsweep.workers.models import logistic_loss, score_range_safe
 from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
-from attnsweep.workers.stacked import LANES, StackedPack, follow, one_thread, per_slot_max_abs, slot_count
+from attnsweep.workers.stacked import StackedPack, follow, group_slots, per_slot_max_abs, reproducible, slot_count
 
 
 def fit_stacked(
@@ -55,7 +55,7 @@ def fit_stacked(
         Per trial: ``params`` (its weights when it stopped, by name), ``epochs``, ``converged``,
         ``diverged_epoch``.
     """
-    with one_thread(dev):
+    with reproducible(dev):
         return _fit(configs, models, trained, x, y, chunk, dev, curves)
 
 
@@ -197,9 +197,10 @@ def score_stacked(
     lone trial is scored on), from the stacked forward, lane group by lane group.
 
     What a trial gets depends on its own weights and samples only, as in training (module
-    docstring of workers/stacked.py): every group is padded to a multiple of the lanes, and
-    each slot's samples are cut into chunks of a size set by the trials' settings (``chunk``
-    over the lanes, so a group holds what one trial's chunk holds). The forward is the one training took, in float32 whatever the training
+    docstring of workers/stacked.py): every group is padded to its device's slot count
+    (:func:`workers.stacked.group_slots`), and each slot's samples are cut into chunks of a size
+    set by the trials' settings (``chunk`` over the group's slots, so a group holds what one
+    trial's chunk holds). The forward is the one training took, in float32 whatever the training
     precision (as a lone trial is scored); the hand-written step's slots whose scores pass the
     float32 range are scored in float64, and past that through the table form
     (:func:`hand_step`). A group whose scoring raises is scored again trial by trial, so an
@@ -220,11 +221,12 @@ def score_stacked(
     """
     if not configs:
         return []
-    chunk = max(1, chunk // LANES)
+    size = group_slots(dev)
+    chunk = max(1, chunk // size)
     out: list = [None] * len(configs)
-    with one_thread(dev), torch.no_grad():
-        for start in range(0, len(configs), LANES):
-            group = list(range(start, min(start + LANES, len(configs))))
+    with reproducible(dev), torch.no_grad():
+        for start in range(0, len(configs), size):
+            group = list(range(start, min(start + size, len(configs))))
             try:
                 _score_group(configs, models, trained, x, y, support, group, chunk, dev, out)
             except Exception:  # noqa: BLE001 - retried alone below, so the error finds its trial
@@ -304,7 +306,7 @@ def hand_step(
     A slot whose score range is beyond the float32 form (:func:`workers.models.score_range_safe`,
     60) takes the same form in float64 (safe to 489), and beyond that the exact table form
     through autograd, as :meth:`workers.train_boolean._Trial.step` does alone. Those slots are computed
-    again in a pack of their own, padded to a multiple of the lanes, so what they get depends
+    again in a pack of their own, padded as a pack is (:func:`workers.stacked.slot_count`), so what they get depends
     on themselves only. With ``backward`` False (scoring) no gradient is computed and
     ``grads`` is empty."""
     p = {k: v.detach() for k, v in {**pack.params, **pack.buffers}.items()}
@@ -312,7 +314,7 @@ def hand_step(
     wide = torch.nonzero(~(score_range <= SAFE32) & pack.active.to(score_range.device)).flatten().tolist()
     if not wide:
         return loss, logits, grads
-    sub = _padded(wide)
+    sub = _padded(wide, pack.dev)
     p64 = {k: v[sub].double() for k, v in p.items()}
     l64, z64, g64, r64 = loss_and_grads_stacked(p64, heads, x[sub].double(), y[sub].double(), backward)
     table = [s for i, s in enumerate(wide) if not bool(r64[i] <= SAFE64)]
@@ -321,7 +323,7 @@ def hand_step(
         for k in grads:
             grads[k][s] = g64[k][i].to(grads[k].dtype)
     if table:
-        sub = _padded(table)
+        sub = _padded(table, pack.dev)
         lt, zt, gt = table_step(
             {k: v[sub] for k, v in pack.params.items()},
             {k: v[sub] for k, v in pack.buffers.items()},
@@ -337,9 +339,9 @@ def hand_step(
     return loss, logits, grads
 
 
-def _padded(slots: list[int]) -> torch.Tensor:
-    """``slots`` padded with copies of the first to a multiple of the lanes (workers/stacked.py)."""
-    return torch.tensor(slots + [slots[0]] * (slot_count(len(slots)) - len(slots)))
+def _padded(slots: list[int], dev: torch.device) -> torch.Tensor:
+    """``slots`` padded with copies of the first to a pack's slot count on ``dev`` (workers/stacked.py)."""
+    return torch.tensor(slots + [slots[0]] * (slot_count(len(slots), dev) - len(slots)))
 
 
 def table_step(

@@ -18,7 +18,7 @@ from attnsweep import tasks
 from attnsweep.workers.config import SymmetryTrialConfig
 from attnsweep.workers.curves import Curve, note_slots
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
-from attnsweep.workers.stacked import StackedPack, follow, one_thread, per_slot_max_abs, slot_count
+from attnsweep.workers.stacked import StackedPack, follow, per_slot_max_abs, reproducible, slot_count
 
 
 def fit_stacked(
@@ -44,7 +44,7 @@ def fit_stacked(
         Per trial: ``params`` (its weights when it stopped), ``epochs``, ``converged``,
         ``diverged_epoch``.
     """
-    with one_thread(dev):
+    with reproducible(dev):
         return _fit(configs, models, X, K, Y, fit_error, dev, curves)
 
 

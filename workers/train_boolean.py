@@ -27,6 +27,7 @@ import math
 import socket
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import torch
 
@@ -43,6 +44,7 @@ from attnsweep.workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
 from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
 from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
+from attnsweep.workers.stacked import groups
 from attnsweep.workers.stacked_boolean import fit_stacked, score_stacked
 from attnsweep.workers.stacking import boolean_stacks
 from attnsweep.workers.status import TrialStatus
@@ -122,7 +124,13 @@ def _train_runnable(
     if batch is None:
         return
     if boolean_stacks(cfg, dev.type) if stacked is None else stacked:
-        _train_stacked([configs[i] for i in ok], [rows[i] for i in ok], [curves[i] for i in ok], batch, dev)
+        for g in groups(len(ok), dev):
+            cut = slice(g.start, g.stop)
+            part = replace(
+                batch, x=batch.x[cut], y=batch.y[cut], support=batch.support[cut], redraws=batch.redraws[cut]
+            )
+            pick = [ok[j] for j in g]
+            _train_stacked([configs[i] for i in pick], [rows[i] for i in pick], [curves[i] for i in pick], part, dev)
         return
     for j, i in enumerate(ok):
         try:

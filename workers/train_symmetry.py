@@ -33,6 +33,7 @@ from attnsweep.workers.equivariance import (
     summarize,
 )
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
+from attnsweep.workers.stacked import groups
 from attnsweep.workers.stacked_symmetry import fit_stacked
 from attnsweep.workers.stacking import symmetry_stacks
 from attnsweep.workers.status import TrialStatus
@@ -77,7 +78,9 @@ def train_symmetry_pack(
     runnable = apply_faults(configs, rows)
     kept = [curves.curve(c.max_epochs) if curves is not None else None for c in configs]
     if runnable and (symmetry_stacks(configs[0], dev.type) if stacked is None else stacked):
-        _train_stacked([configs[i] for i in runnable], [rows[i] for i in runnable], dev, [kept[i] for i in runnable])
+        for g in groups(len(runnable), dev):
+            pick = [runnable[j] for j in g]
+            _train_stacked([configs[i] for i in pick], [rows[i] for i in pick], dev, [kept[i] for i in pick])
     elif runnable:
         for i in runnable:
             try:

@@ -85,8 +85,9 @@ def test_one_layer_estimate_bounds_the_real_peak_memory_of_a_pack(T, m, P, stack
         return max(sampled, kernel)
 
     # Both readings can fall short of the peak (a missed sample, memory the warm-up freed and the
-    # pack reused), never over it: the larger of two runs (one run read 4.07x under the estimate).
-    measured = max(reading(), reading())
+    # pack reused), never over it: the largest of three runs (one run read 4.07x under the
+    # estimate, and the larger of two once 4x under it on a loaded machine).
+    measured = max(reading(), reading(), reading())
     c = BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=0, heads=4, n_test=100)
     # A stacked pack (workers/stacking.py) holds every slot's working set, padding included.
     estimate = pack_bytes(boolean_trial_bytes(c), boolean_working_bytes(c), P, stacked=boolean_stacks(c))

@@ -237,3 +237,29 @@ def test_the_lanes_leave_no_elementwise_tail_a_slot_could_fall_into():
             got = torch.sigmoid(X)[slot]
             ref = got if ref is None else ref
             assert torch.equal(got, ref)
+
+
+def test_off_the_cpu_a_pack_trains_in_fixed_groups_with_deterministic_algorithms():
+    # The GPU layout (workers/stacked.py): whatever a pack's size, every group has the same slot
+    # count, so no kernel sees a shape that depends on the pack; a CPU pack stays one group.
+    # Checked on a device object alone (no GPU here); bench/gpu_invariance.py checks the rows.
+    import os
+
+    from attnsweep.workers.stacked import DEVICE_SLOTS, groups, reproducible, slot_count
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert DEVICE_SLOTS == 32
+    assert groups(70, cuda) == [range(0, 32), range(32, 64), range(64, 70)]
+    assert groups(1, cuda) == [range(0, 1)] and groups(0, cuda) == []
+    assert groups(70, cpu) == [range(0, 70)]
+    assert {slot_count(n, cuda) for n in (1, 7, 32)} == {32}
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] in (":4096:8", ":16:8")
+    assert not torch.are_deterministic_algorithms_enabled()
+    with reproducible(cuda):
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+    assert not torch.are_deterministic_algorithms_enabled()
+    threads = torch.get_num_threads()
+    with reproducible(cpu):
+        assert torch.get_num_threads() == 1 and not torch.are_deterministic_algorithms_enabled()
+    assert torch.get_num_threads() == threads
