@@ -14,6 +14,7 @@ import torch
 
 from attnsweep.workers.curves import CurvePlan
 from attnsweep.workers.experiments import EXPERIMENTS
+from attnsweep.workers.pack import device_label
 
 
 def run_pack(
@@ -34,7 +35,16 @@ def run_pack(
     """
     torch.set_num_threads(max(1, num_threads))
     exp = EXPERIMENTS[experiment]
-    return exp.train([exp.config(**c) for c in configs], device, curves=CurvePlan.from_wire(curves))
+    return _labelled(exp.train([exp.config(**c) for c in configs], device, curves=CurvePlan.from_wire(curves)))
+
+
+def _labelled(rows: list[dict]) -> list[dict]:
+    """Rows whose ``device`` says what a bitwise rerun must match (:func:`workers.pack.device_label`:
+    a GPU's model, CUDA and torch; ``cpu`` unchanged)."""
+    for row in rows:
+        if row.get("device"):
+            row["device"] = device_label(torch.device(row["device"]))
+    return rows
 
 
 # Ray reuses the worker processes of CPU tasks, but by default starts a fresh one for every
@@ -61,7 +71,7 @@ class PackWorker:
         """Train one pack; see :func:`run_pack`."""
         self.packs += 1
         exp = EXPERIMENTS[experiment]
-        return exp.train([exp.config(**c) for c in configs], self.device, curves=CurvePlan.from_wire(curves))
+        return _labelled(exp.train([exp.config(**c) for c in configs], self.device, curves=CurvePlan.from_wire(curves)))
 
     def info(self) -> dict:
         """Where this worker runs: ``host``, ``pid``, ``device``, ``threads``, packs trained."""

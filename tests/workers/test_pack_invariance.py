@@ -263,3 +263,12 @@ def test_off_the_cpu_a_pack_trains_in_fixed_groups_with_deterministic_algorithms
     with reproducible(cpu):
         assert torch.get_num_threads() == 1 and not torch.are_deterministic_algorithms_enabled()
     assert torch.get_num_threads() == threads
+
+
+def test_a_row_names_its_device_as_a_rerun_must_match_it():
+    # A worker labels its rows (workers/entry.py). On a GPU the label adds the model, CUDA and
+    # torch (no GPU here to read them); a CPU row says "cpu", as every stored row before it did.
+    from attnsweep.workers.pack import device_label
+
+    assert device_label(torch.device("cpu")) == "cpu"
+    assert device_label(torch.device("meta")) == "meta"
