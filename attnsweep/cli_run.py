@@ -153,6 +153,13 @@ def _execute(
             f"workers idle {summary.idle_frac or 0:.0%} of the time; store {markup(store)}",
             soft_wrap=True,
         )
+        if summary.counts and set(summary.counts) == {"lost"}:  # no trial trained: a failed run, for cron too
+            err.print(
+                "[red]every trial was lost[/] (its worker died on every attempt; the rows' error says how): "
+                "nothing to analyse. Fix the cause and run the spec again (a resume keeps lost trials as they are)",
+                soft_wrap=True,
+            )
+            raise typer.Exit(1)
     if analyze:
         from attnsweep.results import ResultsStore
 

@@ -242,3 +242,18 @@ def test_the_embedded_ray_dying_under_a_sweep_fails_it_instead_of_hanging(tmp_pa
     assert time.time() - t0 < 120
     (run_id,) = [p.name.removeprefix("run_id=") for p in (tmp_path / "runs" / "sweep=kills").iterdir()]
     assert store.read_run("kills", run_id)["status"] == "failed"
+
+
+def test_a_run_whose_every_trial_is_lost_exits_1_even_without_analysis(tmp_path):
+    # Cron and CI read the exit code: a run in which no trial trained is a failed run.
+    spec = tmp_path / "lost.yaml"
+    spec.write_text(
+        "name: all-lost\nseeds: 1\ngrid: {T: [8], m: [16], fault: [exit]}\n"
+        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 5}\n"
+        "execution: {max_retries: 0}\nresources: {num_workers: 1}\n"
+    )
+    out = _cli("run", str(spec), "--store", str(tmp_path / "store"), "--no-analyze", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "every trial was lost" in out.stderr and "Traceback" not in out.stderr
+    rows = ResultsStore(tmp_path / "store").scan_trials().collect()
+    assert rows["status"].to_list() == ["lost"]
