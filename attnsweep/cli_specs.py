@@ -20,7 +20,7 @@ def validate(
         typer.Option(
             "--show",
             metavar="",
-            help="also print every trial setting of each grid block and where it comes from (spec or default)",
+            help="also print every trial setting of each grid block and every run setting, and where each comes from (spec or default)",
         ),
     ] = False,
 ) -> None:
@@ -83,6 +83,7 @@ def validate(
     if show:
         for i in range(len(s.grids)):
             out.print(_settings_table(s, i))
+        out.print(_run_settings_table(s))
 
 
 def _settings_table(s, block: int):
@@ -118,6 +119,46 @@ def _settings_table(s, block: int):
             Text(source, style=style),
         ]
         table.add_row(*cells, *([Text(meaning, style=style)] if wide else []))
+    return table
+
+
+def _run_settings_table(s):
+    """The spec's run settings (execution, resources, analysis; search when adaptive): value,
+    whether the spec gave it or it is the default (dimmed), meaning."""
+    from pydantic import BaseModel
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(
+        title="run settings",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption="from: the spec, or the default (dimmed)",
+        caption_justify="left",
+    )
+    table.add_column("run setting", overflow="fold", min_width=len("run setting"))  # names run long: they fold first
+    table.add_column("value", overflow="fold", min_width=len("value"), max_width=48)
+    table.add_column("from", no_wrap=True, min_width=len("default"))
+    wide = out.width >= 72
+    if wide:
+        table.add_column("meaning", overflow="fold", min_width=len("meaning"), ratio=1)
+    sections = ["execution", "resources", "analysis"] + (["search"] if s.search.adaptive else [])
+    for section in sections:
+        settings = getattr(s, section)
+        for name, field in type(settings).model_fields.items():
+            value = getattr(settings, name)
+            if isinstance(value, BaseModel):
+                value = "{" + ", ".join(f"{k}: {_setting_text(v)}" for k, v in value.model_dump().items()) + "}"
+            source = "spec" if name in settings.model_fields_set else "default"
+            style = "dim" if source == "default" else ""
+            cells = [
+                Text(f"{section}.{name}", style=style),
+                Text(_setting_text(value), style=style),
+                Text(source, style=style),
+            ]
+            table.add_row(*cells, *([Text(field.description or "", style=style)] if wide else []))
     return table
 
 

@@ -132,3 +132,27 @@ def test_examples_are_listed_and_copied_byte_for_byte(tmp_path):
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "sweeps").glob("*.yaml")))
 def test_every_example_spec_is_valid(name):
     assert load_spec(ROOT / "sweeps" / name).n_trials() > 0
+
+
+def test_show_lists_every_run_setting_with_its_source(tmp_path):
+    # Execution, resources and analysis settings are defaults a run depends on too: each one is
+    # listed, and says whether the spec gave it.
+    from attnsweep.orchestrator.spec import AnalysisSettings, ExecutionSettings, ResourceSettings
+
+    (tmp_path / "spec.yaml").write_text(
+        TWO_BLOCKS + "execution: {pack_size: 8}\nresources: {num_workers: 1}\nanalysis: {n_boot: 200}\n"
+    )
+    proc = _cli("validate", "--show", "spec.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    shown = {}
+    for line in proc.stdout.split("run settings", 1)[1].splitlines():
+        cells = line.split()
+        if len(cells) >= 3 and cells[0].count(".") == 1 and cells[2] in ("spec", "default"):
+            shown[cells[0]] = (cells[1], cells[2])
+    sections = {"execution": ExecutionSettings, "resources": ResourceSettings, "analysis": AnalysisSettings}
+    assert set(shown) == {f"{name}.{field}" for name, cls in sections.items() for field in cls.model_fields}
+    assert shown["execution.pack_size"] == ("8", "spec") and shown["resources.num_workers"] == ("1", "spec")
+    assert shown["analysis.n_boot"] == ("200", "spec")
+    assert shown["execution.max_retries"] == (str(ExecutionSettings.model_fields["max_retries"].default), "default")
+    assert shown["analysis.ci"] == ("0.95", "default") and shown["execution.curves"] == ("null", "default")
+    assert "search.rel_tol" not in proc.stdout  # a grid sweep has no search settings to show
