@@ -10,8 +10,9 @@ same trial ids. ``compare`` joins the two runs' rows on trial id and reports the
 trained results (status, epochs, losses, accuracies, achieved norms) differ by a single bit,
 and the cell's m* both ways; exit 1 when anything differs, 2 when the request cannot be served
 (no such store, run or cell). A sweep's name stands for its latest run, as in the CLI. A row is a function of its config,
-seed, code version and device kind (docs/claims.md 4), so on the same code and device kind
-every row, and m* with them, must come back exactly.
+seed, code version, device (on a GPU its model and software, as its ``device`` column says)
+and thread count (docs/claims.md 4), so on the same code, device and thread count every row,
+and m* with them, must come back exactly.
 
 A published findings folder (``docs/findings``) is read as a store with ``--store
 docs/findings``: its trials.parquet and runs.parquet are loaded first.
@@ -45,6 +46,7 @@ RESULTS = (
     "test_loss",
     "norm_qk",
     "norm_v",
+    "norm_hidden",
     "norm_readout",
     "support",
     "redraws",
@@ -101,7 +103,7 @@ def _cell_rows(store: ResultsStore, named: str, run_id: str, where: list[str]) -
         raise UsageError(f"{named}: {exc}") from exc
     if rows.is_empty():
         runs = sorted(set(store.scan_trials().select("run_id").collect()["run_id"].to_list()))
-        raise UsageError(f"no rows of run {run_id} in {named} (its runs: {', '.join(runs) or 'none'})")
+        raise UsageError(f"no run or sweep {run_id} in {named} (its runs: {', '.join(runs) or 'none'})")
     return _where(where, rows), rows["sweep"][0], run_id
 
 
@@ -124,7 +126,7 @@ def spec(args, scratch: Path) -> None:
     cell = {k: LATER_FIELDS[k] if v is None and k in LATER_FIELDS else v for k, v in cells.row(0, named=True).items()}
     out = dict(
         name=f"{sweep}-rerun",
-        description=f"cell {' '.join(args.where)} of run {run_id}, every m its search tried, its seeds",
+        description=f"cell {' '.join(args.where)} of run {run_id}, every m the run tried, its seeds",
         seeds=sorted(main["seed"].unique().to_list()),
         grid=dict(m=sorted(main["m"].unique().to_list()), **_restarts(main)),
         fixed={k: v for k, v in cell.items() if v is not None},
@@ -188,7 +190,7 @@ def compare(args, scratch: Path) -> int:
     pair = m_b.select(*keys, "m_star", "bound").join(
         m_a.select(*keys, "m_star", "bound"), on=keys, suffix="_published", nulls_equal=True
     )
-    shown = [c for c in keys if m_b[c].n_unique() > 1 or c in ("T", "norm_bound", "positions", "learner")]
+    shown = [c for c in keys if m_b[c].n_unique() > 1 or c in ("T", "model", "norm_bound", "positions", "learner")]
     for row in pair.iter_rows(named=True):
         print(
             ", ".join(f"{c}={row[c]}" for c in shown) + f": m* {format_m_star(row['m_star'], row['bound'])} "
