@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from attnsweep.orchestrator.errors import SpecError
-from attnsweep.orchestrator.spec_problems import describe
+from attnsweep.orchestrator.spec_problems import describe, did_you_mean
 from attnsweep.workers import Experiment
 from attnsweep.workers.config import StrictSettings, whole_float
 
@@ -202,7 +202,7 @@ def _trial_fields(exp: Experiment, shown: bool = False) -> list[str]:
 def _known(exp: Experiment, where: str, key: str, problems: list[str]) -> bool:
     if key in _trial_fields(exp):
         return True
-    hint = " (use the top-level 'seeds')" if key == "seed" else ""
+    hint = " (use the top-level 'seeds')" if key == "seed" else did_you_mean(key, _trial_fields(exp, shown=True))
     problems.append(f"{where}: unknown {exp.name} trial setting{hint}; allowed: {_trial_fields(exp, shown=True)}")
     return False
 

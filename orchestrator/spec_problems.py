@@ -25,7 +25,7 @@ def describe(exc: ValidationError, model: type[BaseModel] | None = None) -> list
         if model is not None and err["type"] == "extra_forbidden":
             parent = _model_at(model, err["loc"][:-1])
             if parent is not None:
-                msg = f"unknown field; allowed: {sorted(parent.model_fields)}"
+                msg = f"unknown field{did_you_mean(str(err['loc'][-1]), parent.model_fields)}; allowed: {sorted(parent.model_fields)}"
         elif model is not None and err["type"] in (
             "greater_than",
             "greater_than_equal",
@@ -37,6 +37,14 @@ def describe(exc: ValidationError, model: type[BaseModel] | None = None) -> list
                 msg = f"{msg} (allowed: {bounds})"
         out.append(f"{loc}: value {value!r}: {msg}" if not isinstance(value, dict) else f"{loc}: {msg}")
     return out
+
+
+def did_you_mean(name: str, known) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to a misspelled ``name``, or ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:

@@ -354,3 +354,17 @@ def test_keeping_curves_changes_no_trial_id_and_not_the_spec_hash():
     assert off.execution.curves is None and on.execution.curves.every == 5
     assert [trial_id(c) for c in off.trials()] == [trial_id(c) for c in on.trials()]
     assert off.spec_hash() == on.spec_hash()
+
+
+def test_a_misspelled_setting_is_answered_with_the_closest_name():
+    spec = (
+        "name: typo\nseeds: 2\ngrid: {T: [8], m: [16], modle: [mlp]}\n"
+        "fixed: {task: and, s: 2, max_epoch: 10, zzz: 1}\nexecution: {pack_sise: 4}\n"
+    )
+    with pytest.raises(SpecError) as err:
+        parse_spec(spec)
+    text = str(err.value)
+    assert "grid.modle: unknown sparse_boolean trial setting (did you mean 'model'?)" in text
+    assert "fixed.max_epoch: unknown sparse_boolean trial setting (did you mean 'max_epochs'?)" in text
+    assert "execution.pack_sise: value 4: unknown field (did you mean 'pack_size'?)" in text
+    assert "fixed.zzz: unknown sparse_boolean trial setting; allowed:" in text  # nothing close: no guess
