@@ -1,4 +1,6 @@
-"""Is a trial's row on CUDA its own? Trains the pack-invariance cases of
+"""Whether a trial's row on a GPU is its own, bit for bit, in any pack (a CPU: --device cpu).
+
+Trains the pack-invariance cases of
 tests/workers/test_pack_invariance.py on a device and reports, per model, whether a watched trial
 gets the same row bit for bit: the same pack twice (determinism), and alone against packs of 2,
 8 and 64, last slot, beside its own copy (invariance). Two ways: as the code runs (off the CPU,
