@@ -90,75 +90,54 @@ def _settings_table(s, block: int):
     """A rich table of grid block ``block``'s resolved trial settings: name, value, where it
     came from (the spec's grid, fixed, seeds or search, or the default), meaning. Defaults are
     dimmed and marked, so a setting the spec left out cannot pass unseen."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    title = f"trial settings of grid block {block}" if len(s.grids) > 1 else "trial settings"
-    table = Table(
-        title=title,
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        caption="from: the spec's grid, fixed, seeds or search section, or the default (dimmed)",
-        caption_justify="left",
+    return _table(
+        f"trial settings of grid block {block}" if len(s.grids) > 1 else "trial settings",
+        "setting",
+        "from: the spec's grid, fixed, seeds or search section, or the default (dimmed)",
+        s.resolved_settings(block),
+        fold_names=False,
     )
-    # Headers never fold below their own width; the meaning column takes what the terminal has left,
-    # and goes where there is no room for it.
-    table.add_column("setting", no_wrap=True, min_width=len("setting"))
-    table.add_column("value", overflow="fold", min_width=len("value"), max_width=48)
-    table.add_column("from", no_wrap=True, min_width=len("default"))
-    wide = out.width >= 72
-    if wide:
-        table.add_column("meaning", overflow="fold", min_width=len("meaning"), ratio=1)
-    for name, value, source, meaning in s.resolved_settings(block):
-        style = "dim" if source == "default" else ""
-        cells = [
-            Text(name, style=style),
-            Text(_setting_text(value), style=style),
-            Text(source, style=style),
-        ]
-        table.add_row(*cells, *([Text(meaning, style=style)] if wide else []))
-    return table
 
 
 def _run_settings_table(s):
     """The spec's run settings (execution, resources, analysis; search when adaptive): value,
     whether the spec gave it or it is the default (dimmed), meaning."""
     from pydantic import BaseModel
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
 
-    table = Table(
-        title="run settings",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        caption="from: the spec, or the default (dimmed)",
-        caption_justify="left",
-    )
-    table.add_column("run setting", overflow="fold", min_width=len("run setting"))  # names run long: they fold first
-    table.add_column("value", overflow="fold", min_width=len("value"), max_width=48)
-    table.add_column("from", no_wrap=True, min_width=len("default"))
-    wide = out.width >= 72
-    if wide:
-        table.add_column("meaning", overflow="fold", min_width=len("meaning"), ratio=1)
-    sections = ["execution", "resources", "analysis"] + (["search"] if s.search.adaptive else [])
-    for section in sections:
+    rows = []
+    for section in ["execution", "resources", "analysis"] + (["search"] if s.search.adaptive else []):
         settings = getattr(s, section)
         for name, field in type(settings).model_fields.items():
             value = getattr(settings, name)
             if isinstance(value, BaseModel):
                 value = "{" + ", ".join(f"{k}: {_setting_text(v)}" for k, v in value.model_dump().items()) + "}"
             source = "spec" if name in settings.model_fields_set else "default"
-            style = "dim" if source == "default" else ""
-            cells = [
-                Text(f"{section}.{name}", style=style),
-                Text(_setting_text(value), style=style),
-                Text(source, style=style),
-            ]
-            table.add_row(*cells, *([Text(field.description or "", style=style)] if wide else []))
+            rows.append((f"{section}.{name}", value, source, field.description or ""))
+    return _table("run settings", "run setting", "from: the spec, or the default (dimmed)", rows, fold_names=True)
+
+
+def _table(title: str, first: str, caption: str, rows, fold_names: bool):
+    """``rows`` of (name, value, source, meaning) as a rich table, defaults dimmed; names fold
+    in a narrow terminal when ``fold_names``, else never."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, caption=caption, caption_justify="left"
+    )
+    # Headers never fold below their own width; the meaning column takes what the terminal has
+    # left, and goes where there is no room for it.
+    table.add_column(first, overflow="fold", no_wrap=not fold_names, min_width=len(first))
+    table.add_column("value", overflow="fold", min_width=len("value"), max_width=48)
+    table.add_column("from", no_wrap=True, min_width=len("default"))
+    wide = out.width >= 72
+    if wide:
+        table.add_column("meaning", overflow="fold", min_width=len("meaning"), ratio=1)
+    for name, value, source, meaning in rows:
+        style = "dim" if source == "default" else ""
+        cells = [Text(name, style=style), Text(_setting_text(value), style=style), Text(source, style=style)]
+        table.add_row(*cells, *([Text(meaning, style=style)] if wide else []))
     return table
 
 

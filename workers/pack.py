@@ -36,7 +36,6 @@ def autocast(dev: torch.device, precision: str):
 EXPLODED_WEIGHT = 1e6
 
 
-@torch.no_grad()
 def device_label(dev: torch.device) -> str:
     """What a row's ``device`` says: ``"cpu"``, or for a GPU what a bitwise rerun must match
     (docs/claims.md 4), e.g. ``"cuda:0 (NVIDIA H200; CUDA 13.0; torch 2.11.0+cu130)"``."""
@@ -45,6 +44,7 @@ def device_label(dev: torch.device) -> str:
     return f"{dev} ({torch.cuda.get_device_name(dev)}; CUDA {torch.version.cuda}; torch {torch.__version__})"
 
 
+@torch.no_grad()
 def exploded(params: Iterable[torch.Tensor]) -> bool:
     """Whether one trial's weights hold a NaN/inf or a value beyond ``EXPLODED_WEIGHT``.
 
