@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 from rich.console import Console
 
-from attnsweep.orchestrator.analyze_boolean import analyze_run
+from attnsweep.analysis.boolean import analyze_run
 from attnsweep.orchestrator.driver import run_sweep
 from attnsweep.orchestrator.executors import RayExecutor
 from attnsweep.orchestrator.spec import parse_spec

@@ -23,8 +23,8 @@ import time
 import polars as pl
 from rich.console import Console
 
-from attnsweep.orchestrator.analyze_boolean import settings_of
-from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+from attnsweep.analysis.boolean import settings_of
+from attnsweep.analysis.symmetry import analyze_symmetry_run
 from attnsweep.orchestrator.driver import run_sweep
 from attnsweep.orchestrator.executors import RayExecutor
 from attnsweep.orchestrator.spec import parse_spec

@@ -119,7 +119,8 @@ def _code(name: str, text: str) -> str:
 
 def _sorted_imports(body: list[ast.stmt]) -> list[ast.stmt]:
     """``body`` with each run of import statements as one sorted list of the names it binds:
-    sorting imports (as ruff's isort does) leaves what a measurement runs as it was."""
+    sorting imports (as ruff's isort does) or moving a project module leaves what a
+    measurement runs as it was."""
     out: list[ast.stmt] = []
     run: list[tuple] = []
     for stmt in [*body, None]:
@@ -127,7 +128,11 @@ def _sorted_imports(body: list[ast.stmt]) -> list[ast.stmt]:
             run += [("import", a.name, a.asname) for a in stmt.names]
             continue
         if isinstance(stmt, ast.ImportFrom):
-            run += [(stmt.module or "", stmt.level, a.name, a.asname) for a in stmt.names]
+            # A project module's place is not what a measurement runs: a moved module is
+            # imported from its new package with the same code (its own file, if measured,
+            # is compared under its old name).
+            module = "attnsweep" if (stmt.module or "").startswith("attnsweep") else stmt.module or ""
+            run += [(module, stmt.level, a.name, a.asname) for a in stmt.names]
             continue
         if run:
             out.append(ast.Expr(ast.Constant(repr(sorted(run, key=repr)))))

@@ -15,7 +15,7 @@ temporary folder and times three things:
    (what ``attnsweep query`` runs) and through polars directly, ``--query-repeats`` times;
    each call scans the store afresh (new ResultsStore, new lazy scan; the OS file cache
    is warm).
-3. The m* analysis: ``orchestrator.analyze_boolean.analyze_run`` (reads the run, m* per cell
+3. The m* analysis: ``analysis.boolean.analyze_run`` (reads the run, m* per cell
    with 1000 bootstrap replicates, growth-law fits, checks; no figures), and
    ``results.critical_sample_sizes`` alone on the rows already in memory; ``--repeats``
    times each. Every time reported is the median of its repeats.
@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from attnsweep.orchestrator.analyze_boolean import CELL_FIELDS, analyze_run
+from attnsweep.analysis.boolean import CELL_FIELDS, analyze_run
 from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.results import ResultsStore, TrialWriter, run_query
 from attnsweep.results.integrity import check_store

@@ -1,4 +1,4 @@
-"""Sweep specs, trial expansion, packing, execution on Ray, and the analysis of a run.
+"""Sweep specs, trial expansion, packing, execution on Ray, resume, Ray jobs and replication runs.
 
 The only package that ties a spec to workers and workers to the store. Names load on first
 use (lazy_loader, Scientific Python SPEC 1): the CLI's (:mod:`attnsweep.cli`) light commands (``--help``,

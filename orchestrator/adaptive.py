@@ -21,7 +21,7 @@ as soon as its last one has every row, while other cells' packs still train (orc
    a JournalStorage file, one per cell (:func:`study_dir`). The best set is adopted only when it beats the
    spec's settings, scored on the same seeds at the same m, in at least ``tune.confidence`` of seed-
    bootstrap resamples (:func:`robust_choice`). 3. ``tuned`` (when a set was adopted): phase 1 again with
-   the adopted settings. The analysis (orchestrator/analyze_boolean.py) compares the two m* and flags a cell where
+   the adopted settings. The analysis (analysis/boolean.py) compares the two m* and flags a cell where
    tuning made m* worse. 4. ``budget`` (``search.budget_check``): for cells with a context length T, at the
    largest T of each series, phase 1 again with the cell's final settings and twice ``max_epochs``; the
    analysis marks that cell's m* budget-limited when the m* found with the doubled budget falls outside its

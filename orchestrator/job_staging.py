@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pkgutil
 import re
 import shlex
 import shutil
@@ -20,8 +21,6 @@ from pathlib import Path
 
 from attnsweep.orchestrator.job_answers import printable
 
-PACKAGES = ("presentation", "orchestrator", "stats", "results", "workers", "tasks")
-"""The packages inside the ``attnsweep`` namespace (folders at the top of the repository)."""
 # What the job's command falls back to when no --store is given: the store the cluster
 # itself names (cluster.yaml exports ATTNSWEEP_STORE on every node).
 CLUSTER_STORE = '"${ATTNSWEEP_STORE:?set ATTNSWEEP_STORE on the cluster or give --store}"'
@@ -54,7 +53,7 @@ SECRET_NAMES = re.compile(
 def stage_sources(staging: Path, warn: Callable[[str], None] | None = None) -> Path:
     """Copy the source into ``staging`` as it installs: ``attnsweep/`` (its own modules) with
     ``attnsweep/orchestrator``, ``attnsweep/results``... inside, wherever each folder lives
-    here (at the top of a checkout, or inside ``attnsweep/`` when installed from a wheel).
+    here (``interface/``, ``orchestrator/``... in a checkout, inside ``attnsweep/`` when installed).
     Only source files go (:func:`copy_source`). ``python -m attnsweep.cli`` then runs in
     ``staging``; returns ``staging / "attnsweep"``.
 
@@ -66,11 +65,21 @@ def stage_sources(staging: Path, warn: Callable[[str], None] | None = None) -> P
     # a strict editable install finds each module through a link into the checkout, and
     # copy_source follows no link out of the folder it copies.
     face = Path(importlib.util.find_spec("attnsweep").origin).resolve().parent
-    copy_source(face, top, warn, skip=set(PACKAGES))
-    for package in PACKAGES:
+    inside = packages()
+    copy_source(face, top, warn, skip=set(inside))
+    for package in inside:
         source = Path(importlib.util.find_spec(f"attnsweep.{package}").origin).resolve().parent
         copy_source(source, top / package, warn)
     return top
+
+
+def packages() -> list[str]:
+    """The code packages inside the ``attnsweep`` namespace as installed (``orchestrator``,
+    ``results``...): read from the installed tree, since a wheel ships no pyproject.toml,
+    whose package-dir is the one list they come from."""
+    spec = importlib.util.find_spec("attnsweep")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return sorted(m.name for m in pkgutil.iter_modules(locations) if m.ispkg)
 
 
 def copy_source(

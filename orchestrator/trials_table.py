@@ -1,4 +1,5 @@
-"""The columns of the ``trials`` table: every config field, typed, plus the measurements.
+"""The columns of the ``trials`` table: every config field, typed, plus the measurements; and
+the per-cell row counts a run record keeps at its end (:func:`cell_counts`).
 
 One schema serves every experiment (the union of their config fields and results; a
 column an experiment does not use is null), so every part file of every run has the same
@@ -7,9 +8,11 @@ columns and all readers see one table.
 
 from __future__ import annotations
 
+import json
 import types
 import typing
 
+import polars as pl
 import pyarrow as pa
 
 from attnsweep.workers import EXPERIMENTS
@@ -120,7 +123,7 @@ def run_schema(failure: bool = False) -> pa.Schema:
             (
                 "cell_counts",
                 pa.string(),
-            ),  # JSON rows per cell at the run's end (orchestrator/completeness.py)
+            ),  # JSON rows per cell at the run's end (analysis/completeness.py)
             (
                 "attempts",
                 pa.list_(
@@ -155,3 +158,24 @@ def with_later_fields(frame):
     names = frame.collect_schema().names() if isinstance(frame, pl.LazyFrame) else frame.columns
     fills = [pl.col(k).fill_null(pl.lit(v)) for k, v in LATER_FIELDS.items() if k in names]
     return frame.with_columns(fills) if fills else frame
+
+
+NOT_COUNTED = ("seed", "fault")
+"""Trial settings the per-cell counts do not split by: a cell holds every seed."""
+
+
+def cell_counts(rows: pl.LazyFrame, fields: list[str]) -> str:
+    """The per-cell row counts a run record keeps, as JSON:
+    ``{"fields": [...], "cells": [[value, ..., rows], ...]}`` over the ``fields`` (trial
+    settings, :data:`NOT_COUNTED` aside) that take more than one value in ``rows``."""
+    fields = [f for f in fields if f not in NOT_COUNTED and f in rows.collect_schema()]
+    if not fields:
+        return json.dumps({"fields": [], "cells": [[rows.select(pl.len()).collect().item()]]})
+    unique = rows.select(pl.col(fields).n_unique()).collect().row(0, named=True)
+    varying = [f for f in fields if unique[f] > 1]
+    counts = (
+        rows.group_by(varying).len().sort(varying, nulls_last=True).collect()
+        if varying
+        else rows.select(pl.len()).collect()
+    )
+    return json.dumps({"fields": varying, "cells": [list(r) for r in counts.iter_rows()]})

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import polars as pl
 
-from attnsweep.orchestrator.analyze_boolean import CELL_FIELDS, search_rows
+from attnsweep.analysis.boolean import CELL_FIELDS, search_rows
 from attnsweep.orchestrator.trials_table import with_later_fields
 from attnsweep.presentation.markdown import md_text
 from attnsweep.presentation.series import (
@@ -124,7 +124,7 @@ def _across_bound_text(pair: dict) -> str:
 def series_sources(union: pl.DataFrame, key: dict, rows: pl.DataFrame) -> list[dict]:
     """Where each cell of one L1 series comes from, sorted by T: ``T``, ``run_id``, ``lr``,
     ``tuning`` (the cell's tuning state, "not tuned" for a grid sweep), ``rows`` (the trial
-    rows its m* was computed from: :func:`orchestrator.analyze_boolean.search_rows` of its run, the
+    rows its m* was computed from: :func:`analysis.boolean.search_rows` of its run, the
     tuned phase where the adopted settings are used) and ``phases`` (those rows per search
     phase)."""
     cells = series_cells(union, key).sort("T")

@@ -8,7 +8,7 @@ import math
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze_boolean import TUNED_RUN
+from attnsweep.analysis.boolean import TUNED_RUN
 from attnsweep.orchestrator.spec_loading import read_yaml
 from attnsweep.presentation.boolean_notes import (
     across_bounds,

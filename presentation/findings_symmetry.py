@@ -9,8 +9,8 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze_boolean import interval_text
-from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.analysis.boolean import interval_text
+from attnsweep.analysis.symmetry import SymmetryAnalysis
 from attnsweep.presentation.folder import RUNS, TRIALS
 from attnsweep.presentation.markdown import md_code, md_target, md_text, run_line
 from attnsweep.stats.critical import format_m_star

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze_boolean import (
+from attnsweep.analysis.boolean import (
     analyze_run,
     boolean_verdicts,
     m_star_table,
@@ -17,7 +17,7 @@ from attnsweep.orchestrator.analyze_boolean import (
     settings_of,
     tuned_fields,
 )
-from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis, analyze_symmetry_run
+from attnsweep.analysis.symmetry import SymmetryAnalysis, analyze_symmetry_run
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.results import ResultsStore
 from attnsweep.stats import symmetry as sym

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze_boolean import TUNED_RUN
+from attnsweep.analysis.boolean import TUNED_RUN
 from attnsweep.stats.boolean_growth import series_fit
 from attnsweep.stats.figures import plot_m_star
 

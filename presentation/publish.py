@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.analysis.symmetry import SymmetryAnalysis
 from attnsweep.orchestrator.trials_table import run_schema
 from attnsweep.presentation.findings_boolean import render
 from attnsweep.presentation.findings_symmetry import render_symmetry

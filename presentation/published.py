@@ -156,7 +156,7 @@ FRACTIONS = ("train_acc", "test_acc")
 def _check_record(where: str, record: dict, columns: list[str]) -> None:
     """Raise AttnsweepError unless the record's counts, per-cell counts and spec are ones a
     run writes: counts whole and not negative, ``cell_counts`` the JSON
-    orchestrator/completeness.py writes, ``spec_yaml`` YAML whose analysis settings are valid."""
+    analysis/completeness.py writes, ``spec_yaml`` YAML whose analysis settings are valid."""
     import yaml
 
     from attnsweep.orchestrator.spec import AnalysisSettings

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.analysis.symmetry import SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.presentation.verdict_table import (
     BOOLEAN,

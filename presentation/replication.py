@@ -1,11 +1,11 @@
 """The replication report (``attnsweep replicate``): the comparisons of
-:func:`attnsweep.orchestrator.replicate.compare_runs` as Markdown, with both runs' figures."""
+:func:`attnsweep.analysis.replicate.compare_runs` as Markdown, with both runs' figures."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from attnsweep.orchestrator.replicate import Comparison
+from attnsweep.analysis.replicate import Comparison
 from attnsweep.results.outputs import write_text
 
 
@@ -31,7 +31,7 @@ def write_report(
     lines += [
         "",
         f"{len(failed)} of {sum(c.ok is not None for c in comparisons)} judged comparisons failed. "
-        "Rules: see `orchestrator/replicate.py` (m* inside the baseline CI widened by the tolerance; fit "
+        "Rules: see `analysis/replicate.py` (m* inside the baseline CI widened by the tolerance; fit "
         "parameters inside their widened CI; equal verdicts; Holm-corrected KS tests of score distributions).",
         "",
     ]

@@ -34,7 +34,7 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from attnsweep.orchestrator.analyze_boolean import interval_text, union_cell
+from attnsweep.analysis.boolean import interval_text, union_cell
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.presentation.judging import Judgement, ReportRun, judge, runs_of
 from attnsweep.presentation.publish import publish as publish_folder
@@ -491,7 +491,7 @@ def _cell(row: dict, column: str) -> str:
 
 
 def _scale_view(run: ReportRun) -> dict:
-    """A multi-size symmetry run's tables across scale as strings (orchestrator/analyze_symmetry.py)."""
+    """A multi-size symmetry run's tables across scale as strings (analysis/symmetry.py)."""
     sc = run.symmetry.scale
     groups = [
         [str(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze_boolean import TUNED_RUN
+from attnsweep.analysis.boolean import TUNED_RUN
 
 
 def by_rows(series: list[dict]) -> list[tuple[dict, str]]:

@@ -1,7 +1,7 @@
 """The analysis of a run, printed as rich tables (``attnsweep analyze``, and after a run).
 
-The numbers come from :mod:`attnsweep.orchestrator.analyze_boolean` (a sparse-Boolean run) and
-:mod:`attnsweep.orchestrator.analyze_symmetry` (a symmetry run); this module only shows them.
+The numbers come from :mod:`attnsweep.analysis.boolean` (a sparse-Boolean run) and
+:mod:`attnsweep.analysis.symmetry` (a symmetry run); this module only shows them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from attnsweep.orchestrator.analyze_boolean import Analysis, interval_text
-from attnsweep.orchestrator.analyze_symmetry import ScaleAnalysis, SymmetryAnalysis
+from attnsweep.analysis.boolean import Analysis, interval_text
+from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.presentation.console_text import markup
 from attnsweep.stats.critical import format_m_star
 

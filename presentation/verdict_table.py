@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.analysis.symmetry import SymmetryAnalysis
 from attnsweep.presentation.markdown import md_target, md_text
 from attnsweep.presentation.series import l1_series, series_kind
 from attnsweep.stats.boolean_growth import MIN_DECADES

@@ -10,7 +10,7 @@ This module judges L2, L3, L4 and R and returns all five verdicts (:func:`verdic
 judged in stats/boolean_growth.py, the m* table is read by stats/boolean_cells.py, and the
 verdict dict's sentences are put together in stats/boolean_wording.py.
 
-Input: an m* table, one row per cell, as ``orchestrator.analyze_boolean.analyze_run(...).m_star``
+Input: an m* table, one row per cell, as ``analysis.boolean.analyze_run(...).m_star``
 returns it: cell columns (``task``, ``T``, ``s``, ``model``, ``norm_bound``, ...) and
 ``m_star``, ``bound`` ("exact", "lower", "upper", "none"), ``ci_lo``, ``ci_hi``, ``flags``,
 ``m_min``, ``m_max`` (stats/critical.py defines them; a table without ``bound`` has it

@@ -39,7 +39,7 @@ is out of epochs when, at some m tried, its success rate is below ``success_frac
 successes plus the trials that ran out of epochs reach it: those trials decide which side of
 the threshold that m falls on, and more training can only add successes, so the
 sample-limited m* is at most the one measured. The budget check at twice the epochs
-(orchestrator/analyze_boolean.py, ``budget`` column) overrides this rule where it ran: ``"ok"``
+(analysis/boolean.py, ``budget`` column) overrides this rule where it ran: ``"ok"``
 clears it, ``"budget-limited"`` sets it.
 
 *Non-monotone* (``non_monotone``): the success rate reaches ``success_frac`` at some m and

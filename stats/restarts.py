@@ -84,5 +84,5 @@ def learners(rows: pl.DataFrame, cell: list[str], acc_threshold: float = 0.95) -
     new_cell = [
         *others,
         LEARNER,
-    ]  # last, as in orchestrator/analyze_boolean.py CELL_FIELDS: cell keys match across tables
+    ]  # last, as in analysis/boolean.py CELL_FIELDS: cell keys match across tables
     return out.select([*new_cell, *[c for c in columns if c not in new_cell]]), new_cell

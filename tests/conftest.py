@@ -8,19 +8,35 @@ import socket
 import subprocess
 import sys
 import threading
-import tomllib
 from pathlib import Path
 
 import pytest
+from project_layout import PACKAGES, ROOT, folder
 
-ROOT = Path(__file__).resolve().parents[1]
-SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
 
 
-def _package_folder(package: str) -> Path:
-    """The repository folder of ``package`` (``attnsweep.results`` -> ``results/``)."""
-    return ROOT / SETUPTOOLS.get("package-dir", {}).get(package, package.replace(".", "/"))
+def pytest_sessionstart(session):
+    """A strict editable install links each module once, when it is installed: a module added
+    since is missing from the tree, and would fail later as an ImportError far from the cause."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("attnsweep")
+    if spec is None or spec.origin is None or not Path(spec.origin).is_symlink():
+        return  # a wheel, or a lenient editable install: nothing links modules one by one
+    tree = Path(spec.origin).parent
+    missing = [
+        str(source.relative_to(ROOT))
+        for package in PACKAGES
+        for source in folder(package).glob("*.py")
+        if not (tree.joinpath(*package.split(".")[1:]) / source.name).exists()
+    ]
+    if missing:
+        pytest.exit(
+            f"the editable install predates {', '.join(missing)}: run `make setup` "
+            "(or pip install -e . --config-settings editable_mode=strict) to link it",
+            returncode=2,
+        )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -77,11 +93,10 @@ def attnsweep_wheel(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    for package in SETUPTOOLS["packages"]:
-        folder = _package_folder(package)
+    for package in PACKAGES:
         shutil.copytree(
-            folder,
-            source / folder.relative_to(ROOT),
+            folder(package),
+            source / folder(package).relative_to(ROOT),
             dirs_exist_ok=True,
             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )

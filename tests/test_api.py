@@ -1,4 +1,4 @@
-"""The Python API (attnsweep/api.py): the README's example runs as written, and bad input
+"""The Python API (interface/api.py): the README's example runs as written, and bad input
 is one clear error."""
 
 import re

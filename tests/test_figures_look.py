@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 import polars as pl
 from rich.console import Console
 
-from attnsweep.orchestrator.analyze_symmetry import SymmetryAnalysis
+from attnsweep.analysis.symmetry import SymmetryAnalysis
 from attnsweep.presentation.judging import ReportRun
 from attnsweep.presentation.report import _run_view, _table, _template
 from attnsweep.presentation.terminal import print_symmetry
@@ -250,7 +250,7 @@ def test_run_times_show_utc_to_the_minute():
 
 
 def test_print_analysis_writes_bounds_as_the_page_does():
-    from attnsweep.orchestrator.analyze_boolean import Analysis
+    from attnsweep.analysis.boolean import Analysis
     from attnsweep.presentation.terminal import print_analysis
 
     m_star = _boolean_m_star()

@@ -99,7 +99,7 @@ def test_the_folder_holds_report_verdicts_table_figure_and_every_trial_row(publi
 
 
 def test_the_m_star_table_is_the_one_the_analysis_computes(published):
-    from attnsweep.orchestrator.analyze_boolean import analyze_run
+    from attnsweep.analysis.boolean import analyze_run
     from attnsweep.results import ResultsStore
 
     root, run_id = published

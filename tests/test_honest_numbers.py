@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import attnsweep
-from attnsweep.orchestrator.analyze_boolean import analyze_run
+from attnsweep.analysis.boolean import analyze_run
 from attnsweep.orchestrator.spec import trial_id
 from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.presentation.report import build_report

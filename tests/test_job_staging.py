@@ -3,10 +3,10 @@ never private files, secrets or what a link points at outside the tree."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import tomllib
 from pathlib import Path
+
+from project_layout import PACKAGES, folder
 
 from attnsweep.orchestrator.job_staging import SOURCE_SUFFIXES, copy_source, stage_sources
 
@@ -62,14 +62,10 @@ def test_a_staged_job_holds_every_module_and_package_data_file_and_nothing_else(
     staged = {p.relative_to(top).as_posix() for p in top.rglob("*") if p.is_file()}
     assert all(Path(p).suffix in SOURCE_SUFFIXES for p in staged)
     # independently: every .py, .j2 and .csv git would ship from the package folders
-    face = Path(importlib.util.find_spec("attnsweep").origin).parent
-    repo = face.parent
     # the packages as pyproject.toml lists them (the one list the build uses); data-only ones hold no source
-    setuptools = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
     folders = {
-        package.removeprefix("attnsweep.") if package != "attnsweep" else "attnsweep": repo
-        / setuptools["package-dir"].get(package, package.replace(".", "/"))
-        for package in setuptools["packages"]
+        package.removeprefix("attnsweep.") if package != "attnsweep" else "attnsweep": folder(package)
+        for package in PACKAGES
     }
     expected = {
         (f"{name}/" if name != "attnsweep" else "") + p.relative_to(folder).as_posix()

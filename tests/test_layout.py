@@ -1,9 +1,10 @@
 """The project's layout, read from its source with ``ast``: layers, cycles, sizes, README.
 
-Layers, from the top: the face (``attnsweep/``: the CLI and the Python API) imports anything
-below it; ``presentation`` (analysis printing, reports, findings, query output) imports what
-is below it; then ``orchestrator`` (the sweep machinery), ``stats`` (m*, fits, verdicts,
-figures), ``results`` (the store), ``workers`` and ``tasks``. No package imports one above it, so there is no
+Layers, from the top: the face (``attnsweep`` itself, in ``interface/``: the CLI and the Python
+API) imports anything below it; ``presentation`` (analysis printing, reports, findings, query
+output) imports what is below it; then ``analysis`` (judging runs), ``orchestrator`` (the sweep
+machinery), ``stats`` (m*, fits, verdicts, figures), ``results`` (the store), ``workers`` and
+``tasks``. No package imports one above it, so there is no
 cycle between packages; within a package no two modules import each other, even lazily.
 Every import of the project's code is absolute, under ``attnsweep``.
 """
@@ -14,14 +15,14 @@ import ast
 import io
 import re
 import tokenize
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-LAYERS = ["tasks", "workers", "results", "stats", "orchestrator", "presentation", "attnsweep"]
-"""From the bottom; ``attnsweep`` is the face (the modules in ``attnsweep/`` itself)."""
+from project_layout import CODE_PACKAGES, PACKAGES, ROOT
+from project_layout import folder as _folder
+
+LAYERS = ["tasks", "workers", "results", "stats", "orchestrator", "analysis", "presentation", "attnsweep"]
+"""From the bottom; ``attnsweep`` is the face (the modules of ``interface/``)."""
 ALLOWED = {"tasks": set(), "results": set(), "workers": {"tasks"}, "stats": {"results"}}
 """Packages that promise more than their layer: README says these import (almost) nothing."""
 MAX_LINES = 500
@@ -31,12 +32,6 @@ count: the formatter lays a call out one argument per line where it does not fit
 of all lines would measure layout as much as size."""
 
 
-def _folder(package: str) -> Path:
-    return ROOT / SETUPTOOLS["package-dir"].get(package, package.replace(".", "/"))
-
-
-CODE_PACKAGES = [p for p in SETUPTOOLS["packages"] if (_folder(p) / "__init__.py").exists()]
-"""The packages of code; the others (``attnsweep.examples``: sweeps/) ship data only."""
 BARE = tuple(p.removeprefix("attnsweep.") for p in CODE_PACKAGES if p != "attnsweep")
 """The folders mapped into the namespace: importing one bare (``import results``) finds
 another distribution's module, or none, so every import names ``attnsweep.``."""
@@ -45,7 +40,7 @@ another distribution's module, or none, so every import names ``attnsweep.``."""
 def _modules() -> dict[str, Path]:
     """``attnsweep.results.store`` -> ``results/store.py``, for every installed module."""
     out = {}
-    for package in SETUPTOOLS["packages"]:
+    for package in PACKAGES:
         for path in sorted(_folder(package).glob("*.py")):
             out[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
     return out
@@ -56,7 +51,7 @@ MODULES = _modules()
 
 def _layer(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and f"attnsweep.{parts[1]}" in SETUPTOOLS["packages"] else "attnsweep"
+    return parts[1] if len(parts) > 1 and f"attnsweep.{parts[1]}" in PACKAGES else "attnsweep"
 
 
 def _imports(path: Path, module: str) -> set[str]:
@@ -136,9 +131,9 @@ def test_no_cycle_between_modules():
     """A package's ``__init__`` only names its modules (lazily), so imports of a package
     itself are left out; module to module, nothing imports itself back."""
     graph = {
-        m: {t for t in targets if t in MODULES and t not in SETUPTOOLS["packages"]}
+        m: {t for t in targets if t in MODULES and t not in PACKAGES}
         for m, targets in GRAPH.items()
-        if m not in SETUPTOOLS["packages"]
+        if m not in PACKAGES
     }
     assert _cycles(graph) == []
     assert "attnsweep.orchestrator.driver" not in GRAPH["attnsweep.orchestrator.adaptive"]
@@ -151,7 +146,7 @@ def test_project_imports_are_absolute_and_under_attnsweep():
     files = [
         p
         for d in [
-            *(_folder(p) for p in SETUPTOOLS["packages"]),
+            *(_folder(p) for p in PACKAGES),
             ROOT / "tests",
             ROOT / "bench",
             ROOT / "scripts",
@@ -218,7 +213,7 @@ def test_no_package_holds_a_third_of_the_code():
 
 
 def test_every_package_names_its_public_api():
-    assert set(SETUPTOOLS["packages"]) - set(CODE_PACKAGES) == {"attnsweep.examples"}  # data only, and no .py there
+    assert set(PACKAGES) - set(CODE_PACKAGES) == {"attnsweep.examples"}  # data only, and no .py there
     assert not list(_folder("attnsweep.examples").glob("*.py"))
     for package in CODE_PACKAGES:
         source = (_folder(package) / "__init__.py").read_text()
@@ -258,9 +253,9 @@ def test_the_readme_layout_lists_exactly_the_packages():
 def test_the_package_list_is_pyprojects_everywhere():
     # The job staging copies these folders to the cluster; a wheel ships no pyproject.toml, so
     # the running code holds the list once, and here it is held to pyproject's.
-    from attnsweep.orchestrator.job_staging import PACKAGES
+    from attnsweep.orchestrator.job_staging import packages
 
-    assert sorted(PACKAGES) == sorted(BARE)
+    assert packages() == sorted(BARE)
 
 
 def test_no_module_is_longer_than_one_job_needs():
@@ -273,3 +268,18 @@ def test_no_module_is_longer_than_one_job_needs():
 def test_code_lines_leave_out_blank_lines_comments_and_docstrings():
     source = '"""Doc\nstring."""\n\n# a comment\nx = (\n    1,  # why\n)\n\n\ndef f():\n    """Doc."""\n    return x\n'
     assert _code_lines(source) == 5  # x = (, 1, ), def f():, return x
+
+
+def test_no_module_has_a_second_path():
+    """One path per module: no link in a package folder, no ``attnsweep/`` folder at the top
+    to shadow the installed tree, and mypy skips the folders where they lie (it reads them
+    through the editable install's link tree, under their import names)."""
+    import tomllib
+
+    links = [str(p.relative_to(ROOT)) for package in PACKAGES for p in _folder(package).rglob("*") if p.is_symlink()]
+    assert links == []
+    assert not (ROOT / "attnsweep").exists()
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    skipped = re.fullmatch(r"\^\(([\w|]+)\)/", mypy["exclude"][0])
+    assert skipped, mypy["exclude"]
+    assert set(skipped.group(1).split("|")) == {str(_folder(p).relative_to(ROOT)) for p in PACKAGES}

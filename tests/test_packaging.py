@@ -19,16 +19,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from project_layout import PACKAGES, ROOT, folder, package_data
 
-ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
 ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-
-
-def _folder(package: str) -> Path:
-    """The repository folder of ``package`` (``attnsweep.results`` -> ``results/``)."""
-    return ROOT / SETUPTOOLS.get("package-dir", {}).get(package, package.replace(".", "/"))
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +36,19 @@ def test_the_wheel_holds_only_the_attnsweep_namespace(wheel):
     assert len(dist_info) == 1 and next(iter(dist_info)).startswith("attnsweep-")
     top = {n.split("/")[0] for n in names} - dist_info
     assert top == {"attnsweep"}, f"top-level names besides attnsweep: {sorted(top - {'attnsweep'})}"
-    for bare in ("orchestrator", "results", "tasks", "workers", "presentation", "stats"):
+    for bare in ("orchestrator", "results", "tasks", "workers", "presentation", "stats", "analysis", "interface"):
         assert not any(n.startswith(f"{bare}/") for n in names)
     # Every module of every package, at its place in the namespace.
-    for package in SETUPTOOLS["packages"]:
-        for module in _folder(package).glob("*.py"):
+    for package in PACKAGES:
+        for module in folder(package).glob("*.py"):
             assert f"{package.replace('.', '/')}/{module.name}" in names, module
     # Package data: the report's templates and the paper's read-off.
-    for package, patterns in SETUPTOOLS["package-data"].items():
-        for pattern in patterns:
-            files = list(_folder(package).glob(pattern))
-            assert files, (package, pattern)
+    for package in PACKAGES:
+        for pattern in package_data(package):
+            files = list(folder(package).glob(pattern))
+            assert files or pattern == "*.pyi", (package, pattern)
             for f in files:
-                assert f"{package.replace('.', '/')}/{f.relative_to(_folder(package)).as_posix()}" in names
+                assert f"{package.replace('.', '/')}/{f.relative_to(folder(package)).as_posix()}" in names
     assert any(n.endswith(".j2") for n in names) and any(n.endswith(".csv") for n in names)
     # Every example spec, as `attnsweep examples` finds it in an installed wheel.
     specs = sorted((ROOT / "sweeps").glob("*.yaml"))
@@ -186,8 +180,8 @@ def test_the_installed_wheel_leaves_a_users_results_and_tasks_alone(wheel, tmp_p
 
 
 def test_the_editable_install_imports_from_anywhere(tmp_path):
-    """Outside the repository (no folder of it on sys.path), the editable install's finder
-    maps attnsweep.orchestrator to orchestrator/ and so on; the bare names are not there."""
+    """Outside the repository (no folder of it on sys.path), the editable install's link tree
+    leads attnsweep.orchestrator to orchestrator/ and so on; the bare names are not there."""
     code = textwrap.dedent("""
         import importlib.util, sys
         from pathlib import Path
@@ -209,3 +203,42 @@ def test_the_editable_install_imports_from_anywhere(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+TYPED_USE = """
+import attnsweep.orchestrator.spec as spec_module
+from attnsweep.orchestrator.spec import load_spec
+
+reveal_type(load_spec)
+"""
+
+
+def test_mypy_and_pyright_from_another_folder_resolve_the_package_to_its_source(tmp_path):
+    """A user's editor or type checker, run outside the checkout, finds ``attnsweep.orchestrator``
+    through the editable install's link tree (a path entry, no import hook) and so reads its
+    source: mypy parses the file that links to orchestrator/spec.py, pyright knows the signature."""
+    (tmp_path / "use.py").write_text(TYPED_USE)
+    bin_dir = Path(sys.executable).parent
+    proc = subprocess.run(
+        [bin_dir / "mypy", "--python-executable", sys.executable, "--no-incremental", "-v", "use.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=ENV,
+    )
+    parsed = [line.split()[2] for line in proc.stderr.splitlines() if line.endswith("(attnsweep.orchestrator.spec)")]
+    assert len(parsed) == 1 and Path(parsed[0]).resolve() == ROOT / "orchestrator" / "spec.py", proc.stderr[-2000:]
+    assert '-> attnsweep.orchestrator.spec.SweepSpec"' in proc.stdout, proc.stdout
+    if not (bin_dir / "pyright").exists():
+        pytest.skip("pyright is a dev extra: pip install -e '.[dev]'")
+    proc = subprocess.run(
+        [bin_dir / "pyright", "--pythonpath", sys.executable, "use.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=ENV,
+    )
+    assert proc.returncode == 0, proc.stdout
+    assert 'Type of "load_spec" is "(path: str | Path' in proc.stdout, proc.stdout

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from attnsweep.orchestrator.analyze_boolean import analyze_run
+from attnsweep.analysis.boolean import analyze_run
 from attnsweep.presentation.report import build_report
 from attnsweep.results import ResultsStore, StoreError
 
@@ -198,7 +198,7 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 
 def test_replicates_are_the_ones_behind_the_m_star_intervals(report):
     # The replicates analyze_run returns (and the report's statistics use) give its intervals.
-    from attnsweep.orchestrator.analyze_boolean import CELL_FIELDS
+    from attnsweep.analysis.boolean import CELL_FIELDS
 
     root, ids, _ = report
     result = analyze_run(ResultsStore(root / "store"), ids[0])

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from rich.console import Console
 
+from attnsweep.analysis.boolean import analyze_run
 from attnsweep.orchestrator.adaptive import (
     cell_key,
     deciding_points,
@@ -18,7 +19,6 @@ from attnsweep.orchestrator.adaptive import (
     robust_choice,
     study_dir,
 )
-from attnsweep.orchestrator.analyze_boolean import analyze_run
 from attnsweep.orchestrator.driver import run_sweep
 from attnsweep.orchestrator.errors import SpecError
 from attnsweep.orchestrator.executors import LocalExecutor
@@ -384,8 +384,8 @@ def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_find
     assert plain.filter(pl.col("equivariance") == "orthogonal")["m"].n_unique() > 1
     assert first.height < plain.height
     # Where both decide, the same m*: the trials they share are the same trials (same ids, same rows).
-    from attnsweep.orchestrator.analyze_boolean import settings_of
-    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+    from attnsweep.analysis.boolean import settings_of
+    from attnsweep.analysis.symmetry import analyze_symmetry_run
 
     a = analyze_symmetry_run(store_a, "sym-first", "r1", settings_of(store_a, "sym-first", "r1"), None).m_star
     b = analyze_symmetry_run(store_b, "sym-first", "r1", settings_of(store_b, "sym-first", "r1"), None).m_star

@@ -399,7 +399,7 @@ def test_a_tuned_run_and_an_untuned_run_of_the_same_settings_are_two_l1_series()
     # the rest). Pooled, the tuned cells that kept lr 3e-3 would be dropped as duplicates and
     # the others would join the untuned series at the same T; kept apart, each series gets its
     # own verdict from its own law, and its label says which protocol it is.
-    from attnsweep.orchestrator.analyze_boolean import TUNED_RUN, boolean_verdicts
+    from attnsweep.analysis.boolean import TUNED_RUN, boolean_verdicts
     from attnsweep.presentation.series import series_kind as _series_kind
 
     untuned = cells(along_T(lambda T: 5 * math.sqrt(T), lr=3e-3))

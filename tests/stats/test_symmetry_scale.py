@@ -7,7 +7,7 @@ import math
 import polars as pl
 import pytest
 
-from attnsweep.orchestrator.analyze_symmetry import ScaleAnalysis
+from attnsweep.analysis.symmetry import ScaleAnalysis
 from attnsweep.stats import symmetry_scale as scale
 from attnsweep.stats.symmetry import critical_sample_sizes_and_replicates, verdicts
 

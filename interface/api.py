@@ -1,5 +1,5 @@
 """The Python API's running side: run or resume a sweep as ``attnsweep run`` and ``resume``
-do, without the terminal output (the store and its analysis: attnsweep/api_store.py).
+do, without the terminal output (the store and its analysis: interface/api_store.py).
 """
 
 from __future__ import annotations

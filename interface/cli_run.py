@@ -99,7 +99,7 @@ def _execute(
     resume_id: str | None,
     progress_interval: float,
 ) -> None:
-    """attnsweep run / resume: the Python API's run (attnsweep/api.py; SIGTERM ends it as
+    """attnsweep run / resume: the Python API's run (interface/api.py; SIGTERM ends it as
     Ctrl-C does) with a terminal's output around it."""
     from attnsweep import api
     from attnsweep.api_runs import check_paths
@@ -280,8 +280,8 @@ def analyze(
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None, format: str = "table") -> None:
-    from attnsweep.orchestrator.analyze_boolean import analyze_run, run_caveats, settings_of
-    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+    from attnsweep.analysis.boolean import analyze_run, run_caveats, settings_of
+    from attnsweep.analysis.symmetry import analyze_symmetry_run
     from attnsweep.presentation.terminal import print_analysis, print_symmetry
 
     if run_id is None:

@@ -1,5 +1,5 @@
 """The CLI's ``report`` command: the verdict report of runs, or published findings made again
-(attnsweep/api_reports.py writes them; this prints where, and the verdicts)."""
+(interface/api_reports.py writes them; this prints where, and the verdicts)."""
 
 from __future__ import annotations
 

@@ -17,28 +17,8 @@ from attnsweep.results import ResultsStore, StoreError
 from attnsweep.results.layout import QUARANTINE
 from attnsweep.results.roots import listing
 
-NOT_COUNTED = ("seed", "fault")
-"""Trial settings the per-cell counts do not split by: a cell holds every seed."""
-
 SHOWN_CELLS = 12
 """Incomplete cells named in a note at most (the rest are counted)."""
-
-
-def cell_counts(rows: pl.LazyFrame, fields: list[str]) -> str:
-    """The per-cell row counts a run record keeps, as JSON:
-    ``{"fields": [...], "cells": [[value, ..., rows], ...]}`` over the ``fields`` (trial
-    settings, :data:`NOT_COUNTED` aside) that take more than one value in ``rows``."""
-    fields = [f for f in fields if f not in NOT_COUNTED and f in rows.collect_schema()]
-    if not fields:
-        return json.dumps({"fields": [], "cells": [[rows.select(pl.len()).collect().item()]]})
-    unique = rows.select(pl.col(fields).n_unique()).collect().row(0, named=True)
-    varying = [f for f in fields if unique[f] > 1]
-    counts = (
-        rows.group_by(varying).len().sort(varying, nulls_last=True).collect()
-        if varying
-        else rows.select(pl.len()).collect()
-    )
-    return json.dumps({"fields": varying, "cells": [list(r) for r in counts.iter_rows()]})
 
 
 def incomplete_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:

@@ -19,7 +19,7 @@ from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from attnsweep.orchestrator.replicate import Comparison
+    from attnsweep.analysis.replicate import Comparison
     from attnsweep.results import ResultsStore
     from attnsweep.stats.verdict_common import Verdict
 
@@ -245,9 +245,9 @@ def replicate(
             the report folder cannot take the report (all found before the sweep runs).
         orchestrator.SpecError, orchestrator.RunError, results.StoreError: as :func:`api.run`.
     """
-    from attnsweep.orchestrator.analyze_boolean import run_caveats
+    from attnsweep.analysis.boolean import run_caveats
+    from attnsweep.analysis.replicate import compare_runs
     from attnsweep.orchestrator.provenance import code_version
-    from attnsweep.orchestrator.replicate import compare_runs
     from attnsweep.orchestrator.spec import load_spec
     from attnsweep.presentation.replication import write_report
     from attnsweep.results import ResultsStore
@@ -329,8 +329,8 @@ def _check_report_folder(results: ResultsStore, folder: Path) -> None:
 def _analysable(results: ResultsStore, run_id: str) -> None:
     """Raise AttnsweepError unless run ``run_id`` can be analysed (it has trained trials),
     so that a replication finds a useless baseline before it spends a sweep's time."""
-    from attnsweep.orchestrator.analyze_boolean import analyze_run, settings_of
-    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+    from attnsweep.analysis.boolean import analyze_run, settings_of
+    from attnsweep.analysis.symmetry import analyze_symmetry_run
     from attnsweep.results import StoreError
 
     sweep = results.sweep_of(run_id)

@@ -28,8 +28,8 @@ import numpy as np
 import polars as pl
 from scipy.stats import ks_2samp
 
-from attnsweep.orchestrator.analyze_boolean import CELL_FIELDS, analyze_run, settings_of
-from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+from attnsweep.analysis.boolean import CELL_FIELDS, analyze_run, settings_of
+from attnsweep.analysis.symmetry import analyze_symmetry_run
 from attnsweep.orchestrator.errors import RunError
 from attnsweep.orchestrator.trials_table import with_later_fields
 from attnsweep.results import ResultsStore

@@ -4,7 +4,7 @@ import math
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze_tuning import choose_m_star
+from attnsweep.analysis.tuning import choose_m_star
 
 NAN, INF = math.nan, math.inf
 

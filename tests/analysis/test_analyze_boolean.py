@@ -5,7 +5,7 @@ import math
 import polars as pl
 import pytest
 
-from attnsweep.orchestrator.analyze_boolean import _checks
+from attnsweep.analysis.boolean import _checks
 
 
 def _row(model, T, m_star, lo, hi, censored=""):
@@ -94,7 +94,7 @@ def test_search_rows_count_the_adopted_sets_tuning_trials_in_every_tuned_cell():
     # with its adopted lr and with a set not adopted. At T = 8 the tuned search came back to
     # the probe m, at T = 32 it did not: the adopted set's tuning trials count in both cells
     # alike, and the set not adopted in neither.
-    from attnsweep.orchestrator.analyze_boolean import search_rows
+    from attnsweep.analysis.boolean import search_rows
 
     def row(T, lr, m, phase):
         return dict(T=T, lr=lr, m=m, seed=0, search_phase=phase)

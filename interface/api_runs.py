@@ -210,8 +210,8 @@ def m_star_export(results: ResultsStore, sweep: str, run_id: str, figures: Path 
     bootstrap replicates of each m* (figures into ``figures``, if given)."""
     import polars as pl
 
-    from attnsweep.orchestrator.analyze_boolean import analyze_run, m_star_table, settings_of
-    from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+    from attnsweep.analysis.boolean import analyze_run, m_star_table, settings_of
+    from attnsweep.analysis.symmetry import analyze_symmetry_run
 
     if results.read_run(sweep, run_id).get("experiment") == "symmetry":
         table = analyze_symmetry_run(results, sweep, run_id, settings_of(results, sweep, run_id), figures).m_star

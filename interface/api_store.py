@@ -132,7 +132,7 @@ class Store:
             results.StoreError: no such run, or it has no trained trials.
             OSError: the figure folder cannot be written.
         """
-        from attnsweep.orchestrator.analyze_boolean import analyze_run, run_caveats, settings_of
+        from attnsweep.analysis.boolean import analyze_run, run_caveats, settings_of
 
         check_names(run=run)
         if figures is not None and not isinstance(figures, (str, Path)):
@@ -146,12 +146,12 @@ class Store:
         settings = settings_of(self.results, sweep, run)
         experiment = record.get("experiment") or "sparse_boolean"
         if experiment == "symmetry":
-            from attnsweep.orchestrator.analyze_symmetry import analyze_symmetry_run
+            from attnsweep.analysis.symmetry import analyze_symmetry_run
 
             detail = analyze_symmetry_run(self.results, sweep, run, settings, folder)
             verdicts = detail.verdicts
         else:
-            from attnsweep.orchestrator.analyze_boolean import boolean_verdicts, m_star_table, tuned_fields
+            from attnsweep.analysis.boolean import boolean_verdicts, m_star_table, tuned_fields
 
             detail = analyze_run(self.results, run, folder, settings)
             _, verdicts = boolean_verdicts([m_star_table(detail)], tuned_fields(self.results, sweep, run), settings.ci)
@@ -216,8 +216,8 @@ class RunAnalysis:
             (stats/boolean_verdicts.py).
         figures: the PNG files written.
         caveats: what a reader must know (an unfinished run, missing rows), else empty.
-        detail: the full analysis (:class:`orchestrator.analyze_boolean.Analysis`: fits and checks;
-            or :class:`orchestrator.analyze_symmetry.SymmetryAnalysis`: the error tables,
+        detail: the full analysis (:class:`analysis.boolean.Analysis`: fits and checks;
+            or :class:`analysis.symmetry.SymmetryAnalysis`: the error tables,
             and for a run over several (n, k, d) its ``scale``: S1-S4 per group in
             ``scale.groups``, S2's advantage in ``scale.advantage``, the slopes across scale
             in ``scale.advantage_slopes`` and ``scale.error_slopes``, polars DataFrames).
@@ -246,7 +246,7 @@ class RunAnalysis:
     def fits(self) -> pl.DataFrame:
         """The growth laws of m* against T per series of a sparse-Boolean run, one row per
         (series, law), the series' settings as columns (e.g. ``model``; see
-        :meth:`orchestrator.analyze_boolean.Analysis.fit_table`); empty for a symmetry run."""
+        :meth:`analysis.boolean.Analysis.fit_table`); empty for a symmetry run."""
         import polars as pl
 
         fit_table = getattr(self.detail, "fit_table", None)

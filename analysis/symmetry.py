@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.orchestrator.analyze_boolean import search_rows
+from attnsweep.analysis.boolean import search_rows
 from attnsweep.orchestrator.spec import AnalysisSettings
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import symmetry_scale as scale

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from attnsweep.orchestrator.analyze_tuning import choose_m_star, tuning_choices
+from attnsweep.analysis.tuning import choose_m_star, tuning_choices
 from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings
 from attnsweep.orchestrator.spec_loading import read_yaml
 from attnsweep.orchestrator.trials_table import trial_schema, with_later_fields
@@ -59,7 +59,7 @@ class Analysis:
     budget: pl.DataFrame | None = None
     """m* of the budget-check cells (twice max_epochs), when the run has them."""
     tuning: pl.DataFrame = field(default_factory=pl.DataFrame)
-    """Per tuned cell, the tuning phase's choice (orchestrator/analyze_tuning.py)."""
+    """Per tuned cell, the tuning phase's choice (analysis/tuning.py)."""
     tuned: list[str] = field(default_factory=list)
     """Settings the run's adaptive search tuned per cell."""
     replicates: dict[tuple, np.ndarray] = field(default_factory=dict)
@@ -151,8 +151,8 @@ def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
 
 def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
     """What a reader of this run's results must know: it did not finish, or the store holds
-    fewer (or more) of its rows than it recorded (:mod:`orchestrator.completeness`)."""
-    from attnsweep.orchestrator.completeness import incomplete_note
+    fewer (or more) of its rows than it recorded (:mod:`analysis.completeness`)."""
+    from attnsweep.analysis.completeness import incomplete_note
 
     notes = (
         unfinished_note(store, sweep, run_id),
