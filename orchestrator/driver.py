@@ -25,7 +25,7 @@ from attnsweep.orchestrator.packing import Pack, make_packs, pack_sizer, spec_pa
 from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, SweepProgress
 from attnsweep.orchestrator.provenance import code_version, host, package_versions
 from attnsweep.orchestrator.spec import SweepSpec, trial_id
-from attnsweep.orchestrator.trials_table import cell_counts, run_schema, trial_schema
+from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.results import ResultsStore, StoreError, TrialWriter
 from attnsweep.results.locks import RunLock
 from attnsweep.results.store import os_reason
@@ -555,6 +555,7 @@ def _run_record(spec: SweepSpec, run_id: str) -> dict:
 def _finish_record(record: dict, summary: RunSummary, store: ResultsStore, sweep: str, run_id: str) -> None:
     """The record's counts are the run's, over all its attempts, read back from the store:
     per status, and per cell (what a later read is checked against)."""
+    from attnsweep.orchestrator.trials_table import cell_counts
 
     try:
         rows = store.scan_run_trials(sweep, run_id)
