@@ -74,12 +74,25 @@ def stage_sources(staging: Path, warn: Callable[[str], None] | None = None) -> P
 
 
 def packages() -> list[str]:
-    """The code packages inside the ``attnsweep`` namespace as installed (``orchestrator``,
-    ``results``...): read from the installed tree, since a wheel ships no pyproject.toml,
-    whose package-dir is the one list they come from."""
+    """The code packages inside the ``attnsweep`` namespace (``orchestrator``, ``results``...).
+
+    From a checkout (an editable install, strict or not) they are pyproject.toml's package-dir,
+    the one list; a wheel ships no pyproject.toml, and its installed tree holds exactly them."""
+    import tomllib
+
     spec = importlib.util.find_spec("attnsweep")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    return sorted(m.name for m in pkgutil.iter_modules(locations) if m.ispkg)
+    if spec is None or spec.origin is None:
+        return []
+    pyproject = Path(spec.origin).resolve().parent.parent / "pyproject.toml"
+    if pyproject.is_file():
+        mapped = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-dir"]
+        root = pyproject.parent
+        return sorted(
+            name.removeprefix("attnsweep.")
+            for name, folder in mapped.items()
+            if name != "attnsweep" and (root / folder / "__init__.py").is_file()
+        )
+    return sorted(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations or []) if m.ispkg)
 
 
 def copy_source(

@@ -72,6 +72,8 @@ site = Path(sys.argv[1]).resolve()
 for module in (attnsweep, attnsweep.results.store, attnsweep.orchestrator.spec):
     assert Path(module.__file__).resolve().is_relative_to(site / "attnsweep"), module.__file__
 assert attnsweep.results.store.ResultsStore is not None
+from attnsweep.orchestrator.job_staging import packages
+assert packages() == ["analysis", "orchestrator", "presentation", "results", "stats", "tasks", "workers"], packages()
 print("ok", importlib.metadata.version("attnsweep"))
 """
 
