@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from attnsweep.analysis.context import RunContext
 from attnsweep.analysis.tuning import choose_m_star, tuning_choices
 from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings
-from attnsweep.orchestrator.spec_loading import read_yaml
 from attnsweep.orchestrator.trials_table import trial_schema, with_later_fields
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
@@ -26,6 +27,7 @@ from attnsweep.stats.critical import format_m_star, resolve_bounds
 from attnsweep.stats.figures import plot_m_star, plot_success_curves, plot_success_grid
 from attnsweep.stats.norm_use import BOUNDED, norm_growth, norm_use
 from attnsweep.stats.restarts import LEARNER, learners
+from attnsweep.stats.verdict_common import Verdict
 from attnsweep.workers import BooleanTrialConfig
 from attnsweep.workers.config import LATER_FIELDS
 
@@ -112,25 +114,34 @@ def search_rows(trials: pl.LazyFrame | pl.DataFrame, cell: list[str], phase_name
 
 
 def search_of(store: ResultsStore, sweep: str, run_id: str) -> SearchSettings:
-    """The search settings of the run's own spec (a grid search for an old or odd record)."""
-    try:
-        raw = read_yaml(store.read_run(sweep, run_id)["spec_yaml"]) or {}
-        return SearchSettings.model_validate(raw.get("search") or {})
-    except Exception:  # noqa: BLE001 - an old or odd record: a grid sweep
-        return SearchSettings()
+    """The search settings of the run's own spec (a grid search where it has no ``search``).
+
+    Raises:
+        StoreError: no such run.
+        SpecError: its stored spec's ``search`` section is invalid (:mod:`analysis.context`).
+    """
+    return RunContext.load(store, sweep, run_id).search
 
 
 def tuned_fields(store: ResultsStore, sweep: str, run_id: str) -> set[str]:
-    """Settings the run's adaptive search tuned per cell (empty for a grid sweep)."""
-    search = search_of(store, sweep, run_id)
-    return set(search.tune.params()) if search.adaptive and search.tune is not None else set()
+    """Settings the run's adaptive search tuned per cell (empty for a grid sweep).
+
+    Raises:
+        StoreError, SpecError: as :func:`search_of`.
+    """
+    return RunContext.load(store, sweep, run_id).tuned
 
 
-def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
-    """A warning for a run that did not finish (its cells may be incomplete), else None."""
+def unfinished_note(store: ResultsStore, sweep: str, run_id: str, context: RunContext | None = None) -> str | None:
+    """A warning for a run that did not finish (its cells may be incomplete), else None.
+
+    Args:
+        context: the run's record and settings, if already read (:class:`analysis.context.RunContext`).
+    """
     from attnsweep.results.locks import RunLock, RunLockedError
 
-    record = store.read_run(sweep, run_id)
+    ctx = context or RunContext.load(store, sweep, run_id)
+    record = ctx.record
     if record["status"] == "finished":
         return None
     stored = len(store.run_trial_ids(sweep, run_id))
@@ -143,20 +154,29 @@ def unfinished_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
             state = "still running"
     held = (
         f"{stored} trials stored (an adaptive search, which stops when m* is pinned; at most {record['n_trials']})"
-        if search_of(store, sweep, run_id).adaptive
+        if ctx.search.adaptive
         else f"{stored} of {record['n_trials']} trials stored"
     )
     return f"run {run_id} is {state}: {held}; cells may be incomplete (attnsweep resume {run_id})"
 
 
-def run_caveats(store: ResultsStore, sweep: str, run_id: str) -> list[str]:
+def run_caveats(store: ResultsStore, sweep: str, run_id: str, context: RunContext | None = None) -> list[str]:
     """What a reader of this run's results must know: it did not finish, or the store holds
-    fewer (or more) of its rows than it recorded (:mod:`analysis.completeness`)."""
+    fewer (or more) of its rows than it recorded (:mod:`analysis.completeness`).
+
+    Args:
+        context: the run's record and settings, if already read (:class:`analysis.context.RunContext`).
+
+    Raises:
+        StoreError: no such run.
+        SpecError: its stored spec's settings are invalid (:mod:`analysis.context`).
+    """
     from attnsweep.analysis.completeness import incomplete_note
 
+    ctx = context or RunContext.load(store, sweep, run_id)
     notes = (
-        unfinished_note(store, sweep, run_id),
-        incomplete_note(store, sweep, run_id),
+        unfinished_note(store, sweep, run_id, ctx),
+        incomplete_note(store, sweep, run_id, ctx),
         pooled_note(store, sweep, run_id),
     )
     return [n for n in notes if n is not None]
@@ -208,7 +228,7 @@ def boolean_verdicts(
     tuned: set[str],
     ci: float = 0.95,
     reference: Path | str | None = None,
-) -> tuple[pl.DataFrame, list[dict]]:
+) -> tuple[pl.DataFrame, list[Verdict]]:
     """Claims L1-L4 and R (docs/claims.md 1a) judged on the m* tables of sparse-Boolean runs.
 
     Args:
@@ -285,20 +305,26 @@ def analyze_run(
     run_id: str | None = None,
     figures_dir: Path | None = None,
     settings: AnalysisSettings | None = None,
+    context: RunContext | None = None,
 ) -> Analysis:
     """m* per cell, growth fits per series and the checks of a run.
 
     Args:
         store: the results store.
-        run_id: the run (default: the latest).
+        run_id: the run (default: the latest; ignored where ``context`` is given).
         figures_dir: where PNG figures go (None: no figures).
         settings: m* settings (default: those of the run's spec).
+        context: the run's record and settings, if already read (:class:`analysis.context.RunContext`).
 
     Raises:
         StoreError: no such run, or it has no trained trials.
+        SpecError: its stored spec's settings are invalid (:mod:`analysis.context`).
     """
-    sweep, run_id = store.latest_run() if run_id is None else (store.sweep_of(run_id), run_id)
-    settings = settings or settings_of(store, sweep, run_id)
+    if context is None:
+        sweep, run_id = store.latest_run() if run_id is None else (store.sweep_of(run_id), run_id)
+        context = RunContext.load(store, sweep, run_id)
+    sweep, run_id = context.sweep, context.run_id
+    settings = settings or context.settings
     names = set(trial_schema().names)
     trials = with_later_fields(store.scan_run_trials(sweep, run_id))
     cols = [c for c in CELL_FIELDS if c in names]
@@ -343,7 +369,7 @@ def analyze_run(
     )
     table, reps = m_star(data, cols)
     # Tuned settings differ from cell to cell by choice, not as an axis: they do not split a series.
-    tuned = tuned_fields(store, sweep, run_id)
+    tuned = context.tuned
     tuned_data = search_rows(every, cols, "tuned").collect()
     tuned_table = None
     if not tuned_data.is_empty():
@@ -351,7 +377,7 @@ def analyze_run(
         reps = {**reps, **tuned_reps}
     spec_table = table  # m* with the spec's own settings, before tuned cells replace theirs
     table = choose_m_star(table, tuned_table, cols, sorted(tuned), bool(tuned))
-    search = search_of(store, sweep, run_id)
+    search = context.search
     choices = (
         tuning_choices(every, cols, sorted(tuned), search.tune.confidence)
         if tuned and search.tune is not None
@@ -449,15 +475,16 @@ def _label(cols: list[str]) -> pl.Expr:
 
 
 def settings_of(store: ResultsStore, sweep: str, run_id: str) -> AnalysisSettings:
-    """The analysis settings of the run's own spec (defaults if it has none)."""
-    try:
-        raw = read_yaml(store.read_run(sweep, run_id)["spec_yaml"]) or {}
-        return AnalysisSettings(**(raw.get("analysis") or {}))
-    except Exception:  # noqa: BLE001 - an old or odd record falls back to the defaults
-        return AnalysisSettings()
+    """The analysis settings of the run's own spec (the defaults where it has no ``analysis``).
+
+    Raises:
+        StoreError: no such run.
+        SpecError: its stored spec's ``analysis`` section is invalid (:mod:`analysis.context`).
+    """
+    return RunContext.load(store, sweep, run_id).settings
 
 
-def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: set[str] = frozenset()) -> list[dict]:
+def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: AbstractSet[str] = frozenset()) -> list[dict]:
     """Plain-language checks: does m* grow with T (log-law slope interval above 0), which
     law wins, and at the largest T, does the transformer need fewer samples than the MLP."""
     checks = []
@@ -471,11 +498,11 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: set[str] 
         # The span of the cells the fit used (exact m*): a bound beyond them widens nothing.
         exact = (pl.col("bound") == "exact") if "bound" in table.columns else pl.lit(True)
         Ts = (
-            table.filter((pl.col("series") == label) & exact)["T"]
+            table.filter((pl.col("series") == label) & exact)["T"].drop_nulls().to_list()
             if {"series", "T"} <= set(table.columns)
-            else pl.Series([], dtype=pl.Int64)
-        ).drop_nulls()
-        span = math.log10(Ts.max() / Ts.min()) if Ts.len() and Ts.min() > 0 else math.nan
+            else []
+        )
+        span = math.log10(max(Ts) / min(Ts)) if Ts and min(Ts) > 0 else math.nan
         which = (
             ""
             if span >= MIN_DECADES
@@ -533,14 +560,15 @@ def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
     above, inconclusive when the two overlap."""
     from attnsweep.stats.symmetry import _order
 
-    T_max = part.filter(pl.col("model") == "mlp")["T"].max()
-    if T_max is None:
+    mlp_T = part.filter(pl.col("model") == "mlp")["T"].drop_nulls().to_list()
+    if not mlp_T:
         return None
+    T_max = max(mlp_T)
     at = part.filter(pl.col("T") == T_max)
-    tr, mlp = at.filter(pl.col("model") == "transformer"), at.filter(pl.col("model") == "mlp")
-    if tr.is_empty() or mlp.is_empty():
+    tr_cells, mlp_cells = at.filter(pl.col("model") == "transformer"), at.filter(pl.col("model") == "mlp")
+    if tr_cells.is_empty() or mlp_cells.is_empty():
         return None
-    tr, mlp = tr.row(0, named=True), mlp.row(0, named=True)
+    tr, mlp = tr_cells.row(0, named=True), mlp_cells.row(0, named=True)
     order = _order(tr, mlp)
     return dict(
         check=f"transformer needs fewer samples than the MLP at T={T_max}{where}",

@@ -13,6 +13,7 @@ import json
 
 import polars as pl
 
+from attnsweep.analysis.context import RunContext
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.results.layout import QUARANTINE
 from attnsweep.results.roots import listing
@@ -21,11 +22,18 @@ SHOWN_CELLS = 12
 """Incomplete cells named in a note at most (the rest are counted)."""
 
 
-def incomplete_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
+def incomplete_note(store: ResultsStore, sweep: str, run_id: str, context: RunContext | None = None) -> str | None:
     """A warning naming the cells of a run whose rows in the store are fewer (or more) than
     the run recorded, and why; None when every recorded row is read, or while the run is
-    still running (its counts are not final; ``analyze.unfinished_note`` speaks then)."""
-    record = store.read_run(sweep, run_id)
+    still running (its counts are not final; ``analysis.boolean.unfinished_note`` speaks then).
+
+    Args:
+        context: the run's record, if already read (:class:`analysis.context.RunContext`).
+
+    Raises:
+        StoreError: no such run.
+    """
+    record = context.record if context is not None else store.read_run(sweep, run_id)
     if record["status"] == "running":
         return None
     try:

@@ -28,7 +28,8 @@ import numpy as np
 import polars as pl
 from scipy.stats import ks_2samp
 
-from attnsweep.analysis.boolean import CELL_FIELDS, analyze_run, settings_of
+from attnsweep.analysis.boolean import CELL_FIELDS, analyze_run
+from attnsweep.analysis.context import RunContext
 from attnsweep.analysis.symmetry import analyze_symmetry_run
 from attnsweep.orchestrator.errors import RunError
 from attnsweep.orchestrator.trials_table import with_later_fields
@@ -61,29 +62,31 @@ def compare_runs(
     Raises:
         RunError: the runs come from different specs or experiments.
         StoreError: a run is missing or has no trained trials.
+        SpecError: a run's stored spec has invalid settings (:mod:`analysis.context`).
     """
     sweeps = store.sweep_of(baseline), store.sweep_of(new)
-    records = store.read_run(sweeps[0], baseline), store.read_run(sweeps[1], new)
+    contexts = RunContext.load(store, sweeps[0], baseline), RunContext.load(store, sweeps[1], new)
+    records = contexts[0].record, contexts[1].record
     if records[0]["spec_hash"] != records[1]["spec_hash"]:
         raise RunError(
             f"run {new} and baseline {baseline} come from different specs; replication compares runs of one pinned spec"
         )
-    experiment = records[0].get("experiment") or "sparse_boolean"
-    settings = settings_of(store, sweeps[0], baseline)
+    experiment = contexts[0].experiment
+    settings = contexts[0].settings  # one spec (same hash): the baseline's settings judge both
     dirs = [None, None] if figures_dir is None else [figures_dir / "baseline", figures_dir / "new"]
     if experiment == "symmetry":
-        a, b = (analyze_symmetry_run(store, s, r, settings, d) for s, r, d in zip(sweeps, (baseline, new), dirs))
-        out = _m_star(a.m_star, b.m_star, list(SYMMETRY_CELL), tol)
+        sa, sb = (analyze_symmetry_run(store, s, r, settings, d) for s, r, d in zip(sweeps, (baseline, new), dirs))
+        out = _m_star(sa.m_star, sb.m_star, list(SYMMETRY_CELL), tol)
         out += [
             Comparison("verdict", x["claim"], x["verdict"], y["verdict"], x["verdict"] == y["verdict"])
-            for x, y in zip(a.verdicts, b.verdicts)
+            for x, y in zip(sa.verdicts, sb.verdicts)
         ]
         score, cell = (
             "test_error",
             [c for c in SYMMETRY_CELL if c != "student"] + ["model", "equivariance"],
         )
     else:
-        a, b = (analyze_run(store, r, d, settings) for r, d in zip((baseline, new), dirs))
+        a, b = (analyze_run(store, figures_dir=d, settings=settings, context=c) for c, d in zip(contexts, dirs))
         cell = [c for c in CELL_FIELDS if c in a.m_star.columns]
         out = _m_star(a.m_star, b.m_star, cell, tol) + _fits(a.fits, b.fits, tol)
         score = "test_acc"

@@ -27,7 +27,7 @@ from attnsweep.stats.symmetry import (
     with_budget_check,
     with_student,
 )
-from attnsweep.stats.verdict_common import quantity
+from attnsweep.stats.verdict_common import Verdict, quantity
 from attnsweep.tasks.teachers import teacher_symmetries
 from attnsweep.workers import SymmetryTrialConfig
 
@@ -40,7 +40,7 @@ class SymmetryAnalysis:
     run_id: str
     m_star: pl.DataFrame
     errors: pl.DataFrame
-    verdicts: list[dict]
+    verdicts: list[Verdict]
     figures: list[Path] = field(default_factory=list)
     scale: ScaleAnalysis | None = None
 

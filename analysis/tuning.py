@@ -51,7 +51,7 @@ def tuning_choices(rows: pl.DataFrame, cell: list[str], tuned: list[str], confid
     ).alias("score")
     out = []
     for key, part in tune.group_by(base, maintain_order=True):
-        probe = int(part["m"].min())
+        probe = int(min(part["m"].to_list()))  # a group has rows, and m is never null
         seeds = sorted(set(part["seed"]))
         match = pl.all_horizontal([pl.col(c).eq_missing(v) for c, v in zip(base, key)]) if base else pl.lit(True)
         own = spec_values.filter(match)

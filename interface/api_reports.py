@@ -19,6 +19,7 @@ from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from attnsweep.analysis.context import RunContext
     from attnsweep.analysis.replicate import Comparison
     from attnsweep.results import ResultsStore
     from attnsweep.stats.verdict_common import Verdict
@@ -246,6 +247,7 @@ def replicate(
         orchestrator.SpecError, orchestrator.RunError, results.StoreError: as :func:`api.run`.
     """
     from attnsweep.analysis.boolean import run_caveats
+    from attnsweep.analysis.context import RunContext
     from attnsweep.analysis.replicate import compare_runs
     from attnsweep.orchestrator.provenance import code_version
     from attnsweep.orchestrator.spec import load_spec
@@ -255,7 +257,8 @@ def replicate(
     s = load_spec(spec)
     results = ResultsStore(store)
     baseline = resolve_run(results, baseline, notify)
-    record = results.read_run(results.sweep_of(baseline), baseline)
+    base = RunContext.load(results, results.sweep_of(baseline), baseline)
+    record = base.record
     if record["spec_hash"] != s.spec_hash():
         raise AttnsweepError(
             f"--baseline: run {baseline} was made from another spec (hash {record['spec_hash']}, "
@@ -267,7 +270,7 @@ def replicate(
             "not finished: a replication compared with it would report what it lacks as a "
             "regression. Finish it first (attnsweep resume " + baseline + ") or give a finished run"
         )
-    _analysable(results, baseline)  # before the sweep runs again, not after
+    _analysable(results, base)  # before the sweep runs again, not after
     if report is not None:  # the folder checked before the sweep runs: it writes only inside it
         _check_report_folder(results, report)
     summary = run_sweep(
@@ -289,7 +292,8 @@ def replicate(
         tolerance=tolerance,
         alpha=alpha,
     )
-    caveats = [n for r in (baseline, summary.run_id) for n in run_caveats(results, results.sweep_of(r), r)]
+    new = RunContext.load(results, results.sweep_of(summary.run_id), summary.run_id)
+    caveats = [n for c in (base, new) for n in run_caveats(results, c.sweep, c.run_id, c)]
     path = write_report(
         folder / "report.md",
         comparisons,
@@ -326,21 +330,19 @@ def _check_report_folder(results: ResultsStore, folder: Path) -> None:
         )
 
 
-def _analysable(results: ResultsStore, run_id: str) -> None:
-    """Raise AttnsweepError unless run ``run_id`` can be analysed (it has trained trials),
-    so that a replication finds a useless baseline before it spends a sweep's time."""
-    from attnsweep.analysis.boolean import analyze_run, settings_of
+def _analysable(results: ResultsStore, run: RunContext) -> None:
+    """Raise AttnsweepError unless ``run`` can be analysed (it has trained trials), so that a
+    replication finds a useless baseline before it spends a sweep's time."""
+    from attnsweep.analysis.boolean import analyze_run
     from attnsweep.analysis.symmetry import analyze_symmetry_run
     from attnsweep.results import StoreError
 
-    sweep = results.sweep_of(run_id)
-    record = results.read_run(sweep, run_id)
     try:
-        if (record.get("experiment") or "sparse_boolean") == "symmetry":
-            analyze_symmetry_run(results, sweep, run_id, settings_of(results, sweep, run_id))
+        if run.experiment == "symmetry":
+            analyze_symmetry_run(results, run.sweep, run.run_id, run.settings)
         else:
-            analyze_run(results, run_id)
+            analyze_run(results, context=run)
     except StoreError as exc:
         raise AttnsweepError(
-            f"--baseline: run {run_id} cannot be analysed, so nothing could be compared with it: {exc}"
+            f"--baseline: run {run.run_id} cannot be analysed, so nothing could be compared with it: {exc}"
         ) from exc

@@ -13,6 +13,7 @@ from attnsweep.orchestrator.errors import AttnsweepError
 if TYPE_CHECKING:
     import polars as pl
 
+    from attnsweep.analysis.context import RunContext
     from attnsweep.results import ResultsStore
 
 
@@ -205,17 +206,29 @@ def compact(store: str, sweep: str | None = None, run_id: str | None = None) -> 
     return total
 
 
-def m_star_export(results: ResultsStore, sweep: str, run_id: str, figures: Path | None = None) -> pl.DataFrame:
+def m_star_export(
+    results: ResultsStore, sweep: str, run_id: str, figures: Path | None = None, context: RunContext | None = None
+) -> pl.DataFrame:
     """The m* table of a run for scripts: a row per cell, the run id first, without the
-    bootstrap replicates of each m* (figures into ``figures``, if given)."""
+    bootstrap replicates of each m* (figures into ``figures``, if given).
+
+    Args:
+        context: the run's record and settings, if already read (:class:`analysis.context.RunContext`).
+
+    Raises:
+        results.StoreError: no such run, or it has no trained trials.
+        orchestrator.SpecError: the run's stored spec has invalid settings.
+    """
     import polars as pl
 
-    from attnsweep.analysis.boolean import analyze_run, m_star_table, settings_of
+    from attnsweep.analysis.boolean import analyze_run, m_star_table
+    from attnsweep.analysis.context import RunContext
     from attnsweep.analysis.symmetry import analyze_symmetry_run
 
-    if results.read_run(sweep, run_id).get("experiment") == "symmetry":
-        table = analyze_symmetry_run(results, sweep, run_id, settings_of(results, sweep, run_id), figures).m_star
+    ctx = context or RunContext.load(results, sweep, run_id)
+    if ctx.experiment == "symmetry":
+        table = analyze_symmetry_run(results, sweep, run_id, ctx.settings, figures).m_star
     else:
-        table = m_star_table(analyze_run(results, run_id, figures))
+        table = m_star_table(analyze_run(results, figures_dir=figures, context=ctx))
     table = table.drop("replicates", strict=False).with_columns(pl.lit(run_id).alias("run_id"))
     return table.select("run_id", pl.exclude("run_id"))

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from attnsweep.results import ResultsStore
+    from attnsweep.stats.verdict_common import Verdict
 
 DEFAULT_STORE = "results-store"
 """The store a CLI command uses without ``--store``."""
@@ -130,9 +131,12 @@ class Store:
 
         Raises:
             results.StoreError: no such run, or it has no trained trials.
+            orchestrator.SpecError: the run's stored spec has invalid settings (the message names
+                the run and the field).
             OSError: the figure folder cannot be written.
         """
-        from attnsweep.analysis.boolean import analyze_run, run_caveats, settings_of
+        from attnsweep.analysis.boolean import analyze_run, run_caveats
+        from attnsweep.analysis.context import RunContext
 
         check_names(run=run)
         if figures is not None and not isinstance(figures, (str, Path)):
@@ -141,20 +145,20 @@ class Store:
             raise ArgumentError(f"figures: {figures} exists and is not a folder")
         run = self.latest_run() if run is None else self.results.resolve_run(run)[0]  # a sweep's name: its latest run
         sweep = self.results.sweep_of(run)
-        record = self.results.read_run(sweep, run)
+        context = RunContext.load(self.results, sweep, run)
         folder = Path(figures) if figures is not None else Path("figures") / sweep / run
-        settings = settings_of(self.results, sweep, run)
-        experiment = record.get("experiment") or "sparse_boolean"
+        settings = context.settings
+        experiment = context.experiment
         if experiment == "symmetry":
             from attnsweep.analysis.symmetry import analyze_symmetry_run
 
             detail = analyze_symmetry_run(self.results, sweep, run, settings, folder)
             verdicts = detail.verdicts
         else:
-            from attnsweep.analysis.boolean import boolean_verdicts, m_star_table, tuned_fields
+            from attnsweep.analysis.boolean import boolean_verdicts, m_star_table
 
-            detail = analyze_run(self.results, run, folder, settings)
-            _, verdicts = boolean_verdicts([m_star_table(detail)], tuned_fields(self.results, sweep, run), settings.ci)
+            detail = analyze_run(self.results, figures_dir=folder, context=context)
+            _, verdicts = boolean_verdicts([m_star_table(detail)], context.tuned, settings.ci)
         return RunAnalysis(
             sweep,
             run,
@@ -162,7 +166,7 @@ class Store:
             detail.m_star,
             verdicts,
             list(detail.figures),
-            run_caveats(self.results, sweep, run),
+            run_caveats(self.results, sweep, run, context),
             detail,
         )
 
@@ -227,7 +231,7 @@ class RunAnalysis:
     run_id: str
     experiment: str
     m_star: pl.DataFrame
-    verdicts: list[dict]
+    verdicts: list[Verdict]
     figures: list[Path] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
     detail: Any = None

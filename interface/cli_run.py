@@ -280,30 +280,32 @@ def analyze(
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None, format: str = "table") -> None:
-    from attnsweep.analysis.boolean import analyze_run, run_caveats, settings_of
+    from attnsweep.analysis.boolean import analyze_run, run_caveats
+    from attnsweep.analysis.context import RunContext
     from attnsweep.analysis.symmetry import analyze_symmetry_run
     from attnsweep.presentation.terminal import print_analysis, print_symmetry
 
     if run_id is None:
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
-    for note in run_caveats(store, sweep, run_id):
+    context = RunContext.load(store, sweep, run_id)  # the record read and its settings parsed once
+    for note in run_caveats(store, sweep, run_id, context):
         err.print(visible(f"warning: {note}"), style="yellow", markup=False, highlight=False)
     if format != "table":
-        _write_m_star(store, sweep, run_id, figures, format)
+        _write_m_star(store, sweep, run_id, figures, format, context)
         return
     figures = figures or Path("figures") / sweep / run_id
 
     def run(figures_dir):
-        if store.read_run(sweep, run_id).get("experiment") == "symmetry":
-            settings = settings_of(store, sweep, run_id)
+        if context.experiment == "symmetry":
+            settings = context.settings
             print_symmetry(
                 analyze_symmetry_run(store, sweep, run_id, settings, figures_dir),
                 out,
                 settings.target_error,
             )
         else:
-            print_analysis(analyze_run(store, run_id, figures_dir), out)
+            print_analysis(analyze_run(store, figures_dir=figures_dir, context=context), out)
 
     try:
         run(figures)
@@ -317,7 +319,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
         run(None)
 
 
-def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: str) -> None:
+def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: str, context=None) -> None:
     """The m* table of a run on stdout, a row per cell with the run id first, as CSV (a
     header, then a line per cell; a list column as its JSON text) or JSON (an array of
     objects; NaN and infinity as null, as ``query --format json`` writes them). The
@@ -328,7 +330,7 @@ def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: 
 
     from attnsweep.api_runs import m_star_export
 
-    table = m_star_export(store, sweep, run_id, figures)
+    table = m_star_export(store, sweep, run_id, figures, context)
     if format == "json":
         sys.stdout.write(table.write_json() + "\n")
     else:

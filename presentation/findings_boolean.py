@@ -9,7 +9,7 @@ import math
 import polars as pl
 
 from attnsweep.analysis.boolean import TUNED_RUN
-from attnsweep.orchestrator.spec_loading import read_yaml
+from attnsweep.analysis.context import RunContext
 from attnsweep.presentation.boolean_notes import (
     across_bounds,
     epoch_lines,
@@ -369,17 +369,17 @@ def _flag_note(union: pl.DataFrame) -> str:
 
 def _threshold(records: list[dict]) -> float:
     """The success threshold of the sparse-Boolean runs (their specs' ``analysis.acc_threshold``,
-    the first run's where they differ; 0.95, the spec's default, where none sets it)."""
+    the first run's where they differ; 0.95, the spec's default, where none sets it).
+
+    Raises:
+        SpecError: a record's stored spec has an invalid ``analysis`` section (:mod:`analysis.context`).
+    """
     for rec in records:
         if rec.get("experiment") == "symmetry":
             continue
-        try:
-            raw = read_yaml(rec.get("spec_yaml") or "") or {}
-        except Exception:  # noqa: BLE001 - an old or odd record: the default
-            raw = {}
-        value = (raw.get("analysis") or {}).get("acc_threshold")
-        if value is not None:
-            return float(value)
+        run = RunContext.of_record(rec.get("sweep") or "?", rec.get("run_id") or "?", rec)
+        if "acc_threshold" in (run.spec.get("analysis") or {}):
+            return run.settings.acc_threshold
     return 0.95
 
 

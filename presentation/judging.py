@@ -9,21 +9,15 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.analysis.boolean import (
-    analyze_run,
-    boolean_verdicts,
-    m_star_table,
-    run_caveats,
-    settings_of,
-    tuned_fields,
-)
+from attnsweep.analysis.boolean import analyze_run, boolean_verdicts, m_star_table, run_caveats
+from attnsweep.analysis.context import RunContext
 from attnsweep.analysis.symmetry import SymmetryAnalysis, analyze_symmetry_run
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.results import ResultsStore
 from attnsweep.stats import symmetry as sym
 from attnsweep.stats.boolean_cells import REFERENCE_CSV
 from attnsweep.stats.figures_curves import plot_learning_curves
-from attnsweep.stats.verdict_common import NOT_TESTED
+from attnsweep.stats.verdict_common import NOT_TESTED, Verdict
 
 NO_RUN = "no run of this experiment given"
 
@@ -36,28 +30,31 @@ class ReportRun:
     sweep: str
     record: dict
     experiment: str
+    context: RunContext | None = None
+    """Its record and settings read once (:func:`runs_of`); None: read where they are needed."""
     figures: list[Path] = field(default_factory=list)
     m_star: pl.DataFrame | None = None
-    verdicts: list[dict] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
     symmetry: SymmetryAnalysis | None = None
 
 
 def runs_of(store: ResultsStore, run_ids: list[str]) -> list[ReportRun]:
-    """The runs ``run_ids`` names (duplicates dropped), their records read: every id is
-    checked before anything is computed or written.
+    """The runs ``run_ids`` names (duplicates dropped), their records read and their
+    settings parsed (:class:`analysis.context.RunContext`): every id is checked before
+    anything is computed or written.
 
     Raises:
         AttnsweepError: no run ids given.
         StoreError: a run id is not in the store.
+        SpecError: a run's stored spec has invalid settings (naming the run and the field).
     """
     run_ids = list(dict.fromkeys(run_ids))
     if not run_ids:
         raise AttnsweepError("give at least one run id (attnsweep runs lists them)")
     runs = []
     for run_id in run_ids:
-        sweep = store.sweep_of(run_id)
-        record = store.read_run(sweep, run_id)
-        runs.append(ReportRun(run_id, sweep, record, record.get("experiment") or "sparse_boolean"))
+        ctx = RunContext.load(store, store.sweep_of(run_id), run_id)
+        runs.append(ReportRun(run_id, ctx.sweep, ctx.record, ctx.experiment, ctx))
     return runs
 
 
@@ -94,22 +91,27 @@ def judge(
 
     Raises:
         StoreError: a run has no trained trials.
+        SpecError: a run's stored spec has invalid settings.
     """
-    boolean_tables, tuned, ci = [], set(), 0.95
+    boolean_tables: list[pl.DataFrame] = []
+    tuned: set[str] = set()
+    ci = 0.95
     several_symmetry = sum(r.experiment == "symmetry" for r in runs) > 1
+    contexts = {r.run_id: r.context or RunContext.load(store, r.sweep, r.run_id) for r in runs}
     for run in runs:
-        settings = settings_of(store, run.sweep, run.run_id)
+        ctx = contexts[run.run_id]
+        settings = ctx.settings
         where = figures / run.run_id if figures is not None else None
         if run.experiment == "symmetry":
             result = analyze_symmetry_run(store, run.sweep, run.run_id, settings, where)
             run.m_star, run.figures, run.symmetry = result.m_star, result.figures, result
             tag = f" [run {run.run_id}]" if several_symmetry else ""
-            run.verdicts = [dict(v, claim=v["claim"].replace(":", f"{tag}:", 1)) for v in result.verdicts]
+            run.verdicts = [{**v, "claim": v["claim"].replace(":", f"{tag}:", 1)} for v in result.verdicts]
         else:
-            result = analyze_run(store, run.run_id, where, settings)
-            run.m_star = m_star_table(result)
-            run.figures = result.figures
-            tuned |= tuned_fields(store, run.sweep, run.run_id)
+            boolean = analyze_run(store, figures_dir=where, context=ctx)
+            run.m_star = m_star_table(boolean)
+            run.figures = boolean.figures
+            tuned |= ctx.tuned
             if not boolean_tables:
                 ci = settings.ci
             boolean_tables.append(run.m_star)
@@ -125,28 +127,30 @@ def judge(
     claims += [v for r in runs if r.experiment == "symmetry" for v in r.verdicts] or _missing(
         _empty_symmetry_verdicts()
     )
-    caveats = [note for r in runs for note in run_caveats(store, r.sweep, r.run_id)]
-    return Judgement(runs, union, claims, caveats, tuned, ci, bool(boolean_tables))
+    caveats = [note for r in runs for note in run_caveats(store, r.sweep, r.run_id, contexts[r.run_id])]
+    # Plain dicts (the same keys, in the same order): the renderers (report.py, publish.py,
+    # readme_sections.py) take claims as dicts, and a Verdict is not one to a type checker.
+    return Judgement(runs, union, [dict(v) for v in claims], caveats, tuned, ci, bool(boolean_tables))
 
 
-def _missing(verdicts: list[dict]) -> list[dict]:
+def _missing(verdicts: list[Verdict]) -> list[Verdict]:
     """The claims of an experiment the report has no run of: ``not tested``."""
     return [
-        dict(
-            v,
-            statistic="-",
-            interval="-",
-            verdict=NOT_TESTED,
-            why=NO_RUN,
-            series=[],
-            not_judged=[],
-            flags=[],
-        )
+        {
+            **v,
+            "statistic": "-",
+            "interval": "-",
+            "verdict": NOT_TESTED,
+            "why": NO_RUN,
+            "series": [],
+            "not_judged": [],
+            "flags": [],
+        }
         for v in verdicts
     ]
 
 
-def _empty_symmetry_verdicts() -> list[dict]:
+def _empty_symmetry_verdicts() -> list[Verdict]:
     """S1-S4 of no trials (for their claim texts)."""
     text, num = pl.String, pl.Float64
     trials = pl.DataFrame(

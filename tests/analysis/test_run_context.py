@@ -1,0 +1,134 @@
+"""A run's record and settings read once (analysis/context.py): a stored spec without an
+``analysis`` section gets the defaults, one with an invalid section is an error naming the run
+and the field (exit code 2 at the CLI), never a silent fall back to the defaults."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from attnsweep.analysis.boolean import analyze_run, run_caveats, settings_of, tuned_fields
+from attnsweep.analysis.context import RunContext
+from attnsweep.api_store import Store
+from attnsweep.cli import app
+from attnsweep.orchestrator.errors import SpecError
+from attnsweep.orchestrator.spec import AnalysisSettings, trial_id
+from attnsweep.orchestrator.trials_table import run_schema, trial_schema
+from attnsweep.results import ResultsStore
+from attnsweep.workers import BooleanTrialConfig
+
+START = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
+
+
+def _row(T: int, m: int, seed: int, ok: bool) -> dict:
+    config = BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=seed, model="transformer", d=16, heads=2)
+    return dict(
+        config.model_dump(),
+        trial_id=trial_id(config),
+        experiment="sparse_boolean",
+        status="done",
+        test_acc=1.0 if ok else 0.6,
+        train_acc=1.0,
+        converged=True,
+        epochs=100,
+        test_loss=0.1,
+        train_loss=0.1,
+    )
+
+
+def _store(tmp_path, spec_yaml: str | None, run_id: str = "r1") -> ResultsStore:
+    """A store holding one finished sparse-Boolean run (m* between 16 and 32 at T=16) whose
+    record keeps ``spec_yaml`` as its stored spec, written as the driver writes them."""
+    store = ResultsStore(tmp_path / "store")
+    rows = [_row(16, m, seed, m >= 32) for m in (8, 16, 32, 64) for seed in range(3)]
+    schema = trial_schema()
+    store.write_trials(
+        "sw", run_id, pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+    )
+    record = dict(
+        status="finished",
+        started_at=START,
+        ended_at=START + dt.timedelta(minutes=5),
+        wall_s=300.0,
+        n_trials=len(rows),
+        n_done=len(rows),
+        n_failed=0,
+        n_diverged=0,
+        n_lost=0,
+        spec_name="sw",
+        spec_hash="0" * 16,
+        spec_yaml=spec_yaml,
+        executor="actors",
+        host="test",
+        code_version="test",
+        packages="{}",
+        experiment="sparse_boolean",
+        trial_fields=None,
+        cell_counts=None,
+        attempts=[],
+    )
+    store.write_run("sw", run_id, record, run_schema())
+    return store
+
+
+@pytest.mark.parametrize("spec_yaml", [None, "", "name: sw\n", "name: sw\nanalysis:\n"])
+def test_a_record_without_an_analysis_section_gets_the_default_settings(tmp_path, spec_yaml):
+    store = _store(tmp_path, spec_yaml)
+    ctx = RunContext.load(store, "sw", "r1")
+    assert ctx.settings == AnalysisSettings()
+    assert not ctx.search.adaptive and ctx.tuned == set()
+    assert settings_of(store, "sw", "r1") == AnalysisSettings()
+    assert analyze_run(store, "r1", settings=AnalysisSettings(n_boot=0)).m_star.height == 1
+
+
+def test_the_context_holds_the_record_and_the_settings_of_the_stored_spec(tmp_path):
+    store = _store(tmp_path, yaml.safe_dump(dict(name="sw", analysis=dict(n_boot=0, acc_threshold=0.9))))
+    ctx = RunContext.load(store, "sw", "r1")
+    assert (ctx.sweep, ctx.run_id, ctx.record["status"], ctx.experiment) == ("sw", "r1", "finished", "sparse_boolean")
+    assert ctx.spec["name"] == "sw" and ctx.settings == AnalysisSettings(n_boot=0, acc_threshold=0.9)
+    # Passed down, it gives what each function finds by reading the record itself.
+    assert run_caveats(store, "sw", "r1", ctx) == run_caveats(store, "sw", "r1") == []
+    by_context = analyze_run(store, context=ctx).m_star
+    assert by_context.equals(analyze_run(store, "r1").m_star)
+    assert by_context["m_star"].to_list() != [None]
+
+
+@pytest.mark.parametrize(
+    "section, field",
+    [
+        ("analysis: {n_boot: -3}", "analysis.n_boot"),
+        ("analysis: {acc_treshold: 0.9}", "analysis.acc_treshold"),
+        ("analysis: [0.9]", "analysis"),
+        ("search: {mode: fast}", "search.mode"),
+    ],
+)
+def test_an_invalid_settings_section_is_an_error_naming_the_run_and_the_field(tmp_path, section, field):
+    store = _store(tmp_path, f"name: sw\n{section}\n", run_id="r-bad")
+    for read in (
+        lambda: RunContext.load(store, "sw", "r-bad"),
+        lambda: settings_of(store, "sw", "r-bad"),
+        lambda: tuned_fields(store, "sw", "r-bad"),
+        lambda: analyze_run(store, "r-bad"),
+        lambda: run_caveats(store, "sw", "r-bad"),
+        lambda: Store(store.root).analyze("r-bad", figures=tmp_path / "fig"),
+    ):
+        with pytest.raises(SpecError) as caught:
+            read()
+        assert "run r-bad" in str(caught.value) and f"- {field}" in str(caught.value)
+
+
+def test_a_stored_spec_that_is_not_yaml_is_an_error_naming_the_run(tmp_path):
+    store = _store(tmp_path, "name: sw\n  bad: : :\n", run_id="r-bad")
+    with pytest.raises(SpecError, match=r"run r-bad of sweep sw[\s\S]*spec_yaml: not YAML"):
+        RunContext.load(store, "sw", "r-bad")
+
+
+def test_analyze_exits_with_code_2_and_names_the_field(tmp_path):
+    store = _store(tmp_path, "name: sw\nanalysis: {ci: 7}\n", run_id="r-bad")
+    result = CliRunner().invoke(app, ["analyze", "r-bad", "--store", str(store.root), "--figures", str(tmp_path / "f")])
+    assert result.exit_code == 2
+    assert "run r-bad" in result.output and "analysis.ci" in result.output
