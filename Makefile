@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: quickstart test test-fast lint setup clean
+.PHONY: quickstart test test-fast coverage lint setup clean
 
 quickstart: $(VENV)/.installed
 	$(BIN)/attnsweep run sweeps/quickstart.yaml
@@ -14,10 +14,22 @@ quickstart: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest $(ARGS)
 
-# The unit tier for the edit-test loop: everything but the tests marked slow (real Ray sweeps,
-# the CLI end to end, the job server), a few minutes.
+# The fast tier for the edit-test loop: every test not marked slow (the slow ones run real Ray
+# sweeps, the CLI end to end, the job server, wheel builds), under 3 minutes on 2 cores.
 test-fast: $(VENV)/.installed
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
+
+# make test under coverage (what .ci/run runs): the CLI subprocesses and Ray's workers are
+# measured too (pyproject's [tool.coverage.run]); then a table of line coverage per package,
+# failing below a package's floor (.ci/coverage_floors.py). Exits with pytest's status when
+# pytest fails (5: no tests collected, a failure too), else with the floors' check.
+coverage: $(VENV)/.installed
+	rm -f .coverage .coverage.*
+	@$(BIN)/python -m coverage run -m pytest $(ARGS); rc=$$?; \
+	[ $$rc -ne 5 ] || echo "pytest collected no tests: failing" >&2; \
+	$(BIN)/python -m coverage combine --quiet; \
+	$(BIN)/python .ci/coverage_floors.py || { [ $$rc -ne 0 ] || rc=1; }; \
+	exit $$rc
 
 # ruff (lint and format) over the repository; mypy over the package (read through the strict
 # editable install's link tree, each module once, under its import name), where every error
@@ -53,4 +65,4 @@ $(VENV)/.installed: $(VENV)/.created pyproject.toml $(PACKAGE_DIRS)
 	touch $@
 
 clean:
-	rm -rf $(VENV) build results-store figures
+	rm -rf $(VENV) build results-store figures .coverage .coverage.*
