@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from attnsweep.analysis.context import RunContext
+from attnsweep.analysis.saved_m_star import m_star_saved
 from attnsweep.analysis.tuning import choose_m_star, tuning_choices
 from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings
 from attnsweep.orchestrator.trials_table import trial_schema, with_later_fields
@@ -306,6 +307,7 @@ def analyze_run(
     figures_dir: Path | None = None,
     settings: AnalysisSettings | None = None,
     context: RunContext | None = None,
+    save: bool = False,
 ) -> Analysis:
     """m* per cell, growth fits per series and the checks of a run.
 
@@ -315,6 +317,8 @@ def analyze_run(
         figures_dir: where PNG figures go (None: no figures).
         settings: m* settings (default: those of the run's spec).
         context: the run's record and settings, if already read (:class:`analysis.context.RunContext`).
+        save: save the m* tables with the run for later analyses to reuse (``run`` does;
+            analysis/saved_m_star.py); a table saved for these rows and settings is reused either way.
 
     Raises:
         StoreError: no such run, or it has no trained trials.
@@ -367,13 +371,17 @@ def analyze_run(
         ci=settings.ci,
         earlier=LATER_FIELDS,
     )
-    table, reps = m_star(data, cols)
+
+    def saved(phase: str, rows: pl.DataFrame):
+        return m_star_saved(store, sweep, run_id, phase, rows, cols, settings, m_star, save, also=LATER_FIELDS)
+
+    table, reps = saved("search", data)
     # Tuned settings differ from cell to cell by choice, not as an axis: they do not split a series.
     tuned = context.tuned
     tuned_data = search_rows(every, cols, "tuned").collect()
     tuned_table = None
     if not tuned_data.is_empty():
-        tuned_table, tuned_reps = m_star(tuned_data, cols)
+        tuned_table, tuned_reps = saved("tuned", tuned_data)
         reps = {**reps, **tuned_reps}
     spec_table = table  # m* with the spec's own settings, before tuned cells replace theirs
     table = choose_m_star(table, tuned_table, cols, sorted(tuned), bool(tuned))
@@ -387,7 +395,7 @@ def analyze_run(
     series_cols = [c for c in varying if c != "T" and c not in tuned]
     table = table.with_columns(series=_label(series_cols)).sort(["series", "T"])
     budget_rows = every.filter(pl.col("search_phase") == "budget")
-    budget = m_star(budget_rows, cols)[0] if not budget_rows.is_empty() else None
+    budget = saved("budget", budget_rows)[0] if not budget_rows.is_empty() else None
     table = with_budget_check(table, budget, cols)
     # How much of its bound each cell used, and the norm success needed (stats/norm_use.py).
     use = norm_use(data, cols, settings.acc_threshold).drop("n_trained", "n_success")

@@ -167,6 +167,7 @@ def _execute(
             ResultsStore(store),
             summary.run_id,
             figures or Path("figures") / summary.sweep / summary.run_id,
+            save=True,  # the m* tables are kept with the run: analyze and report read them back
         )
 
 
@@ -279,7 +280,7 @@ def analyze(
     _print_analysis(results, run_or_latest(results, run or run_id), figures, format)
 
 
-def _print_analysis(store, run_id: str | None, figures: Path | None, format: str = "table") -> None:
+def _print_analysis(store, run_id: str | None, figures: Path | None, format: str = "table", save: bool = False) -> None:
     from attnsweep.analysis.boolean import analyze_run, run_caveats
     from attnsweep.analysis.context import RunContext
     from attnsweep.analysis.symmetry import analyze_symmetry_run
@@ -305,7 +306,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
                 settings.target_error,
             )
         else:
-            print_analysis(analyze_run(store, figures_dir=figures_dir, context=context), out)
+            print_analysis(analyze_run(store, figures_dir=figures_dir, context=context, save=save), out)
 
     try:
         run(figures)

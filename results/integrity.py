@@ -36,7 +36,7 @@ from attnsweep.results.parquet_check import os_reason
 from attnsweep.results.roots import listing, listing_tree
 from attnsweep.results.store import ResultsStore
 
-STORE_FOLDERS = ("trials", "runs", "curves", "locks", "quarantine", "studies")
+STORE_FOLDERS = ("trials", "runs", "curves", "derived", "locks", "quarantine", "studies")
 """The folders attnsweep makes at a store's root."""
 
 
