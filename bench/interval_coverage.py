@@ -47,7 +47,7 @@ def simulate(design: str, beta: float, seeds: int, cells: int, rng: np.random.Ge
         m_true = math.exp(rng.uniform(math.log(30), math.log(300)))
         truth[cell] = m_true
 
-        def run(ms: list[int]) -> dict[int, float]:
+        def run(ms: list[int], cell: int = cell, m_true: float = m_true) -> dict[int, float]:
             rates = {}
             for m in ms:
                 ok = rng.random(seeds) < 1 / (1 + math.exp(-beta * (math.log(m) - math.log(m_true))))

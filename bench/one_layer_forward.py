@@ -76,21 +76,24 @@ def main() -> None:
     print("| T | n | general (s) | before (s) | table (s) | matmul (s) | matmul vs before | matmul vs general |")
     print("|---|---|---|---|---|---|---|---|")
     for T, n in CASES:
-        model = CLSTransformer(T, d=32, layers=1, heads=4)
-        x = torch.randint(0, 2, (n, T), dtype=torch.uint8)
+        print(_row(T, n, args.repeats))
 
-        def run(path):
-            model.zero_grad()
-            path(x).sum().backward()
 
-        general = _time(lambda: run(model.forward_general), args.repeats) if T <= 4096 else float("nan")
-        old = _time(lambda: run(lambda v: before(model, v)), args.repeats)
-        table = _time(lambda: run(model.forward_table), args.repeats)
-        matmul = _time(lambda: run(lambda v: model.forward_matmul(v)[0]), args.repeats)
-        torch.testing.assert_close(model.forward_matmul(x)[0], before(model, x), atol=1e-4, rtol=1e-4)
-        print(
-            f"| {T} | {n} | {general:.4f} | {old:.4f} | {table:.4f} | {matmul:.4f} | {old / matmul:.1f}x | {general / matmul:.1f}x |"
-        )
+def _row(T: int, n: int, repeats: int) -> str:
+    """One table row: the timings of each forward path at sequence length ``T``, batch ``n``."""
+    model = CLSTransformer(T, d=32, layers=1, heads=4)
+    x = torch.randint(0, 2, (n, T), dtype=torch.uint8)
+
+    def run(path):
+        model.zero_grad()
+        path(x).sum().backward()
+
+    general = _time(lambda: run(model.forward_general), repeats) if T <= 4096 else float("nan")
+    old = _time(lambda: run(lambda v: before(model, v)), repeats)
+    table = _time(lambda: run(model.forward_table), repeats)
+    matmul = _time(lambda: run(lambda v: model.forward_matmul(v)[0]), repeats)
+    torch.testing.assert_close(model.forward_matmul(x)[0], before(model, x), atol=1e-4, rtol=1e-4)
+    return f"| {T} | {n} | {general:.4f} | {old:.4f} | {table:.4f} | {matmul:.4f} | {old / matmul:.1f}x | {general / matmul:.1f}x |"
 
 
 if __name__ == "__main__":

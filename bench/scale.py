@@ -79,10 +79,8 @@ def child(n: int, workers: str) -> dict:
 
 
 def machine() -> str:
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-        "?",
-    )
+    with open("/proc/cpuinfo") as info:
+        cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "?")
     import ray
     import torch
 

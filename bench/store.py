@@ -106,7 +106,7 @@ def batches(n_rows: int, seed: int = 0):
     for lo in range(0, n_rows, BATCH):
         i = np.arange(lo, min(lo + BATCH, n_rows))
         n = len(i)
-        T, m, model = (np.array(v)[i // seeds] for v in zip(*combos))
+        T, m, model = (np.array(v)[i // seeds] for v in zip(*combos, strict=True))
         tr = model == "transformer"
         m_star = np.where(tr, 10 * np.log(T), 2.0 * T)
         success = rng.random(n) < 1 / (1 + np.exp(-3 * (np.log(m) - np.log(m_star))))
@@ -125,7 +125,7 @@ def batches(n_rows: int, seed: int = 0):
             seed=(i % seeds).tolist(),
             model=model.tolist(),
             status=status.tolist(),
-            support=[None if f else s for f, s in zip(failed, support.astype(int).tolist())],
+            support=[None if f else s for f, s in zip(failed, support.astype(int).tolist(), strict=True)],
             redraws=np.where(failed, 100, rng.poisson(0.3, n)).tolist(),
             train_acc=_some(done, np.where(converged, 1.0, 0.9 + 0.1 * rng.random(n))),
             train_loss=_some(done, rng.exponential(0.05, n)),
@@ -141,8 +141,8 @@ def batches(n_rows: int, seed: int = 0):
             wall_s=rng.exponential(2.0, n).tolist(),
             finished_at=[start + dt.timedelta(milliseconds=50 * int(k)) for k in i],
         )
-        rows = [{**base, **dict(zip(cols, vals))} for vals in zip(*cols.values())]
-        for r, f in zip(rows, failed):
+        rows = [{**base, **dict(zip(cols, vals, strict=True))} for vals in zip(*cols.values(), strict=True)]
+        for r, f in zip(rows, failed, strict=True):
             if f:
                 r.update(
                     error_type="AmbiguousTrainingSetError",
@@ -153,7 +153,7 @@ def batches(n_rows: int, seed: int = 0):
 
 def _some(keep: np.ndarray, values: np.ndarray) -> list:
     """``values`` as Python scalars, None where ``keep`` is False (a null in the store)."""
-    return [v if k else None for k, v in zip(keep.tolist(), values.tolist())]
+    return [v if k else None for k, v in zip(keep.tolist(), values.tolist(), strict=True)]
 
 
 def write_store(root: Path, n_rows: int) -> dict:

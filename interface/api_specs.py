@@ -3,6 +3,7 @@ copy the example specs (what ``attnsweep validate``, ``init`` and ``examples`` p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -99,10 +100,8 @@ def _largest_trials(s):
             k: max(v) if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) else v[0]
             for k, v in s.axes(block).items()
         }
-        try:
+        with contextlib.suppress(ValueError):  # the largest values together break a cross-field rule
             yield s.family.config(**s.fixed, **top)
-        except ValueError:  # the largest values together break a cross-field rule
-            pass
 
 
 STARTER = """\

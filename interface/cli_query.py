@@ -3,6 +3,7 @@ file in the format asked for (presentation/query_output.py writes the formats)."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -158,10 +159,8 @@ def query(
         )
         raise typer.Exit(130) from None
     except BrokenPipeError:  # stdout's reader stopped reading (| head): end quietly, as a pipe's writer does
-        try:
+        with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
-        except (OSError, ValueError):
-            pass
         raise typer.Exit(141) from None
 
 

@@ -12,6 +12,7 @@ send, for calls to a job server's REST API. The token itself is never read into 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -55,10 +56,8 @@ def use_token_if_present() -> bool:
         return False
     os.environ["RAY_AUTH_MODE"] = "token"
     if "ray._raylet" in sys.modules:
-        try:
+        with contextlib.suppress(Exception):  # an older Ray without the cache: the variable is enough
             sys.modules["ray._raylet"].Config.initialize("")
-        except Exception:  # noqa: BLE001 - an older Ray without the cache: the variable is enough
-            pass
     return True
 
 

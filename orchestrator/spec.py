@@ -35,7 +35,7 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -167,6 +167,10 @@ class _Range(StrictSettings):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
+    if TYPE_CHECKING:  # the subclasses' fields, for the check below (no field of this class at run time)
+        min: float
+        max: float
+
     @model_validator(mode="after")
     def _ordered(self) -> _Range:
         if self.max <= self.min:
@@ -296,6 +300,7 @@ class SearchSettings(StrictSettings):
             self.mode == "adaptive"
             and self.tune is not None
             and self.tune.m is not None
+            and self.m is not None
             and not self.m.min <= self.tune.m <= self.m.max
         ):
             raise ValueError(f"tune.m ({self.tune.m}) must lie in the searched range m: {self.m.min}..{self.m.max}")
@@ -377,7 +382,7 @@ class SweepSpec(BaseModel):
             axes = {k: v for k, v in self.axes(i).items() if k not in ("seed", "m")}
             names = list(axes)
             for values in itertools.product(*axes.values()):
-                yield {**self.fixed, **dict(zip(names, values))}
+                yield {**self.fixed, **dict(zip(names, values, strict=True))}
 
     @property
     def family(self) -> Experiment:
@@ -396,7 +401,7 @@ class SweepSpec(BaseModel):
             axes = self.axes(i)
             names = list(axes)
             for values in itertools.product(*axes.values()):
-                yield self.family.config(**self.fixed, **dict(zip(names, values)))
+                yield self.family.config(**self.fixed, **dict(zip(names, values, strict=True)))
 
     def resolved_settings(self, block: int = 0) -> list[tuple[str, Any, str, str]]:
         """Every trial setting of grid block ``block`` as a trial of it gets it:
@@ -408,13 +413,15 @@ class SweepSpec(BaseModel):
         trial config's default). ``meaning`` is the field's description.
         """
         grid = self.grids[block]
-        tuned = set(self.search.tune.params()) if self.search.adaptive and self.search.tune else set()
+        spans = self.search.tune.params() if self.search.adaptive and self.search.tune else {}
+        tuned = set(spans)
         rows = []
+        value: object
         for name, field in self.family.config.model_fields.items():
             if name == "seed":
                 value, source = self.seeds, "seeds"
             elif name in tuned:  # the m* search runs at the spec's value first, then Optuna tunes it per cell
-                span = self.search.tune.params()[name]
+                span = spans[name]
                 first = grid.get(name, self.fixed.get(name, field.default))
                 value, source = (
                     f"{first}, then tuned by Optuna in {span.min:g}..{span.max:g}",
@@ -424,8 +431,8 @@ class SweepSpec(BaseModel):
                 value, source = grid[name], "grid"
             elif name in self.fixed:
                 value, source = self.fixed[name], "fixed"
-            elif name == "m" and self.search.adaptive:
-                value, source = f"searched in {self.search.m.min}..{self.search.m.max}", "search"
+            elif name == "m" and self.search.adaptive and (m := self.search.m) is not None:
+                value, source = f"searched in {m.min}..{m.max}", "search"
             else:
                 value, source = field.default, "default"
             rows.append((name, value, source, field.description or ""))
@@ -521,7 +528,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
             problems += describe(exc)
     if spec is not None and not problems:
         problems += trial_problems(spec, max_trials)
-    if problems:
+    if problems or spec is None:
         raise SpecError(problems, source)
     return spec
 

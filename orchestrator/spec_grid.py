@@ -328,7 +328,9 @@ def _check_combinations(spec) -> list[str]:
         first = {k: v[0] for k, v in grid.items() if k not in cross}
         for values in itertools.product(*(grid[k] for k in names)):
             try:
-                spec.family.config(**{**spec.fixed, **first, **dict(zip(names, values)), **searched, "seed": 0})
+                spec.family.config(
+                    **{**spec.fixed, **first, **dict(zip(names, values, strict=True)), **searched, "seed": 0}
+                )
             except ValidationError as exc:
                 for err in exc.errors():
                     msg = err["msg"].removeprefix("Value error, ")

@@ -22,6 +22,7 @@ from attnsweep.presentation.series import (
 from attnsweep.stats.epochs import epoch_growth, epochs_by_cell
 from attnsweep.stats.norm_use import TOLERANCE, norm_growth
 from attnsweep.stats.pooling import shared_trials
+from attnsweep.stats.verdict_common import number
 
 
 def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> list[str]:
@@ -39,11 +40,11 @@ def norm_use_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) ->
         parts = []
         if "at_bound" in cells.columns and cells["at_bound"].drop_nulls().len():
             shares = cells.filter(pl.col("at_bound").is_not_null())
-            lo, hi = shares["at_bound"].min(), shares["at_bound"].max()
+            lo, hi = number(shares["at_bound"].min()), number(shares["at_bound"].max())
             parts.append(
                 f"a bounded matrix at the bound in {lo:.0%}..{hi:.0%} of a cell's trained trials "
-                f"(T = {shares['T'].min():g}: {shares['at_bound'][0]:.0%}, "
-                f"T = {shares['T'].max():g}: {shares['at_bound'][-1]:.0%})"
+                f"(T = {number(shares['T'].min()):g}: {shares['at_bound'][0]:.0%}, "
+                f"T = {number(shares['T'].max()):g}: {shares['at_bound'][-1]:.0%})"
             )
         norms = cells.filter(pl.col("min_norm_qk").is_not_null())
         if norms.height:
@@ -72,19 +73,20 @@ def _least_norm_text(cells: pl.DataFrame, norms: pl.DataFrame, ci: float) -> str
         f"and {norms['min_norm_qk'][-1]:.2f} at T = {norms['T'][-1]:g}"
     )
     bound = cells["norm_bound"].drop_nulls() if "norm_bound" in cells.columns else None
-    at = (norms["min_norm_qk"] >= (1 - TOLERANCE) * bound.max()) if bound is not None and bound.len() else None
-    if at is None or not at.any():
+    top = number(bound.max()) if bound is not None and bound.len() else None
+    at = (norms["min_norm_qk"] >= (1 - TOLERANCE) * top) if top is not None else None
+    if top is None or at is None or not at.any():
         g = norm_growth(norms["T"].to_numpy(), norms["min_norm_qk"].to_numpy(), ci)
         if not math.isnan(g["b"]):
             text += (
                 f", {g['b']:+.3g} per unit of ln T ({ci:.0%} CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, {g['n_points']} T)"
             )
         return text
-    first = norms.filter(at)["T"].min()
+    first = number(norms.filter(at)["T"].min())
     binding = norms.filter(pl.col("T") >= first)
-    share = (binding["min_norm_qk"] >= (1 - TOLERANCE) * bound.max()).sum()
+    share = (binding["min_norm_qk"] >= (1 - TOLERANCE) * top).sum()
     text += (
-        f"; from T = {first:g} on it is the bound {bound.max():g} itself in {share} of {binding.height} cells: "
+        f"; from T = {first:g} on it is the bound {top:g} itself in {share} of {binding.height} cells: "
         "there a success uses all the norm it is allowed, so the least norm measures the bound, and says "
         "nothing of the norm a head needs (no conclusion about need is drawn from it)"
     )
@@ -111,7 +113,7 @@ def _across_bound_text(pair: dict) -> str:
         return f"m*(B={hi_b:g}) / m*(B={lo_b:g}): no T where both m* are values"
     q = pair["geomean"]
     ci = "" if q.get("ci_lo") is None else f" (95% CI {q['ci_lo']:.2f} .. {q['ci_hi']:.2f})"
-    per = ", ".join(f"{r:.2f} at T = {t:g}" for t, r in zip(pair["T"], pair["ratios"]))
+    per = ", ".join(f"{r:.2f} at T = {t:g}" for t, r in zip(pair["T"], pair["ratios"], strict=True))
     text = (
         f"m* across the bound: m*(B={hi_b:g}) / m*(B={lo_b:g}) has a geometric mean of {q['estimate']:.2f}{ci} "
         f"over {pair['n_T']} T where both are values ({per})"
@@ -170,7 +172,7 @@ def pooling_lines(
         src = series_sources(union, s["cells"], rows)
         if not src:
             continue
-        by_run = {}
+        by_run: dict[str, list] = {}
         for c in src:
             by_run.setdefault(c["run_id"], []).append(c["T"])
         runs = "; ".join(f"run {r} (code {version.get(r, '?')}): T = {_ts(ts)}" for r, ts in by_run.items())

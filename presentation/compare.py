@@ -82,7 +82,7 @@ def text_differences(old: str, new: str, where: str, rtol: float = RTOL) -> list
     if old_parts != new_parts or len(old_nums) != len(new_nums):
         return [f"{where}: the text differs {_first_change(old, new)}"]
     out = []
-    for a, b in zip(old_nums, new_nums):
+    for a, b in zip(old_nums, new_nums, strict=True):
         x, y = float(a), float(b)
         slack = max(_last_digit(a), _last_digit(b))
         if not (abs(x - y) <= slack * (1 + 1e-9) or numbers_close(x, y, rtol)):
@@ -91,7 +91,8 @@ def text_differences(old: str, new: str, where: str, rtol: float = RTOL) -> list
 
 
 def _first_change(old: str, new: str) -> str:
-    i = next((k for k, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    # Not strict: the texts may differ in length; past the shorter one's end is a change too.
+    i = next((k for k, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
     return f"at character {i}: {old[max(0, i - 40) : i + 40]!r} became {new[max(0, i - 40) : i + 40]!r}"
 
 
@@ -104,7 +105,11 @@ def json_differences(old, new, where: str, rtol: float = RTOL) -> list[str]:
     if isinstance(old, list) and isinstance(new, list):
         if len(old) != len(new):
             return [f"{where}: {len(old)} items became {len(new)}"]
-        return [d for i, (a, b) in enumerate(zip(old, new)) for d in json_differences(a, b, f"{where}[{i}]", rtol)]
+        return [
+            d
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for d in json_differences(a, b, f"{where}[{i}]", rtol)
+        ]
     if isinstance(old, (int, float)) and isinstance(new, (int, float)):
         return [] if numbers_close(old, new, rtol) else [f"{where}: {old!r} became {new!r}"]
     if isinstance(old, str) and isinstance(new, str):
@@ -123,7 +128,7 @@ def frame_differences(old: pl.DataFrame, new: pl.DataFrame, where: str, rtol: fl
         if a.equals(b, check_names=True):
             continue
         if a.dtype.is_float():
-            pairs = zip(a.to_list(), b.to_list())
+            pairs = zip(a.to_list(), b.to_list(), strict=True)
             bad = [
                 i
                 for i, (x, y) in enumerate(pairs)
@@ -132,11 +137,11 @@ def frame_differences(old: pl.DataFrame, new: pl.DataFrame, where: str, rtol: fl
         elif a.dtype == pl.String:
             bad = [
                 i
-                for i, (x, y) in enumerate(zip(a.to_list(), b.to_list()))
+                for i, (x, y) in enumerate(zip(a.to_list(), b.to_list(), strict=True))
                 if (x is None) != (y is None) or (x is not None and text_differences(x, y, "", rtol))
             ]
         else:
-            bad = [i for i, (x, y) in enumerate(zip(a.to_list(), b.to_list())) if x != y]
+            bad = [i for i, (x, y) in enumerate(zip(a.to_list(), b.to_list(), strict=True)) if x != y]
         if bad:
             i = bad[0]
             out.append(f"{where}: column {name!r} differs in {len(bad)} rows (row {i}: {a[i]!r} became {b[i]!r})")
@@ -167,7 +172,7 @@ def html_differences(old: str, new: str, where: str, rtol: float = RTOL) -> list
         return [f"{where}: {len(old_figs)} embedded figures became {len(new_figs)}"]
     out = [
         d
-        for i, (a, b) in enumerate(zip(old_figs, new_figs))
+        for i, (a, b) in enumerate(zip(old_figs, new_figs, strict=True))
         for d in figure_differences(base64.b64decode(a), base64.b64decode(b), f"{where} figure {i + 1}")
     ]
     blank = "data:image/png;base64,<figure>"

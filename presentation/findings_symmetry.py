@@ -5,6 +5,7 @@ notes."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -54,9 +55,9 @@ def _symmetry_cells(m_star: pl.DataFrame) -> list[str]:
 def render_symmetry(
     records: list[dict],
     claims: list[dict],
-    symmetry: list[SymmetryAnalysis],
+    symmetry: Sequence[SymmetryAnalysis],
     base: str,
-    caveats: list[str] = (),
+    caveats: Sequence[str] = (),
     out_dir: Path | None = None,
     full: bool = False,
 ) -> str:
@@ -128,7 +129,7 @@ def render_symmetry(
         adv = {(r["n"], r["k"], r["d"], r["student"]): r["text"] for r in sc.advantage.iter_rows(named=True)}
         slopes = {(r["n"], r["k"], r["d"]): r for r in sc.error_slopes.iter_rows(named=True)}
         for (n, k, d), part in sc.groups.group_by(["n", "k", "d"], maintain_order=True):
-            verdict = dict(zip(part["claim"], part["verdict"]))
+            verdict = dict(zip(part["claim"], part["verdict"], strict=True))
             e = slopes.get((n, k, d))
             e_text = (
                 "-"
@@ -189,7 +190,7 @@ def render_symmetry(
     return "\n".join(lines)
 
 
-def _symmetry_budget(symmetry: list[SymmetryAnalysis]) -> str:
+def _symmetry_budget(symmetry: Sequence[SymmetryAnalysis]) -> str:
     """What the budget check of the symmetry cells (each cell's deciding m at twice the
     epochs) found, in a sentence; per run (named by its sweep) when there are several."""
     rows = [r for a in symmetry for r in a.m_star.iter_rows(named=True)]
@@ -226,7 +227,7 @@ def _budget_counts(rows: list[dict]) -> str:
     return text + (f", {unchecked} not checked" if unchecked else "")
 
 
-def _symmetry_flags(symmetry: list[SymmetryAnalysis]) -> str:
+def _symmetry_flags(symmetry: Sequence[SymmetryAnalysis]) -> str:
     """Which symmetry cells carry the out-of-epochs flag, as a clause ("" if none)."""
     run = (lambda a: f"{a.sweep}, ") if len(symmetry) > 1 else (lambda a: "")
     cells = [
@@ -246,7 +247,7 @@ def _symmetry_flags(symmetry: list[SymmetryAnalysis]) -> str:
     )
 
 
-def _seeds_note(symmetry: list[SymmetryAnalysis]) -> str:
+def _seeds_note(symmetry: Sequence[SymmetryAnalysis]) -> str:
     """What the seeds of the symmetry cells make of their 95% intervals, as a sentence ("" when enough)."""
     few = [
         r["n_seeds"] for a in symmetry for r in a.m_star.iter_rows(named=True) if "few-seeds" in (r.get("flags") or "")

@@ -15,6 +15,7 @@ presentation/report.py) the folder gets
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -41,7 +42,7 @@ def publish(
     reference: Path | str,
     ci: float,
     caveats: list[str] = (),
-    symmetry: list[SymmetryAnalysis] = (),
+    symmetry: Sequence[SymmetryAnalysis] = (),
 ) -> Path:
     """Write trials.parquet, runs.parquet, the m*-against-T figure (with sparse-Boolean runs)
     and findings.md into ``out_dir``.

@@ -24,10 +24,13 @@ from attnsweep.workers.config import LATER_FIELDS
 def _check_sums(folder: Path) -> None:
     """Raise AttnsweepError unless runs.parquet and trials.parquet match :data:`SUMS`."""
     try:
-        listed = dict(
-            reversed(line.split(None, 1))
-            for line in read_text_capped(folder / SUMS, "--from", limit=64 * 1024, encoding="ascii").splitlines()
-            if line.strip()
+        listed: dict[str, str] = dict(
+            (name, digest)
+            for digest, name in (
+                line.split(None, 1)
+                for line in read_text_capped(folder / SUMS, "--from", limit=64 * 1024, encoding="ascii").splitlines()
+                if line.strip()
+            )
         )
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise AttnsweepError(f"--from: cannot read {folder / SUMS}: {exc}") from exc
@@ -66,11 +69,11 @@ def load(folder: Path, store: ResultsStore) -> list[str]:
     runs, trials = _read(folder / RUNS, run_schema()), _read(folder / TRIALS, trial_schema())
     if runs.num_rows == 0:
         raise AttnsweepError(f"--from: {folder / RUNS} holds no run")
-    listed = set(zip(runs["sweep"].to_pylist(), runs["run_id"].to_pylist()))
+    listed = set(zip(runs["sweep"].to_pylist(), runs["run_id"].to_pylist(), strict=True))
     other = sorted(
         {
             f"{r} (sweep {s})"
-            for s, r in zip(trials["sweep"].to_pylist(), trials["run_id"].to_pylist())
+            for s, r in zip(trials["sweep"].to_pylist(), trials["run_id"].to_pylist(), strict=True)
             if (s, r) not in listed
         }
     )

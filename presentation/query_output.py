@@ -14,6 +14,8 @@ polars form. JSON writes NaN and infinity as null (JSON has neither) and decimal
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
 import os
 import re
@@ -148,10 +150,23 @@ def _culprit(schema: pa.Schema, fmt: str, exc: BaseException, attempt: Callable[
     return QueryError(f"--format {fmt} cannot write this result: {reason}")
 
 
+def _column_text(batch: pa.RecordBatch, fmt: str, i: int) -> bytes:
+    """Column ``i`` of ``batch`` alone, as :func:`_text` writes it (with its header)."""
+    return _text(batch.select([i]), fmt, True)
+
+
+def _frame(data: pa.RecordBatch | pa.Table) -> pl.DataFrame:
+    """``data`` as a polars frame (``pl.from_arrow`` gives a Series only for an Arrow array)."""
+    df = pl.from_arrow(data)
+    if not isinstance(df, pl.DataFrame):
+        raise TypeError(f"expected a table, got {type(df).__name__}")
+    return df
+
+
 def _text(batch: pa.RecordBatch, fmt: str, header: bool) -> bytes:
     """One batch as CSV (with its header if ``header``) or as the rows of a JSON array
     (without the brackets)."""
-    df = pl.from_arrow(batch)
+    df = _frame(batch)
     if fmt == "csv":
         return df.write_csv(include_header=header).encode()
     return df.write_json()[1:-1].encode()
@@ -180,7 +195,7 @@ def write_batches(schema: pa.Schema, batches: Iterator[pa.RecordBatch], fmt: str
         try:
             text = _text(batch, fmt, header=first)
         except _WRITE_ERRORS as exc:
-            raise _culprit(batch.schema, fmt, exc, lambda i: _text(batch.select([i]), fmt, True)) from None
+            raise _culprit(batch.schema, fmt, exc, functools.partial(_column_text, batch, fmt)) from None
         out.write(text if first or fmt == "csv" else b"," + text)
         first = False
         rows += batch.num_rows
@@ -233,7 +248,7 @@ def head(schema: pa.Schema, batches: Iterator[pa.RecordBatch], n: int = TABLE_RO
             break
     table = pa.Table.from_batches(taken, schema=schema)
     try:
-        df = pl.from_arrow(table)
+        df = _frame(table)
     except _WRITE_ERRORS as exc:
         raise _culprit(schema, "table", exc, lambda i: pl.from_arrow(table.select([i]))) from None
     return df.head(n), df.height > n
@@ -256,10 +271,7 @@ def table_text(schema: pa.Schema, batches: Iterator[pa.RecordBatch], terminal: b
         QueryError: a column polars cannot show, naming it and its type.
     """
     df, more = head(schema, batches)
-    if terminal:
-        text = _printed(schema, df, tbl_cols=30, fmt_str_lengths=60)
-    else:
-        text = _full_table(schema, df)
+    text = _printed(schema, df, tbl_cols=30, fmt_str_lengths=60) if terminal else _full_table(schema, df)
     if more:
         text += f"\n(first {TABLE_ROWS} rows shown; --format csv, json or parquet writes them all)"
     return text
@@ -285,7 +297,7 @@ def _full_table(schema: pa.Schema, df: pl.DataFrame) -> str:
         low, high = 1, max(widths)
         while low < high:
             mid = (low + high + 1) // 2
-            fits = sum(max(min(w, mid), h) for w, h in zip(widths, heads)) <= room
+            fits = sum(max(min(w, mid), h) for w, h in zip(widths, heads, strict=True)) <= room
             low, high = (mid, high) if fits else (low, mid - 1)
         cap, items = max(low, 8, name_room), max(1, low // 3)
     text = _printed(
@@ -480,10 +492,8 @@ def _aside(target: Path) -> Iterator[BinaryIO]:
     tmp = target.with_name(f".{target.name[:200]}.{uuid.uuid4().hex[:8]}.partial")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
-        except FileNotFoundError:
-            pass
         with open(fd, "wb", closefd=False) as fh:
             yield fh
         os.fsync(fd)

@@ -143,9 +143,8 @@ def update_readme(readme: Path, markdown: str, start: str = START, end: str = EN
     # the user keeps, not the link, is what gets the section): a full disk or a kill mid-write
     # leaves the old README whole, never one cut mid-line.
     try:
-        with replacing(os.path.realpath(readme)) as temp:
-            with open(temp, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text)
+        with replacing(os.path.realpath(readme)) as temp, open(temp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
     except OSError as exc:
         raise AttnsweepError(f"--readme: cannot write {readme}: {exc.strerror or exc}") from exc
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from attnsweep.analysis.replicate import Comparison
@@ -16,7 +17,7 @@ def write_report(
     new: str,
     figures: Path | None,
     header: dict,
-    caveats: list[str] = (),
+    caveats: Sequence[str] = (),
 ) -> Path:
     """A Markdown report, replaced whole (results/outputs.py): verdict, the rules, warnings (``caveats``: a run incomplete or
     unfinished), every comparison (failures first), and the baseline and new figures side by side."""

@@ -35,6 +35,7 @@ import jinja2
 import polars as pl
 
 from attnsweep.analysis.boolean import interval_text, union_cell
+from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.presentation.judging import Judgement, ReportRun, judge, runs_of
 from attnsweep.presentation.publish import publish as publish_folder
@@ -141,11 +142,8 @@ def build_report(
         symmetry_runs = [r for r in runs if r.experiment == "symmetry"]
         # The analyses name their figures in the folder they were made in; they are in out_dir now.
         symmetry = [
-            dataclasses.replace(
-                r.symmetry,
-                figures=[out_dir / Path(p).relative_to(stage) for p in r.symmetry.figures],
-            )
-            for r in symmetry_runs
+            dataclasses.replace(a, figures=[out_dir / Path(p).relative_to(stage) for p in a.figures])
+            for a in map(_judged, symmetry_runs)
         ]
         update_readmes(
             readme,
@@ -202,30 +200,30 @@ def render(
         verdicts=[_verdict_view(v) for v in claims],
         r_plot=_data_uri(r_plot) if r_plot else None,
         boolean_table=_table(union, [*cell, "run_id"]) if judgement.judged_boolean else None,
-        symmetry_tables=[(r.run_id, _table(r.m_star, sym.CELL)) for r in symmetry_runs],
-        scale=[_scale_view(r) for r in symmetry_runs if r.symmetry.scale is not None],
+        symmetry_tables=[(r.run_id, _table(_m_star_of(r), sym.CELL)) for r in symmetry_runs],
+        scale=[_scale_view(r.run_id, sc) for r in symmetry_runs if (sc := _judged(r).scale) is not None],
         reference=Path(reference).name,
         margin=EQUIVALENCE,
     )
     measurements = [
         dict(m, run_id=r.run_id)
         for r in symmetry_runs
-        if r.symmetry.scale is not None
-        for m in r.symmetry.scale.measurements()
+        if (sc := _judged(r).scale) is not None
+        for m in sc.measurements()
     ]
     record = dict(runs=run_ids, generated=generated, verdicts=claims, caveats=caveats)
     if measurements:
         record["groups"] = [
             dict(g, numbers=json.loads(g["numbers"]), run_id=r.run_id)
             for r in symmetry_runs
-            if r.symmetry.scale is not None
-            for g in r.symmetry.scale.groups.iter_rows(named=True)
+            if (sc := _judged(r).scale) is not None
+            for g in sc.groups.iter_rows(named=True)
         ]
         record["advantage"] = [
             _advantage_record(a, r.run_id)
             for r in symmetry_runs
-            if r.symmetry.scale is not None
-            for a in r.symmetry.scale.advantage.iter_rows(named=True)
+            if (sc := _judged(r).scale) is not None
+            for a in sc.advantage.iter_rows(named=True)
         ]
         record["measurements"] = measurements
     # JSON has no NaN or infinity: a missing or unbounded number is null, and its ``bound`` says which.
@@ -245,7 +243,7 @@ def write(out_dir: Path, judgement: Judgement, rendered: Rendered) -> None:
     if symmetry_runs:
         with replacing(out_dir / SYMMETRY_CSV) as temp:
             pl.concat(
-                [r.m_star.with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
+                [_m_star_of(r).with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
                 how="diagonal_relaxed",
             ).write_csv(temp)
     write_text(out_dir / "report.html", rendered.page)
@@ -254,7 +252,7 @@ def write(out_dir: Path, judgement: Judgement, rendered: Rendered) -> None:
 def publish(store: ResultsStore, out_dir: Path, judgement: Judgement, reference: Path | str = REFERENCE_CSV) -> None:
     """Write the findings of a :func:`judge` into ``out_dir`` (presentation/publish.py)."""
     runs_ = [(r.sweep, r.run_id) for r in judgement.runs]
-    symmetry = [r.symmetry for r in judgement.symmetry_runs]
+    symmetry = [_judged(r) for r in judgement.symmetry_runs]
     publish_folder(
         store,
         runs_,
@@ -412,7 +410,7 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     fixed = ", ".join(f"{c}={m_star[c][0]}" for c in cell if c in m_star.columns and c not in shown and c != "run_id")
     checked = "budget" in m_star.columns and (m_star["budget"] != "not checked").any()
     # A grid sweep has no budget check; a symmetry cell's check re-runs its deciding m, not a search (no m* at 2x).
-    extra = [c for c in ("m_star_2x", "budget") if c in m_star.columns] if checked else []
+    extra: list[str] = [c for c in ("m_star_2x", "budget") if c in m_star.columns] if checked else []
     if "tuning" in m_star.columns and (m_star["tuning"] != "not tuned").any():
         extra += ["m_star_default", "m_star_tuned", "tuning"]
     for column in (
@@ -490,9 +488,22 @@ def _cell(row: dict, column: str) -> str:
     return str(row[column] or "")
 
 
-def _scale_view(run: ReportRun) -> dict:
+def _judged(run: ReportRun) -> SymmetryAnalysis:
+    """A symmetry run's analysis, which :func:`judge` sets on every symmetry run."""
+    if run.symmetry is None:
+        raise ValueError(f"run {run.run_id} has no symmetry analysis: judge() the runs first")
+    return run.symmetry
+
+
+def _m_star_of(run: ReportRun) -> pl.DataFrame:
+    """A judged run's m* table, which :func:`judge` sets on every run."""
+    if run.m_star is None:
+        raise ValueError(f"run {run.run_id} has no m* table: judge() the runs first")
+    return run.m_star
+
+
+def _scale_view(run_id: str, sc: ScaleAnalysis) -> dict:
     """A multi-size symmetry run's tables across scale as strings (analysis/symmetry.py)."""
-    sc = run.symmetry.scale
     groups = [
         [str(r[c]) for c in ("d", "n", "k", "claim", "verdict", "statistic", "interval")]
         for r in sc.groups.iter_rows(named=True)
@@ -510,7 +521,7 @@ def _scale_view(run: ReportRun) -> dict:
         for r in sc.advantage.iter_rows(named=True)
     ]
     measured = [[m[c] for c in ("measurement", "statistic", "interval", "note")] for m in sc.measurements()]
-    return dict(run_id=run.run_id, groups=groups, advantage=advantage, measured=measured)
+    return dict(run_id=run_id, groups=groups, advantage=advantage, measured=measured)
 
 
 def _run_view(run: ReportRun) -> dict:

@@ -210,7 +210,9 @@ def _fits_within(cell: dict, rows: pl.DataFrame) -> tuple[int, int]:
 def probe_headline(union: pl.DataFrame, rows: pl.DataFrame | None) -> str:
     """One sentence for the headline on the bounded probe cells: where a head within the bound
     fits at the large m, the class represents the target; "" where the runs hold no probe."""
-    fitted, not_fitted, ms = [], [], set()
+    fitted: list[str] = []
+    not_fitted: list[str] = []
+    ms: set[int] = set()
     for cell, mine in _probe_cells(union, rows):
         if cell.get("norm_bound") is None:
             continue

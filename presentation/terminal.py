@@ -140,8 +140,8 @@ def print_analysis(result: Analysis, console: Console) -> None:
             console.print(
                 f"[yellow]{escape(label)}: m* is known (not censored) at fewer than 3 values of T: no growth-law fit[/]"
             )
-    for c in result.checks:
-        console.print(f"[bold]{escape(c['check'])}[/]: {c['verdict']} — {escape(c['detail'])}")
+    for check in result.checks:
+        console.print(f"[bold]{escape(check['check'])}[/]: {check['verdict']} — {escape(check['detail'])}")
     for p in result.figures:
         console.print(f"figure: {markup(p)}")
 

@@ -9,6 +9,8 @@ statistics, intervals and reasons are on the findings page it links.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import polars as pl
 
 from attnsweep.analysis.symmetry import SymmetryAnalysis
@@ -48,7 +50,7 @@ def runs_comment(experiment: str, run_ids: list[str]) -> str:
     return f"<!-- runs ({experiment}): {' '.join(safe)} -->"
 
 
-def boolean_row(claims: list[dict], union: pl.DataFrame, link: str, caveats: list[str] = ()) -> str:
+def boolean_row(claims: list[dict], union: pl.DataFrame, link: str, caveats: Sequence[str] = ()) -> str:
     """The sparse-Boolean row: L1 judged apart for the paper's protocol and the theorem's class
     (one-init series, as the verdicts read them), L2-L4 and R as verdicts.json has them.
 
@@ -58,7 +60,7 @@ def boolean_row(claims: list[dict], union: pl.DataFrame, link: str, caveats: lis
         link: the findings page, relative to the README.
         caveats: warnings the findings carry (a run unfinished); the row says there are some.
     """
-    by_id = {v.get("id"): v for v in claims}
+    by_id = {v["id"]: v for v in claims}
     _, series = l1_series(claims)
     one = [s for s in series if s["cells"].get("learner") in (None, "one init")]
     groups = {
@@ -112,7 +114,7 @@ def _growth_text(groups: dict[str, list[dict]]) -> str:
     return text
 
 
-def symmetry_row(symmetry: list[SymmetryAnalysis], link: str, caveats: list[str] = ()) -> str:
+def symmetry_row(symmetry: list[SymmetryAnalysis], link: str, caveats: Sequence[str] = ()) -> str:
     """The symmetry row: each of S1-S4 over the runs that test it (a claim is supported when
     every such run supports it, stats/verdict_common.py ``combined``), and its bottom line.
 
@@ -135,7 +137,7 @@ def symmetry_row(symmetry: list[SymmetryAnalysis], link: str, caveats: list[str]
     return _row(SYMMETRY, "; ".join(verdicts), _words(overall, SYMMETRY_WORDS), link, caveats)
 
 
-def _words(by_id: dict[str, dict], words: dict[str, str]) -> str:
+def _words(by_id: Mapping[str, dict], words: dict[str, str]) -> str:
     """The claims in ``words`` grouped by verdict, in plain words."""
     said = {
         verdict: [words[c] for c in words if by_id.get(c, {}).get("verdict") == verdict]
@@ -151,6 +153,6 @@ def _words(by_id: dict[str, dict], words: dict[str, str]) -> str:
     return " ".join(out)
 
 
-def _row(experiment: str, verdicts: str, bottom: str, link: str, caveats: list[str]) -> str:
+def _row(experiment: str, verdicts: str, bottom: str, link: str, caveats: Sequence[str]) -> str:
     warning = " Some runs carry warnings (see the findings)." if caveats else ""
     return f"{ROW_START[experiment]} {md_text(verdicts)} | {bottom}{warning} [Findings]({md_target(link)}) |"

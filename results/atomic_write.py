@@ -12,6 +12,7 @@ run's file in progress.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -156,19 +157,15 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         if fcntl is not None:
-            try:
+            with contextlib.suppress(OSError):  # a file system without locks: the name's pid and host still tell
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:  # a file system without locks: the name's pid and host still tell
-                pass
         # Written through our descriptor: closing another one would drop an NFS (POSIX) lock.
         with open(fd, "wb", closefd=False) as fh:
             pq.write_table(table, fh, write_page_checksum=True)
         os.fsync(fd)
         os.replace(tmp, path)
     finally:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)  # before the lock goes: nobody else may take it for a dead writer's
-        except OSError:
-            pass
         os.close(fd)
     return path

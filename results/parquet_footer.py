@@ -323,7 +323,7 @@ def footer_chunks(footer: bytes) -> tuple[list[Chunk], int]:
             raise StoreError(
                 f"its footer lists {len(columns)} column chunks in row group {g}, its schema {len(leaves)} columns"
             )
-        for j, (column, leaf) in enumerate(zip(columns, leaves)):
+        for j, (column, leaf) in enumerate(zip(columns, leaves, strict=True)):
             cm = column.get(3)
             if cm is None or any(k not in cm for k in (5, 6, 7, 9)):
                 raise StoreError(f"its footer lacks the sizes of column {j} of row group {g}")

@@ -76,14 +76,14 @@ def projected(rel, convert: Convert | None):
         return rel  # as it is: DuckDB's messages then point at the lines of the statement as written
     exprs = [
         f"{expr or f'#{i}'} AS {quote_identifier(name)}"
-        for i, (name, expr) in enumerate(zip(names, converted), start=1)
+        for i, (name, expr) in enumerate(zip(names, converted, strict=True), start=1)
     ]
     try:
         return rel.project(", ".join(exprs))
     except Exception:  # noqa: BLE001 - find the column, then say it in one line
         import duckdb
 
-        for name, expr, kind in zip(names, exprs, rel.types):
+        for name, expr, kind in zip(names, exprs, rel.types, strict=True):
             try:
                 rel.project(expr)
             except duckdb.Error as exc:

@@ -10,6 +10,7 @@ descriptor is a pipe that a thread of ours reads, and that thread calls DuckDB's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -32,10 +33,8 @@ def _wakeup_fd() -> int:
                 while data := os.read(r, 64):  # the numbers of the signals that came
                     if signal.SIGINT in data or signal.SIGTERM in data:
                         for con in list(_running):
-                            try:
+                            with contextlib.suppress(Exception):  # closed meanwhile: nothing to interrupt
                                 con.interrupt()
-                            except Exception:  # noqa: BLE001 - closed meanwhile: nothing to interrupt
-                                pass
 
             threading.Thread(target=watch, name="attnsweep-query-ctrl-c", daemon=True).start()
             _wakeup.append(w)

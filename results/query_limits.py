@@ -54,7 +54,7 @@ def check_memory_limit(text: str) -> str:
     """
     match = _MEMORY_RE.fullmatch(str(text))
     number = Fraction(match[1]) if match else None  # exact: no float rounds 1000000.0000001TB down to the bound
-    if match is None or number <= 0 or (match[2] == "%" and number > 100):
+    if match is None or number is None or number <= 0 or (match[2] == "%" and number > 100):
         raise QueryError(
             f"--memory-limit (ATTNSWEEP_QUERY_MEMORY) {text!r} is not a memory limit: give {MEMORY_HELP}; "
             "a percentage is above 0 and at most 100"
@@ -71,6 +71,8 @@ def memory_bytes(limit: str) -> int:
     """A limit as :func:`check_memory_limit` returns it, in bytes (a percentage of this
     machine's physical memory)."""
     match = _MEMORY_RE.fullmatch(limit)
+    if match is None:
+        raise ValueError(f"{limit!r} is not a limit check_memory_limit returns")
     number = Fraction(match[1])
     if match[2] == "%":
         return int(number * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 100)
@@ -126,7 +128,7 @@ def check_spill_limit(text: str | None, folder: str | None = None) -> int:
         return max(2**20, int(free * DEFAULT_SPILL_SHARE))
     match = _MEMORY_RE.fullmatch(str(text))
     number = Fraction(match[1]) if match else None
-    if match is None or number <= 0 or (match[2] == "%" and number > 100):
+    if match is None or number is None or number <= 0 or (match[2] == "%" and number > 100):
         raise QueryError(
             f"--spill-limit (ATTNSWEEP_QUERY_SPILL) {text!r} is not a size: give {MEMORY_HELP} (a "
             "percentage is of the space free in the temporary folder); above 0"
@@ -140,7 +142,7 @@ def remove_stale_spill(folder: str | None = None) -> list[str]:
     """Remove the spill folders of queries whose process is gone (killed: SIGKILL, a power cut),
     named :data:`SPILL_PREFIX` with the process id; returns them."""
     base = folder or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(base)
     except OSError:

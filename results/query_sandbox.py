@@ -10,6 +10,7 @@ statement is: exactly one SELECT (``WITH`` included).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -75,10 +76,10 @@ def connect(tables: dict[str, object], memory_limit: str, spill_bytes: int | Non
                 "max_temp_directory_size": f"{spill_bytes}B",
             },
         )
-        try:  # a TIMESTAMPTZ reads the same on every machine, whatever its local time zone
+        # A TIMESTAMPTZ reads the same on every machine, whatever its local time zone; without the
+        # ICU extension, time zones are UTC already.
+        with contextlib.suppress(duckdb.Error):
             con.execute("SET TimeZone = 'UTC'")
-        except duckdb.Error:  # no ICU extension: time zones are UTC already
-            pass
         for name, dataset in tables.items():
             con.register(name, dataset)
         con.execute("SET enable_external_access = false")

@@ -17,11 +17,21 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Literal, TypedDict
 
 import pyarrow as pa
 import pyarrow.types as pt
 
-POLARS_CASTS = dict(integer_cast=["upcast", "allow-float"], float_cast="upcast", categorical_to_string="allow")
+
+class PolarsCasts(TypedDict):
+    """The ``polars.ScanCastOptions`` arguments this module sets, typed as polars takes them."""
+
+    integer_cast: list[Literal["upcast", "allow-float", "forbid"]]
+    float_cast: Literal["upcast", "downcast", "forbid"]
+    categorical_to_string: Literal["allow", "forbid"]
+
+
+POLARS_CASTS = PolarsCasts(integer_cast=["upcast", "allow-float"], float_cast="upcast", categorical_to_string="allow")
 """``polars.ScanCastOptions`` arguments for the promotions :func:`merge_type` accepts."""
 
 

@@ -178,7 +178,7 @@ class ResultsStore(DefensiveReader):
             raise StoreError(f"no {table} in the {where}: run a sweep first")
         if not self.local:
             return pl.scan_pyarrow_dataset(self._dataset(table, files, partitioned=folder is None))
-        schema = pl.from_arrow(self.schema(table, files).empty_table()).schema
+        schema = _frame(self.schema(table, files).empty_table()).schema
         return pl.scan_parquet(  # glob=False: a '[', '*' or '?' in a path is part of the name
             files,
             glob=False,
@@ -287,7 +287,7 @@ class ResultsStore(DefensiveReader):
                 f"the column(s) {', '.join(lacking)}"
             )
         with path.open("rb") as fh:
-            return pl.from_arrow(pq.read_table(fh)).row(0, named=True)
+            return _frame(pq.read_table(fh)).row(0, named=True)
 
     def latest_run(self) -> tuple[str, str]:
         """``(sweep, run_id)`` of the run that started last.
@@ -361,3 +361,11 @@ class ResultsStore(DefensiveReader):
 def rows_to_table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
     """Rows (dicts) as an Arrow table with exactly ``schema``'s columns and types."""
     return pa.Table.from_pylist(list(rows), schema=schema)
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    """``table`` as a polars frame (``pl.from_arrow`` gives a Series only for an Arrow array)."""
+    df = pl.from_arrow(table)
+    if not isinstance(df, pl.DataFrame):
+        raise TypeError(f"expected a table, got {type(df).__name__}")
+    return df

@@ -65,7 +65,6 @@ class TrialWriter:
         """The file holding the rows the store refused (None: none refused, or none could be saved)."""
         self.rescue_error: str | None = None
         """Why refused rows could be saved nowhere (every folder of :func:`rescue_dirs` refused them)."""
-        self.rows_rescued = 0
         self._rescued: pa.Table | None = None
 
     def append(self, rows: list[dict]) -> None:
@@ -143,7 +142,6 @@ class TrialWriter:
             if self.rescue_path is not None and self.rescue_path != path:
                 self.rescue_path.unlink(missing_ok=True)  # its rows are all in the new file
             self.rescue_path, self.rescue_error = path, None
-            self.rows_rescued = self._rescued.num_rows
             return path
         self.rescue_error = "; ".join(tried)
         return None

@@ -85,7 +85,9 @@ def _where(pairs: list[str], rows: pl.DataFrame) -> pl.DataFrame:
         try:
             kept = rows.filter(column.is_null() if value is None else column == value)
         except (pl.exceptions.PolarsError, TypeError) as exc:
-            raise UsageError(f"--where {pair}: {value!r} is not a value {name} can take ({exc.__class__.__name__})")
+            raise UsageError(
+                f"--where {pair}: {value!r} is not a value {name} can take ({exc.__class__.__name__})"
+            ) from None
         if kept.is_empty():
             have = [str(v) for v in rows[name].unique().sort(nulls_last=True).to_list()]  # in value order
             raise UsageError(f"--where {pair}: no row left with {name} = {value!r} (values there: {', '.join(have)})")

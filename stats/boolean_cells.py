@@ -202,7 +202,10 @@ def groups_by(df: pl.DataFrame, by: list[str]) -> list[tuple[dict, pl.DataFrame]
     by = [c for c in by if c in df.columns and df[c].n_unique() > 1]
     if not by:
         return [({}, df)]
-    return [(dict(zip(by, key)), part) for key, part in df.partition_by(by, as_dict=True, maintain_order=True).items()]
+    return [
+        (dict(zip(by, key, strict=True)), part)
+        for key, part in df.partition_by(by, as_dict=True, maintain_order=True).items()
+    ]
 
 
 def m_star_ratio(top: pl.DataFrame, bottom: pl.DataFrame, ci: float = 0.95) -> dict:

@@ -263,7 +263,7 @@ def _monotone_in(m_star: pl.DataFrame, x: str, cid: str, claim: str, cell: list[
                 .iter_rows()
             ],
         )
-        for key, p, r_g, q_g in zip(keys, kept, rhos, ratios)
+        for key, p, r_g, q_g in zip(keys, kept, rhos, ratios, strict=True)
     ]
     numbers = dict(
         rho=quantity(rho, lo, hi),
@@ -305,7 +305,7 @@ def _ordered(part: pl.DataFrame) -> bool:
     against a value or another bound only where the bound settles it (``≤ u`` below ``v`` when
     u < v, ``> l`` above ``v`` when l >= v, ``≤ u`` below ``> l`` when u <= l). Two lower bounds
     at the same value (both beyond the same grid) tie, as the ranks treat them."""
-    cells = list(zip(part["bound"].to_list(), part["m_star"].cast(pl.Float64).to_list()))
+    cells = list(zip(part["bound"].to_list(), part["m_star"].cast(pl.Float64).to_list(), strict=True))
     for i, (b1, v1) in enumerate(cells):
         for b2, v2 in cells[i + 1 :]:
             if b1 == b2 == "exact" or (b1 == b2 == "lower" and v1 == v2):
@@ -559,7 +559,7 @@ def _r_series(ours: pl.DataFrame, ref: pl.DataFrame, ci: float, margin: tuple[fl
             if reps is not None:
                 rep_slopes = np.log(reps / paper_reps) @ w
                 slo, shi = replicate_interval(rep_slopes[np.isfinite(rep_slopes)], ci)
-    papers = ", ".join(f"{p:.0f}" if r else f"{p:.0f}*" for p, r in zip(paper, read))
+    papers = ", ".join(f"{p:.0f}" if r else f"{p:.0f}*" for p, r in zip(paper, read, strict=True))
     statistic = (
         f"geometric-mean ratio ours/paper = {gm:.2f} over T = {', '.join(f'{t:g}' for t in T)} "
         f"(ours {', '.join(show_m_star(r) for r in exact.iter_rows(named=True))}; paper {papers}"

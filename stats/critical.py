@@ -205,7 +205,7 @@ def critical_sample_sizes(
         ms, mat, ran = _outcome_matrix(group)
         k = np.nansum(mat, 0)
         n = np.sum(~np.isnan(mat), 0)
-        row = dict(zip(cell, key))
+        row = dict(zip(cell, key, strict=True))
         row.update(
             _estimate(ms, k, n, ran, success_frac),
             n_seeds=mat.shape[0],
@@ -290,7 +290,7 @@ def _estimate(ms: np.ndarray, k: np.ndarray, n: np.ndarray, ran: np.ndarray, suc
         censored=censored,
         non_monotone=non_monotone,
         out_of_epochs=bool(out_of_epochs),
-        m_floor_if_fit=float(ms[opt_first - 1]) if 0 < opt_first else None,
+        m_floor_if_fit=float(ms[opt_first - 1]) if opt_first > 0 else None,
     )
 
 

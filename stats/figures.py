@@ -69,7 +69,8 @@ def plot_m_star(
     if title:
         ax.set_title(title, fontsize=10)
     m_star = _with_bound(m_star)
-    palette = dict(zip(m_star[hue].unique(maintain_order=True).to_list(), sns.color_palette()))
+    # Not strict: the palette has more colours than there are hues.
+    palette = dict(zip(m_star[hue].unique(maintain_order=True).to_list(), sns.color_palette(), strict=False))
     for value, color in palette.items():
         above = m_star.filter((pl.col(hue) == value) & (pl.col("bound") == "lower"))
         if not above.is_empty():  # m* above a bound (beyond the grid): a triangle up at the bound
@@ -108,7 +109,10 @@ def plot_m_star(
             label=str(value),
         )
         grid = np.geomspace(T.min(), T.max(), 100)
-        for fit, style in zip(fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":", "-.")):
+        # Not strict: at most four fits per panel, each in the next line style.
+        for fit, style in zip(
+            fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":", "-."), strict=False
+        ):
             pred = predict(fit["model"], (fit["a"], fit["b"]), grid)
             ax.plot(
                 grid,
@@ -163,7 +167,7 @@ def plot_success_grid(rates: pl.DataFrame, facet: str, path: Path) -> Path:
     values = rates[facet].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(1, len(values), figsize=(5 * len(values), 4), squeeze=False)
     empty = False
-    for ax, value in zip(axes[0], values):
+    for ax, value in zip(axes[0], values, strict=True):
         part = rates.filter(pl.col(facet) == value).group_by("T", "m").agg(pl.col("rate").mean())
         pivot = part.sort("m").pivot(on="T", index="m", values="rate", sort_columns=True).sort("m", descending=True)
         cols = sorted((c for c in pivot.columns if c != "m"), key=int)

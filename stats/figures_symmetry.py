@@ -150,7 +150,7 @@ def plot_equivariance_errors(trials: pl.DataFrame, column: str, path: Path, labe
         lo, hi = math.log10(values.min()), math.log10(values.max())
         pad = max(0.5, HEADROOM * (hi - lo) / (1 - 2 * HEADROOM))  # pad / (hi - lo + 2 pad) = HEADROOM
         grid.set(ylim=(10 ** (lo - pad), 10 ** (hi + pad)))
-    for ax, teacher in zip(grid.axes.flat, teachers):
+    for ax, teacher in zip(grid.axes.flat, teachers, strict=True):
         at_slot = matplotlib.transforms.blended_transform_factory(ax.transData, ax.transAxes)
         for i, student in enumerate(order):
             why = _why_empty(
@@ -208,8 +208,9 @@ def plot_advantage(advantage: pl.DataFrame, center: dict[str, int], path: Path) 
     axes_names = [a for a in ("d", "n", "k") if a in center and line_of(a)[a].n_unique() > 1] or ["d"]
     fig, axes = plt.subplots(1, len(axes_names), figsize=(4.2 * len(axes_names), 3.8), squeeze=False)
     students = advantage["student"].unique(maintain_order=True).to_list()
-    palette = dict(zip(students, sns.color_palette()))
-    for ax, axis in zip(axes[0], axes_names):
+    # Not strict: the palette has more colours than there are students.
+    palette = dict(zip(students, sns.color_palette(), strict=False))
+    for ax, axis in zip(axes[0], axes_names, strict=True):
         rest = [a for a in ("d", "n", "k") if a != axis and a in center]
         line = line_of(axis)
         for i, student in enumerate(students):
@@ -247,7 +248,7 @@ def plot_advantage(advantage: pl.DataFrame, center: dict[str, int], path: Path) 
                     s=50,
                     label=f"{student}: {label}",
                 )
-                for xv, yv, text in zip(bounds[axis].to_numpy() * dodge, bounds["ratio"], bounds["text"]):
+                for xv, yv, text in zip(bounds[axis].to_numpy() * dodge, bounds["ratio"], bounds["text"], strict=True):
                     # A bound is a side, not a value: its number beside it, so that a weak one reads as weak.
                     ax.annotate(
                         text,
@@ -293,7 +294,7 @@ def plot_error_against_m(medians: pl.DataFrame, center: dict[str, int], path: Pa
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     line = medians.filter((pl.col("n") == center.get("n")) & (pl.col("k") == center.get("k")) & (pl.col("E") > 0))
     ds = sorted(line["d"].unique().to_list())
-    palette = dict(zip(ds, sns.color_palette("viridis", len(ds))))
+    palette = dict(zip(ds, sns.color_palette("viridis", len(ds)), strict=True))
     for d in ds:
         part = line.filter(pl.col("d") == d).sort("m")
         y = part["E"].to_numpy()

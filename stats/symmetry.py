@@ -35,7 +35,7 @@ Each verdict is a dict as :mod:`stats.boolean_verdicts` describes (``id``, ``cla
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -48,9 +48,14 @@ from attnsweep.stats.verdict_common import (
     NOT_SUPPORTED,
     NOT_TESTED,
     SUPPORTED,
+    Flag,
+    Quantity,
+    Series,
     Verdict,
+    number,
     quantity,
     split_flags,
+    whole,
 )
 
 ROUNDOFF = 1e-10
@@ -75,7 +80,9 @@ def pooled_settings(trials: pl.LazyFrame | pl.DataFrame, settings: list[str]) ->
         return {}
     counts = frame.select(pl.col(c).n_unique() for c in names).collect().row(0, named=True)
     varying = [c for c in names if counts[c] > 1]
-    values = frame.select(varying).unique().collect() if varying else None
+    if not varying:
+        return {}
+    values = frame.select(varying).unique().collect()
     return {
         c: sorted(values[c].unique().to_list(), key=lambda v: (v is None, str(v) if v is None else v)) for c in varying
     }
@@ -268,11 +275,11 @@ def _verdict(
     verdict: str,
     why: str,
     numbers: dict | None = None,
-    flags: list[dict] = (),
+    flags: Sequence[Flag] = (),
 ) -> Verdict:
     series = (
         [
-            dict(
+            Series(
                 cells={},
                 verdict=verdict,
                 statistic=statistic,
@@ -303,7 +310,7 @@ S3_CLAIM = "S3: the generic transformer's O(d) equivariance error falls as m gro
 S4_CLAIM = "S4: the generic transformer's permutation equivariance error falls as m grows"
 
 
-def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
+def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> Verdict:
     orth = done.filter(pl.col("student") == "inner-product")["eq_error_max"].drop_nulls()
     generic = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
     if orth.is_empty() or generic.is_empty():
@@ -315,14 +322,15 @@ def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
             NOT_TESTED,
             "needs inner-product trials and generic transformer trials on the equivariant teacher",
         )
-    e_max = float(orth.max())
+    e_max = number(orth.max())
     small = generic.filter(pl.col("m") == generic["m"].min())["eq_error_median"].drop_nulls().to_numpy()
     med, lo, hi = _median_ci(small, n_boot, ci)
     ok = e_max < ROUNDOFF and lo >= GAP * max(e_max, 1e-300)
+    m_small = whole(generic["m"].min())
     numbers = dict(
         max_e_inner_product=e_max,
         median_e_transformer=quantity(med, lo, hi),
-        m=int(generic["m"].min()),
+        m=m_small,
         roundoff=ROUNDOFF,
         gap=GAP,
     )
@@ -330,7 +338,7 @@ def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
         "S1",
         S1_CLAIM,
         f"max float64 E (inner-product, all trials) = {e_max:.2e}; median E (transformer, equivariant "
-        f"teacher, m={generic['m'].min()}) = {med:.2e}",
+        f"teacher, m={m_small}) = {med:.2e}",
         f"transformer median E CI {lo:.2e} .. {hi:.2e}",
         SUPPORTED if ok else NOT_SUPPORTED,
         f"needs max E < {ROUNDOFF:g} and the generic median E at least {GAP:g} times larger",
@@ -338,7 +346,7 @@ def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> dict:
     )
 
 
-def _s2(m_star: pl.DataFrame, sides: dict[str, bool]) -> dict:
+def _s2(m_star: pl.DataFrame, sides: dict[str, bool]) -> Verdict:
     parts, outcomes, missing, undecided, flags, compared = [], [], False, [], [], []
     for teacher, should_win in _s2_teachers(m_star, sides):
         t = m_star.filter(pl.col("teacher") == teacher)
@@ -460,12 +468,12 @@ def _ends(r: dict) -> tuple[float, float]:
     return lo, hi
 
 
-def _flags_of(r: dict) -> list[dict]:
+def _flags_of(r: dict) -> list[Flag]:
     cell = {c: r[c] for c in ("teacher", "student", "n", "k", "d") if c in r}
-    return [dict(flag=f, cell=cell) for f in split_flags(r.get("flags"))]
+    return [Flag(flag=f, cell=cell) for f in split_flags(r.get("flags"))]
 
 
-def _quantity(r: dict) -> dict:
+def _quantity(r: dict) -> Quantity:
     return quantity(r["m_star"], r["ci_lo"], r["ci_hi"], r["bound"])
 
 
@@ -475,14 +483,14 @@ def _m(r: dict) -> str:
     return f"{r['m_star']:.0f} ({r['ci_lo']:.0f} .. {r['ci_hi']:.0f})"
 
 
-def _slope_verdict(cid: str, claim: str, rows: pl.DataFrame, column: str, n_boot: int, ci: float) -> dict:
+def _slope_verdict(cid: str, claim: str, rows: pl.DataFrame, column: str, n_boot: int, ci: float) -> Verdict:
     if rows.is_empty():
         return _verdict(cid, claim, "-", "-", NOT_TESTED, "no trials of that student on the equivariant teacher")
     b, lo, hi = log_slope(rows, column, n_boot, ci)
     if math.isnan(b):
         return _verdict(cid, claim, "-", "-", NOT_TESTED, "needs two or more values of m")
-    ms = rows["m"]
-    numbers = dict(slope=quantity(b, lo, hi), effect=-EFFECT_SLOPE, m_min=int(ms.min()), m_max=int(ms.max()))
+    m_min, m_max = whole(rows["m"].min()), whole(rows["m"].max())
+    numbers = dict(slope=quantity(b, lo, hi), effect=-EFFECT_SLOPE, m_min=m_min, m_max=m_max)
     statistic = f"slope of log10 {column} on log10 m = {b:.2f}"
     interval = f"CI {lo:.2f} .. {hi:.2f}"
     need = f"falls = the interval lies below -{EFFECT_SLOPE:g} (a factor {10**EFFECT_SLOPE:.2f} per tenfold m)"
@@ -496,23 +504,23 @@ def _slope_verdict(cid: str, claim: str, rows: pl.DataFrame, column: str, n_boot
             statistic,
             interval,
             NOT_SUPPORTED,
-            f"{need}; the interval lies above it: {what} over m = {ms.min()}..{ms.max()}",
+            f"{need}; the interval lies above it: {what} over m = {m_min}..{m_max}",
             numbers,
         )
     return _verdict(cid, claim, statistic, interval, INCONCLUSIVE, f"{need}; the interval includes it", numbers)
 
 
-def _s3(done: pl.DataFrame, n_boot: int, ci: float, m_star: pl.DataFrame) -> dict:
+def _s3(done: pl.DataFrame, n_boot: int, ci: float, m_star: pl.DataFrame) -> Verdict:
     rows = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
     return _budgeted(_slope_verdict("S3", S3_CLAIM, rows, "eq_error_median", n_boot, ci), m_star)
 
 
-def _s4(done: pl.DataFrame, n_boot: int, ci: float, m_star: pl.DataFrame) -> dict:
+def _s4(done: pl.DataFrame, n_boot: int, ci: float, m_star: pl.DataFrame) -> Verdict:
     rows = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
     return _budgeted(_slope_verdict("S4", S4_CLAIM, rows, "perm_error_median", n_boot, ci), m_star)
 
 
-def _budgeted(verdict: dict, m_star: pl.DataFrame) -> dict:
+def _budgeted(verdict: Verdict, m_star: pl.DataFrame) -> Verdict:
     """A slope verdict (S3, S4) measured on generic-transformer trials that ran out of epochs
     before fitting their training sets (the cell's ``out-of-epochs`` or ``budget-limited``
     flag, or its ``out_of_epochs`` column where a budget check that kept m*'s outcome cleared
@@ -527,13 +535,10 @@ def _budgeted(verdict: dict, m_star: pl.DataFrame) -> dict:
     flags = [f for r in rows for f in _flags_of(r) if f["flag"] in ("out-of-epochs", "budget-limited")]
     # A budget check that kept m*'s outcome clears the cell's flag, but not what E measured: the
     # trials that decide m* still ran out of epochs before fitting their training sets.
-    flags += [
-        dict(flag="out-of-epochs", cell=f["cell"])
-        for r in rows
-        if r.get("out_of_epochs")
-        for f in [dict(cell={c: r[c] for c in ("teacher", "student", "n", "k", "d") if c in r})]
-        if not any(g["cell"] == f["cell"] for g in flags)
+    spent: list[dict[str, object]] = [
+        {c: r[c] for c in ("teacher", "student", "n", "k", "d") if c in r} for r in rows if r.get("out_of_epochs")
     ]
+    flags += [Flag(flag="out-of-epochs", cell=c) for c in spent if not any(g["cell"] == c for g in flags)]
     if not flags:
         return verdict
     verdict["flags"] = flags
@@ -546,5 +551,6 @@ def _budgeted(verdict: dict, m_star: pl.DataFrame) -> dict:
         )
         verdict["verdict"] = INCONCLUSIVE
         if verdict["series"]:
-            verdict["series"][0].update(verdict=INCONCLUSIVE, why=verdict["why"])
+            verdict["series"][0]["verdict"] = INCONCLUSIVE
+            verdict["series"][0]["why"] = verdict["why"]
     return verdict

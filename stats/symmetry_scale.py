@@ -322,7 +322,7 @@ def advantage_slopes(
                 line = line.sort(axis)
                 used = line.filter(pl.col("bound") == "exact")
                 left = line.filter(pl.col("bound") != "exact")
-                fixed = ", ".join(f"{a}={v}" for a, v in zip(rest, key))
+                fixed = ", ".join(f"{a}={v}" for a, v in zip(rest, key, strict=True))
                 left_out = [_left_out(r, axis, used) for r in left.iter_rows(named=True)]
                 row = dict(
                     student=student,

@@ -6,7 +6,7 @@ verdicts.json carries it, the bound of a ratio of bounded values, and one verdic
 from __future__ import annotations
 
 import math
-from typing import TypedDict
+from typing import SupportsFloat, SupportsInt, TypedDict
 
 import numpy as np
 
@@ -86,6 +86,22 @@ def quantity(estimate: float, lo: float = math.nan, hi: float = math.nan, bound:
     ``ci_lo``, ``ci_hi`` and ``bound`` (``exact``; ``lower``: the true value is above
     ``estimate``; ``upper``: at or below it; ``none``: no number)."""
     return Quantity(estimate=_num(estimate), ci_lo=_num(lo), ci_hi=_num(hi), bound=bound)
+
+
+def number(value: object) -> float:
+    """A numeric polars scalar (``Series.min()``, ``max()``, ``item()``, a row's value) as a
+    float: polars types these as any Python literal; anything without ``__float__`` (None from an
+    empty column among them) is the TypeError ``float()`` would raise."""
+    if isinstance(value, SupportsFloat):
+        return float(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
+def whole(value: object) -> int:
+    """:func:`number` for a whole number: ``int(value)``, or the TypeError ``int()`` would raise."""
+    if isinstance(value, SupportsInt):
+        return int(value)
+    raise TypeError(f"not a number: {value!r}")
 
 
 def jsonable(value):

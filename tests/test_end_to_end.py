@@ -81,7 +81,7 @@ def test_the_attention_model_learns_one_sparse_and(finished_run):
     assert (big["status"] == "done").all()
     assert big["test_acc"].min() >= 0.95
     # The support column holds the relevant position, inside [0, T).
-    assert all(0 <= s[0] < T for s, T in zip(big["support"], big["T"]))
+    assert all(0 <= s[0] < T for s, T in zip(big["support"], big["T"], strict=True))
 
 
 def test_runs_table_records_the_run(finished_run):

@@ -125,7 +125,7 @@ def _m_star_tables(page: str) -> list[dict[str, list[tuple[str, str]]]]:
             current["_header_class"] = {c[2]: c[1] for c in row}
             tables.append(current)
         elif current is not None and row and all(c[0] == "td" for c in row) and len(row) == len(current) - 1:
-            for name, cell in zip(list(current)[:-1], row):
+            for name, cell in zip(list(current)[:-1], row, strict=True):
                 current[name].append((cell[1], cell[2]))
     return tables
 
@@ -159,12 +159,12 @@ def test_a_bound_reads_the_same_in_both_experiments():
     )
     boolean, symmetry = _m_star_tables(page)
     # T=8 succeeds at the smallest m (8), T=32 at no m up to 1024 (_boolean_m_star).
-    m_star = dict(zip((t for _, t in boolean["T"]), (t for _, t in boolean["m*"])))
+    m_star = dict(zip((t for _, t in boolean["T"]), (t for _, t in boolean["m*"]), strict=True))
     assert m_star["8"] == "≤ 8" and m_star["32"] == "> 1024"
     assert re.fullmatch(r"\d+\.\d", m_star["16"])  # measured: between 8 and 64, one decimal
     assert 8 < float(m_star["16"]) <= 64
     # The inner-product student reaches the target at m = 4, the smallest; the MLP never (<= 32).
-    sym = dict(zip((t for _, t in symmetry["student"]), (t for _, t in symmetry["m*"])))
+    sym = dict(zip((t for _, t in symmetry["student"]), (t for _, t in symmetry["m*"]), strict=True))
     assert sym == {"inner-product": "≤ 4", "mlp": "> 32"}
     assert "8.0≤" not in page and "≤4" not in page and "> max" not in page
 

@@ -107,7 +107,7 @@ def test_the_m_star_table_is_the_one_the_analysis_computes(published):
     analysis = analyze_run(ResultsStore(root / "store"), run_id).m_star.sort("model", "T")
     table = table.sort("model", "T")
     assert table["T"].to_list() == analysis["T"].to_list() and table["model"].to_list() == analysis["model"].to_list()
-    for ours, theirs in zip(table["m_star"].to_list(), analysis["m_star"].to_list()):
+    for ours, theirs in zip(table["m_star"].to_list(), analysis["m_star"].to_list(), strict=True):
         assert (ours is None and (theirs is None or theirs != theirs)) or ours == pytest.approx(theirs, nan_ok=True)
 
 

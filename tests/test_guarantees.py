@@ -777,9 +777,8 @@ def test_a_lock_holder_file_of_any_size_is_not_read_whole(tmp_path):
     with RunLock(store, "tiny", MINE) as lock:
         with open(lock.holder_path, "wb") as fh:
             fh.truncate(10 * 2**30)  # sparse: 10 GiB that would be read into memory
-        with pytest.raises(RunLockedError, match="another process"):
-            with RunLock(store, "tiny", MINE):
-                pass
+        with pytest.raises(RunLockedError, match="another process"), RunLock(store, "tiny", MINE):
+            pass
 
 
 def test_a_figure_folder_holding_markup_or_escapes_is_printed_as_it_is(tmp_path):

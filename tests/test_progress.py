@@ -117,7 +117,7 @@ def test_a_file_or_jupyter_without_ipywidgets_gets_plain_lines(tmp_path, monkeyp
     )
     for console in (Console(file=io.StringIO()), Console(file=io.StringIO(), force_jupyter=True)):
         printed = []  # in Jupyter rich displays its output instead of writing the file
-        monkeypatch.setattr(console, "print", lambda text, **kw: printed.append(text))
+        monkeypatch.setattr(console, "print", lambda text, *, into=printed, **kw: into.append(text))
         with SweepProgress(console, 4, "sw run", interval_s=0.05) as progress:
             progress.advance(3, Counter(done=2, failed=1))
             time.sleep(0.3)

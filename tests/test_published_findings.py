@@ -115,7 +115,10 @@ def test_a_changed_trial_row_moves_the_findings_and_fails_the_check(tmp_path):
     winners = cell.filter(pl.col("test_acc") >= 0.95)
     first = winners.filter(pl.col("m") == winners["m"].min()).sort("trial_id")["trial_id"][0]
     table = pq.read_table(copy / folder / "trials.parquet")
-    acc = [0.5 if t == first else a for t, a in zip(table["trial_id"].to_pylist(), table["test_acc"].to_pylist())]
+    acc = [
+        0.5 if t == first else a
+        for t, a in zip(table["trial_id"].to_pylist(), table["test_acc"].to_pylist(), strict=True)
+    ]
     column = table.schema.get_field_index("test_acc")
     table = table.set_column(column, table.schema.field(column), pa.array(acc, table.schema.field(column).type))
     pq.write_table(table, copy / folder / "trials.parquet")

@@ -422,7 +422,7 @@ def test_a_table_too_wide_for_a_line_cuts_its_widest_values_and_says_so(store):
     assert len(note) == 1 and "--format csv, json or parquet writes them whole" in note[0]
     cap = int(note[0].split()[3].replace(",", ""))
     assert "x" * cap + "…" in result.stdout and "x" * (cap + 1) not in result.stdout
-    assert 30_000 < cap and "y" * 30_000 in result.stdout  # only what must be cut is: the narrower value is whole
+    assert cap > 30_000 and "y" * 30_000 in result.stdout  # only what must be cut is: the narrower value is whole
 
 
 @pytest.mark.parametrize("form", ["new/", "new//", "file/", "file/.", "new/."])

@@ -105,7 +105,7 @@ def _number(value: Any) -> float | None:
 
 def attach(rows: list[dict], curves: list[Curve | None]) -> None:
     """Put each trial's curve (its :meth:`Curve.columns`) into its row under :data:`CURVE_KEY`."""
-    for row, curve in zip(rows, curves):
+    for row, curve in zip(rows, curves, strict=True):
         if curve is not None:
             row[CURVE_KEY] = curve.columns()
 
@@ -122,7 +122,7 @@ def note_slots(
     """Note one epoch of a stacked pack (workers/stacked.py): slot ``s``, when ``active[s]``,
     is trial ``trial_of_slot[s]`` and measured ``loss[s]``, ``acc[s]``, ``error[s]`` (lists
     over the slots, read from the device once for the whole pack)."""
-    for s, (t, on) in enumerate(zip(trial_of_slot, active)):
+    for s, (t, on) in enumerate(zip(trial_of_slot, active, strict=True)):
         curve = curves[t]
         if on and curve is not None:
             curve.note(

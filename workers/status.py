@@ -5,7 +5,9 @@ from __future__ import annotations
 import enum
 
 
-class TrialStatus(str, enum.Enum):
+# Not StrEnum (UP042): str() of a member would become its value, not TrialStatus.DONE, a change
+# of behaviour for any caller formatting one; the stored value is .value either way.
+class TrialStatus(str, enum.Enum):  # noqa: UP042
     """Where a trial stands.
 
     ``pending`` and ``running`` exist only in the driver; the store holds finished

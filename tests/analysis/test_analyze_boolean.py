@@ -84,7 +84,7 @@ def test_settings_tuned_per_cell_do_not_split_the_comparison():
         _row("transformer", 64, 40.0, 30.0, 50.0),
         _row("mlp", 64, 300.0, 250.0, 350.0),
     ]
-    table = pl.DataFrame([dict(r, lr=lr) for r, lr in zip(rows, (1e-3, 2e-3, 3e-3, 4e-3))])
+    table = pl.DataFrame([dict(r, lr=lr) for r, lr in zip(rows, (1e-3, 2e-3, 3e-3, 4e-3), strict=True)])
     assert _checks(table, fits={}) == []  # every lr its own group: nothing to compare
     assert [c["verdict"] for c in _checks(table, fits={}, tuned={"lr"})] == ["yes"]
 

@@ -174,7 +174,7 @@ def test_each_cell_ends_pinned_within_the_tolerance(tmp_path):
         )
         ms, ok = rates["m"].to_list(), rates["ok"].to_list()
         assert ms[0] == 8 and ms[-1] == 128  # the first round's ends
-        reached = [m for m, r in zip(ms, ok) if r >= 0.5]
+        reached = [m for m, r in zip(ms, ok, strict=True) if r >= 0.5]
         if reached and reached[0] > 8:  # a bracket: it must be pinned (rel_tol 0.25 or adjacent m)
             hi = reached[0]
             lo = max(m for m in ms if m < hi)
@@ -320,7 +320,7 @@ def test_a_symmetry_search_uses_the_test_error(tmp_path):
     )
     ms, ok = rates["m"].to_list(), rates["ok"].to_list()
     assert ms[0] == 2 and ms[-1] == 32
-    reached = [m for m, r in zip(ms, ok) if r >= 0.5]
+    reached = [m for m, r in zip(ms, ok, strict=True) if r >= 0.5]
     if reached and reached[0] > 2:
         hi = reached[0]
         lo = max(m for m in ms if m < hi)
@@ -426,7 +426,7 @@ def test_a_symmetry_search_checks_each_cells_deciding_m_at_twice_the_epochs(tmp_
         ok = (pl.col("status") == "done") & (pl.col("test_error") <= 0.05)
         rates = cell.group_by("m").agg(ok.mean().alias("rate")).sort("m")
         ms, rate = rates["m"].to_list(), rates["rate"].to_list()
-        reached = [m for m, r in zip(ms, rate) if r >= 0.5]
+        reached = [m for m, r in zip(ms, rate, strict=True) if r >= 0.5]
         expected = (
             ([max(m for m in ms if m < reached[0])] if any(m < reached[0] for m in ms) else []) + reached[:1]
             if reached

@@ -178,9 +178,8 @@ def test_a_compaction_interrupted_before_deleting_leaves_no_duplicates(evolved):
 def test_a_second_writer_of_a_run_is_refused(tmp_path):
     store = ResultsStore(tmp_path)
     with RunLock(store, "sw", "r1"):
-        with pytest.raises(RunLockedError, match=r"pid \d+ on host"):
-            with RunLock(store, "sw", "r1"):
-                pass
+        with pytest.raises(RunLockedError, match=r"pid \d+ on host"), RunLock(store, "sw", "r1"):
+            pass
         with RunLock(store, "sw", "r2"):  # another run is not blocked
             pass
     with RunLock(store, "sw", "r1"):  # released on exit

@@ -56,7 +56,7 @@ def setup(tmp_path_factory):
 
 def _case(name: str) -> st.SearchStrategy[str]:
     return st.builds(
-        lambda flips: "".join(c.upper() if f else c for c, f in zip(name, flips)),
+        lambda flips: "".join(c.upper() if f else c for c, f in zip(name, flips, strict=True)),
         st.lists(st.booleans(), min_size=len(name), max_size=len(name)),
     )
 

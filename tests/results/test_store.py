@@ -72,7 +72,7 @@ def filled(tmp_path):
 
 
 def as_records(columns: dict) -> list[tuple]:
-    recs = list(zip(*(columns[c] for c in COLS)))
+    recs = list(zip(*(columns[c] for c in COLS), strict=True))
     return sorted(recs, key=lambda t: t[2])
 
 
@@ -108,7 +108,7 @@ def test_three_readers_agree(filled):
 
     for recs in (polars_recs, arrow_recs, duck_recs):
         assert len(recs) == len(expected)
-        for got, exp in zip(recs, expected):
+        for got, exp in zip(recs, expected, strict=True):
             assert tuple(got[:6]) == exp[:6]
             if exp[6] is None:
                 assert got[6] is None

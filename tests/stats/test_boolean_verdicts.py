@@ -158,7 +158,7 @@ def test_r_judges_the_curve_and_names_a_side_block_at_one_T():
     # Our unbounded series equals the paper's read-off at its own T (ratio 1: supported);
     # a bounded cell at T = 1024, twice the paper's value, is a side block, not a curve.
     ref = read_reference()
-    curve = [({"T": int(T)}, float(m)) for T, m in zip(ref["T"], ref["critical_m"])]
+    curve = [({"T": int(T)}, float(m)) for T, m in zip(ref["T"], ref["critical_m"], strict=True)]
     side = [({"T": 1024, "norm_bound": 0.5}, 2 * float(np.interp(1024, ref["T"], ref["critical_m"])))]
     v = r_reference(cells(curve + side))
     assert v["verdict"] == "supported", v
@@ -469,7 +469,7 @@ def test_the_two_fitting_scales_disagree_so_no_law_is_named():
     assert r["law"] == "undecided"
     # 2 scales x (all cells + each of 10 left out).
     assert r["n_variants"] == 22
-    v = l1_log_growth(cells([({"T": t}, m) for t, m in zip(T_MIX, M_MIX)], noise=0.05))
+    v = l1_log_growth(cells([({"T": t}, m) for t, m in zip(T_MIX, M_MIX, strict=True)], noise=0.05))
     numbers = v["series"][0]["numbers"]
     assert numbers["law"] == "undecided" and numbers["reading"] in (
         "faster than log, law undecided",

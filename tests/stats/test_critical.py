@@ -158,7 +158,7 @@ def noisy_rows():
     rng = np.random.default_rng(3)
     ms = [10, 30, 100, 300, 1000, 3000]
     probs = [0.05, 0.2, 0.4, 0.6, 0.8, 0.95]
-    table = {m: list(rng.random(12) < p) for m, p in zip(ms, probs)}
+    table = {m: list(rng.random(12) < p) for m, p in zip(ms, probs, strict=True)}
     return outcome_rows("and", 32, table)
 
 

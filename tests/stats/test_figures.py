@@ -111,7 +111,7 @@ def _notes(fig) -> dict[tuple[str, str], str]:
     notes = {}
     for ax in fig.axes:
         teacher = ax.get_title().removeprefix("teacher = ")
-        ticks = {round(x): t.get_text() for x, t in zip(ax.get_xticks(), ax.get_xticklabels())}
+        ticks = {round(x): t.get_text() for x, t in zip(ax.get_xticks(), ax.get_xticklabels(), strict=True)}
         for t in ax.texts:
             if t.get_gid() == "n/a":
                 notes[(teacher, ticks[round(t.get_position()[0])])] = t.get_text()

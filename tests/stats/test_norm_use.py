@@ -106,7 +106,7 @@ def test_the_fraction_that_fits_at_the_largest_m():
         schema_overrides={"norm_bound": pl.Float64},
     )
     table = norm_use(rows, ["T", "norm_bound"], acc_threshold=0.95)
-    assert dict(zip(table["T"], table["fit_at_m_max"])) == {
+    assert dict(zip(table["T"], table["fit_at_m_max"], strict=True)) == {
         64: pytest.approx(3 / 4),
         1024: pytest.approx(1 / 4),
     }

@@ -149,7 +149,7 @@ def test_advantage_scales_as_built():
     assert by_d[8] / by_d[4] == pytest.approx(2, rel=1e-9) and by_d[16] / by_d[8] == pytest.approx(2, rel=1e-9)
     assert all(r["ci_lo"] <= r["ratio"] <= r["ci_hi"] for r in tr.iter_rows(named=True))
     aug = adv.filter(pl.col("student") == "transformer + rotations").sort("d")
-    at16 = aug.filter((pl.col("d") == 16)).row(0, named=True)
+    at16 = aug.filter(pl.col("d") == 16).row(0, named=True)
     assert at16["bound"] == "lower" and at16["ratio"] == 32 and at16["text"] == "> 32"
 
 

@@ -47,7 +47,7 @@ def brute_ambiguous(task: str, x, y, support) -> bool:
 
 
 def all_test_samples(task, T, s, seeds, support, n_test, chunk_size):
-    xs, ys = zip(*tasks.test_chunks(task, T, s, seeds, support, n_test, chunk_size))
+    xs, ys = zip(*tasks.test_chunks(task, T, s, seeds, support, n_test, chunk_size), strict=True)
     return torch.cat(xs, dim=1), torch.cat(ys, dim=1)
 
 
@@ -161,7 +161,7 @@ def test_supports_differ_across_seeds():
 def test_training_set_is_deterministic(task):
     a = tasks.sample_training_set(task, T=24, s=2, m=100, seed=11)
     b = tasks.sample_training_set(task, T=24, s=2, m=100, seed=11)
-    for u, v in zip(a[:3], b[:3]):
+    for u, v in zip(a[:3], b[:3], strict=True):
         assert torch.equal(u, v)
     assert a[3] == b[3]
     c = tasks.sample_training_set(task, T=24, s=2, m=100, seed=12)

@@ -88,7 +88,7 @@ def test_teacher_outputs_keep_batch_dims_and_dtype():
 def test_same_arguments_give_identical_tensors(teacher, split):
     a = sample_dataset(teacher, N, K_ROWS, D, 9, seed=3, split=split)
     b = sample_dataset(teacher, N, K_ROWS, D, 9, seed=3, split=split)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert torch.equal(x, y)
 
 

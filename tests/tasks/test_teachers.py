@@ -66,7 +66,7 @@ def test_a_package_teacher_is_found_and_drawn_like_a_built_in(monkeypatch):
     a = teacher_params("shifted", 3, 2, 4, 7)["a"]
     assert torch.allclose(Y, (a * X.double() + K.double().mean(-2, keepdim=True)).float())
     again = sample_dataset("shifted", 3, 2, 4, 5, seed=7)
-    assert all(torch.equal(u, v) for u, v in zip((X, K, Y), again))  # the trial's seed alone decides
+    assert all(torch.equal(u, v) for u, v in zip((X, K, Y), again, strict=True))  # the trial's seed alone decides
     assert not torch.equal(teacher_params("shifted", 3, 2, 4, 8)["a"], a)
     SymmetryTrialConfig(teacher="shifted", n=3, k=2, d=4, m=5, seed=0)
 

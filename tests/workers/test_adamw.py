@@ -28,15 +28,15 @@ def test_every_step_matches_torch_adamw_fused_bit_for_bit(weight_decay):
         grads = [torch.randn(p.shape, generator=g) * (10.0 ** (step % 3 - 1)) for p in ours]
         opt.zero_grad()
         ref.zero_grad(set_to_none=True)
-        for p, q, gr in zip(ours, theirs, grads):
+        for p, q, gr in zip(ours, theirs, grads, strict=True):
             p.grad, q.grad = gr.clone(), gr.clone()
         if step == 7:  # a parameter without a gradient is left alone, its state too
             ours[3].grad = theirs[3].grad = None
         opt.step()
         ref.step()
-        for p, q in zip(ours, theirs):
+        for p, q in zip(ours, theirs, strict=True):
             assert torch.equal(p, q), step
-    for p, q in zip(ours, theirs):
+    for p, q in zip(ours, theirs, strict=True):
         for name in ("step", "exp_avg", "exp_avg_sq"):
             assert torch.equal(opt.state[p][name], ref.state[q][name]), name
     assert float(opt.state[ours[0]]["step"]) == 25.0 and float(opt.state[ours[3]]["step"]) == 24.0

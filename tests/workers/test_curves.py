@@ -69,7 +69,7 @@ def test_boolean_curves_keep_every_kth_epoch_and_the_last_and_leave_the_rows_alo
     assert stride == 6
     off = train_pack(configs, device="cpu")
     on = train_pack(configs, device="cpu", curves=plan)
-    for config, a, b in zip(configs, off, on):
+    for config, a, b in zip(configs, off, on, strict=True):
         curve = b.pop("curve")
         _same_row(a, b)
         assert "curve" not in a
@@ -103,7 +103,7 @@ def test_symmetry_curves_hold_the_loss_and_relative_error_and_leave_the_rows_alo
     plan = CurvePlan(every=2, max_points=100)
     off = train_symmetry_pack(configs, device="cpu", stacked=stacked)
     on = train_symmetry_pack(configs, device="cpu", stacked=stacked, curves=plan)
-    for a, b in zip(off, on):
+    for a, b in zip(off, on, strict=True):
         curve = b.pop("curve")
         _same_row(a, b)
         measured = b["epochs"] + 1 if b["converged"] or b["status"] == "diverged" else b["epochs"]

@@ -135,7 +135,7 @@ def test_a_slot_gives_the_same_bits_wherever_it_sits_among_any_packmates(T, d, h
             )
         first = runs[0]
         for run in runs[1:]:
-            for a, b in zip(run[:3], first[:3]):
+            for a, b in zip(run[:3], first[:3], strict=True):
                 assert torch.equal(a, b)
             for name in one_layer.NAMES:
                 assert torch.equal(run[3][name], first[3][name]), name

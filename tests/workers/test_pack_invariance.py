@@ -110,7 +110,7 @@ def test_a_symmetry_trial_alone_and_in_packs_gives_the_same_row(student):
     alone = [train_symmetry_pack([c], device="cpu")[0] for c in configs[:2]]
     for pack in (configs, configs[::-1], [configs[1], configs[0], configs[1]]):
         rows = train_symmetry_pack(pack, device="cpu")
-        for c, row in zip(pack, rows):
+        for c, row in zip(pack, rows, strict=True):
             if c.seed < 2:
                 assert alone[c.seed]["status"] == "done"
                 _same(alone[c.seed], row)

@@ -100,7 +100,7 @@ def test_a_package_student_is_found_sized_and_trained_alone_and_stacked(monkeypa
     configs = [cfg(model="rowmlp", seed=s) for s in range(2)] + [cfg(model="rowmlp", seed=5, equivariance="augment")]
     alone = train_symmetry_pack(configs[:2], stacked=False)
     stacked = train_symmetry_pack(configs[:2], stacked=True)  # vmap over functional_call, as on a GPU
-    for a, s in zip(alone, stacked):
+    for a, s in zip(alone, stacked, strict=True):
         assert a["status"] == s["status"] == "done", (a["error"], s["error"])
         assert a["epochs"] == s["epochs"] and a["test_error"] == pytest.approx(s["test_error"], rel=1e-4)
         assert a["perm_error_max"] < 1e-10 < a["eq_error_median"]  # permutation-equivariant, not O(d)

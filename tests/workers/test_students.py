@@ -299,5 +299,5 @@ def test_pair_scores_equal_the_definition_in_float64_values_and_gradients():
     torch.testing.assert_close(fast, naive, rtol=1e-12, atol=1e-12)
     weights = torch.randn_like(fast)
     grads = [torch.autograd.grad((f * weights).sum(), list(score.parameters())) for f in (fast, naive)]
-    for g_fast, g_naive in zip(*grads):
+    for g_fast, g_naive in zip(*grads, strict=True):
         torch.testing.assert_close(g_fast, g_naive, rtol=1e-10, atol=1e-12)

@@ -25,7 +25,7 @@ def pack_rows():
 
 def test_pack_trains_easy_task(pack_rows):
     assert len(pack_rows) == 3
-    for seed, row in zip(SEEDS, pack_rows):
+    for seed, row in zip(SEEDS, pack_rows, strict=True):
         assert row["status"] == "done"
         assert row["error_type"] is None and row["error"] is None
         assert row["test_acc"] >= 0.95  # s = 1 AND on 8 bits with 64 samples is easy
@@ -42,7 +42,7 @@ def test_pack_trains_easy_task(pack_rows):
 
 
 def test_packed_equals_alone(pack_rows):
-    for seed, packed in zip(SEEDS, pack_rows):
+    for seed, packed in zip(SEEDS, pack_rows, strict=True):
         (alone,) = train_pack([cfg(seed=seed)], device="cpu")
         assert alone["status"] == "done" and alone["pack_size"] == 1
         assert alone["epochs"] == packed["epochs"]
@@ -62,7 +62,7 @@ def test_trials_that_finish_early_leave_the_pack_without_changing_the_others(bat
     ]
     rows = train_pack(configs, device="cpu")
     assert len({r["epochs"] for r in rows}) > 1
-    for c, packed in zip(configs, rows):
+    for c, packed in zip(configs, rows, strict=True):
         (alone,) = train_pack([c], device="cpu")
         assert (alone["status"], alone["epochs"], alone["converged"]) == (
             packed["status"],
@@ -167,13 +167,13 @@ def test_evaluation_does_not_depend_on_chunk_size(monkeypatch):
 
 def test_bfloat16_mixed_precision_trains_and_differs_from_float32(pack_rows):
     rows = train_pack([cfg(seed=s, precision="bfloat16") for s in SEEDS], device="cpu")
-    for r32, r16 in zip(pack_rows, rows):
+    for r32, r16 in zip(pack_rows, rows, strict=True):
         assert r16["status"] == "done" and r16["test_acc"] >= 0.95
         # Same data and init; only the training arithmetic differs, so the losses are close
         # but not bit-equal (autocast was really on).
         assert r16["support"] == r32["support"]
         assert r16["train_loss"] == pytest.approx(r32["train_loss"], rel=0.5, abs=0.02)
-    assert any(r16["train_loss"] != r32["train_loss"] for r32, r16 in zip(pack_rows, rows))
+    assert any(r16["train_loss"] != r32["train_loss"] for r32, r16 in zip(pack_rows, rows, strict=True))
 
 
 @pytest.mark.parametrize(

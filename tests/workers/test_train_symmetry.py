@@ -30,7 +30,7 @@ def test_generic_transformer_is_not_equivariant():
 def test_packed_equals_alone():
     configs = [cfg(seed=s) for s in range(3)]
     packed = train_symmetry_pack(configs)
-    for c, p in zip(configs, packed):
+    for c, p in zip(configs, packed, strict=True):
         (alone,) = train_symmetry_pack([c])
         assert alone["epochs"] == p["epochs"]
         assert alone["test_error"] == pytest.approx(p["test_error"], rel=1e-4, abs=1e-7)
