@@ -552,7 +552,7 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: AbstractS
         ]
         parts = table.partition_by(group, as_dict=True) if group else {(): table}
         for key, part in parts.items():
-            where = ", ".join(f"{c}={v}" for c, v in zip(group, key))
+            where = ", ".join(f"{c}={v}" for c, v in zip(group, key, strict=True))
             check = _transformer_vs_mlp(part, f" [{where}]" if where else "")
             if check:
                 checks.append(check)

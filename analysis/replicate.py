@@ -75,18 +75,25 @@ def compare_runs(
     settings = contexts[0].settings  # one spec (same hash): the baseline's settings judge both
     dirs = [None, None] if figures_dir is None else [figures_dir / "baseline", figures_dir / "new"]
     if experiment == "symmetry":
-        sa, sb = (analyze_symmetry_run(store, s, r, settings, d) for s, r, d in zip(sweeps, (baseline, new), dirs))
+        sa, sb = (
+            analyze_symmetry_run(store, s, r, settings, d)
+            for s, r, d in zip(sweeps, (baseline, new), dirs, strict=True)
+        )
         out = _m_star(sa.m_star, sb.m_star, list(SYMMETRY_CELL), tol)
         out += [
             Comparison("verdict", x["claim"], x["verdict"], y["verdict"], x["verdict"] == y["verdict"])
-            for x, y in zip(sa.verdicts, sb.verdicts)
+            # The same experiment's claims, in one order: a run judged on fewer claims ends the
+            # comparison at the shorter list, as before strictness was asked of every zip.
+            for x, y in zip(sa.verdicts, sb.verdicts, strict=False)
         ]
         score, cell = (
             "test_error",
             [c for c in SYMMETRY_CELL if c != "student"] + ["model", "equivariance"],
         )
     else:
-        a, b = (analyze_run(store, figures_dir=d, settings=settings, context=c) for c, d in zip(contexts, dirs))
+        a, b = (
+            analyze_run(store, figures_dir=d, settings=settings, context=c) for c, d in zip(contexts, dirs, strict=True)
+        )
         cell = [c for c in CELL_FIELDS if c in a.m_star.columns]
         out = _m_star(a.m_star, b.m_star, cell, tol) + _fits(a.fits, b.fits, tol)
         score = "test_acc"
@@ -159,7 +166,7 @@ def _fits(base: dict, new: dict, tol: float) -> list[Comparison]:
 
 def _distributions(store, sweeps, runs, cell, score, alpha) -> list[Comparison]:
     frames = []
-    for s, r in zip(sweeps, runs):
+    for s, r in zip(sweeps, runs, strict=True):
         t = with_later_fields(store.scan_run_trials(s, r)).filter(pl.col("status") == "done").collect()
         cols = [c for c in cell if c in t.columns]
         frames.append(t.select([*cols, "m", pl.col(score)]).drop_nulls(score))

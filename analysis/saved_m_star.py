@@ -58,7 +58,7 @@ def m_star_saved(
     name = f"m_star-{phase}"
     saved = read_derived(store, sweep, run_id, name, key)
     if saved is not None:
-        return _decode(pl.from_arrow(saved), cols)
+        return _decode(pl.DataFrame(saved), cols)
     table, replicates = compute(data, cols)
     if save:
         write_derived(store, sweep, run_id, name, _encode(table, replicates, cols).to_arrow(), key)

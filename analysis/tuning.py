@@ -53,7 +53,11 @@ def tuning_choices(rows: pl.DataFrame, cell: list[str], tuned: list[str], confid
     for key, part in tune.group_by(base, maintain_order=True):
         probe = int(min(part["m"].to_list()))  # a group has rows, and m is never null
         seeds = sorted(set(part["seed"]))
-        match = pl.all_horizontal([pl.col(c).eq_missing(v) for c, v in zip(base, key)]) if base else pl.lit(True)
+        match = (
+            pl.all_horizontal([pl.col(c).eq_missing(v) for c, v in zip(base, key, strict=True)])
+            if base
+            else pl.lit(True)
+        )
         own = spec_values.filter(match)
         if own.height != 1:
             continue
@@ -68,7 +72,8 @@ def tuning_choices(rows: pl.DataFrame, cell: list[str], tuned: list[str], confid
             .agg(pl.col("seed"), pl.col("score"))
         )
         table = [
-            [dict(zip(s, v))[seed] if seed in s else 0.5 for seed in seeds] for s, v in zip(sets["seed"], sets["score"])
+            [dict(zip(s, v, strict=True))[seed] if seed in s else 0.5 for seed in seeds]
+            for s, v in zip(sets["seed"], sets["score"], strict=True)
         ]
         if not table or default.height != len(seeds):
             continue
@@ -76,7 +81,7 @@ def tuning_choices(rows: pl.DataFrame, cell: list[str], tuned: list[str], confid
         best = sets.row(choice.best, named=True)
         out.append(
             {
-                **dict(zip(base, key)),
+                **dict(zip(base, key, strict=True)),
                 **{t: own_values[t] for t in tuned},
                 "probe_m": probe,
                 "sets": sets.height,

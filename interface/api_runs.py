@@ -68,7 +68,7 @@ def trial_counts(results: ResultsStore, sweep: str, run_id: str) -> dict[str, in
         held = results.scan_run_trials(sweep, run_id).group_by("status").len().collect()
     except StoreError:
         return {}
-    return dict(zip(held["status"].to_list(), held["len"].to_list()))
+    return dict(zip(held["status"].to_list(), held["len"].to_list(), strict=True))
 
 
 RUN_STATUSES = ("done", "failed", "diverged", "lost")
@@ -126,7 +126,7 @@ def list_runs(store: str, sweep: str | None = None) -> list[RunRow] | None:
         if running:  # not ended (its record's counts are those of its start): count the rows it holds so far
             try:
                 held = results.scan_run_trials(r["sweep"], r["run_id"]).group_by("status").len().collect()
-                counts = dict.fromkeys(RUN_STATUSES, 0) | dict(zip(held["status"], held["len"]))
+                counts = dict.fromkeys(RUN_STATUSES, 0) | dict(zip(held["status"], held["len"], strict=True))
             except StoreError:
                 counts = dict.fromkeys(RUN_STATUSES, 0)
         rows.append(
