@@ -65,6 +65,7 @@ from attnsweep.orchestrator.spec_loading import (
 from attnsweep.orchestrator.spec_problems import describe
 from attnsweep.workers import EXPERIMENTS, Experiment
 from attnsweep.workers.config import LATER_FIELDS, StrictSettings
+from attnsweep.workers.trial_config import TrialConfig
 
 # Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
 INNER_AXES = ("restart", "norm_bound", "fault")
@@ -389,7 +390,7 @@ class SweepSpec(BaseModel):
         """The experiment this sweep runs."""
         return EXPERIMENTS[self.experiment]
 
-    def trials(self) -> Iterator[BaseModel]:
+    def trials(self) -> Iterator[TrialConfig]:
         """The trials, lazily, block by block, seeds varying fastest (see :meth:`axes`).
 
         Raises:
@@ -452,7 +453,7 @@ class SweepSpec(BaseModel):
         return hashlib.sha256(json.dumps(canon, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def trial_id(config: BaseModel) -> str:
+def trial_id(config: TrialConfig) -> str:
     """Deterministic id of a trial: 16 hex digits of the SHA-256 of its canonical config.
 
     The config includes the seed, so equal settings and seed give the same id in any

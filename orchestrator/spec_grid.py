@@ -260,7 +260,8 @@ def _check_values(exp: Experiment, where: str, axes: dict[str, list]) -> list[st
                 problems.append(f"{where}.{key}: value {value!r}: a number is required, not a string")
                 continue
             try:
-                coerced.append(_field_adapter(exp.config, key).validate_python(whole_float(annotation, value)))
+                config: type[BaseModel] = exp.config  # a class is hashable: the adapters are cached per config
+                coerced.append(_field_adapter(config, key).validate_python(whole_float(annotation, value)))
             except ValidationError as exc:
                 for err in exc.errors():
                     allowed = " (allowed: true or false)" if err["type"].startswith("bool") else ""

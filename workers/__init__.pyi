@@ -22,3 +22,4 @@ from .students import build_student as build_student
 from .students import check_student as check_student
 from .students import student_of as student_of
 from .train_boolean import train_pack as train_pack
+from .trial_config import TrialConfig as TrialConfig

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -20,10 +21,13 @@ from attnsweep.workers.memory import (
 )
 from attnsweep.workers.stacking import boolean_stacks, symmetry_stacks
 
+C = TypeVar("C", bound=BaseModel)
+"""An experiment's trial config: a pydantic model and a :class:`workers.trial_config.TrialConfig`."""
+
 
 @dataclass(frozen=True)
-class Experiment:
-    """A family of trials.
+class Experiment(Generic[C]):
+    """A family of trials, generic in its trial config ``C``.
 
     Attributes:
         name: the spec's ``experiment`` value.
@@ -42,13 +46,13 @@ class Experiment:
     """
 
     name: str
-    config: type[BaseModel]
+    config: type[C]
     train: Callable
     example: dict
     cross_fields: tuple[str, ...]
-    memory_bytes: Callable[[BaseModel], int]
-    working_bytes: Callable[[BaseModel], int]
-    stacks: Callable[[BaseModel], bool]
+    memory_bytes: Callable[[C], int]
+    working_bytes: Callable[[C], int]
+    stacks: Callable[[C], bool]
 
 
 def _train_boolean(configs, device=None, curves=None):
@@ -63,7 +67,7 @@ def _train_symmetry(configs, device=None, curves=None):
     return train_symmetry_pack(configs, device, curves=curves)
 
 
-EXPERIMENTS: dict[str, Experiment] = {
+EXPERIMENTS: dict[str, Experiment[Any]] = {
     "sparse_boolean": Experiment(
         "sparse_boolean",
         BooleanTrialConfig,
