@@ -1,4 +1,4 @@
-"""Fixtures shared by test files, and the ``slow`` marker of the end-to-end tier."""
+"""Fixtures shared by test files, and the guard of the ``slow`` marker (the tiers: docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -39,14 +39,17 @@ def pytest_sessionstart(session):
         )
 
 
-def pytest_collection_modifyitems(config, items):
-    """Mark ``slow`` every test in a module directly in tests/: the end-to-end tier (real Ray
-    sweeps, the CLI in a subprocess, the job server, published findings rebuilt). The unit
-    tests live in tests/<package>/ (orchestrator, results, stats, tasks, workers);
-    ``make test-fast`` (``pytest -m "not slow"``) runs only those."""
-    for item in items:
-        if item.path.parent.name == "tests":
-            item.add_marker(pytest.mark.slow)
+def pytest_configure(config):
+    """The tiers are by marker, not by folder: a test is fast unless it, its class or its module
+    says ``pytest.mark.slow`` (``pytestmark = pytest.mark.slow`` at the top of a module, or
+    ``@pytest.mark.slow`` on a test). What a test costs decides, measured with ``--durations``:
+    real Ray sweeps, the job server, the CLI in a subprocess that trains, wheel builds, published
+    findings rebuilt. A file that decides nothing is fast, and ``make test-fast``
+    (``pytest -m "not slow"``) runs it. The guard: ``slow`` stays registered in pyproject, where
+    ``--strict-markers`` turns a misspelt mark (``slwo``) into an error instead of a costly test
+    quietly left in the fast tier."""
+    if not any(line.split(":")[0].strip() == "slow" for line in config.getini("markers")):
+        raise pytest.UsageError("the `slow` marker is not registered in pyproject's [tool.pytest.ini_options]")
 
 
 @pytest.fixture()

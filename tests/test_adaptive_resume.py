@@ -10,9 +10,12 @@ from pathlib import Path
 
 import optuna
 import polars as pl
+import pytest
 
 from attnsweep.orchestrator.adaptive import study_dir
 from attnsweep.results import ResultsStore
+
+pytestmark = pytest.mark.slow  # an adaptive search on Ray, killed and resumed: over a minute
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}

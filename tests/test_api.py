@@ -22,6 +22,7 @@ def readme_example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
+@pytest.mark.slow
 def test_the_readme_example_runs_as_written(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-c", readme_example()],

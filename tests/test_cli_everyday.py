@@ -57,6 +57,7 @@ def test_version_is_the_installed_distributions(tmp_path):
     assert proc.stdout.strip() == f"attnsweep {importlib.metadata.version('attnsweep')}"
 
 
+@pytest.mark.slow
 def test_resume_by_sweep_name_takes_its_latest_run_and_counts_the_whole_run(two_runs):
     _, _, second, resumed = two_runs
     assert f"rs is a sweep: its latest run is {second}" in resumed.stderr
@@ -64,6 +65,7 @@ def test_resume_by_sweep_name_takes_its_latest_run_and_counts_the_whole_run(two_
     assert f"run {second} of sweep rs: done 4 (this attempt: done 2)" in " ".join(resumed.stderr.split())
 
 
+@pytest.mark.slow
 def test_runs_lists_every_run_with_its_counts_and_times(two_runs):
     folder, first, second, _ = two_runs
     proc = _cli("runs", cwd=folder)
@@ -88,6 +90,7 @@ def test_query_on_a_store_that_does_not_exist_says_so(tmp_path):
     assert not (tmp_path / "missing").exists()
 
 
+@pytest.mark.slow
 def test_analyze_writes_the_m_star_table_as_csv_or_json_for_scripts(two_runs):
     folder, _, second, _ = two_runs
     as_csv = _cli("analyze", "rs", "--format", "csv", cwd=folder)
@@ -129,6 +132,7 @@ KILLS = (
 )
 
 
+@pytest.mark.slow
 def test_when_the_embedded_ray_dies_the_error_names_the_run_to_resume(tmp_path):
     (tmp_path / "spec.yaml").write_text(KILLS)
     proc = subprocess.run(
@@ -153,6 +157,7 @@ def test_when_the_embedded_ray_dies_the_error_names_the_run_to_resume(tmp_path):
     assert f"run {run_id} of sweep kills: done 96 (this attempt: " in " ".join(resumed.stderr.split())
 
 
+@pytest.mark.slow
 def test_runs_counts_a_running_runs_rows_not_its_starting_record(two_runs, tmp_path):
     # A run still running has the counts of its start in its record (0 done): `runs` counts
     # the rows it holds so far instead.
@@ -190,6 +195,7 @@ def test_runs_counts_a_running_runs_rows_not_its_starting_record(two_runs, tmp_p
     assert cells[2:8] == ["running", "4 so far", "4", "0", "0", "0"], cells
 
 
+@pytest.mark.slow
 def test_runs_and_analyze_refuse_paths_that_cannot_work(two_runs, tmp_path):
     folder, first, _, _ = two_runs
     (tmp_path / "notes").mkdir()
@@ -204,6 +210,7 @@ def test_runs_and_analyze_refuse_paths_that_cannot_work(two_runs, tmp_path):
     assert proc.stdout == ""
 
 
+@pytest.mark.slow
 def test_the_api_takes_a_sweeps_name_for_its_latest_run_as_the_cli_does(two_runs, tmp_path):
     import attnsweep
 

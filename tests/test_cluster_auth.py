@@ -23,6 +23,8 @@ import pytest
 
 from attnsweep.results import ResultsStore
 
+pytestmark = pytest.mark.slow  # a sweep on a Ray cluster started for the test: half a minute
+
 REPO = Path(__file__).resolve().parents[1]
 SPEC = (
     "name: authsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"

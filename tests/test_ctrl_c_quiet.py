@@ -16,6 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a sweep interrupted in a terminal: about 20 s
+
 SPEC = (
     "name: ctrlc\nseeds: 8\ngrid: {T: [8, 16, 32, 64], m: {start: 8, stop: 512, num: 8, scale: log}}\n"
     "fixed: {task: and, s: 3, d: 32, heads: 4, lr: 3e-3, max_epochs: 1000, n_test: 500}\n"

@@ -9,6 +9,8 @@ import sys
 import polars as pl
 import pytest
 
+pytestmark = pytest.mark.slow  # every test reads a sweep run for the module through the CLI: about two minutes
+
 BOOLEAN = """
 name: {name}
 seeds: 2

@@ -52,6 +52,7 @@ def finished_run(tmp_path_factory):
     return root, proc
 
 
+@pytest.mark.slow
 def test_one_row_per_trial_in_every_reader(finished_run):
     root, _ = finished_run
     n = 3 * 3 * 2 * 3
@@ -73,6 +74,7 @@ def test_one_row_per_trial_in_every_reader(finished_run):
     assert set(trials["status"]) <= {"done", "failed", "diverged"}
 
 
+@pytest.mark.slow
 def test_the_attention_model_learns_one_sparse_and(finished_run):
     root, _ = finished_run
     trials = pl.scan_parquet(root / "store/trials/**/*.parquet", hive_partitioning=True).collect()
@@ -84,6 +86,7 @@ def test_the_attention_model_learns_one_sparse_and(finished_run):
     assert all(0 <= s[0] < T for s, T in zip(big["support"], big["T"], strict=True))
 
 
+@pytest.mark.slow
 def test_runs_table_records_the_run(finished_run):
     root, _ = finished_run
     runs = pl.scan_parquet(root / "store/runs/**/*.parquet", hive_partitioning=True).collect()
@@ -95,6 +98,7 @@ def test_runs_table_records_the_run(finished_run):
     assert row["ended_at"] >= row["started_at"]
 
 
+@pytest.mark.slow
 def test_run_prints_the_m_star_table_and_writes_figures(finished_run):
     root, proc = finished_run
     assert "critical sample size m*" in proc.stdout
@@ -102,6 +106,7 @@ def test_run_prints_the_m_star_table_and_writes_figures(finished_run):
     assert len(list((root / "figures").rglob("*.png"))) == 2
 
 
+@pytest.mark.slow
 def test_query_and_analyze_commands(finished_run):
     root, _ = finished_run
     proc = _cli(
@@ -180,6 +185,7 @@ def test_bad_cli_values_exit_2_and_write_nothing(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.slow
 def test_unwritable_query_output_exits_2(finished_run, tmp_path):
     root, _ = finished_run
     proc = _cli(
@@ -196,6 +202,7 @@ def test_unwritable_query_output_exits_2(finished_run, tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_csv_export_of_list_columns(finished_run):
     root, _ = finished_run
     proc = _cli(
@@ -213,6 +220,7 @@ def test_csv_export_of_list_columns(finished_run):
     assert all(line.split(",", 1)[1].startswith('"[') or line.split(",", 1)[1].startswith("[") for line in lines)
 
 
+@pytest.mark.slow
 def test_impossible_resources_and_bad_paths_exit_2_before_running(tmp_path):
     (tmp_path / "gpu.yaml").write_text(
         "name: g\ngrid: {T: [8], m: [8]}\nfixed: {task: and, s: 3, max_epochs: 2}\nresources: {gpus_per_worker: 1}\n"

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a wheel built and installed in a venv with a plugin package, sweeps run
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "attnsweep-majority"
 SPEC = EXAMPLE / "attnsweep_majority" / "majority.yaml"

@@ -21,6 +21,8 @@ from rich.console import Console
 from attnsweep.orchestrator import RayExecutor, parse_spec, run_sweep
 from attnsweep.results import ResultsStore
 
+pytestmark = pytest.mark.slow  # sweeps on a real local Ray
+
 ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
 TINY = "fixed: {task: and, s: 2, d: 8, heads: 2, n_test: 100, lr: 3e-3}\n"
 

@@ -76,6 +76,7 @@ def _rows(section: str) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_folder_holds_report_verdicts_table_figure_and_every_trial_row(published):
     root, run_id = published
     folder = root / "docs" / "findings"
@@ -98,6 +99,7 @@ def test_the_folder_holds_report_verdicts_table_figure_and_every_trial_row(publi
     assert set(published_rows["run_id"]) == {run_id}
 
 
+@pytest.mark.slow
 def test_the_m_star_table_is_the_one_the_analysis_computes(published):
     from attnsweep.analysis.boolean import analyze_run
     from attnsweep.results import ResultsStore
@@ -111,6 +113,7 @@ def test_the_m_star_table_is_the_one_the_analysis_computes(published):
         assert (ours is None and (theirs is None or theirs != theirs)) or ours == pytest.approx(theirs, nan_ok=True)
 
 
+@pytest.mark.slow
 def test_the_findings_page_says_exactly_what_verdicts_json_says(published):
     root, _ = published
     verdicts = {
@@ -128,6 +131,7 @@ def _table_lines(section: str) -> list[str]:
     return [line for line in section.splitlines() if line.startswith("|")]
 
 
+@pytest.mark.slow
 def test_the_readme_gets_a_short_verdict_table_made_from_verdicts_json(published):
     root, run_id = published
     verdicts = {v["id"]: v for v in json.loads((root / "docs/findings/verdicts.json").read_text())["verdicts"]}
@@ -159,6 +163,7 @@ def test_the_readme_gets_a_short_verdict_table_made_from_verdicts_json(published
     assert text.rstrip().endswith("Text after the section.")
 
 
+@pytest.mark.slow
 def test_regenerating_gives_the_same_section_and_a_lone_marker_is_an_error(published):
     root, run_id = published
     before = (root / "README.md").read_text()
@@ -182,6 +187,7 @@ def test_regenerating_gives_the_same_section_and_a_lone_marker_is_an_error(publi
     assert broken.read_text() == f"# x\n{START}\nno end marker\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text",
     [
@@ -198,6 +204,7 @@ def test_a_readme_with_bad_marker_lines_is_refused_before_anything_is_written(pu
     assert (root / "BAD.md").read_text() == text and not (root / "untouched").exists()
 
 
+@pytest.mark.slow
 def test_a_readme_that_is_not_utf8_is_refused_and_markers_count_only_as_whole_lines(published):
     root, run_id = published
     (root / "LATIN.md").write_bytes(b"# Caf\xe9\n")
@@ -298,6 +305,7 @@ def _tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_a_report_never_writes_over_published_runs_it_does_not_include(tmp_path):
     # The main findings hold four runs. Reporting one of them into that folder (the default
     # --out of --from), or another folder's run over it, would drop the others' rows and

@@ -18,6 +18,8 @@ from attnsweep.presentation.publish import write_sums
 from attnsweep.presentation.readme_sections import END, START, read_section
 from attnsweep.presentation.verdict_table import BOOLEAN, ROW_START
 
+pytestmark = pytest.mark.slow  # published symmetry findings built and rebuilt through the CLI
+
 # Two sizes (d = 4, 8), every student, both teachers: 2 groups x 7 cells x 2 m x 2 seeds = 56 trials.
 SPEC = """
 name: sym-pub

@@ -28,6 +28,8 @@ from attnsweep.orchestrator import RayExecutor, parse_spec, run_sweep
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.results.integrity import check_store
 
+pytestmark = pytest.mark.slow  # sweeps on a real local Ray
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = (
     "name: full\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "

@@ -107,6 +107,7 @@ MINE, DECOY = "20261202-090000-aaaaaa", "20261202-090000-dddddd"
 
 # Each store's name is a pattern that the decoy's name matches (fnmatch, polars' and fsspec's
 # globs, brace expansion): a reader that expands it reads the decoy's run, or none.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, decoy",
     [
@@ -209,6 +210,7 @@ def _mount_tmpfs(folder: Path, size: str) -> bool:
     return proc.returncode == 0
 
 
+@pytest.mark.slow
 def test_a_readme_on_a_full_disk_is_left_as_it_was_and_named(tmp_path):
     disk = tmp_path / "disk"
     if not _mount_tmpfs(disk, "256k"):
@@ -253,6 +255,7 @@ def test_a_readme_update_keeps_its_permissions_and_a_link_stays_a_link(tmp_path)
     assert (real.stat().st_mode & 0o777) == 0o640
 
 
+@pytest.mark.slow
 def test_a_readme_too_large_to_read_whole_is_refused_before_anything_is_read(tmp_path):
     from attnsweep.presentation import readme_sections
     from attnsweep.results.outputs import MAX_TEXT_BYTES
@@ -335,6 +338,7 @@ def _publish_killed(tmp_path: Path, n: int, sig: str) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow
 def test_a_publish_killed_at_any_moment_leaves_the_old_folder_or_the_new_one(tmp_path):
     from attnsweep.presentation.published import _check_sums, published_rows
     from attnsweep.results.outputs import recover_folder
@@ -397,6 +401,7 @@ def test_a_publish_killed_at_any_moment_leaves_the_old_folder_or_the_new_one(tmp
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_publishing_into_the_current_folder_is_refused(tmp_path):
     make_store(tmp_path / "store", MINE)
     for out in (".", str(tmp_path.parent)):
@@ -430,6 +435,7 @@ def _query_peak(tmp_path: Path, sql: str, *args: str, env=None) -> tuple[subproc
     return proc, peak
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_a_query_of_wide_rows_stays_within_its_memory_limit(tmp_path, fmt):
     make_store(tmp_path / "store", MINE)
@@ -546,6 +552,7 @@ def _wait_for_spill(tmp: Path, proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_query_ended_by_sigterm_or_sigkill_leaves_no_spill_behind(tmp_path):
     import signal
 
@@ -596,6 +603,7 @@ def _n_runs(root: Path) -> int:
     return ResultsStore(root / "store").scan_runs().collect().height
 
 
+@pytest.mark.slow
 def test_replicate_replaces_a_link_at_its_report_and_leaves_the_target_alone(repl_baseline):
     root, run = repl_baseline
     victim = root / "victim.md"
@@ -621,6 +629,7 @@ def test_replicate_replaces_a_link_at_its_report_and_leaves_the_target_alone(rep
     assert (root / "rep1" / "figures" / "new" / "m_star_vs_T.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("link", ["figures", "figures/new", "figures/baseline"])
 def test_replicate_refuses_a_linked_figure_folder_before_it_runs(repl_baseline, link):
     root, run = repl_baseline
@@ -646,6 +655,7 @@ def test_replicate_refuses_a_linked_figure_folder_before_it_runs(repl_baseline, 
     assert list(elsewhere.iterdir()) == [] and _n_runs(root) == before
 
 
+@pytest.mark.slow
 def test_replicate_never_writes_over_an_earlier_replications_report(repl_baseline):
     root, run = repl_baseline
     before = _n_runs(root)
@@ -667,6 +677,7 @@ def test_replicate_never_writes_over_an_earlier_replications_report(repl_baselin
     assert (root / "earlier" / "report.md").read_text() == "last night's report" and _n_runs(root) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", ["interrupted", "running", "failed"])
 def test_replicate_refuses_an_unfinished_baseline_before_it_runs(tmp_path, status):
     make_store(tmp_path / "store", MINE, status=status)
@@ -706,6 +717,7 @@ def test_visible_writes_out_control_characters_and_keeps_the_rest():
     assert visible("résumé — ok ✓") == "résumé — ok ✓"
 
 
+@pytest.mark.slow
 def test_data_and_paths_holding_markup_and_escapes_print_as_text(tmp_path):
     store = make_store(tmp_path / "st [v2]", MINE, status="[/x]")
     schema = trial_schema()
@@ -736,6 +748,7 @@ def test_data_and_paths_holding_markup_and_escapes_print_as_text(tmp_path):
     assert "[/x]" in runs and "runs in st [v2]" in runs, runs
 
 
+@pytest.mark.slow
 def test_the_run_summary_names_a_store_path_holding_brackets_whole(tmp_path):
     (tmp_path / "s.yaml").write_text(
         "name: brk\nseeds: 1\ngrid: {m: [8]}\nfixed: {task: and, T: 8, s: 1, d: 8, heads: 2, "
@@ -781,6 +794,7 @@ def test_a_lock_holder_file_of_any_size_is_not_read_whole(tmp_path):
             pass
 
 
+@pytest.mark.slow
 def test_a_figure_folder_holding_markup_or_escapes_is_printed_as_it_is(tmp_path):
     # analyze (and run, through the same printer) names each figure it wrote: a folder named
     # with rich markup or a terminal escape is shown as typed, not read as a tag (a closing

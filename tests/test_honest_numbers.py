@@ -307,6 +307,7 @@ SYMMETRY_SPEC = dict(
 )
 
 
+@pytest.mark.slow
 def test_an_inner_product_m_star_at_m_1_is_exact_and_above_it_makes_the_advantage_a_bound(tmp_path):
     store = ResultsStore(tmp_path / "store")
     # d = 4: m from 1, the inner-product student succeeds at m = 1 (m* = 1 exactly: no fewer
@@ -336,6 +337,7 @@ def test_an_inner_product_m_star_at_m_1_is_exact_and_above_it_makes_the_advantag
     assert math.isnan(slope["slope"]) and "d=8: >" in slope["left_out"]
 
 
+@pytest.mark.slow
 def test_a_flat_equivariance_error_is_not_reported_as_falling(tmp_path):
     # E ~ m^-0.02 over m = 1..64: below zero, but by less than the required effect (-0.05).
     rows = _symmetry_rows(4, {"inner-product": 1, "transformer": 32}, [1, 2, 4, 8, 16, 32, 64], e_slope=-0.02)
@@ -348,6 +350,7 @@ def test_a_flat_equivariance_error_is_not_reported_as_falling(tmp_path):
     assert s3["verdict"] == "not supported" and "practically flat" in s3["why"]
 
 
+@pytest.mark.slow
 def test_the_symmetry_error_figure_draws_one_panel_per_group(tmp_path, monkeypatch):
     # Two groups tried different m (as an adaptive search does): a pooled line would mix them.
     import matplotlib.pyplot as plt
@@ -374,6 +377,7 @@ def test_the_symmetry_error_figure_draws_one_panel_per_group(tmp_path, monkeypat
 # --- the headline: one row per L1 series, named by what the theorem covers ------------------
 
 
+@pytest.mark.slow
 def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_class(tmp_path):
     # Three series over 3 decades of T: the paper's protocol (learned positions, no bound), the
     # theorem's class (fixed positions, norm bound 1, inputs of norm sqrt(d): no LayerNorm gain
@@ -527,6 +531,7 @@ def test_the_headline_names_the_fit_limits_of_a_bounded_series():
 # --- the symmetry budget check: a deciding m whose outcome moves with twice the epochs -------
 
 
+@pytest.mark.slow
 def test_a_symmetry_cell_whose_deciding_m_succeeds_at_twice_the_epochs_is_budget_limited(tmp_path):
     # d = 4: the transformer succeeds from m = 32 (fails at 16, its bracket's lo); at twice the
     # epochs it succeeds at 16 too, so its m* measured the budget. d = 8: at twice the epochs

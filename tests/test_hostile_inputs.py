@@ -74,6 +74,7 @@ def test_keys_that_are_not_text_are_one_clear_error():
         assert "Traceback" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_duplicate_keys_are_found_among_many():
     keys = "".join(f"  k{i}: {i}\n" for i in range(20_000))
     with pytest.raises(SpecError, match=r"duplicate key\(s\) \['k7'\]"):
@@ -249,6 +250,7 @@ def _store_with_a_run(root: Path, spec_text: str, ok: bool = True) -> tuple[Resu
 SPEC = "name: tiny\nseeds: 4\ngrid: {m: [16, 32]}\nfixed: {task: and, T: 8, s: 3, n_test: 100}\n"
 
 
+@pytest.mark.slow
 def test_a_report_is_never_written_into_the_store(tmp_path):
     _store_with_a_run(tmp_path, SPEC)
     for out in ("store", "store/reports", "store/trials/x"):
@@ -266,6 +268,7 @@ def test_a_report_is_never_written_into_the_store(tmp_path):
     assert not (tmp_path / "store" / "reports").exists() and not (tmp_path / "store" / "trials.parquet").exists()
 
 
+@pytest.mark.slow
 def test_a_report_deletes_no_figure_it_did_not_make(tmp_path):
     _store_with_a_run(tmp_path, SPEC)
     mine = [
@@ -282,6 +285,7 @@ def test_a_report_deletes_no_figure_it_did_not_make(tmp_path):
     assert (tmp_path / "out/figures/20261202-090000-aaaaaa/m_star_vs_T.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_replicate_refuses_a_baseline_it_cannot_analyse_before_running_anything(tmp_path):
     store, run = _store_with_a_run(tmp_path, SPEC, ok=False)  # every trial failed: nothing to analyse
     (tmp_path / "tiny.yaml").write_text(SPEC)
@@ -299,6 +303,7 @@ def _part_files(store: ResultsStore) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in sorted(Path(store.root).rglob("*.parquet"))}
 
 
+@pytest.mark.slow
 def test_links_at_a_reports_file_names_are_replaced_not_written_through(tmp_path):
     store, _ = _store_with_a_run(tmp_path, SPEC)
     before = _part_files(store)
@@ -328,6 +333,7 @@ def test_links_at_a_reports_file_names_are_replaced_not_written_through(tmp_path
     assert ResultsStore(tmp_path / "store").scan_run_trials("tiny", RUN).collect().height == 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("link", ["figures", f"figures/{RUN}"])
 def test_a_figure_folder_that_is_a_link_is_refused(tmp_path, link):
     store, _ = _store_with_a_run(tmp_path, SPEC)
@@ -364,6 +370,7 @@ def _set(table: pa.Table, column: str, values: list) -> pa.Table:
     return table.set_column(i, table.schema.field(i).with_nullable(True), pa.array(values, table.schema.field(i).type))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, change, words",
     [

@@ -25,6 +25,8 @@ import pytest
 from attnsweep.orchestrator import jobs
 from attnsweep.orchestrator.errors import RunError
 
+pytestmark = pytest.mark.slow  # the job server and sweeps submitted to it
+
 SPEC = (
     "name: hostile\nseeds: 1\ngrid: {T: [8], m: [16]}\n"
     "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\n"

@@ -26,6 +26,8 @@ from attnsweep.orchestrator.errors import RunError
 from attnsweep.orchestrator.progress import parse_progress_line
 from attnsweep.results import ResultsStore
 
+pytestmark = pytest.mark.slow  # the job server and sweeps submitted to it
+
 SPEC = (
     "name: jobsweep\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\n"
     "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 20}\nexecution: {pack_size: 2}\n"

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from project_layout import PACKAGES, ROOT, folder, package_data
 
+pytestmark = pytest.mark.slow  # a wheel built, venvs installed, mypy and pyright run: minutes
+
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
 

@@ -58,6 +58,7 @@ def test_the_cli_default_is_the_progress_default():
     assert DEFAULT_PROGRESS_INTERVAL == PROGRESS_INTERVAL_S
 
 
+@pytest.mark.slow
 def test_a_sweep_logged_to_files_shows_progress_lines_then_full_tables(tmp_path):
     err, out = tmp_path / "err.log", tmp_path / "out.log"
     with err.open("w") as e, out.open("w") as o:
@@ -159,6 +160,7 @@ def test_a_progress_interval_that_is_not_a_sane_number_is_one_error(tmp_path, ar
     assert not (tmp_path / "store").exists()  # refused before anything started
 
 
+@pytest.mark.slow
 def test_the_live_bar_shows_the_rate_and_eta_the_summary_uses():
     import io
     import time

@@ -28,6 +28,8 @@ from attnsweep.presentation.compare import folder_differences, text_differences
 from attnsweep.presentation.publish import write_sums
 from attnsweep.presentation.readme_sections import END, START, read_section
 
+pytestmark = pytest.mark.slow  # the published findings rebuilt from their rows
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {
     "docs/findings": (START, END),

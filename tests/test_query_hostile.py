@@ -441,6 +441,7 @@ def test_output_naming_an_existing_folder_with_a_slash_is_refused_as_a_folder(st
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_duckdb_at_once(store, tmp_path):
     # A scan of 10^10 rows that yields nothing: DuckDB works on the first batch for a minute,
     # without once giving Python's signal handler a chance to run.

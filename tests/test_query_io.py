@@ -421,6 +421,7 @@ def test_files_that_keep_vanishing_are_named_with_the_reason(tmp_path, monkeypat
         list(stream_query(store, "SELECT count(*) AS n FROM trials")[1])
 
 
+@pytest.mark.slow
 def test_a_query_during_compaction_answers_or_names_the_vanished_file(tmp_path):
     root = _store(tmp_path / "store", parts=1)
     stop = threading.Event()

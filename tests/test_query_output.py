@@ -63,6 +63,7 @@ def _peak(store, sql, fmt, out):
     return int(proc.stderr.split()[-1])
 
 
+@pytest.mark.slow
 def test_a_large_result_streams_in_bounded_memory(store, tmp_path):
     # 20 million rows: 320 MB as one Arrow table and more as CSV text; streamed, a batch at a
     # time, the process grows by a few tens of MB.
@@ -78,6 +79,7 @@ def test_a_large_result_streams_in_bounded_memory(store, tmp_path):
         assert fh.readline() == "seed,i\n" and sum(1 for _ in fh) == 20_000_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
 def test_every_row_of_a_many_batch_result_is_written_once(store, tmp_path, fmt):
     out = tmp_path / f"r.{fmt}"

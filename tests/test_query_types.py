@@ -172,6 +172,7 @@ def test_the_expressions_cover_every_type_duckdb_lists():
     assert listed - covered - NOT_IN_A_RESULT == set(), "add an expression of each missing type to EXPRESSIONS"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_type_is_written_or_refused_in_one_line(store, fmt, tmp_path, capfd):
     failures = []

@@ -42,6 +42,7 @@ def baseline(tmp_path_factory):
     return root, ResultsStore(root / "results-store").latest_run()[1]
 
 
+@pytest.mark.slow
 def test_replicating_a_run_against_itself_passes(baseline):
     root, run_id = baseline
     proc = _cli("replicate", "spec.yaml", "--baseline", run_id, "--local", "--report", "same", cwd=root)
@@ -54,6 +55,7 @@ def test_replicating_a_run_against_itself_passes(baseline):
     assert (root / "same" / "figures" / "new" / "m_star_vs_T.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_a_broken_data_generator_is_a_regression_naming_the_cells(baseline):
     root, run_id = baseline
     proc = _cli(
@@ -74,6 +76,7 @@ def test_a_broken_data_generator_is_a_regression_naming_the_cells(baseline):
     assert "**m***" in moved and "T=" in moved
 
 
+@pytest.mark.slow
 def test_a_baseline_from_another_spec_is_refused(baseline):
     root, run_id = baseline
     (root / "other.yaml").write_text(SPEC.replace("seeds: 6", "seeds: 5"))

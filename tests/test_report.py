@@ -19,6 +19,8 @@ from attnsweep.analysis.boolean import analyze_run
 from attnsweep.presentation.report import build_report
 from attnsweep.results import ResultsStore, StoreError
 
+pytestmark = pytest.mark.slow  # every test reads two sweeps and their report, built through the CLI: about a minute
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "stats/data/edelman2022_fig_3way_and.csv"
 

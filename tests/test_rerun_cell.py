@@ -7,8 +7,11 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from attnsweep.results import ResultsStore
+
+pytestmark = pytest.mark.slow  # published cells rerun
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}

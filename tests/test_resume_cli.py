@@ -8,9 +8,12 @@ import subprocess
 import sys
 
 import polars as pl
+import pytest
 
 from attnsweep.results import ResultsStore
 from attnsweep.results.locks import RunLock
+
+pytestmark = pytest.mark.slow  # every test runs sweeps through the CLI
 
 SPEC = "name: rs\nseeds: 2\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 5}\n"
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from attnsweep.orchestrator import RayExecutor, load_spec, run_sweep
 from attnsweep.results import ResultsStore
+
+pytestmark = pytest.mark.slow  # three thousand trials on a real local Ray: most of a minute
 
 ROOT = Path(__file__).resolve().parents[1]
 

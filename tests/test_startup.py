@@ -74,6 +74,7 @@ def test_help_and_validate_load_no_heavy_package(args):
     assert "valid" in out or "Usage" in out
 
 
+@pytest.mark.slow
 def test_query_and_store_check_load_no_heavy_package(store):
     code, heavy, out = _light("query", "SELECT count(*) AS n FROM trials", "--store", str(store), "--format", "csv")
     assert (code, heavy) == (0, []) and out.splitlines() == ["n", "3"]

@@ -243,6 +243,7 @@ def _bomb(path: Path, n: int = 1536 * 2**20, claim: int | None = None) -> None:
 # -- 1. memory stays small ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_sparse_file_with_magic_at_both_ends_is_refused_from_its_footer_alone(work):
     _, folder = _run(work)
     victim = folder / "part-99999999999999999999-sparse00.parquet"
@@ -257,6 +258,7 @@ def test_a_sparse_file_with_magic_at_both_ends_is_refused_from_its_footer_alone(
     assert not victim.exists() and list((work / "S" / "quarantine").rglob(victim.name))  # damage: quarantined
 
 
+@pytest.mark.slow
 def test_a_small_file_that_decodes_to_gigabytes_is_skipped_before_any_page_is_decoded(work):
     run_id, folder = _run(work)
     victim = folder / "part-99999999999999999999-bomb0000.parquet"
@@ -276,6 +278,7 @@ def test_a_small_file_that_decodes_to_gigabytes_is_skipped_before_any_page_is_de
     assert victim.name in _flat(analyze.stderr)
 
 
+@pytest.mark.slow
 def test_a_footer_that_understates_its_pages_is_damage_and_nothing_is_decompressed(work):
     _, folder = _run(work)
     victim = folder / "part-99999999999999999999-liar0000.parquet"
@@ -312,6 +315,7 @@ def test_strings_of_a_dictionary_are_counted_before_any_reader_expands_them(work
     assert victim.exists()
 
 
+@pytest.mark.slow
 def test_prefix_encoded_strings_are_bounded_from_the_footer_and_read_within_it(work):
     # pyarrow keeps no dictionary for DELTA_* encoded strings, so these are bounded before decoding:
     # a prefix-encoded value may repeat its predecessor whole, so 40 values of 1 MiB take 1 MiB of page.
@@ -362,6 +366,7 @@ def test_the_page_check_takes_files_of_every_writer_and_of_no_rows(work):
     assert _count(work) == (24, "")
 
 
+@pytest.mark.slow
 def test_the_limit_is_generous_for_real_rows_and_set_by_its_variable(work):
     part = _part(work)
     real = pq.read_table(part)
@@ -418,6 +423,7 @@ def test_a_run_missing_rows_fails_store_check(work):
     assert "holds 4 of the 8 trials its record counts" in line
 
 
+@pytest.mark.slow
 def test_extra_rows_and_rows_naming_another_run_fail_store_check(work):
     run_id, folder = _run(work)
     real = pq.read_table(_part(work))
@@ -450,6 +456,7 @@ def test_a_second_run_record_fails_store_check_and_is_not_read(work):
     assert _count(work, "runs")[0] == 1  # one record per run, whatever lies beside it
 
 
+@pytest.mark.slow
 def test_a_part_file_without_trial_ids_is_no_trial_file_for_any_reader(work):
     run_id, folder = _run(work)
     real = pq.read_table(_part(work))

@@ -17,6 +17,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.slow  # damaged stores made by sweeps through the CLI
+
 ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="250")
 SPEC = (
     "name: dmg\nseeds: 2\ngrid: {T: [8, 16], m: [16, 32]}\n"

@@ -29,6 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.slow  # sweeps against a moto S3 server
+
 pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 

@@ -15,6 +15,8 @@ from attnsweep.orchestrator.executors import LocalExecutor
 from attnsweep.orchestrator.spec import parse_spec
 from attnsweep.results import ResultsStore, StoreError
 
+pytestmark = pytest.mark.slow  # sweeps on a real local Ray
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = (
     "name: w\nseeds: 3\ngrid: {T: [8], m: [16, 32]}\nfixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, "

@@ -6,6 +6,9 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
+
+pytestmark = pytest.mark.slow  # sweeps on a real local Ray
 
 SPEC = (Path(__file__).parent / "specs" / "symtiny.yaml").read_text()
 

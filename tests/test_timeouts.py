@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the job server and sweeps submitted to it
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -160,6 +160,7 @@ def _run(tmp_path, text, run_id="r1"):
     return spec, store, store.scan_run_trials(spec.name, run_id).collect()
 
 
+@pytest.mark.slow
 def test_each_cell_ends_pinned_within_the_tolerance(tmp_path):
     spec, store, rows = _run(tmp_path, SPEC)
     assert rows["trial_id"].n_unique() == rows.height
@@ -197,6 +198,7 @@ def test_each_cell_ends_pinned_within_the_tolerance(tmp_path):
     assert result.m_star["max_epochs"].to_list() == [200, 200]  # budget rows stay out of m*
 
 
+@pytest.mark.slow
 def test_the_budget_check_reuses_trials_that_stopped_before_the_cap_and_retrains_the_rest(tmp_path):
     # 30 epochs: some trials fit their training set before the cap (their run with 60 epochs
     # would be the same), others run out and must be trained again with 60.
@@ -246,6 +248,7 @@ def test_probe_is_where_the_spec_settings_just_fail():
     assert probe_m({8: 0.5, 128: 1.0}, 0.5, 128) is None  # m* at the range's start: nothing to gain
 
 
+@pytest.mark.slow
 def test_tuning_runs_after_the_default_search_and_a_robustly_better_set_is_searched_again(tmp_path):
     # lr 3e-4 cannot fit in 200 epochs where lr >= 3e-3 does: the tuned set must win, and the
     # search with it must find a lower m*.
@@ -303,6 +306,7 @@ def test_tuning_runs_after_the_default_search_and_a_robustly_better_set_is_searc
     assert not [c for c in result.checks if c["check"].startswith("best growth law with the spec's settings")]
 
 
+@pytest.mark.slow
 def test_a_symmetry_search_uses_the_test_error(tmp_path):
     text = (
         "name: sym-adaptive\nexperiment: symmetry\nseeds: 2\ngrid: {teacher: [equivariant]}\n"
@@ -327,6 +331,7 @@ def test_a_symmetry_search_uses_the_test_error(tmp_path):
         assert hi / lo <= 1.5 or hi - lo <= 1, (ms, ok)
 
 
+@pytest.mark.slow
 def test_a_search_out_of_rounds_says_which_cells_are_not_pinned(tmp_path):
     spec = parse_spec(SPEC.replace("rel_tol: 0.25", "rel_tol: 0.01\n  max_rounds: 1\n  budget_check: false"))
     out = io.StringIO()
@@ -372,6 +377,7 @@ SYMMETRY = (
 )
 
 
+@pytest.mark.slow
 def test_smallest_first_spends_nothing_past_a_cell_settled_at_the_start_and_finds_the_same_m_star(
     tmp_path,
 ):
@@ -417,6 +423,7 @@ def test_deciding_points_are_the_bracket_or_the_largest_m_tried():
     ]  # the first m to reach it decides
 
 
+@pytest.mark.slow
 def test_a_symmetry_search_checks_each_cells_deciding_m_at_twice_the_epochs(tmp_path):
     spec, store, rows = _run(tmp_path, SYMMETRY)
     search = rows.filter(pl.col("search_phase") == "search")

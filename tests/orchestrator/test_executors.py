@@ -62,6 +62,7 @@ def _alone(spec, rows):
     return out
 
 
+@pytest.mark.slow
 def test_actors_stay_warm_and_match_training_alone(local_ray, tmp_path):
     spec, summary, rows, infos, described = _run(SPEC, tmp_path)
     assert summary.counts == {"done": 16} and rows.height == 16 and rows["trial_id"].n_unique() == 16
@@ -78,6 +79,7 @@ def test_actors_stay_warm_and_match_training_alone(local_ray, tmp_path):
         assert r["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_one_task_per_pack_gives_the_same_rows(local_ray, tmp_path):
     _, _, actors, _, _ = _run(SPEC, tmp_path / "a")
     _, summary, tasks_rows, infos, described = _run(
@@ -88,6 +90,7 @@ def test_one_task_per_pack_gives_the_same_rows(local_ray, tmp_path):
     assert tasks_rows.select(cols).sort("trial_id").equals(actors.select(cols).sort("trial_id"))
 
 
+@pytest.mark.slow
 def test_fractional_gpus_put_four_workers_on_one_gpu(local_ray, tmp_path):
     spec_text = SPEC + "resources: {gpus_per_worker: 0.25, cpus_per_worker: 0.5}\n"
     spec = parse_spec(spec_text)
@@ -106,6 +109,7 @@ def test_fractional_gpus_put_four_workers_on_one_gpu(local_ray, tmp_path):
     assert store.scan_trials().select(pl.col("device").unique()).collect()["device"].to_list() == ["cpu"]
 
 
+@pytest.mark.slow
 def test_more_workers_than_the_local_ray_holds_is_refused(local_ray):
     spec = parse_spec(SPEC + "resources: {num_workers: 5}\n")
     with pytest.raises(RunError, match="resources.num_workers"):

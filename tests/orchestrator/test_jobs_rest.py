@@ -257,6 +257,7 @@ def trickling_server(tcp_server):
     return tcp_server(serve)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", ["status", "logs", "cancel"])
 def test_a_server_that_trickles_bytes_meets_the_overall_deadline(trickling_server, call):
     t0 = time.monotonic()

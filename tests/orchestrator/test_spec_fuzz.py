@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -98,6 +99,7 @@ def _check(text: str) -> None:
     assert all(not isinstance(v, float) or math.isfinite(v) for v in first.model_dump().values())
 
 
+@pytest.mark.slow  # 300 generated specs: about 10 s
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(specs, near_valid))
 def test_generated_specs_validate_or_raise_spec_error(raw):

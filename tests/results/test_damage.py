@@ -44,6 +44,7 @@ def _read(root) -> tuple[pl.DataFrame | None, ResultsStore]:
             return None, store
 
 
+@pytest.mark.slow
 def test_every_single_byte_change_is_caught_or_changes_no_row(tmp_path):
     store = ResultsStore(tmp_path / "store")
     path = write_parquet_atomic(_table(), store.run_dir("trials", "sw", "r1") / "part-1.parquet")
@@ -187,6 +188,7 @@ def test_what_merges_reads_in_polars_and_pyarrow(tmp_path, a, b):
     assert table.num_rows == 4 and table.schema.field("v").type == schema.field("v").type
 
 
+@pytest.mark.slow
 def test_a_checked_version_is_remembered_and_a_changed_one_is_checked_again(tmp_path, monkeypatch):
     import os
     import time

@@ -72,6 +72,7 @@ def _part(store: ResultsStore, run: str, n: int, start: int = 0) -> Path:
     )
 
 
+@pytest.mark.slow
 def test_a_run_starting_and_store_compact_leave_another_writers_file_alone(tmp_path):
     store = ResultsStore(tmp_path / "store")
     other = subprocess.Popen(
@@ -256,6 +257,7 @@ sys.exit(query(store))
 """
 
 
+@pytest.mark.slow
 def test_a_file_you_may_not_read_is_skipped_by_query_not_moved():
     """For real: a shared store (folders anyone may write), one part file mode 000 owned by
     another user; `attnsweep query` runs as a user who may not read it (as nobody when the
@@ -306,6 +308,7 @@ print(json.dumps(dict(rows=n, peak_mb=peak_kb / 1024, warnings=[str(w.message) f
 """
 
 
+@pytest.mark.slow
 def test_a_large_file_that_is_no_parquet_is_set_aside_in_small_memory(tmp_path):
     store = ResultsStore(tmp_path)
     _part(store, RUN, 3)

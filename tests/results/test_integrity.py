@@ -216,6 +216,7 @@ def test_check_tells_a_store_from_other_folders(tmp_path):
         assert report.empty and report.ok and report.files == {"trials": 0, "runs": 0}
 
 
+@pytest.mark.slow
 def test_store_check_and_compact_refuse_what_is_not_a_store(tmp_path, evolved):
     import os
     import subprocess

@@ -101,6 +101,7 @@ def _statement(path: str) -> st.SearchStrategy[str]:
     return st.tuples(forms, call).map(lambda t: t[0].format(c=t[1], p=path))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_no_statement_reads_the_canary(setup, data):

@@ -107,6 +107,7 @@ def test_every_command_refuses_a_data_uri_store_in_one_line(command, tmp_path, m
     assert [p.name for p in tmp_path.iterdir()] == ["spec.yaml"]  # nothing written
 
 
+@pytest.mark.slow
 def test_the_cli_runs_and_queries_a_file_uri_store(tmp_path):
     (tmp_path / "spec.yaml").write_text(SPEC)
     uri = f"file://{tmp_path}/uri-store"
@@ -151,6 +152,7 @@ def test_the_cli_runs_and_queries_a_file_uri_store(tmp_path):
     assert q.returncode == 0 and q.stdout.split() == ["n", "4"]
 
 
+@pytest.mark.slow
 def test_an_adaptive_search_with_tuning_at_a_uri(root, tmp_path, monkeypatch):
     from attnsweep.orchestrator.adaptive import study_dir
 

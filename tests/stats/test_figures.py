@@ -118,6 +118,7 @@ def _notes(fig) -> dict[tuple[str, str], str]:
     return notes
 
 
+@pytest.mark.slow
 def test_equivariance_boxes_near_the_top_have_room_above(drawn, tmp_path):
     figures_symmetry.plot_equivariance_errors(_symmetry_trials(), "eq", tmp_path / "eq.png")
     (fig,) = drawn()
@@ -135,6 +136,7 @@ def test_equivariance_boxes_near_the_top_have_room_above(drawn, tmp_path):
         assert (math.log10(lowest) - bottom) / height >= 0.1
 
 
+@pytest.mark.slow
 def test_empty_student_slots_say_why(drawn, tmp_path):
     trials = _symmetry_trials()
     figures_symmetry.plot_equivariance_errors(trials, "eq", tmp_path / "eq.png")

@@ -42,6 +42,7 @@ def test_every_step_matches_torch_adamw_fused_bit_for_bit(weight_decay):
     assert float(opt.state[ours[0]]["step"]) == 25.0 and float(opt.state[ours[3]]["step"]) == 24.0
 
 
+@pytest.mark.slow
 def test_a_workers_first_pack_does_not_import_torchs_compiler():
     code = (
         "import sys\n"

@@ -59,6 +59,7 @@ def test_the_stride_widens_so_that_max_points_holds_with_the_last_epoch():
         CurvePlan.from_wire({"every": 0, "max_points": 10})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BOOLEAN))
 def test_boolean_curves_keep_every_kth_epoch_and_the_last_and_leave_the_rows_alone(name):
     torch.set_num_threads(1)
@@ -113,6 +114,7 @@ def test_symmetry_curves_hold_the_loss_and_relative_error_and_leave_the_rows_alo
         assert curve["train_error"][-1] < curve["train_error"][0]  # it trains
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BOOLEAN))
 def test_a_trials_boolean_curve_is_its_own_in_any_pack(name):
     # As tests/workers/test_pack_invariance.py for rows: alone, and in packs of other sizes and

@@ -65,6 +65,7 @@ print(peak[0] - base, max_after - max_before)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("T,m,P,stacked", [(4096, 256, 4, False), (512, 2048, 4, False), (256, 512, 4, True)])
 def test_one_layer_estimate_bounds_the_real_peak_memory_of_a_pack(T, m, P, stacked):
     # What a real pack adds to the resident memory of a warm process. Two readings, the larger

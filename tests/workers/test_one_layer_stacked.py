@@ -100,6 +100,7 @@ def test_float32_stays_within_float32_rounding_of_float64(T, d, heads, m):
             )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("T, d, heads, m", [(16, 16, 2, 64), (64, 32, 4, 33), (1024, 32, 4, 128)])
 def test_a_slot_gives_the_same_bits_wherever_it_sits_among_any_packmates(T, d, heads, m, dtype):

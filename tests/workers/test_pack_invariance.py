@@ -24,6 +24,7 @@ def _same(a: dict, b: dict) -> None:
         )  # NaN == NaN
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "settings",
     [
@@ -128,6 +129,7 @@ BOOLEAN_MODELS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BOOLEAN_MODELS))
 def test_every_boolean_model_gives_a_trial_its_row_in_packs_of_1_2_8_and_64(name):
     # 64 trials of one setting: some fit early (at different epochs), one diverges (NaN weights
@@ -179,6 +181,7 @@ SYMMETRY_STUDENTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SYMMETRY_STUDENTS))
 def test_every_symmetry_student_gives_a_trial_its_row_in_packs_of_1_2_8_and_64(name):
     # The stacked path, which symmetry packs take on a GPU (on a CPU they train one by one,
