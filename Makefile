@@ -27,7 +27,6 @@ coverage: $(VENV)/.installed
 	rm -f .coverage .coverage.*
 	@$(BIN)/python -m coverage run -m pytest $(ARGS); rc=$$?; \
 	[ $$rc -ne 5 ] || echo "pytest collected no tests: failing" >&2; \
-	$(BIN)/python -m coverage combine --quiet; \
 	$(BIN)/python .ci/coverage_floors.py || { [ $$rc -ne 0 ] || rc=1; }; \
 	exit $$rc
 
