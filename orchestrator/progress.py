@@ -3,8 +3,8 @@ ipywidgets), and elsewhere (a Ray job's log, cron, CI, a file, Jupyter without i
 one plain line every ``interval_s`` seconds.
 
 A plain line has no control characters and is never wrapped or clipped; its fields are
-separated by ``" | "`` (:func:`progress_line` gives the format, :func:`parse_progress_line`
-reads it back)::
+separated by ``" | "`` (:func:`progress_line` gives the format; tests/progress_lines.py reads
+it back, as a log scraper would)::
 
     progress: quickstart 20261201-120000-abcdef | 312/1248 trials (25.0%) | done 280 | failed 32 | diverged 0 | lost 0 | 5.2 trials/s | elapsed 0:01:00 | ETA 0:03:00
 """
@@ -12,7 +12,6 @@ reads it back)::
 from __future__ import annotations
 
 import importlib.util
-import re
 import threading
 import time
 from collections import Counter
@@ -63,35 +62,6 @@ def progress_line(label: str, finished: int, total: int | None, counts: Counter,
         f"ETA {eta}",
     ]
     return " | ".join(fields)
-
-
-_SHARE = re.compile(r"(?P<finished>\d+)(?:/(?P<total>\d+))? trials(?: \([\d.]+%\))?")
-
-
-def parse_progress_line(line: str) -> dict:
-    """The fields of a :func:`progress_line` line: ``label``, ``finished``, ``total`` (None
-    when unknown), the four status counts, ``rate`` (trials per second), ``elapsed`` and
-    ``eta`` (as written, ``H:MM:SS`` or ``-``).
-
-    Raises:
-        ValueError: ``line`` is not a progress line.
-    """
-    parts = line.rstrip("\n").split(" | ")
-    if len(parts) != 9 or not parts[0].startswith(PREFIX):
-        raise ValueError(f"not a progress line: {line!r}")
-    share = _SHARE.fullmatch(parts[1])
-    counts = [p.split(" ") for p in parts[2:6]]
-    if share is None or [k for k, _ in counts] != list(STATUSES) or not parts[6].endswith(" trials/s"):
-        raise ValueError(f"not a progress line: {line!r}")
-    return dict(
-        label=parts[0].removeprefix(PREFIX),
-        finished=int(share["finished"]),
-        total=int(share["total"]) if share["total"] else None,
-        **{k: int(v) for k, v in counts},
-        rate=float(parts[6].removesuffix(" trials/s")),
-        elapsed=parts[7].removeprefix("elapsed "),
-        eta=parts[8].removeprefix("ETA "),
-    )
 
 
 def _average_rate(task) -> float | None:

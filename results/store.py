@@ -136,11 +136,6 @@ class ResultsStore(DefensiveReader):
         return write_parquet_atomic(pa.Table.from_pylist([record], schema=schema), folder / RUN_FILE)
 
     # -- reading -----------------------------------------------------------------------
-    def has_trials(self) -> bool:
-        """Whether any trial file exists (checks no file: a cheap look before a read)."""
-        base = self.root / "trials"
-        return base.exists() and any(not p.name.startswith(".") for p in listing(base, "*/*/*.parquet"))
-
     def schema(self, table: str, files: list[Path] | None = None) -> pa.Schema:
         """The unified Arrow schema of ``table``'s files (without the partition columns),
         by :func:`results.schemas.unify`.

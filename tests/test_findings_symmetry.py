@@ -11,8 +11,8 @@ import sys
 
 import polars as pl
 import pytest
+from findings_compare import file_differences, json_differences, text_differences
 
-from attnsweep.presentation.compare import file_differences, json_differences, text_differences
 from attnsweep.presentation.markdown import md_text
 from attnsweep.presentation.publish import write_sums
 from attnsweep.presentation.readme_sections import END, START, read_section
@@ -158,7 +158,7 @@ def test_the_findings_come_back_from_the_committed_rows(published, tmp_path):
     again = tmp_path / "again"
     proc = _cli("report", "--from", str(folder), "--out", str(again), cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # Computed numbers within presentation/compare.py's tolerances (the folder was made on
+    # Computed numbers within tests/findings_compare.py's tolerances (the folder was made on
     # another processor); the rows are copied, not computed, so they stay byte for byte.
     before, after = (json.loads((f / "verdicts.json").read_text()) for f in (folder, again))
     assert json_differences(before["verdicts"], after["verdicts"], "verdicts") == []

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
+from progress_lines import parse_progress_line
 
 from attnsweep.orchestrator import jobs
 from attnsweep.orchestrator.errors import RunError
-from attnsweep.orchestrator.progress import parse_progress_line
 from attnsweep.results import ResultsStore
 
 pytestmark = pytest.mark.slow  # the job server and sweeps submitted to it

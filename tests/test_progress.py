@@ -10,9 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from progress_lines import parse_progress_line
 
 from attnsweep.cli_options import DEFAULT_PROGRESS_INTERVAL
-from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, parse_progress_line, progress_line
+from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, progress_line
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")  # every control character but the newline

@@ -4,7 +4,7 @@
 folder's runs.parquet and trials.parquet and writes the folder and the README section again.
 Here that runs on each folder under docs/findings into a scratch checkout, and every file it
 writes must hold the same findings as the committed one by the rules of
-presentation/compare.py: numbers within a relative 1e-6, printed numbers within their last
+tests/findings_compare.py: numbers within a relative 1e-6, printed numbers within their last
 digit, figures by their pixels, since the folders were made on another processor than the one
 this may run on. A change to the analysis that moves a published number fails here until the
 findings are published again; so does a changed trial row (the last test).
@@ -23,8 +23,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from findings_compare import folder_differences, text_differences
 
-from attnsweep.presentation.compare import folder_differences, text_differences
 from attnsweep.presentation.publish import write_sums
 from attnsweep.presentation.readme_sections import END, START, read_section
 

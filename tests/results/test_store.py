@@ -83,7 +83,6 @@ def test_layout(filled):
     assert files[1].startswith(f"trials/sweep=sw/run_id={RUN_B}/part-")
     # The partition columns live in the paths only.
     assert pq.read_schema(filled.root / files[0]).names == SCHEMA.names
-    assert filled.has_trials()
 
 
 def test_three_readers_agree(filled):
@@ -188,7 +187,6 @@ def test_bad_names_raise(tmp_path, bad):
 
 def test_empty_store_raises(tmp_path):
     store = ResultsStore(tmp_path / "nothing")
-    assert not store.has_trials()
     with pytest.raises(StoreError):
         store.scan_trials()
     with pytest.raises(StoreError):
@@ -206,8 +204,8 @@ def store_with_only_a_temp_file(root) -> ResultsStore:
     return store
 
 
-def test_only_a_temp_file_has_trials_is_false(tmp_path):
-    assert not store_with_only_a_temp_file(tmp_path).has_trials()
+def test_a_store_with_only_a_temp_file_holds_no_trial_file(tmp_path):
+    assert store_with_only_a_temp_file(tmp_path)._files("trials") == []
 
 
 def test_only_a_temp_file_scan_raises_store_error(tmp_path):

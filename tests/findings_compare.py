@@ -1,4 +1,5 @@
-"""What "unchanged" means for published findings made on two processors.
+"""What "unchanged" means for published findings made on two processors: the test oracle of
+tests/test_published_findings.py and tests/test_findings_symmetry.py.
 
 A findings folder (presentation/publish.py) made again from its own rows on another CPU holds
 the same trial rows bit for bit (they are copied, not recomputed), but the numbers computed
