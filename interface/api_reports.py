@@ -56,8 +56,8 @@ def judge_runs(
         orchestrator.ArgumentError: a run id that is not a str.
         results.StoreError: a run id is not in the store, or a run has no trained trials.
     """
+    from attnsweep.analysis.claims import judge, runs_of
     from attnsweep.api_store import check_names
-    from attnsweep.presentation.judging import judge, runs_of
     from attnsweep.stats.boolean_cells import REFERENCE_CSV
 
     if isinstance(run_ids, str):

@@ -1,7 +1,6 @@
 """The public names of the package, for type checkers and IDEs; lazy_loader reads the same
 list at run time (``lazy.attach_stub`` in __init__.py), so there is one list."""
 
-from .judging import judge as judge
 from .published import load as load
 from .readme_sections import check_readme as check_readme
 from .replication import write_report as write_report

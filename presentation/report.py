@@ -1,7 +1,7 @@
 """The verdict report: one self-contained HTML page with the claims of docs/claims.md 1a (L1-L4,
 R) and 1b (S1-S4), computed from the results store when the report is built.
 
-``build_report(store, run_ids, out_dir)`` judges the runs (presentation/judging.py:
+``build_report(store, run_ids, out_dir)`` judges the runs (analysis/claims.py:
 ``analyze_run`` for sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures
 into ``out_dir/figures``; L1-L4 and R on the union of the sparse-Boolean runs' m* tables,
 S1-S4 on each symmetry run), renders the page (:func:`render`) and writes it (:func:`write`, and with ``publish``
@@ -35,9 +35,9 @@ import jinja2
 import polars as pl
 
 from attnsweep.analysis.boolean import interval_text, union_cell
+from attnsweep.analysis.claims import Judgement, ReportRun, judge, runs_of
 from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
-from attnsweep.presentation.judging import Judgement, ReportRun, judge, runs_of
 from attnsweep.presentation.publish import publish as publish_folder
 from attnsweep.presentation.published import published_rows, published_within
 from attnsweep.presentation.readme_sections import readme_run_ids, update_readmes

@@ -18,23 +18,32 @@ ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOM
 
 def pytest_sessionstart(session):
     """A strict editable install links each module once, when it is installed: a module added
-    since is missing from the tree, and would fail later as an ImportError far from the cause."""
+    since is missing from the tree and one removed since is a dangling link there; either would
+    fail later (an ImportError, mypy stopping at a file it cannot read) far from the cause."""
     import importlib.util
 
     spec = importlib.util.find_spec("attnsweep")
     if spec is None or spec.origin is None or not Path(spec.origin).is_symlink():
         return  # a wheel, or a lenient editable install: nothing links modules one by one
     tree = Path(spec.origin).parent
-    missing = [
+    linked = {package: tree.joinpath(*package.split(".")[1:]) for package in PACKAGES}
+    added = [
         str(source.relative_to(ROOT))
         for package in PACKAGES
         for source in folder(package).glob("*.py")
-        if not (tree.joinpath(*package.split(".")[1:]) / source.name).exists()
+        if not (linked[package] / source.name).exists()
     ]
-    if missing:
+    removed = [
+        str(folder(package).relative_to(ROOT) / link.name)
+        for package in PACKAGES
+        for link in linked[package].glob("*.py")
+        if link.is_symlink() and not link.exists()
+    ]
+    if added or removed:
+        changes = [*(f"{p} (added)" for p in added), *(f"{p} (removed)" for p in removed)]
         pytest.exit(
-            f"the editable install predates {', '.join(missing)}: run `make setup` "
-            "(or pip install -e . --config-settings editable_mode=strict) to link it",
+            f"the editable install predates {', '.join(changes)}: run `make setup` (or "
+            ".venv/bin/pip install -e '.[test,dev]' --config-settings editable_mode=strict) to relink it",
             returncode=2,
         )
 

@@ -12,8 +12,8 @@ from html.parser import HTMLParser
 import polars as pl
 from rich.console import Console
 
+from attnsweep.analysis.claims import ReportRun
 from attnsweep.analysis.symmetry import SymmetryAnalysis
-from attnsweep.presentation.judging import ReportRun
 from attnsweep.presentation.report import _run_view, _table, _template
 from attnsweep.presentation.terminal import print_symmetry
 from attnsweep.stats import critical_sample_sizes, symmetry

@@ -246,3 +246,29 @@ def test_mypy_and_pyright_from_another_folder_resolve_the_package_to_its_source(
     )
     assert proc.returncode == 0, proc.stdout
     assert 'Type of "load_spec" is "(path: str | Path' in proc.stdout, proc.stdout
+
+
+@pytest.mark.slow
+def test_a_stale_link_tree_stops_the_tests_naming_the_module(tmp_path):
+    """A module removed since the strict editable install leaves a dangling link in its tree:
+    the next pytest session stops at once, naming it and what to run."""
+    import importlib.util
+
+    origin = Path(importlib.util.find_spec("attnsweep").origin)
+    if not origin.is_symlink():
+        pytest.skip("not a strict editable install: nothing is linked module by module")
+    link = origin.parent / "orchestrator" / "zz_removed_since_install.py"
+    link.symlink_to(ROOT / "orchestrator" / "zz_removed_since_install.py")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_doc_links.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=ENV,
+        )
+    finally:
+        link.unlink()
+    assert proc.returncode == 2, proc.stdout
+    assert "predates orchestrator/zz_removed_since_install.py (removed): run `make setup`" in proc.stdout
