@@ -19,28 +19,25 @@ import coverage
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Percent of lines run by the whole suite (make coverage). Each floor is to sit a little under the
-# value the whole suite measures (docs/testing.md, "Coverage"), never under 80; all are 80 until
-# a whole `make coverage` run has been measured.
+# Percent of lines run by the whole suite (make coverage). Each floor sits 2.5-3 points under the
+# value a whole `make coverage` run measured in a fresh clone (docs/testing.md, "Coverage"), so a
+# timing-dependent branch does not fail CI, and never under 80.
 FLOORS: dict[str, float] = {
-    "attnsweep": 80,
-    "attnsweep.presentation": 80,
-    "attnsweep.analysis": 80,
-    "attnsweep.orchestrator": 80,
-    "attnsweep.stats": 80,
-    "attnsweep.results": 80,
-    "attnsweep.workers": 80,
-    "attnsweep.tasks": 80,
+    "attnsweep": 89,
+    "attnsweep.presentation": 92,
+    "attnsweep.analysis": 92,
+    "attnsweep.orchestrator": 93,
+    "attnsweep.stats": 94,
+    "attnsweep.results": 89,
+    "attnsweep.workers": 93,
+    "attnsweep.tasks": 95,
 }
 
 
 def package_of(path: str, folders: dict[str, str]) -> str | None:
-    """The package of a measured file, from its folder in the checkout or in the link tree."""
-    parts = Path(path).resolve().parts
-    if "attnsweep" in parts[:-1]:  # the link tree: .../attnsweep/<sub>/<module>.py
-        i = len(parts) - 1 - parts[::-1].index("attnsweep")
-        rest = parts[i + 1 : -1]
-        return "attnsweep." + rest[0] if rest else "attnsweep"
+    """The package of a measured file of this checkout (a path in the editable install's link
+    tree resolves to it); None for any other file, such as the copies of the source that the
+    job-submission tests stage into a Ray working directory."""
     try:
         relative = Path(path).resolve().relative_to(ROOT)
     except ValueError:
