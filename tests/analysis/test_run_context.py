@@ -9,6 +9,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 import yaml
+from boolean_rows import boolean_row
 from typer.testing import CliRunner
 
 from attnsweep.analysis.boolean import analyze_run, run_caveats, settings_of, tuned_fields
@@ -16,35 +17,18 @@ from attnsweep.analysis.context import RunContext
 from attnsweep.api_store import Store
 from attnsweep.cli import app
 from attnsweep.orchestrator.errors import SpecError
-from attnsweep.orchestrator.spec import AnalysisSettings, trial_id
+from attnsweep.orchestrator.spec import AnalysisSettings
 from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.results import ResultsStore
-from attnsweep.workers import BooleanTrialConfig
 
 START = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
-
-
-def _row(T: int, m: int, seed: int, ok: bool) -> dict:
-    config = BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=seed, model="transformer", d=16, heads=2)
-    return dict(
-        config.model_dump(),
-        trial_id=trial_id(config),
-        experiment="sparse_boolean",
-        status="done",
-        test_acc=1.0 if ok else 0.6,
-        train_acc=1.0,
-        converged=True,
-        epochs=100,
-        test_loss=0.1,
-        train_loss=0.1,
-    )
 
 
 def _store(tmp_path, spec_yaml: str | None, run_id: str = "r1") -> ResultsStore:
     """A store holding one finished sparse-Boolean run (m* between 16 and 32 at T=16) whose
     record keeps ``spec_yaml`` as its stored spec, written as the driver writes them."""
     store = ResultsStore(tmp_path / "store")
-    rows = [_row(16, m, seed, m >= 32) for m in (8, 16, 32, 64) for seed in range(3)]
+    rows = [boolean_row(16, m, seed, m >= 32) for m in (8, 16, 32, 64) for seed in range(3)]
     schema = trial_schema()
     store.write_trials(
         "sw", run_id, pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)

@@ -9,40 +9,22 @@ import datetime as dt
 import numpy as np
 import pyarrow as pa
 import pytest
+from boolean_rows import boolean_row
 from polars.testing import assert_frame_equal
 
 from attnsweep.analysis import saved_m_star
 from attnsweep.analysis.boolean import analyze_run
-from attnsweep.orchestrator.spec import AnalysisSettings, trial_id
+from attnsweep.orchestrator.spec import AnalysisSettings
 from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.results import ResultsStore
 from attnsweep.results.derived import DERIVED
-from attnsweep.workers import BooleanTrialConfig
 
 START = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
 
 
 def _rows(T: int, seeds: range, rng: np.random.Generator) -> list[dict]:
-    rows = []
-    for m in (8, 16, 32, 64, 128):
-        for seed in seeds:
-            config = BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=seed, model="transformer", d=16, heads=2)
-            ok = rng.random() < min(1.0, m / 48)  # success grows with m: m* near 24 with noise
-            rows.append(
-                dict(
-                    config.model_dump(),
-                    trial_id=trial_id(config),
-                    experiment="sparse_boolean",
-                    status="done",
-                    test_acc=1.0 if ok else 0.6,
-                    train_acc=1.0,
-                    converged=True,
-                    epochs=100,
-                    test_loss=0.1,
-                    train_loss=0.1,
-                )
-            )
-    return rows
+    # success grows with m: m* near 24, with noise
+    return [boolean_row(T, m, seed, rng.random() < min(1.0, m / 48)) for m in (8, 16, 32, 64, 128) for seed in seeds]
 
 
 def _write(store: ResultsStore, rows: list[dict]) -> None:
