@@ -319,7 +319,7 @@ def budget_cells(spec: SweepSpec, cells: list[dict[str, Any]]) -> list[dict[str,
     for cell in cells:
         T = _defaults(spec, cell)["T"]
         key = json.dumps({k: v for k, v in cell.items() if k != "T"}, sort_keys=True, default=str)
-        if key not in largest or T > largest[key][0]:
+        if key not in largest or largest[key][0] < T:
             largest[key] = (T, cell)
     return [cell for _, cell in largest.values()]
 
@@ -546,16 +546,6 @@ def _trial_id(spec: SweepSpec, cell: dict, m: int, seed: int) -> str:
 def _defaults(spec: SweepSpec, cell: dict) -> dict:
     """The cell's full settings, defaults included."""
     return _config(spec, cell, spec.search.m.min, spec.seeds[0]).model_dump()
-
-
-def _results(store: ResultsStore, spec: SweepSpec, run_id: str) -> dict[str, dict]:
-    """The run's rows so far, by trial id (status and the success measures only)."""
-    cols = ["trial_id", "status", "test_acc", "test_error"]
-    try:
-        rows = store.scan_run_trials(spec.name, run_id).select(cols).collect()
-    except StoreError:  # no rows yet: the first round of a new run
-        return {}
-    return {r["trial_id"]: r for r in rows.iter_rows(named=True)}
 
 
 def _success(spec: SweepSpec, row: dict) -> bool:
