@@ -48,6 +48,8 @@ RESULT_COLUMNS = frozenset(
         "bound_2x",
         "bound_default",
         "bound_tuned",
+        "range_binds",
+        "m_star_bound",
     }
 )
 """Columns of an m* table that are not cell settings."""
