@@ -19,6 +19,12 @@ RESULT_COLUMNS = frozenset(
     {
         "m_star",
         "m_star_grid",
+        "m_star_logistic",
+        "m_star_interp",
+        "plateau",
+        "replicates_grid",
+        "replicates_interp",
+        "redrawn",
         "ci_lo",
         "ci_hi",
         "censored",
@@ -79,6 +85,31 @@ def with_replicates(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], c
     keys = (tuple(r) for r in m_star.select(cell).iter_rows())
     col = [None if (v := replicates.get(k)) is None else [float(x) for x in v] for k in keys]
     return m_star.with_columns(pl.Series("replicates", col, dtype=pl.List(pl.Float64)))
+
+
+def estimator_view(m_star: pl.DataFrame, estimator: str) -> pl.DataFrame:
+    """The m* table as one estimator of m* reads it (stats/critical.py ``ESTIMATORS``): an exact
+    cell's ``m_star`` and ``replicates`` are that estimator's; a bound stays the bound (it is
+    the grid's, the same under every estimator). A table without the estimator's column (one
+    made before it existed, or constructed) is returned as it is; one without its replicates
+    keeps the logistic estimator's, whose spread then stands in for its own.
+
+    Raises:
+        ValueError: ``estimator`` is not one of ``ESTIMATORS``.
+    """
+    from attnsweep.stats.critical import ESTIMATORS
+
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
+    column = ESTIMATORS[estimator]
+    if estimator == "logistic" or column not in m_star.columns or "bound" not in m_star.columns:
+        return m_star
+    exact = pl.col("bound") == "exact"
+    out = m_star.with_columns(m_star=pl.when(exact).then(pl.col(column)).otherwise(pl.col("m_star")))
+    reps = f"replicates_{column.removeprefix('m_star_')}"
+    if reps in out.columns and "replicates" in out.columns:
+        out = out.with_columns(replicates=pl.col(reps))
+    return out
 
 
 def cell_columns(m_star: pl.DataFrame) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import polars as pl
 
 from attnsweep.stats.boolean_cells import (
@@ -41,6 +42,10 @@ from attnsweep.stats.verdict_common import (
 
 MIN_DECADES = 3.0
 """L1 needs max T / min T >= 10^3 (docs/claims.md 1a: one decade cannot tell log from slow power-law growth)."""
+SMALL_T_FROM = (16, 64)
+"""L1 also reads each series' direction over T >= each of these alone: the smallest T, where
+training sets near m* are often redrawn for ambiguity (docs/method.md, "The data"), must not
+decide it by themselves."""
 AIC_MARGIN = 2.0
 """A law 'beats' another when its AIC (and BIC) is lower by at least this much (Burnham &
 Anderson, Model Selection and Multimodel Inference, 2002, section 2.6: within 2 units both
@@ -172,27 +177,15 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
             for r in fit.iter_rows(named=True)
         },
     )
-    # The same laws on the grid m* (the first m tried where half the seeds succeed): a verdict that
-    # the m* estimator (the logistic fit) alone decides is not one the rows decide.
-    grid = compare_growth(T, used["m_star_grid"].to_numpy().astype(float))
-    glaw = {r["model"]: r for r in grid.iter_rows(named=True)}
-    g_aic = min(glaw[m]["aic"] for m in rivals) - glaw["log"]["aic"]
-    g_bic = min(glaw[m]["bic"] for m in rivals) - glaw["log"]["bic"]
-    numbers["grid"] = dict(
-        c=glaw["power"]["b"],
-        k=glaw["polylog"]["b"],
-        best_law=grid["model"][0],
-        reading=_reading(grid),
-        log_margin_aic=g_aic,
-        log_margin_bic=g_bic,
-    )
+    # Where the few smallest T decide the direction: the same robust reading over the larger T only.
+    m = used["m_star"].to_numpy().astype(float)
+    numbers["direction_from_T"] = {str(t): _direction_from(T, m, t, rivals) for t in SMALL_T_FROM}
     statistic = (
         f"c = {power['b']:.3f} (a T^c); k = {poly['b']:.2f} (a (ln T)^k); best law by AIC: "
         f"{fit['model'][0]}; growth law named: {law_reading(robust)} ({law_why(robust)}); "
         f"direction: {direction_text(robust)}; the log law's margin "
         f"AIC {aic:+.1f}, BIC {bic:+.1f}; log slope b = {log['b']:.3g}; "
-        f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells); on the grid m*: c = "
-        f"{glaw['power']['b']:.3f}, best law {grid['model'][0]}, the log law's margin AIC {g_aic:+.1f}"
+        f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells)"
     )
     interval = (
         f"c {power['b_lo']:.3f} .. {power['b_hi']:.3f}; k {poly['b_lo']:.2f} .. {poly['b_hi']:.2f}; "
@@ -223,32 +216,17 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
             f"{EFFECT_RATIO - 1:.0%} more samples per tenfold T)"
         )
         return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
-    grid_behind, grid_ahead = (
-        g_aic <= -AIC_MARGIN or g_bic <= -AIC_MARGIN,
-        g_aic >= AIC_MARGIN and g_bic >= AIC_MARGIN,
-    )
+    # The grid and interpolated m* are judged by this same rule (stats/boolean_verdicts.py,
+    # ``verdicts``): a verdict one estimator alone gives is not one the rows give.
     if aic <= -AIC_MARGIN or bic <= -AIC_MARGIN:
-        if not grid_behind:
-            why = (
-                f"{growth_name(robust)} fits the fitted m* better than log growth, but not the grid m* (the log "
-                f"law's margin there {g_aic:+.1f} AIC): the m* estimator decides, not the rows"
-            )
-            return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
         why = (
             f"{growth_name(robust)} fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; "
-            f"a margin of {AIC_MARGIN:g} decides), on the grid m* too (by {-g_aic:.1f} AIC)"
+            f"a margin of {AIC_MARGIN:g} decides)"
         )
         return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
     if power["b_lo"] > EFFECT_SLOPE and aic >= AIC_MARGIN and bic >= AIC_MARGIN:
-        if not grid_ahead:
-            why = (
-                f"the log law is ahead on the fitted m*, but not on the grid m* (margin {g_aic:+.1f} AIC): the m* "
-                "estimator decides, not the rows"
-            )
-            return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
         why = (
-            f"m* grows (c's interval above {EFFECT_SLOPE:g}) and the log law is ahead by >= {AIC_MARGIN:g} "
-            "AIC and BIC, on the grid m* too"
+            f"m* grows (c's interval above {EFFECT_SLOPE:g}) and the log law is ahead by >= {AIC_MARGIN:g} AIC and BIC"
         )
         return SUPPORTED, statistic, interval, why + left_text, used, numbers
     why = (
@@ -257,6 +235,15 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
         else f"the laws are within {AIC_MARGIN:g} AIC/BIC units of each other"
     )
     return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
+
+
+def _direction_from(T: np.ndarray, m_star: np.ndarray, smallest: float, rivals: tuple[str, ...]) -> str:
+    """The robust direction (:func:`stats.fits.robust_law`) of the cells with T >= ``smallest``
+    alone, or "too few cells" below :data:`MIN_POINTS` of them."""
+    keep = smallest <= T
+    if keep.sum() < MIN_POINTS:
+        return "too few cells"
+    return robust_law(T[keep], m_star[keep], rivals, AIC_MARGIN)["direction"]
 
 
 def _rivals(poly: dict) -> tuple[str, ...]:

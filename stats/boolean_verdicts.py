@@ -53,6 +53,13 @@ of :func:`stats.fits.robust_law`; "undecided" or "too few cells" otherwise), ``r
 winners per variant) and, on the larger bound's series of two that differ only in B,
 ``across_bound`` (:func:`stats.boolean_growth.across_bound`). R's numbers add ``ratio_by_T`` and ``trend_slope``.
 
+Every claim is judged three times, once per estimator of m* (stats/critical.py ``ESTIMATORS``:
+the logistic crossing, the grid m*, m* interpolated on ln m), and
+:func:`stats.boolean_wording.agreed` keeps a verdict, an L1 series' direction and its named law
+only where all three agree: where they disagree the verdict is inconclusive and says what each
+estimator gave (``estimators`` in the verdict and in each series' numbers). The statistic,
+interval and numbers shown are the logistic estimator's.
+
 Where a claim is judged on several series (e.g. transformer cells at two norm bounds for
 L1), it is supported when every judged series supports it, not supported when any
 contradicts it, and inconclusive otherwise.
@@ -76,6 +83,7 @@ from attnsweep.stats.boolean_cells import (
     attention_cells,
     cell_columns,
     cell_values,
+    estimator_view,
     groups_by,
     normalized,
     one_init,
@@ -86,6 +94,7 @@ from attnsweep.stats.boolean_cells import (
 )
 from attnsweep.stats.boolean_growth import l1_log_growth
 from attnsweep.stats.boolean_wording import (
+    agreed,
     combine_series,
     interval_end,
     left_out_cells,
@@ -95,6 +104,7 @@ from attnsweep.stats.boolean_wording import (
     show_m_star,
     verdict_dict,
 )
+from attnsweep.stats.critical import ESTIMATORS
 from attnsweep.stats.verdict_common import (
     EFFECT_RATIO,
     EFFECT_SLOPE,
@@ -146,16 +156,20 @@ def verdicts(
     """
     m_star = normalized(m_star)
     cell = cell or cell_columns(m_star)
-    # A restart run's learners are L1 series of their own (docs/claims.md, "Restarts"); the other
-    # claims compare one trained head per training set, as every other run and the paper do.
-    one = one_init(m_star)
-    return [
-        l1_log_growth(m_star, cell, ci),
-        l2_norm_bound(one, cell, ci),
-        l3_sparsity(one, cell, ci),
-        l4_mlp_baseline(one, cell, ci),
-        r_reference(one, reference, cell, ci),
-    ]
+    judged = {}
+    for name in ESTIMATORS:
+        view = estimator_view(m_star, name)
+        # A restart run's learners are L1 series of their own (docs/claims.md, "Restarts"); the other
+        # claims compare one trained head per training set, as every other run and the paper do.
+        one = one_init(view)
+        judged[name] = [
+            l1_log_growth(view, cell, ci),
+            l2_norm_bound(one, cell, ci),
+            l3_sparsity(one, cell, ci),
+            l4_mlp_baseline(one, cell, ci),
+            r_reference(one, reference, cell, ci),
+        ]
+    return [agreed({name: judged[name][i] for name in ESTIMATORS}) for i in range(5)]
 
 
 # --- L2, L3 --------------------------------------------------------------------------------

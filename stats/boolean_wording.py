@@ -6,6 +6,7 @@ end, the growth law an L1 series names, L4's ratio, R's difference from the pape
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -285,3 +286,59 @@ def reference_why(
             else f"; trend: {drift} (slope {slope:.2f}, CI {slo:.2f} .. {shi:.2f})"
         )
     return why
+
+
+AGREED_KEYS = ("direction", "law")
+"""L1 series numbers stated only where every estimator of m* gives the same (else "undecided")."""
+
+
+def agreed(by_estimator: dict[str, Verdict]) -> Verdict:
+    """One verdict from a claim judged once per estimator of m* (stats/critical.py
+    ``ESTIMATORS``, first the logistic one, whose statistic and numbers it keeps).
+
+    The rule (docs/method.md, "Three estimators"): a verdict, an L1 series' ``direction``, its
+    named ``law`` and its directions over the larger T (``direction_from_T``) stand only where
+    every estimator gives the same; elsewhere the verdict is inconclusive, the direction and
+    law "undecided", and the why names what each estimator gave. ``estimators`` (in the
+    verdict and in each series' numbers) keeps every estimator's reading.
+    """
+    names = list(by_estimator)
+    out = copy.deepcopy(by_estimator[names[0]])
+    readings = {n: by_estimator[n]["verdict"] for n in names}
+    out["estimators"] = readings
+    if len(set(readings.values())) > 1:
+        out["verdict"] = INCONCLUSIVE
+        out["why"] += "; " + _disagreement(readings)
+    for i, s in enumerate(out["series"]):
+        each = {n: _same_series(by_estimator[n]["series"], i, s["cells"]) for n in names}
+        numbers = s["numbers"]
+        numbers["estimators"] = {
+            n: {k: (e or {}).get("numbers", {}).get(k) for k in (*AGREED_KEYS, "direction_from_T")}
+            | {"verdict": (e or {}).get("verdict")}
+            for n, e in each.items()
+        }
+        verdicts = {n: (e or {}).get("verdict") for n, e in each.items()}
+        if len(set(verdicts.values())) > 1:
+            s["verdict"] = INCONCLUSIVE
+            s["why"] += "; " + _disagreement(verdicts)
+        for key in AGREED_KEYS:
+            if key in numbers and len({str(v[key]) for v in numbers["estimators"].values()}) > 1:
+                numbers[key] = "undecided"
+        if "direction_from_T" in numbers:
+            numbers["direction_from_T"] = {
+                t: d
+                if all((v["direction_from_T"] or {}).get(t) == d for v in numbers["estimators"].values())
+                else "undecided"
+                for t, d in numbers["direction_from_T"].items()
+            }
+    return out
+
+
+def _same_series(series: list[dict], i: int, cells: dict) -> dict | None:
+    """The ``i``-th series of another estimator's verdict, checked to be the same cells."""
+    return series[i] if i < len(series) and series[i]["cells"] == cells else None
+
+
+def _disagreement(readings: dict[str, str | None]) -> str:
+    listed = ", ".join(f"{n}: {v or 'not judged'}" for n, v in readings.items())
+    return f"the estimators of m* disagree ({listed}): the estimator decides, not the rows"

@@ -16,8 +16,23 @@ Definition (used everywhere in attnsweep; docs/claims.md section 2, "Censoring")
   perfectly), and m* solves P = success_frac: ln m* = mean ln m + (logit(frac) - a) / b,
   clamped to the range of m tried. When b <= 0 the fit says nothing, and the estimate is
   m_star_grid.
+* ``m_star_interp``: the success rate interpolated on ln m: where the rate first reaches
+  ``success_frac``, the m at which the straight line through (ln m, rate) of the last m tried
+  below that crossing and the crossing itself takes the value ``success_frac``.
 * *The floor*: no training set has fewer than one sample, so m* >= 1, and a cell that
   reaches the rate at m = 1 has m* = 1 exactly (not a bound).
+
+*Three estimators* (:data:`ESTIMATORS`): the logistic crossing (``m_star_logistic``, what
+``m_star`` holds for an exact cell), the grid m* and the interpolated m*. Each reads the same
+rows; a finding is stated only where all three agree (docs/method.md, "Three estimators").
+Each has its bootstrap replicates from the same resampling of seeds (the logistic ones
+returned beside the table, the others as the ``replicates_grid`` and ``replicates_interp``
+list columns).
+
+*Plateau* (``plateau``, a flag): the rate levels off below 1 (at the two largest m tried it
+is at least ``success_frac``, below 1, and rises by at most one trial's worth). The logistic
+model's ceiling is 1, so there its crossing lies above the point where half the seeds
+succeed, and the grid and interpolated m* are the readings to compare it with.
 
 What a cell's rows allow m* to be (the ``bound`` column; one rule for every derived
 quantity, docs/claims.md 2):
@@ -26,6 +41,9 @@ quantity, docs/claims.md 2):
 * ``lower``: m* > ``m_star``: no m tried reaches the rate (``censored = "above"``; m_star is
   the largest m tried), or the only m that could reach it had every trial that ran out of
   epochs succeeded lie above ``m_star`` (below).
+  An interval with no upper end (``ci_hi`` infinite; the bootstrap's replicates beyond the
+  grid outnumber its tail) is a lower bound too: m* > the interval's lower end, flag
+  ``open-interval``, so that no fit or ratio reads the estimate as a value.
 * ``upper``: m* <= ``m_star``: the smallest m tried already reaches the rate
   (``censored = "below"``, m_star = that m, > 1), or the cell is budget-limited (below): more
   training can only add successes, so the sample-limited m* is at most the estimate.
@@ -84,8 +102,11 @@ SUCCESS_STATUSES = ("done",)
 TRAINED_STATUSES = ("done", "diverged")
 BOUNDS = ("exact", "lower", "upper", "none")
 """What an m* (or any number computed from m*) is: the value itself, or a bound on it."""
-FLAGS = ("non-monotone", "out-of-epochs", "budget-limited", "few-seeds")
+FLAGS = ("non-monotone", "out-of-epochs", "budget-limited", "few-seeds", "open-interval", "plateau")
 """Flags a cell's m* can carry (module docstring), in the order they are listed."""
+ESTIMATORS = {"logistic": "m_star_logistic", "grid": "m_star_grid", "interpolated": "m_star_interp"}
+"""The estimators of m* and the column of each (module docstring); a finding holds when it holds
+under every one."""
 FEW_SEEDS = 8
 """Below this many seeds the interval's simulated coverage falls short of 95%
 (docs/claims.md 2, bench/interval_coverage.py), and a cell is flagged ``few-seeds``."""
@@ -214,11 +235,18 @@ def critical_sample_sizes(
             n_trials=len(group),
             ci_lo_exact=math.nan,
             ci_hi_exact=math.nan,
+            replicates_grid=None,
+            replicates_interp=None,
         )
         if n_boot > 0:
-            vals = _bootstrap(ms, mat, rng, n_boot, success_frac)
+            vals, grid_vals, interp_vals = _bootstrap(ms, mat, rng, n_boot, success_frac)
             lo, hi = _exact_interval(vals, ms, k, n, row["m_star_grid"], row["censored"], success_frac, ci)
-            row.update(ci_lo_exact=lo, ci_hi_exact=hi)
+            row.update(
+                ci_lo_exact=lo,
+                ci_hi_exact=hi,
+                replicates_grid=grid_vals.tolist(),
+                replicates_interp=interp_vals.tolist(),
+            )
             reps[tuple(key)] = vals
         out.append(row)
     return resolve_bounds(_table(out, cell, data.schema)), reps
@@ -226,7 +254,10 @@ def critical_sample_sizes(
 
 _CELL_COLUMNS = {
     "m_star": pl.Float64,
+    "m_star_logistic": pl.Float64,
     "m_star_grid": pl.Float64,
+    "m_star_interp": pl.Float64,
+    "plateau": pl.Boolean,
     "censored": pl.String,
     "non_monotone": pl.Boolean,
     "out_of_epochs": pl.Boolean,
@@ -237,6 +268,8 @@ _CELL_COLUMNS = {
     "n_trials": pl.Int64,
     "ci_lo_exact": pl.Float64,
     "ci_hi_exact": pl.Float64,
+    "replicates_grid": pl.List(pl.Float64),
+    "replicates_interp": pl.List(pl.Float64),
 }
 """The columns :func:`critical_sample_sizes` adds to a cell's values before
 :func:`resolve_bounds`, in their order, with their types (an empty table has them too)."""
@@ -283,10 +316,14 @@ def _estimate(ms: np.ndarray, k: np.ndarray, n: np.ndarray, ran: np.ndarray, suc
     optimistic = ((k + ran.sum(0)) >= success_frac * n) & (n > 0)
     opt_first = int(np.argmax(optimistic)) if optimistic.any() else len(ms)
     out_of_epochs = bool((optimistic & ~reached).any())
+    # A non-monotone curve breaks the logistic model: m* is its definition, the first crossing.
+    logistic = grid if non_monotone and censored == "" else point["m_star"][0]
     return dict(
-        # A non-monotone curve breaks the logistic model: m* is its definition, the first crossing.
-        m_star=grid if non_monotone and censored == "" else point["m_star"][0],
+        m_star=logistic,
+        m_star_logistic=logistic,
         m_star_grid=grid,
+        m_star_interp=point["m_star_interp"][0],
+        plateau=_plateau(rate, n, success_frac),
         censored=censored,
         non_monotone=non_monotone,
         out_of_epochs=bool(out_of_epochs),
@@ -294,11 +331,25 @@ def _estimate(ms: np.ndarray, k: np.ndarray, n: np.ndarray, ran: np.ndarray, suc
     )
 
 
+def _plateau(rate: np.ndarray, n: np.ndarray, success_frac: float) -> bool:
+    """Whether a cell's success rate levels off below 1 (the ``plateau`` flag): at the two
+    largest m tried with trained trials the rate is at least ``success_frac`` and below 1,
+    and it rises by at most one trial's worth (1/n) from the first to the second. The
+    logistic model's ceiling is 1, so on such a cell its crossing sits above the m where
+    the rate reaches ``success_frac`` (docs/method.md, "Three estimators")."""
+    top = np.flatnonzero(n > 0)[-2:]
+    if top.size < 2:
+        return False
+    r = rate[top]
+    return bool(np.all((r >= success_frac) & (r < 1)) and r[1] - r[0] <= 1 / n[top[1]])
+
+
 def _bootstrap(
     ms: np.ndarray, mat: np.ndarray, rng: np.random.Generator, n_boot: int, success_frac: float
 ) -> np.ndarray:
-    """The ``(n_boot,)`` m* of seed-resampled replicates of a cell's success matrix ``mat``
-    ``(seeds, K)``; +inf for a replicate beyond the grid."""
+    """The m* of ``n_boot`` seed-resampled replicates of a cell's success matrix ``mat``
+    ``(seeds, K)``, ``(3, n_boot)``: rows the logistic, grid and interpolated estimators
+    (:data:`ESTIMATORS`; one resampling for all three); +inf for a replicate beyond the grid."""
     S = mat.shape[0]
     pick = rng.integers(0, S, size=(n_boot, S))
     # A replicate's k and n are sums over its resampled seeds: how often it drew
@@ -310,7 +361,8 @@ def _bootstrap(
     both = counts.reshape(n_boot, S).astype(float) @ np.concatenate([np.where(trained, mat, 0.0), trained], 1)
     bk, bn = both[:, : len(ms)], both[:, len(ms) :].astype(np.int64)
     b = _m_star(ms, bk, bn, success_frac)
-    return np.where(b["censored"] == "above", np.inf, b["m_star"])
+    beyond = b["censored"] == "above"
+    return np.stack([np.where(beyond, np.inf, b[name]) for name in ("m_star", "m_star_grid", "m_star_interp")])
 
 
 def _exact_interval(
@@ -355,6 +407,9 @@ def resolve_bounds(table: pl.DataFrame) -> pl.DataFrame:
     limited = (budget == "budget-limited") | (pl.col("out_of_epochs") & (budget != "ok"))
     floor = pl.col("m_floor_if_fit")
     above, below, inside = (pl.col("censored") == c for c in ("above", "below", ""))
+    # Inside the grid, but the rows do not bound m* from above: what they allow is m* > the
+    # interval's lower end, and a fit or a ratio must not read the estimate as a value.
+    open_ = inside & ~limited & pl.col("ci_hi_exact").is_infinite()
     bound = (
         pl.when(above & limited & floor.is_null())
         .then(pl.lit("none"))
@@ -364,6 +419,8 @@ def resolve_bounds(table: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("upper"))
         .when(inside & limited)
         .then(pl.lit("upper"))
+        .when(open_)
+        .then(pl.lit("lower"))
         .otherwise(pl.lit("exact"))
     )
     # A budget-limited estimate keeps its value (it is the bound); beyond the grid the bound
@@ -375,8 +432,11 @@ def resolve_bounds(table: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("m_max").cast(pl.Float64))
         .when(below)
         .then(pl.col("m_min").cast(pl.Float64))
+        .when(open_)
+        .then(pl.col("ci_lo_exact"))
         .otherwise(pl.col("m_star"))
     )
+    plateau = pl.col("plateau").fill_null(False) if "plateau" in table.columns else pl.lit(False)
     lo, hi = pl.col("ci_lo_exact"), pl.col("ci_hi_exact")
     no_ci = lo.is_nan()
     ci_lo = (
@@ -410,6 +470,8 @@ def resolve_bounds(table: pl.DataFrame) -> pl.DataFrame:
                 ),
                 pl.when(budget == "budget-limited").then(pl.lit("budget-limited")),
                 pl.when(pl.col("n_seeds") < FEW_SEEDS).then(pl.lit("few-seeds")),
+                pl.when(open_).then(pl.lit("open-interval")),
+                pl.when(plateau).then(pl.lit("plateau")),
             ]
         )
         .list.drop_nulls()
@@ -523,7 +585,31 @@ def _m_star(ms: np.ndarray, k: np.ndarray, n: np.ndarray, frac: float) -> dict[s
     m_star = np.where(b > 0, fit, grid)
     m_star = np.where(any_reached & (first == 0), float(ms[0]), m_star)  # at the first m tried: that m
     m_star = np.where(censored == "above", np.nan, m_star)
-    return {"m_star": m_star, "m_star_grid": grid, "censored": censored}
+    interp = np.where(censored == "above", np.nan, _interpolated(ms, rate, first, frac))
+    return {"m_star": m_star, "m_star_grid": grid, "m_star_interp": interp, "censored": censored}
+
+
+def _interpolated(ms: np.ndarray, rate: np.ndarray, first: np.ndarray, frac: float) -> np.ndarray:
+    """``m_star_interp`` of R replicates: where the success rate first reaches ``frac``, the m
+    at which the straight line on (ln m, rate) between the last m tried below that crossing
+    (with trained trials) and the crossing itself takes the value ``frac``; the crossing's m
+    when nothing lies below it.
+
+    Args:
+        ms: ``(K,)`` m tried, sorted; rate: ``(R, K)`` success rates (NaN: no trained
+            trial); first: ``(R,)`` index of the first rate >= ``frac``.
+    """
+    x = np.log(ms.astype(float))
+    idx = np.arange(x.size)
+    rows = np.arange(rate.shape[0])
+    below = ~np.isnan(rate) & (idx[None, :] < first[:, None])
+    prev = np.where(below, idx[None, :], -1).max(1)
+    x0, r0 = x[np.maximum(prev, 0)], rate[rows, np.maximum(prev, 0)]
+    x1, r1 = x[first], rate[rows, first]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # r0 < frac <= r1 where prev exists, so the line rises and the step is in [0, 1].
+        step = np.clip((frac - r0) / (r1 - r0), 0.0, 1.0)
+    return np.where(prev >= 0, np.exp(x0 + step * (x1 - x0)), ms[first].astype(float))
 
 
 def _logistic_fit(xc: np.ndarray, k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

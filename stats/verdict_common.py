@@ -6,7 +6,7 @@ verdicts.json carries it, the bound of a ratio of bounded values, and one verdic
 from __future__ import annotations
 
 import math
-from typing import SupportsFloat, SupportsInt, TypedDict
+from typing import NotRequired, SupportsFloat, SupportsInt, TypedDict
 
 import numpy as np
 
@@ -70,6 +70,7 @@ class Verdict(TypedDict):
     series: list[Series]
     not_judged: list[dict[str, object]]
     flags: list[Flag]
+    estimators: NotRequired[dict[str, str]]
 
 
 EFFECT_SLOPE = 0.05

@@ -369,7 +369,9 @@ def test_verdicts_returns_the_five_claims_in_order_with_one_of_four_verdicts():
             "series",
             "not_judged",
             "flags",
+            "estimators",
         }
+        assert v["estimators"] == {"logistic": v["verdict"], "grid": v["verdict"], "interpolated": v["verdict"]}
         assert v["verdict"] in {"supported", "not supported", "inconclusive", "not tested"}
 
 
