@@ -314,7 +314,7 @@ def agreed(by_estimator: dict[str, Verdict]) -> Verdict:
         numbers = s["numbers"]
         numbers["estimators"] = {
             n: {k: (e or {}).get("numbers", {}).get(k) for k in (*AGREED_KEYS, "direction_from_T")}
-            | {"verdict": (e or {}).get("verdict")}
+            | {"verdict": (e or {}).get("verdict"), "c": ((e or {}).get("numbers", {}).get("c") or {}).get("estimate")}
             for n, e in each.items()
         }
         verdicts = {n: (e or {}).get("verdict") for n, e in each.items()}
