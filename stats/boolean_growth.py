@@ -128,6 +128,16 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
         "; left out (a bound, not a value): " + ", ".join(f"T={x['T']}: {x['text']}" for x in left) if left else ""
     )
     numbers = dict(n_cells=used.height, T=used["T"].to_list(), left_out=left)
+    binds = _range_binds(part)
+    if binds:
+        # A tuned setting at the edge of its search range: the series measures the range, too.
+        numbers["range_binds"] = binds
+        left_text += (
+            f"; bounded by its search range: the adopted setting sits within 10% of the range's edge in "
+            f"{len(binds)} of {part.height} cells ("
+            + ", ".join(f"T={b['T']}: {b['settings']}" for b in binds)
+            + "), so a wider range could move m*"
+        )
     if fit is None:
         return (
             INCONCLUSIVE,
@@ -235,6 +245,15 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
         else f"the laws are within {AIC_MARGIN:g} AIC/BIC units of each other"
     )
     return INCONCLUSIVE, statistic, interval, why + left_text, used, numbers
+
+
+def _range_binds(part: pl.DataFrame) -> list[dict]:
+    """The cells of a tuned series whose adopted setting sits at its search range's edge
+    (``range_binds``, analysis/tuning.py): ``{"T", "settings"}`` each; [] without the column."""
+    if "range_binds" not in part.columns:
+        return []
+    rows = part.filter(pl.col("range_binds").fill_null("") != "").sort("T")
+    return [{"T": r["T"], "settings": r["range_binds"]} for r in rows.iter_rows(named=True)]
 
 
 def _direction_from(T: np.ndarray, m_star: np.ndarray, smallest: float, rivals: tuple[str, ...]) -> str:

@@ -173,3 +173,19 @@ def test_a_cell_with_an_open_interval_enters_no_growth_fit():
     numbers = verdicts(table)[0]["series"][0]["numbers"]
     assert numbers["T"] == [T for T in POW2 if T != 512]
     assert [x["T"] for x in numbers["left_out"]] == [512]
+
+
+def test_a_tuned_series_whose_setting_sits_at_its_range_edge_says_it_is_bounded_by_its_range():
+    table = _table(lambda T: 5 * math.sqrt(T), lambda T: 6 * math.sqrt(T), lambda T: 4 * math.sqrt(T))
+    table = table.with_columns(
+        range_binds=pl.when(pl.col("T").is_in([64, 1024]))
+        .then(pl.lit("lr (at the upper edge 0.01)"))
+        .otherwise(pl.lit(""))
+    )
+    l1 = verdicts(table)[0]
+    (series,) = l1["series"]
+    assert series["numbers"]["range_binds"] == [
+        {"T": 64, "settings": "lr (at the upper edge 0.01)"},
+        {"T": 1024, "settings": "lr (at the upper edge 0.01)"},
+    ]
+    assert "bounded by its search range" in series["why"] and "2 of 11 cells" in series["why"]
