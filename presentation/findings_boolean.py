@@ -155,7 +155,7 @@ def series_table(claims: list[dict], union: pl.DataFrame) -> list[str]:
                     _directions(numbers),
                     _from_T(numbers),
                     s["verdict"],
-                    _meaning(kind, s["verdict"], numbers),
+                    _meaning(kind, s["verdict"], numbers) + _range_note(numbers),
                 )
             )
             + " |"
@@ -180,6 +180,17 @@ def _law_text(numbers: dict, reading: str) -> str:
             f"{e.get('law')} ({name})" for name, e in numbers["estimators"].items()
         )
     return reading if reading != "undecided" else f"undecided (first by AIC: {numbers.get('best_law', '-')})"
+
+
+def _range_note(numbers: dict) -> str:
+    """Where a tuned series' adopted settings sit at their search range's edge: a sentence."""
+    binds = numbers.get("range_binds") or []
+    if not binds:
+        return ""
+    return (
+        f" Bounded by its search range: at {len(binds)} of its cells the adopted setting sits within 10% of the "
+        "range's edge (" + ", ".join(f"T={b['T']}: {b['settings']}" for b in binds) + "); a wider range could move m*."
+    )
 
 
 def _directions(numbers: dict) -> str:
