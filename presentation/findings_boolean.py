@@ -179,7 +179,10 @@ def _law_text(numbers: dict, reading: str) -> str:
         return "not named: the m* estimators name " + ", ".join(
             f"{e.get('law')} ({name})" for name, e in numbers["estimators"].items()
         )
-    return reading if reading != "undecided" else f"undecided (first by AIC: {numbers.get('best_law', '-')})"
+    first = numbers.get("best_law")
+    if reading != "undecided":
+        return reading
+    return f"undecided (first by AIC: {first})" if first else "undecided"
 
 
 def _range_note(numbers: dict) -> str:

@@ -29,7 +29,7 @@ from attnsweep.stats.boolean_wording import (
     left_out_cells,
     verdict_dict,
 )
-from attnsweep.stats.fits import compare_growth, robust_law
+from attnsweep.stats.fits import MIN_LAW_POINTS, compare_growth, robust_law
 from attnsweep.stats.verdict_common import (
     EFFECT_RATIO,
     EFFECT_SLOPE,
@@ -169,7 +169,8 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
         b=quantity(log["b"], log["b_lo"], log["b_hi"]),
         k=quantity(poly["b"], poly["b_lo"], poly["b_hi"]),
         reading=law_reading(robust),
-        best_law=fit["model"][0],
+        # No law is named from fewer cells than AICc needs, not even as "the lowest AIC".
+        best_law=fit["model"][0] if len(T) >= MIN_LAW_POINTS else None,
         log_margin_aic=aic,
         log_margin_bic=bic,
         decades=decades,
@@ -191,8 +192,9 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     m = used["m_star"].to_numpy().astype(float)
     numbers["direction_from_T"] = {str(t): _direction_from(T, m, t, rivals) for t in SMALL_T_FROM}
     statistic = (
-        f"c = {power['b']:.3f} (a T^c); k = {poly['b']:.2f} (a (ln T)^k); best law by AIC: "
-        f"{fit['model'][0]}; growth law named: {law_reading(robust)} ({law_why(robust)}); "
+        f"c = {power['b']:.3f} (a T^c); k = {poly['b']:.2f} (a (ln T)^k); "
+        + (f"lowest AIC: {fit['model'][0]}; " if len(T) >= MIN_LAW_POINTS else "")
+        + f"growth law named: {law_reading(robust)} ({law_why(robust)}); "
         f"direction: {direction_text(robust)}; the log law's margin "
         f"AIC {aic:+.1f}, BIC {bic:+.1f}; log slope b = {log['b']:.3g}; "
         f"T {T.min():g}..{T.max():g} ({decades:.1f} decades, {len(T)} cells)"
@@ -272,11 +274,3 @@ def _rivals(poly: dict) -> tuple[str, ...]:
     reaching 1 or below agrees with the claim rather than rivalling it."""
     faster = poly["b_lo"] > 1  # NaN (no interval) compares False: not a rival
     return ("linear", "power", "polylog") if faster else ("linear", "power")
-
-
-def _reading(fit: pl.DataFrame) -> str:
-    """What the growth law of a series reads as: the best law by AIC when it leads every other
-    by at least AIC_MARGIN, else ``"undecided"`` (``"log"``, ``"polylog"``, ``"linear"``,
-    ``"power"``)."""
-    aic = fit.sort("aic")["aic"].to_list()
-    return fit.sort("aic")["model"][0] if len(aic) > 1 and aic[1] - aic[0] >= AIC_MARGIN else "undecided"
