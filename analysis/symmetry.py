@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,8 +91,9 @@ class ScaleAnalysis:
                     f"{r['axis']} {one['from']} -> {one['to']}: CI {_num(one['ci_lo'])} .. {_num(one['ci_hi'])}"
                     for one in local
                 ) + (
-                    f" (intervals that do not overlap; one power law's slope {r['slope']:.2f}, CI {_num(r['ci_lo'])} "
-                    f".. {_num(r['ci_hi'])}, would misstate the line)"
+                    " (intervals, each from the cells' m* intervals and the paired bootstrap, that do not overlap; "
+                    f"one power law's slope {r['slope']:.2f}, CI {_num(r['ci_lo'])} .. {_num(r['ci_hi'])}, would "
+                    "misstate the line)"
                 )
             out.append(
                 dict(
@@ -161,11 +163,10 @@ def analyze_symmetry_run(
     )
     # Each teacher's symmetries decide its side in S2 (a package's teacher joins one, tasks/teachers.py).
     symmetries = {t: teacher_symmetries(t) for t in trials["teacher"].unique().sort().to_list()}
-    result = SymmetryAnalysis(
-        sweep, run_id, m_star, errors, verdicts(trials, m_star, settings.n_boot, settings.ci, symmetries)
-    )
+    judged = verdicts(trials, m_star, settings.n_boot, settings.ci, symmetries, budget_rows, settings.target_error)
+    result = SymmetryAnalysis(sweep, run_id, m_star, errors, judged)
     if len(scale.groups(trials)) > 1:
-        result.scale = _scale(trials, m_star, replicates, settings, symmetries)
+        result.scale = _scale(trials, m_star, replicates, settings, symmetries, budget_rows)
         texts = {v["claim"].split(":", 1)[0]: v["claim"] for v in result.verdicts}
         result.verdicts = scale.overall_verdicts(result.scale.groups, texts)
     if figures_dir is not None:
@@ -206,17 +207,74 @@ def analyze_symmetry_run(
 
 
 def _scale(
-    trials: pl.DataFrame, m_star: pl.DataFrame, replicates: dict, settings: AnalysisSettings, symmetries: dict
+    trials: pl.DataFrame,
+    m_star: pl.DataFrame,
+    replicates: dict,
+    settings: AnalysisSettings,
+    symmetries: dict,
+    budget_rows: pl.DataFrame,
 ) -> ScaleAnalysis:
     slopes, medians = scale.error_against_m(trials, settings.n_boot, settings.ci)
     return ScaleAnalysis(
-        groups=scale.group_verdicts(trials, m_star, settings.n_boot, settings.ci, symmetries),
+        groups=scale.group_verdicts(
+            trials, m_star, settings.n_boot, settings.ci, symmetries, budget_rows, settings.target_error
+        ),
         advantage=scale.advantage(m_star, replicates, settings.ci),
         advantage_slopes=scale.advantage_slopes(m_star, replicates, settings.ci),
         error_slopes=slopes,
         error_medians=medians,
         center=scale.center(trials),
     )
+
+
+def claims_along_d(analyses: Sequence[SymmetryAnalysis]) -> dict[str, dict]:
+    """What the (d, n, k) groups of S3 and S4 show along d, over every run that judges them
+    (:func:`stats.symmetry_scale.by_d`; a run of one size is one group), beside the rule's
+    verdict: per claim, ``by_d``'s dict; a claim left out where every group supports it, no
+    group tests it, or the groups at the smallest d do not all support it.
+
+    Args:
+        analyses: the symmetry runs (each group counted per run: the ``run`` column).
+    """
+    frames = [t.with_columns(run=pl.lit(a.run_id)) for a in analyses if (t := _group_table(a)) is not None]
+    if not frames:
+        return {}
+    table = pl.concat(frames, how="vertical_relaxed")
+    out = {}
+    for claim in scale.BY_D:
+        along = scale.by_d(table.filter(pl.col("claim") == claim), claim)
+        if along is not None:
+            out[claim] = along
+    return out
+
+
+def _group_table(a: SymmetryAnalysis) -> pl.DataFrame | None:
+    """A run's verdicts per (d, n, k) group (``d``, ``n``, ``k``, ``claim``, ``verdict``,
+    ``flags``): a multi-size run's group table, a one-size run's verdicts as its one group;
+    None where the run's cells span several sizes without a group table."""
+    columns = ["d", "n", "k", "claim", "verdict", "flags"]
+    if a.scale is not None:
+        groups = a.scale.groups
+        if "flags" not in groups.columns:
+            groups = groups.with_columns(flags=pl.lit(""))
+        return groups.select(columns)
+    sizes = a.m_star.select("d", "n", "k").unique() if not a.m_star.is_empty() else a.m_star
+    if sizes.height != 1:
+        return None
+    d, n, k = sizes.row(0)
+    rows = [
+        dict(
+            d=d,
+            n=n,
+            k=k,
+            claim=v["id"],
+            verdict=v["verdict"],
+            flags="; ".join(dict.fromkeys(f["flag"] for f in v["flags"])),
+        )
+        for v in a.verdicts
+    ]
+    schema = dict(d=pl.Int64, n=pl.Int64, k=pl.Int64, claim=pl.String, verdict=pl.String, flags=pl.String)
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _slope_text(r: dict, law: str) -> str:
@@ -243,7 +301,8 @@ def _slope_note(r: dict) -> str:
     local = json.loads(r.get("local_json") or "[]")
     if local and not r.get("lack_of_fit"):
         parts.append(
-            "local slopes agree within their intervals: "
+            "local slopes agree within their intervals (each the hull of the extremes the cells' m* intervals "
+            "allow and the paired bootstrap's): "
             + ", ".join(
                 f"{one['from']} -> {one['to']}: {one['slope']:.2f} ({_num(one['ci_lo'])} .. {_num(one['ci_hi'])})"
                 for one in local

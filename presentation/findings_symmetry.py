@@ -145,9 +145,10 @@ def render_symmetry(
         lines += _floor_note(sc.advantage)
         lines += [
             "",
-            "Measured across scale (the paper makes no claim about these; log-log slopes, 95% bootstrap "
-            "intervals; where a line's local slopes between neighbouring values disagree beyond their "
-            "intervals, the local slopes are the statistic, not one slope):",
+            "Measured across scale (the paper makes no claim about these; log-log slopes with 95% intervals: "
+            "for the advantage's slopes the hull of the extremes its cells' m* intervals allow and the paired "
+            "bootstrap's, for E's slopes the seed bootstrap; where a line's local slopes between neighbouring "
+            "values disagree beyond their intervals, the local slopes are the statistic, not one slope):",
             "",
             "| measurement | statistic | interval | note |",
             "|---|---|---|---|",

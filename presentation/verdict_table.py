@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from attnsweep.analysis.symmetry import SymmetryAnalysis
+from attnsweep.analysis.symmetry import SymmetryAnalysis, claims_along_d
 from attnsweep.presentation.markdown import md_target, md_text
 from attnsweep.presentation.series import l1_series, series_kind
 from attnsweep.stats.boolean_growth import MIN_DECADES, SMALL_T_FROM
@@ -172,7 +172,10 @@ def symmetry_row(symmetry: list[SymmetryAnalysis], link: str, caveats: Sequence[
         overall[c] = {"verdict": combined(found) if found else "not tested"}
         runs = f" ({len(found)} runs)" if len(found) > 1 else ""
         verdicts.append(f"{c} {overall[c]['verdict']}{runs}")
-    return _row(SYMMETRY, "; ".join(verdicts), _words(overall, SYMMETRY_WORDS), link, caveats)
+    # Beside a verdict the rule leaves open, what the groups show along d (S3, S4: analysis/symmetry.py).
+    along = claims_along_d(symmetry)
+    words = {c: w + (f" ({md_text(along[c]['short'])})" if c in along else "") for c, w in SYMMETRY_WORDS.items()}
+    return _row(SYMMETRY, "; ".join(verdicts), _words(overall, words), link, caveats)
 
 
 def _words(by_id: Mapping[str, dict], words: dict[str, str]) -> str:

@@ -17,7 +17,15 @@ Input: the trial rows of a symmetry run (columns ``teacher``, ``model``, ``equiv
   lower bound's interval starts at the bound) and the grid m* are ordered the same way; not
   supported when, for some student, it lies at or above; inconclusive when the intervals
   overlap or a number is missing. On the control teacher it must not win (no student's
-  interval lies above its own).
+  interval lies above its own): never reaching the target at any m tried is no win (a lower
+  bound), and so is an m* the out-of-epochs rule leaves unknown where the student *cannot
+  represent* the teacher (:func:`representation`): its median training error over seeds is
+  at least ``NO_FIT_FACTOR`` times the target at every m tried, and more training does not
+  bring it down: where the budget check ran (rows at twice the epochs), the median training
+  error there is at least ``NO_PROGRESS`` of its value at the spec's epochs at every m both
+  tried; where it did not, the training error does not fall as m grows (the seed-bootstrap
+  interval of its log-log slope on m lies above -``EFFECT_SLOPE``). The verdict's why names
+  the evidence used (docs/claims.md 1b and 2).
   A teacher a package adds (tasks/teachers.py) joins a side by its symmetries
   (:func:`s2_sides`): both, as ``equivariant``; permutations alone, as ``control``.
 * S3: the generic transformer's E falls as m grows: the OLS slope of log10 E on log10 m,
@@ -61,6 +69,22 @@ from attnsweep.stats.verdict_common import (
 ROUNDOFF = 1e-10
 GAP = 1e4
 CELL = ["teacher", "student", "n", "k", "d"]
+NO_FIT_FACTOR = 2.0
+"""S2's control half: a student *cannot represent* a teacher only if its median training error
+over seeds is at least this multiple of the target at every m tried, the smallest included
+(:func:`representation`). A trial succeeds at a test error at or below the target, and its test
+error is no lower than its training error in expectation; a training error just above the
+target is what a trial looks like that ran out of epochs shortly before fitting (docs/claims.md
+2, ``out-of-epochs``), while at twice the target the typical seed misses its own training set
+by the whole target again, at every training-set size, the smallest ones included, which a
+student that can represent the teacher fits within the budget (the generic students of the
+published runs fit m = 1 to 1e-7)."""
+NO_PROGRESS = 0.9
+"""The budget check's evidence for "cannot represent": at twice the epochs the median training
+error at an m is at least this fraction of its value at the spec's epochs (it fell by less than
+10%). Doubling the budget of a student that was still fitting lowers it by far more (the
+published symmetry-d run: the generic transformer at d = 32, m = 512, 0.131 to 0.073 at 4000
+epochs; the same with rotated samples, which does not fit at width 32, 0.2539 to 0.2538)."""
 
 
 def pooled_settings(trials: pl.LazyFrame | pl.DataFrame, settings: list[str]) -> dict[str, list]:
@@ -251,20 +275,152 @@ def verdicts(
     n_boot: int = 1000,
     ci: float = 0.95,
     symmetries: Mapping[str, frozenset[str] | None] | None = None,
+    budget_rows: pl.DataFrame | None = None,
+    target_error: float = 0.05,
 ) -> list[Verdict]:
     """S1-S4 (module docstring), each a verdict dict of :mod:`stats.boolean_verdicts`.
 
     Args:
         symmetries: each teacher's symmetries, for S2's sides (:func:`s2_sides`); None: the
             built-in teachers only.
+        budget_rows: the budget check's rows (``search_phase`` ``budget``, twice the epochs),
+            the evidence :func:`representation` reads first; None or empty: none ran.
+        target_error: the relative test error that counts as success (``analysis.target_error``),
+            against which :func:`representation` reads the training error.
     """
     done = with_student(trials).filter(pl.col("status") == "done").collect()
+    budget = (
+        with_student(budget_rows).filter(pl.col("status") == "done").collect()
+        if budget_rows is not None and not budget_rows.is_empty()
+        else done.clear()
+    )
     return [
         _s1(done, n_boot, ci),
-        _s2(m_star, s2_sides(symmetries)),
+        _s2(m_star, s2_sides(symmetries), done, budget, target_error, n_boot, ci),
         _s3(done, n_boot, ci, m_star),
         _s4(done, n_boot, ci, m_star),
     ]
+
+
+def representation(
+    rows: pl.DataFrame,
+    budget_rows: pl.DataFrame,
+    target_error: float,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+) -> dict:
+    """Whether a cell's student *cannot represent* its teacher, as far as the cell's rows tell
+    (S2's control half, docs/claims.md 1b; the rule of the module docstring): it does not fit
+    its own training sets, and not for want of epochs.
+
+    * Level: the median training error over seeds at each m tried (status ``done``) is at
+      least ``NO_FIT_FACTOR`` x ``target_error`` at every m.
+    * Not epochs, by the budget check where it ran (``budget_rows`` at an m the search tried
+      too): at every such m the median training error at twice the epochs is at least
+      ``NO_PROGRESS`` times the median at the spec's epochs (and itself at the level); one
+      that fell further is an epochs problem, whatever the level.
+    * Not epochs, without a budget check: the training error does not fall as m grows: the
+      seed-bootstrap interval of the OLS slope of log10 training error on log10 m
+      (:func:`log_slope`) lies above -``EFFECT_SLOPE`` (docs/claims.md 2); one m tried gives
+      no trend, so no evidence.
+
+    Args:
+        rows: the cell's search rows (its trials at the spec's epochs) with ``m``, ``seed``,
+            ``status`` and ``train_error`` (relative, as ``test_error``).
+        budget_rows: the cell's budget-check rows, the same columns (may be empty).
+
+    Returns:
+        ``cannot_represent`` (bool), ``evidence`` (``"budget check"``, ``"level and trend"``,
+        or None where the rows do not show it), ``level`` (the threshold), ``train_error``
+        (median per m, ``{m: value}``), ``train_error_2x`` (the same at twice the epochs, at
+        the m the check tried), ``slope`` (the trend's :class:`Quantity`, where read) and
+        ``text`` (what the rows show, a clause for the verdict's why).
+    """
+    level = NO_FIT_FACTOR * target_error
+    out: dict = dict(
+        cannot_represent=False,
+        evidence=None,
+        level=level,
+        train_error={},
+        train_error_2x={},
+        slope=None,
+        text="",
+    )
+    medians = _train_medians(rows)
+    if not medians:
+        out["text"] = "no training errors recorded"
+        return out
+    out["train_error"] = medians
+    ms = sorted(medians)
+    low_m = min(ms, key=lambda m: medians[m])
+    span = f"{_g(min(medians.values()))} to {_g(max(medians.values()))} at m = {', '.join(str(m) for m in ms)}"
+    if medians[low_m] < level:
+        out["text"] = (
+            f"its median training error reaches {_g(medians[low_m])} at m = {low_m}, below "
+            f"{NO_FIT_FACTOR:g} x the target ({_g(level)}): it fits its training set there"
+        )
+        return out
+    lead = f"its median training error over seeds is {span}, at least {NO_FIT_FACTOR:g} x the target ({_g(level)}) at every m tried"
+    twice = _train_medians(budget_rows)
+    pairs = [(m, medians[m], twice[m]) for m in sorted(twice) if m in medians]
+    if pairs:
+        out["train_error_2x"] = {m: t for m, _, t in pairs}
+        read = ", ".join(f"{_g(t)} against {_g(o)} at m = {m}" for m, o, t in pairs)
+        fell = [(m, o, t) for m, o, t in pairs if not t >= NO_PROGRESS * o]
+        if fell:
+            out["text"] = (
+                f"{lead}, but it falls with more epochs ({read} at twice the epochs): "
+                "an epochs problem, not one of representation"
+            )
+            return out
+        if min(t for _, _, t in pairs) < level:
+            m, _, t = min(pairs, key=lambda x: x[2])
+            out["text"] = f"{lead}, but at twice the epochs it reaches {_g(t)} at m = {m}, below {_g(level)}"
+            return out
+        out.update(
+            cannot_represent=True,
+            evidence="budget check",
+            text=f"{lead}, and at twice the epochs it stays ({read}: it fell by less than "
+            f"{1 - NO_PROGRESS:.0%}) [evidence: the budget check]",
+        )
+        return out
+    b, lo, hi = log_slope(rows.filter(pl.col("status") == "done"), "train_error", n_boot, ci)
+    if math.isnan(b):
+        out["text"] = (
+            f"{lead}, but one m tried gives no trend and no budget check ran to show it is not for want of epochs"
+        )
+        return out
+    out["slope"] = quantity(b, lo, hi)
+    trend = f"slope of log10 training error on log10 m {b:.2f}, CI {lo:.2f} .. {hi:.2f}"
+    if not lo > -EFFECT_SLOPE:
+        out["text"] = f"{lead}, but it may fall as m grows ({trend}, not above -{EFFECT_SLOPE:g})"
+        return out
+    out.update(
+        cannot_represent=True,
+        evidence="level and trend",
+        text=f"{lead}, and does not fall as m grows ({trend}, above -{EFFECT_SLOPE:g}) [evidence: its "
+        "level and trend across m; no budget check at twice the epochs ran, which would say more]",
+    )
+    return out
+
+
+def _train_medians(rows: pl.DataFrame) -> dict[int, float]:
+    """The median training error over a cell's finished trials at each m, ``{m: median}``."""
+    if rows.is_empty() or "train_error" not in rows.columns:
+        return {}
+    err = pl.col("train_error").cast(pl.Float64)
+    per_m = (
+        rows.filter((pl.col("status") == "done") & err.is_not_null() & err.is_not_nan())
+        .group_by("m")
+        .agg(median=err.median())
+        .sort("m")
+    )
+    return {whole(m): number(v) for m, v in per_m.iter_rows()}
+
+
+def _g(x: float) -> str:
+    """A training error as the why writes it: three significant digits."""
+    return f"{x:.3g}"
 
 
 def _verdict(
@@ -346,8 +502,17 @@ def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> Verdict:
     )
 
 
-def _s2(m_star: pl.DataFrame, sides: dict[str, bool]) -> Verdict:
+def _s2(
+    m_star: pl.DataFrame,
+    sides: dict[str, bool],
+    done: pl.DataFrame,
+    budget: pl.DataFrame,
+    target_error: float,
+    n_boot: int,
+    ci: float,
+) -> Verdict:
     parts, outcomes, missing, undecided, flags, compared = [], [], False, [], [], []
+    unfit: dict[str, dict] = {}  # control teacher -> what representation() read of its inner-product cell
     for teacher, should_win in _s2_teachers(m_star, sides):
         t = m_star.filter(pl.col("teacher") == teacher)
         orth = t.filter(pl.col("student") == "inner-product")
@@ -357,9 +522,15 @@ def _s2(m_star: pl.DataFrame, sides: dict[str, bool]) -> Verdict:
             continue
         o = orth.row(0, named=True)
         flags += _flags_of(o)
+        o_text = _m(o)
+        if not should_win and o["bound"] == "none":
+            # Unknown by the out-of-epochs rule: does the student fit its training sets at all?
+            unfit[teacher] = representation(_cell_rows(done, o), _cell_rows(budget, o), target_error, n_boot, ci)
+            if unfit[teacher]["cannot_represent"]:
+                o_text = f"never reaches the target at any m tried (up to {o['m_max']}; cannot represent this teacher)"
         for r in others.iter_rows(named=True):
             flags += _flags_of(r)
-            parts.append(f"{teacher}: inner-product {_m(o)} vs {r['student']} {_m(r)}")
+            parts.append(f"{teacher}: inner-product {o_text} vs {r['student']} {_m(r)}")
             order = _order(o, r)
             compared.append(
                 dict(
@@ -373,7 +544,8 @@ def _s2(m_star: pl.DataFrame, sides: dict[str, bool]) -> Verdict:
             if should_win:  # the inner-product student must lie below
                 outcomes.append({"below": "ok", "above": "contradicts"}.get(order, "undecided"))
             else:  # the control: it must not win (lie at or above); never reaching the target at any m tried is no win
-                order = "above" if order == "undecided" and o["bound"] == "lower" else order
+                never = o["bound"] == "lower" or unfit.get(teacher, {}).get("cannot_represent", False)
+                order = "above" if order == "undecided" and never else order
                 outcomes.append({"above": "ok", "below": "contradicts"}.get(order, "undecided"))
             if order == "undecided":
                 undecided.append(f"{teacher}: {r['student']}")
@@ -393,19 +565,31 @@ def _s2(m_star: pl.DataFrame, sides: dict[str, bool]) -> Verdict:
         if missing or "undecided" in outcomes
         else SUPPORTED
     )
+    unable = {t for t, u in unfit.items() if u["cannot_represent"]}
     limited = sorted(
         {
             f"{f['cell']['teacher']}/{f['cell']['student']}"
             for f in flags
             if f["flag"] in ("budget-limited", "out-of-epochs")
+            and not (f["cell"].get("teacher") in unable and f["cell"].get("student") == "inner-product")
         }
     )
     why = (
         "on the equivariant teacher the inner-product student's m* must lie below each generic student's, on "
         "the control at or above (its interval entirely below the other's, or at or above it; a bound's range "
-        "reaches to its side; on the control, never reaching the target at any m tried is no win)"
+        "reaches to its side; on the control, never reaching the target at any m tried is no win, also where "
+        "the out-of-epochs rule leaves its m* unknown if the student cannot represent the teacher: its training "
+        f"error stays at or above {NO_FIT_FACTOR:g} x the target at every m, and not for want of epochs)"
         + ("; a teacher is missing" if missing else "")
         + (f"; undecided (the two overlap, or one has no number): {', '.join(undecided)}" if undecided else "")
+        + "".join(
+            f"; {t}: the inner-product student never reaches the target and cannot represent this teacher, so it "
+            f"does not win here (its out-of-epochs m* is no longer read as unknown): {u['text']}"
+            if u["cannot_represent"]
+            else f"; {t}: the inner-product student's m* is unknown (out of epochs), and the rows do not show that "
+            f"it cannot represent this teacher: {u['text']}"
+            for t, u in unfit.items()
+        )
         + (
             f"; cells that ran out of epochs (their m* is a bound, or unknown where no m is decided): "
             f"{', '.join(limited)}"
@@ -413,6 +597,21 @@ def _s2(m_star: pl.DataFrame, sides: dict[str, bool]) -> Verdict:
             else ""
         )
     )
+    numbers: dict = dict(comparisons=compared)
+    if unfit:
+        numbers["cannot_represent"] = [
+            dict(
+                teacher=t,
+                student="inner-product",
+                cannot_represent=u["cannot_represent"],
+                evidence=u["evidence"],
+                level=u["level"],
+                train_error=[dict(m=m, median=v) for m, v in u["train_error"].items()],
+                train_error_2x=[dict(m=m, median=v) for m, v in u["train_error_2x"].items()],
+                slope=u["slope"],
+            )
+            for t, u in unfit.items()
+        ]
     return _verdict(
         "S2",
         S2_CLAIM,
@@ -420,9 +619,17 @@ def _s2(m_star: pl.DataFrame, sides: dict[str, bool]) -> Verdict:
         "m* with 95% CI per student",
         verdict,
         why,
-        dict(comparisons=compared),
+        numbers,
         flags,
     )
+
+
+def _cell_rows(rows: pl.DataFrame, cell: dict) -> pl.DataFrame:
+    """The rows of ``rows`` (labelled with ``student``) that belong to the m* table's ``cell``."""
+    if rows.is_empty():
+        return rows
+    keys = [c for c in CELL if c in rows.columns and c in cell]
+    return rows.filter(pl.all_horizontal(pl.col(c) == cell[c] for c in keys))
 
 
 def _s2_teachers(m_star: pl.DataFrame, sides: dict[str, bool]) -> list[tuple[str, bool]]:

@@ -14,7 +14,12 @@ size, so they are measurements with intervals, not verdicts:
   are separate draws).
 * *advantage slope* along an axis a in (d, n, k): over the groups that differ only in a (a
   *line*), the OLS slope of ln(advantage) on ln(a), i.e. advantage ~ a^slope; its interval
-  is the percentile interval of the slope over the paired replicates.
+  is the hull of the extremes the cells' published m* intervals allow and the percentile
+  interval of the slope over the paired replicates (:func:`advantage_slopes`); over three or
+  more values, the local slopes between neighbours, with intervals made the same way, check
+  that one power law fits (intervals that do not overlap: it does not).
+* *along d* (S3, S4): beside the rule's verdict across groups, the largest d up to which
+  every group supports the claim, and what the groups above it are (:func:`by_d`).
 * *E slope*: per group, the OLS slope of log10 E (the generic transformer's median float64
   O(d) error, on the equivariant teacher) on log10 m with a seed-bootstrap interval
   (:func:`stats.symmetry.log_slope`), and E's median at each m tried in every cell.
@@ -69,25 +74,28 @@ def group_verdicts(
     n_boot: int,
     ci: float,
     symmetries: Mapping[str, frozenset[str] | None] | None = None,
+    budget_rows: pl.DataFrame | None = None,
+    target_error: float = 0.05,
 ) -> pl.DataFrame:
     """S1-S4 in each (n, k, d) group.
 
     Args:
         trials: the run's trial rows (as :func:`stats.symmetry.verdicts` takes them).
         m_star: :func:`stats.symmetry.critical_sample_sizes` of those rows.
-        symmetries: each teacher's symmetries, as :func:`stats.symmetry.verdicts` takes them.
+        symmetries, budget_rows, target_error: as :func:`stats.symmetry.verdicts` takes them
+            (the budget check's rows of every group; each group reads its own).
 
     Returns:
         One row per (group, claim): ``n``, ``k``, ``d``, ``claim`` (S1..S4), ``verdict``,
         ``statistic``, ``interval``, ``why``, ``numbers`` (the verdict's numbers as JSON
-        text); sorted by d, n, k and claim.
+        text), ``flags`` (the distinct flags of the cells it used, ``; ``-joined, "" when
+        none); sorted by d, n, k and claim.
     """
-    import json
-
     rows = []
     for n, k, d in groups(trials):
         sel = _in_group(n, k, d)
-        for v in verdicts(trials.filter(sel), m_star.filter(sel), n_boot, ci, symmetries):
+        budget = budget_rows.filter(sel) if budget_rows is not None and not budget_rows.is_empty() else None
+        for v in verdicts(trials.filter(sel), m_star.filter(sel), n_boot, ci, symmetries, budget, target_error):
             numbers = v["series"][0]["numbers"] if v["series"] else {}
             rows.append(
                 dict(
@@ -100,6 +108,7 @@ def group_verdicts(
                     interval=v["interval"],
                     why=v["why"],
                     numbers=json.dumps(jsonable(numbers)),
+                    flags="; ".join(dict.fromkeys(f["flag"] for f in v["flags"])),
                 )
             )
     schema = dict(
@@ -112,6 +121,7 @@ def group_verdicts(
         interval=pl.String,
         why=pl.String,
         numbers=pl.String,
+        flags=pl.String,
     )
     return pl.DataFrame(rows, schema=schema)
 
@@ -128,8 +138,6 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[Verdict
         Verdict dicts of :mod:`stats.boolean_verdicts`; ``series`` holds one entry per group
         (``cells``: ``{"d", "n", "k"}``), with that group's verdict and numbers.
     """
-    import json
-
     out = []
     for claim in CLAIMS:
         part = table.filter(pl.col("claim") == claim)
@@ -152,6 +160,9 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[Verdict
         statistic = f"supported in {counts[SUPPORTED]} of {total} (d, n, k) groups" + (
             f" ({'; '.join(others)})" if others else ""
         )
+        along = by_d(part, claim)
+        if along is not None:
+            statistic += f"; {along['text']}"
         series = [
             dict(
                 cells=dict(d=r["d"], n=r["n"], k=r["k"]),
@@ -172,13 +183,92 @@ def overall_verdicts(table: pl.DataFrame, texts: dict[str, str]) -> list[Verdict
                 verdict=verdict,
                 why="supported when every group supports it; not supported as soon as one group does not; "
                 "otherwise inconclusive (not tested when no group tests it); each group's own why is "
-                "in its series",
+                "in its series"
+                + ("; beside the rule's verdict, the statistic says what the groups show along d" if along else ""),
                 series=series,
                 not_judged=[],
                 flags=[],
             )
         )
     return out
+
+
+BY_D = {
+    "S3": "the generic transformer's O(d) equivariance error falls with m",
+    "S4": "its permutation equivariance error falls with m",
+}
+"""The claims whose groups :func:`by_d` describes along d, with what a supported group shows
+(S3 and S4: whether learning a symmetry from data gets harder as d grows is the question the
+groups at larger d leave open)."""
+
+
+def by_d(part: pl.DataFrame, claim: str) -> dict | None:
+    """What the groups of one claim show along d, beside the rule's verdict across groups:
+    the largest d up to which every group supports it, and what the groups above it are.
+
+    Args:
+        part: the claim's rows of :func:`group_verdicts` (``d``, ``n``, ``k``, ``verdict``,
+            ``flags``; a ``run`` column, where present, counts groups of several runs apart).
+        claim: ``S3`` or ``S4`` (:data:`BY_D`); any other gives None.
+
+    Returns:
+        None where the claim is not one of :data:`BY_D`, every group supports it (the verdict
+        says so), no group is tested, or the groups at the smallest d do not all support it;
+        else ``d_max`` (every group with d <= d_max supports it), ``groups`` (how many such
+        groups), ``total`` (groups tested), ``above`` (the other tested groups: ``d``, ``n``,
+        ``k``, ``verdict``, ``out_of_epochs``), ``text``, e.g. "the generic transformer's
+        O(d) equivariance error falls with m (supported) in every group with d ≤ 16 (7 of 9
+        groups); above it: inconclusive at d = 32, 64 (...)", and ``short``, the same for the
+        README's bottom line, e.g. "it falls in every group with d ≤ 16, 7 of 9 groups;
+        inconclusive at d = 32, 64, where the trials ran out of epochs".
+    """
+    if claim not in BY_D or part.is_empty():
+        return None
+    tested = part.filter(pl.col("verdict") != NOT_TESTED)
+    if tested.is_empty() or (tested["verdict"] == SUPPORTED).all():
+        return None
+    ds = sorted(tested["d"].unique().to_list())
+    d_max = None
+    for d in ds:
+        if not (tested.filter(pl.col("d") == d)["verdict"] == SUPPORTED).all():
+            break
+        d_max = d
+    if d_max is None:
+        return None
+    below = tested.filter(pl.col("d") <= d_max)
+    rest = tested.filter(pl.col("d") > d_max).sort("d", "n", "k")
+    runs = tested["run"].n_unique() if "run" in tested.columns else 1
+    above = [
+        dict(
+            d=r["d"],
+            n=r["n"],
+            k=r["k"],
+            verdict=r["verdict"],
+            out_of_epochs=any(f in (r.get("flags") or "") for f in ("out-of-epochs", "budget-limited")),
+        )
+        for r in rest.iter_rows(named=True)
+    ]
+    clauses, shorts = [], []
+    for verdict in (NOT_SUPPORTED, INCONCLUSIVE, SUPPORTED):
+        these = [a for a in above if a["verdict"] == verdict]
+        if not these:
+            continue
+        at = ", ".join(str(d) for d in dict.fromkeys(a["d"] for a in these))
+        reason = (
+            " (the generic transformer's trials there ran out of epochs before fitting their training sets, so "
+            "its error measures the training budget as much as the samples)"
+            if verdict == INCONCLUSIVE and all(a["out_of_epochs"] for a in these)
+            else ""
+        )
+        clauses.append(f"{verdict} at d = {at}{reason}")
+        shorts.append(f"{verdict} at d = {at}" + (", where the trials ran out of epochs" if reason else ""))
+    of_runs = f" over {runs} runs" if runs > 1 else ""
+    count = f"{below.height} of {tested.height} groups{of_runs}"
+    text = f"{BY_D[claim]} (supported) in every group with d ≤ {d_max} ({count})" + (
+        f"; above it: {'; '.join(clauses)}" if clauses else ""
+    )
+    short = f"it falls in every group with d ≤ {d_max}, {count}" + (f"; {', '.join(shorts)}" if shorts else "")
+    return dict(d_max=d_max, groups=below.height, total=tested.height, above=above, text=text, short=short)
 
 
 def advantage(m_star: pl.DataFrame, replicates: dict[tuple, np.ndarray], ci: float, seed: int = 0) -> pl.DataFrame:
@@ -298,15 +388,32 @@ def advantage_slopes(
 ) -> pl.DataFrame:
     """How S2's advantage changes along each axis: advantage ~ axis^slope along each line.
 
+    The slope is the OLS slope of ln advantage on ln axis, ``w . y`` with weights ``w`` that sum
+    to 0. Its interval is the hull of two (docs/claims.md 1b, 2):
+
+    * the cells' own: each advantage may lie anywhere its two cells' published m* intervals
+      allow (``ci_lo``/``ci_hi`` of stats/critical.py, the hull of bootstrap, grid bracket and
+      profile likelihood), from (generic lo / baseline hi) to (generic hi / baseline lo); the
+      slope's extremes take each end where its weight pushes the slope down, or up: lo =
+      sum over w_i > 0 of w_i ln adv_lo_i plus over w_i < 0 of w_i ln adv_hi_i, and hi the other
+      way round. Between two values this is (ln adv_lo_2 - ln adv_hi_1) / (ln a_2 - ln a_1) ..
+      (ln adv_hi_2 - ln adv_lo_1) / (ln a_2 - ln a_1);
+    * the paired bootstrap's: the percentile interval of the slope over the cells' replicates.
+
+    The seed bootstrap alone covers a cell's m* in 58-95% of simulated cells at 4-8 seeds
+    (docs/claims.md 2, "bootstrap alone"), so it alone would make slopes look better separated
+    than the published m* intervals allow.
+
     Returns:
         One row per (student, axis, line): ``student``, ``axis``, ``fixed`` (the other two
         sizes, e.g. ``n=6, k=4``), ``values`` (the axis values used), ``slope``, ``ci_lo``,
-        ``ci_hi``, ``censored_share`` (fraction of replicates in which a used cell's m* was
+        ``ci_hi`` (the hull above), ``censored_share`` (fraction of replicates in which a used cell's m* was
         beyond the grid; their slope is +-inf and counts as such in the percentiles),
         ``left_out`` (the axis values whose advantage is a bound or none, not a number); lines with
         fewer than two usable values give a NaN slope and say so in ``left_out``;
-        ``local_json`` (over 3+ values: each neighbouring pair's slope with its paired-bootstrap
-        interval, ``from``, ``to``, ``slope``, ``ci_lo``, ``ci_hi``), ``lack_of_fit`` (two local
+        ``local_json`` (over 3+ values: each neighbouring pair's slope with its interval, the
+        hull above: ``from``, ``to``, ``slope``, ``ci_lo``, ``ci_hi``, and its two parts
+        ``cells_lo``, ``cells_hi``, ``bootstrap_lo``, ``bootstrap_hi``), ``lack_of_fit`` (two local
         intervals do not overlap: one power law misstates the line, so the local slopes are
         the statistic) and ``floor`` (every denominator of the line is the floor m* = 1).
     """
@@ -344,19 +451,22 @@ def advantage_slopes(
                     w = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # slope = w . y
                     y = np.log(used["ratio"].to_numpy())
                     row["slope"] = float(w @ y)
+                    ends = _advantage_ends(used)  # (2, cells): ln of each advantage's lowest and highest
+                    row["ci_lo"], row["ci_hi"] = _extremes(w, ends)
                     keys = [(r["n"], r["k"], r["d"], student) for r in used.iter_rows(named=True)]
+                    logs = None
                     if all(key in paired for key in keys):
                         reps = np.stack([paired[key] for key in keys], 1)  # (R, cells)
                         with np.errstate(divide="ignore", invalid="ignore"):
                             logs = np.log(reps)  # (R, cells); +inf where a cell's m* is beyond the grid
                             # +-inf by the sign of the censored cell's weight; NaN where two cancel.
                             s = (logs * w).sum(1)
-                        row["ci_lo"], row["ci_hi"] = percentile_interval(s, ci)
+                        row["ci_lo"], row["ci_hi"] = _hull((row["ci_lo"], row["ci_hi"]), percentile_interval(s, ci))
                         row["censored_share"] = float(np.mean(~np.isfinite(logs).all(1)))
-                        if used.height >= 3:
-                            local = _local_slopes(used[axis].to_numpy().astype(float), y, logs, ci)
-                            row["local_json"] = json.dumps(local)
-                            row["lack_of_fit"] = _disagree(local)
+                    if used.height >= 3:
+                        local = _local_slopes(used[axis].to_numpy().astype(float), y, logs, ci, ends)
+                        row["local_json"] = json.dumps(local)
+                        row["lack_of_fit"] = _disagree(local)
                 elif not row["left_out"]:
                     row["left_out"] = "fewer than two values"
                 rows.append(row)
@@ -378,22 +488,35 @@ def advantage_slopes(
     return pl.DataFrame(rows, schema=schema)
 
 
-def _local_slopes(x: np.ndarray, y: np.ndarray, logs: np.ndarray, ci: float) -> list[dict]:
-    """The slope between each two neighbouring values of a line, with its interval.
+def _local_slopes(
+    x: np.ndarray, y: np.ndarray, logs: np.ndarray | None, ci: float, ends: np.ndarray | None = None
+) -> list[dict]:
+    """The slope between each two neighbouring values of a line, with its interval: the hull
+    of the extremes the two advantages' intervals allow and the paired bootstrap's percentile
+    interval (:func:`advantage_slopes`).
 
     Args:
         x: ``(n,)`` the axis values (ascending); y: ``(n,)`` ln advantage at them;
-        logs: ``(R, n)`` ln advantage in the paired replicates.
+        logs: ``(R, n)`` ln advantage in the paired replicates (None: no replicates);
+        ends: ``(2, n)`` ln of each advantage's lowest and highest value its cells' m*
+            intervals allow (:func:`_advantage_ends`; None: not known).
 
     Returns:
-        One dict per neighbouring pair: ``from``, ``to``, ``slope``, ``ci_lo``, ``ci_hi``.
+        One dict per neighbouring pair: ``from``, ``to``, ``slope``, ``ci_lo``, ``ci_hi`` (the
+        hull), ``cells_lo``, ``cells_hi`` (from the cells' intervals; NaN where unknown) and
+        ``bootstrap_lo``, ``bootstrap_hi`` (the replicates'; NaN without them).
     """
     out = []
     for i in range(len(x) - 1):
         dx = math.log(x[i + 1]) - math.log(x[i])
-        with np.errstate(invalid="ignore"):
-            reps = (logs[:, i + 1] - logs[:, i]) / dx
-        lo, hi = percentile_interval(reps, ci)
+        cells = (math.nan, math.nan)
+        if ends is not None:
+            cells = _extremes(np.array([-1.0 / dx, 1.0 / dx]), ends[:, i : i + 2])
+        boot = (math.nan, math.nan)
+        if logs is not None:
+            with np.errstate(invalid="ignore"):
+                boot = percentile_interval((logs[:, i + 1] - logs[:, i]) / dx, ci)
+        lo, hi = _hull(cells, boot)
         out.append(
             {
                 "from": int(x[i]),
@@ -401,15 +524,51 @@ def _local_slopes(x: np.ndarray, y: np.ndarray, logs: np.ndarray, ci: float) -> 
                 "slope": float((y[i + 1] - y[i]) / dx),
                 "ci_lo": float(lo),
                 "ci_hi": float(hi),
+                "cells_lo": float(cells[0]),
+                "cells_hi": float(cells[1]),
+                "bootstrap_lo": float(boot[0]),
+                "bootstrap_hi": float(boot[1]),
             }
         )
     return out
 
 
+def _advantage_ends(used: pl.DataFrame) -> np.ndarray:
+    """``(2, cells)``: ln of the lowest and the highest advantage each row of :func:`advantage`
+    may have given its two cells' m* intervals: ln(generic lo / baseline hi) and ln(generic hi
+    / baseline lo) (NaN where an interval is unknown, +inf where the generic's is open)."""
+    o_lo, o_hi = used["m_star_lo"].to_numpy(), used["m_star_hi"].to_numpy()
+    b_lo, b_hi = used["baseline_lo"].to_numpy(), used["baseline_hi"].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(np.stack([o_lo / b_hi, o_hi / b_lo]).astype(float))
+
+
+def _extremes(w: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
+    """The least and the largest ``w . y`` over every y between ``ends[0]`` and ``ends[1]``:
+    each y_i at the end its weight makes smallest, then largest; a weight of (numerically) zero
+    leaves its value out. NaN where an end it needs is unknown."""
+    w = np.where(np.abs(w) <= 1e-12 * np.abs(w).max(), 0.0, w)
+    lo_end = np.where(w > 0, ends[0], ends[1])
+    hi_end = np.where(w > 0, ends[1], ends[0])
+    used = w != 0
+    with np.errstate(invalid="ignore"):
+        lo = float(np.sum(w[used] * lo_end[used]))
+        hi = float(np.sum(w[used] * hi_end[used]))
+    return lo, hi
+
+
+def _hull(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    """The smallest interval holding both ``a`` and ``b``; one with a NaN end counts as absent."""
+    parts = [p for p in (a, b) if not (math.isnan(p[0]) or math.isnan(p[1]))]
+    if not parts:
+        return math.nan, math.nan
+    return min(p[0] for p in parts), max(p[1] for p in parts)
+
+
 def _disagree(local: list[dict]) -> bool:
-    """Lack of fit of one power law: two local slopes whose intervals do not overlap (each
-    interval is one slope's; intervals that miss each other mean no single exponent lies in
-    both, so a single slope would misstate the line)."""
+    """Lack of fit of one power law: two local slopes whose intervals (the hull of the cells'
+    extremes and the bootstrap's, :func:`_local_slopes`) do not overlap: no single exponent lies
+    in both, so a single slope would misstate the line. Intervals that overlap keep one slope."""
     for i, a in enumerate(local):
         for b in local[i + 1 :]:
             if a["ci_hi"] < b["ci_lo"] or b["ci_hi"] < a["ci_lo"]:
