@@ -1,16 +1,23 @@
 """The findings' m*-against-T figure: 3-way AND (s = 3), one series per model and setting that
-spans T, with 95% intervals, the fitted growth laws of verdict L1 and the paper's read-off
-(Edelman et al., ICML 2022, section 5)."""
+spans T, with 95% intervals, in one log-log panel per model class (MLP, the paper's protocol,
+the theorem's class), with two of verdict L1's fitted laws per series (the log law and the law
+named for the series) and the paper's read-off (Edelman et al., ICML 2022, section 5)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import polars as pl
+from matplotlib.figure import Figure
 
 from attnsweep.analysis.boolean import TUNED_RUN
+from attnsweep.presentation.series import series_kind
+from attnsweep.results.outputs import replacing
 from attnsweep.stats.boolean_growth import series_fit
-from attnsweep.stats.figures import plot_m_star
+from attnsweep.stats.figures import m_star_panels
+from attnsweep.stats.fits import robust_law
 
 
 def main_series(union: pl.DataFrame) -> pl.DataFrame:
@@ -63,20 +70,141 @@ def _series_name(row: dict) -> str:
     return ", ".join(parts)
 
 
-def plot_main_series(union: pl.DataFrame, reference: pl.DataFrame, path: Path, ci: float = 0.95) -> Path:
-    """m* against T per series (:func:`main_series`) with the L1 fits and the paper's points:
-    the figure of the README's findings."""
+PANELS = ("MLP", "paper's protocol", "theorem's class")
+"""The figure's panels, left to right: the MLP baseline; the transformer as the paper trained
+it (learned position table, LayerNorm with trained gain); the transformer with untrained
+position codes or bounded inputs, the theorem's class (or near it: see :func:`panel_of`)."""
+
+NO_LAW = ("undecided", "too few cells")
+"""Readings of :func:`stats.fits.robust_law` that name no law: no named-law curve is drawn."""
+
+
+LABEL_WIDTH = 44
+"""Characters of a legend label on one line; a longer one puts the law on a line of its own."""
+
+
+def panel_of(part: pl.DataFrame) -> str:
+    """The panel of one series' cells (as :func:`main_series` gives them): the MLP, the paper's
+    protocol (learned positions and trained LayerNorm; a missing value reads as that, as
+    ``stats.boolean_cells.reference_cells`` reads it), else the theorem's class: what
+    ``presentation.series.series_kind`` calls the class, and the series near it (untrained
+    codes without a bound, or a trained LayerNorm gain), which :func:`series_labels` marks."""
+    model = str(part["model"][0])
+    if model != "transformer":
+        return "MLP" if model == "mlp" else model
+    if series_kind(part, {})["theory"]:
+        return PANELS[2]
+    learned = "positions" not in part.columns or bool((part["positions"].fill_null("learned") == "learned").all())
+    trained = "ln_affine" not in part.columns or bool(part["ln_affine"].fill_null(True).all())
+    return PANELS[1] if learned and trained else PANELS[2]
+
+
+def series_labels(names: list[str]) -> tuple[dict[str, str], str]:
+    """Legend texts of the series of one panel and the panel's note: the settings all of them
+    share go in the note, each series keeps what tells it apart (a setting that a sibling has
+    and it lacks is named by its opposite: untuned, learned positions, trained LayerNorm).
+    A lone series keeps all its settings, and the note is empty."""
+    parts = {name: [_pretty(p) for p in name.split(", ")[1:]] for name in names}
+    if len(names) < 2:
+        return {name: ", ".join(p) or name for name, p in parts.items()}, ""
+    shared = [p for p in parts[names[0]] if all(p in q for q in parts.values())]
+    out = {}
+    for name, own in parts.items():
+        rest = [p for p in own if p not in shared]
+        if not rest:  # the plain one among variants: named by what the others add
+            added = dict.fromkeys(p for q in parts.values() for p in q if p not in own)
+            rest = [_OPPOSITE.get(p, "learned positions" if p.endswith(" positions") else f"not {p}") for p in added]
+        out[name] = ", ".join(rest)
+    return out, ", ".join(shared)
+
+
+_OPPOSITE = {"tuned": "untuned", "inputs of norm sqrt(d)": "trained LayerNorm"}
+
+
+def _pretty(part: str) -> str:
+    if part.startswith("max_epochs="):
+        return f"{part.split('=', 1)[1]} epochs"
+    if part.startswith("B="):
+        return f"B = {part[2:]}"
+    return "no norm bound" if part == "no bound" else part
+
+
+def main_series_figure(
+    union: pl.DataFrame,
+    reference: pl.DataFrame,
+    ci: float = 0.95,
+    laws: Mapping[str, str] | None = None,
+) -> Figure:
+    """m* against T per series (:func:`main_series`), one panel per model class
+    (:data:`PANELS`, :func:`panel_of`), with two fitted curves per series (the log law a + b ln T
+    and the law named for it, where one is) and the paper's points in the paper's-protocol
+    panel. The fits are L1's (``stats.boolean_growth.series_fit``: exact cells only).
+
+    Args:
+        union: the report's m* table of the sparse-Boolean runs.
+        reference: the paper's read-off (``T``, ``critical_m``, ``err_lo``, ``err_hi``).
+        ci: the intervals' coverage (the title says it).
+        laws: per series (the ``series`` names of :func:`main_series`), the law named for it:
+            a model of ``stats.fits.MODELS``, or ``"undecided"`` / ``"too few cells"`` for none
+            (a series missing from it has none). None: each series' own
+            ``stats.fits.robust_law`` over its exact cells.
+    """
     cells = main_series(union)
-    fits = {}
+    curves: dict[str, list[tuple[str, str, tuple[float, float]]]] = {}
+    named: dict[str, str] = {}
+    panel: dict[str, str] = {}
+    if "series" not in cells.columns:  # no 3-way AND cells at all
+        cells = cells.with_columns(series=pl.lit(None, pl.String))
     for (series,), part in cells.group_by(["series"], maintain_order=True):
-        _, fit = series_fit(part, ci)
-        if fit is not None:
-            fits[str(series)] = fit
-    return plot_m_star(
-        cells,
-        fits,
-        "series",
-        path,
+        name = str(series)
+        panel[name] = panel_of(part)
+        used, fit = series_fit(part, ci)
+        if laws is None:
+            T, m = used["T"].to_numpy().astype(float), used["m_star"].to_numpy().astype(float)
+            named[name] = str(robust_law(T, m)["law"]) if used.height else NO_LAW[1]
+        else:
+            named[name] = laws.get(name, NO_LAW[0])
+        if fit is None:
+            continue
+        rows = {r["model"]: (float(r["a"]), float(r["b"])) for r in fit.iter_rows(named=True)}
+        curves[name] = [("log", "log", rows["log"])]
+        if named[name] in rows and named[name] != "log":
+            curves[name].append(("named", named[name], rows[named[name]]))
+    drawn = [p for p in PANELS if p in panel.values() or (p == PANELS[1] and not reference.is_empty())]
+    drawn += list(dict.fromkeys(p for p in panel.values() if p not in PANELS))
+    labels, notes = {}, {}
+    for p in drawn:
+        own, notes[p] = series_labels([n for n in panel if panel[n] == p])
+        for name, text in own.items():
+            near = p == PANELS[2] and not series_kind(cells.filter(pl.col("series") == name), {})["theory"]
+            law = f"no law named ({named[name]})" if named[name] in NO_LAW else f"{named[name]} law"
+            text += " (near the class)" if near else ""
+            # A long label takes two lines, so a legend stays narrower than its panel.
+            labels[name] = f"{text}{'; ' if len(text) + len(law) < LABEL_WIDTH else chr(10)}{law}"
+    return m_star_panels(
+        cells.with_columns(panel=pl.col("series").replace_strict(panel, return_dtype=pl.String))
+        if not cells.is_empty()
+        else cells.with_columns(panel=pl.lit(None, pl.String)),
+        drawn,
+        curves,
+        labels=labels,
+        notes=notes,
         reference=reference,
-        title="3-way AND: critical sample size against context length (95% intervals)",
+        reference_panel=PANELS[1],
+        title=f"3-way AND: critical sample size m* against context length T ({ci:.0%} intervals)",
     )
+
+
+def plot_main_series(
+    union: pl.DataFrame,
+    reference: pl.DataFrame,
+    path: Path,
+    ci: float = 0.95,
+    laws: Mapping[str, str] | None = None,
+) -> Path:
+    """The figure of the README's findings (:func:`main_series_figure`), written as a PNG."""
+    fig = main_series_figure(union, reference, ci, laws)
+    with replacing(Path(path)) as temp:  # a link at the figure's name is replaced, not written through
+        fig.savefig(temp, dpi=120)
+    plt.close(fig)
+    return Path(path)

@@ -4,10 +4,14 @@ success rates, the paper's read-off beside ours) and the helpers every figure us
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import matplotlib
 import matplotlib.colors
+import matplotlib.figure
+import matplotlib.lines
 import matplotlib.patches
 import matplotlib.ticker
 import matplotlib.transforms
@@ -145,6 +149,225 @@ def plot_m_star(
         fig.savefig(temp, dpi=120)
     plt.close(fig)
     return path
+
+
+CURVE_STYLES: dict[str, tuple[Literal["-", "--"], str]] = {
+    "named": ("-", "named law (robust by AICc)"),
+    "log": ("--", "log law a + b ln T"),
+}
+"""Line style and legend text of the fitted curves of :func:`m_star_panels`, by role: the law
+named for a series, and the log law a + b ln T (Edelman et al. 2022, Theorem 4.2)."""
+
+BOUND_ARROW = 1.6
+"""A censored m* is drawn at its bound with an arrow to the bound times (a lower bound) or over
+(an upper bound) this factor: a fixed length on the log axis, pointing where m* lies."""
+
+SERIES_MARKERS = ("o", "s", "D", "P", "X", "p", "h", "*")
+"""Markers of the series of :func:`m_star_panels`, with a colour each (no triangles: a
+triangle reads as a bound's direction)."""
+
+
+def m_star_panels(
+    m_star: pl.DataFrame,
+    panels: Sequence[str],
+    curves: Mapping[str, Sequence[tuple[str, str, tuple[float, float]]]],
+    labels: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
+    reference: pl.DataFrame | None = None,
+    reference_panel: str | None = None,
+    title: str | None = None,
+) -> matplotlib.figure.Figure:
+    """m* against T on log-log axes, one panel per model class side by side (shared axes),
+    each series in a colour and marker of its own, with its fitted curves and a compact legend.
+
+    Exact cells are points with their interval (``ci_lo`` .. ``ci_hi``) as error bars; a lower
+    bound (m* beyond it) is an open marker at the bound with an arrow up, an upper bound (m*
+    at or below it) one with an arrow down (:data:`BOUND_ARROW`); a cell without a bound
+    (``"none"``) is not drawn. Each panel's legend, below it, names its series (and the
+    paper's points); one legend below the figure says what the line styles and arrows mean.
+    The figure uses constrained layout, so its title and legends lie inside it.
+
+    Args:
+        m_star: rows with ``T``, ``m_star``, ``ci_lo``, ``ci_hi``, ``bound`` (or ``censored``,
+            ``m_min``, ``m_max``), ``panel`` (one of ``panels``) and ``series``.
+        panels: the panels' titles, left to right (a panel without rows is drawn empty).
+        curves: per series, ``(role, model, params)`` of each curve to draw over the series'
+            exact T (role: a key of :data:`CURVE_STYLES`; model and params as
+            :func:`stats.fits.predict` takes them); only m* > 0 is drawn.
+        labels: per series, its legend text (default: the series' name).
+        notes: per panel, a line under its title (e.g. the settings its series share).
+        reference: optionally the paper's read-off (``T``, ``critical_m``, ``err_lo``,
+            ``err_hi``), grey squares in ``reference_panel``.
+        title: the figure's title (``suptitle``).
+    """
+    sns.set_theme(style="whitegrid")
+    labels, notes = labels or {}, notes or {}
+    m_star = _with_bound(m_star) if not m_star.is_empty() else m_star
+    panels = list(panels) or [""]
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(1.0 + 4.0 * len(panels), 5.6),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
+    )
+    names = m_star["series"].unique(maintain_order=True).to_list() if not m_star.is_empty() else []
+    colors = sns.color_palette(n_colors=max(len(names), 1))
+    color_of = {name: colors[i % len(colors)] for i, name in enumerate(names)}
+    ys: list[float] = []  # every value drawn, for the shared m* axis
+    xs: list[float] = []
+    for ax, panel in zip(axes[0], panels, strict=True):
+        part = m_star.filter(pl.col("panel") == panel) if not m_star.is_empty() else m_star
+        own = part["series"].unique(maintain_order=True).to_list() if not part.is_empty() else []
+        for i, name in enumerate(own):  # a colour per series in the figure, a marker per series in its panel
+            color, marker = color_of[name], SERIES_MARKERS[i % len(SERIES_MARKERS)]
+            cells = part.filter(pl.col("series") == name).sort("T")
+            xs += cells.filter(pl.col("bound") != "none")["T"].cast(pl.Float64).to_list()
+            ys += _draw_exact(ax, cells, color, marker, labels.get(name, str(name)), str(name))
+            ys += _draw_bounds(ax, cells, color, marker, str(name))
+            exact = cells.filter((pl.col("bound") == "exact") & pl.col("m_star").is_finite())
+            if exact.is_empty():
+                continue
+            T_exact = exact["T"].cast(pl.Float64).to_numpy()
+            grid = np.geomspace(T_exact.min(), T_exact.max(), 100)
+            for role, model, params in curves.get(name, ()):
+                pred = predict(model, params, grid)
+                (line,) = ax.plot(
+                    grid, np.where(pred > 0, pred, np.nan), CURVE_STYLES[role][0], color=color, lw=1.4, alpha=0.85
+                )
+                line.set_gid(f"{role} law: {name}")
+        if reference is not None and not reference.is_empty() and panel == reference_panel:
+            T, m = reference["T"].to_numpy().astype(float), reference["critical_m"].to_numpy().astype(float)
+            lo, hi = reference["err_lo"].to_numpy().astype(float), reference["err_hi"].to_numpy().astype(float)
+            ax.errorbar(
+                T,
+                m,
+                yerr=[np.maximum(m - lo, 0), np.maximum(hi - m, 0)],
+                fmt="s",
+                markersize=3,
+                color="0.35",
+                ecolor="0.35",
+                elinewidth=0.8,
+                capsize=1.5,
+                zorder=2,
+                label="Edelman et al. 2022 (read-off of their figure)",
+            )
+            xs += T.tolist()
+            ys += [*m.tolist(), *lo.tolist(), *hi.tolist()]
+        ax.set_title(panel + (f"\n{notes[panel]}" if notes.get(panel) else ""), fontsize=11)
+        ax.set_xlabel("context length T")
+        handles, texts = ax.get_legend_handles_labels()
+        if handles:  # below the panel: the plot keeps its width
+            ax.legend(handles, texts, loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, frameon=False)
+    first = axes[0][0]
+    first.set_ylabel("critical sample size m*")
+    first.set_xscale("log", base=2)
+    first.set_yscale("log")
+    first.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=4))
+    first.xaxis.set_minor_locator(matplotlib.ticker.LogLocator(base=2))
+    first.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    first.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    first.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ys = [y for y in ys if np.isfinite(y) and y > 0]
+    if ys:  # fitted curves that run off towards 0 or far up do not stretch the axis
+        first.set_ylim(min(ys) / 1.3, max(ys) * 1.3)
+    if xs:
+        first.set_xlim(min(xs) / 1.4, max(xs) * 1.4)
+    fig.legend(
+        handles=_key_handles(),
+        loc="outside lower center",
+        ncols=4,
+        fontsize=8,
+        frameon=False,
+    )
+    if title:
+        fig.suptitle(title, fontsize=12)
+    return fig
+
+
+def _draw_exact(ax, cells: pl.DataFrame, color, marker: str, label: str, name: str) -> list[float]:
+    """The exact cells of one series as points with their intervals, labelled for the legend
+    (a series without an exact cell gets a legend entry all the same; the points' line has gid
+    ``"cells: NAME"``); the values drawn."""
+    part = cells.filter((pl.col("bound") == "exact") & pl.col("m_star").is_finite())
+    if part.is_empty():
+        ax.errorbar([], [], fmt=marker, color=color, markersize=5, label=label)
+        return []
+    y = part["m_star"].to_numpy().astype(float)
+    lo = part["ci_lo"].cast(pl.Float64).fill_nan(None).fill_null(np.nan).to_numpy()
+    hi = part["ci_hi"].cast(pl.Float64).fill_nan(None).fill_null(np.nan).to_numpy()
+    lo = np.where(np.isfinite(lo) & (lo > 0), np.minimum(lo, y), y)
+    hi = np.where(np.isfinite(hi), np.maximum(hi, y), y)
+    drawn = ax.errorbar(
+        part["T"].to_numpy().astype(float),
+        y,
+        yerr=[y - lo, hi - y],
+        fmt=marker,
+        color=color,
+        markersize=5,
+        elinewidth=1,
+        capsize=2.5,
+        zorder=3,
+        label=label,
+    )
+    drawn.lines[0].set_gid(f"cells: {name}")
+    return [*y.tolist(), *lo.tolist(), *hi.tolist()]
+
+
+def _draw_bounds(ax, cells: pl.DataFrame, color, marker: str, name: str) -> list[float]:
+    """The censored cells of one series: an open marker at the bound and an arrow towards m*
+    (both with gid ``"lower bound: NAME"``, the arrow up, or ``"upper bound: NAME"``, the arrow
+    down); the values drawn, arrow tips included."""
+    drawn: list[float] = []
+    for bound, factor in (("lower", BOUND_ARROW), ("upper", 1 / BOUND_ARROW)):
+        part = cells.filter((pl.col("bound") == bound) & pl.col("m_star").is_finite())
+        if part.is_empty():
+            continue
+        T, y = part["T"].to_numpy().astype(float), part["m_star"].to_numpy().astype(float)
+        ax.scatter(T, y, marker=marker, s=30, facecolors="white", edgecolors=[color], linewidths=1.2, zorder=4).set_gid(
+            f"{bound} bound: {name}"
+        )
+        for t, v in zip(T, y, strict=True):
+            arrow = ax.annotate(
+                "",
+                xy=(t, v * factor),
+                xytext=(t, v),
+                arrowprops=dict(arrowstyle="-|>", color=color, lw=1.2, shrinkA=4, shrinkB=0, mutation_scale=10),
+                zorder=4,
+            )
+            arrow.set_gid(f"{bound} bound: {name}")
+        drawn += [*y.tolist(), *(y * factor).tolist()]
+    return drawn
+
+
+def _key_handles() -> list:
+    """What the line styles and open markers with arrows mean: the figure's shared legend."""
+    grey = "0.3"
+    lines = [
+        matplotlib.lines.Line2D([], [], linestyle=style, color=grey, label=text)
+        for style, text in CURVE_STYLES.values()
+    ]
+    up = matplotlib.lines.Line2D(
+        [],
+        [],
+        linestyle="none",
+        marker=r"$\uparrow$",
+        markersize=10,
+        color=grey,
+        label="m* above this value (lower bound)",
+    )
+    down = matplotlib.lines.Line2D(
+        [],
+        [],
+        linestyle="none",
+        marker=r"$\downarrow$",
+        markersize=10,
+        color=grey,
+        label="m* at or below this value (upper bound)",
+    )
+    return [*lines, up, down]
 
 
 NO_TRAINED_TRIAL = (
