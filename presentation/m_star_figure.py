@@ -195,6 +195,31 @@ def main_series_figure(
     )
 
 
+def laws_of(union: pl.DataFrame, claims: list[dict]) -> dict[str, str]:
+    """The law each figure series (:func:`main_series`) is drawn with: the one its L1 series
+    names under every estimator of m* (``numbers["law"]``, stats/boolean_wording.py
+    ``agreed``), keyed by the figure's series name; a series L1 did not judge (the MLP's) is
+    absent, so it is drawn with the log law alone."""
+    l1 = next((v for v in claims if v.get("id") == "L1"), None)
+    judged = [s for s in (l1 or {}).get("series", []) if not s["cells"].get("learner")]
+    filled = {"positions": "learned", "ln_affine": True, TUNED_RUN: False}
+    out = {}
+    cells = main_series(union)
+    if "series" not in cells.columns:
+        return out
+    for (name,), part in cells.filter(pl.col("model") == "transformer").group_by(["series"], maintain_order=True):
+        for s in judged:
+            key = {c: filled.get(c) if v is None and c in filled else v for c, v in s["cells"].items()}
+            if all(
+                part[c].is_null().all() if v is None else bool((part[c] == v).all())
+                for c, v in key.items()
+                if c in part.columns
+            ):
+                out[str(name)] = str(s["numbers"].get("law", NO_LAW[0]))
+                break
+    return out
+
+
 def plot_main_series(
     union: pl.DataFrame,
     reference: pl.DataFrame,

@@ -27,7 +27,7 @@ from attnsweep.orchestrator.trials_table import run_schema
 from attnsweep.presentation.findings_boolean import render
 from attnsweep.presentation.findings_symmetry import render_symmetry
 from attnsweep.presentation.folder import FIGURE, RUNS, SUMS, TRIALS
-from attnsweep.presentation.m_star_figure import plot_main_series
+from attnsweep.presentation.m_star_figure import laws_of, plot_main_series
 from attnsweep.results import ResultsStore
 from attnsweep.results.outputs import replacing, write_text
 from attnsweep.stats.boolean_cells import read_reference
@@ -72,7 +72,7 @@ def publish(
     write_runs(store, runs, out_dir / RUNS)
     write_sums(out_dir)
     if union is not None:
-        plot_main_series(union, read_reference(reference), out_dir / FIGURE, ci)
+        plot_main_series(union, read_reference(reference), out_dir / FIGURE, ci, laws=laws_of(union, claims))
     path = out_dir / "findings.md"
     records = run_records(store, runs)
     parts = []
