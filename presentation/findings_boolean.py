@@ -281,14 +281,17 @@ def _meaning(kind: dict, verdict: str, numbers: dict) -> str:
             else ("the paper's protocol" if "learned" in kind["label"] else "this series")
         )
         deficit = numbers.get("log_deficit_aicc") or {}
+        # Said only of a verdict judged under every estimator (stats/boolean_wording.py, ``agreed``).
+        every = " under all three m* estimators" if numbers.get("estimators") else ""
+        on = "on the logistic m* " if every else ""
         if numbers.get("direction") == "faster than log":
             lead = (
-                f"m* grows faster than log T under all three m* estimators: on the logistic m* the log law trails "
+                f"m* grows faster than log T{every}: {on}the log law trails "
                 f"by {deficit['least']:.0f} to {deficit['most']:.0f} AICc in all {deficit['variants']} fitting "
                 "variants (m* and ln m* scales, each T left out)"
             )
         elif numbers.get("direction") == "log":
-            lead = f"the log law leads in all {deficit['variants']} fitting variants under all three m* estimators"
+            lead = f"the log law leads in all {deficit['variants']} fitting variants{every}"
         elif len({e.get("direction") for e in (numbers.get("estimators") or {}).values()}) > 1:
             lead = (
                 "the direction is undecided: the m* estimators disagree ("
