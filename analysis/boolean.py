@@ -18,14 +18,17 @@ import polars as pl
 
 from attnsweep.analysis.context import RunContext
 from attnsweep.analysis.saved_m_star import m_star_saved
-from attnsweep.analysis.tuning import choose_m_star, tuning_choices
+from attnsweep.analysis.tuning import choose_m_star, range_check, tuning_choices, with_range_binds
 from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings
 from attnsweep.orchestrator.trials_table import trial_schema, with_later_fields
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
-from attnsweep.stats.boolean_growth import MIN_DECADES
-from attnsweep.stats.critical import format_m_star, resolve_bounds
+from attnsweep.stats.boolean_cells import estimator_view
+from attnsweep.stats.boolean_growth import AIC_MARGIN, MIN_DECADES, _rivals
+from attnsweep.stats.boolean_wording import AGREED_KEYS, _disagreement, law_reading, law_why
+from attnsweep.stats.critical import ESTIMATORS, format_m_star, resolve_bounds
 from attnsweep.stats.figures import plot_m_star, plot_success_curves, plot_success_grid
+from attnsweep.stats.fits import robust_law
 from attnsweep.stats.norm_use import BOUNDED, norm_growth, norm_use
 from attnsweep.stats.restarts import LEARNER, learners
 from attnsweep.stats.verdict_common import Verdict
@@ -56,6 +59,9 @@ class Analysis:
     fits: dict[str, pl.DataFrame] = field(default_factory=dict)
     """Per series label (the ``series`` column of ``m_star``), :func:`stats.fits.compare_growth`;
     :meth:`fit_table` gives the same keyed by the series' settings."""
+    laws: dict[str, dict] = field(default_factory=dict)
+    """Per series label of ``fits``, the growth law its cells name as the report names it
+    (:func:`stats.fits.robust_law`; none below ``stats.fits.MIN_LAW_POINTS`` exact cells)."""
     checks: list[dict] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
     varying: list[str] = field(default_factory=list)
@@ -78,12 +84,20 @@ class Analysis:
         (``series_fields``), then ``law`` (``log``: a + b ln T, ``linear``: a + b T,
         ``power``: a T^c, whose exponent is in ``b``), ``a``, ``b`` with their bootstrap
         intervals ``a_lo``..``b_hi``, ``r2``, ``aic``, ``bic``, ``delta_aic`` and
-        ``n_points`` (stats/fits.py); empty when no series has 3 exact m*."""
+        ``n_points`` (stats/fits.py), and ``named_law``: the series' growth law as the report
+        names it (:attr:`laws`; e.g. ``"no law named (3 exact cells; a law needs 5)"``: the
+        lowest AIC alone names none); empty when no series has 3 exact m*."""
         if not self.fits:
             return pl.DataFrame()
         keys = self.m_star.select(*self.series_fields, "series").unique(subset=["series"], maintain_order=True)
         fits = pl.concat(
-            [fit.rename({"model": "law"}).with_columns(series=pl.lit(label)) for label, fit in self.fits.items()]
+            [
+                fit.rename({"model": "law"}).with_columns(
+                    series=pl.lit(label),
+                    named_law=pl.lit(law_reading(self.laws[label]) if label in self.laws else None, pl.String),
+                )
+                for label, fit in self.fits.items()
+            ]
         )
         return fits.join(keys, on="series", how="left").select(
             *self.series_fields, "law", *[c for c in fits.columns if c not in ("law", "series")]
@@ -218,6 +232,35 @@ def m_star_table(result: Analysis) -> pl.DataFrame:
     return table.with_columns(pl.lit(True).alias(TUNED_RUN)) if result.tuned else table
 
 
+REPLICATE_COLUMNS = ("replicates", "replicates_grid", "replicates_interp")
+"""List columns of bootstrap m* (stats/critical.py, stats/boolean_cells.py): kept in memory and
+in the store, never in an exported table."""
+
+
+def export_m_star(table: pl.DataFrame) -> pl.DataFrame:
+    """An m* table as the CSV and JSON exports write it (``analyze --format csv|json``, the
+    report's m_star.csv): ``m_star`` holds a value only where it is one (``bound`` exact) and
+    is empty elsewhere; ``m_star_bound`` holds the bound's value (``> 512``: 512) where
+    ``bound`` is not exact, empty for an exact cell, so no script reads a bound as a value.
+    The replicate list columns (:data:`REPLICATE_COLUMNS`) are left out. In memory
+    (``Analysis.m_star``) ``m_star`` holds the bound's value beside ``bound``, as
+    :func:`stats.critical.format_m_star` reads it."""
+    table = table.drop(REPLICATE_COLUMNS, strict=False)
+    if "m_star" not in table.columns or "bound" not in table.columns:
+        return table
+    exact = pl.col("bound") == "exact"
+    value = pl.col("m_star").cast(pl.Float64)
+    value = pl.when(value.is_nan()).then(None).otherwise(value)  # "unknown" (bound none): no value
+    missing = pl.lit(None, pl.Float64)
+    bounded = table.with_columns(
+        m_star=pl.when(exact).then(pl.col("m_star").cast(pl.Float64)).otherwise(missing),
+        m_star_bound=pl.when(exact | pl.col("bound").is_null()).then(missing).otherwise(value),
+    )
+    at = bounded.columns.index("m_star") + 1
+    order = [*bounded.columns[:at], "m_star_bound", *[c for c in bounded.columns[at:] if c != "m_star_bound"]]
+    return bounded.select(order)
+
+
 def union_cell(union: pl.DataFrame) -> list[str]:
     """The columns that name a cell of a report's union m* table: :data:`CELL_FIELDS` and,
     where a run tuned, :data:`TUNED_RUN`."""
@@ -252,6 +295,8 @@ def boolean_verdicts(
     union = pl.concat(tables, how="diagonal_relaxed")
     if TUNED_RUN in union.columns:
         union = union.with_columns(pl.col(TUNED_RUN).fill_null(False))
+    if "range_binds" in union.columns:  # a table made without it (an untuned run's) binds nothing
+        union = union.with_columns(pl.col("range_binds").fill_null(""))
     cell = union_cell(union)
     union = union.unique(subset=cell, keep="first", maintain_order=True)
     return union, verdicts(union, [c for c in cell if c not in tuned], reference or REFERENCE_CSV, ci)
@@ -386,6 +431,8 @@ def analyze_run(
     spec_table = table  # m* with the spec's own settings, before tuned cells replace theirs
     table = choose_m_star(table, tuned_table, cols, sorted(tuned), bool(tuned))
     search = context.search
+    ranges = {k: (r.min, r.max) for k, r in search.tune.params().items()} if search.tune is not None else {}
+    table = with_range_binds(table, {k: v for k, v in ranges.items() if k in tuned})
     choices = (
         tuning_choices(every, cols, sorted(tuned), search.tune.confidence)
         if tuned and search.tune is not None
@@ -421,6 +468,7 @@ def analyze_run(
         tuning=choices,
     )
     result.fits = _fits(table, reps, cols, settings.ci)
+    result.laws = _laws(table, result.fits)
     result.norm_growth = (
         {
             label: norm_growth(part["T"].to_numpy(), part["min_norm_qk"].fill_null(np.nan).to_numpy(), settings.ci)
@@ -429,10 +477,12 @@ def analyze_run(
         if "T" in table.columns
         else {}
     )
-    result.checks = _checks(table, result.fits, tuned)
+    result.checks = _checks(table, result.fits, tuned, result.laws)
     if tuned_table is not None:  # tuning changed some cells: the growth laws with the spec's settings, too
-        spec_fits = _fits(spec_table.with_columns(series=_label(series_cols)), reps, cols, settings.ci)
-        result.checks += [_spec_law(label, fit) for label, fit in spec_fits.items()]
+        spec_table = spec_table.with_columns(series=_label(series_cols))
+        spec_fits = _fits(spec_table, reps, cols, settings.ci)
+        spec_laws = _laws(spec_table, spec_fits)
+        result.checks += [_spec_law(label, fit, spec_laws[label]) for label, fit in spec_fits.items()]
     if figures_dir is not None:
         figures_dir = Path(figures_dir)
         result.figures.append(plot_m_star(table, result.fits, "series", figures_dir / "m_star_vs_T.png"))
@@ -446,12 +496,22 @@ def analyze_run(
     return result
 
 
+def _fit_cells(part: pl.DataFrame) -> pl.DataFrame:
+    """The cells of a series a growth-law fit uses: a value, not a bound (stats/critical.py),
+    and one whose interval is bounded (an interval open above, ``ci_hi`` infinite, says only
+    that m* lies above its lower end: a bound, whatever its ``bound`` column says)."""
+    keep = pl.col("m_star").is_not_nan() & (pl.col("bound") == "exact")
+    if "ci_hi" in part.columns:
+        keep = keep & ~pl.col("ci_hi").is_infinite().fill_null(False)
+    return part.filter(keep)
+
+
 def _fits(table: pl.DataFrame, reps: dict, cols: list[str], ci: float) -> dict[str, pl.DataFrame]:
-    """The growth-law fits (stats/fits.py) of each series with m* known at >= 3 values of T."""
+    """The growth-law fits (stats/fits.py) of each series with m* known at >= 3 values of T
+    (:func:`_fit_cells`)."""
     fits = {}
     for (label,), part in table.group_by(["series"], maintain_order=True):
-        # A bound is not a value (stats/critical.py): only exact m* enter the fits.
-        finite = part.filter(pl.col("m_star").is_not_nan() & (pl.col("bound") == "exact"))
+        finite = _fit_cells(part)
         if finite["T"].n_unique() < 3:
             continue
         T = finite["T"].to_numpy()
@@ -461,13 +521,47 @@ def _fits(table: pl.DataFrame, reps: dict, cols: list[str], ci: float) -> dict[s
     return fits
 
 
-def _spec_law(label: str, fit: pl.DataFrame) -> dict:
-    """The check line of a series' growth laws with the spec's settings in every cell."""
+def _laws(table: pl.DataFrame, fits: dict[str, pl.DataFrame]) -> dict[str, dict]:
+    """Per series of ``fits``, the growth law its fitted cells name, by the report's rule
+    (stats/boolean_growth.py: :func:`stats.fits.robust_law` against the rivals L1 names, with
+    its margin; none below ``stats.fits.MIN_LAW_POINTS`` cells, whatever the lowest AIC), read
+    under each estimator of m* (stats/critical.py ``ESTIMATORS``): as
+    :func:`stats.boolean_wording.agreed` keeps them, the law and direction stand only where all
+    estimators give the same, else they read ``"undecided"``; the other numbers are the
+    logistic estimator's (the rivals too: the polylog exponent's interval of ``fits``), and
+    ``estimators`` holds each estimator's law."""
+    laws = {}
+    for label, fit in fits.items():
+        rivals = _rivals(fit.filter(pl.col("model") == "polylog").row(0, named=True))
+        part, each = table.filter(pl.col("series") == label), []
+        for name in ESTIMATORS:
+            used = _fit_cells(estimator_view(part, name)).sort("T")
+            T, m = used["T"].to_numpy().astype(float), used["m_star"].to_numpy().astype(float)
+            each.append(robust_law(T, m, rivals, AIC_MARGIN))
+        agree = {key: "undecided" for key in AGREED_KEYS if len({str(r[key]) for r in each}) > 1}
+        laws[label] = {**each[0], **agree, "estimators": {n: r["law"] for n, r in zip(ESTIMATORS, each, strict=True)}}
+    return laws
+
+
+def law_text(robust: dict, why: bool = True) -> str:
+    """The growth law a series names (:func:`_laws`) in the report's words
+    (stats/boolean_wording.py): ``growth law named: power``, or what stands in its place
+    (``no law named (3 exact cells; a law needs 5)``, ``law undecided``); with ``why``, the
+    report's reason after a named or undecided law."""
+    reading, each = law_reading(robust), robust.get("estimators", {})
+    text = reading if robust["law"] in ("too few cells", "undecided") else f"growth law named: {reading}"
+    reason = _disagreement(each) if len(set(each.values())) > 1 else law_why(robust)
+    return f"{text} ({reason})" if why and robust["law"] != "too few cells" else text
+
+
+def _spec_law(label: str, fit: pl.DataFrame, robust: dict) -> dict:
+    """The check line of a series' growth laws with the spec's settings in every cell: the
+    law they name (:func:`_laws`), not the lowest AIC."""
     power = fit.filter(pl.col("model") == "power").row(0, named=True)
     log = fit.filter(pl.col("model") == "log").row(0, named=True)
     return dict(
-        check=f"best growth law with the spec's settings in every cell [{label}]",
-        verdict=fit["model"][0],
+        check=f"growth law with the spec's settings in every cell [{label}]",
+        verdict=law_reading(robust),
         detail=f"power-law exponent c = {power['b']:.2f} (CI {power['b_lo']:.2f} .. {power['b_hi']:.2f}); "
         f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f})",
     )
@@ -492,10 +586,22 @@ def settings_of(store: ResultsStore, sweep: str, run_id: str) -> AnalysisSetting
     return RunContext.load(store, sweep, run_id).settings
 
 
-def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: AbstractSet[str] = frozenset()) -> list[dict]:
+def _checks(
+    table: pl.DataFrame,
+    fits: dict[str, pl.DataFrame],
+    tuned: AbstractSet[str] = frozenset(),
+    laws: dict[str, dict] | None = None,
+) -> list[dict]:
     """Plain-language checks: does m* grow with T (log-law slope interval above 0), which
-    law wins, and at the largest T, does the transformer need fewer samples than the MLP."""
+    law the cells name (:func:`_laws`, the report's rule: none from fewer than
+    ``stats.fits.MIN_LAW_POINTS`` exact cells), whether tuning made m* worse or its search range
+    binds, and at the largest T, does the transformer need fewer samples than the MLP.
+
+    Args:
+        laws: per series of ``fits``, its :func:`_laws` (computed here where not given).
+    """
     checks = []
+    laws = laws if laws is not None else _laws(table, fits)
     for label, fit in fits.items():
         log = fit.filter(pl.col("model") == "log").row(0, named=True)
         power = fit.filter(pl.col("model") == "power").row(0, named=True)
@@ -504,16 +610,16 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: AbstractS
         else:
             verdict = "yes" if log["b_lo"] > 0 else ("no" if log["b_hi"] <= 0 else "inconclusive")
         # The span of the cells the fit used (exact m*): a bound beyond them widens nothing.
-        exact = (pl.col("bound") == "exact") if "bound" in table.columns else pl.lit(True)
         Ts = (
-            table.filter((pl.col("series") == label) & exact)["T"].drop_nulls().to_list()
-            if {"series", "T"} <= set(table.columns)
+            _fit_cells(table.filter(pl.col("series") == label))["T"].drop_nulls().to_list()
+            if {"series", "T", "bound"} <= set(table.columns)
             else []
         )
         span = math.log10(max(Ts) / min(Ts)) if Ts and min(Ts) > 0 else math.nan
+        robust = laws[label]
         which = (
             ""
-            if span >= MIN_DECADES
+            if span >= MIN_DECADES or robust["law"] in ("too few cells", "undecided")
             else f" (which law holds is not decided here: its exact m* span {span:.1f} decades of T, L1 needs "
             f"{MIN_DECADES:g})"
         )
@@ -522,7 +628,7 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: AbstractS
                 check=f"m* grows with T [{label}]",
                 verdict=verdict,
                 detail=f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f}); "
-                f"best law by AIC: {fit['model'][0]}{which}; power-law exponent c = {power['b']:.2f} "
+                f"{law_text(robust)}{which}; power-law exponent c = {power['b']:.2f} "
                 f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
             )
         )
@@ -543,6 +649,9 @@ def _checks(table: pl.DataFrame, fits: dict[str, pl.DataFrame], tuned: AbstractS
                 ),
             )
         )
+    binds = range_check(table)
+    if binds is not None:
+        checks.append(binds)
     if "model" in table.columns and table["model"].n_unique() > 1:
         # Settings of one architecture only (widths, heads) do not split the comparison.
         group = [

@@ -12,10 +12,16 @@ spec's settings there. This module reads both back from the store:
   the adopted ones (``m_star_tuned``), and the one the verdicts use (``settings``). Tuning
   *made m* worse* when the tuned m* lies above the default's interval (or is censored above
   the range where the default is not); such a cell keeps the default's m*, as a cell where
-  tuning was not adopted does, and its ``tuning`` column says so.
+  tuning was not adopted does, and its ``tuning`` column says so;
+* :func:`with_range_binds` (and its check line, :func:`range_check`): per cell whose m* uses
+  the adopted settings, those of them that sit at an edge of the range the search drew them
+  from (``range_binds``): where the search's best lies at its cap, a better set may lie beyond
+  it, so the tuned m* is what tuning within that range reached, not what tuning could reach.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import polars as pl
@@ -24,6 +30,9 @@ from attnsweep.orchestrator.adaptive import robust_choice
 
 TUNING_STATES = ("not tuned", "spec kept", "tuned", "worse: spec used")
 """Values of the ``tuning`` column of an m* table."""
+EDGE_FRACTION = 0.1
+"""An adopted value within this fraction of its search range's width (on the scale the search
+samples: log for a log-sampled range) from an edge sits at that edge (:func:`with_range_binds`)."""
 
 
 def tuning_choices(rows: pl.DataFrame, cell: list[str], tuned: list[str], confidence: float) -> pl.DataFrame:
@@ -179,3 +188,67 @@ def choose_m_star(
         .drop("m_star_tuned_", "censored_tuned_", "bound_tuned_", "worse_")
     )
     return pl.concat([kept, used.select(kept.columns)], how="vertical_relaxed")
+
+
+def range_edge(value: float | None, low: float, high: float, log: bool = True) -> str | None:
+    """``"lower"`` or ``"upper"`` when ``value`` lies within :data:`EDGE_FRACTION` of that edge
+    of the search range ``low`` .. ``high`` (its position measured on the log scale where the
+    search samples ``log``-uniformly, as Optuna's ``FloatDistribution(log=True)`` of
+    orchestrator/adaptive.py does), else None (a missing value, or one well inside)."""
+    if value is None or not math.isfinite(value) or high <= low or (log and (value <= 0 or low <= 0)):
+        return None
+    scale = math.log if log else float
+    where = (scale(value) - scale(low)) / (scale(high) - scale(low))
+    if where <= EDGE_FRACTION:
+        return "lower"
+    if where >= 1 - EDGE_FRACTION:
+        return "upper"
+    return None
+
+
+def with_range_binds(table: pl.DataFrame, ranges: dict[str, tuple[float, float]], log: bool = True) -> pl.DataFrame:
+    """Add ``range_binds`` (String) to an m* table of :func:`choose_m_star`: for each cell whose
+    m* uses the adopted settings (``settings == "tuned"``), the tuned settings whose value sits
+    at an edge of its search range (:func:`range_edge`), e.g. ``"lr (at the upper edge 0.01)"``
+    (several joined by ``"; "``); ``""`` for every other cell, and where nothing binds.
+
+    Args:
+        ranges: per tuned setting, its search range ``(min, max)`` (``search.tune``'s
+            ranges; every one of them is sampled on a log scale, ``log``).
+    """
+    uses = table["settings"] == "tuned" if "settings" in table.columns else pl.Series([False] * table.height)
+    binds = []
+    for row, tuned in zip(table.iter_rows(named=True), uses.fill_null(False), strict=True):
+        named = []
+        for name, (low, high) in ranges.items() if tuned else ():
+            edge = range_edge(row.get(name), low, high, log)
+            if edge is not None:
+                named.append(f"{name} (at the {edge} edge {high if edge == 'upper' else low:g})")
+        binds.append("; ".join(named))
+    return table.with_columns(pl.Series("range_binds", binds, dtype=pl.String))
+
+
+def range_check(table: pl.DataFrame) -> dict | None:
+    """The check line of the tuned settings' search range among ``analyze``'s checks
+    (analysis/boolean.py), from ``range_binds`` (:func:`with_range_binds`): yes when no cell
+    whose m* uses adopted settings has one at an edge of its range; None where no cell uses them."""
+    if "range_binds" not in table.columns or "settings" not in table.columns:
+        return None
+    uses = table.filter(pl.col("settings") == "tuned")
+    if uses.is_empty():
+        return None
+    bound = uses.filter(pl.col("range_binds").fill_null("") != "")
+    where = "; ".join(
+        f"{r.get('series', 'all')}, T={r.get('T')}: {r['range_binds']}" for r in bound.iter_rows(named=True)
+    )
+    edge = f"within {EDGE_FRACTION:.0%} of an edge of its search range (on the scale the search samples)"
+    return dict(
+        check="the tuned settings' search range does not bind",
+        verdict="yes" if bound.is_empty() else "no",
+        detail=(
+            f"no adopted value of the {uses.height} cells with tuned settings lies {edge}"
+            if bound.is_empty()
+            else f"in {bound.height} of {uses.height} cells with tuned settings an adopted value lies {edge}, and a "
+            f"better one may lie beyond it (widen the range): {where}"
+        ),
+    )

@@ -209,8 +209,11 @@ def compact(store: str, sweep: str | None = None, run_id: str | None = None) -> 
 def m_star_export(
     results: ResultsStore, sweep: str, run_id: str, figures: Path | None = None, context: RunContext | None = None
 ) -> pl.DataFrame:
-    """The m* table of a run for scripts: a row per cell, the run id first, without the
-    bootstrap replicates of each m* (figures into ``figures``, if given).
+    """The m* table of a run for scripts: a row per cell, the run id first, as
+    :func:`analysis.boolean.export_m_star` writes it: ``m_star`` only where it is a value
+    (``bound`` exact), the bound's value in ``m_star_bound`` elsewhere, and without the
+    bootstrap replicates of each m* (figures into ``figures``, if given). ``Store.analyze``'s
+    ``m_star`` keeps the bound's value in ``m_star`` instead, beside ``bound``.
 
     Args:
         context: the run's record and settings, if already read (:class:`analysis.context.RunContext`).
@@ -221,7 +224,7 @@ def m_star_export(
     """
     import polars as pl
 
-    from attnsweep.analysis.boolean import analyze_run, m_star_table
+    from attnsweep.analysis.boolean import analyze_run, export_m_star, m_star_table
     from attnsweep.analysis.context import RunContext
     from attnsweep.analysis.symmetry import analyze_symmetry_run
 
@@ -230,5 +233,5 @@ def m_star_export(
         table = analyze_symmetry_run(results, sweep, run_id, ctx.settings, figures).m_star
     else:
         table = m_star_table(analyze_run(results, figures_dir=figures, context=ctx))
-    table = table.drop("replicates", strict=False).with_columns(pl.lit(run_id).alias("run_id"))
+    table = export_m_star(table).with_columns(pl.lit(run_id).alias("run_id"))
     return table.select("run_id", pl.exclude("run_id"))

@@ -323,8 +323,10 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
 def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: str, context=None) -> None:
     """The m* table of a run on stdout, a row per cell with the run id first, as CSV (a
     header, then a line per cell; a list column as its JSON text) or JSON (an array of
-    objects; NaN and infinity as null, as ``query --format json`` writes them). The
-    bootstrap replicates of each m* are left out."""
+    objects; NaN and infinity as null, as ``query --format json`` writes them). ``m_star``
+    is empty where ``bound`` is not exact, and ``m_star_bound`` holds the bound's value
+    there (:func:`attnsweep.api_runs.m_star_export`); the bootstrap replicates of each m*
+    are left out."""
     import json
 
     import polars as pl

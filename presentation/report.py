@@ -12,7 +12,8 @@ S1-S4 on each symmetry run), renders the page (:func:`render`) and writes it (:f
   image, so it reads the same when mailed;
 * ``out_dir/verdicts.json``: the verdicts and run ids, for scripts;
 * ``out_dir/figures/``: the PNG files the page embeds;
-* ``out_dir/m_star.csv``: the m* table of the sparse-Boolean runs (one row per cell);
+* ``out_dir/m_star.csv``: the m* table of the sparse-Boolean runs (one row per cell; ``m_star``
+  empty where it is a bound, whose value is in ``m_star_bound``: analysis/boolean.py, export_m_star);
 * ``out_dir/m_star_symmetry.csv``: the m* table of the symmetry runs (one row per cell and run);
 * in ``verdicts.json``, ``groups``, ``advantage`` and ``measurements``: a multi-size symmetry
   run's S1-S4 per (d, n, k) group, S2's advantage per group and the slopes across scale;
@@ -34,7 +35,7 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from attnsweep.analysis.boolean import interval_text, union_cell
+from attnsweep.analysis.boolean import export_m_star, interval_text, union_cell
 from attnsweep.analysis.claims import Judgement, ReportRun, judge, runs_of
 from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
@@ -237,8 +238,8 @@ def write(out_dir: Path, judgement: Judgement, rendered: Rendered) -> None:
     # Every file through results/outputs.py: a link at one of the report's names is replaced.
     write_text(out_dir / "verdicts.json", json.dumps(rendered.record, indent=2))
     if judgement.judged_boolean:  # the m* table for anyone's own analysis (replicates stay in the store's rows)
-        with replacing(out_dir / "m_star.csv") as temp:
-            judgement.union.drop("replicates", strict=False).write_csv(temp)
+        with replacing(out_dir / "m_star.csv") as temp:  # a bound in m_star_bound, never in m_star
+            export_m_star(judgement.union).write_csv(temp)
     symmetry_runs = judgement.symmetry_runs
     if symmetry_runs:
         with replacing(out_dir / SYMMETRY_CSV) as temp:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from attnsweep.analysis.boolean import Analysis, interval_text
+from attnsweep.analysis.boolean import Analysis, interval_text, law_text
 from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.presentation.console_text import markup
 from attnsweep.stats.critical import format_m_star
@@ -86,6 +86,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
         if not result.tuning.is_empty():
             keys = [c for c in result.tuning.columns if c in result.m_star.columns and c not in tuned]
             choice = {tuple(r[k] for k in keys): r for r in result.tuning.iter_rows(named=True)}
+        binds = "range_binds" in result.m_star.columns and (result.m_star["range_binds"].fill_null("") != "").any()
         for c in [
             *shown,
             "T",
@@ -96,8 +97,9 @@ def print_analysis(result: Analysis, console: Console) -> None:
             "beats spec",
             "wins",
             *tuned,
+            *(["search range binds"] if binds else []),
         ]:
-            u.add_column(c, justify="left" if c in (*shown, "tuning") else "right")
+            u.add_column(c, justify="left" if c in (*shown, "tuning", "search range binds") else "right")
         for r in result.m_star.iter_rows(named=True):
             ch = choice.get(tuple(r[k] for k in keys)) if choice else None
             ch_cols = (
@@ -111,10 +113,15 @@ def print_analysis(result: Analysis, console: Console) -> None:
                 r["tuning"],
                 *ch_cols,
                 *[f"{r[c]:.2g}" for c in tuned],
+                *([r["range_binds"] or ""] if binds else []),
             )
         console.print(u)
     for label, fit in result.fits.items():
-        f = Table(title=escape(f"m* against T [{label}]: growth laws by AIC"))
+        # The law the cells name is the report's (analysis/boolean.py, Analysis.laws), not the lowest AIC.
+        f = Table(
+            title=escape(f"m* against T [{label}]: growth laws ranked by AIC"),
+            caption=escape(law_text(result.laws[label], why=False)) if label in result.laws else None,
+        )
         for c in ("law", "a", "b or c", "b/c 95% CI", "R²", "AIC", "ΔAIC", "BIC"):
             f.add_column(c, justify="right")
         for r in fit.iter_rows(named=True):

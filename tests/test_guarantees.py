@@ -129,7 +129,9 @@ def test_every_command_reads_the_store_it_was_given_not_what_its_name_matches(tm
     proc = _cli("analyze", MINE, "--store", name, "--format", "json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     cells = json.loads(proc.stdout)
-    assert {c["m_star"] for c in cells} == {16} and "missing" not in proc.stderr, proc.stdout
+    # every m tried succeeds: m* <= 16, a bound, exported in m_star_bound with m_star empty
+    assert {(c["m_star"], c["m_star_bound"], c["bound"]) for c in cells} == {(None, 16, "upper")}
+    assert "missing" not in proc.stderr, proc.stdout
     proc = _cli("resume", MINE, "--store", name, "--local", "--no-analyze", cwd=tmp_path)
     assert proc.returncode == 0 and "is complete (8 trials); nothing to resume" in proc.stderr, proc.stderr[-2000:]
     proc = _cli("report", MINE, "--store", name, "--out", "out", "--publish", cwd=tmp_path)
