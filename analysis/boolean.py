@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from attnsweep.analysis.context import RunContext
+from attnsweep.analysis.redraws import with_redrawn
 from attnsweep.analysis.saved_m_star import m_star_saved
 from attnsweep.analysis.tuning import choose_m_star, range_check, tuning_choices, with_range_binds
 from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings
@@ -241,7 +242,9 @@ def export_m_star(table: pl.DataFrame) -> pl.DataFrame:
     """An m* table as the CSV and JSON exports write it (``analyze --format csv|json``, the
     report's m_star.csv): ``m_star`` holds a value only where it is one (``bound`` exact) and
     is empty elsewhere; ``m_star_bound`` holds the bound's value (``> 512``: 512) where
-    ``bound`` is not exact, empty for an exact cell, so no script reads a bound as a value.
+    ``bound`` is not exact, empty for an exact cell, so no script reads a bound as a value;
+    each estimator's column (``m_star_logistic``, ``m_star_grid``, ``m_star_interp``) is
+    empty there too.
     The replicate list columns (:data:`REPLICATE_COLUMNS`) are left out. In memory
     (``Analysis.m_star``) ``m_star`` holds the bound's value beside ``bound``, as
     :func:`stats.critical.format_m_star` reads it."""
@@ -252,9 +255,12 @@ def export_m_star(table: pl.DataFrame) -> pl.DataFrame:
     value = pl.col("m_star").cast(pl.Float64)
     value = pl.when(value.is_nan()).then(None).otherwise(value)  # "unknown" (bound none): no value
     missing = pl.lit(None, pl.Float64)
+    # Each estimator's reading is a value only where m* is one (stats/critical.py ESTIMATORS).
+    readings = [c for c in ESTIMATORS.values() if c in table.columns]
     bounded = table.with_columns(
         m_star=pl.when(exact).then(pl.col("m_star").cast(pl.Float64)).otherwise(missing),
         m_star_bound=pl.when(exact | pl.col("bound").is_null()).then(missing).otherwise(value),
+        **{c: pl.when(exact).then(pl.col(c).cast(pl.Float64)).otherwise(missing) for c in readings},
     )
     at = bounded.columns.index("m_star") + 1
     order = [*bounded.columns[:at], "m_star_bound", *[c for c in bounded.columns[at:] if c != "m_star_bound"]]
@@ -389,7 +395,7 @@ def analyze_run(
             "converged",
             "search_phase",
             "error_type",
-            *[c for c in BOUNDED if c in names],
+            *[c for c in ("redraws", *BOUNDED) if c in names],
         ]
     ).collect()
     # Restarts of one training set: three learners over the same rows (stats/restarts.py).
@@ -439,6 +445,7 @@ def analyze_run(
         else pl.DataFrame()
     )
     data = pl.concat([data, tuned_data], how="vertical_relaxed")
+    table = with_redrawn(table, data, cols)
     series_cols = [c for c in varying if c != "T" and c not in tuned]
     table = table.with_columns(series=_label(series_cols)).sort(["series", "T"])
     budget_rows = every.filter(pl.col("search_phase") == "budget")

@@ -532,8 +532,9 @@ def plateau_lines(union: pl.DataFrame) -> list[str]:
     if cells.is_empty():
         return []
     lines = [
-        "Cells whose success rate levels off below 1 (flag `plateau`: at the two largest m tried it stays "
-        "between one half and 1). The logistic model's ceiling is 1, so on these cells its crossing lies above "
+        "Cells whose success rate levels off below 1 (flag `plateau`: at the largest m tried, at least twice "
+        "the grid m*, significantly fewer than 95% of the seeds succeed). The logistic model's ceiling is 1, so "
+        "on these cells its crossing can lie away from "
         r"the m where half the seeds succeed; the grid and interpolated m\* do not assume a ceiling "
         '(docs/method.md, "Three estimators"):',
         "",
@@ -546,7 +547,7 @@ def plateau_lines(union: pl.DataFrame) -> list[str]:
         logistic, interp = r.get("m_star_logistic"), r.get("m_star_interp")
         ratio = logistic / interp if logistic and interp else math.nan
         lines.append(
-            f"| {_cell_name(r, ('model', 'positions', 'norm_bound', 'T', 's'))} | {_num(logistic)} | "
+            f"| {_cell_name(r, ('model', 'positions', 'norm_bound', 'learner', 'T', 's'))} | {_num(logistic)} | "
             f"{_num(r.get('m_star_grid'))} | {_num(interp)} | {ratio:.2f} | {md_text(format_m_star(r['m_star'], r['bound']))} |"
         )
     ratios = [

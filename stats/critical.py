@@ -29,10 +29,11 @@ Each has its bootstrap replicates from the same resampling of seeds (the logisti
 returned beside the table, the others as the ``replicates_grid`` and ``replicates_interp``
 list columns).
 
-*Plateau* (``plateau``, a flag): the rate levels off below 1 (at the two largest m tried it
-is at least ``success_frac``, below 1, and rises by at most one trial's worth). The logistic
-model's ceiling is 1, so there its crossing lies above the point where half the seeds
-succeed, and the grid and interpolated m* are the readings to compare it with.
+*Plateau* (``plateau``, a flag): the rate levels off below 1: at the largest m tried, at
+least twice the grid m*, the successes are significantly fewer than 95% (one-sided binomial
+test at 5%). The logistic model's ceiling is 1, so there its crossing can lie away from the
+point where half the seeds succeed, and the grid and interpolated m* are the readings to
+compare it with.
 
 What a cell's rows allow m* to be (the ``bound`` column; one rule for every derived
 quantity, docs/claims.md 2):
@@ -110,6 +111,12 @@ under every one."""
 FEW_SEEDS = 8
 """Below this many seeds the interval's simulated coverage falls short of 95%
 (docs/claims.md 2, bench/interval_coverage.py), and a cell is flagged ``few-seeds``."""
+
+PLATEAU_PAST = 2.0
+PLATEAU_RATE = 0.95
+PLATEAU_LEVEL = 0.05
+"""The plateau test (:func:`_plateau`): at an m at least ``PLATEAU_PAST`` times the grid m*,
+successes fewer than a rate of ``PLATEAU_RATE`` gives with probability ``PLATEAU_LEVEL``."""
 
 _PROFILE_SLOPES = np.geomspace(0.05, 300.0, 96)
 """Logistic slopes over which the profile likelihood is maximised (per unit of ln m)."""
@@ -323,7 +330,7 @@ def _estimate(ms: np.ndarray, k: np.ndarray, n: np.ndarray, ran: np.ndarray, suc
         m_star_logistic=logistic,
         m_star_grid=grid,
         m_star_interp=point["m_star_interp"][0],
-        plateau=_plateau(rate, n, success_frac),
+        plateau=_plateau(ms, k, n, grid),
         censored=censored,
         non_monotone=non_monotone,
         out_of_epochs=bool(out_of_epochs),
@@ -331,17 +338,20 @@ def _estimate(ms: np.ndarray, k: np.ndarray, n: np.ndarray, ran: np.ndarray, suc
     )
 
 
-def _plateau(rate: np.ndarray, n: np.ndarray, success_frac: float) -> bool:
-    """Whether a cell's success rate levels off below 1 (the ``plateau`` flag): at the two
-    largest m tried with trained trials the rate is at least ``success_frac`` and below 1,
-    and it rises by at most one trial's worth (1/n) from the first to the second. The
-    logistic model's ceiling is 1, so on such a cell its crossing sits above the m where
-    the rate reaches ``success_frac`` (docs/method.md, "Three estimators")."""
-    top = np.flatnonzero(n > 0)[-2:]
-    if top.size < 2:
+def _plateau(ms: np.ndarray, k: np.ndarray, n: np.ndarray, grid: float) -> bool:
+    """Whether a cell's success rate levels off below 1 (the ``plateau`` flag): it crosses
+    one half (``grid``, the grid m*), the largest m tried with trained trials is at least
+    :data:`PLATEAU_PAST` times ``grid``, and there the successes ``k`` of ``n`` are fewer
+    than a success probability of :data:`PLATEAU_RATE` allows (one-sided binomial test at
+    level :data:`PLATEAU_LEVEL`). Far past its crossing a logistic curve with ceiling 1 is near
+    1; a rate held well below it there is one the logistic model misreads (docs/method.md,
+    "Three estimators")."""
+    from scipy.stats import binom  # here: reading the store must not import scipy
+
+    top = np.flatnonzero(n > 0)
+    if math.isnan(grid) or top.size == 0 or ms[top[-1]] < PLATEAU_PAST * grid:
         return False
-    r = rate[top]
-    return bool(np.all((r >= success_frac) & (r < 1)) and r[1] - r[0] <= 1 / n[top[1]])
+    return bool(binom.cdf(k[top[-1]], n[top[-1]], PLATEAU_RATE) < PLATEAU_LEVEL)
 
 
 def _bootstrap(

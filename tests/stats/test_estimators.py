@@ -49,18 +49,22 @@ def test_interpolation_skips_an_m_without_trained_trials_and_stops_at_the_first_
 
 
 def test_a_rate_that_levels_off_below_one_is_flagged_plateau():
-    # 16 seeds; the rate climbs to 12/16 = 0.75 and stays there: a plateau below 1.
+    # 16 seeds, m = 16..256. The flag needs the largest m at >= 2x the grid m* and its successes
+    # below what a 95% rate gives 5% of the time: P(X <= 12 | 16, 0.95) = 0.0070 (flagged),
+    # P(X <= 14 | 16, 0.95) = 1 - 16 * 0.95^15 * 0.05 - 0.95^16 = 0.189 (not flagged).
     def cell(rates: list[int]) -> dict[int, list[int]]:
         return {m: [1] * k + [0] * (16 - k) for m, k in zip([16, 32, 64, 128, 256], rates, strict=True)}
 
-    flat = rows_from(cell([0, 4, 12, 12, 12]), T=8)
+    flat = rows_from(cell([0, 4, 12, 12, 12]), T=8)  # grid m* 64, 12/16 at 256
     rising = rows_from(cell([0, 4, 12, 14, 16]), T=16)  # reaches 1 at the largest m
-    creeping = rows_from(cell([0, 4, 10, 12, 14]), T=32)  # rises by two trials at the top
-    table, _ = critical_sample_sizes(pl.DataFrame(flat + rising + creeping), ["T"], n_boot=50)
+    near = rows_from(cell([0, 4, 10, 12, 14]), T=32)  # 14/16: within what 95% allows
+    late = rows_from(cell([0, 0, 0, 0, 8]), T=64)  # crosses at the largest m: nothing lies past it
+    table, _ = critical_sample_sizes(pl.DataFrame(flat + rising + near + late), ["T"], n_boot=50)
     by_T = {r["T"]: r for r in table.iter_rows(named=True)}
     assert by_T[8]["plateau"] and "plateau" in by_T[8]["flags"]
     assert not by_T[16]["plateau"] and "plateau" not in by_T[16]["flags"]
     assert not by_T[32]["plateau"]
+    assert not by_T[64]["plateau"]
 
 
 def test_an_interval_without_an_upper_end_makes_m_star_a_lower_bound_at_its_lower_end():
