@@ -85,6 +85,7 @@ error at an m is at least this fraction of its value at the spec's epochs (it fe
 10%). Doubling the budget of a student that was still fitting lowers it by far more (the
 published symmetry-d run: the generic transformer at d = 32, m = 512, 0.131 to 0.073 at 4000
 epochs; the same with rotated samples, which does not fit at width 32, 0.2539 to 0.2538)."""
+OUT_OF_EPOCHS = ("budget-limited", "out-of-epochs")  # the flags of a cell whose trials ran out of epochs
 
 
 def pooled_settings(trials: pl.LazyFrame | pl.DataFrame, settings: list[str]) -> dict[str, list]:
@@ -289,11 +290,9 @@ def verdicts(
             against which :func:`representation` reads the training error.
     """
     done = with_student(trials).filter(pl.col("status") == "done").collect()
-    budget = (
-        with_student(budget_rows).filter(pl.col("status") == "done").collect()
-        if budget_rows is not None and not budget_rows.is_empty()
-        else done.clear()
-    )
+    budget = done.clear()
+    if budget_rows is not None and not budget_rows.is_empty():
+        budget = with_student(budget_rows).filter(pl.col("status") == "done").collect()
     return [
         _s1(done, n_boot, ci),
         _s2(m_star, s2_sides(symmetries), done, budget, target_error, n_boot, ci),
@@ -317,8 +316,8 @@ def representation(
       least ``NO_FIT_FACTOR`` x ``target_error`` at every m.
     * Not epochs, by the budget check where it ran (``budget_rows`` at an m the search tried
       too): at every such m the median training error at twice the epochs is at least
-      ``NO_PROGRESS`` times the median at the spec's epochs (and itself at the level); one
-      that fell further is an epochs problem, whatever the level.
+      ``NO_PROGRESS`` times the median at the spec's epochs; one that fell further is an
+      epochs problem, whatever the level.
     * Not epochs, without a budget check: the training error does not fall as m grows: the
       seed-bootstrap interval of the OLS slope of log10 training error on log10 m
       (:func:`log_slope`) lies above -``EFFECT_SLOPE`` (docs/claims.md 2); one m tried gives
@@ -332,76 +331,46 @@ def representation(
     Returns:
         ``cannot_represent`` (bool), ``evidence`` (``"budget check"``, ``"level and trend"``,
         or None where the rows do not show it), ``level`` (the threshold), ``train_error``
-        (median per m, ``{m: value}``), ``train_error_2x`` (the same at twice the epochs, at
-        the m the check tried), ``slope`` (the trend's :class:`Quantity`, where read) and
+        (median per m, ``[{"m", "median"}]``), ``train_error_2x`` (the same at twice the
+        epochs, at the m both tried), ``slope`` (the trend's :class:`Quantity`, where read) and
         ``text`` (what the rows show, a clause for the verdict's why).
     """
     level = NO_FIT_FACTOR * target_error
-    out: dict = dict(
-        cannot_represent=False,
-        evidence=None,
-        level=level,
-        train_error={},
-        train_error_2x={},
-        slope=None,
-        text="",
-    )
-    medians = _train_medians(rows)
-    if not medians:
-        out["text"] = "no training errors recorded"
-        return out
-    out["train_error"] = medians
-    ms = sorted(medians)
-    low_m = min(ms, key=lambda m: medians[m])
-    span = f"{_g(min(medians.values()))} to {_g(max(medians.values()))} at m = {', '.join(str(m) for m in ms)}"
-    if medians[low_m] < level:
-        out["text"] = (
-            f"its median training error reaches {_g(medians[low_m])} at m = {low_m}, below "
-            f"{NO_FIT_FACTOR:g} x the target ({_g(level)}): it fits its training set there"
-        )
-        return out
-    lead = f"its median training error over seeds is {span}, at least {NO_FIT_FACTOR:g} x the target ({_g(level)}) at every m tried"
-    twice = _train_medians(budget_rows)
+    medians, twice = _train_medians(rows), _train_medians(budget_rows)
     pairs = [(m, medians[m], twice[m]) for m in sorted(twice) if m in medians]
+    out: dict = {"cannot_represent": False, "evidence": None, "level": level, "slope": None}
+    out["train_error"] = [{"m": m, "median": v} for m, v in medians.items()]
+    out["train_error_2x"] = [{"m": m, "median": t} for m, _, t in pairs]
+    if not medians:
+        return out | {"text": "no training errors recorded"}
+    low = min(medians, key=medians.__getitem__)
+    if medians[low] < level:
+        fits = f"reaches {_g(medians[low])} at m = {low}, below {NO_FIT_FACTOR:g} x the target ({_g(level)})"
+        return out | {"text": f"its median training error {fits}: it fits its training set there"}
+    span = f"{_g(min(medians.values()))} to {_g(max(medians.values()))} at m = {', '.join(map(str, medians))}"
+    lead = f"its median training error over seeds is {span}, at least {NO_FIT_FACTOR:g} x the target ({_g(level)})"
+    lead += " at every m tried"
     if pairs:
-        out["train_error_2x"] = {m: t for m, _, t in pairs}
         read = ", ".join(f"{_g(t)} against {_g(o)} at m = {m}" for m, o, t in pairs)
-        fell = [(m, o, t) for m, o, t in pairs if not t >= NO_PROGRESS * o]
-        if fell:
-            out["text"] = (
-                f"{lead}, but it falls with more epochs ({read} at twice the epochs): "
-                "an epochs problem, not one of representation"
-            )
-            return out
-        if min(t for _, _, t in pairs) < level:
-            m, _, t = min(pairs, key=lambda x: x[2])
-            out["text"] = f"{lead}, but at twice the epochs it reaches {_g(t)} at m = {m}, below {_g(level)}"
-            return out
-        out.update(
-            cannot_represent=True,
-            evidence="budget check",
-            text=f"{lead}, and at twice the epochs it stays ({read}: it fell by less than "
-            f"{1 - NO_PROGRESS:.0%}) [evidence: the budget check]",
-        )
-        return out
+        if any(not t >= NO_PROGRESS * o for _, o, t in pairs):
+            fell = f"but it falls with more epochs ({read} at twice the epochs): an epochs problem"
+            return out | {"text": f"{lead}, {fell}, not one of representation"}
+        stays = f"and at twice the epochs it stays ({read}: it fell by less than {1 - NO_PROGRESS:.0%})"
+        return out | {
+            "cannot_represent": True,
+            "evidence": "budget check",
+            "text": f"{lead}, {stays} [evidence: the budget check]",
+        }
     b, lo, hi = log_slope(rows.filter(pl.col("status") == "done"), "train_error", n_boot, ci)
     if math.isnan(b):
-        out["text"] = (
-            f"{lead}, but one m tried gives no trend and no budget check ran to show it is not for want of epochs"
-        )
-        return out
+        return out | {"text": f"{lead}, but one m tried gives no trend and no budget check ran to rule out epochs"}
     out["slope"] = quantity(b, lo, hi)
-    trend = f"slope of log10 training error on log10 m {b:.2f}, CI {lo:.2f} .. {hi:.2f}"
+    trend = f"slope of log10 training error on log10 m {_f2(b)}, CI {_f2(lo)} .. {_f2(hi)}"
     if not lo > -EFFECT_SLOPE:
-        out["text"] = f"{lead}, but it may fall as m grows ({trend}, not above -{EFFECT_SLOPE:g})"
-        return out
-    out.update(
-        cannot_represent=True,
-        evidence="level and trend",
-        text=f"{lead}, and does not fall as m grows ({trend}, above -{EFFECT_SLOPE:g}) [evidence: its "
-        "level and trend across m; no budget check at twice the epochs ran, which would say more]",
-    )
-    return out
+        return out | {"text": f"{lead}, but it may fall as m grows ({trend}, not above -{EFFECT_SLOPE:g})"}
+    flat = f"and does not fall as m grows ({trend}, above -{EFFECT_SLOPE:g})"
+    why = "[evidence: its level and trend across m; no budget check at twice the epochs ran, which would say more]"
+    return out | {"cannot_represent": True, "evidence": "level and trend", "text": f"{lead}, {flat} {why}"}
 
 
 def _train_medians(rows: pl.DataFrame) -> dict[int, float]:
@@ -416,6 +385,11 @@ def _train_medians(rows: pl.DataFrame) -> dict[int, float]:
         .sort("m")
     )
     return {whole(m): number(v) for m, v in per_m.iter_rows()}
+
+
+def _f2(x: float) -> str:
+    """A slope to two decimals, never ``-0.00`` (a flat line's round-off)."""
+    return f"{round(x, 2) + 0.0:.2f}"
 
 
 def _g(x: float) -> str:
@@ -532,15 +506,8 @@ def _s2(
             flags += _flags_of(r)
             parts.append(f"{teacher}: inner-product {o_text} vs {r['student']} {_m(r)}")
             order = _order(o, r)
-            compared.append(
-                dict(
-                    teacher=teacher,
-                    student=r["student"],
-                    inner_product=_quantity(o),
-                    other=_quantity(r),
-                    order=order,
-                )
-            )
+            pair = {"teacher": teacher, "student": r["student"], "inner_product": _quantity(o)}
+            compared.append(pair | {"other": _quantity(r), "order": order})
             if should_win:  # the inner-product student must lie below
                 outcomes.append({"below": "ok", "above": "contradicts"}.get(order, "undecided"))
             else:  # the control: it must not win (lie at or above); never reaching the target at any m tried is no win
@@ -565,21 +532,13 @@ def _s2(
         if missing or "undecided" in outcomes
         else SUPPORTED
     )
-    unable = {t for t, u in unfit.items() if u["cannot_represent"]}
-    limited = sorted(
-        {
-            f"{f['cell']['teacher']}/{f['cell']['student']}"
-            for f in flags
-            if f["flag"] in ("budget-limited", "out-of-epochs")
-            and not (f["cell"].get("teacher") in unable and f["cell"].get("student") == "inner-product")
-        }
-    )
+    ran_out = {f"{f['cell']['teacher']}/{f['cell']['student']}" for f in flags if f["flag"] in OUT_OF_EPOCHS}
+    limited = sorted(ran_out - {f"{t}/inner-product" for t, u in unfit.items() if u["cannot_represent"]})
     why = (
         "on the equivariant teacher the inner-product student's m* must lie below each generic student's, on "
         "the control at or above (its interval entirely below the other's, or at or above it; a bound's range "
         "reaches to its side; on the control, never reaching the target at any m tried is no win, also where "
-        "the out-of-epochs rule leaves its m* unknown if the student cannot represent the teacher: its training "
-        f"error stays at or above {NO_FIT_FACTOR:g} x the target at every m, and not for want of epochs)"
+        "its m* is unknown but it cannot represent the teacher)"
         + ("; a teacher is missing" if missing else "")
         + (f"; undecided (the two overlap, or one has no number): {', '.join(undecided)}" if undecided else "")
         + "".join(
@@ -598,20 +557,8 @@ def _s2(
         )
     )
     numbers: dict = dict(comparisons=compared)
-    if unfit:
-        numbers["cannot_represent"] = [
-            dict(
-                teacher=t,
-                student="inner-product",
-                cannot_represent=u["cannot_represent"],
-                evidence=u["evidence"],
-                level=u["level"],
-                train_error=[dict(m=m, median=v) for m, v in u["train_error"].items()],
-                train_error_2x=[dict(m=m, median=v) for m, v in u["train_error_2x"].items()],
-                slope=u["slope"],
-            )
-            for t, u in unfit.items()
-        ]
+    if unfit:  # what representation() read, per control teacher whose inner-product m* was unknown
+        numbers["cannot_represent"] = [{"teacher": t, "student": "inner-product"} | u for t, u in unfit.items()]
     return _verdict(
         "S2",
         S2_CLAIM,
@@ -626,10 +573,8 @@ def _s2(
 
 def _cell_rows(rows: pl.DataFrame, cell: dict) -> pl.DataFrame:
     """The rows of ``rows`` (labelled with ``student``) that belong to the m* table's ``cell``."""
-    if rows.is_empty():
-        return rows
     keys = [c for c in CELL if c in rows.columns and c in cell]
-    return rows.filter(pl.all_horizontal(pl.col(c) == cell[c] for c in keys))
+    return rows if rows.is_empty() else rows.filter(pl.all_horizontal(pl.col(c) == cell[c] for c in keys))
 
 
 def _s2_teachers(m_star: pl.DataFrame, sides: dict[str, bool]) -> list[tuple[str, bool]]:

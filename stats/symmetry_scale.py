@@ -400,7 +400,7 @@ def advantage_slopes(
       (ln adv_hi_2 - ln adv_lo_1) / (ln a_2 - ln a_1);
     * the paired bootstrap's: the percentile interval of the slope over the cells' replicates.
 
-    The seed bootstrap alone covers a cell's m* in 58-95% of simulated cells at 4-8 seeds
+    The seed bootstrap alone covers a cell's m* in 58-90% of simulated cells at 4-8 seeds
     (docs/claims.md 2, "bootstrap alone"), so it alone would make slopes look better separated
     than the published m* intervals allow.
 
@@ -452,7 +452,7 @@ def advantage_slopes(
                     y = np.log(used["ratio"].to_numpy())
                     row["slope"] = float(w @ y)
                     ends = _advantage_ends(used)  # (2, cells): ln of each advantage's lowest and highest
-                    row["ci_lo"], row["ci_hi"] = _extremes(w, ends)
+                    interval = _extremes(w, ends)
                     keys = [(r["n"], r["k"], r["d"], student) for r in used.iter_rows(named=True)]
                     logs = None
                     if all(key in paired for key in keys):
@@ -461,8 +461,9 @@ def advantage_slopes(
                             logs = np.log(reps)  # (R, cells); +inf where a cell's m* is beyond the grid
                             # +-inf by the sign of the censored cell's weight; NaN where two cancel.
                             s = (logs * w).sum(1)
-                        row["ci_lo"], row["ci_hi"] = _hull((row["ci_lo"], row["ci_hi"]), percentile_interval(s, ci))
+                        interval = _hull(interval, percentile_interval(s, ci))
                         row["censored_share"] = float(np.mean(~np.isfinite(logs).all(1)))
+                    row["ci_lo"], row["ci_hi"] = interval
                     if used.height >= 3:
                         local = _local_slopes(used[axis].to_numpy().astype(float), y, logs, ci, ends)
                         row["local_json"] = json.dumps(local)

@@ -291,3 +291,101 @@ def test_a_straight_line_keeps_its_one_slope():
     )
     assert row["lack_of_fit"] is False
     assert [x["slope"] for x in json.loads(row["local_json"])] == pytest.approx([1.0, 1.0], abs=1e-9)
+
+
+# --- S3 and S4 along d: what the groups show beside the rule's verdict across groups -----------
+
+
+def test_s3_across_groups_says_up_to_which_d_every_group_shows_the_error_falling():
+    # E rises with m in the d = 16 group only: S3 is not supported across groups, and every
+    # group with d <= 8 (6 of the 7: d = 4 and the five d = 8 groups) shows it falling.
+    trials = _run(rising_error_at=(6, 4, 16))
+    m_star, _ = _analyse(trials)
+    table = scale.group_verdicts(trials, m_star, 200, 0.95)
+    overall = {v["id"]: v for v in scale.overall_verdicts(table, {c: f"{c}: t" for c in scale.CLAIMS})}
+    s3 = overall["S3"]
+    assert s3["verdict"] == "not supported"
+    assert (
+        "the generic transformer's O(d) equivariance error falls with m (supported) in every group with d ≤ 8 "
+        "(6 of 7 groups); above it: not supported at d = 16" in s3["statistic"]
+    )
+    assert "the statistic says what the groups show along d" in s3["why"]
+    assert (
+        "its permutation equivariance error falls with m (supported) in every group with d ≤ 8"
+        in (overall["S4"]["statistic"])
+    )
+    # S1 holds in every group: nothing to add beside it.
+    assert "along d" not in overall["S1"]["why"] and "every group with d" not in overall["S1"]["statistic"]
+
+
+def _groups(verdicts_by_d, flagged=(32, 64)):
+    """A group table of S3 and S4 (n = 6, k = 4): ``verdicts_by_d`` {d: verdict}; the groups at
+    ``flagged`` d used cells that ran out of epochs."""
+    return pl.DataFrame(
+        [
+            dict(
+                n=6,
+                k=4,
+                d=d,
+                claim=claim,
+                verdict=v,
+                statistic="-",
+                interval="-",
+                why="-",
+                numbers="{}",
+                flags="out-of-epochs; few-seeds" if d in flagged else "few-seeds",
+            )
+            for d, v in verdicts_by_d.items()
+            for claim in ("S3", "S4")
+        ]
+    )
+
+
+def test_by_d_names_the_groups_that_ran_out_of_epochs():
+    table = _groups({4: "supported", 8: "supported", 16: "supported", 32: "inconclusive", 64: "inconclusive"})
+    along = scale.by_d(table.filter(pl.col("claim") == "S3"), "S3")
+    assert along["d_max"] == 16 and (along["groups"], along["total"]) == (3, 5)
+    assert along["text"] == (
+        "the generic transformer's O(d) equivariance error falls with m (supported) in every group with d ≤ 16 "
+        "(3 of 5 groups); above it: inconclusive at d = 32, 64 (the generic transformer's trials there ran out "
+        "of epochs before fitting their training sets, so its error measures the training budget as much as "
+        "the samples)"
+    )
+    assert along["short"] == (
+        "it falls in every group with d ≤ 16, 3 of 5 groups; inconclusive at d = 32, 64, where the trials ran "
+        "out of epochs"
+    )
+    # Nothing to add where every group supports it, or where the smallest d's groups do not.
+    assert scale.by_d(_groups({4: "supported", 8: "supported"}).filter(pl.col("claim") == "S3"), "S3") is None
+    assert scale.by_d(_groups({4: "inconclusive", 8: "supported"}).filter(pl.col("claim") == "S3"), "S3") is None
+    assert scale.by_d(table.filter(pl.col("claim") == "S3"), "S2") is None
+
+
+def test_the_readme_row_says_what_the_groups_at_small_d_show_where_s3_and_s4_are_left_open():
+    from attnsweep.analysis.symmetry import SymmetryAnalysis
+    from attnsweep.presentation.verdict_table import symmetry_row
+
+    table = _groups({4: "supported", 8: "supported", 16: "supported", 32: "inconclusive", 64: "inconclusive"})
+    texts = {c: f"{c}: t" for c in scale.CLAIMS}
+    analysis = SymmetryAnalysis(
+        sweep="s",
+        run_id="r1",
+        m_star=pl.DataFrame(),
+        errors=pl.DataFrame(),
+        verdicts=scale.overall_verdicts(table, texts),
+        scale=ScaleAnalysis(
+            groups=table,
+            advantage=pl.DataFrame(),
+            advantage_slopes=pl.DataFrame(),
+            error_slopes=pl.DataFrame(),
+            error_medians=pl.DataFrame(),
+            center={},
+        ),
+    )
+    row = symmetry_row([analysis], "docs/findings/symmetry/findings.md")
+    assert (
+        "They leave open whether the generic transformer's O(d) equivariance error falls as m grows (it falls in "
+        "every group with d ≤ 16, 3 of 5 groups; inconclusive at d = 32, 64, where the trials ran out of epochs); "
+        "whether its permutation equivariance error falls as m grows (it falls in every group with d ≤ 16, 3 of 5 "
+        "groups; inconclusive at d = 32, 64, where the trials ran out of epochs)." in row
+    )
