@@ -210,7 +210,7 @@ def m_star_export(
     results: ResultsStore, sweep: str, run_id: str, figures: Path | None = None, context: RunContext | None = None
 ) -> pl.DataFrame:
     """The m* table of a run for scripts: a row per cell, the run id first, as
-    :func:`analysis.boolean.export_m_star` writes it: ``m_star`` only where it is a value
+    :func:`analysis.exports.export_m_star` writes it: ``m_star`` only where it is a value
     (``bound`` exact), the bound's value in ``m_star_bound`` elsewhere, and without the
     bootstrap replicates of each m* (figures into ``figures``, if given). ``Store.analyze``'s
     ``m_star`` keeps the bound's value in ``m_star`` instead, beside ``bound``.
@@ -224,8 +224,9 @@ def m_star_export(
     """
     import polars as pl
 
-    from attnsweep.analysis.boolean import analyze_run, export_m_star, m_star_table
+    from attnsweep.analysis.boolean import analyze_run, m_star_table
     from attnsweep.analysis.context import RunContext
+    from attnsweep.analysis.exports import export_m_star
     from attnsweep.analysis.symmetry import analyze_symmetry_run
 
     ctx = context or RunContext.load(results, sweep, run_id)

@@ -13,7 +13,7 @@ S1-S4 on each symmetry run), renders the page (:func:`render`) and writes it (:f
 * ``out_dir/verdicts.json``: the verdicts and run ids, for scripts;
 * ``out_dir/figures/``: the PNG files the page embeds;
 * ``out_dir/m_star.csv``: the m* table of the sparse-Boolean runs (one row per cell; ``m_star``
-  empty where it is a bound, whose value is in ``m_star_bound``: analysis/boolean.py, export_m_star);
+  empty where it is a bound, whose value is in ``m_star_bound``: analysis/exports.py, export_m_star);
 * ``out_dir/m_star_symmetry.csv``: the m* table of the symmetry runs (one row per cell and run);
 * in ``verdicts.json``, ``groups``, ``advantage`` and ``measurements``: a multi-size symmetry
   run's S1-S4 per (d, n, k) group, S2's advantage per group and the slopes across scale;
@@ -27,7 +27,6 @@ import base64
 import dataclasses
 import datetime as dt
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +34,9 @@ from pathlib import Path
 import jinja2
 import polars as pl
 
-from attnsweep.analysis.boolean import export_m_star, interval_text, union_cell
+from attnsweep.analysis.boolean import interval_text, union_cell
 from attnsweep.analysis.claims import Judgement, ReportRun, judge, runs_of
+from attnsweep.analysis.exports import export_m_star
 from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.presentation.publish import publish as publish_folder
@@ -54,7 +54,7 @@ from attnsweep.results.outputs import (
 from attnsweep.stats import symmetry as sym
 from attnsweep.stats.boolean_cells import REFERENCE_CSV, read_reference, reference_cells
 from attnsweep.stats.boolean_verdicts import EQUIVALENCE
-from attnsweep.stats.critical import format_m_star
+from attnsweep.stats.critical import format_m_star, format_reading
 from attnsweep.stats.figures import plot_reference
 from attnsweep.stats.verdict_common import jsonable, quantity
 
@@ -243,9 +243,11 @@ def write(out_dir: Path, judgement: Judgement, rendered: Rendered) -> None:
     symmetry_runs = judgement.symmetry_runs
     if symmetry_runs:
         with replacing(out_dir / SYMMETRY_CSV) as temp:
-            pl.concat(
-                [_m_star_of(r).with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
-                how="diagonal_relaxed",
+            export_m_star(
+                pl.concat(
+                    [_m_star_of(r).with_columns(run_id=pl.lit(r.run_id)) for r in symmetry_runs],
+                    how="diagonal_relaxed",
+                )
             ).write_csv(temp)
     write_text(out_dir / "report.html", rendered.page)
 
@@ -433,7 +435,8 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
                 *("none" if r[c] is None else f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c]) for c in shown),
                 format_m_star(r["m_star"], r["bound"]),
                 interval_text(r),
-                "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}",
+                format_reading(r, "m_star_grid", 0),
+                format_reading(r, "m_star_interp", 1),
                 str(r["n_seeds"]),
                 f"{r['m_min']}..{r['m_max']}",
                 *(_cell(r, c) for c in extra),
@@ -455,6 +458,7 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
         True,
         True,
         True,
+        True,
         *(c not in TEXT_COLUMNS for c in extra),
     ]
     return dict(
@@ -463,6 +467,7 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
             "m*",
             "95% CI",
             "grid m*",
+            "interp. m*",
             "seeds",
             "m range",
             *(names.get(c, c) for c in extra),

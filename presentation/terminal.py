@@ -15,7 +15,7 @@ from rich.table import Table
 from attnsweep.analysis.boolean import Analysis, interval_text, law_text
 from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.presentation.console_text import markup
-from attnsweep.stats.critical import format_m_star
+from attnsweep.stats.critical import format_m_star, format_reading
 
 
 def _show(value) -> str:
@@ -36,6 +36,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
         "m*",
         "95% CI",
         "grid m*",
+        "interp. m*",
         "seeds",
         "m range",
         *(["m* at 2x epochs"] if checked else []),
@@ -49,7 +50,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
         )
     for r in result.m_star.iter_rows(named=True):
         m = format_m_star(r["m_star"], r["bound"])
-        grid = "-" if r["m_star_grid"] is None or math.isnan(r["m_star_grid"]) else f"{r['m_star_grid']:.0f}"
+        grid, interp = format_reading(r, "m_star_grid", 0), format_reading(r, "m_star_interp", 1)
         twin = []
         if checked:
             twin = [
@@ -64,6 +65,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
             m,
             interval_text(r),
             grid,
+            interp,
             str(r["n_seeds"]),
             f"{r['m_min']}..{r['m_max']}",
             *twin,

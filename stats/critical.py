@@ -557,6 +557,16 @@ def format_m_star(m_star: float | None, bound: str | None, digits: int = 1) -> s
     return f"{m_star:.{digits}f}"
 
 
+def format_reading(row: dict, column: str, digits: int = 1) -> str:
+    """One estimator's m* (``column``: a value of :data:`ESTIMATORS`) of a table row as the
+    tables write it: the number where the cell's m* is exact, ``-`` where it is a bound (the
+    bound is in the m* column) or the row has no such reading."""
+    value = row.get(column)
+    if row.get("bound", "exact") != "exact" or value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
 def _short(value: float) -> str:
     """A bound's value: an integer as an integer, else 3 significant digits."""
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.3g}"

@@ -109,7 +109,7 @@ def test_the_m_star_table_is_the_one_the_analysis_computes(published):
     analysis = analyze_run(ResultsStore(root / "store"), run_id).m_star.sort("model", "T")
     table = table.sort("model", "T")
     assert table["T"].to_list() == analysis["T"].to_list() and table["model"].to_list() == analysis["model"].to_list()
-    # Exported, a bound's value is in m_star_bound and m_star is empty (analysis/boolean.py, export_m_star).
+    # Exported, a bound's value is in m_star_bound and m_star is empty (analysis/exports.py, export_m_star).
     assert table["bound"].to_list() == analysis["bound"].to_list()
     for exact, ours, bound, theirs in zip(
         table["bound"] == "exact", table["m_star"], table["m_star_bound"], analysis["m_star"], strict=True

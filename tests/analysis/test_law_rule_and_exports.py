@@ -18,7 +18,8 @@ import pytest
 from boolean_rows import boolean_row
 from typer.testing import CliRunner
 
-from attnsweep.analysis.boolean import _checks, _fits, analyze_run, export_m_star, m_star_table
+from attnsweep.analysis.boolean import _checks, _fits, analyze_run, m_star_table
+from attnsweep.analysis.exports import export_m_star
 from attnsweep.analysis.tuning import EDGE_FRACTION, range_edge, with_range_binds
 from attnsweep.cli import app
 from attnsweep.orchestrator.trials_table import run_schema, trial_schema

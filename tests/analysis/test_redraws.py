@@ -1,5 +1,5 @@
 """The share of redrawn training sets near a cell's crossing (analysis/redraws.py) and the
-estimator columns of the CSV/JSON export (analysis/boolean.py ``export_m_star``)."""
+estimator columns of the CSV/JSON export (analysis/exports.py ``export_m_star``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import polars as pl
 
-from attnsweep.analysis.boolean import export_m_star
+from attnsweep.analysis.exports import export_m_star
 from attnsweep.analysis.redraws import with_redrawn
 
 
