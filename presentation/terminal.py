@@ -244,7 +244,10 @@ def print_scale(sc: ScaleAnalysis, console: Console) -> None:
             escape(r["text"]),
         )
     console.print(a)
-    m = Table(title="measured across scale (no claim of the paper; log-log slopes, 95% bootstrap CI)")
+    m = Table(
+        title="measured across scale (no claim of the paper; log-log slopes, 95% intervals: an advantage's from "
+        "its cells' m* intervals with the paired bootstrap, the others' from the seed bootstrap)"
+    )
     for c in ("measurement", "statistic", "interval", "note"):
         m.add_column(c)
     for r in sc.measurements():
