@@ -203,7 +203,7 @@ def laws_of(union: pl.DataFrame, claims: list[dict]) -> dict[str, str]:
     l1 = next((v for v in claims if v.get("id") == "L1"), None)
     judged = [s for s in (l1 or {}).get("series", []) if not s["cells"].get("learner")]
     filled = {"positions": "learned", "ln_affine": True, TUNED_RUN: False}
-    out = {}
+    out: dict[str, str] = {}
     cells = main_series(union)
     if "series" not in cells.columns:
         return out

@@ -156,7 +156,7 @@ def verdicts(
     """
     m_star = normalized(m_star)
     cell = cell or cell_columns(m_star)
-    judged = {}
+    judged: dict[str, list[dict]] = {}
     for name in ESTIMATORS:
         view = estimator_view(m_star, name)
         # A restart run's learners are L1 series of their own (docs/claims.md, "Restarts"); the other

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -292,7 +294,7 @@ AGREED_KEYS = ("direction", "law")
 """L1 series numbers stated only where every estimator of m* gives the same (else "undecided")."""
 
 
-def agreed(by_estimator: dict[str, Verdict]) -> Verdict:
+def agreed(by_estimator: Mapping[str, Verdict | dict]) -> Verdict:
     """One verdict from a claim judged once per estimator of m* (stats/critical.py
     ``ESTIMATORS``, first the logistic one, whose statistic and numbers it keeps).
 
@@ -303,7 +305,7 @@ def agreed(by_estimator: dict[str, Verdict]) -> Verdict:
     verdict and in each series' numbers) keeps every estimator's reading.
     """
     names = list(by_estimator)
-    out = copy.deepcopy(by_estimator[names[0]])
+    out = cast(Verdict, copy.deepcopy(by_estimator[names[0]]))
     readings = {n: by_estimator[n]["verdict"] for n in names}
     out["estimators"] = readings
     if len(set(readings.values())) > 1:
@@ -311,7 +313,7 @@ def agreed(by_estimator: dict[str, Verdict]) -> Verdict:
         out["why"] += "; " + _disagreement(readings)
     for i, s in enumerate(out["series"]):
         each = {n: _same_series(by_estimator[n]["series"], i, s["cells"]) for n in names}
-        numbers = s["numbers"]
+        numbers: dict = s["numbers"]
         numbers["estimators"] = {
             n: {k: (e or {}).get("numbers", {}).get(k) for k in (*AGREED_KEYS, "direction_from_T")}
             | {"verdict": (e or {}).get("verdict"), "c": ((e or {}).get("numbers", {}).get("c") or {}).get("estimate")}
@@ -334,11 +336,11 @@ def agreed(by_estimator: dict[str, Verdict]) -> Verdict:
     return out
 
 
-def _same_series(series: list[dict], i: int, cells: dict) -> dict | None:
+def _same_series(series: Sequence[Mapping], i: int, cells: Mapping) -> Mapping | None:
     """The ``i``-th series of another estimator's verdict, checked to be the same cells."""
     return series[i] if i < len(series) and series[i]["cells"] == cells else None
 
 
-def _disagreement(readings: dict[str, str | None]) -> str:
+def _disagreement(readings: Mapping[str, str | None]) -> str:
     listed = ", ".join(f"{n}: {v or 'not judged'}" for n, v in readings.items())
     return f"the estimators of m* disagree ({listed}): the estimator decides, not the rows"

@@ -259,7 +259,7 @@ def critical_sample_sizes(
     return resolve_bounds(_table(out, cell, data.schema)), reps
 
 
-_CELL_COLUMNS = {
+_CELL_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "m_star": pl.Float64,
     "m_star_logistic": pl.Float64,
     "m_star_grid": pl.Float64,
