@@ -426,6 +426,8 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
         extra += [
             c for c in ("fit_at_m_max", "fit_at_m_max_2x") if c in m_star.columns and m_star[c].is_not_null().any()
         ]
+    if "redrawn" in m_star.columns and m_star["redrawn"].is_not_null().any():
+        extra.append("redrawn")  # training sets redrawn near the crossing (analysis/redraws.py)
     if "flags" in m_star.columns and (m_star["flags"].fill_null("") != "").any():
         extra += ["flags"]
     rows = []
@@ -450,6 +452,7 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
         "min_norm_qk": "least ||W_Q W_K^T|| of a success",
         "fit_at_m_max": "fit at the largest m",
         "fit_at_m_max_2x": "fit there at 2x epochs",
+        "redrawn": "training sets redrawn near m*",
     }
     numeric = [
         *(m_star[c].dtype.is_numeric() for c in shown),
@@ -487,7 +490,7 @@ def _cell(row: dict, column: str) -> str:
         return format_m_star(row[column], row.get("bound_2x"))
     if column in ("m_star_default", "m_star_tuned"):
         return format_m_star(row[column], row.get(column.replace("m_star", "bound")))
-    if column in ("at_bound", "fit_at_m_max", "fit_at_m_max_2x"):
+    if column in ("at_bound", "fit_at_m_max", "fit_at_m_max_2x", "redrawn"):
         return "-" if row.get(column) is None else f"{row[column]:.0%}"
     if column == "min_norm_qk":
         return "-" if row[column] is None else f"{row[column]:.3g}"

@@ -193,3 +193,15 @@ def test_a_tuned_series_whose_setting_sits_at_its_range_edge_says_it_is_bounded_
         {"T": 1024, "settings": "lr (at the upper edge 0.01)"},
     ]
     assert "bounded by its search range" in series["why"] and "2 of 11 cells" in series["why"]
+
+
+def test_an_open_interval_cell_is_exported_as_a_bound_with_no_estimator_reading():
+    from attnsweep.analysis.exports import export_m_star
+
+    rows = rows_from({16: [0, 0, 0, 0], 32: [0, 0, 0, 0], 64: [1, 1, 0, 0]})
+    table, _ = critical_sample_sizes(pl.DataFrame(rows), ["T"], n_boot=400)
+    row = export_m_star(table).row(0, named=True)
+    assert row["bound"] == "lower" and row["m_star"] is None
+    assert row["m_star_bound"] == table["ci_lo"][0]
+    assert row["m_star_logistic"] is None and row["m_star_grid"] is None and row["m_star_interp"] is None
+    assert "replicates_grid" not in row and "replicates_interp" not in row
