@@ -25,6 +25,7 @@ from attnsweep.presentation.samples_or_optimisation import (
     restart_lines,
 )
 from attnsweep.presentation.series import l1_series, series_kind
+from attnsweep.stats.boolean_cells import attention_cells
 from attnsweep.stats.boolean_growth import MIN_DECADES, SMALL_T_FROM
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.norm_use import fit_limits
@@ -82,6 +83,7 @@ def render(
     ]
     lines += series_table(claims, union)
     lines += plateau_lines(union)
+    lines += redrawn_lines(union)
     # Imported here: that module renders with this one's helpers.
     lines += restart_lines(claims, union)
     if rows is not None and not rows.is_empty():
@@ -562,6 +564,31 @@ def plateau_lines(union: pl.DataFrame) -> list[str]:
             rf"On these cells the logistic m\* is {min(ratios):.2f} to {max(ratios):.2f} times the interpolated one.",
         ]
     return [*lines, ""]
+
+
+def redrawn_lines(union: pl.DataFrame) -> list[str]:
+    """One sentence: the share of training sets redrawn near m* (``redrawn``,
+    analysis/redraws.py) over the transformer cells at small T and at larger T; [] without it."""
+    if union.is_empty() or "redrawn" not in union.columns or "T" not in union.columns:
+        return []
+    cells = attention_cells(union).filter(pl.col("redrawn").is_not_null())
+    if cells.is_empty():
+        return []
+    small_T = max(SMALL_T_FROM) // 2
+    parts = []
+    for name, part in (
+        (f"T <= {small_T}", cells.filter(pl.col("T") <= small_T)),
+        (f"T >= {max(SMALL_T_FROM)}", cells.filter(pl.col("T") >= max(SMALL_T_FROM))),
+    ):
+        if not part.is_empty():
+            parts.append(f"{part['redrawn'].min():.0%} to {part['redrawn'].max():.0%} at {name} ({part.height} cells)")
+    return [
+        'Training sets redrawn because they did not determine the target (docs/method.md, "The data"), as a '
+        "share of the trained trials at the two m around each transformer cell's crossing (m_star.csv's "
+        "`redrawn`): " + "; ".join(parts) + ". Cells with many redrawn sets measure m* on sets conditioned to be "
+        "unambiguous, which is why each series also states its direction over T >= 16 and T >= 64 alone.",
+        "",
+    ]
 
 
 def _num(value: float | None) -> str:
