@@ -123,7 +123,7 @@ fixed:
   max_epochs: 1000
 analysis:
   acc_threshold: 0.95  # a seed succeeds at this test accuracy
-  success_frac: 0.5    # m* is the smallest m at which this fraction of seeds succeeds
+  success_frac: 0.5    # m* is where the success rate (the share of seeds that succeed) crosses this fraction
 """
 
 

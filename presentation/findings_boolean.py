@@ -27,7 +27,7 @@ from attnsweep.presentation.samples_or_optimisation import (
 from attnsweep.presentation.series import l1_series, series_kind
 from attnsweep.stats.boolean_cells import attention_cells
 from attnsweep.stats.boolean_growth import MIN_DECADES, SMALL_T_FROM
-from attnsweep.stats.critical import format_m_star
+from attnsweep.stats.critical import format_m_star, format_reading
 from attnsweep.stats.norm_use import fit_limits
 from attnsweep.stats.verdict_common import combined
 
@@ -102,7 +102,7 @@ def render(
     if side:
         lines += [
             "",
-            "Not judged (side blocks with fewer than 3 values of T, for L2 and L3): " + "; ".join(side) + ".",
+            "Not judged (side blocks with fewer than 3 values of T): " + "; ".join(side) + ".",
         ]
     lines += [
         "",
@@ -177,15 +177,12 @@ def _law_text(numbers: dict, reading: str) -> str:
     law = numbers.get("law")
     if law in ("log", "polylog", "linear", "power"):
         return law
-    each = {e.get("law") for e in (numbers.get("estimators") or {}).values()}
-    if law == "undecided" and len(each) > 1:
-        return "not named: the m* estimators name " + ", ".join(
-            f"{e.get('law')} ({name})" for name, e in numbers["estimators"].items()
-        )
-    first = numbers.get("best_law")
-    if reading != "undecided":
+    each = {name: e.get("law") for name, e in (numbers.get("estimators") or {}).items()}
+    if len(set(each.values())) > 1:
+        return "not named: the m* estimators name " + ", ".join(f"{v} ({name})" for name, v in each.items())
+    if law == "too few cells" or reading.startswith("no law named"):
         return reading
-    return f"undecided (first by AIC: {first})" if first else "undecided"
+    return "not named: the best law changes with the fitting variant"
 
 
 def _range_note(numbers: dict) -> str:
@@ -467,27 +464,29 @@ def headline(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame | None 
             f"{d['least']:.0f}-{d['most']:.0f}" for d in (s["numbers"]["log_deficit_aicc"] for s in theory)
         )
         what = (
-            f"needs samples that grow faster than log T {spans}, the log law trailing by {deficits} AICc in "
-            "every fitting variant"
+            f"needs samples that grow faster than log T under all three m* estimators {spans} (on the logistic "
+            f"m* the log law trails by {deficits} AICc in every fitting variant)"
         )
     elif directions == {"log"}:
-        what = f"needs samples that grow like log T {spans}"
+        what = f"needs samples that grow like log T under all three m* estimators {spans}"
     else:
         what = (
             f"shows no single direction of growth against log T {spans} ("
             + "; ".join(f"{name(s)}: {s['numbers'].get('direction', 'undecided')}" for s in theory)
             + ")"
         )
-    what += " (all three m* estimators agree)" if directions <= {"faster than log", "log"} else ""
     larger: dict[str, list[str]] = {}
     for s in theory:
         d = (s["numbers"].get("direction_from_T") or {}).get(str(max(SMALL_T_FROM)))
         if d:
             larger.setdefault(d, []).append(name(s))
-    if larger:
-        what += f"; over T >= {max(SMALL_T_FROM)} alone the direction is " + "; ".join(
-            f"{d} at {' and '.join(names)}" for d, names in larger.items()
-        )
+    larger_text = (
+        f" Over T >= {max(SMALL_T_FROM)} alone the direction is "
+        + "; ".join(f"{d} at {' and '.join(names)}" for d, names in larger.items())
+        + "."
+        if larger
+        else ""
+    )
     verdict = combined([s["verdict"] for s in theory])
     short = all(s["numbers"].get("span_short") for s in theory)
     rule = (
@@ -514,7 +513,7 @@ def headline(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame | None 
     restarts = " ".join(t for t in (restart_headline(claims, union), probe_headline(union, rows)) if t)
     return "**The theorem's bounded class** " + md_text(
         f"(fixed position codes, a norm bound B, inputs of norm sqrt(d)), trained by AdamW from one initialisation, "
-        f"{what}, {rule}{laws}{b_text}. {UPPER_BOUND}" + (f" {restarts}" if restarts else "")
+        f"{what}, {rule}{laws}{b_text}.{larger_text} {UPPER_BOUND}" + (f" {restarts}" if restarts else "")
     )
 
 
@@ -541,27 +540,30 @@ def plateau_lines(union: pl.DataFrame) -> list[str]:
         r"the m where half the seeds succeed; the grid and interpolated m\* do not assume a ceiling "
         '(docs/method.md, "Three estimators"):',
         "",
-        r"| cell | m\* logistic | m\* grid | m\* interpolated | logistic / interpolated | bound |",
+        r"| cell | m\* logistic | m\* grid | m\* interpolated | logistic / interpolated | m\* |",
         "|---|---|---|---|---|---|",
     ]
     for r in cells.sort(
         [c for c in ("model", "positions", "norm_bound", "T") if c in cells.columns], nulls_last=True
     ).iter_rows(named=True):
-        logistic, interp = r.get("m_star_logistic"), r.get("m_star_interp")
-        ratio = logistic / interp if logistic and interp else math.nan
+        exact = r["bound"] == "exact" and r.get("m_star_logistic") and r.get("m_star_interp")
+        ratio = f"{r['m_star_logistic'] / r['m_star_interp']:.2f}" if exact else "-"
         lines.append(
-            f"| {_cell_name(r, ('model', 'positions', 'norm_bound', 'learner', 'T', 's'))} | {_num(logistic)} | "
-            f"{_num(r.get('m_star_grid'))} | {_num(interp)} | {ratio:.2f} | {md_text(format_m_star(r['m_star'], r['bound']))} |"
+            f"| {_cell_name(r, ('model', 'positions', 'norm_bound', 'learner', 'T', 's'))} | "
+            + " | ".join(format_reading(r, c) for c in ("m_star_logistic", "m_star_grid", "m_star_interp"))
+            + f" | {ratio} | {md_text(format_m_star(r['m_star'], r['bound']))} |"
         )
+    # A bound is not a value (docs/claims.md 2): only exact cells enter the range.
     ratios = [
         r["m_star_logistic"] / r["m_star_interp"]
         for r in cells.iter_rows(named=True)
-        if r.get("m_star_logistic") and r.get("m_star_interp")
+        if r["bound"] == "exact" and r.get("m_star_logistic") and r.get("m_star_interp")
     ]
     if ratios:
         lines += [
             "",
-            rf"On these cells the logistic m\* is {min(ratios):.2f} to {max(ratios):.2f} times the interpolated one.",
+            rf"On those of these cells whose m\* is a value, the logistic m\* is {min(ratios):.2f} to "
+            f"{max(ratios):.2f} times the interpolated one.",
         ]
     return [*lines, ""]
 
@@ -589,7 +591,3 @@ def redrawn_lines(union: pl.DataFrame) -> list[str]:
         "unambiguous, which is why each series also states its direction over T >= 16 and T >= 64 alone.",
         "",
     ]
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.1f}"

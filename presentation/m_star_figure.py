@@ -17,7 +17,7 @@ from attnsweep.presentation.series import series_kind
 from attnsweep.results.outputs import replacing
 from attnsweep.stats.boolean_growth import series_fit
 from attnsweep.stats.figures import m_star_panels
-from attnsweep.stats.fits import robust_law
+from attnsweep.stats.fits import MODELS, robust_law
 
 
 def main_series(union: pl.DataFrame) -> pl.DataFrame:
@@ -177,7 +177,7 @@ def main_series_figure(
         own, notes[p] = series_labels([n for n in panel if panel[n] == p])
         for name, text in own.items():
             near = p == PANELS[2] and not series_kind(cells.filter(pl.col("series") == name), {})["theory"]
-            law = f"no law named ({named[name]})" if named[name] in NO_LAW else f"{named[name]} law"
+            law = _law_label(named[name])
             text += " (near the class)" if near else ""
             # A long label takes two lines, so a legend stays narrower than its panel.
             labels[name] = f"{text}{'; ' if len(text) + len(law) < LABEL_WIDTH else chr(10)}{law}"
@@ -193,6 +193,17 @@ def main_series_figure(
         reference_panel=PANELS[1],
         title=f"3-way AND: critical sample size m* against context length T ({ci:.0%} intervals)",
     )
+
+
+def _law_label(law: str) -> str:
+    """A series' law as its legend says it: ``power law``, ``no law named (too few cells)``,
+    ``no law named`` (the best law changes with the variant or the estimator), or the phrase
+    given (e.g. ``faster than log, no law named``)."""
+    if law in MODELS:
+        return f"{law} law"
+    if law == NO_LAW[1]:
+        return f"no law named ({law})"
+    return "no law named" if law == NO_LAW[0] else law
 
 
 def laws_of(union: pl.DataFrame, claims: list[dict]) -> dict[str, str]:
@@ -215,7 +226,13 @@ def laws_of(union: pl.DataFrame, claims: list[dict]) -> dict[str, str]:
                 for c, v in key.items()
                 if c in part.columns
             ):
-                out[str(name)] = str(s["numbers"].get("law", NO_LAW[0]))
+                law, direction = str(s["numbers"].get("law", NO_LAW[0])), s["numbers"].get("direction")
+                # Where no law is named, the legend still says the direction all three estimators agree on.
+                out[str(name)] = (
+                    f"{direction}, no law named"
+                    if law not in MODELS and direction in ("faster than log", "log")
+                    else law
+                )
                 break
     return out
 

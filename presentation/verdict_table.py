@@ -109,21 +109,26 @@ def _growth_text(groups: dict[str, list[dict]]) -> str:
         if undecided:
             counts.append(f"undecided in {len(undecided)} of {n} ({_names(undecided)})")
         widest = max(s["numbers"].get("decades", 0.0) for s in group)
-        span = f"at most {widest:.1f} decades of T" + (
-            "" if widest >= MIN_DECADES else f", short of the {MIN_DECADES:g} the pre-set rule needs"
+        span = (
+            f"its longest series spans {widest:.1f} decades of T, as the pre-set rule needs"
+            if widest >= MIN_DECADES
+            else f"its longest series spans {widest:.1f} decades of T, short of the {MIN_DECADES:g} the pre-set "
+            "rule needs"
         )
         parts.append(f"{name[0].upper()}{name[1:]}: m\\* grows " + "; ".join(counts) + f"; {span}.")
     larger = str(max(SMALL_T_FROM))
     from_larger = [s["numbers"].get("direction_from_T", {}).get(larger, "undecided") for s in series]
     held = sum(d in ("faster than log", "log") for d in from_larger)
     parts.append(
-        f"Over T >= {larger} alone the direction holds in {held} of {len(series)} series."
+        f"Over T >= {larger} alone a direction holds in {held} of {len(series)} series."
         if held
-        else f"Over T >= {larger} alone the direction is undecided in every series."
+        else f"Over T >= {larger} alone the direction is undecided in every series: the readings above rest on "
+        f"the T below {larger}."
     )
     lead = (
-        f"Measured for AdamW-trained heads, one initialisation per training set ({len(series)} series); every "
-        "count holds under all three m\\* estimators (logistic, grid, interpolated)."
+        f"Measured for AdamW-trained heads over {len(series)} series of one initialisation per training set (the "
+        "restart runs' other learners are in the findings). A series counts as faster than log or log-like only "
+        "where all three m\\* estimators (logistic, grid, interpolated) give that direction; else it is undecided."
     )
     bound = (
         "The theorem's O(log T) is an upper bound with constants it does not state: faster growth at finite T "

@@ -23,7 +23,6 @@ from attnsweep.stats.boolean_cells import (
 from attnsweep.stats.boolean_wording import (
     combine_series,
     direction_text,
-    growth_name,
     law_reading,
     law_why,
     left_out_cells,
@@ -192,7 +191,7 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     m = used["m_star"].to_numpy().astype(float)
     numbers["direction_from_T"] = {str(t): _direction_from(T, m, t, rivals) for t in SMALL_T_FROM}
     statistic = (
-        f"c = {power['b']:.3f} (a T^c); k = {poly['b']:.2f} (a (ln T)^k); "
+        f"on the logistic m*: c = {power['b']:.3f} (a T^c); k = {poly['b']:.2f} (a (ln T)^k); "
         + (f"lowest AIC: {fit['model'][0]}; " if len(T) >= MIN_LAW_POINTS else "")
         + f"growth law named: {law_reading(robust)} ({law_why(robust)}); "
         f"direction: {direction_text(robust)}; the log law's margin "
@@ -232,8 +231,8 @@ def _l1_series(part: pl.DataFrame, ci: float) -> tuple:
     # ``verdicts``): a verdict one estimator alone gives is not one the rows give.
     if aic <= -AIC_MARGIN or bic <= -AIC_MARGIN:
         why = (
-            f"{growth_name(robust)} fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; "
-            f"a margin of {AIC_MARGIN:g} decides)"
+            f"a faster law fits better than log growth (by {-aic:.1f} AIC, {-bic:.1f} BIC; a margin of "
+            f"{AIC_MARGIN:g} decides); growth law named: {law_reading(robust)}"
         )
         return NOT_SUPPORTED, statistic, interval, why + left_text, used, numbers
     if power["b_lo"] > EFFECT_SLOPE and aic >= AIC_MARGIN and bic >= AIC_MARGIN:

@@ -199,19 +199,6 @@ def law_why(robust: dict) -> str:
     return f"lowest AICc in all {len(wins)} variants: m* and ln m* scales, each T left out"
 
 
-def growth_name(robust: dict) -> str:
-    """The growth a why names: the robust law's ("power growth"), else "faster-than-log growth
-    (law undecided)" or "growth (law not named)"."""
-    law = robust["law"]
-    if law in ("too few cells", "undecided"):
-        return (
-            "faster-than-log growth (no law named)"
-            if robust["direction"] == "faster than log"
-            else "faster-than-log growth on all cells, not in every fitting variant (no law named)"
-        )
-    return f"{law} growth"
-
-
 def direction_text(robust: dict) -> str:
     """Which way and how strongly the cells point against the log law, in a clause."""
     lo, hi, n = robust["log_deficit_min"], robust["log_deficit_max"], robust["n_variants"]
@@ -326,6 +313,11 @@ def agreed(by_estimator: Mapping[str, Verdict | dict]) -> Verdict:
         for key in AGREED_KEYS:
             if key in numbers and len({str(v[key]) for v in numbers["estimators"].values()}) > 1:
                 numbers[key] = "undecided"
+        if "direction" in numbers:  # an L1 series: what all three give, beside the logistic statistic
+            s["statistic"] += (
+                f"; under all three m* estimators: direction {numbers['direction']}, "
+                f"law {numbers.get('law', 'not named')}"
+            )
         if "direction_from_T" in numbers:
             numbers["direction_from_T"] = {
                 t: d
@@ -333,6 +325,11 @@ def agreed(by_estimator: Mapping[str, Verdict | dict]) -> Verdict:
                 else "undecided"
                 for t, d in numbers["direction_from_T"].items()
             }
+    if any("direction" in s["numbers"] for s in out["series"]):
+        many = len(out["series"]) > 1
+        out["statistic"] = " | ".join(
+            f"[{_label(s['cells'])}] {s['statistic']}" if s["cells"] and many else s["statistic"] for s in out["series"]
+        )
     return out
 
 

@@ -23,7 +23,7 @@ import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from attnsweep.results.outputs import replacing  # noqa: E402
-from attnsweep.stats.fits import predict  # noqa: E402
+from attnsweep.stats.fits import MIN_LAW_POINTS, predict  # noqa: E402
 
 
 def plot_m_star(
@@ -113,18 +113,19 @@ def plot_m_star(
             label=str(value),
         )
         grid = np.geomspace(T.min(), T.max(), 100)
-        # Not strict: at most four fits per panel, each in the next line style.
-        for fit, style in zip(
-            fits.get(str(value), pl.DataFrame()).iter_rows(named=True), ("-", "--", ":", "-."), strict=False
-        ):
+        # Each law keeps its line style whatever its rank: no style marks a winner, and below
+        # MIN_LAW_POINTS cells no AIC difference is shown, since no law is named there.
+        ranked = len(T) >= MIN_LAW_POINTS
+        for fit in fits.get(str(value), pl.DataFrame()).iter_rows(named=True):
             pred = predict(fit["model"], (fit["a"], fit["b"]), grid)
+            rank = f", ΔAIC={fit['delta_aic']:.1f}" if ranked else ""
             ax.plot(
                 grid,
                 np.where(pred > 0, pred, np.nan),
-                style,
+                linestyle=LAW_STYLES.get(fit["model"], "-"),
                 color=color,
                 alpha=0.7,  # m* > 0 only
-                label=f"  {value}: {fit['model']} fit (R²={fit['r2']:.2f}, ΔAIC={fit['delta_aic']:.1f})",
+                label=f"  {value}: {fit['model']} fit (R²={fit['r2']:.2f}{rank})",
             )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length T")
@@ -150,6 +151,9 @@ def plot_m_star(
     plt.close(fig)
     return path
 
+
+LAW_STYLES = {"log": "--", "power": ":", "linear": "-.", "polylog": (0, (5, 1, 1, 1, 1, 1))}
+"""Line style of each growth law in :func:`plot_m_star` (the log law dashed, as in the findings' figure)."""
 
 CURVE_STYLES: dict[str, tuple[Literal["-", "--"], str]] = {
     "named": ("-", "named law (robust by AICc)"),

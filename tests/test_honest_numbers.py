@@ -427,7 +427,7 @@ def test_the_headline_table_has_a_row_per_series_and_says_which_is_the_theorems_
     assert "theorem's class" in by_label[theory] and "near the" not in by_label[theory]
     assert "not the theorem's class" not in by_label[theory]
     assert "inputs' norm is not bounded" in by_label[near]
-    assert "not the theorem's class" in by_label[protocol]
+    assert "outside the theorem's class" in by_label[protocol]
     for s in l1["series"]:
         cells = s["cells"]
         line = by_label[
