@@ -65,3 +65,25 @@ def test_the_export_writes_no_estimator_reading_for_a_bound():
     second = out.row(1, named=True)
     assert second["m_star"] is None and second["m_star_bound"] == 256.0
     assert second["m_star_logistic"] is None and second["m_star_grid"] is None and second["m_star_interp"] is None
+
+
+def test_the_export_splits_every_other_m_star_from_its_bound_and_drops_the_as_if_exact_interval():
+    table = pl.DataFrame(
+        {
+            "T": [8, 16],
+            "m_star": [40.0, 8.0],
+            "bound": ["exact", "upper"],
+            "ci_lo_exact": [30.0, 8.0],
+            "ci_hi_exact": [50.0, 38.0],
+            "m_star_default": [40.0, 8.0],
+            "bound_default": ["exact", "upper"],
+            "m_star_2x": [41.0, math.nan],
+            "bound_2x": ["exact", "none"],
+        }
+    )
+    out = export_m_star(table)
+    assert "ci_lo_exact" not in out.columns and "ci_hi_exact" not in out.columns
+    assert out["m_star_default"].to_list() == [40.0, None]
+    assert out["m_star_bound_default"].to_list() == [None, 8.0]
+    assert out["m_star_2x"].to_list() == [41.0, None]
+    assert out["m_star_bound_2x"].to_list() == [None, None]  # "unknown": no number on either side
