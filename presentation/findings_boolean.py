@@ -73,8 +73,10 @@ def render(
         "",
         "m* against T (both axes logarithmic), 3-way AND (s = 3), one panel per model class: the MLP, the "
         "transformer under the paper's protocol (learned positions, trained LayerNorm) and the theorem's class "
-        "(fixed positions, a norm bound B, inputs of norm sqrt(d); a series near it is labelled so). One series "
-        "per setting that spans T, nothing pooled; 95% intervals of m* (the hull of the seed bootstrap, the grid "
+        "(fixed positions, a norm bound B, inputs of norm sqrt(d); one with a trained LayerNorm instead is labelled "
+        "'near the class'). One series "
+        "per setting that spans T (cells of the same settings from different runs join one series; the restart "
+        "runs' learners have their own section below); 95% intervals of m* (the hull of the seed bootstrap, the grid "
         "bracket and the profile likelihood). Per series two least-squares curves over its cells with an exact "
         "m*: the log law `a + b ln T` (dashed) and, solid, the growth law L1 names for it under all three m* "
         "estimators, where it names one. Open markers with an arrow: a bound (up: m* above it; down: at or below "

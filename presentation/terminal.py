@@ -75,8 +75,10 @@ def print_analysis(result: Analysis, console: Console) -> None:
     console.print(t)
     for label, g in result.norm_growth.items():
         if g["n_points"] >= 3 and not math.isnan(g["b"]):
+            # "Grows" only where the interval says so (above 0); otherwise the slope is named plainly.
+            moves = "grows by" if g["b_lo"] > 0 else "falls by" if g["b_hi"] < 0 else "changes (not shown to grow) by"
             console.print(
-                f"{label or 'transformer'}: the least ||W_Q W_K^T|| of a successful trial grows by "
+                f"{label or 'transformer'}: the least ||W_Q W_K^T|| of a successful trial {moves} "
                 f"{g['b']:.3g} per unit of ln T (95% CI {g['b_lo']:.3g} .. {g['b_hi']:.3g}, "
                 f"{g['n_points']} T)",
                 markup=False,
