@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -16,6 +17,7 @@ from attnsweep.analysis.boolean import Analysis, interval_text, law_text
 from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.presentation.console_text import markup
 from attnsweep.stats.critical import format_m_star, format_reading
+from attnsweep.stats.fits import MIN_LAW_POINTS
 
 
 def _show(value) -> str:
@@ -121,14 +123,18 @@ def print_analysis(result: Analysis, console: Console) -> None:
             )
         console.print(u)
     for label, fit in result.fits.items():
-        # The law the cells name is the report's (analysis/boolean.py, Analysis.laws), not the lowest AIC.
+        # The law the cells name is the report's (analysis/boolean.py, Analysis.laws), not the lowest AIC;
+        # below MIN_LAW_POINTS cells the laws are not ranked at all, since no law may be named there.
+        ranked = result.laws.get(label, {}).get("n_points", 0) >= MIN_LAW_POINTS
         f = Table(
-            title=escape(f"m* against T [{label}]: growth laws ranked by AIC"),
+            title=escape(f"m* against T [{label}]: growth laws" + (" ranked by AIC" if ranked else "")),
             caption=escape(law_text(result.laws[label], why=False)) if label in result.laws else None,
         )
-        for c in ("law", "a", "b or c", "b/c 95% CI", "R²", "AIC", "ΔAIC", "BIC"):
+        columns = ("law", "a", "b or c", "b/c 95% CI", "R²", *(("AIC", "ΔAIC", "BIC") if ranked else ()))
+        for c in columns:
             f.add_column(c, justify="right")
-        for r in fit.iter_rows(named=True):
+        rows = fit if ranked else fit.sort(pl.col("model").replace_strict(LAW_ORDER, return_dtype=pl.Int64))
+        for r in rows.iter_rows(named=True):
             formula = {
                 "log": "a + b ln T",
                 "polylog": "a (ln T)^k",
@@ -141,9 +147,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
                 f"{r['b']:.3g}",
                 f"{r['b_lo']:.3g} .. {r['b_hi']:.3g}",
                 f"{r['r2']:.3f}",
-                f"{r['aic']:.1f}",
-                f"{r['delta_aic']:.1f}",
-                f"{r['bic']:.1f}",
+                *((f"{r['aic']:.1f}", f"{r['delta_aic']:.1f}", f"{r['bic']:.1f}") if ranked else ()),
             )
         console.print(f)
     for label in result.m_star["series"].unique(maintain_order=True):
@@ -255,6 +259,10 @@ def print_scale(sc: ScaleAnalysis, console: Console) -> None:
     for r in sc.measurements():
         m.add_row(*(escape(r[c]) for c in ("measurement", "statistic", "interval", "note")))
     console.print(m)
+
+
+LAW_ORDER = {"log": 0, "polylog": 1, "linear": 2, "power": 3}
+"""The order of the growth laws in an unranked fits table (fewer cells than a law needs)."""
 
 
 def _sci(v) -> str:

@@ -92,7 +92,8 @@ def test_a_run_with_three_values_of_T_names_no_law_in_the_cli_or_the_api(tmp_pat
     out = " ".join(_cli("analyze", "r1", "--store", str(store.root), "--figures", str(tmp_path / "f")).split())
     no_law = f"no law named (3 exact cells; a law needs {MIN_LAW_POINTS})"
     assert MIN_LAW_POINTS == 5 and no_law in out
-    assert "growth laws ranked by AIC" in out  # the fits are still shown
+    # The fits are still shown, but not ranked: no AIC column, no ΔAIC, no "ranked" title.
+    assert "m* against T [all]: growth laws" in out and "ranked" not in out and "ΔAIC" not in out
     assert "best law" not in out
     result = analyze_run(store, "r1")
     assert result.laws["all"]["law"] == "too few cells"
