@@ -156,6 +156,47 @@ def store_compact(
     )
 
 
+@store_app.command("export")
+@user_errors
+def store_export(
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN_ID...", help="the runs to export")],
+    out_dir: Annotated[Path, typer.Option("--out", metavar="DIR", help="a new or empty folder")],
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Write runs' trial rows, records and search journals into a folder a commit can carry
+    (trials.parquet, runs.parquet, SHA256SUMS, studies/); `store import` on another machine,
+    then `resume`, continues a run that stopped (docs/store.md)."""
+    from attnsweep.presentation.transfer import export_runs
+    from attnsweep.results import ResultsStore
+
+    if not store.strip():
+        raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
+    runs = export_runs(ResultsStore(store), run_ids, out_dir)
+    out.print(f"exported {len(runs)} run(s) to {markup(str(out_dir))}: {markup(', '.join(r for _, r in runs))}")
+
+
+@store_app.command("import")
+@user_errors
+def store_import(
+    folder: Annotated[
+        Path, typer.Argument(metavar="DIR", help="a folder `store export` (or `report --publish`) wrote")
+    ],
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Write the runs of an exported folder into this store (its checksums and rows checked
+    first; a run the store already holds is refused); then `attnsweep resume RUN_ID`."""
+    from attnsweep.presentation.transfer import import_runs
+    from attnsweep.results import ResultsStore
+
+    if not store.strip():
+        raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
+    ids = import_runs(folder, ResultsStore(store))
+    out.print(
+        f"imported {len(ids)} run(s) into {markup(store)}: {markup(', '.join(ids))} "
+        "(attnsweep resume RUN_ID continues one that stopped)"
+    )
+
+
 @user_errors
 def runs(
     sweep: Annotated[str | None, typer.Argument(metavar="SWEEP", help="only this sweep's runs")] = None,

@@ -63,12 +63,7 @@ def publish(
         The path of findings.md.
     """
     out_dir = Path(out_dir)
-    frames = [store.scan_run_trials(sweep, run_id).collect() for sweep, run_id in runs]
-    # Sorted, so the file made again from its own rows (``report --from``) is the same file;
-    # page checksums, so that :func:`load` finds a damaged page instead of reading it.
-    rows = pl.concat(frames, how="diagonal_relaxed").sort("run_id", "trial_id")
-    with replacing(out_dir / TRIALS) as temp:  # a link at the name is replaced (results/outputs.py)
-        pq.write_table(rows.to_arrow(), temp, write_page_checksum=True, write_statistics=True)
+    rows = write_rows(store, runs, out_dir / TRIALS)
     write_runs(store, runs, out_dir / RUNS)
     write_sums(out_dir)
     if union is not None:
@@ -81,6 +76,21 @@ def publish(
     if symmetry:
         parts.append(render_symmetry(records, claims, symmetry, base="", caveats=caveats, out_dir=out_dir, full=True))
     return write_text(path, "\n".join(parts))
+
+
+def write_rows(store: ResultsStore, runs: Sequence[tuple[str, str]], path: Path) -> pl.DataFrame:
+    """Every trial row of ``runs`` as one Parquet file at ``path``, sorted by run and trial id
+    (so the file made again from its own rows is the same file), with page checksums (so that
+    presentation/published.py ``load`` finds a damaged page instead of reading it).
+
+    Returns:
+        The rows written, one per trial.
+    """
+    frames = [store.scan_run_trials(sweep, run_id).collect() for sweep, run_id in runs]
+    rows = pl.concat(frames, how="diagonal_relaxed").sort("run_id", "trial_id")
+    with replacing(path) as temp:  # a link at the name is replaced (results/outputs.py)
+        pq.write_table(rows.to_arrow(), temp, write_page_checksum=True, write_statistics=True)
+    return rows
 
 
 def write_runs(store: ResultsStore, runs: list[tuple[str, str]], path: Path) -> Path:
