@@ -29,7 +29,7 @@ from attnsweep.stats.boolean_cells import attention_cells
 from attnsweep.stats.boolean_growth import MIN_DECADES, SMALL_T_FROM
 from attnsweep.stats.critical import format_m_star, format_reading
 from attnsweep.stats.norm_use import fit_limits
-from attnsweep.stats.verdict_common import combined
+from attnsweep.stats.verdict_common import combined, number
 
 CLAIMS = ("L1", "L2", "L3", "L4", "R")
 
@@ -585,7 +585,8 @@ def redrawn_lines(union: pl.DataFrame) -> list[str]:
         (f"T >= {max(SMALL_T_FROM)}", cells.filter(pl.col("T") >= max(SMALL_T_FROM))),
     ):
         if not part.is_empty():
-            parts.append(f"{part['redrawn'].min():.0%} to {part['redrawn'].max():.0%} at {name} ({part.height} cells)")
+            lo, hi = number(part["redrawn"].min()), number(part["redrawn"].max())
+            parts.append(f"{lo:.0%} to {hi:.0%} at {name} ({part.height} cells)")
     return [
         'Training sets redrawn because they did not determine the target (docs/method.md, "The data"), as a '
         "share of the trained trials at the two m around each transformer cell's crossing (m_star.csv's "
