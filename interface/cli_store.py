@@ -166,13 +166,25 @@ def store_export(
     """Write runs' trial rows, records and search journals into a folder a commit can carry
     (trials.parquet, runs.parquet, SHA256SUMS, studies/); `store import` on another machine,
     then `resume`, continues a run that stopped (docs/store.md)."""
-    from attnsweep.presentation.transfer import export_runs
+    from attnsweep.presentation.transfer import export_runs, lock_held
     from attnsweep.results import ResultsStore
 
     if not store.strip():
         raise AttnsweepError("--store: an empty path; give the store's folder (default results-store)")
-    runs = export_runs(ResultsStore(store), run_ids, out_dir)
+    results = ResultsStore(store)
+    runs = export_runs(results, run_ids, out_dir)
     out.print(f"exported {len(runs)} run(s) to {markup(str(out_dir))}: {markup(', '.join(r for _, r in runs))}")
+    for sweep, run_id in runs:
+        if lock_held(results, sweep, run_id):
+            err.print(
+                visible(
+                    f"warning: run {run_id} is still being written by a driver here: the export holds the rows "
+                    "flushed so far; stop that driver before resuming the run elsewhere, or it is completed twice"
+                ),
+                style="yellow",
+                markup=False,
+                highlight=False,
+            )
 
 
 @store_app.command("import")

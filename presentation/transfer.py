@@ -35,16 +35,26 @@ def export_runs(store: ResultsStore, run_ids: Sequence[str], out_dir: Path) -> l
     Returns:
         ``(sweep, run_id)`` per run, in the order given.
 
+    A folder that holds an earlier export of exactly these runs (and no findings) is written
+    again: the next part of a long sweep exports over the last one.
+
     Raises:
         StoreError: a run the store does not hold.
-        AttnsweepError: ``out_dir`` already holds an export or findings (nothing is written
-            over them), or cannot be written.
+        AttnsweepError: ``out_dir`` is a file, holds an export of other runs or findings
+            (nothing is written over them), or cannot be written.
     """
     runs = [(store.sweep_of(run_id), run_id) for run_id in dict.fromkeys(run_ids)]
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise AttnsweepError(f"--out: {out_dir} is a file, not a folder; give a new or empty folder")
     taken = [name for name in (TRIALS, RUNS, SUMS, STUDIES) if (out_dir / name).exists()]
-    if taken:
-        raise AttnsweepError(f"--out: {out_dir} already holds {', '.join(taken)}; export into an empty or new folder")
+    if taken and _exported_runs(out_dir) != {r for _, r in runs}:
+        raise AttnsweepError(
+            f"--out: {out_dir} already holds {', '.join(taken)} of other runs or of findings; export into an "
+            "empty or new folder (a folder that holds an earlier export of the same runs is written again)"
+        )
+    # A later export of the same runs replaces the earlier one: it holds every row that one held.
+    shutil.rmtree(out_dir / STUDIES, ignore_errors=True)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_rows(store, runs, out_dir / TRIALS)
@@ -72,13 +82,28 @@ def import_runs(folder: Path, store: ResultsStore) -> list[str]:
             double its rows: resume it there instead).
     """
     folder = Path(folder)
-    held = _held(folder, store)
+    if not folder.is_dir():
+        raise AttnsweepError(f"store import: no folder {folder} (give the folder `store export --out` wrote)")
+    root = Path(str(store.root))
+    if store.local and root.exists() and not root.is_dir():
+        raise AttnsweepError(f"--store: {root} is a file, not a store folder")
+    listed = _listed(folder)
+    held = [run_id for sweep, run_id in listed if _in_store(store, sweep, run_id)]
     if held:
         raise AttnsweepError(
-            f"the store at {store.root} already holds run(s) {', '.join(held)}: importing again would double "
-            "their rows; resume them there, or import into another store"
+            f"the store at {store.root} already holds run(s) {', '.join(held)} (a record or trial rows): "
+            "importing again would double their rows; resume them there, or import into another store"
         )
-    ids = load(folder, store)
+    try:
+        ids = load(folder, store)
+    except AttnsweepError as exc:
+        _undo(store, listed)
+        raise AttnsweepError(str(exc).replace("--from: ", "store import: ", 1)) from None
+    except BaseException:
+        # Ctrl-C or a write that failed half-way: none of these runs was in the store before,
+        # so removing what this import wrote leaves the store as it was, and a retry is safe.
+        _undo(store, listed)
+        raise
     for journals in sorted((folder / STUDIES).glob("sweep=*/run_id=*")):
         sweep, run_id = journals.parent.name.removeprefix("sweep="), journals.name.removeprefix("run_id=")
         if run_id in ids:
@@ -86,22 +111,54 @@ def import_runs(folder: Path, store: ResultsStore) -> list[str]:
     return ids
 
 
-def _held(folder: Path, store: ResultsStore) -> list[str]:
-    """The runs of the export's runs.parquet that ``store`` already holds."""
+def _listed(folder: Path) -> list[tuple[str, str]]:
+    """``(sweep, run_id)`` of each run an export's runs.parquet lists ([] where it has none or
+    cannot be read: ``load`` then says why)."""
     import pyarrow.parquet as pq
 
-    path = folder / RUNS
-    if not path.is_file():
-        return []  # load() says what is missing
     try:
-        listed = pq.read_table(path, columns=["run_id"])["run_id"].to_pylist()
-    except Exception:  # noqa: BLE001 - a damaged file: load() names it
+        table = pq.read_table(folder / RUNS, columns=["sweep", "run_id"])
+    except Exception:  # noqa: BLE001 - a missing or damaged file: load() names it
         return []
-    held = []
-    for run_id in listed:
-        try:
-            store.sweep_of(run_id)
-        except StoreError:
-            continue
-        held.append(run_id)
-    return held
+    return list(zip(table["sweep"].to_pylist(), table["run_id"].to_pylist(), strict=True))
+
+
+def _exported_runs(folder: Path) -> set[str] | None:
+    """The runs of an earlier export in ``folder``; None where the folder holds findings (a
+    report's files) or no readable export."""
+    if any((folder / name).exists() for name in ("findings.md", "report.html", "verdicts.json")):
+        return None
+    listed = _listed(folder)
+    return {run_id for _, run_id in listed} if listed else None
+
+
+def _in_store(store: ResultsStore, sweep: str, run_id: str) -> bool:
+    """Whether ``store`` holds a record or any trial rows of the run."""
+    try:
+        store.sweep_of(run_id)
+        return True
+    except StoreError:
+        pass
+    try:
+        return store.run_dir("trials", sweep, run_id).exists()
+    except (StoreError, ValueError):
+        return False
+
+
+def _undo(store: ResultsStore, runs: list[tuple[str, str]]) -> None:
+    """Remove what an import wrote of ``runs`` (none of which the store held before it)."""
+    if not store.local:
+        return
+    for sweep, run_id in runs:
+        for table in ("trials", "runs"):
+            try:
+                shutil.rmtree(store.run_dir(table, sweep, run_id), ignore_errors=True)
+            except (StoreError, ValueError):
+                continue
+
+
+def lock_held(store: ResultsStore, sweep: str, run_id: str) -> bool:
+    """Whether a driver on this machine holds the run's lock now (it is still being written)."""
+    from attnsweep.results.locks import RunLock
+
+    return bool(RunLock(store, sweep, run_id).held())

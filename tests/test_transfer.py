@@ -120,8 +120,9 @@ def test_export_and_import_refuse_what_would_lose_or_double_rows(tmp_path):
     ok = _cli("store", "export", "r1", "--out", "out", "--store", "store", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["SHA256SUMS", "runs.parquet", "trials.parquet"]
+    # The same run again writes over its earlier export (the next part of a long sweep).
     again = _cli("store", "export", "r1", "--out", "out", "--store", "store", cwd=tmp_path)
-    assert again.returncode == 2 and "already holds" in again.stderr
+    assert again.returncode == 0, again.stderr
     unknown = _cli("store", "export", "r9", "--out", "other", "--store", "store", cwd=tmp_path)
     assert unknown.returncode == 2 and "r9" in unknown.stderr and not (tmp_path / "other" / "trials.parquet").exists()
 
@@ -147,3 +148,76 @@ def test_export_and_import_refuse_what_would_lose_or_double_rows(tmp_path):
     damaged = _cli("store", "import", "out", "--store", "third", cwd=tmp_path)
     assert damaged.returncode == 2 and "SHA256SUMS" in damaged.stderr
     assert not (tmp_path / "third" / "trials").exists()
+
+
+def _small_run(tmp_path: Path) -> ResultsStore:
+    import pyarrow as pa
+    from boolean_rows import boolean_row
+
+    from attnsweep.orchestrator.trials_table import run_schema, trial_schema
+
+    store = ResultsStore(tmp_path / "store")
+    rows = [boolean_row(8, m, seed, m >= 16) for m in (8, 16, 32) for seed in range(2)]
+    schema = trial_schema()
+    store.write_trials(
+        "sw", "r1", pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+    )
+    store.write_run(
+        "sw",
+        "r1",
+        dict(
+            status="interrupted",
+            n_trials=len(rows),
+            n_done=len(rows),
+            spec_name="sw",
+            spec_yaml="name: sw\n",
+            attempts=[],
+        ),
+        run_schema(),
+    )
+    return store
+
+
+def test_an_import_that_fails_half_way_leaves_the_store_as_it_was_and_a_retry_works(tmp_path):
+    _small_run(tmp_path)
+    assert _cli("store", "export", "r1", "--out", "out", "--store", "store", cwd=tmp_path).returncode == 0
+    (tmp_path / "fresh").mkdir()
+    (tmp_path / "fresh" / "runs").write_text("not a folder")  # the record cannot be written
+    failed = _cli("store", "import", "out", "--store", "fresh", cwd=tmp_path)
+    assert failed.returncode != 0
+    assert not (tmp_path / "fresh" / "trials" / "sweep=sw" / "run_id=r1").exists()  # the rows it wrote are gone
+    (tmp_path / "fresh" / "runs").unlink()
+    retried = _cli("store", "import", "out", "--store", "fresh", cwd=tmp_path)
+    assert retried.returncode == 0, retried.stderr
+    rows = ResultsStore(tmp_path / "fresh").scan_trials().collect()
+    assert rows.height == 6 and rows["trial_id"].n_unique() == 6
+
+
+def test_trial_rows_without_a_record_count_as_held_and_messages_name_the_import(tmp_path):
+    store = _small_run(tmp_path)
+    assert _cli("store", "export", "r1", "--out", "out", "--store", "store", cwd=tmp_path).returncode == 0
+    shutil.rmtree(store.run_dir("runs", "sw", "r1"))  # rows left behind without their record
+    held = _cli("store", "import", "out", "--store", "store", cwd=tmp_path)
+    assert held.returncode == 2 and "already holds run(s) r1 (a record or trial rows)" in held.stderr
+    missing = _cli("store", "import", "nowhere", "--store", "fresh", cwd=tmp_path)
+    assert missing.returncode == 2 and "no folder nowhere" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = _cli("store", "import", "empty", "--store", "fresh", cwd=tmp_path)
+    assert empty.returncode == 2 and "store import:" in empty.stderr and "--from" not in empty.stderr
+    (tmp_path / "afile").write_text("x")
+    into_file = _cli("store", "import", "out", "--store", "afile", cwd=tmp_path)
+    assert into_file.returncode == 2 and "is a file, not a store folder" in into_file.stderr
+
+
+def test_the_next_part_exports_over_the_last_export_of_the_same_runs_only(tmp_path):
+    _small_run(tmp_path)
+    assert _cli("store", "export", "r1", "--out", "parts/r1", "--store", "store", cwd=tmp_path).returncode == 0
+    again = _cli("store", "export", "r1", "--out", "parts/r1", "--store", "store", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    (tmp_path / "findings").mkdir()
+    for name in ("runs.parquet", "trials.parquet", "SHA256SUMS"):
+        shutil.copy(tmp_path / "parts" / "r1" / name, tmp_path / "findings" / name)
+    (tmp_path / "findings" / "findings.md").write_text("published")
+    over_findings = _cli("store", "export", "r1", "--out", "findings", "--store", "store", cwd=tmp_path)
+    assert over_findings.returncode == 2 and "of other runs or of findings" in over_findings.stderr
+    assert (tmp_path / "findings" / "findings.md").read_text() == "published"
