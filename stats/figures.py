@@ -26,6 +26,30 @@ from attnsweep.results.outputs import replacing  # noqa: E402
 from attnsweep.stats.fits import MIN_LAW_POINTS, predict  # noqa: E402
 
 
+def paper_points(
+    ax, reference: pl.DataFrame, label: str, color: str, elinewidth: float, capsize: float, zorder: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The paper's read-off (``T``, ``critical_m``, ``err_lo``, ``err_hi``; Edelman et al. 2022,
+    section 5) drawn on ``ax`` as grey squares with their error bars; returns ``(T, m, lo, hi)``
+    ``(n,)`` float arrays."""
+    T, m = reference["T"].to_numpy().astype(float), reference["critical_m"].to_numpy().astype(float)
+    lo, hi = reference["err_lo"].to_numpy().astype(float), reference["err_hi"].to_numpy().astype(float)
+    ax.errorbar(
+        T,
+        m,
+        yerr=[np.maximum(m - lo, 0), np.maximum(hi - m, 0)],
+        fmt="s",
+        markersize=3,
+        color=color,
+        ecolor=color,
+        elinewidth=elinewidth,
+        capsize=capsize,
+        zorder=zorder,
+        label=label,
+    )
+    return T, m, lo, hi
+
+
 def plot_m_star(
     m_star: pl.DataFrame,
     fits: dict[str, pl.DataFrame],
@@ -52,23 +76,14 @@ def plot_m_star(
     sns.set_theme(style="whitegrid")
     fig, ax = plt.subplots(figsize=(11, 5) if reference is not None else (10, 4.5))
     if reference is not None and not reference.is_empty():
-        T, m = reference["T"].to_numpy(), reference["critical_m"].to_numpy()
-        err = [
-            np.maximum(m - reference["err_lo"].to_numpy(), 0),
-            np.maximum(reference["err_hi"].to_numpy() - m, 0),
-        ]
-        ax.errorbar(
-            T,
-            m,
-            yerr=err,
-            fmt="s",
-            markersize=3,
+        paper_points(
+            ax,
+            reference,
+            "Edelman et al. 2022, transformer (read-off of their figure)",
             color="0.3",
-            ecolor="0.3",
             elinewidth=1,
             capsize=2,
             zorder=3,
-            label="Edelman et al. 2022, transformer (read-off of their figure)",
         )
     if title:
         ax.set_title(title, fontsize=10)
@@ -243,20 +258,14 @@ def m_star_panels(
                 )
                 line.set_gid(f"{role} law: {name}")
         if reference is not None and not reference.is_empty() and panel == reference_panel:
-            T, m = reference["T"].to_numpy().astype(float), reference["critical_m"].to_numpy().astype(float)
-            lo, hi = reference["err_lo"].to_numpy().astype(float), reference["err_hi"].to_numpy().astype(float)
-            ax.errorbar(
-                T,
-                m,
-                yerr=[np.maximum(m - lo, 0), np.maximum(hi - m, 0)],
-                fmt="s",
-                markersize=3,
+            T, m, lo, hi = paper_points(
+                ax,
+                reference,
+                "Edelman et al. 2022 (read-off of their figure)",
                 color="0.35",
-                ecolor="0.35",
                 elinewidth=0.8,
                 capsize=1.5,
                 zorder=2,
-                label="Edelman et al. 2022 (read-off of their figure)",
             )
             xs += T.tolist()
             ys += [*m.tolist(), *lo.tolist(), *hi.tolist()]

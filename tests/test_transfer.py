@@ -92,64 +92,6 @@ def test_a_killed_run_moved_to_a_fresh_checkout_resumes_there_with_every_trial_o
     assert record["attempts"][-1]["n_run"] == TRIALS - before.height
 
 
-def test_export_and_import_refuse_what_would_lose_or_double_rows(tmp_path):
-    import pyarrow as pa
-    from boolean_rows import boolean_row
-
-    from attnsweep.orchestrator.trials_table import run_schema, trial_schema
-
-    store = ResultsStore(tmp_path / "store")
-    rows = [boolean_row(8, m, seed, m >= 16) for m in (8, 16, 32) for seed in range(2)]
-    schema = trial_schema()
-    store.write_trials(
-        "sw", "r1", pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
-    )
-    store.write_run(
-        "sw",
-        "r1",
-        dict(
-            status="interrupted",
-            n_trials=len(rows),
-            n_done=len(rows),
-            spec_name="sw",
-            spec_yaml="name: sw\n",
-            attempts=[],
-        ),
-        run_schema(),
-    )
-    ok = _cli("store", "export", "r1", "--out", "out", "--store", "store", cwd=tmp_path)
-    assert ok.returncode == 0, ok.stderr
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["SHA256SUMS", "runs.parquet", "trials.parquet"]
-    # The same run again writes over its earlier export (the next part of a long sweep).
-    again = _cli("store", "export", "r1", "--out", "out", "--store", "store", cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    unknown = _cli("store", "export", "r9", "--out", "other", "--store", "store", cwd=tmp_path)
-    assert unknown.returncode == 2 and "r9" in unknown.stderr and not (tmp_path / "other" / "trials.parquet").exists()
-
-    held = _cli("store", "import", "out", "--store", "store", cwd=tmp_path)
-    assert held.returncode == 2 and "already holds run(s) r1" in held.stderr
-    assert ResultsStore(tmp_path / "store").scan_trials().collect().height == len(rows)
-
-    moved = _cli("store", "import", "out", "--store", "fresh", cwd=tmp_path)
-    assert moved.returncode == 0, moved.stderr
-    assert (
-        ResultsStore(tmp_path / "fresh")
-        .scan_trials()
-        .collect()
-        .sort("trial_id")
-        .equals(ResultsStore(tmp_path / "store").scan_trials().collect().sort("trial_id"))
-    )
-
-    with open(tmp_path / "out" / "trials.parquet", "r+b") as f:  # one byte changed: its checksum no longer holds
-        f.seek(200)
-        byte = f.read(1)
-        f.seek(200)
-        f.write(bytes([byte[0] ^ 0xFF]))
-    damaged = _cli("store", "import", "out", "--store", "third", cwd=tmp_path)
-    assert damaged.returncode == 2 and "SHA256SUMS" in damaged.stderr
-    assert not (tmp_path / "third" / "trials").exists()
-
-
 def _small_run(tmp_path: Path) -> ResultsStore:
     import pyarrow as pa
     from boolean_rows import boolean_row
@@ -176,6 +118,41 @@ def _small_run(tmp_path: Path) -> ResultsStore:
         run_schema(),
     )
     return store
+
+
+def test_export_and_import_refuse_what_would_lose_or_double_rows(tmp_path):
+    n_rows = _small_run(tmp_path).scan_trials().collect().height
+    ok = _cli("store", "export", "r1", "--out", "out", "--store", "store", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["SHA256SUMS", "runs.parquet", "trials.parquet"]
+    # The same run again writes over its earlier export (the next part of a long sweep).
+    again = _cli("store", "export", "r1", "--out", "out", "--store", "store", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    unknown = _cli("store", "export", "r9", "--out", "other", "--store", "store", cwd=tmp_path)
+    assert unknown.returncode == 2 and "r9" in unknown.stderr and not (tmp_path / "other" / "trials.parquet").exists()
+
+    held = _cli("store", "import", "out", "--store", "store", cwd=tmp_path)
+    assert held.returncode == 2 and "already holds run(s) r1" in held.stderr
+    assert ResultsStore(tmp_path / "store").scan_trials().collect().height == n_rows
+
+    moved = _cli("store", "import", "out", "--store", "fresh", cwd=tmp_path)
+    assert moved.returncode == 0, moved.stderr
+    assert (
+        ResultsStore(tmp_path / "fresh")
+        .scan_trials()
+        .collect()
+        .sort("trial_id")
+        .equals(ResultsStore(tmp_path / "store").scan_trials().collect().sort("trial_id"))
+    )
+
+    with open(tmp_path / "out" / "trials.parquet", "r+b") as f:  # one byte changed: its checksum no longer holds
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    damaged = _cli("store", "import", "out", "--store", "third", cwd=tmp_path)
+    assert damaged.returncode == 2 and "SHA256SUMS" in damaged.stderr
+    assert not (tmp_path / "third" / "trials").exists()
 
 
 def test_an_import_that_fails_half_way_leaves_the_store_as_it_was_and_a_retry_works(tmp_path):
