@@ -36,6 +36,9 @@ RESULT_COLUMNS: dict[str, pa.DataType] = {
     "norm_v": pa.float64(),
     "norm_hidden": pa.float64(),
     "norm_readout": pa.float64(),
+    "input_norm": pa.float64(),  # B_X, the largest norm of a head's input (workers/margins.py)
+    "margin": pa.float64(),  # min over the training set of y f(x), y = +-1
+    "margin_normalised": pa.float64(),  # margin / the capacity bound's complexity term
     "train_error": pa.float64(),
     "test_error": pa.float64(),
     "eq_error_median": pa.float64(),

@@ -39,9 +39,18 @@ Fault = Literal["raise", "nan", "exit"]
 # pass (mixed precision: weights, optimiser state and evaluation stay float32).
 Precision = Literal["float32", "bfloat16"]
 Positions = Literal["learned", "fixed", "sinusoidal"]
+# When a sparse-Boolean trial stops training (besides divergence and max_epochs): at its first
+# fit, once it fits with a normalised margin of at least margin_target, or never (a fixed budget).
+StopRule = Literal["fit", "margin", "budget"]
 
 
-LATER_FIELDS: dict[str, object] = {"positions": "learned", "ln_affine": True, "restart": 0}
+LATER_FIELDS: dict[str, object] = {
+    "positions": "learned",
+    "ln_affine": True,
+    "restart": 0,
+    "stop": "fit",
+    "margin_target": None,
+}
 """Trial settings added after trial rows were first published, with the value every earlier
 trial had: at that value a setting does not enter a trial's id (orchestrator/spec.py
 ``trial_id``), so earlier trials keep theirs and a resume finds them, and a stored row
@@ -150,12 +159,36 @@ class BooleanTrialConfig(StrictSettings):
     max_epochs: int = Field(300, ge=1, le=10_000_000, description="epochs before giving up")
     batch_size: int | None = Field(None, ge=1, description="minibatch size; None: full batch")
     precision: Precision = Field("float32", description="float32, or bfloat16 mixed precision in training")
+    stop: StopRule = Field(
+        "fit",
+        description="when training stops, besides divergence and max_epochs: 'fit' (the first epoch "
+        "that classifies every training sample right), 'margin' (the first that does so with a "
+        "normalised margin of at least margin_target: workers/margins.py) or 'budget' (never: "
+        "max_epochs steps)",
+    )
+    margin_target: float | None = Field(
+        None,
+        gt=0,
+        le=1e6,
+        description="the normalised training margin at which stop 'margin' stops (needed by it, "
+        "and a setting of it alone)",
+    )
 
     # Test-only fault injection (a trial that raises, turns NaN, or kills its process).
     fault: Fault | None = Field(None, description="test only: make this trial misbehave")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> BooleanTrialConfig:
+        if (self.stop == "margin") != (self.margin_target is not None):
+            raise ValueError(
+                "margin_target is the setting of stop 'margin': give both or neither "
+                f"(got stop={self.stop!r}, margin_target={self.margin_target!r})"
+            )
+        if self.stop == "margin" and self.model != "transformer":
+            raise ValueError(
+                f"stop 'margin' needs model 'transformer': the normalised margin is that of the "
+                f"attention head's capacity bound, which the {self.model} has not (use 'fit' or 'budget')"
+            )
         if self.s >= self.T:
             raise ValueError(f"T must be greater than s (got T={self.T}, s={self.s})")
         if self.model == "transformer" and self.d % self.heads:

@@ -2,7 +2,8 @@
 transformer at any depth (through its general forward) and the MLP.
 
 Each trial follows the rule of :func:`workers.train_boolean._fit` step for step: full-batch, it stops
-before a step when it classifies every training sample right (fit) or its loss is not finite
+before a step when its stop rule is met (by default: it classifies every training sample right;
+:func:`workers.train_boolean.stop_rule`) or its loss is not finite
 (diverged), counts the epoch, is projected onto its norm ball, and stops when its weights
 explode; with minibatches it checks its fit on the whole set at the start of each epoch and
 shuffles with its own generator. A trial that stops leaves with its weights of that moment.
@@ -21,6 +22,7 @@ from torch.func import functional_call, vmap
 from attnsweep import tasks
 from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.curves import Curve, note_slots
+from attnsweep.workers.margins import head_measures, signed_margin
 from attnsweep.workers.models import logistic_loss, score_range_safe
 from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
@@ -106,7 +108,7 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None) -> list[dict]:
             if curves is not None:
                 acc = ((logits.detach() > 0).float() == ys).double().mean(-1)  # right / m exactly
                 note_slots(curves, pack.trial.tolist(), pack.active.tolist(), epoch, loss.tolist(), acc.tolist())
-            fit = ((logits.detach() > 0).float() == ys).all(-1).cpu()
+            fit = _stops(pack, cfg, logits.detach(), ys)
             finite = torch.isfinite(loss.detach()).cpu()
             for s in torch.nonzero(pack.active & fit).flatten().tolist():
                 leave(s, converged=True)
@@ -117,8 +119,7 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None) -> list[dict]:
             pack.step(grads=grads) if hand else pack.step(loss)
         else:
             with torch.no_grad():
-                fit, measured = _fits(forward, xs, ys, chunk, measure=curves is not None)
-                fit = fit.cpu()
+                fit, measured = _fits(forward, xs, ys, chunk, measure=curves is not None, rule=(pack, cfg))
             if measured is not None:
                 note_slots(curves, pack.trial.tolist(), pack.active.tolist(), epoch, *measured)
             for s in torch.nonzero(pack.active & fit).flatten().tolist():
@@ -165,6 +166,20 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None) -> list[dict]:
     for s in torch.nonzero(pack.active).flatten().tolist():  # out of epochs
         leave(s)
     return out
+
+
+def _stops(pack: StackedPack, cfg: BooleanTrialConfig, logits: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """``(slots,)`` bool on the CPU: whether each slot's stop rule (``cfg.stop``, one per pack) is
+    met by its logits ``(slots, m)`` of its whole training set ``ys`` ``(slots, m)``: the
+    per-slot form of :func:`workers.train_boolean.stop_rule`."""
+    if cfg.stop == "budget":
+        return torch.zeros(logits.shape[0], dtype=torch.bool)
+    fit = ((logits > 0).float() == ys).all(-1)
+    if cfg.stop == "margin" and bool(fit.any()):
+        with torch.no_grad():
+            c = head_measures(pack.params, cfg.d, cfg.heads, cfg.norm_kind)["complexity"]
+            fit &= signed_margin(logits.double(), ys) / c.double() >= cfg.margin_target
+    return fit.cpu()
 
 
 def _hand(cfg: BooleanTrialConfig) -> bool:
@@ -216,8 +231,9 @@ def score_stacked(
             (:func:`workers.train_boolean.eval_chunk`).
 
     Returns:
-        Per trial, ``(train_loss, train_acc, test_loss, test_acc)`` (accuracies right / n
-        exactly), or the exception its scoring raised.
+        Per trial, ``(train_loss, train_acc, test_loss, test_acc, margin)`` (accuracies right /
+        n exactly; margin: min over the training set of y f(x), y = +-1, workers/margins.py),
+        or the exception its scoring raised.
     """
     if not configs:
         return []
@@ -244,7 +260,7 @@ def _score_group(configs, models, trained, x, y, support, group, chunk, dev, out
     pick = torch.tensor(group)[pack.trial]  # (slots,) the trial of each slot
     hand = _hand(cfg)
 
-    def measure(xs: torch.Tensor, ys: torch.Tensor, sums: list[list[float]]) -> None:
+    def measure(xs: torch.Tensor, ys: torch.Tensor, sums: list[list[float]], least: list[float] | None = None) -> None:
         for i in range(0, xs.shape[1], chunk):
             xc, yc = xs[:, i : i + chunk], ys[:, i : i + chunk]
             if hand:
@@ -253,40 +269,53 @@ def _score_group(configs, models, trained, x, y, support, group, chunk, dev, out
                 logits = slot_logits(pack, cfg, xc)
             loss = logistic_loss(logits, yc).tolist()  # (slots,) means over the chunk
             right = ((logits > 0).float() == yc).double().sum(-1).tolist()
+            if least is not None:
+                part = signed_margin(logits.double(), yc).tolist()
+                least[:] = [min(a, b) for a, b in zip(least, part)]
             for s in range(len(group)):
                 sums[s][0] += loss[s] * yc.shape[1]
                 sums[s][1] += right[s]
                 sums[s][2] += yc.shape[1]
 
     train = [[0.0, 0.0, 0] for _ in group]
-    measure(x[pick], y[pick], train)
+    margins = [math.inf] * pack.slots
+    measure(x[pick], y[pick], train, margins)
     test = [[0.0, 0.0, 0] for _ in group]
     seeds = [configs[j].seed for j in group]
     for xt, yt in tasks.test_chunks(cfg.task, cfg.T, cfg.s, seeds, support[group], cfg.n_test, chunk, dev):
         measure(xt[pack.trial], yt[pack.trial], test)
     for s, j in enumerate(group):
         (a, b, n), (c, e, k) = train[s], test[s]
-        out[j] = (a / n, b / n, c / k, e / k)
+        out[j] = (a / n, b / n, c / k, e / k, margins[s])
 
 
 def _fits(
-    forward, xs: torch.Tensor, ys: torch.Tensor, chunk: int, measure: bool = False
+    forward, xs: torch.Tensor, ys: torch.Tensor, chunk: int, measure: bool = False, rule=None
 ) -> tuple[torch.Tensor, tuple[list[float], list[float]] | None]:
-    """``(slots,)`` whether each slot classifies all its samples right, in chunks of ``chunk``
-    samples per slot (a function of the trial's settings only); with ``measure`` also each
-    slot's mean logistic loss and accuracy over its samples from the same logits (lists over
-    the slots, for a learning curve), else None."""
+    """``(slots,)`` on the CPU: whether each slot's stop rule is met on its samples (``rule``:
+    the pack and config :func:`_stops` reads; None: whether it classifies them all right), in
+    chunks of ``chunk`` samples per slot (a function of the trial's settings only); with
+    ``measure`` also each slot's mean logistic loss and accuracy over its samples from the same
+    logits (lists over the slots, for a learning curve), else None."""
     ok = torch.ones(xs.shape[0], dtype=torch.bool, device=xs.device)
     loss_sum = right_sum = None
+    kept = []
     for i in range(0, xs.shape[1], chunk):
         logits = forward(xs[:, i : i + chunk])
         right = (logits > 0).float() == ys[:, i : i + chunk]
         ok &= right.all(-1)
+        if rule is not None and rule[1].stop == "margin":
+            kept.append(logits)
         if measure:  # sums over chunks, as workers.train_boolean._evaluate sums a trial's
             part = logistic_loss(logits, ys[:, i : i + chunk]) * right.shape[1]
             loss_sum = part if loss_sum is None else loss_sum + part
             count = right.double().sum(-1)  # exact: right / m is the row's accuracy, not float32's
             right_sum = count if right_sum is None else right_sum + count
+    if kept:
+        ok = _stops(*rule, torch.cat(kept, 1), ys)
+    elif rule is not None and rule[1].stop == "budget":
+        ok = torch.zeros_like(ok)
+    ok = ok.cpu()
     if loss_sum is None or right_sum is None:
         return ok, None
     m = xs.shape[1]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import torch
@@ -41,8 +41,9 @@ from attnsweep.workers.curves import Curve, CurvePlan, attach
 # chunks keep evaluation at T in the thousands within a fixed budget. The chunk depends on the
 # trial's settings only, never on its pack, so that its scores do not either.
 from attnsweep.workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
+from attnsweep.workers.margins import head_measures, margin_columns, signed_margin
 from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
-from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer, transformer_norms
+from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
 from attnsweep.workers.stacked import groups
 from attnsweep.workers.stacked_boolean import fit_stacked, score_stacked
@@ -223,14 +224,37 @@ def _model(c: BooleanTrialConfig, dev: torch.device) -> torch.nn.Module:
         return build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.positions).to(dev)
 
 
-def _state(logits: torch.Tensor, y: torch.Tensor, stop_when_fit: bool, loss: torch.Tensor | None = None) -> str:
-    """``"fit"`` when asked and every sample is classified right, ``"diverged"`` when the
-    logistic loss is not finite, else ``"step"``."""
-    if stop_when_fit and bool(((logits > 0).float() == y).all()):
+def _state(logits: torch.Tensor, y: torch.Tensor, stops: Stops | None, loss: torch.Tensor | None = None) -> str:
+    """``"fit"`` when ``stops`` is given and says the trial's stop rule is met, ``"diverged"``
+    when the logistic loss is not finite, else ``"step"``."""
+    if stops is not None and stops(logits, y):
         return "fit"
     if loss is None:
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
     return "diverged" if not bool(torch.isfinite(loss)) else "step"
+
+
+Stops = Callable[[torch.Tensor, torch.Tensor], bool]
+"""Whether a trial's stop rule is met by the logits ``(m,)`` of its whole training set ``y`` ``(m,)``."""
+
+
+def stop_rule(c: BooleanTrialConfig, params: Mapping[str, torch.Tensor]) -> Stops:
+    """The stop rule of ``c`` (``stop``, workers/config.py) for the trial whose trained
+    ``params`` these are (read when called): ``fit`` stops at the first epoch that classifies
+    every sample right; ``margin`` at the first that does so with a normalised margin of at
+    least ``margin_target`` (workers/margins.py); ``budget`` never."""
+
+    def fits(logits: torch.Tensor, y: torch.Tensor) -> bool:
+        if c.stop == "budget" or not bool(((logits > 0).float() == y).all()):
+            return False
+        if c.stop == "fit":
+            return True
+        with torch.no_grad():
+            measures = head_measures({k: v.detach()[None] for k, v in params.items()}, c.d, c.heads, c.norm_kind)
+            normalised = signed_margin(logits.double(), y) / measures["complexity"][0].double()
+        return bool(normalised >= c.margin_target)
+
+    return fits
 
 
 class _Trial:
@@ -261,6 +285,7 @@ class _Trial:
         self.x = trial_input(self, x)
         self.x0: torch.Tensor | None = None  # 1 - self.x, made when first needed (_zeros)
         self.bound = torch.tensor([c.norm_bound or math.inf], device=dev)
+        self.stops = stop_rule(c, self.params)
         # The logits of the last step's forward pass, kept only for a learning curve (set
         # by _fit when one is recorded): off, a step does exactly what it did without curves.
         self.keep_logits = False
@@ -299,7 +324,7 @@ class _Trial:
         """One AdamW step on the samples ``x`` ``(b, .)``, ``y`` ``(b,)``, from one forward pass.
 
         Returns:
-            ``"fit"`` (``stop_when_fit`` and every sample classified right: no step),
+            ``"fit"`` (``stop_when_fit`` and the stop rule met on these samples: no step),
             ``"diverged"`` (the loss is not finite: no step) or ``"stepped"``.
         """
         self.opt.zero_grad()
@@ -318,7 +343,7 @@ class _Trial:
         if self.keep_logits:
             self.logits = logits.detach()
         loss = logistic_loss(logits, y)
-        state = _state(logits.detach(), y, stop_when_fit, loss.detach())
+        state = _state(logits.detach(), y, self.stops if stop_when_fit else None, loss.detach())
         if state != "step":
             return state
         loss.backward()
@@ -352,7 +377,7 @@ class _Trial:
         hd = one_layer.head(p, t, x, x0)
         if self.keep_logits:
             self.logits = hd.logits
-        state = _state(hd.logits, y, stop_when_fit)
+        state = _state(hd.logits, y, self.stops if stop_when_fit else None)
         if state != "step":
             return state
         grads = one_layer.backward(p, t, hd, x, (torch.sigmoid(hd.logits) - y) / y.shape[0], x0)
@@ -385,9 +410,10 @@ def _fit(
     redraws: int,
     dev: torch.device,
     curve: Curve | None = None,
-) -> None:
+) -> _Trial:
     """Train one trial on its training set ``bits`` ``(m, T)``, ``y`` ``(m,)`` and score it;
-    ``curve`` (when given) notes the training set's loss and accuracy the loop measures."""
+    ``curve`` (when given) notes the training set's loss and accuracy the loop measures.
+    Returns the trained trial (its weights: what tests check the row against)."""
     trial = _Trial(c, bits, y, dev)
     trial.keep_logits = curve is not None
     trial.project()
@@ -407,10 +433,10 @@ def _fit(
                 diverged_epoch = epoch
                 break
         else:
-            loss, acc = _evaluate(trial, [(trial.x, y)], chunk)
+            loss, acc, logits = _evaluate(trial, [(trial.x, y)], chunk, keep=c.stop == "margin")
             if curve is not None:
                 curve.note(epoch, loss, acc)
-            if acc >= 1.0:
+            if acc >= 1.0 and c.stop != "budget" and (logits is None or trial.stops(logits, y)):
                 converged = True
                 break
             order = torch.randperm(c.m, generator=perm_gen, device=dev)
@@ -431,6 +457,7 @@ def _fit(
             diverged_epoch = epoch
             break
     score(trial, row, y, support, redraws, epochs, converged, diverged_epoch)
+    return trial
 
 
 def _measured(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -456,14 +483,15 @@ def score(
     chunk = eval_chunk(c)
     measured = _NOT_SCORED
     if diverged_epoch is None:
-        train_loss, train_acc = _evaluate(trial, [(trial.x, y)], chunk)
+        train_loss, train_acc, logits = _evaluate(trial, [(trial.x, y)], chunk, keep=True)
         test = tasks.test_chunks(c.task, c.T, c.s, [c.seed], support[None], c.n_test, chunk, dev)
-        test_loss, test_acc = _evaluate(trial, ((trial_input(trial, x[0]), ty[0]) for x, ty in test), None)
-        measured = (train_loss, train_acc, test_loss, test_acc)
+        test_loss, test_acc, _ = _evaluate(trial, ((trial_input(trial, x[0]), ty[0]) for x, ty in test), None)
+        assert logits is not None
+        measured = (train_loss, train_acc, test_loss, test_acc, float(signed_margin(logits.double(), y)))
     fill_row(c, trial.params, row, support, redraws, epochs, converged, diverged_epoch, measured)
 
 
-_NOT_SCORED = (math.nan,) * 4
+_NOT_SCORED = (math.nan,) * 5
 """The scores of a trial that diverged: those of NaN weights would mean nothing."""
 
 
@@ -476,19 +504,24 @@ def fill_row(
     epochs: int,
     converged: bool,
     diverged_epoch: int | None,
-    measured: tuple[float, float, float, float],
+    measured: tuple[float, float, float, float, float],
 ) -> None:
     """Fill a trial's row from its trained ``params`` (name -> tensor, the trained ones) and
-    its ``measured`` (train loss, train accuracy, test loss, test accuracy): those, its
-    achieved norms and how training ended."""
-    train_loss, train_acc, test_loss, test_acc = measured
+    its ``measured`` (train loss, train accuracy, test loss, test accuracy, training margin):
+    those, its achieved norms, its normalised margin (workers/margins.py) and how training
+    ended. Under the stop rule ``budget`` a trial counts as converged when it fits its
+    training set at the end of its epochs."""
+    train_loss, train_acc, test_loss, test_acc, margin = measured
     with torch.no_grad():
         stacked = {k: v.detach()[None] for k, v in params.items()}
         norms = (
-            transformer_norms(stacked, c.heads, c.norm_kind)
+            head_measures(stacked, c.d, c.heads, c.norm_kind)
             if c.model == "transformer"
             else mlp_norms(stacked, c.norm_kind)
         )
+    values = {k: finite_or_none(v[0]) for k, v in norms.items()}
+    if c.stop == "budget" and diverged_epoch is None:
+        converged = train_acc >= 1.0
     row.update(
         status=(TrialStatus.DIVERGED if diverged_epoch is not None else TrialStatus.DONE).value,
         support=support.tolist(),
@@ -500,7 +533,8 @@ def fill_row(
         epochs=epochs,
         converged=converged,
         diverged_epoch=diverged_epoch,
-        **{k: finite_or_none(v[0]) for k, v in norms.items()},
+        **{k: v for k, v in values.items() if k not in ("complexity", "input_norm")},
+        **margin_columns(margin, values),
     )
 
 
@@ -539,12 +573,14 @@ def eval_chunk(cfg: BooleanTrialConfig) -> int:
     return max(1, EVAL_BUDGET_BYTES // per_sample)
 
 
-def _evaluate(trial: _Trial, parts, chunk: int | None) -> tuple[float, float]:
+def _evaluate(trial: _Trial, parts, chunk: int | None, keep: bool = False) -> tuple[float, float, torch.Tensor | None]:
     """Mean logistic loss and accuracy of one trial over ``(x, y)`` parts (x as the trial's
-    model takes it), each cut into chunks of at most ``chunk`` samples (None: as given)."""
+    model takes it), each cut into chunks of at most ``chunk`` samples (None: as given); with
+    ``keep``, also every logit ``(n,)`` in order (else None)."""
     loss_sum = acc_sum = 0.0
     n = 0
     logits_of = trial.scorer()
+    kept = []
     for x, y in parts:
         step = chunk or x.shape[0]
         for i in range(0, x.shape[0], step):
@@ -553,7 +589,9 @@ def _evaluate(trial: _Trial, parts, chunk: int | None) -> tuple[float, float]:
             loss_sum += float(logistic_loss(logits, yc)) * yc.shape[0]
             acc_sum += float(((logits > 0).float() == yc).float().sum())
             n += yc.shape[0]
-    return loss_sum / n, acc_sum / n
+            if keep:
+                kept.append(logits)
+    return loss_sum / n, acc_sum / n, torch.cat(kept) if keep else None
 
 
 def _empty_row() -> dict:
@@ -574,4 +612,7 @@ def _empty_row() -> dict:
         norm_v=None,
         norm_hidden=None,
         norm_readout=None,
+        input_norm=None,
+        margin=None,
+        margin_normalised=None,
     )

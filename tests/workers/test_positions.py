@@ -171,12 +171,17 @@ def test_a_row_of_untrained_codes_says_so_and_trains():
 def test_the_default_keeps_the_trial_ids_of_rows_stored_before_the_setting_existed():
     c = BooleanTrialConfig(task="and", T=64, s=3, m=32, seed=5)
     before = {
-        k: v for k, v in c.model_dump(mode="json").items() if k not in ("positions", "ln_affine", "restart")
+        k: v
+        for k, v in c.model_dump(mode="json").items()
+        if k not in ("positions", "ln_affine", "restart", "stop", "margin_target")
     }  # old code's
     assert trial_id(c) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
     assert trial_id(c.model_copy(update={"positions": "fixed"})) != trial_id(c)
     assert trial_id(c.model_copy(update={"ln_affine": False})) != trial_id(c)
     assert trial_id(c.model_copy(update={"restart": 1})) != trial_id(c)
+    assert trial_id(c.model_copy(update={"stop": "budget"})) != trial_id(c)
+    margin = trial_id(c.model_copy(update={"stop": "margin", "margin_target": 0.1}))
+    assert margin not in (trial_id(c), trial_id(c.model_copy(update={"stop": "margin", "margin_target": 0.2})))
 
 
 def test_the_mlp_has_no_position_codes_to_set():

@@ -23,12 +23,13 @@ MODELS = {
 }
 
 
-def _alone(c: BooleanTrialConfig, model, x, y, support) -> tuple[float, float, float, float]:
+def _alone(c: BooleanTrialConfig, model, x, y, support) -> tuple[float, float, float, float, float]:
     trial = _Trial(c, x, y, CPU, model)
     chunk = eval_chunk(c)
-    train = _evaluate(trial, [(trial.x, y)], chunk)
+    train_loss, train_acc, logits = _evaluate(trial, [(trial.x, y)], chunk, keep=True)
     test = tasks.test_chunks(c.task, c.T, c.s, [c.seed], support[None], c.n_test, chunk, "cpu")
-    return (*train, *_evaluate(trial, ((trial_input(trial, tx[0]), ty[0]) for tx, ty in test), None))
+    test_loss, test_acc, _ = _evaluate(trial, ((trial_input(trial, tx[0]), ty[0]) for tx, ty in test), None)
+    return train_loss, train_acc, test_loss, test_acc, float(((2 * y.double() - 1) * logits.double()).min())
 
 
 def _setup(settings: dict, seeds: range, widen: float = 1.0):
@@ -52,12 +53,13 @@ def test_each_trial_scored_in_a_pack_gets_what_scoring_it_alone_measures(name):
     got = score_stacked(configs, models, names, batch.x, batch.y, batch.support, eval_chunk(configs[0]), CPU)
     for j, c in enumerate(configs):
         want = _alone(c, models[j], batch.x[j], batch.y[j], batch.support[j])
-        train_loss, train_acc, test_loss, test_acc = got[j]
+        train_loss, train_acc, test_loss, test_acc, margin = got[j]
         # The accuracies count samples (exact unless a logit sits on 0); the losses are means of
         # the same function computed by another kernel, so equal to float32 round-off.
         assert (train_acc, test_acc) == (want[1], want[3])
         assert math.isclose(train_loss, want[0], rel_tol=1e-5)
         assert math.isclose(test_loss, want[2], rel_tol=1e-5)
+        assert math.isclose(margin, want[4], rel_tol=1e-4, abs_tol=1e-6)
 
 
 def test_a_trial_whose_scores_pass_the_float32_range_is_scored_in_float64_as_alone():
