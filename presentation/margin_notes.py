@@ -1,0 +1,86 @@
+"""The findings' section on the capacity bound's own terms: per series whose rows carry margins,
+the median normalised margin of successes and failures per T, how it moves with T, and which
+reading the rows support (stats/margin_reading.py). Markdown lines for findings.md
+(presentation/findings_boolean.py ``render``) and one sentence for its headline."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from attnsweep.presentation.markdown import md_text
+from attnsweep.presentation.series import l1_series, series_cells, series_kind
+from attnsweep.stats.margin_reading import bound_reading, reading_sentence
+from attnsweep.stats.restarts import BY_MARGIN, LEARNER, ONE_INIT
+
+
+def readings(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> list[dict]:
+    """:func:`stats.margin_reading.bound_reading` over the union m* table, its series named by
+    the same settings as L1's ([] without an L1 series or without margins)."""
+    _, series = l1_series(claims)
+    if not series or "margin_success" not in union.columns:
+        return []
+    cell = ["T", *[c for c in series[0]["cells"] if c in union.columns and c != "T"]]
+    return bound_reading(union, cell, ci)
+
+
+def margin_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> list[str]:
+    """The section: per series with margins, its margins per T and its reading; [] when no
+    run's rows carry margins (rows trained before margins existed)."""
+    entries = readings(claims, union, ci)
+    if not entries:
+        return []
+    lines = [
+        "### The bound's terms: margins",
+        "",
+        "The theorem's capacity bound is a margin bound: it asks for about (C / gamma)^2 log T samples, gamma the "
+        "training margin and C its complexity term in the norms it counts (||w||, ||W_V||, ||W_Q W_K^T|| and the "
+        "inputs' norm; workers/margins.py). Each trial records its normalised margin gamma / C; per cell, the median "
+        "over the trials that succeeded and over those that did not. If margins shrink with T at a fixed bound, m* "
+        "may grow faster than log T and still agree with the theorem; m* x margin^2 takes that term out and is judged "
+        'as L1 judges m* (docs/claims.md, "The bound\'s reading").',
+        "",
+        "| series | T | m* | margin of successes | margin of failures |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for e in entries:
+        label = md_text(series_kind(union, e["cells"])["label"])
+        cells = series_cells(union, e["cells"]).sort("T")
+        for r in cells.iter_rows(named=True):
+            lines.append(
+                f"| {label} | {r['T']} | {_m_star(r)} | {_num(r.get('margin_success'))} | "
+                f"{_num(r.get('margin_failure'))} |"
+            )
+    lines.append("")
+    for e in entries:
+        lines.append(f"- **{md_text(series_kind(union, e['cells'])['label'])}**: {md_text(reading_sentence(e))}")
+    return [*lines, ""]
+
+
+def margin_headline(claims: list[dict], union: pl.DataFrame) -> str:
+    """One sentence on the theorem's class: which reading its rows support (the series without
+    restarts first, else a restart run's best of R by margin, else its one init); "" where no
+    series of the class carries margins."""
+    theory = [e for e in readings(claims, union) if series_kind(union, e["cells"])["theory"]]
+    if not theory:
+        return ""
+
+    def rank(e: dict) -> int:
+        learner = e["cells"].get(LEARNER)
+        return 0 if learner is None else 1 if str(learner).endswith(BY_MARGIN) else 2 if learner == ONE_INIT else 3
+
+    e = min(theory, key=rank)
+    learner = e["cells"].get(LEARNER)
+    who = f" ({learner})" if learner else ""
+    bound = e["cells"].get("norm_bound")
+    at = f"B = {bound:g}" if isinstance(bound, (int, float)) else "its bound"
+    return f"Margins, the bound's own term, at {at}{who}: {reading_sentence(e)}"
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _m_star(r: dict) -> str:
+    from attnsweep.stats.critical import format_m_star
+
+    return format_m_star(r.get("m_star"), r.get("bound"))
