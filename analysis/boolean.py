@@ -361,7 +361,7 @@ def analyze_run(
             "converged",
             "search_phase",
             "error_type",
-            *[c for c in ("redraws", *BOUNDED) if c in names],
+            *[c for c in ("redraws", *BOUNDED, "margin_normalised") if c in names],
         ]
     ).collect()
     # Restarts of one training set: three learners over the same rows (stats/restarts.py).

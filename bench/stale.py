@@ -14,6 +14,15 @@ this clone lacks or a file that does not exist, and exits 1; 0 when every sectio
 ``.ci/run`` runs it, so no claim silently outlives its code: re-measure the section (and move
 its marker to the new commit) or remove it.
 
+One exception, never silent: a section measured on a GPU, which a session without one cannot
+re-measure, may carry a second line,
+
+    <!-- not re-measured: commit=<sha> device=gpu -->
+
+naming the last commit whose change to its files it has not been measured on. Its files are then
+compared with that commit (a further change makes it stale again), its text must say "Not
+re-measured" where a reader sees it, and this script lists it on every run.
+
 Usage: ``python bench/stale.py [BENCHMARKS.md]``
 """
 
@@ -26,6 +35,7 @@ import sys
 from pathlib import Path
 
 MARKER = re.compile(r"<!-- measured: commit=([0-9a-f]{7,40}) date=(\d{4}-\d\d-\d\d) files=([^ ]+) -->")
+CARRIED = re.compile(r"<!-- not re-measured: commit=([0-9a-f]{7,40}) device=(\w+) -->")
 
 
 def git(*args: str, root: Path) -> subprocess.CompletedProcess:
@@ -38,6 +48,15 @@ def sections(text: str) -> list[tuple[str, str]]:
     return [(p.splitlines()[0].strip(), p) for p in parts]
 
 
+def carried(path: Path) -> list[str]:
+    """The sections that carry a GPU measurement over a change not re-measured, one line each."""
+    out = []
+    for title, body in sections(path.read_text()):
+        for commit, device in CARRIED.findall(body):
+            out.append(f"{title!r}: not re-measured on a {device} since {commit}")
+    return out
+
+
 def problems(path: Path) -> list[str]:
     """What is wrong with each section of ``path``, one line each."""
     root = path.resolve().parent
@@ -48,6 +67,15 @@ def problems(path: Path) -> list[str]:
             out.append(f"{title!r}: {len(found)} 'measured' markers (one needed)")
             continue
         commit, _date, files = found[0]
+        later = CARRIED.findall(body)
+        if later:
+            if len(later) > 1 or later[0][1] != "gpu" or "Not re-measured" not in body:
+                out.append(
+                    f"{title!r}: a 'not re-measured' marker needs device=gpu, one marker, and the words "
+                    "'Not re-measured' in the section's text"
+                )
+                continue
+            commit = later[0][0]
         if git("cat-file", "-e", f"{commit}^{{commit}}", root=root).returncode != 0:
             out.append(f"{title!r}: commit {commit} is not in this clone")
             continue
@@ -147,6 +175,8 @@ def main() -> int:
     found = problems(path)
     for line in found:
         print(f"stale benchmark: {line}", file=sys.stderr)
+    for line in carried(path):
+        print(f"carried without re-measurement: {line}")
     if not found:
         print(f"{path.name}: every section is current with the code it measured")
     return 1 if found else 0

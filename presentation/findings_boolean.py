@@ -17,6 +17,7 @@ from attnsweep.presentation.boolean_notes import (
     pooling_lines,
 )
 from attnsweep.presentation.folder import FIGURE, RUNS, TRIALS
+from attnsweep.presentation.margin_notes import margin_headline, margin_lines
 from attnsweep.presentation.markdown import md_target, md_text, run_line
 from attnsweep.presentation.samples_or_optimisation import (
     probe_headline,
@@ -87,7 +88,7 @@ def render(
     lines += plateau_lines(union)
     lines += redrawn_lines(union)
     # Imported here: that module renders with this one's helpers.
-    lines += restart_lines(claims, union)
+    lines += restart_lines(claims, union) + margin_lines(claims, union)
     if rows is not None and not rows.is_empty():
         threshold = _threshold(records)
         lines += pooling_lines(claims, union, rows, records, threshold)
@@ -512,7 +513,8 @@ def headline(claims: list[dict], union: pl.DataFrame, rows: pl.DataFrame | None 
             f"; m*(B={across[0]['bounds'][1]:g}) / m*(B={across[0]['bounds'][0]:g}) = {q['estimate']:.2f} "
             f"(geometric mean over {across[0]['n_T']} T{ci})"
         )
-    restarts = " ".join(t for t in (restart_headline(claims, union), probe_headline(union, rows)) if t)
+    notes = (restart_headline(claims, union), margin_headline(claims, union), probe_headline(union, rows))
+    restarts = " ".join(t for t in notes if t)
     return "**The theorem's bounded class** " + md_text(
         f"(fixed position codes, a norm bound B, inputs of norm sqrt(d)), trained by AdamW from one initialisation, "
         f"{what}, {rule}{laws}{b_text}.{larger_text} {UPPER_BOUND}" + (f" {restarts}" if restarts else "")

@@ -2,10 +2,14 @@
 
 Two kinds of rows ask it (docs/claims.md, section 1a):
 
-* restarts (stats/restarts.py): one training set trained from R inits and read as three
-  learners, *one init*, *any of R* and *best of R*, each an L1 series of its own. If best of R
-  grows like log T where one init grows faster, one init's optimisation is what makes m* grow;
-  if best of R grows faster too, restarts do not change the growth;
+* restarts (stats/restarts.py): one training set trained from R inits and read as three or
+  four learners, *one init*, *any of R*, *best of R by loss* and, where the rows carry margins,
+  *best of R by margin*, each an L1 series of its own. Where training stops at the first fit,
+  every restart that fits is already an empirical-risk minimiser and the loss picks among them
+  by a number the theorem does not use: such rows cannot separate optimisation from samples.
+  Trained past the fit to a normalised margin (stop rule ``margin``), best of R by margin is the
+  learner the margin bound speaks of: if it grows like log T where one init grows faster, one
+  init's optimisation is what makes m* grow; if it grows faster too, so does the bound's learner;
 * representability probes: a cell tried at one large m only, with a long budget. A head within
   the bound that fits its training set there shows the class represents the target at that T
   (the cell is optimisation-limited, not representation-limited); none fitting after the budget
@@ -25,7 +29,7 @@ from attnsweep.presentation.series import l1_series, series_cells, series_kind
 from attnsweep.stats.boolean_cells import m_star_ratio
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.norm_use import TOLERANCE
-from attnsweep.stats.restarts import LEARNER, ONE_INIT
+from attnsweep.stats.restarts import BY_MARGIN, LEARNER, ONE_INIT
 
 FIT = 1.0
 """Training accuracy that counts as fitting the training set (every sample right)."""
@@ -55,10 +59,12 @@ def restart_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> 
         "### Samples or optimisation: restarts",
         "",
         "Each training set trained from R initialisations (the `restart` setting: the data are the seed's, "
-        "only the init differs) and read as three learners over the same rows: *one init* (restart 0), "
-        "*any of R* (some restart generalises: an oracle that sees the test set) and *best of R* (the restart "
-        "with the lowest final training loss generalises: what an empirical-risk minimiser would pick); "
-        "docs/claims.md, section 1a.",
+        "only the init differs) and read as learners over the same rows: *one init* (restart 0), "
+        "*any of R* (some restart generalises: an oracle that sees the test set), *best of R by loss* (the "
+        "restart with the lowest final training loss) and, where the rows carry margins, *best of R by margin* "
+        "(the restart that fits with the largest normalised margin: the learner the margin bound speaks of). "
+        "Where training stopped at the first fit, every restart that fits is already a minimiser of training "
+        "error, and the loss picks among them by a number the theorem does not use; docs/claims.md, section 1a.",
         "",
     ]
     for shared, by in groups:
@@ -85,17 +91,19 @@ def restart_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> 
 
 
 def reading(by: dict[str, dict], cells: dict[str, pl.DataFrame], ci: float = 0.95) -> str:
-    """The answer of one restart group, made from its numbers: how best of R grows against one
-    init, and how much the best restart saves in samples (the geometric mean of m*(best) /
-    m*(one init) over the T where both are values, :func:`stats.boolean_cells.m_star_ratio`)."""
+    """The answer of one restart group, made from its numbers: how the best-of-R learner grows
+    against one init (best of R by margin where the rows carry margins, else by loss, with what
+    that design cannot tell), and how much the best restart saves in samples (the geometric mean
+    of m*(best) / m*(one init) over the T where both are values,
+    :func:`stats.boolean_cells.m_star_ratio`)."""
     one = by.get(ONE_INIT)
-    best = next((s for n, s in by.items() if n.startswith("best of")), None)
-    if one is None or best is None:
+    best_name = _best(by)
+    if one is None or best_name is None:
         return "The restarts lack one init or best of R here: no reading."
+    best = by[best_name]
     d_one = one["numbers"].get("direction", "undecided")
     d_best = best["numbers"].get("direction", "undecided")
     c_one, c_best = one["numbers"].get("c") or {}, best["numbers"].get("c") or {}
-    best_name = next(n for n in by if n.startswith("best of"))
     ratio = m_star_ratio(cells[best_name], cells[ONE_INIT], ci)
     q = ratio["geomean"]
     saved = ""
@@ -108,26 +116,53 @@ def reading(by: dict[str, dict], cells: dict[str, pl.DataFrame], ci: float = 0.9
             f"T where both are values{interval}."
         )
     exps = f"(c = {_c(c_best)} for {best_name}, {_c(c_one)} for one init)"
+    if not best_name.endswith(BY_MARGIN):
+        stops = set(cells[best_name]["stop"].drop_nulls().to_list()) if "stop" in cells[best_name].columns else set()
+        why = (
+            "Training stopped at the first fit, so every restart that fits is already a minimiser of training error and "
+            "the lowest loss picks among them by a number the theorem does not use: these rows do not separate "
+            "optimisation from samples."
+            if stops <= {"fit"}
+            else "These rows carry no normalised margin, so the learner the margin bound speaks of is not read here."
+        )
+        return f"{best_name.capitalize()} {_said(d_best)} {exps}. {why}" + saved
+    oracle = next((n for n in by if n.startswith("any of")), None)
+    d_any = by[oracle]["numbers"].get("direction", "undecided") if oracle else None
     if d_best == "log" and d_one == "faster than log":
         what = (
-            f"Best of R grows like log T where one init grows faster {exps}: over these T, optimisation from "
-            "one initialisation is what makes m* grow faster than log."
-        )
-    elif d_best == "faster than log" and d_one == "faster than log":
-        what = (
-            f"Best of R grows faster than log T as one init does {exps}: choosing among R inits by training "
-            "loss does not bring m* to log growth over these T, so the faster growth is not one init's bad luck. "
-            "Restarts test the initialisation only; a learner that minimises the training error over the "
-            "model class by other means is not tested here."
+            f"{best_name.capitalize()} grows like log T where one init grows faster {exps}: trained to the same "
+            "normalised margin, choosing among R inits by the largest margin brings m* to log growth over these T, so "
+            "optimisation from one initialisation is what makes it grow faster."
         )
     elif d_best == "faster than log":
         what = (
-            f"Best of R grows faster than log T {exps}, while one init's direction is {d_one}: restarts do not "
-            "bring m* to log growth."
+            f"{best_name.capitalize()} grows faster than log T {exps} (one init {_said(d_one)}): every restart trains "
+            "past its fit to the same normalised margin, so the bound's term C / gamma is the same at every T, and "
+            "the learner the margin bound speaks of still needs samples that grow faster than log T over these T."
         )
+        if d_any == "faster than log" and oracle is not None:
+            what += (
+                f" Even {oracle} (an oracle that sees the test set) grows faster than log T "
+                f"(c = {_c(by[oracle]['numbers'].get('c') or {})}): no choice among these {oracle.removeprefix('any of ')} "
+                "inits would give log growth."
+            )
     else:
-        what = f"The rows do not decide how best of R grows against log T (direction: {d_best}) {exps}."
+        what = f"The rows do not decide how {best_name} grows against log T (direction: {d_best}) {exps}."
     return what + saved
+
+
+def _best(by: dict[str, dict]) -> str | None:
+    """The best-of-R learner a reading rests on: by margin where there is one, else by loss."""
+    names = [n for n in by if n.startswith("best of")]
+    return next((n for n in names if n.endswith(BY_MARGIN)), names[0] if names else None)
+
+
+def _said(direction: str) -> str:
+    """A learner's direction as a predicate: "grows faster than log T", "grows like log T", or
+    "has no decided direction against log T"."""
+    return {"faster than log": "grows faster than log T", "log": "grows like log T"}.get(
+        direction, "has no decided direction against log T"
+    )
 
 
 def _growth_text(name: str, s: dict) -> str:
@@ -150,7 +185,8 @@ def _c(q: dict) -> str:
 
 
 def _learner_order(name: str) -> tuple[int, str]:
-    return (0 if name == ONE_INIT else 1 if name.startswith("best of") else 2, name)
+    rank = 0 if name == ONE_INIT else 1 if name.endswith(BY_MARGIN) else 2 if name.startswith("best of") else 3
+    return (rank, name)
 
 
 def _others(shared: dict) -> str:
@@ -272,29 +308,37 @@ def probe_text(cell: dict, rows: pl.DataFrame) -> str:
 
 def restart_headline(claims: list[dict], union: pl.DataFrame) -> str:
     """One sentence for the headline: what restarts of the theorem's class show, from the best
-    of R series' direction and exponent; "" where the runs hold no such restarts."""
+    of R series' direction and exponent (by margin where the rows carry margins, else by loss
+    with what that design cannot tell); "" where the runs hold no such restarts."""
+    found = []
     for shared, by in restart_groups(claims):
         if not series_kind(union, {**shared, LEARNER: next(iter(by))})["theory"]:
             continue
-        best_name = next((n for n in by if n.startswith("best of")), None)
-        if best_name is None or ONE_INIT not in by:
-            continue
+        best_name = _best(by)
+        if best_name is not None and ONE_INIT in by:
+            found.append((best_name, by))
+    found.sort(key=lambda f: not f[0].endswith(BY_MARGIN))  # the margin learner's rows first
+    texts = []
+    for best_name, by in found:
         best, one = by[best_name]["numbers"], by[ONE_INIT]["numbers"]
         T = best.get("T") or []
         where = f"T = {min(T):g}..{max(T):g}" if T else "its T"
-        r = best_name.removeprefix("best of ")
+        r = best_name.removeprefix("best of ").split(" ")[0]
         c = f"c = {_c(best.get('c') or {})} against {_c(one.get('c') or {})} for one init"
-        direction = best.get("direction", "undecided")
-        # Training stops at the first epoch that fits the training set, so every restart that fits
-        # is already a minimiser of training error: the pick says nothing of optimisation's part.
-        caveat = (
-            "every restart that fits its training set stops there, so each is a minimiser of training error and "
-            "the lowest loss picks among them by a number the theorem does not use: this design does not "
-            "separate optimisation from samples."
+        grows = {"faster than log": "grows faster than log T", "log": "grows like log T"}.get(
+            best.get("direction", "undecided"), "does not decide against log T"
         )
-        grows = {"faster than log": "grows faster than log T", "log": "grows like log T"}.get(direction)
-        lead = f"Trained from {r} initialisations and judged by the restart with the lowest training loss, "
-        if grows:
-            return lead + f"its m* {grows} over {where} ({c}); " + caveat
-        return lead + f"the rows do not decide how its m* grows against log T over {where} ({c}); " + caveat
-    return ""
+        if best_name.endswith(BY_MARGIN):
+            texts.append(
+                f"Trained from {r} initialisations past the fit to the same normalised margin and judged by the "
+                f"restart of largest margin (the learner the margin bound speaks of), its m* {grows} over {where} ({c})."
+            )
+        else:
+            # Training stopped at the first fit: every restart that fits is already a minimiser of training
+            # error, so the pick by loss says nothing of optimisation's part.
+            texts.append(
+                f"Judged by the restart of lowest training loss among {r} that stopped at their first fit, its m* "
+                f"{grows} over {where} ({c}); every restart that fits is already a minimiser of training error, so "
+                "this design does not separate optimisation from samples."
+            )
+    return " ".join(texts)

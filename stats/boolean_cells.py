@@ -56,6 +56,8 @@ RESULT_COLUMNS = frozenset(
         "bound_tuned",
         "range_binds",
         "m_star_bound",
+        "margin_success",
+        "margin_failure",
     }
 )
 """Columns of an m* table that are not cell settings."""

@@ -11,6 +11,10 @@ numbers per cell say whether an experiment sits in that regime:
 * ``min_norm_qk``: the smallest achieved ||W_Q,h^T W_K,h|| (max over heads) among the
   trials that succeeded: the norm that generalising needed at this T.
 
+* ``margin_success`` and ``margin_failure``: the median normalised training margin
+  (workers/margins.py: the margin relative to the norms the capacity bound counts) of the
+  trials that succeeded and of those that did not; null where the rows carry no margins.
+
 * ``fit_at_m_max``: the fraction of trained trials at the cell's largest m that fit their
   training set (training accuracy 1): where a bound is set, m* is beyond the grid and fewer
   than half of them fit, the bounded model did not fit the task within its epochs
@@ -51,7 +55,8 @@ def norm_use(rows: pl.DataFrame, cell: list[str], acc_threshold: float) -> pl.Da
         One row per cell: the ``cell`` columns, ``n_trained`` (trials done), ``at_bound``
         (fraction of them with a bounded matrix at the bound; null without a bound),
         ``min_norm_qk`` (smallest ||W_Q,h^T W_K,h|| among the successful; null when none
-        succeeded), ``n_success`` and ``fit_at_m_max`` (fraction of the trials at the cell's
+        succeeded), ``margin_success`` and ``margin_failure`` (median normalised margin of the
+        successful and of the other trained trials; null without margins), ``n_success`` and ``fit_at_m_max`` (fraction of the trials at the cell's
         largest m with training accuracy 1; null without ``m`` and ``train_acc``).
     """
     done = rows.filter(pl.col("status") == "done")
@@ -63,6 +68,8 @@ def norm_use(rows: pl.DataFrame, cell: list[str], acc_threshold: float) -> pl.Da
                 "n_trained": pl.UInt32,
                 "at_bound": pl.Float64,
                 "min_norm_qk": pl.Float64,
+                "margin_success": pl.Float64,
+                "margin_failure": pl.Float64,
                 "n_success": pl.UInt32,
                 "fit_at_m_max": pl.Float64,
             }
@@ -70,6 +77,7 @@ def norm_use(rows: pl.DataFrame, cell: list[str], acc_threshold: float) -> pl.Da
     # The largest achieved norm over the bounded matrices, relative to the bound.
     used = pl.max_horizontal(norms) / pl.col("norm_bound")
     success = pl.col("test_acc") >= acc_threshold
+    margin = pl.col("margin_normalised") if "margin_normalised" in done.columns else pl.lit(None, pl.Float64)
     fit = (
         (pl.col("train_acc") >= 1.0).filter(pl.col("m") == pl.col("m").max()).mean()
         if {"m", "train_acc"} <= set(done.columns)
@@ -83,6 +91,8 @@ def norm_use(rows: pl.DataFrame, cell: list[str], acc_threshold: float) -> pl.Da
             .then((used >= 1 - TOLERANCE).mean())
             .otherwise(None),
             min_norm_qk=pl.col("norm_qk").filter(success).min(),
+            margin_success=margin.filter(success).median().cast(pl.Float64),
+            margin_failure=margin.filter(~success).median().cast(pl.Float64),
             n_success=success.sum().cast(pl.UInt32),
             fit_at_m_max=fit.cast(pl.Float64),
         )

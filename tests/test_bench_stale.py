@@ -75,3 +75,32 @@ def test_a_section_without_its_marker_or_with_an_unknown_commit_or_file_is_repor
 def test_the_committed_benchmarks_name_a_marker_in_every_section():
     text = (ROOT / "BENCHMARKS.md").read_text()
     assert all(len(stale.MARKER.findall(body)) == 1 for _, body in stale.sections(text))
+
+
+def test_a_gpu_section_not_re_measured_is_carried_visibly_and_only_over_the_change_it_names(tmp_path):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "step.py").write_text("x = 1\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "code")
+    measured = _git(repo, "rev-parse", "--short=10", "HEAD")
+    (repo / "step.py").write_text("x = 2\n")
+    _git(repo, "commit", "-qam", "a change no GPU measured")
+    changed = _git(repo, "rev-parse", "--short=10", "HEAD")
+    head = f"# B\n\n## GPU\n<!-- measured: commit={measured} date=2026-12-03 files=step.py -->\n"
+    bench = repo / "BENCHMARKS.md"
+    bench.write_text(head + "| a |\n")
+    assert len(stale.problems(bench)) == 1  # stale without the marker
+    bench.write_text(head + f"<!-- not re-measured: commit={changed} device=gpu -->\n| a |\n")
+    assert "Not re-measured" in stale.problems(bench)[0]  # the text must say so
+    bench.write_text(head + f"<!-- not re-measured: commit={changed} device=cpu -->\nNot re-measured.\n")
+    assert "device=gpu" in stale.problems(bench)[0]  # a CPU section can always be re-measured
+    bench.write_text(head + f"<!-- not re-measured: commit={changed} device=gpu -->\nNot re-measured since.\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "numbers carried")
+    assert stale.problems(bench) == []
+    assert stale.carried(bench) == [f"'GPU': not re-measured on a gpu since {changed}"]
+    (repo / "step.py").write_text("x = 3\n")
+    _git(repo, "commit", "-qam", "another change")
+    assert len(stale.problems(bench)) == 1  # a further change makes it stale again

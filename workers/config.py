@@ -181,8 +181,9 @@ class BooleanTrialConfig(StrictSettings):
     def _check_shapes(self) -> BooleanTrialConfig:
         if (self.stop == "margin") != (self.margin_target is not None):
             raise ValueError(
-                "margin_target is the setting of stop 'margin': give both or neither "
-                f"(got stop={self.stop!r}, margin_target={self.margin_target!r})"
+                "margin_target (a number above 0, the normalised margin to train to) is the setting of "
+                f"stop 'margin': give both or neither (got stop={self.stop!r}, margin_target={self.margin_target!r}; "
+                "a grid that varies stop gives each rule its own grid block)"
             )
         if self.stop == "margin" and self.model != "transformer":
             raise ValueError(

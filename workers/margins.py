@@ -71,7 +71,7 @@ def complexity(norms: Mapping[str, torch.Tensor], b_x: torch.Tensor, d: int, hea
 def head_measures(params: Mapping[str, torch.Tensor], d: int, heads: int, kind: str) -> dict[str, torch.Tensor]:
     """The achieved norms (:func:`workers.norms.transformer_norms`), ``input_norm`` and the
     complexity term ``complexity`` of stacked transformer parameters, each ``(trials,)``."""
-    norms = transformer_norms(params, heads, kind)
+    norms = transformer_norms(dict(params), heads, kind)
     b_x = input_norm(params, d)
     return {**norms, "input_norm": b_x, "complexity": complexity(norms, b_x, d, heads)}
 
@@ -82,6 +82,4 @@ def margin_columns(margin: float, measures: Mapping[str, float | None]) -> dict[
     c = measures.get("complexity")
     finite = margin is not None and math.isfinite(margin)
     normalised = margin / c if finite and c is not None and math.isfinite(c) and c > 0 else None
-    return dict(
-        margin=margin if finite else None, margin_normalised=normalised, input_norm=measures.get("input_norm")
-    )
+    return dict(margin=margin if finite else None, margin_normalised=normalised, input_norm=measures.get("input_norm"))

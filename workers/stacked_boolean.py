@@ -178,7 +178,7 @@ def _stops(pack: StackedPack, cfg: BooleanTrialConfig, logits: torch.Tensor, ys:
     if cfg.stop == "margin" and bool(fit.any()):
         with torch.no_grad():
             c = head_measures(pack.params, cfg.d, cfg.heads, cfg.norm_kind)["complexity"]
-            fit &= signed_margin(logits.double(), ys) / c.double() >= cfg.margin_target
+            fit &= signed_margin(logits.double(), ys) / c.double() >= (cfg.margin_target or math.inf)
     return fit.cpu()
 
 
@@ -311,8 +311,8 @@ def _fits(
             loss_sum = part if loss_sum is None else loss_sum + part
             count = right.double().sum(-1)  # exact: right / m is the row's accuracy, not float32's
             right_sum = count if right_sum is None else right_sum + count
-    if kept:
-        ok = _stops(*rule, torch.cat(kept, 1), ys)
+    if kept and rule is not None:
+        ok = _stops(rule[0], rule[1], torch.cat(kept, 1), ys)
     elif rule is not None and rule[1].stop == "budget":
         ok = torch.zeros_like(ok)
     ok = ok.cpu()

@@ -36,12 +36,12 @@ from attnsweep.workers import one_layer
 from attnsweep.workers.adamw import AdamW
 from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.curves import Curve, CurvePlan, attach
+from attnsweep.workers.margins import head_measures, margin_columns, signed_margin
 
 # Activation memory allowed for one evaluation chunk of one trial (bytes; workers/memory.py):
 # chunks keep evaluation at T in the thousands within a fixed budget. The chunk depends on the
 # trial's settings only, never on its pack, so that its scores do not either.
 from attnsweep.workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
-from attnsweep.workers.margins import head_measures, margin_columns, signed_margin
 from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
 from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
@@ -252,7 +252,7 @@ def stop_rule(c: BooleanTrialConfig, params: Mapping[str, torch.Tensor]) -> Stop
         with torch.no_grad():
             measures = head_measures({k: v.detach()[None] for k, v in params.items()}, c.d, c.heads, c.norm_kind)
             normalised = signed_margin(logits.double(), y) / measures["complexity"][0].double()
-        return bool(normalised >= c.margin_target)
+        return bool(normalised >= (c.margin_target or math.inf))
 
     return fits
 

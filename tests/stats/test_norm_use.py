@@ -139,3 +139,16 @@ def test_a_fit_limit_is_a_bounded_cell_beyond_the_grid_whose_largest_m_did_not_f
     )
     assert sorted(fit_limits(table)["T"].to_list()) == [2048, 4096]
     assert fit_limits(table.drop("fit_at_m_max_2x"))["T"].to_list() == [4096, 2048, 1024]
+
+
+def test_the_median_normalised_margin_of_successes_and_of_failures():
+    margins = [0.10, 0.02, 0.30, 0.04, None, 0.5, 0.2, -0.1]  # in the order of _rows()
+    table = norm_use(_rows().with_columns(margin_normalised=pl.Series(margins)), ["T", "norm_bound"], 0.95)
+    bounded = table.filter(pl.col("norm_bound") == 1.0).row(0, named=True)
+    assert bounded["margin_success"] == pytest.approx(0.20)  # median of 0.10 and 0.30
+    assert bounded["margin_failure"] == pytest.approx(0.03)  # of 0.02 and 0.04
+    free = table.filter(pl.col("norm_bound").is_null()).row(0, named=True)
+    assert free["margin_success"] == pytest.approx(0.35) and free["margin_failure"] == pytest.approx(-0.1)
+    # Rows trained before margins existed: no margin column, no medians.
+    old = norm_use(_rows(), ["T", "norm_bound"], 0.95)
+    assert old["margin_success"].to_list() == [None, None] and old["margin_failure"].to_list() == [None, None]

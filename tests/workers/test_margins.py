@@ -74,7 +74,7 @@ def test_a_stacked_pack_records_each_trial_s_margin_from_its_own_weights():
     names = {k for k, _ in models[0].named_parameters() if trained(configs[0], k)}
     ends = fit_stacked(configs, models, names, batch.x, batch.y, eval_chunk(configs[0]), CPU)
     with torch.no_grad():
-        for model, end in zip(models, ends):
+        for model, end in zip(models, ends, strict=True):
             every = dict(model.named_parameters())
             for k, v in end["params"].items():
                 every[k].copy_(v)
