@@ -60,6 +60,11 @@ RESULT_COLUMNS: dict[str, pa.DataType] = {
 }
 
 
+LATER_RESULTS = ("input_norm", "margin", "margin_normalised")
+"""Measurements added after trial rows were first published: a file written before them has
+no such column, and its trials read as null there (nothing was measured)."""
+
+
 def _arrow_type(annotation: typing.Any) -> pa.DataType:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:

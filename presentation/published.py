@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.orchestrator.spec_loading import read_yaml
-from attnsweep.orchestrator.trials_table import run_schema, trial_schema
+from attnsweep.orchestrator.trials_table import LATER_RESULTS, run_schema, trial_schema
 from attnsweep.presentation.folder import RUNS, SUMS, TRIALS
 from attnsweep.presentation.publish import sha256_file
 from attnsweep.results import ResultsStore
@@ -282,7 +282,9 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
             f"--from: {path} cannot be read as Parquet (damaged or not a published file): {exc}"
         ) from exc
     schema = pa.schema([*schema, pa.field("sweep", pa.string()), pa.field("run_id", pa.string())])
-    for name in LATER_FIELDS:  # a folder published before the setting existed: its trials had the earlier value
+    # A folder published before a setting or a measurement existed: its trials had the earlier
+    # value of the setting (filled in later), and no value of the measurement.
+    for name in (*LATER_FIELDS, *LATER_RESULTS):
         if name in schema.names and name not in names:
             table = table.append_column(schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
             names = table.column_names

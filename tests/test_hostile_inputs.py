@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pytest
 import yaml
@@ -512,3 +513,13 @@ def test_m_star_of_with_a_value_of_another_type_and_figures_on_a_file(tmp_path):
         with pytest.raises(attnsweep.ArgumentError, match="m_star_of: T="):
             result.m_star_of(T=bad)
     assert result.m_star_of(T=8).cell["T"] == 8
+
+
+@pytest.mark.slow
+def test_a_folder_published_before_the_margins_existed_reads_them_as_null(tmp_path):
+    folder = _published(tmp_path)
+    _edit(folder, "trials.parquet", lambda t: t.drop(["input_norm", "margin", "margin_normalised"]))
+    proc = _cli("report", "--from", "pub", "--out", "again", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    again = pl.read_parquet(tmp_path / "again" / "trials.parquet")
+    assert again["margin"].null_count() == again.height and again["margin_normalised"].null_count() == again.height
