@@ -39,18 +39,22 @@ def margin_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> l
         "may grow faster than log T and still agree with the theorem; m* x margin^2 takes that term out and is judged "
         'as L1 judges m* (docs/claims.md, "The bound\'s reading").',
         "",
-        "| series | T | m* | margin of successes | margin of failures |",
-        "|---|---:|---:|---:|---:|",
     ]
     for e in entries:
-        label = md_text(series_kind(union, e["cells"])["label"])
+        if not _tabled(e):
+            continue
         cells = series_cells(union, e["cells"]).sort("T")
-        for r in cells.iter_rows(named=True):
-            lines.append(
-                f"| {label} | {r['T']} | {_m_star(r)} | {_num(r.get('margin_success'))} | "
-                f"{_num(r.get('margin_failure'))} |"
-            )
-    lines.append("")
+        lines += [
+            f"**{md_text(series_kind(union, e['cells'])['label'])}**",
+            "",
+            "| T | m* | margin of successes | margin of failures |",
+            "|---:|---:|---:|---:|",
+            *[
+                f"| {r['T']} | {_m_star(r)} | {_num(r.get('margin_success'))} | {_num(r.get('margin_failure'))} |"
+                for r in cells.iter_rows(named=True)
+            ],
+            "",
+        ]
     for e in entries:
         lines.append(f"- **{md_text(series_kind(union, e['cells'])['label'])}**: {md_text(reading_sentence(e))}")
     return [*lines, ""]
@@ -71,13 +75,22 @@ def margin_headline(claims: list[dict], union: pl.DataFrame) -> str:
     e = min(theory, key=rank)
     learner = e["cells"].get(LEARNER)
     who = f" ({learner})" if learner else ""
-    bound = e["cells"].get("norm_bound")
-    at = f"B = {bound:g}" if isinstance(bound, (int, float)) else "its bound"
+    cells = series_cells(union, e["cells"])
+    bounds = cells["norm_bound"].unique().to_list() if "norm_bound" in cells.columns else []
+    at = f"B = {bounds[0]:g}" if len(bounds) == 1 and isinstance(bounds[0], (int, float)) else "its bound"
     return f"Margins, the bound's own term, at {at}{who}: {reading_sentence(e)}"
 
 
+def _tabled(e: dict) -> bool:
+    """Whether a series gets its margins table: every series but a restart run's oracle and
+    best-by-loss learners (their cells' margins are those of the same rows; their readings
+    follow the tables)."""
+    learner = e["cells"].get(LEARNER)
+    return learner is None or learner == ONE_INIT or str(learner).endswith(BY_MARGIN)
+
+
 def _num(x) -> str:
-    return "-" if x is None else f"{x:.3f}"
+    return "-" if x is None else f"{x:.4f}"
 
 
 def _m_star(r: dict) -> str:

@@ -9,7 +9,8 @@ learner reaches shrink with T. Two numbers per series (docs/claims.md, "The boun
 
 * how the normalised margin of a success moves with T: the least-squares slope ``e`` of
   ln(median normalised margin of the cell's successes) on ln T, with its t interval
-  (``margin_trend``): margins shrink like T^e when the interval lies below 0;
+  (``margin_trend``): margins shrink like T^e when the interval lies below -0.05, the effect
+  size of every log-log slope here (stats/verdict_common.py ``EFFECT_SLOPE``);
 * how m* scaled by the bound's term grows: ``m* x margin^2`` per cell (the cell's median
   normalised margin of successes; its bootstrap replicates scaled alike, so the margin's own
   spread is not in the interval), judged exactly as L1 judges m* (stats/boolean_growth.py:
@@ -31,6 +32,7 @@ from attnsweep.stats.boolean_cells import MIN_POINTS, estimator_view, normalized
 from attnsweep.stats.boolean_growth import l1_log_growth
 from attnsweep.stats.boolean_wording import agreed
 from attnsweep.stats.critical import ESTIMATORS
+from attnsweep.stats.verdict_common import EFFECT_SLOPE
 
 MARGIN = "margin_success"
 """The m* table's column of a cell's median normalised margin of successes (stats/norm_use.py)."""
@@ -56,18 +58,21 @@ def margin_trend(T: np.ndarray, margin: np.ndarray, ci: float = 0.95) -> dict | 
 
 def scaled(m_star: pl.DataFrame) -> pl.DataFrame:
     """The m* table with each exact cell's ``m_star``, estimator columns and replicates times its
-    ``margin_success`` squared; exact cells without a positive margin of success are dropped
-    (their scaled m* is not defined), bounds are kept as they are (L1 leaves them out)."""
+    ``margin_success`` squared. An exact cell without a positive margin of success (rows trained
+    before margins existed, or no success) has no scaled m*: its ``bound`` becomes ``"none"``, so
+    L1 leaves it out while the table keeps every cell (and so the same series as the unscaled
+    table). Bounds are kept as they are."""
     if MARGIN not in m_star.columns:
-        return m_star.clear()
+        return m_star.with_columns(bound=pl.when(pl.col("bound") == "exact").then(pl.lit("none")).otherwise("bound"))
     exact = pl.col("bound") == "exact"
-    keep = m_star.filter(~exact | (pl.col(MARGIN).is_not_null() & (pl.col(MARGIN) > 0)))
+    usable = exact & pl.col(MARGIN).is_not_null() & (pl.col(MARGIN) > 0)
     factor = pl.col(MARGIN) ** 2
-    values = [c for c in ("m_star", *ESTIMATORS.values()) if c in keep.columns]
-    values += [c for c in keep.columns if c.startswith("replicates")]
-    return keep.with_columns(
-        [pl.when(exact).then(pl.col(c) * factor).otherwise(pl.col(c)).alias(c) for c in dict.fromkeys(values)]
+    values = [c for c in ("m_star", *ESTIMATORS.values()) if c in m_star.columns]
+    values += [c for c in m_star.columns if c.startswith("replicates")]
+    out = m_star.with_columns(
+        [pl.when(usable).then(pl.col(c) * factor).otherwise(pl.col(c)).alias(c) for c in dict.fromkeys(values)]
     )
+    return out.with_columns(bound=pl.when(exact & ~usable).then(pl.lit("none")).otherwise(pl.col("bound")))
 
 
 def bound_reading(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95) -> list[dict]:
@@ -124,15 +129,15 @@ def bound_reading(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
 
 def reading(direction: str, trend: dict | None, scaled_direction: str) -> str:
     """Which reading a series' numbers support: ``"margins"`` where m* grows faster than log T,
-    the margin of a success shrinks (its exponent's interval below 0) and m* x margin^2 does not
-    grow faster than log T (its direction ``log``); ``"something else"`` where m*
+    the margin of a success shrinks (its exponent's interval below -EFFECT_SLOPE, -0.05: at least
+    11% less per tenfold T) and m* x margin^2 does not grow faster than log T (its direction ``log``); ``"something else"`` where m*
     and m* x margin^2 both grow faster than log T; else ``"cannot tell"`` (m* itself not faster
     than log, or directions undecided, or too few cells for a trend)."""
     if direction != "faster than log":
         return "cannot tell"
     if scaled_direction == "faster than log":
         return "something else"
-    shrinks = trend is not None and trend["e_hi"] < 0
+    shrinks = trend is not None and trend["e_hi"] < -EFFECT_SLOPE
     if shrinks and scaled_direction == "log":
         return "margins"
     return "cannot tell"
@@ -151,10 +156,18 @@ def reading_sentence(entry: dict) -> str:
     if trend is None:
         moves = f"too few cells with a success ({len(entry['T'])}) for a margin trend"
     else:
-        sign = "shrinks" if trend["e_hi"] < 0 else "grows" if trend["e_lo"] > 0 else "does not move beyond its interval"
+        sign = (
+            "shrinks"
+            if trend["e_hi"] < -EFFECT_SLOPE
+            else "grows"
+            if trend["e_lo"] > EFFECT_SLOPE
+            else f"does not move by the effect size (|e| < {EFFECT_SLOPE:g})"
+            if trend["e_lo"] > -EFFECT_SLOPE and trend["e_hi"] < EFFECT_SLOPE
+            else "moves by an amount its interval does not decide"
+        )
         moves = (
-            f"the median normalised margin of a success {sign} with T (margin ~ T^e, e = {trend['e']:.2f}, "
-            f"{trend['e_lo']:.2f} .. {trend['e_hi']:.2f}, {trend['n_points']} cells)"
+            f"the median normalised margin of a success {sign} with T (margin ~ T^e, e = {trend['e']:.3g}, "
+            f"{trend['e_lo']:.3g} .. {trend['e_hi']:.3g}, {trend['n_points']} cells)"
         )
     scaled = f"m* x margin^2 (the bound's term taken out): direction {sc.get('direction', 'undecided')}, {c_text}"
     verdict = {

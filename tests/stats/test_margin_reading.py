@@ -36,6 +36,7 @@ def table(margin_of, m_of=lambda T: 3 * math.sqrt(T) * math.log(T), noise=0.02, 
                 ci_lo=float(lo),
                 ci_hi=float(hi),
                 bound="exact",
+                flags="",
                 n_seeds=8,
                 m_min=2,
                 m_max=10**6,
@@ -107,3 +108,16 @@ def test_the_margin_trend_is_the_log_log_slope_with_its_t_interval():
 )
 def test_the_reading_rule(direction, trend, scaled_direction, want):
     assert reading(direction, trend, scaled_direction) == want
+
+
+def test_a_series_without_margins_beside_one_with_them_leaves_the_reading_as_its_own_l1():
+    # The union of an old run (no margins) and a new one: the reading's m* direction is the one
+    # L1 gives the new series, and the old series, whose cells cannot be scaled, is not read.
+    old = table(lambda T: None, m_of=lambda T: 20 + 10 * math.log(T)).with_columns(stop=pl.lit("fit"))
+    new = table(lambda T: 0.1).with_columns(stop=pl.lit("margin"))
+    union = pl.concat([old, new], how="diagonal_relaxed")
+    cell = ["T", "stop", "norm_bound"]
+    (entry,) = bound_reading(union, cell)
+    assert entry["cells"]["stop"] == "margin"
+    assert entry["direction"] == "faster than log" and entry["reading"] == "something else"
+    assert scaled(old)["bound"].unique().to_list() == ["none"]  # no margin: no scaled m*
