@@ -420,7 +420,9 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
     for column in (
         "at_bound",
         "min_norm_qk",
-    ):  # how much of its bound a cell used (stats/norm_use.py)
+        "margin_success",
+        "margin_failure",
+    ):  # how much of its bound a cell used, and the margins it reached (stats/norm_use.py)
         if column in m_star.columns and m_star[column].is_not_null().any():
             extra.append(column)
     if "at_bound" in extra:  # with a bound: did the largest m still fit its training sets?
@@ -451,6 +453,8 @@ def _table(m_star: pl.DataFrame, cell: list[str]) -> dict:
         "m_star_tuned": "m* tuned",
         "at_bound": "at the bound",
         "min_norm_qk": "least ||W_Q W_K^T|| of a success",
+        "margin_success": "normalised margin of successes (median)",
+        "margin_failure": "normalised margin of failures (median)",
         "fit_at_m_max": "fit at the largest m",
         "fit_at_m_max_2x": "fit there at 2x epochs",
         "redrawn": "training sets redrawn near m*",
@@ -493,7 +497,7 @@ def _cell(row: dict, column: str) -> str:
         return format_m_star(row[column], row.get(column.replace("m_star", "bound")))
     if column in ("at_bound", "fit_at_m_max", "fit_at_m_max_2x", "redrawn"):
         return "-" if row.get(column) is None else f"{row[column]:.0%}"
-    if column == "min_norm_qk":
+    if column in ("min_norm_qk", "margin_success", "margin_failure"):
         return "-" if row[column] is None else f"{row[column]:.3g}"
     return str(row[column] or "")
 

@@ -32,6 +32,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
     t = Table(title=f"critical sample size m* — sweep {result.sweep}, run {result.run_id}")
     flagged = "flags" in result.m_star.columns and (result.m_star["flags"].fill_null("") != "").any()
     bounded = "at_bound" in result.m_star.columns and result.m_star["at_bound"].is_not_null().any()
+    margins = "margin_success" in result.m_star.columns and result.m_star["margin_success"].is_not_null().any()
     for c in [
         *shown,
         "T",
@@ -43,6 +44,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
         "m range",
         *(["m* at 2x epochs"] if checked else []),
         *(["at bound"] if bounded else []),
+        *(["margin s / f"] if margins else []),
         *(["flags"] if flagged else []),
     ]:
         t.add_column(
@@ -61,6 +63,8 @@ def print_analysis(result: Analysis, console: Console) -> None:
                 else format_m_star(r["m_star_2x"], r["bound_2x"]) + f" ({r['budget']})"
             ]
         use = ["-" if r["at_bound"] is None else f"{r['at_bound']:.0%}"] if bounded else []
+        # The median normalised margin of the cell's successes and failures (stats/norm_use.py).
+        margin = [" / ".join("-" if r[c] is None else f"{r[c]:.3g}" for c in ("margin_success", "margin_failure"))]
         t.add_row(
             *[_show(r[c]) for c in shown],
             str(r["T"]),
@@ -72,6 +76,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
             f"{r['m_min']}..{r['m_max']}",
             *twin,
             *use,
+            *(margin if margins else []),
             *([r["flags"] or ""] if flagged else []),
         )
     console.print(t)

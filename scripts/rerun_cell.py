@@ -7,7 +7,7 @@
 ``spec`` writes a grid spec (YAML, on stdout) that trains the cell at every m the run tried
 (search and budget check), with the run's seeds and settings: the same trial configs, so the
 same trial ids. ``compare`` joins the two runs' rows on trial id and reports the rows whose
-trained results (status, epochs, losses, accuracies, achieved norms) differ by a single bit,
+trained results (status, epochs, losses, accuracies, achieved norms, margins) differ by a single bit,
 and the cell's m* both ways; exit 1 when anything differs, 2 when the request cannot be served
 (no such store, run or cell). A sweep's name stands for its latest run, as in the CLI. A row is a function of its config,
 seed, code version, device (on a GPU its model and software, as its ``device`` column says)
@@ -48,6 +48,9 @@ RESULTS = (
     "norm_v",
     "norm_hidden",
     "norm_readout",
+    "input_norm",
+    "margin",
+    "margin_normalised",
     "support",
     "redraws",
 )
