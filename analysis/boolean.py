@@ -270,8 +270,16 @@ def boolean_verdicts(
     if "range_binds" in union.columns:  # a table made without it (an untuned run's) binds nothing
         union = union.with_columns(pl.col("range_binds").fill_null(""))
     cell = union_cell(union)
+    margins = [c for c in MARGIN_COLUMNS if c in union.columns]
+    if margins:  # a cell's margins from the first run whose rows carry them (docs/claims.md 1a)
+        union = union.with_columns([pl.col(c).fill_null(pl.col(c).drop_nulls().first().over(cell)) for c in margins])
     union = union.unique(subset=cell, keep="first", maintain_order=True)
     return union, verdicts(union, [c for c in cell if c not in tuned], reference or REFERENCE_CSV, ci)
+
+
+MARGIN_COLUMNS = ("margin_success", "margin_failure")
+"""Each cell's median normalised margins (stats/norm_use.py): a run made before margins existed
+has none, and a later run of the same cell that measured them lends them to the union's row."""
 
 
 def with_budget_check(table: pl.DataFrame, budget: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame:

@@ -61,24 +61,28 @@ def margin_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> l
 
 
 def margin_headline(claims: list[dict], union: pl.DataFrame) -> str:
-    """One sentence on the theorem's class: which reading its rows support (the series without
-    restarts first, else a restart run's best of R by margin, else its one init); "" where no
-    series of the class carries margins."""
+    """Sentences on the theorem's class: which reading its rows support, for each series of one
+    head per training set (first fit) and for a restart run's best of R by margin (or, without
+    it, its one init); "" where no series of the class carries margins."""
     theory = [e for e in readings(claims, union) if series_kind(union, e["cells"])["theory"]]
-    if not theory:
-        return ""
-
-    def rank(e: dict) -> int:
-        learner = e["cells"].get(LEARNER)
-        return 0 if learner is None else 1 if str(learner).endswith(BY_MARGIN) else 2 if learner == ONE_INIT else 3
-
-    e = min(theory, key=rank)
-    learner = e["cells"].get(LEARNER)
-    who = f" ({learner})" if learner else ""
-    cells = series_cells(union, e["cells"])
-    bounds = cells["norm_bound"].unique().to_list() if "norm_bound" in cells.columns else []
-    at = f"B = {bounds[0]:g}" if len(bounds) == 1 and isinstance(bounds[0], (int, float)) else "its bound"
-    return f"Margins, the bound's own term, at {at}{who}: {reading_sentence(e)}"
+    plain = [e for e in theory if e["cells"].get(LEARNER) is None]
+    by_margin = [e for e in theory if str(e["cells"].get(LEARNER)).endswith(BY_MARGIN)]
+    one = [e for e in theory if e["cells"].get(LEARNER) == ONE_INIT]
+    texts = []
+    for e in [*plain, *(by_margin or one)]:
+        cells = series_cells(union, e["cells"])
+        bounds = cells["norm_bound"].unique().to_list() if "norm_bound" in cells.columns else []
+        at = f"B = {bounds[0]:g}" if len(bounds) == 1 and isinstance(bounds[0], (int, float)) else "its bound"
+        stops = cells["stop"].drop_nulls().unique().to_list() if "stop" in cells.columns else []
+        targets = cells["margin_target"].drop_nulls().unique().to_list() if "margin_target" in cells.columns else []
+        rule = {
+            "fit": "stopped at the first fit",
+            "margin": "trained to a normalised margin" + (f" of {targets[0]:g}" if len(targets) == 1 else ""),
+            "budget": "trained for a fixed budget of epochs",
+        }.get(stops[0] if len(stops) == 1 else "", "")
+        who = ", ".join(t for t in (e["cells"].get(LEARNER) or "one head per training set", rule) if t)
+        texts.append(f"Margins, the bound's own term, at {at} ({who}): {reading_sentence(e)}")
+    return " ".join(texts)
 
 
 def _tabled(e: dict) -> bool:

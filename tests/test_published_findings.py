@@ -36,9 +36,10 @@ FOLDERS = {
     "docs/findings/symmetry": (START, END),
     "docs/findings/theory-500": (None, None),
     "docs/findings/tuned-interrupted": (None, None),
+    "docs/findings/theory-4096-margin": (None, None),
 }
 """Each published folder and its README section (None: a folder the README does not show)."""
-INNER = ("symmetry", "theory-500", "tuned-interrupted")
+INNER = ("symmetry", "theory-500", "tuned-interrupted", "theory-4096-margin")
 """Folders published inside docs/findings, each checked on its own."""
 
 

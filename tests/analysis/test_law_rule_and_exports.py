@@ -228,3 +228,18 @@ def test_range_binds_reaches_the_union_table_the_report_judges(tmp_path):
     assert "range_binds" in table.columns
     union, _ = boolean_verdicts([table, table.drop("range_binds").with_columns(T=pl.col("T") * 64)], set())
     assert union.height == 6 and union["range_binds"].to_list() == [""] * 6
+
+
+def test_a_cell_in_two_runs_keeps_the_first_runs_m_star_and_takes_the_margins_of_the_run_that_has_them(tmp_path):
+    from attnsweep.analysis.boolean import boolean_verdicts
+
+    table = m_star_table(analyze_run(_store(tmp_path, {8: 16, 16: 32, 32: 64}), "r1"))
+    old = table.with_columns(margin_success=pl.lit(None, pl.Float64), margin_failure=pl.lit(None, pl.Float64))
+    new = table.with_columns(
+        m_star=pl.col("m_star") * 2, margin_success=pl.Series([0.3, 0.2, 0.1]), margin_failure=pl.lit(0.05)
+    )
+    union, _ = boolean_verdicts([old, new], set())
+    assert union.height == 3
+    assert union.sort("T")["m_star"].to_list() == table.sort("T")["m_star"].to_list()  # the first run's m*
+    assert union.sort("T")["margin_success"].to_list() == [0.3, 0.2, 0.1]
+    assert union["margin_failure"].to_list() == [0.05] * 3
