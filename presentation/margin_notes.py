@@ -16,11 +16,11 @@ from attnsweep.stats.restarts import BY_MARGIN, LEARNER, ONE_INIT
 def readings(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> list[dict]:
     """:func:`stats.margin_reading.bound_reading` over the union m* table, its series named by
     the same settings as L1's ([] without an L1 series or without margins)."""
-    _, series = l1_series(claims)
+    l1, series = l1_series(claims)
     if not series or "margin_success" not in union.columns:
         return []
     cell = ["T", *[c for c in series[0]["cells"] if c in union.columns and c != "T"]]
-    return bound_reading(union, cell, ci)
+    return bound_reading(union, cell, ci, l1)
 
 
 def margin_lines(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> list[str]:

@@ -75,7 +75,9 @@ def scaled(m_star: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(bound=pl.when(exact & ~usable).then(pl.lit("none")).otherwise(pl.col("bound")))
 
 
-def bound_reading(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95) -> list[dict]:
+def bound_reading(
+    m_star: pl.DataFrame, cell: list[str] | None = None, ci: float = 0.95, l1: dict | None = None
+) -> list[dict]:
     """Per L1 series whose cells carry margins: the margin trend, the scaled m*'s L1 judgment
     under every estimator (agreed), the series' own L1 direction, and the reading.
 
@@ -85,6 +87,8 @@ def bound_reading(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
             of their own.
         cell: its cell columns (default: as L1 finds them).
         ci: coverage of the intervals.
+        l1: the L1 verdict already judged on ``m_star`` with ``cell`` (agreed over the
+            estimators), whose series' directions are read; None: judged here.
 
     Returns:
         One dict per series with margins: ``cells`` (the series' settings), ``T`` (the cells
@@ -96,7 +100,9 @@ def bound_reading(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
     m_star = normalized(m_star)
     if MARGIN not in m_star.columns or m_star.is_empty() or not m_star[MARGIN].is_not_null().any():
         return []
-    plain = agreed({e: l1_log_growth(estimator_view(m_star, e), cell, ci) for e in ESTIMATORS})
+    plain = (
+        l1 if l1 is not None else agreed({e: l1_log_growth(estimator_view(m_star, e), cell, ci) for e in ESTIMATORS})
+    )
     judged = agreed({e: l1_log_growth(scaled(estimator_view(m_star, e)), cell, ci) for e in ESTIMATORS})
     out = []
     for s in judged.get("series", []):
