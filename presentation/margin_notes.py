@@ -15,7 +15,20 @@ from attnsweep.stats.restarts import BY_MARGIN, LEARNER, ONE_INIT
 
 def readings(claims: list[dict], union: pl.DataFrame, ci: float = 0.95) -> list[dict]:
     """:func:`stats.margin_reading.bound_reading` over the union m* table, its series named by
-    the same settings as L1's ([] without an L1 series or without margins)."""
+    the same settings as L1's ([] without an L1 series or without margins). The section and
+    the headline of one page ask for the same objects: the last answer is kept for them."""
+    last = _LAST.get("key")
+    if last is not None and last[0] is claims and last[1] is union and last[2] == ci:
+        return _LAST["value"]
+    _LAST["key"], _LAST["value"] = (claims, union, ci), _readings(claims, union, ci)
+    return _LAST["value"]
+
+
+_LAST: dict = {}
+"""The last (claims, union, ci) :func:`readings` answered, held (so identity is a safe key), and its answer."""
+
+
+def _readings(claims: list[dict], union: pl.DataFrame, ci: float) -> list[dict]:
     l1, series = l1_series(claims)
     if not series or "margin_success" not in union.columns:
         return []
