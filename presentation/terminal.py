@@ -64,7 +64,7 @@ def print_analysis(result: Analysis, console: Console) -> None:
             ]
         use = ["-" if r["at_bound"] is None else f"{r['at_bound']:.0%}"] if bounded else []
         # The median normalised margin of the cell's successes and failures (stats/norm_use.py).
-        margin = [" / ".join("-" if r[c] is None else f"{r[c]:.3g}" for c in ("margin_success", "margin_failure"))]
+        margin = [" / ".join("-" if r.get(c) is None else f"{r[c]:.3g}" for c in ("margin_success", "margin_failure"))]
         t.add_row(
             *[_show(r[c]) for c in shown],
             str(r["T"]),
