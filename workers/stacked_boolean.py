@@ -28,6 +28,7 @@ from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
 from attnsweep.workers.stacked import StackedPack, follow, group_slots, per_slot_max_abs, reproducible, slot_count
+from attnsweep.workers.stacked_mlp import mlp_logits
 
 
 def fit_stacked(
@@ -392,19 +393,3 @@ def table_step(
             return loss, logits, {}
         grads = torch.autograd.grad(loss.sum(), list(leaves.values()), allow_unused=True)
     return loss.detach(), logits.detach(), {k: g for k, g in zip(leaves, grads) if g is not None}
-
-
-def mlp_logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """:class:`workers.models.MLP` on stacked parameters, written out: bits ``x`` ``(slots, b, T)``
-    -> logits ``(slots, b)``. The same function as ``vmap`` of the model, without its per-call
-    overhead, which was three quarters of a tiny MLP's step (bench/packing.py)."""
-    h = 2.0 * x.float() - 1.0
-    layers = sum(1 for k in params if k.startswith("hidden.") and k.endswith(".0.weight"))
-    for i in range(layers):
-        w, b = (
-            params[f"hidden.{i}.0.weight"],
-            params[f"hidden.{i}.0.bias"],
-        )  # (slots, out, in), (slots, out)
-        h = torch.nn.functional.gelu(torch.baddbmm(b[:, None, :], h, w.transpose(1, 2)))
-    w, b = params["readout.weight"], params["readout.bias"]
-    return torch.baddbmm(b[:, None, :], h, w.transpose(1, 2)).squeeze(-1)
