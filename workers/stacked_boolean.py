@@ -27,6 +27,7 @@ from attnsweep.workers.models import logistic_loss, score_range_safe
 from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
+from attnsweep.workers.slot_book import READ_EVERY, SlotBook, Snapshot
 from attnsweep.workers.stacked import StackedPack, follow, group_slots, per_slot_max_abs, reproducible, slot_count
 from attnsweep.workers.stacked_mlp import mlp_logits
 
@@ -40,8 +41,13 @@ def fit_stacked(
     chunk: int,
     dev: torch.device,
     curves: list[Curve | None] | None = None,
+    every: int = READ_EVERY,
 ) -> list[dict]:
     """Train the trials together from their initialised ``models`` on their training sets.
+
+    Nothing is read back to the host inside an epoch: the stop rules, divergence and exploded
+    weights are tested on the device and booked there (workers/slot_book.py), and the host reads
+    the book every ``every`` epochs and at the end. A trial's results do not depend on ``every``.
 
     Args:
         configs: the trials (one shape key).
@@ -51,30 +57,30 @@ def fit_stacked(
         chunk: samples per slot per chunk when the whole training set is scored (minibatch
             training checks its fit every epoch): :func:`workers.train_boolean.eval_chunk`.
         curves: per trial, its learning curve to note (workers/curves.py), or None: the
-            loss and accuracy the loop measures before each epoch's step, read from the
-            device only when some curve is kept.
+            loss and accuracy the loop measures before each epoch's step, kept on the device
+            and noted at each read, only when some curve is kept.
+        every: epochs between two host reads (at least 1).
 
     Returns:
         Per trial: ``params`` (its weights when it stopped, by name), ``epochs``, ``converged``,
         ``diverged_epoch``.
     """
     with reproducible(dev):
-        return _fit(configs, models, trained, x, y, chunk, dev, curves)
+        return _fit(configs, models, trained, x, y, chunk, dev, curves, max(1, every))
 
 
-def _fit(configs, models, trained, x, y, chunk, dev, curves=None) -> list[dict]:
+def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVERY) -> list[dict]:
     cfg = configs[0]
     pack = StackedPack(models, trained, cfg.lr, cfg.weight_decay, dev)
-    n = len(configs)
-    out = [dict(params=None, epochs=0, converged=False, diverged_epoch=None) for _ in range(n)]
-    bounds = torch.tensor([c.norm_bound or math.inf for c in configs], device=dev)
-    nan_fault = torch.tensor([c.fault == "nan" for c in configs])
+    out = [dict(params=None, epochs=0, converged=False, diverged_epoch=None) for _ in configs]
+    limits = [c.norm_bound or math.inf for c in configs]
+    bounds, bounded = torch.tensor(limits, device=dev), any(math.isfinite(b) for b in limits)
+    faulty = [c.fault == "nan" for c in configs]
     inputs = x if cfg.model == "transformer" else x.float()  # (trials, m, T)
     bs = cfg.batch_size if cfg.batch_size and cfg.batch_size < cfg.m else None
+    book = SlotBook(pack, out)
     # One generator per slot, padding included, so that a padding slot never draws from its trial's.
-    gens = (
-        [tasks.generator(tasks.derive_seed("batches", configs[int(t)].seed), dev) for t in pack.trial] if bs else None
-    )
+    gens = [tasks.generator(tasks.derive_seed("batches", configs[t].seed), dev) for t in book.trial] if bs else None
     hand = _hand(cfg)
     if hand:
         inputs = x.float()
@@ -83,104 +89,113 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None) -> list[dict]:
         with autocast(dev, cfg.precision):
             return slot_logits(pack, cfg, xs)
 
-    def leave(slot: int, **fields) -> None:
-        t = int(pack.trial[slot])
-        out[t].update(params=pack.slot_params(slot), **fields)
-        pack.active[slot] = False
+    def step(xs: torch.Tensor, ys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict | None]:
+        if not hand:
+            logits = forward(xs)
+            return logistic_loss(logits, ys), logits, None
+        if careful:
+            return hand_step(pack, cfg.heads, xs, ys, alive=book.alive)
+        return hand_step(pack, cfg.heads, xs, ys, alive=book.alive, beyond=book.beyond)
 
     def project() -> None:
-        if bounds.isfinite().any():
+        if bounded:
             with torch.no_grad():
-                b = bounds[pack.trial.to(dev)]
+                b = bounds[slot_trial]
                 if cfg.model == "transformer":
                     project_transformer(pack.params, b, cfg.heads, cfg.norm_kind)
                 else:
                     project_mlp(pack.params, b, cfg.norm_kind)
 
+    def window() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # changes only at a read (compaction)
+        t = pack.trial.to(dev)
+        return t, inputs[t], y[t]  # (slots,), (slots, m, T), (slots, m)
+
+    slot_trial, xs, ys = window()
+    careful = False  # the one-layer step reads its float32 range each epoch once it was exceeded
+    noted: list[tuple] = []  # learning-curve measurements on the device since the last read
+    snap = Snapshot(0, pack, book, gens) if hand else None
     project()
-    for epoch in range(cfg.max_epochs):
-        xs, ys = inputs[pack.trial], y[pack.trial]  # (slots, m, T), (slots, m)
+    epoch = 0
+    while epoch < cfg.max_epochs:
         if bs is None:
-            if hand:
-                loss, logits, grads = hand_step(pack, cfg.heads, xs, ys)
-            else:
-                logits = forward(xs)
-                loss = logistic_loss(logits, ys)  # (slots,)
+            loss, logits, grads = step(xs, ys)
             if curves is not None:
                 acc = ((logits.detach() > 0).float() == ys).double().mean(-1)  # right / m exactly
-                note_slots(curves, pack.trial.tolist(), pack.active.tolist(), epoch, loss.tolist(), acc.tolist())
+                noted.append((epoch, book.alive.clone(), loss.detach(), acc))
             fit = _stops(pack, cfg, logits.detach(), ys)
-            finite = torch.isfinite(loss.detach()).cpu()
-            for s in torch.nonzero(pack.active & fit).flatten().tolist():
-                leave(s, converged=True)
-            for s in torch.nonzero(pack.active & ~finite).flatten().tolist():
-                leave(s, diverged_epoch=epoch)
-            if not pack.active.any():
-                break
-            pack.step(grads=grads) if hand else pack.step(loss)
+            book.leave(fit, converged=True)
+            book.leave(~torch.isfinite(loss.detach()), epoch)
+            pack.step(grads=grads) if grads is not None else pack.step(loss)
         else:
             with torch.no_grad():
                 fit, measured = _fits(forward, xs, ys, chunk, measure=curves is not None, rule=(pack, cfg))
             if measured is not None:
-                note_slots(curves, pack.trial.tolist(), pack.active.tolist(), epoch, *measured)
-            for s in torch.nonzero(pack.active & fit).flatten().tolist():
-                leave(s, converged=True)
-            if not pack.active.any():
-                break
+                noted.append((epoch, book.alive.clone(), *measured))
+            book.leave(fit, converged=True)
             order = torch.stack([torch.randperm(cfg.m, generator=g, device=dev) for g in gens])  # (slots, m)
             for start in range(0, cfg.m, bs):
                 idx = order[:, start : start + bs]
-                xb, yb = (
-                    torch.gather(xs, 1, idx[..., None].expand(-1, -1, xs.shape[-1])),
-                    torch.gather(ys, 1, idx),
-                )
-                if hand:
-                    loss, _, grads = hand_step(pack, cfg.heads, xb, yb)
-                else:
-                    loss = logistic_loss(forward(xb), yb)
-                finite = torch.isfinite(loss.detach()).cpu()
-                for s in torch.nonzero(pack.active & ~finite).flatten().tolist():
-                    leave(s, diverged_epoch=epoch)
-                if not pack.active.any():
-                    break
-                pack.step(grads=grads) if hand else pack.step(loss)
-            if not pack.active.any():
-                break
-        for s in torch.nonzero(pack.active).flatten().tolist():
-            out[int(pack.trial[s])]["epochs"] += 1
+                xb, yb = torch.gather(xs, 1, idx[..., None].expand(-1, -1, xs.shape[-1])), torch.gather(ys, 1, idx)
+                loss, _, grads = step(xb, yb)
+                book.leave(~torch.isfinite(loss.detach()), epoch)
+                pack.step(grads=grads) if grads is not None else pack.step(loss)
+        book.count_epoch()
         project()
-        if epoch == 0 and bool(nan_fault.any()):
+        if epoch == 0 and any(faulty):
             with torch.no_grad():
-                hit = nan_fault[pack.trial].to(dev)
+                hit = torch.tensor([faulty[t] for t in book.trial], device=dev)
                 for k in trained:
                     pack.params[k][hit] = math.nan
-        big = per_slot_max_abs({k: pack.params[k] for k in trained}).cpu()
-        for s in torch.nonzero(pack.active & ~(big <= EXPLODED_WEIGHT)).flatten().tolist():
-            leave(s, diverged_epoch=epoch)
-        keep = torch.nonzero(pack.active).flatten().tolist()
+        big = per_slot_max_abs({k: pack.params[k] for k in trained})
+        book.leave(~(big <= EXPLODED_WEIGHT), epoch)
+        epoch += 1
+        if epoch % every and epoch < cfg.max_epochs and not careful:
+            continue
+        # The read: nothing above it reads the device.
+        if snap is not None and not careful and book.exceeded():
+            epoch, careful = snap.restore(book, gens), True
+            noted.clear()
+            continue
+        if epoch == cfg.max_epochs:
+            book.leave(book.alive)  # out of epochs
+        _note(curves, book.trial, noted)
+        keep = book.read()
         if not keep:
             break
         if slot_count(len(keep), dev) < pack.slots:  # a lane group's worth has left: drop it
-            pack.compact(keep)
+            book = book.compact(keep)
+            slot_trial, xs, ys = window()
             if gens is not None:
                 gens = follow(gens, keep, pack.slots)
-    for s in torch.nonzero(pack.active).flatten().tolist():  # out of epochs
-        leave(s)
+        if snap is not None and not careful:
+            snap = Snapshot(epoch, pack, book, gens)
     return out
 
 
+def _note(curves: list[Curve | None] | None, trial_of_slot: list[int], noted: list[tuple]) -> None:
+    """Note the learning-curve measurements kept on the device since the last read (``(epoch,
+    alive, loss, acc)`` per epoch, each ``(slots,)``) in one copy, and forget them."""
+    if curves is None or not noted:
+        return
+    values = torch.stack([torch.stack([a.double(), loss.double(), acc.double()]) for _, a, loss, acc in noted]).tolist()
+    for (epoch, *_), (alive, loss, acc) in zip(noted, values, strict=True):
+        note_slots(curves, trial_of_slot, [bool(a) for a in alive], epoch, loss, acc)
+    noted.clear()
+
+
 def _stops(pack: StackedPack, cfg: BooleanTrialConfig, logits: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
-    """``(slots,)`` bool on the CPU: whether each slot's stop rule (``cfg.stop``, one per pack) is
-    met by its logits ``(slots, m)`` of its whole training set ``ys`` ``(slots, m)``: the
-    per-slot form of :func:`workers.train_boolean.stop_rule`."""
+    """``(slots,)`` bool on the pack's device: whether each slot's stop rule (``cfg.stop``, one
+    per pack) is met by its logits ``(slots, m)`` of its whole training set ``ys`` ``(slots, m)``:
+    the per-slot form of :func:`workers.train_boolean.stop_rule`. Nothing is read to the host:
+    under the margin rule every slot's complexity is computed, fitted or not."""
     if cfg.stop == "budget":
-        return torch.zeros(logits.shape[0], dtype=torch.bool)
+        return torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
     fit = ((logits > 0).float() == ys).all(-1)
-    if cfg.stop == "margin" and bool(fit.any()):
+    if cfg.stop == "margin":
         with torch.no_grad():
             c = head_measures(pack.params, cfg.d, cfg.heads, cfg.norm_kind)["complexity"]
             fit &= signed_margin(logits.double(), ys) / c.double() >= (cfg.margin_target or math.inf)
-    return fit.cpu()
+    return fit
 
 
 def _hand(cfg: BooleanTrialConfig) -> bool:
@@ -292,12 +307,12 @@ def _score_group(configs, models, trained, x, y, support, group, chunk, dev, out
 
 def _fits(
     forward, xs: torch.Tensor, ys: torch.Tensor, chunk: int, measure: bool = False, rule=None
-) -> tuple[torch.Tensor, tuple[list[float], list[float]] | None]:
-    """``(slots,)`` on the CPU: whether each slot's stop rule is met on its samples (``rule``:
-    the pack and config :func:`_stops` reads; None: whether it classifies them all right), in
-    chunks of ``chunk`` samples per slot (a function of the trial's settings only); with
-    ``measure`` also each slot's mean logistic loss and accuracy over its samples from the same
-    logits (lists over the slots, for a learning curve), else None."""
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+    """``(slots,)`` bool on the device: whether each slot's stop rule is met on its samples
+    (``rule``: the pack and config :func:`_stops` reads; None: whether it classifies them all
+    right), in chunks of ``chunk`` samples per slot (a function of the trial's settings only);
+    with ``measure`` also each slot's mean logistic loss and accuracy over its samples from the
+    same logits (``(slots,)`` each, on the device, for a learning curve), else None."""
     ok = torch.ones(xs.shape[0], dtype=torch.bool, device=xs.device)
     loss_sum = right_sum = None
     kept = []
@@ -316,32 +331,45 @@ def _fits(
         ok = _stops(rule[0], rule[1], torch.cat(kept, 1), ys)
     elif rule is not None and rule[1].stop == "budget":
         ok = torch.zeros_like(ok)
-    ok = ok.cpu()
     if loss_sum is None or right_sum is None:
         return ok, None
     m = xs.shape[1]
-    return ok, ((loss_sum / m).tolist(), (right_sum / m).tolist())
+    return ok, (loss_sum / m, right_sum / m)
 
 
 SAFE32, SAFE64 = score_range_safe(torch.float32), score_range_safe(torch.float64)
 
 
 def hand_step(
-    pack: StackedPack, heads: int, x: torch.Tensor, y: torch.Tensor, backward: bool = True
+    pack: StackedPack,
+    heads: int,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    backward: bool = True,
+    alive: torch.Tensor | None = None,
+    beyond: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Each slot's mean logistic loss ``(slots,)``, logits ``(slots, b)`` and gradients from the
     hand-written one-layer step (workers/one_layer_stacked.py) on samples ``x`` ``(slots, b, T)``
     (0.0/1.0 float32), ``y`` ``(slots, b)``.
 
-    A slot whose score range is beyond the float32 form (:func:`workers.models.score_range_safe`,
-    60) takes the same form in float64 (safe to 489), and beyond that the exact table form
-    through autograd, as :meth:`workers.train_boolean._Trial.step` does alone. Those slots are computed
-    again in a pack of their own, padded as a pack is (:func:`workers.stacked.slot_count`), so what they get depends
-    on themselves only. With ``backward`` False (scoring) no gradient is computed and
+    A slot of ``alive`` (``(slots,)`` bool; None: ``pack.active``) whose score range is beyond the
+    float32 form (:func:`workers.models.score_range_safe`, 60) takes the same form in float64
+    (safe to 489), and beyond that the exact table form through autograd, as
+    :meth:`workers.train_boolean._Trial.step` does alone. Those slots are computed again in a pack
+    of their own, padded as a pack is (:func:`workers.stacked.slot_count`), so what they get
+    depends on themselves only. Finding them reads the device; with ``beyond`` (a 0-d bool
+    tensor on the device) nothing is read: whether any slot was beyond is or-ed into it and every
+    slot keeps the float32 form's numbers, which the caller must then compute again
+    (workers/slot_book.py). With ``backward`` False (scoring) no gradient is computed and
     ``grads`` is empty."""
     p = {k: v.detach() for k, v in {**pack.params, **pack.buffers}.items()}
     loss, logits, grads, score_range = loss_and_grads_stacked(p, heads, x, y, backward)
-    wide = torch.nonzero(~(score_range <= SAFE32) & pack.active.to(score_range.device)).flatten().tolist()
+    over = ~(score_range <= SAFE32) & (pack.active.to(score_range.device) if alive is None else alive)
+    if beyond is not None:
+        beyond |= over.any()
+        return loss, logits, grads
+    wide = torch.nonzero(over).flatten().tolist()
     if not wide:
         return loss, logits, grads
     sub = _padded(wide, pack.dev)

@@ -1,0 +1,139 @@
+"""What a stacked pack's epoch loop keeps about its slots on the device, so that the host reads
+it only every few epochs (:data:`READ_EVERY`), never inside an epoch.
+
+Which slots still train, each slot's epoch count, how and when it left (fitted, or the epoch
+at which it diverged) and its weights at that moment live in device tensors, updated by masks
+(``torch.where``, ``masked_fill``): an epoch launches work and reads nothing back. Between two
+reads a slot that has left keeps computing, as it always did (workers/stacked.py): what it
+computes reaches no other slot, and the weights it left with were kept when it left. At a read
+(:meth:`SlotBook.read`) the host learns, in one copy, which trials left, writes their results,
+and may compact the pack; so a row is the same bit for bit whatever the read interval
+(tests/workers/test_host_reads.py), and a pack whose trials all stopped runs at most
+``READ_EVERY - 1`` epochs in vain.
+
+A step that must choose on the host (the one-layer step's float32 range, workers/stacked_boolean.py
+``hand_step``) does not read inside an epoch either: it flags the choice on the device, and when
+the flag is found at a read the loop restores the :class:`Snapshot` taken at the window's start
+and runs the window again, reading every epoch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnsweep.workers.stacked import StackedPack
+
+READ_EVERY = 8
+"""Epochs between two host reads of a stacked pack's state. Rows do not depend on it; it trades
+the synchronisations of a GPU (one per read) against the epochs a pack runs after its last trial
+stopped (at most ``READ_EVERY - 1``) and the compaction it delays on a CPU."""
+
+
+def _where(mask: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """``new`` where the slot's ``mask`` ``(slots,)`` is set, else ``old`` (both ``(slots, ...)``)."""
+    return torch.where(mask.view(-1, *([1] * (new.dim() - 1))), new, old)
+
+
+class SlotBook:
+    """Per slot of ``pack``, on its device: ``alive`` ``(slots,)`` bool (still training; never for
+    padding), ``epochs`` ``(slots,)`` int64 (epochs counted), ``converged`` ``(slots,)`` bool,
+    ``diverged`` ``(slots,)`` int64 (the epoch it diverged at, -1 for none), ``kept`` (name ->
+    ``(slots, ...)``, each left slot's weights when it left) and ``beyond`` (0-d bool: a step
+    computed some slot in a form its numbers had outgrown). Read by the host only in
+    :meth:`read`, where results are written into ``out`` (one dict per trial: ``params``,
+    ``epochs``, ``converged``, ``diverged_epoch``).
+
+    Args:
+        pack: the stacked pack; its ``active`` (CPU) marks the slots that hold a trial.
+        out: per trial, the dict its results go into.
+        epochs: ``(slots,)`` int64 epoch counts to start from (after a compaction), or None
+            for zeros.
+    """
+
+    def __init__(self, pack: StackedPack, out: list[dict], epochs: torch.Tensor | None = None):
+        dev = pack.dev
+        self.pack, self.out = pack, out
+        self.trial: list[int] = pack.trial.tolist()
+        self.real: list[bool] = pack.active.tolist()
+        self.written = [False] * pack.slots
+        self.alive = pack.active.to(dev, copy=True)
+        self.epochs = torch.zeros(pack.slots, dtype=torch.int64, device=dev) if epochs is None else epochs
+        self.converged = torch.zeros(pack.slots, dtype=torch.bool, device=dev)
+        self.diverged = torch.full((pack.slots,), -1, dtype=torch.int64, device=dev)
+        self.kept = {k: v.detach().clone() for k, v in pack.params.items()}
+        self.beyond = torch.zeros((), dtype=torch.bool, device=dev)
+
+    def exceeded(self) -> bool:
+        """Read whether a step flagged a slot beyond its float32 form since the last read
+        (workers/stacked_boolean.py ``hand_step``): if so, the window must run again."""
+        return bool(self.beyond)
+
+    def leave(self, mask: torch.Tensor, epoch: int | None = None, converged: bool = False) -> None:
+        """The alive slots of ``mask`` ``(slots,)`` bool (device) leave now with their weights:
+        as fitted (``converged``), as diverged at ``epoch``, or, with neither, out of epochs."""
+        mask = mask & self.alive
+        self.kept = {k: _where(mask, v.detach(), self.kept[k]) for k, v in self.pack.params.items()}
+        if converged:
+            self.converged |= mask
+        elif epoch is not None:
+            self.diverged.masked_fill_(mask, epoch)
+        self.alive &= ~mask
+
+    def count_epoch(self) -> None:
+        """One more epoch for every alive slot."""
+        self.epochs += self.alive
+
+    def read(self) -> list[int]:
+        """The one host read: writes the results of every trial that left since the last read
+        into its ``out`` dict, and returns the slots still alive."""
+        alive, epochs, converged, diverged = torch.stack(
+            [self.alive.long(), self.epochs, self.converged.long(), self.diverged]
+        ).tolist()
+        for s, t in enumerate(self.trial):
+            if self.real[s] and not self.written[s] and not alive[s]:
+                self.out[t].update(
+                    params={k: v[s].clone() for k, v in self.kept.items()},
+                    epochs=epochs[s],
+                    converged=bool(converged[s]),
+                    diverged_epoch=None if diverged[s] < 0 else diverged[s],
+                )
+                self.written[s] = True
+        return [s for s in range(len(alive)) if alive[s]]
+
+    def compact(self, keep: list[int]) -> SlotBook:
+        """Compact the pack to the alive slots ``keep`` (:meth:`StackedPack.compact`) and
+        return the book of the compacted pack."""
+        old = self.pack.compact(keep)
+        return SlotBook(self.pack, self.out, self.epochs[torch.tensor(old, device=self.pack.dev)])
+
+
+class Snapshot:
+    """A pack's weights, optimiser state, book and minibatch generators at an epoch, to run the
+    epochs after it again (module docstring). Copies on the device; nothing is read."""
+
+    def __init__(self, epoch: int, pack: StackedPack, book: SlotBook, gens: list[torch.Generator] | None):
+        self.epoch, self.pack = epoch, pack
+        self.params = {k: v.detach().clone() for k, v in pack.params.items()}
+        self.state = {id(p): {n: t.clone() for n, t in s.items()} for p, s in pack.opt.state.items()}
+        self.book = (book.alive.clone(), book.epochs.clone(), book.converged.clone(), book.diverged.clone())
+        self.kept = {k: v.clone() for k, v in book.kept.items()}
+        self.gens = None if gens is None else [g.get_state() for g in gens]
+
+    @torch.no_grad()
+    def restore(self, book: SlotBook, gens: list[torch.Generator] | None) -> int:
+        """Put the pack, ``book`` and ``gens`` back as they were; returns the epoch to go on from."""
+        for k, v in self.pack.params.items():
+            v.copy_(self.params[k])
+        for p in self.pack.opt.params:
+            saved = self.state.get(id(p))
+            if saved is None:
+                self.pack.opt.state.pop(p, None)
+            else:
+                self.pack.opt.state[p] = {n: t.clone() for n, t in saved.items()}
+        book.alive, book.epochs, book.converged, book.diverged = (t.clone() for t in self.book)
+        book.beyond = torch.zeros((), dtype=torch.bool, device=self.pack.dev)
+        book.kept = {k: v.clone() for k, v in self.kept.items()}
+        if gens is not None and self.gens is not None:
+            for g, state in zip(gens, self.gens, strict=True):
+                g.set_state(state)
+        return self.epoch
