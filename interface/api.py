@@ -242,12 +242,13 @@ def _execute_alone(
     progress_interval_s: float,
     console,
 ) -> RunSummary:
-    from attnsweep.orchestrator.driver import RunSummary, new_run_id, resumable_record, run_sweep
     from attnsweep.orchestrator.executors import LocalExecutor, RayExecutor
-    from attnsweep.results.locks import RunLock
 
     results = store.results
     if resume_id is not None:  # refuse a wrong, held or finished run before starting Ray
+        from attnsweep.orchestrator.driver import RunSummary, resumable_record
+        from attnsweep.results.locks import RunLock
+
         record = resumable_record(spec, results, resume_id)
         with RunLock(results, spec.name, resume_id):
             pass
@@ -263,6 +264,10 @@ def _execute_alone(
     # would end the run as failed instead of interrupted and resumable.
     previous = _sigterm_interrupts()
     try:
+        # The driver's own modules load after the executor has asked for its workers, whose
+        # start-up (torch, about a second) then overlaps them and the sweep's planning.
+        from attnsweep.orchestrator.driver import new_run_id, run_sweep
+
         return run_sweep(
             spec,
             results,

@@ -25,6 +25,7 @@ from attnsweep.orchestrator.packing import Pack, make_packs, pack_sizer, spec_pa
 from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, SweepProgress
 from attnsweep.orchestrator.provenance import code_version, host, package_versions
 from attnsweep.orchestrator.spec import SweepSpec, trial_id
+from attnsweep.orchestrator.trial_order import smallest_first, trial_cost
 from attnsweep.orchestrator.trials_table import run_schema, trial_schema
 from attnsweep.results import ResultsStore, StoreError, TrialWriter
 from attnsweep.results.locks import RunLock
@@ -219,7 +220,7 @@ def _run_locked(
 
             run_adaptive(spec, store, run_id, runner)
         else:
-            trials = ((tid, c) for c in spec.trials() if (tid := trial_id(c)) not in done_ids)
+            trials = ((tid, c) for c in smallest_first(spec) if (tid := trial_id(c)) not in done_ids)
             runner.run(trials, todo, spec_pack_sizer(spec, executor.slots()), f"{spec.name} {run_id}")
         summary.status = "finished"
     except KeyboardInterrupt:
@@ -420,6 +421,8 @@ class PackRunner:
         with SweepProgress(self.console, None, label, self.progress_interval_s) as progress:
             for i in range(len(flows)):
                 advance(i)
+            cost = trial_cost(self.spec)  # the first requests' smallest cells first (orchestrator/trial_order.py)
+            queue.sort(key=lambda item: cost(item[1]))
             self._drive(next_pack, lambda tid: extra_of.pop(tid, {}), settled, progress)
 
     def _drive(

@@ -97,7 +97,8 @@ class RayExecutor(Executor):
     With ``execution.workers: actors`` (the default) it starts ``resources.num_workers``
     long-lived :class:`workers.entry.PackWorker` actors (default: as many as the cluster's
     CPUs and GPUs hold now) and gives each new pack to the actor with the fewest packs
-    queued; torch and CUDA start once per actor. With ``tasks`` each pack is one Ray task.
+    queued; torch and CUDA start once per actor, in its constructor, which runs while the
+    driver plans (this process never imports torch). With ``tasks`` each pack is one Ray task.
     Either way Ray retries a pack whose worker process or node dies (``max_retries``;
     an actor is restarted in place); a pack that still fails comes back as the exception.
 
@@ -206,7 +207,9 @@ class RayExecutor(Executor):
             )
 
     def _start_actors(self) -> None:
-        from attnsweep.workers.entry import PackWorkerActor
+        """Ask Ray for the actors and return at once: each loads torch and the training code
+        in its constructor (:func:`workers.entry.warm_up`) while the driver goes on planning."""
+        from attnsweep.workers.entry import PackWorkerActor  # light: torch loads on the workers
 
         # max_restarts=-1: a killed actor always comes back, so the pool never shrinks;
         # max_task_retries bounds how often one pack is retried, so a pack that keeps

@@ -2,19 +2,39 @@
 
 This is the only module of ``workers`` that knows Ray. Configs travel as plain dicts
 and are validated again on the worker, so a worker never trusts the wire.
+
+Light to import (no torch): the driver names this module's actor class and task function
+to Ray without loading torch itself. A :class:`PackWorker` loads torch and the training
+code in its constructor (:func:`warm_up`), which Ray runs as soon as the driver asks for
+the actor, so that start-up overlaps the driver's planning and the first pack finds a warm
+worker.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 
 import ray
-import torch
 
 from attnsweep.workers.curves import CurvePlan
 from attnsweep.workers.experiments import EXPERIMENTS
-from attnsweep.workers.pack import device_label
+
+TRAINING_MODULES = (
+    "torch",
+    "attnsweep.workers.pack",
+    "attnsweep.workers.train_boolean",
+    "attnsweep.workers.train_symmetry",
+)
+"""What a worker loads before its first pack: torch and every experiment's training code
+(each experiment's ``train`` imports its own on first use)."""
+
+
+def warm_up() -> None:
+    """Import :data:`TRAINING_MODULES` in this process now (about a second, nearly all torch)."""
+    for name in TRAINING_MODULES:
+        importlib.import_module(name)
 
 
 def run_pack(
@@ -33,6 +53,8 @@ def run_pack(
         KeyError: unknown experiment.
         ValueError: a ``curves`` out of range.
     """
+    import torch
+
     torch.set_num_threads(max(1, num_threads))
     exp = EXPERIMENTS[experiment]
     return _labelled(exp.train([exp.config(**c) for c in configs], device, curves=CurvePlan.from_wire(curves)))
@@ -41,6 +63,10 @@ def run_pack(
 def _labelled(rows: list[dict]) -> list[dict]:
     """Rows whose ``device`` says what a bitwise rerun must match (:func:`workers.pack.device_label`:
     a GPU's model, CUDA and torch; ``cpu`` unchanged)."""
+    import torch
+
+    from attnsweep.workers.pack import device_label
+
     for row in rows:
         if row.get("device"):
             row["device"] = device_label(torch.device(row["device"]))
@@ -54,7 +80,8 @@ run_pack_remote = ray.remote(run_pack)
 
 class PackWorker:
     """A long-lived worker that trains packs one after another in one process, so torch
-    (and CUDA) start once per worker, not once per pack.
+    (and CUDA) start once per worker, not once per pack; the constructor loads them
+    (:func:`warm_up`), before the first pack arrives.
 
     Args:
         num_threads: torch intra-op threads; the driver passes the worker's CPU share so
@@ -63,6 +90,9 @@ class PackWorker:
     """
 
     def __init__(self, num_threads: int = 1, device: str | None = None):
+        warm_up()
+        import torch
+
         torch.set_num_threads(max(1, num_threads))
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.packs = 0
@@ -75,6 +105,8 @@ class PackWorker:
 
     def info(self) -> dict:
         """Where this worker runs: ``host``, ``pid``, ``device``, ``threads``, packs trained."""
+        import torch
+
         return dict(
             host=socket.gethostname(),
             pid=os.getpid(),
