@@ -100,6 +100,13 @@ class ExecutionSettings(StrictSettings):
         le=16_777_216,
         description="training memory one pack may use (MiB), for pack_size auto",
     )
+    device_group: int = Field(
+        32,
+        ge=1,
+        le=4096,
+        description="slots of each stacked group on a GPU, part of what a GPU row reproduces (its "
+        "device_group column); a bigger pack trains group after group; on a CPU the lanes decide",
+    )
     workers: Literal["actors", "tasks"] = Field(
         "actors",
         description="actors: long-lived workers that keep torch/CUDA warm; tasks: one Ray task per pack",

@@ -55,12 +55,13 @@ RESULT_COLUMNS: dict[str, pa.DataType] = {
     "pack_size": pa.int64(),
     "worker_host": pa.string(),
     "device": pa.string(),
+    "device_group": pa.int64(),  # slots of a stacked group on a GPU (workers/stacked.py); null on a CPU
     "code_version": pa.string(),
     "finished_at": pa.timestamp("us", tz="UTC"),
 }
 
 
-LATER_RESULTS = ("input_norm", "margin", "margin_normalised")
+LATER_RESULTS = ("input_norm", "margin", "margin_normalised", "device_group")
 """Measurements added after trial rows were first published: a file written before them has
 no such column, and its trials read as null there (nothing was measured)."""
 

@@ -28,9 +28,11 @@ On a GPU the same holds by another layout. There kernels are chosen by a tensor'
 (cuBLAS picks its batched product by the batch count) and some backward passes add with atomics
 in whatever order threads finish, so on an H200 a trial's row moved at round-off with its pack's
 size and even between two runs of one pack (bench/gpu_invariance.py, BENCHMARKS.md). So off the
-CPU a pack trains in groups of exactly :data:`DEVICE_SLOTS` slots, one group after another,
-padded and never compacted, so every kernel sees the same shapes whatever the pack; and with
-torch's deterministic algorithms on (:func:`reproducible`).
+CPU a pack trains in groups of exactly the group size's slots (:data:`DEVICE_SLOTS` unless
+``execution.device_group`` says otherwise, :func:`device_group`), one group after another, padded
+and never compacted, so every kernel sees the same shapes whatever the pack; and with torch's
+deterministic algorithms on (:func:`reproducible`). A pack of 256 may so train as one group of
+256, with rows that are its own for that group size.
 """
 
 from __future__ import annotations
@@ -59,10 +61,40 @@ an elementwise tail (module docstring). It is a property of the processor, as a 
 
 
 DEVICE_SLOTS = 32
-"""Slots of every stacked group off the CPU (module docstring). Packs of a cell's seeds hold 8
-to 32 trials, and on an H200 a group of 32 tiny trials took as long as one of 8 (BENCHMARKS.md,
-GPU), so 32 pads little; a bigger pack trains group after group, and more workers per GPU
-(``resources.gpus_per_worker`` below 1) keep the device busy."""
+"""The default slots of every stacked group off the CPU (module docstring; ``execution.device_group``
+sets another, :func:`device_group`). Packs of a cell's seeds hold 8 to 32 trials, and on an H200
+a group of 32 tiny trials took as long as one of 8 (BENCHMARKS.md, GPU), so 32 pads little; a
+bigger pack trains group after group, and more workers per GPU (``resources.gpus_per_worker``
+below 1) keep the device busy."""
+
+_group = [DEVICE_SLOTS]  # the group size in force in this process (device_group)
+
+
+def device_slots() -> int:
+    """The slots of every stacked group off the CPU in this process now (:func:`device_group`)."""
+    return _group[-1]
+
+
+@contextlib.contextmanager
+def device_group(slots: int | None) -> Iterator[None]:
+    """For the duration, every stacked group off the CPU has ``slots`` slots (None:
+    :data:`DEVICE_SLOTS`). Like the thread count on a CPU, the group size is part of what a
+    GPU row reproduces: a trial's numbers there are the same bit for bit in every pack for one
+    group size, and may differ at round-off between two (module docstring), so a row records it
+    (``device_group``).
+
+    Raises:
+        ValueError: ``slots`` below 1.
+    """
+    slots = DEVICE_SLOTS if slots is None else int(slots)
+    if slots < 1:
+        raise ValueError(f"device_group must be at least 1, got {slots}")
+    _group.append(slots)
+    try:
+        yield
+    finally:
+        _group.pop()
+
 
 # cuBLAS is deterministic only with a fixed workspace; it reads this when its first handle is
 # made, so it is set before any CUDA work (a process that made one before importing this keeps
@@ -72,23 +104,24 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 def slot_count(trials: int, dev: torch.device | None = None) -> int:
     """Slots for ``trials`` trials: on a CPU the next multiple of :data:`LANES` (at least one);
-    on another device :data:`DEVICE_SLOTS`, for ``trials`` up to that (:func:`groups`)."""
+    on another device the group size (:func:`device_slots`), for ``trials`` up to that
+    (:func:`groups`)."""
     if dev is not None and dev.type != "cpu":
-        return DEVICE_SLOTS
+        return device_slots()
     return max(1, math.ceil(trials / LANES)) * LANES
 
 
 def group_slots(dev: torch.device) -> int:
-    """The trials scored together in one padded group: :data:`LANES` on a CPU, else
-    :data:`DEVICE_SLOTS`."""
-    return LANES if dev.type == "cpu" else DEVICE_SLOTS
+    """The trials scored together in one padded group: :data:`LANES` on a CPU, else the group
+    size (:func:`device_slots`)."""
+    return LANES if dev.type == "cpu" else device_slots()
 
 
 def groups(trials: int, dev: torch.device) -> list[range]:
     """The groups of a pack of ``trials`` trials that train as one stacked pack each: on a CPU
     all of them (padded to the lanes and compacted as they leave); on another device runs of
-    :data:`DEVICE_SLOTS`, trained one after another (module docstring)."""
-    size = trials if dev.type == "cpu" else DEVICE_SLOTS
+    the group size (:func:`device_slots`), trained one after another (module docstring)."""
+    size = trials if dev.type == "cpu" else device_slots()
     return [range(i, min(i + size, trials)) for i in range(0, trials, max(size, 1))]
 
 

@@ -268,6 +268,23 @@ def test_off_the_cpu_a_pack_trains_in_fixed_groups_with_deterministic_algorithms
     assert torch.get_num_threads() == threads
 
 
+def test_the_group_size_off_the_cpu_is_a_setting_a_pack_of_256_can_train_as_one_group():
+    from attnsweep.workers.stacked import device_group, device_slots, group_slots, groups, slot_count
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    with device_group(256):
+        assert device_slots() == 256 and group_slots(cuda) == 256
+        assert groups(256, cuda) == [range(0, 256)] and groups(300, cuda) == [range(0, 256), range(256, 300)]
+        assert {slot_count(n, cuda) for n in (1, 100, 256)} == {256}
+        assert groups(70, cpu) == [range(0, 70)] and group_slots(cpu) != 256  # the CPU's lanes, unchanged
+        with device_group(None):
+            assert device_slots() == 32
+    assert device_slots() == 32
+    with pytest.raises(ValueError, match="device_group must be at least 1"), device_group(0):
+        pass
+    assert device_slots() == 32
+
+
 def test_a_row_names_its_device_as_a_rerun_must_match_it():
     # A worker labels its rows (workers/entry.py). On a GPU the label adds the model, CUDA and
     # torch (no GPU here to read them); a CPU row says "cpu", as every stored row before it did.
@@ -275,3 +292,9 @@ def test_a_row_names_its_device_as_a_rerun_must_match_it():
 
     assert device_label(torch.device("cpu")) == "cpu"
     assert device_label(torch.device("meta")) == "meta"
+    # And off the CPU the group size, which a rerun there must match too (workers/stacked.py).
+    from attnsweep.workers.entry import _labelled
+
+    assert _labelled([{"device": "cpu"}], 256) == [{"device": "cpu", "device_group": None}]
+    assert _labelled([{"device": "meta"}], 256) == [{"device": "meta", "device_group": 256}]
+    assert _labelled([{"device": "meta"}]) == [{"device": "meta", "device_group": 32}]
