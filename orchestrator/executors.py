@@ -76,7 +76,14 @@ class LocalExecutor(Executor):
         try:
             configs = [c.model_dump() for c in pack.configs]
             curves = _curves(self.settings)
-            return [(handle, run_pack(configs, _threads(self.resources), experiment=pack.experiment, curves=curves))]
+            rows = run_pack(
+                configs,
+                _threads(self.resources),
+                experiment=pack.experiment,
+                curves=curves,
+                group=self.settings.device_group,
+            )
+            return [(handle, rows)]
         except Exception as exc:  # noqa: BLE001 - becomes the pack's failed rows
             return [(handle, exc)]
 
@@ -234,11 +241,13 @@ class RayExecutor(Executor):
         configs = [c.model_dump() for c in pack.configs]
         curves = _curves(self.settings)
         if not self._actors:
-            return self._remote.remote(configs, self._threads, None, pack.experiment, curves)
+            return self._remote.remote(
+                configs, self._threads, None, pack.experiment, curves, self.settings.device_group
+            )
         i = min(range(len(self._actors)), key=self._queued.__getitem__)
         if isolated and self._queued[i]:
             raise RuntimeError("no idle worker for an isolated pack: check can_isolate() first")
-        ref = self._actors[i].run.remote(configs, pack.experiment, curves)
+        ref = self._actors[i].run.remote(configs, pack.experiment, curves, self.settings.device_group)
         self._owner[ref] = i
         self._queued[i] += 1
         return ref

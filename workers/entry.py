@@ -43,33 +43,49 @@ def run_pack(
     device: str | None = None,
     experiment: str = "sparse_boolean",
     curves: dict | None = None,
+    group: int | None = None,
 ) -> list[dict]:
     """Train a pack of ``experiment`` in this process with ``num_threads`` torch threads;
     rows as in :func:`workers.train_boolean.train_pack` or :func:`workers.train_symmetry.train_symmetry_pack`.
     ``curves``: the spec's ``execution.curves`` as a dict (``every``, ``max_points``), or None
-    (no learning curves).
+    (no learning curves). ``group``: the spec's ``execution.device_group``, the slots of a
+    stacked group off the CPU (None: :data:`workers.stacked.DEVICE_SLOTS`).
 
     Raises:
         KeyError: unknown experiment.
-        ValueError: a ``curves`` out of range.
+        ValueError: a ``curves`` out of range, a ``group`` below 1.
     """
     import torch
 
     torch.set_num_threads(max(1, num_threads))
+    return _train(configs, device, experiment, curves, group)
+
+
+def _train(
+    configs: list[dict], device: str | None, experiment: str, curves: dict | None, group: int | None
+) -> list[dict]:
+    from attnsweep.workers.stacked import device_group
+
     exp = EXPERIMENTS[experiment]
-    return _labelled(exp.train([exp.config(**c) for c in configs], device, curves=CurvePlan.from_wire(curves)))
+    with device_group(group):
+        rows = exp.train([exp.config(**c) for c in configs], device, curves=CurvePlan.from_wire(curves))
+    return _labelled(rows, group)
 
 
-def _labelled(rows: list[dict]) -> list[dict]:
-    """Rows whose ``device`` says what a bitwise rerun must match (:func:`workers.pack.device_label`:
-    a GPU's model, CUDA and torch; ``cpu`` unchanged)."""
+def _labelled(rows: list[dict], group: int | None = None) -> list[dict]:
+    """Rows labelled with what a bitwise rerun must match: ``device`` (:func:`workers.pack.device_label`:
+    a GPU's model, CUDA and torch; ``cpu`` unchanged) and, off the CPU, ``device_group`` (the
+    slots of a stacked group, workers/stacked.py); null on a CPU."""
     import torch
 
     from attnsweep.workers.pack import device_label
+    from attnsweep.workers.stacked import DEVICE_SLOTS
 
     for row in rows:
         if row.get("device"):
-            row["device"] = device_label(torch.device(row["device"]))
+            dev = torch.device(row["device"])
+            row["device"] = device_label(dev)
+            row["device_group"] = None if dev.type == "cpu" else (group or DEVICE_SLOTS)
     return rows
 
 
@@ -97,11 +113,16 @@ class PackWorker:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.packs = 0
 
-    def run(self, configs: list[dict], experiment: str = "sparse_boolean", curves: dict | None = None) -> list[dict]:
+    def run(
+        self,
+        configs: list[dict],
+        experiment: str = "sparse_boolean",
+        curves: dict | None = None,
+        group: int | None = None,
+    ) -> list[dict]:
         """Train one pack; see :func:`run_pack`."""
         self.packs += 1
-        exp = EXPERIMENTS[experiment]
-        return _labelled(exp.train([exp.config(**c) for c in configs], self.device, curves=CurvePlan.from_wire(curves)))
+        return _train(configs, self.device, experiment, curves, group)
 
     def info(self) -> dict:
         """Where this worker runs: ``host``, ``pid``, ``device``, ``threads``, packs trained."""
