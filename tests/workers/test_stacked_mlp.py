@@ -134,6 +134,15 @@ def test_returned_tensors_do_not_alias_the_kept_buffers():
     assert torch.equal(first[1], kept[0]) and all(torch.equal(first[2][k], kept[1][k]) for k in params)
 
 
+@pytest.mark.parametrize("T, n", [(8, 2000), (16, 2000), (64, 300), (256, 129), (32, 191), (16, 128), (16, 127)])
+def test_scoring_in_runs_of_samples_gives_the_forwards_logits_bit_for_bit(T, n):
+    params = _stack(T, 256, 1, 32, seed=T)
+    x, _ = _data(32, n, T, seed=n)
+    whole = mlp_logits(params, x)  # grad enabled: one run
+    with torch.no_grad():
+        assert torch.equal(mlp_logits(params, x), whole)
+
+
 def test_hidden_layers_and_flops():
     assert hidden_layers(_stack(4, 8, 3, 16, seed=0)) == 3
     # T = 16, width 256, 1 layer, 256 samples: 2 (b (16 w + w)) forward, the same plus b w back.
