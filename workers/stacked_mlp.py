@@ -139,14 +139,3 @@ def mlp_step(
             w = p[f"hidden.{i}.0.weight"]
             dh = torch.bmm(dz, w, out=buf("dh", (slots, b, w.shape[2])))
     return loss.detach(), logits, grads
-
-
-def step_flops(T: int, width: int, layers: int, b: int) -> int:
-    """Floating-point operations (2 per multiply-add) of one trial's training step on ``b``
-    samples through the MLP's products: forward ``b (T w + (layers - 1) w^2 + w)``, backward the
-    same for the weight gradients and ``b w`` for the readout's rank-one ``g r^T``, plus ``b
-    w^2`` per hidden layer past the first for the inputs' gradients. Elementwise work (GELU and
-    its derivative, about ``b w layers`` evaluations each) is not counted."""
-    forward = b * (T * width + (layers - 1) * width * width + width)
-    backward = forward + b * width + b * (layers - 1) * width * width
-    return 2 * (forward + backward)

@@ -25,12 +25,41 @@ breaks even there and would lose beyond it, and packs of 8 seeds are common (the
 search). Not a function of the pack's size, by design (module docstring)."""
 
 
+MLP_MAX_STEP_FLOPS = 80_000_000
+"""Largest training step of one MLP trial (:func:`mlp_step_flops` on its batch) that trains
+stacked on a CPU. Below it a trial alone pays more for its calls than for its arithmetic and a
+lane group wins; above it both are bound by the same products and GELU, and the group, its
+tensors out of cache, loses. Measured (bench/packing_cells.py, 32 trials against one by one, 50
+epochs, scoring included, width 256): 3.9x at T = 16, m = 64 (1.2 Mflop), 1.6x at T = 16,
+m = 256 (4.6), 1.1-1.2x at T = 64, m = 512 (34), 1.3x at T = 128, m = 256 (34), 1.1x at
+T = 256, m = 256 (68); 0.57x at T = 128, m = 1024 (135) and 0.62x at T = 256, m = 1024 (269).
+With workers/stacked_mlp.py's ``mlp_step`` in the loop the same cells ran 1.8x at 68 Mflop
+and 0.9x at 135, so the bound holds for either step. Not a function of the pack's size
+(module docstring)."""
+
+
+def mlp_step_flops(T: int, width: int, layers: int, b: int) -> int:
+    """Floating-point operations (2 per multiply-add) of one MLP trial's training step on ``b``
+    samples through its products: forward ``b (T w + (layers - 1) w^2 + w)``, backward the same
+    for the weight gradients plus ``b w`` for the readout's rank-one ``g r^T`` and ``b w^2``
+    per hidden layer past the first for the inputs' gradients. GELU and its derivative (about
+    ``b w layers`` evaluations each) are not counted."""
+    forward = b * (T * width + (layers - 1) * width * width + width)
+    backward = forward + b * width + b * (layers - 1) * width * width
+    return 2 * (forward + backward)
+
+
 def boolean_stacks(cfg: BooleanTrialConfig, device_type: str = "cpu") -> bool:
     """Whether a sparse-Boolean trial's pack trains stacked on a device of ``device_type``
     (``"cpu"``, ``"cuda"``...): on a GPU always (one trial's tiny kernels leave it waiting), on
-    a CPU as measured (:data:`ONE_LAYER_MAX_T`, :data:`STACKED_MAX_BYTES`)."""
+    a CPU as measured (:data:`ONE_LAYER_MAX_T`, :data:`MLP_MAX_STEP_FLOPS`,
+    :data:`STACKED_MAX_BYTES`)."""
     if device_type != "cpu":
         return True
+    if cfg.model == "mlp":
+        batch = min(cfg.m, cfg.batch_size or cfg.m)
+        if mlp_step_flops(cfg.T, cfg.mlp_width, cfg.layers, batch) > MLP_MAX_STEP_FLOPS:
+            return False
     one_layer_step = cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
     if one_layer_step and cfg.T > ONE_LAYER_MAX_T:
         return False

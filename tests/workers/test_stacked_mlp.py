@@ -11,7 +11,7 @@ import torch
 from torch.func import stack_module_state
 
 from attnsweep.workers.models import MLP, logistic_loss
-from attnsweep.workers.stacked_mlp import hidden_layers, mlp_logits, mlp_step, step_flops
+from attnsweep.workers.stacked_mlp import hidden_layers, mlp_logits, mlp_step
 
 
 @pytest.fixture(autouse=True)
@@ -143,8 +143,5 @@ def test_scoring_in_runs_of_samples_gives_the_forwards_logits_bit_for_bit(T, n):
         assert torch.equal(mlp_logits(params, x), whole)
 
 
-def test_hidden_layers_and_flops():
+def test_hidden_layers():
     assert hidden_layers(_stack(4, 8, 3, 16, seed=0)) == 3
-    # T = 16, width 256, 1 layer, 256 samples: 2 (b (16 w + w)) forward, the same plus b w back.
-    b, w = 256, 256
-    assert step_flops(16, w, 1, b) == 2 * (2 * b * (16 * w + w) + b * w)
