@@ -1,5 +1,21 @@
 """GPU path check and throughput: run where a CUDA device exists (exits 2 otherwise).
 
+The default run is one prepared run of at most ``--budget-s`` (480) seconds, the parts
+``check busy rates invariance students`` (a part that would start past the budget is skipped and
+said so):
+
+* busy: device time over wall time for one pack of 256 tiny transformers (torch.profiler: the
+  device's kernel time summed, against the wall time of the pack), with the host-device
+  synchronisations and copies counted, at group sizes 32 and 256 (``execution.device_group``,
+  workers/stacked.py);
+* rates: trials/s of tiny-transformer packs of 32, 256 and 1024 at group sizes 32 and 256;
+* invariance: a watched trial's row bit for bit alone, in a pack of 32 and in a pack of 256, at
+  each group size (bench/gpu_invariance.py's comparison);
+* students: trials/s of the generic and inner-product symmetry students in packs of 32 and 256
+  at each group size.
+
+The earlier parts below run when named in ``--parts``:
+
 1. Check: a pack of sparse-AND trials trains on CUDA in float32 and in bfloat16 mixed
    precision, every trial fitting, beside the same pack on the CPU (epochs and test accuracy
    side by side: the training and test sets come from the device's own generator, so the
@@ -15,9 +31,10 @@
    (what ``resources.gpus_per_worker`` below 1 gives a sweep).
 5. Profile: where a stacked pack of 256 tiny transformers spends its device and host time.
 
-Each part runs even when one before it failed. Usage: ``python bench/gpu.py [--sizes 1 8 64 256]
-[--epochs 100] [--stacked-sizes 8 32 256] [--workers 1 2 4 8] [--parts check stacked workers throughput profile]``; ``--device cpu``
-is a dry run of the script itself.
+Each part runs even when one before it failed. Usage: ``python bench/gpu.py [--budget-s 480]
+[--sizes 1 8 64 256] [--epochs 100] [--stacked-sizes 8 32 256] [--workers 1 2 4 8] [--parts check
+busy rates invariance students stacked workers throughput profile]``; ``--device cpu`` is a dry
+run of the script itself (``--pack-sizes 32 64 --groups 32 64`` keeps it short).
 """
 
 from __future__ import annotations
@@ -32,6 +49,7 @@ import torch
 
 from attnsweep.workers import BooleanTrialConfig, train_pack
 from attnsweep.workers.memory import boolean_trial_bytes
+from attnsweep.workers.stacked import device_group
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/packing.py's trials
 
@@ -157,6 +175,107 @@ def profile(p: int = 256, epochs: int = 50) -> None:
     print(table.table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50))
 
 
+SYNC_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+COPY_NAMES = ("cudaMemcpy", "cudaMemcpyAsync", "Memcpy DtoH", "Memcpy HtoD")
+
+
+def busy(groups: list[int], p: int = 256, epochs: int = 100) -> None:
+    """Device time over wall time for one stacked pack of ``p`` tiny transformers (bench/packing.py's
+    trials) at each group size, with the synchronisations and copies the profiler saw."""
+    from packing import configs
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    cfgs = configs("transformer", p, epochs)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])
+    print(f"\n{device_name()}: one pack of {p} tiny transformers, {epochs} epochs, under torch.profiler\n")
+    print("| group size | wall s | device s | device / wall | synchronisations | copies | trials/s |")
+    print("|---|---|---|---|---|---|---|")
+    for g in groups:
+        with device_group(g):
+            train_pack(cfgs[:2], device=DEVICE)  # kernels loaded for this shape
+            sync()
+            t0 = time.perf_counter()
+            with torch_profile(activities=activities) as prof:
+                train_pack(cfgs, device=DEVICE)
+                sync()
+            wall = time.perf_counter() - t0
+        events = prof.key_averages()
+        device_s = sum(getattr(e, "self_device_time_total", 0.0) for e in events) / 1e6
+        syncs = sum(e.count for e in events if e.key in SYNC_NAMES)
+        copies = sum(e.count for e in events if e.key in COPY_NAMES)
+        print(
+            f"| {g} | {wall:.2f} | {device_s:.3f} | {device_s / wall:.1%} | {syncs} | {copies} | {p / wall:.1f} |",
+            flush=True,
+        )
+
+
+def rates(groups: list[int], sizes: list[int], epochs: int = 100) -> None:
+    """Trials/s of stacked packs of tiny transformers (bench/packing.py's trials) against pack
+    size, at each group size; the issue's reference: 47.5 trials/s for a pack of 256 in groups
+    of 32 on an H200 (BENCHMARKS.md, 246a623)."""
+    from packing import configs
+
+    print(f"\n{device_name()}: tiny transformers, {epochs} epochs, trials/s\n")
+    print("| pack size | " + " | ".join(f"group {g}" for g in groups) + " |")
+    print("|---|" + "---|" * len(groups))
+    for p in sizes:
+        cells = []
+        for g in groups:
+            cfgs = configs("transformer", p, epochs)
+            with device_group(g):
+                train_pack(cfgs[:2], device=DEVICE)
+                sync()
+                t0 = time.perf_counter()
+                train_pack(cfgs, device=DEVICE)
+                sync()
+            cells.append(f"{p / (time.perf_counter() - t0):.1f}")
+        print(f"| {p} | " + " | ".join(cells) + " |", flush=True)
+
+
+def invariance(groups: list[int], sizes: list[int]) -> None:
+    """A watched trial's row alone, in a pack of each size (last slot), bit for bit, at each
+    group size (bench/gpu_invariance.py's trials and comparison)."""
+    from gpu_invariance import BOOLEAN, boolean_configs, compare
+
+    print(f"\n{device_name()}: the watched trial's row alone against packs, bit for bit\n")
+    print("| model | group size | pack size | bit for bit | largest relative difference |")
+    print("|---|---|---|---|---|")
+    for name in ("one-layer transformer", "MLP"):
+        base = boolean_configs(BOOLEAN[name])  # 64 trials; bigger packs repeat their seeds
+        watched = base[3]
+        for g in groups:
+            with device_group(g):
+                alone = train_pack([watched], device=DEVICE, stacked=True)[0]
+                for p in sizes:
+                    others = [watched.model_copy(update={"seed": 1000 + i}) for i in range(p - 1)]
+                    row = train_pack([*others, watched], device=DEVICE, stacked=True)[-1]
+                    same, worst, _ = compare(alone, row)
+                    print(f"| {name} | {g} | {p} | {'yes' if same else 'NO'} | {worst:.1e} |", flush=True)
+
+
+def students(groups: list[int], sizes: list[int], epochs: int = 100) -> None:
+    """Trials/s of the symmetry students stacked (bench/packing.py's trials) at each group size."""
+    from packing import configs
+
+    print(f"\n{device_name()}: symmetry students stacked, {epochs} epochs, trials/s\n")
+    print("| student | pack size | " + " | ".join(f"group {g}" for g in groups) + " |")
+    print("|---|---|" + "---|" * len(groups))
+    for model in ("generic", "inner"):
+        for p in sizes:
+            cells = []
+            for g in groups:
+                cfgs = configs(model, p, epochs)
+                with device_group(g):
+                    _train(model, cfgs[:2], True)
+                    sync()
+                    t0 = time.perf_counter()
+                    _train(model, cfgs, True)
+                    sync()
+                cells.append(f"{p / (time.perf_counter() - t0):.1f}")
+            print(f"| {model} | {p} | " + " | ".join(cells) + " |", flush=True)
+
+
 def _worker(model: str, p: int, epochs: int, packs: int, device: str, barrier, out) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from packing import configs
@@ -206,7 +325,11 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--stacked-sizes", type=int, nargs="+", default=[8, 32, 256])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--parts", nargs="+", default=["check", "stacked", "workers", "throughput", "profile"])
+    ap.add_argument("--groups", type=int, nargs="+", default=[32, 256], help="group sizes (execution.device_group)")
+    ap.add_argument("--pack-sizes", type=int, nargs="+", default=[32, 256, 1024], help="for rates")
+    ap.add_argument("--busy-pack", type=int, default=256)
+    ap.add_argument("--budget-s", type=float, default=480.0, help="no part starts after this many seconds")
+    ap.add_argument("--parts", nargs="+", default=["check", "busy", "rates", "invariance", "students"])
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of this script")
     args = ap.parse_args()
     global DEVICE
@@ -214,21 +337,34 @@ def main() -> None:
     if DEVICE == "cuda" and not torch.cuda.is_available():
         print("no CUDA device here", file=sys.stderr)
         sys.exit(2)
+    start = time.perf_counter()
     train_pack([BooleanTrialConfig(task="and", T=8, s=1, m=8, seed=0, max_epochs=1)], device=DEVICE)  # CUDA start-up
+    small = [p for p in args.pack_sizes if p <= max(args.groups)] or args.pack_sizes[:1]
     parts = {
         "check": check,
+        "busy": lambda: busy(args.groups, args.busy_pack, args.epochs),
+        "rates": lambda: rates(args.groups, args.pack_sizes, args.epochs),
+        "invariance": lambda: invariance(args.groups, small),
+        "students": lambda: students(args.groups, small, args.epochs),
         "stacked": lambda: stacked_against_one_by_one(args.stacked_sizes, args.epochs),
         "throughput": lambda: throughput(args.sizes, args.epochs),
         "profile": profile,
         "workers": lambda: workers_per_device(args.workers, args.epochs),
     }
-    failed = []
+    failed, skipped = [], []
     for name in args.parts:
+        if time.perf_counter() - start > args.budget_s:
+            skipped.append(name)
+            continue
         try:
             parts[name]()
         except Exception:  # noqa: BLE001 - a failed part is printed, and the others still run
             traceback.print_exc()
             failed.append(name)
+    print(
+        f"\n{time.perf_counter() - start:.0f} s in all"
+        + (f"; skipped past the budget: {' '.join(skipped)}" if skipped else "")
+    )
     if failed:
         print(f"failed: {' '.join(failed)}", file=sys.stderr)
         sys.exit(1)

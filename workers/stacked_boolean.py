@@ -28,7 +28,7 @@ from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
 from attnsweep.workers.slot_book import READ_EVERY, SlotBook, Snapshot
-from attnsweep.workers.stacked import StackedPack, follow, group_slots, per_slot_max_abs, reproducible, slot_count
+from attnsweep.workers.stacked import StackedPack, follow, group_slots, reproducible, slot_count
 from attnsweep.workers.stacked_mlp import mlp_logits
 
 
@@ -116,28 +116,32 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
     snap = Snapshot(0, pack, book, gens) if hand else None
     project()
     epoch = 0
+    exploded: torch.Tensor | None = None  # slots whose weights exploded in the last epoch, not yet booked
+    flat = book.flatten()  # the weights as the last explosion test saw them (workers/slot_book.py)
     while epoch < cfg.max_epochs:
+        # The weights are those the last epoch's explosion test saw, so the slots it found leave
+        # here, first, in the same masked copy as this epoch's (workers/slot_book.py).
+        gone = (exploded if exploded is not None else torch.zeros_like(book.alive), epoch - 1, False)
         if bs is None:
             loss, logits, grads = step(xs, ys)
             if curves is not None:
                 acc = ((logits.detach() > 0).float() == ys).double().mean(-1)  # right / m exactly
-                noted.append((epoch, book.alive.clone(), loss.detach(), acc))
+                noted.append((epoch, book.alive & ~gone[0], loss.detach(), acc))
             fit = _stops(pack, cfg, logits.detach(), ys)
-            book.leave(fit, converged=True)
-            book.leave(~torch.isfinite(loss.detach()), epoch)
+            book.leave(gone, (fit, None, True), (~torch.isfinite(loss.detach()), epoch, False), flat=flat)
             pack.step(grads=grads) if grads is not None else pack.step(loss)
         else:
             with torch.no_grad():
                 fit, measured = _fits(forward, xs, ys, chunk, measure=curves is not None, rule=(pack, cfg))
             if measured is not None:
-                noted.append((epoch, book.alive.clone(), *measured))
-            book.leave(fit, converged=True)
+                noted.append((epoch, book.alive & ~gone[0], *measured))
+            book.leave(gone, (fit, None, True), flat=flat)
             order = torch.stack([torch.randperm(cfg.m, generator=g, device=dev) for g in gens])  # (slots, m)
             for start in range(0, cfg.m, bs):
                 idx = order[:, start : start + bs]
                 xb, yb = torch.gather(xs, 1, idx[..., None].expand(-1, -1, xs.shape[-1])), torch.gather(ys, 1, idx)
                 loss, _, grads = step(xb, yb)
-                book.leave(~torch.isfinite(loss.detach()), epoch)
+                book.leave((~torch.isfinite(loss.detach()), epoch, False))
                 pack.step(grads=grads) if grads is not None else pack.step(loss)
         book.count_epoch()
         project()
@@ -146,24 +150,27 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
                 hit = torch.tensor([faulty[t] for t in book.trial], device=dev)
                 for k in trained:
                     pack.params[k][hit] = math.nan
-        big = per_slot_max_abs({k: pack.params[k] for k in trained})
-        book.leave(~(big <= EXPLODED_WEIGHT), epoch)
+        flat = book.flatten()
+        exploded = ~(book.largest(flat) <= EXPLODED_WEIGHT)
         epoch += 1
         if epoch % every and epoch < cfg.max_epochs and not careful:
             continue
         # The read: nothing above it reads the device.
         if snap is not None and not careful and book.exceeded():
-            epoch, careful = snap.restore(book, gens), True
+            epoch, careful, exploded = snap.restore(book, gens), True, None
+            flat = book.flatten()
             noted.clear()
             continue
-        if epoch == cfg.max_epochs:
-            book.leave(book.alive)  # out of epochs
+        end = [(book.alive, None, False)] if epoch == cfg.max_epochs else []  # out of epochs
+        book.leave((exploded, epoch - 1, False), *end, flat=flat)
+        exploded = None
         _note(curves, book.trial, noted)
         keep = book.read()
         if not keep:
             break
         if slot_count(len(keep), dev) < pack.slots:  # a lane group's worth has left: drop it
             book = book.compact(keep)
+            flat = book.flatten()
             slot_trial, xs, ys = window()
             if gens is not None:
                 gens = follow(gens, keep, pack.slots)
