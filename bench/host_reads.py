@@ -38,7 +38,9 @@ from attnsweep.workers.train_boolean import _model, eval_chunk, trained  # noqa:
 
 def earlier_loop(rev: str):
     """``fit_stacked`` of workers/stacked_boolean.py at ``rev``, imported beside today's package."""
-    code = subprocess.run(["git", "show", f"{rev}:workers/stacked_boolean.py"], cwd=ROOT, check=True, capture_output=True)
+    code = subprocess.run(
+        ["git", "show", f"{rev}:workers/stacked_boolean.py"], cwd=ROOT, check=True, capture_output=True
+    )
     path = Path(tempfile.mkdtemp()) / "stacked_boolean_before.py"
     path.write_bytes(code.stdout)
     spec = importlib.util.spec_from_file_location("stacked_boolean_before", path)
@@ -51,8 +53,18 @@ def setting(model: str, n: int, epochs: int) -> list[BooleanTrialConfig]:
     """The tiny transformer and the MLP of bench/packing.py (3-sparse parity, T = 16, m = 64)."""
     return [
         BooleanTrialConfig(
-            task="parity", T=16, s=3, m=64, seed=i, d=16, heads=2, model=model, mlp_width=64,
-            max_epochs=epochs, stop="budget", n_test=256,
+            task="parity",
+            T=16,
+            s=3,
+            m=64,
+            seed=i,
+            d=16,
+            heads=2,
+            model=model,
+            mlp_width=64,
+            max_epochs=epochs,
+            stop="budget",
+            n_test=256,
         )
         for i in range(n)
     ]
