@@ -25,16 +25,16 @@ breaks even there and would lose beyond it, and packs of 8 seeds are common (the
 search). Not a function of the pack's size, by design (module docstring)."""
 
 
-MLP_MAX_STEP_FLOPS = 80_000_000
+MLP_MAX_STEP_FLOPS = 40_000_000
 """Largest training step of one MLP trial (:func:`mlp_step_flops` on its batch) that trains
 stacked on a CPU. Below it a trial alone pays more for its calls than for its arithmetic and a
 lane group wins; above it both are bound by the same products and GELU, and the group, its
 tensors out of cache, loses. Measured (bench/packing_cells.py, 32 trials against one by one, 50
 epochs, scoring included, width 256): 3.9x at T = 16, m = 64 (1.2 Mflop), 1.6x at T = 16,
-m = 256 (4.6), 1.1-1.2x at T = 64, m = 512 (34), 1.3x at T = 128, m = 256 (34), 1.1x at
-T = 256, m = 256 (68); 0.57x at T = 128, m = 1024 (135) and 0.62x at T = 256, m = 1024 (269).
-With workers/stacked_mlp.py's ``mlp_step`` in the loop the same cells ran 1.8x at 68 Mflop
-and 0.9x at 135, so the bound holds for either step. Not a function of the pack's size
+m = 256 (4.6), 1.0-1.2x at T = 64, m = 512 (34), 1.0-1.3x at T = 128, m = 256 (34); 0.8-1.1x
+at T = 256, m = 256 (68), 0.57-0.69x at T = 128, m = 1024 (135), 0.56-0.62x at T = 256,
+m = 1024 (269), in three runs on a busy machine. With workers/stacked_mlp.py's ``mlp_step`` in
+the loop, 1.0-1.8x at 68 Mflop and 0.9-1.3x at 135: the bound may rise once it is wired in. Not a function of the pack's size
 (module docstring)."""
 
 
