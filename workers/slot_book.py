@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from attnsweep.workers.curves import Curve, note_slots
 from attnsweep.workers.stacked import StackedPack
 
 READ_EVERY = 8
@@ -76,7 +77,7 @@ class SlotBook:
 
     def largest(self, flat: torch.Tensor) -> torch.Tensor:
         """``(slots,)`` each slot's largest absolute trained weight in ``flat`` (:meth:`flatten`;
-        NaN where it holds one), as :func:`workers.stacked.per_slot_max_abs` gives it."""
+        NaN where it holds one: ``amax`` propagates it)."""
         return flat[:, : self.trained_width].abs().amax(1)
 
     def leave(self, *events: tuple[torch.Tensor, int | None, bool], flat: torch.Tensor | None = None) -> None:
@@ -161,3 +162,29 @@ class Snapshot:
             for g, state in zip(gens, self.gens, strict=True):
                 g.set_state(state)
         return self.epoch
+
+
+def note_curves(curves: list[Curve | None] | None, trial_of_slot: list[int], noted: list[tuple]) -> None:
+    """Note the learning-curve measurements kept on the device since the last read, in one copy,
+    and forget them: ``noted`` holds per epoch ``(epoch, alive, loss, acc, error)``, each a
+    ``(slots,)`` tensor (``acc`` or ``error`` None where the experiment has none;
+    :func:`workers.curves.note_slots`)."""
+    if curves is None or not noted:
+        return
+    rows = [
+        [a.double(), loss.double()] + [t.double() for t in (acc, err) if t is not None]
+        for _, a, loss, acc, err in noted
+    ]
+    values = torch.stack([torch.stack(r) for r in rows]).tolist()
+    for (epoch, _, _, acc, err), (alive, loss, *rest) in zip(noted, values, strict=True):
+        more = iter(rest)
+        note_slots(
+            curves,
+            trial_of_slot,
+            [bool(a) for a in alive],
+            epoch,
+            loss,
+            None if acc is None else next(more),
+            None if err is None else next(more),
+        )
+    noted.clear()

@@ -238,12 +238,6 @@ class StackedPack:
         return old
 
 
-def per_slot_max_abs(params: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``(slots,)`` the largest absolute weight of each slot (NaN where a slot holds one)."""
-    flat = torch.cat([v.detach().reshape(v.shape[0], -1) for v in params.values()], 1)
-    return flat.abs().amax(1)
-
-
 def follow(gens: list[torch.Generator], keep: list[int], slots: int) -> list[torch.Generator]:
     """Per-slot generators after :meth:`StackedPack.compact` kept ``keep``: the kept slots' own,
     then for each padding slot a new generator in the first kept one's state (padding draws are

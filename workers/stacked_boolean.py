@@ -21,13 +21,13 @@ from torch.func import functional_call, vmap
 
 from attnsweep import tasks
 from attnsweep.workers.config import BooleanTrialConfig
-from attnsweep.workers.curves import Curve, note_slots
+from attnsweep.workers.curves import Curve
 from attnsweep.workers.margins import head_measures, signed_margin
 from attnsweep.workers.models import logistic_loss, score_range_safe
 from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
-from attnsweep.workers.slot_book import READ_EVERY, SlotBook, Snapshot
+from attnsweep.workers.slot_book import READ_EVERY, SlotBook, Snapshot, note_curves
 from attnsweep.workers.stacked import StackedPack, follow, group_slots, reproducible, slot_count
 from attnsweep.workers.stacked_mlp import mlp_logits
 
@@ -126,7 +126,7 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
             loss, logits, grads = step(xs, ys)
             if curves is not None:
                 acc = ((logits.detach() > 0).float() == ys).double().mean(-1)  # right / m exactly
-                noted.append((epoch, book.alive & ~gone[0], loss.detach(), acc))
+                noted.append((epoch, book.alive & ~gone[0], loss.detach(), acc, None))
             fit = _stops(pack, cfg, logits.detach(), ys)
             book.leave(gone, (fit, None, True), (~torch.isfinite(loss.detach()), epoch, False), flat=flat)
             pack.step(grads=grads) if grads is not None else pack.step(loss)
@@ -134,7 +134,7 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
             with torch.no_grad():
                 fit, measured = _fits(forward, xs, ys, chunk, measure=curves is not None, rule=(pack, cfg))
             if measured is not None:
-                noted.append((epoch, book.alive & ~gone[0], *measured))
+                noted.append((epoch, book.alive & ~gone[0], *measured, None))
             book.leave(gone, (fit, None, True), flat=flat)
             order = torch.stack([torch.randperm(cfg.m, generator=g, device=dev) for g in gens])  # (slots, m)
             for start in range(0, cfg.m, bs):
@@ -164,7 +164,7 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
         end = [(book.alive, None, False)] if epoch == cfg.max_epochs else []  # out of epochs
         book.leave((exploded, epoch - 1, False), *end, flat=flat)
         exploded = None
-        _note(curves, book.trial, noted)
+        note_curves(curves, book.trial, noted)
         keep = book.read()
         if not keep:
             break
@@ -177,17 +177,6 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
         if snap is not None and not careful:
             snap = Snapshot(epoch, pack, book, gens)
     return out
-
-
-def _note(curves: list[Curve | None] | None, trial_of_slot: list[int], noted: list[tuple]) -> None:
-    """Note the learning-curve measurements kept on the device since the last read (``(epoch,
-    alive, loss, acc)`` per epoch, each ``(slots,)``) in one copy, and forget them."""
-    if curves is None or not noted:
-        return
-    values = torch.stack([torch.stack([a.double(), loss.double(), acc.double()]) for _, a, loss, acc in noted]).tolist()
-    for (epoch, *_), (alive, loss, acc) in zip(noted, values, strict=True):
-        note_slots(curves, trial_of_slot, [bool(a) for a in alive], epoch, loss, acc)
-    noted.clear()
 
 
 def _stops(pack: StackedPack, cfg: BooleanTrialConfig, logits: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:

@@ -16,9 +16,10 @@ import torch
 
 from attnsweep import tasks
 from attnsweep.workers.config import SymmetryTrialConfig
-from attnsweep.workers.curves import Curve, note_slots
+from attnsweep.workers.curves import Curve
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
-from attnsweep.workers.stacked import StackedPack, follow, per_slot_max_abs, reproducible, slot_count
+from attnsweep.workers.slot_book import READ_EVERY, SlotBook, note_curves
+from attnsweep.workers.stacked import StackedPack, follow, reproducible, slot_count
 
 
 def fit_stacked(
@@ -30,8 +31,11 @@ def fit_stacked(
     fit_error: float,
     dev: torch.device,
     curves: list[Curve | None] | None = None,
+    every: int = READ_EVERY,
 ) -> list[dict]:
-    """Train the trials together from their initialised ``models``.
+    """Train the trials together from their initialised ``models``; the host reads the pack's
+    state every ``every`` epochs and at the end, never inside an epoch (workers/slot_book.py),
+    and a trial's results do not depend on ``every``.
 
     Args:
         configs: the trials (one shape key).
@@ -39,38 +43,43 @@ def fit_stacked(
         X, K, Y: ``(trials, m, n, d)``, ``(trials, m, k, d)``, ``(trials, m, n, d)`` training sets.
         fit_error: relative training error below which a trial has fit its data.
         curves: per trial, its learning curve to note (workers/curves.py), or None.
+        every: epochs between two host reads (at least 1).
 
     Returns:
         Per trial: ``params`` (its weights when it stopped), ``epochs``, ``converged``,
         ``diverged_epoch``.
     """
     with reproducible(dev):
-        return _fit(configs, models, X, K, Y, fit_error, dev, curves)
+        return _fit(configs, models, X, K, Y, fit_error, dev, curves, max(1, every))
 
 
-def _fit(configs, models, X, K, Y, fit_error, dev, curves=None) -> list[dict]:
+def _fit(configs, models, X, K, Y, fit_error, dev, curves=None, every=READ_EVERY) -> list[dict]:
     cfg = configs[0]
     names = {k for k, _ in models[0].named_parameters()}
     pack = StackedPack(models, names, cfg.lr, cfg.weight_decay, dev)
     out = [dict(params=None, epochs=0, converged=False, diverged_epoch=None) for _ in configs]
-    nan_fault = torch.tensor([c.fault == "nan" for c in configs])
+    faulty = [c.fault == "nan" for c in configs]
     y_norm = Y.pow(2).sum((1, 2, 3))  # (trials,)
     scale = cfg.m * cfg.n * cfg.d
     augment = cfg.equivariance == "augment"
+    book = SlotBook(pack, out)
     # One generator per slot, padding included (a padding slot never draws from its trial's).
     gens = (
-        [tasks.generator(tasks.derive_seed("augment", configs[int(t)].seed), dev) for t in pack.trial]
-        if augment
-        else None
+        [tasks.generator(tasks.derive_seed("augment", configs[t].seed), dev) for t in book.trial] if augment else None
     )
 
-    def leave(slot: int, **fields) -> None:
-        t = int(pack.trial[slot])
-        out[t].update(params=pack.slot_params(slot), **fields)
-        pack.active[slot] = False
+    def window() -> tuple[torch.Tensor, ...]:  # changes only at a read (compaction)
+        t = pack.trial.to(dev)
+        return t, X[t], K[t], Y[t]
 
-    for epoch in range(cfg.max_epochs):
-        xb, kb, yb = X[pack.trial], K[pack.trial], Y[pack.trial]
+    slot_trial, xs, ks, ys = window()
+    noted: list[tuple] = []  # learning-curve measurements on the device since the last read
+    exploded: torch.Tensor | None = None  # slots whose weights exploded in the last epoch, not yet booked
+    flat = book.flatten()  # the weights as the last explosion test saw them (workers/slot_book.py)
+    epoch = 0
+    while epoch < cfg.max_epochs:
+        gone = (exploded if exploded is not None else torch.zeros_like(book.alive), epoch - 1, False)
+        xb, kb, yb = xs, ks, ys
         if augment:
             Q = rotations(cfg.d, cfg.m, gens, X.dtype).to(dev)  # (slots, m, d, d)
             Qt = Q.transpose(-1, -2)
@@ -78,36 +87,36 @@ def _fit(configs, models, X, K, Y, fit_error, dev, curves=None) -> list[dict]:
         with autocast(dev, cfg.precision):
             pred = pack.call(xb, kb).float()  # (slots, m, n, d)
         sq = (pred - yb).pow(2).sum((1, 2, 3))  # (slots,)
-        rel = (sq.detach() / y_norm[pack.trial]).cpu()
+        rel = sq.detach() / y_norm[slot_trial]
         if curves is not None:
-            loss = (sq.detach() / scale).tolist()
-            note_slots(curves, pack.trial.tolist(), pack.active.tolist(), epoch, loss, None, rel.tolist())
-        for s in torch.nonzero(pack.active & ~torch.isfinite(rel)).flatten().tolist():
-            leave(s, diverged_epoch=epoch)
-        for s in torch.nonzero(pack.active & (rel < fit_error)).flatten().tolist():
-            leave(s, converged=True)
-        if not pack.active.any():
-            break
-        for s in torch.nonzero(pack.active).flatten().tolist():
-            out[int(pack.trial[s])]["epochs"] += 1
+            noted.append((epoch, book.alive & ~gone[0], sq.detach() / scale, None, rel))
+        book.leave(gone, (~torch.isfinite(rel), epoch, False), (rel < fit_error, None, True), flat=flat)
+        book.count_epoch()
         pack.step(sq / scale)
-        if epoch == 0 and bool(nan_fault.any()):
+        if epoch == 0 and any(faulty):
             with torch.no_grad():
-                hit = nan_fault[pack.trial].to(dev)
+                hit = torch.tensor([faulty[t] for t in book.trial], device=dev)
                 for v in pack.params.values():
                     v[hit] = math.nan
-        big = per_slot_max_abs(pack.params).cpu()
-        for s in torch.nonzero(pack.active & ~(big <= EXPLODED_WEIGHT)).flatten().tolist():
-            leave(s, diverged_epoch=epoch)
-        keep = torch.nonzero(pack.active).flatten().tolist()
+        flat = book.flatten()
+        exploded = ~(book.largest(flat) <= EXPLODED_WEIGHT)
+        epoch += 1
+        if epoch % every and epoch < cfg.max_epochs:
+            continue
+        # The read: nothing above it reads the device.
+        end = [(book.alive, None, False)] if epoch == cfg.max_epochs else []  # out of epochs
+        book.leave((exploded, epoch - 1, False), *end, flat=flat)
+        exploded = None
+        note_curves(curves, book.trial, noted)
+        keep = book.read()
         if not keep:
             break
         if slot_count(len(keep), dev) < pack.slots:  # a lane group's worth has left: drop it
-            pack.compact(keep)
+            book = book.compact(keep)
+            flat = book.flatten()
+            slot_trial, xs, ks, ys = window()
             if gens is not None:
                 gens = follow(gens, keep, pack.slots)
-    for s in torch.nonzero(pack.active).flatten().tolist():  # out of epochs
-        leave(s)
     return out
 
 

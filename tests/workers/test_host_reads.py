@@ -4,9 +4,12 @@ through a torch function mode, between one optimiser step and the next, and only
 the loop reads its book (every ``every`` epochs) may hold any. The same counter finds the reads
 of a loop that reads every epoch (``every=1``), so it is not blind. And a trial's results are
 the same bit for bit whatever the read interval, the one-layer step's float32 range exceeded
-mid-window included (the window is run again, reading every epoch)."""
+mid-window included (the window is run again, reading every epoch). The same holds for a pack of
+symmetry students (workers/stacked_symmetry.py)."""
 
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 import torch
@@ -151,4 +154,36 @@ def test_a_window_whose_step_left_the_float32_range_is_run_again_reading_every_e
         restored.clear()
         got, got_curves = _run(settings, 20, every)
         assert len(restored) == 1 and restored[0] > 0 and restored[0] % every == 0  # mid-training
+        assert _same(ends, got) and curves == got_curves
+
+
+def _symmetry(settings: dict, n: int, every: int, mode: StepGaps | None = None):
+    from attnsweep.workers import SymmetryTrialConfig
+    from attnsweep.workers.stacked_symmetry import fit_stacked as fit_symmetry
+    from attnsweep.workers.train_symmetry import FIT_ERROR, _student, sample_dataset
+
+    base = dict(teacher="equivariant", n=4, k=2, d=4, m=4, width=8, heads=2, mlp_width=16, n_test=16, n_q=2, lr=1e-2)
+    configs = [SymmetryTrialConfig(**{**base, **settings}, seed=i) for i in range(n)]
+    data = [sample_dataset(c.teacher, c.n, c.k, c.d, c.m, c.seed, "train", device=CPU) for c in configs]
+    X, K, Y = (torch.stack(t) for t in zip(*data, strict=True))
+    curves = [Curve(1) for _ in configs]
+    torch.set_num_threads(1)
+    with mode if mode is not None else contextlib.nullcontext():
+        ends = fit_symmetry(configs, [_student(c) for c in configs], X, K, Y, FIT_ERROR, CPU, curves, every=every)
+    return ends, [c.columns() for c in curves]
+
+
+@pytest.mark.parametrize("equivariance", ["none", "augment"])
+def test_a_symmetry_pack_reads_nothing_between_two_reads_of_its_book(equivariance):
+    mode = StepGaps()
+    _symmetry(dict(model="transformer", equivariance=equivariance, max_epochs=24), 3, 8, mode)
+    assert [i for i, n in enumerate(mode.gaps[1:24]) if n] == [7, 15]
+
+
+def test_a_symmetry_trial_s_results_do_not_depend_on_the_read_interval():
+    settings = dict(model="mlp", equivariance="none", max_epochs=300)  # 40 trials: they fit and the pack compacts
+    ends, curves = _symmetry(settings, 40, 1)
+    assert sum(e["converged"] for e in ends) == 40 and len({e["epochs"] for e in ends}) > 1
+    for every in (3, 8):
+        got, got_curves = _symmetry(settings, 40, every)
         assert _same(ends, got) and curves == got_curves
