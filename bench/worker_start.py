@@ -5,8 +5,15 @@ the first sweep starts the workers (a Ray worker process importing torch and att
 worker modules, every worker at once), the second finds them warm. The difference is the
 start-up that every method of bench/peers.py pays inside its timing, attnsweep and its peers
 alike; it bounds how far ahead of them attnsweep can be at that N. Also reports how long
-importing the worker module takes in a fresh interpreter (``python -X importtime``), and
-torch's share of it.
+importing what a worker loads before its first pack takes in a fresh interpreter (``python -X
+importtime``: the worker module and the sparse-Boolean training code), and torch's share of it.
+
+Then the path a user takes, ``attnsweep.run`` in a fresh process that has imported nothing
+(Ray started by the run, the driver never importing torch), for two sweeps of N trials: the
+peers' (one cell) and the same trials over four cells listed largest first (m = 1024, 512,
+256, 128; N/4 seeds each, so four packs on two workers). For each: the process's seconds
+from its start to the run's return, the seconds from its start to the first row stored, and
+whether the driver process imported torch.
 
     python bench/worker_start.py [--n 64] [--rounds 3]
 """
@@ -54,10 +61,51 @@ print("@@", t1 - t0, t2 - t1)
     return cold, warm
 
 
+def cells_yaml(n: int) -> str:
+    """The peers' trials over four cells of m, listed largest first, n/4 seeds each."""
+    from peers import spec_yaml
+
+    return (
+        spec_yaml(n // 4)
+        .replace("name: peers", "name: cells")
+        .replace("\n  m: 128", "")
+        .replace("grid:\n", "grid:\n  m: [1024, 512, 256, 128]\n")
+    )
+
+
+def fresh_run(spec_text: str) -> tuple[float, float, bool]:
+    """``attnsweep.run`` of a spec in a fresh process: seconds from the process's start to the
+    run's return and to its first stored row, and whether the driver imported torch."""
+    code = """
+import io, sys, tempfile, time
+import yaml
+import attnsweep
+from rich.console import Console
+from attnsweep.results import ResultsStore
+with tempfile.TemporaryDirectory() as tmp:
+    summary = attnsweep.run(yaml.safe_load(sys.stdin.read()), tmp, console=Console(file=io.StringIO()))
+    returned, torch = time.time(), "torch" in sys.modules
+    first = ResultsStore(tmp).scan_run_trials(summary.sweep, summary.run_id)
+    first = first.select("finished_at").collect()["finished_at"].min().timestamp()
+print("@@", returned, first, torch, summary.counts["done"])
+"""
+    t0 = time.time()
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=spec_text, capture_output=True, text=True, check=True
+    ).stdout
+    returned, first, torch, _done = out.split("@@")[-1].split()
+    return float(returned) - t0, float(first) - t0, torch == "True"
+
+
+LOADED = ("attnsweep.workers.entry", "attnsweep.workers.train_boolean")
+"""What a worker has imported when it trains its first sparse-Boolean pack (since 09898c8 the
+entry module is light and the actor's constructor imports torch and the training code)."""
+
+
 def import_seconds() -> tuple[float, float]:
-    """Seconds to import attnsweep.workers.entry in a fresh interpreter, and torch's part of it."""
+    """Seconds to import :data:`LOADED` in a fresh interpreter, and torch's part of it."""
     err = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import attnsweep.workers.entry"],
+        [sys.executable, "-X", "importtime", "-c", f"import {', '.join(LOADED)}"],
         capture_output=True,
         text=True,
         check=True,
@@ -67,7 +115,7 @@ def import_seconds() -> tuple[float, float]:
         m = re.match(r"import time:\s+\d+ \|\s+(\d+) \|(\s*)(\S+)", line)
         if m and m.group(3) not in cumulative:
             cumulative[m.group(3)] = int(m.group(1)) / 1e6
-    return cumulative["attnsweep.workers.entry"], cumulative.get("torch", 0.0)
+    return sum(cumulative[name] for name in LOADED), cumulative.get("torch", 0.0)
 
 
 def main() -> None:
@@ -75,7 +123,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from peers import spec_yaml
+
     colds, warms, imports, torches = [], [], [], []
+    fresh: dict[str, list[tuple[float, float, bool]]] = {"peers": [], "cells": []}
     for _ in range(args.rounds):
         cold, warm = sweeps(args.n)
         colds.append(cold)
@@ -83,12 +135,21 @@ def main() -> None:
         whole, torch_part = import_seconds()
         imports.append(whole)
         torches.append(torch_part)
+        fresh["peers"].append(fresh_run(spec_yaml(args.n)))
+        fresh["cells"].append(fresh_run(cells_yaml(args.n)))
     med = statistics.median
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {args.n} trials, median of {args.rounds} rounds")
     print(f"sweep on cold workers: {med(colds):.2f} s ({', '.join(f'{c:.2f}' for c in colds)})")
     print(f"the same sweep on warm workers: {med(warms):.2f} s ({', '.join(f'{w:.2f}' for w in warms)})")
     print(f"start-up (cold - warm): {med(colds) - med(warms):.2f} s")
-    print(f"import attnsweep.workers.entry in a fresh interpreter: {med(imports):.2f} s, torch {med(torches):.2f} s")
+    print(f"import {', '.join(LOADED)} in a fresh interpreter: {med(imports):.2f} s, torch {med(torches):.2f} s")
+    for name, runs in fresh.items():
+        total, first = [r[0] for r in runs], [r[1] for r in runs]
+        print(
+            f"attnsweep.run in a fresh process, {name}: {med(total):.2f} s ({', '.join(f'{t:.2f}' for t in total)}), "
+            f"first row at {med(first):.2f} s ({', '.join(f'{t:.2f}' for t in first)}); "
+            f"driver imported torch: {sorted({r[2] for r in runs})}"
+        )
 
 
 if __name__ == "__main__":
