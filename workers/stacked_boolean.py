@@ -89,13 +89,13 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
         with autocast(dev, cfg.precision):
             return slot_logits(pack, cfg, xs)
 
-    def step(xs: torch.Tensor, ys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict | None]:
+    def step(xs: torch.Tensor, ys: torch.Tensor, alive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict | None]:
         if not hand:
             logits = forward(xs)
             return logistic_loss(logits, ys), logits, None
         if careful:
-            return hand_step(pack, cfg.heads, xs, ys, alive=book.alive)
-        return hand_step(pack, cfg.heads, xs, ys, alive=book.alive, beyond=book.beyond)
+            return hand_step(pack, cfg.heads, xs, ys, alive=alive)
+        return hand_step(pack, cfg.heads, xs, ys, alive=alive, beyond=book.beyond)
 
     def project() -> None:
         if bounded:
@@ -113,8 +113,8 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
     slot_trial, xs, ys = window()
     careful = False  # the one-layer step reads its float32 range each epoch once it was exceeded
     noted: list[tuple] = []  # learning-curve measurements on the device since the last read
-    snap = Snapshot(0, pack, book, gens) if hand else None
     project()
+    snap = Snapshot(0, pack, book, gens) if hand else None
     epoch = 0
     exploded: torch.Tensor | None = None  # slots whose weights exploded in the last epoch, not yet booked
     flat = book.flatten()  # the weights as the last explosion test saw them (workers/slot_book.py)
@@ -122,11 +122,12 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
         # The weights are those the last epoch's explosion test saw, so the slots it found leave
         # here, first, in the same masked copy as this epoch's (workers/slot_book.py).
         gone = (exploded if exploded is not None else torch.zeros_like(book.alive), epoch - 1, False)
+        live = book.alive & ~gone[0]  # the slots still training as this epoch starts
         if bs is None:
-            loss, logits, grads = step(xs, ys)
+            loss, logits, grads = step(xs, ys, live)
             if curves is not None:
                 acc = ((logits.detach() > 0).float() == ys).double().mean(-1)  # right / m exactly
-                noted.append((epoch, book.alive & ~gone[0], loss.detach(), acc, None))
+                noted.append((epoch, live, loss.detach(), acc, None))
             fit = _stops(pack, cfg, logits.detach(), ys)
             book.leave(gone, (fit, None, True), (~torch.isfinite(loss.detach()), epoch, False), flat=flat)
             pack.step(grads=grads) if grads is not None else pack.step(loss)
@@ -134,13 +135,13 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
             with torch.no_grad():
                 fit, measured = _fits(forward, xs, ys, chunk, measure=curves is not None, rule=(pack, cfg))
             if measured is not None:
-                noted.append((epoch, book.alive & ~gone[0], *measured, None))
+                noted.append((epoch, live, *measured, None))
             book.leave(gone, (fit, None, True), flat=flat)
             order = torch.stack([torch.randperm(cfg.m, generator=g, device=dev) for g in gens])  # (slots, m)
             for start in range(0, cfg.m, bs):
                 idx = order[:, start : start + bs]
                 xb, yb = torch.gather(xs, 1, idx[..., None].expand(-1, -1, xs.shape[-1])), torch.gather(ys, 1, idx)
-                loss, _, grads = step(xb, yb)
+                loss, _, grads = step(xb, yb, book.alive)
                 book.leave((~torch.isfinite(loss.detach()), epoch, False))
                 pack.step(grads=grads) if grads is not None else pack.step(loss)
         book.count_epoch()

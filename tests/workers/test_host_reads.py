@@ -187,3 +187,25 @@ def test_a_symmetry_trial_s_results_do_not_depend_on_the_read_interval():
     for every in (3, 8):
         got, got_curves = _symmetry(settings, 40, every)
         assert _same(ends, got) and curves == got_curves
+
+
+def test_a_window_run_again_starts_from_the_projected_weights_and_skips_left_slots(monkeypatch):
+    # A bounded pack whose NaN-faulted trial's scores leave every range: the watched trial gets
+    # alone exactly what it gets beside it (a window run again restarts from the weights as the
+    # norm ball left them, and a slot that already left sets no flag).
+    from attnsweep.workers import train_pack
+
+    restored = []
+    restore = slot_book_module.Snapshot.restore
+    monkeypatch.setattr(
+        slot_book_module.Snapshot, "restore", lambda s, b, g: restored.append(s.epoch) or restore(s, b, g)
+    )
+    settings = dict(task="and", T=16, s=2, m=24, n_test=100, lr=1e-2, max_epochs=25, d=16, heads=2)
+    settings |= dict(positions="fixed", ln_affine=False, norm_bound=1.0)
+    configs = [BooleanTrialConfig(**settings, seed=i, fault="nan" if i == 5 else None) for i in range(8)]
+    torch.set_num_threads(1)
+    alone = train_pack([configs[3]], device="cpu")[0]
+    pack = train_pack(configs, device="cpu")
+    assert pack[5]["status"] == "diverged" and restored == []
+    keys = ("train_loss", "test_loss", "margin", "epochs", "norm_qk", "norm_readout")
+    assert [pack[3][k] for k in keys] == [alone[k] for k in keys]
