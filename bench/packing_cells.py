@@ -4,7 +4,7 @@ rate each path reaches and the path the stacking rule picks (workers/stacking.py
 Cells: the median cell of each model of the quickstart, decades and theory sweeps (the middle
 T of each grid list, the upper of the two middles for an even count; the middle m of a grid, or
 of an adaptive search the geometric middle of its range, sqrt(m_min m_max) rounded; s, d and the
-rest as the sweep fixes them), and the realistic cells of issue 56's table. Each cell's trials
+rest as the sweep fixes them), and the realistic cells of issue 47's table. Each cell's trials
 run a fixed budget of ``--epochs`` full-batch epochs (``stop="budget"``, so both paths run the
 same steps) and are scored on the sweep's n_test (scoring included in both paths' time).
 
@@ -13,9 +13,7 @@ Per cell, side by side in one process on one thread, interleaved: a pack of ``--
 after another on the per-trial path, ``train_pack([c], stacked=False)``; before each, a 1024 x
 1024 float32 product's rate (GFLOP/s, 1 thread) measured beside. Per path: trials/s and the
 GFLOP/s of the model's multiply-adds (2 flops each: every epoch's forward and backward on m
-samples and the scoring forward on m + n_test; :func:`model_flops`). For MLP cells, while the epoch
-loop does not call ``workers.stacked_mlp.mlp_step``, a third path: the stacked pack with that
-step patched into the loop in this process (``--no-wired`` skips it).
+samples and the scoring forward on m + n_test; :func:`model_flops`).
 
 Usage: ``python bench/packing_cells.py [--cells NAME ...] [--epochs 50] [--pack 32] [--alone 6]
 [--repeats 2]``
@@ -24,15 +22,12 @@ Usage: ``python bench/packing_cells.py [--cells NAME ...] [--epochs 50] [--pack 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
 
 import torch
 
 from attnsweep.workers import BooleanTrialConfig, train_pack
-from attnsweep.workers import stacked_boolean as sb
-from attnsweep.workers.stacked_mlp import mlp_logits, mlp_step
 from attnsweep.workers.stacking import boolean_stacks, mlp_step_flops
 
 SWEEP_T = dict(d=32, heads=4, layers=1, lr=3e-3, weight_decay=0.0)
@@ -48,7 +43,7 @@ CELLS: dict[str, dict] = {
     "decades-mlp": dict(task="and", s=3, T=64, m=91, n_test=10000, **MLP),
     # theory (T 4..2048, 10 values -> 128; m search 4..2048 -> 91; B in {1, 2} -> 2)
     "theory-transformer": dict(task="and", s=3, T=128, m=91, n_test=2000, model="transformer", **SWEEP_T, **THEORY),
-    # issue 56's realistic cells
+    # issue 47's realistic cells
     "mlp-parity4-T16-m64": dict(task="parity", s=4, T=16, m=64, n_test=2000, **MLP),
     "mlp-parity4-T16-m128": dict(task="parity", s=4, T=16, m=128, n_test=2000, **MLP),
     "mlp-parity4-T16-m256": dict(task="parity", s=4, T=16, m=256, n_test=2000, **MLP),
@@ -92,32 +87,6 @@ def matmul_rate(n: int = 1024, reps: int = 10) -> float:
     return 2 * n**3 / best / 1e9
 
 
-@contextlib.contextmanager
-def wired():
-    """The MLP's hand-written step (workers/stacked_mlp.py ``mlp_step``) in the stacked epoch
-    loop, for this process only, through the loop's hand-step hook: what wiring it in would
-    run, until the loop calls it itself."""
-    hand, step = sb._hand, sb.hand_step
-    work: dict = {}
-
-    def hand_mlp(cfg):
-        return hand(cfg) or (cfg.model == "mlp" and cfg.precision == "float32")
-
-    def hand_step(pack, heads, x, y, backward=True, **kwargs):
-        if "readout.weight" in pack.params and "hidden.0.0.weight" in pack.params:
-            if not backward:
-                logits = mlp_logits(pack.params, x)
-                return sb.logistic_loss(logits, y), logits, {}
-            return mlp_step(pack.params, x, y, work.setdefault(id(pack), {}))
-        return step(pack, heads, x, y, backward, **kwargs)
-
-    sb._hand, sb.hand_step = hand_mlp, hand_step
-    try:
-        yield
-    finally:
-        sb._hand, sb.hand_step = hand, step
-
-
 def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -127,8 +96,7 @@ def timed(fn) -> float:
 def measure(cell: dict, args) -> dict:
     cfgs = configs(cell, args.pack, args.epochs)
     few = cfgs[: args.alone]
-    is_mlp = cell["model"] == "mlp"
-    paths = ["stacked", "alone"] + (["wired"] if is_mlp and args.wired and "mlp_step" not in vars(sb) else [])
+    paths = ["stacked", "alone"]
     # warm-up: first-call costs out of the numbers
     small = configs(cell, 2, 2)
     train_pack(small, device="cpu", stacked=True)
@@ -141,10 +109,9 @@ def measure(cell: dict, args) -> dict:
             if path == "alone":
                 secs[path].append(timed(lambda: [train_pack([c], device="cpu", stacked=False) for c in few]) / len(few))
                 continue
-            with wired() if path == "wired" else contextlib.nullcontext():
-                t0 = time.perf_counter()
-                rows = train_pack(cfgs, device="cpu", stacked=True)
-                secs[path].append((time.perf_counter() - t0) / len(cfgs))
+            t0 = time.perf_counter()
+            rows = train_pack(cfgs, device="cpu", stacked=True)
+            secs[path].append((time.perf_counter() - t0) / len(cfgs))
             assert all(r["status"] == "done" for r in rows), rows[0].get("error")
     flops = model_flops(cfgs[0], args.epochs)
     out = {k: statistics.median(v) for k, v in secs.items()}
@@ -158,7 +125,6 @@ def main() -> None:
     ap.add_argument("--pack", type=int, default=32)
     ap.add_argument("--alone", type=int, default=6, help="trials timed one by one per measurement")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--no-wired", dest="wired", action="store_false", help="skip the patched MLP step")
     args = ap.parse_args()
     torch.set_num_threads(1)
     print(
@@ -168,9 +134,9 @@ def main() -> None:
     )
     print(
         "| cell | rule | stacked trials/s (GFLOP/s) | one by one trials/s (GFLOP/s) | stacked / one by one "
-        "| MLP step wired: trials/s (GFLOP/s), x one by one | 1024^2 matmul GFLOP/s | chosen path slower? |"
+        "| 1024^2 matmul GFLOP/s | chosen path slower? |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for name in args.cells:
         r = measure(CELLS[name], args)
         s, f = r["seconds"], r["flops"]
@@ -179,11 +145,10 @@ def main() -> None:
             return f"{1 / s[path]:.1f} ({f / s[path] / 1e9:.1f})"
 
         ratio = s["alone"] / s["stacked"]
-        wired_col = f"{cell('wired')}, {s['alone'] / s['wired']:.1f}x" if "wired" in s else "-"
         slower = (ratio < 1) if r["stacks"] else (ratio > 1)
         print(
             f"| {name} | {'stacked' if r['stacks'] else 'one by one'} | {cell('stacked')} | {cell('alone')} "
-            f"| {ratio:.2f}x | {wired_col} | {r['matmul']:.0f} | {'**yes**' if slower else 'no'} |",
+            f"| {ratio:.2f}x | {r['matmul']:.0f} | {'**yes**' if slower else 'no'} |",
             flush=True,
         )
 
