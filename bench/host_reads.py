@@ -2,8 +2,9 @@
 earlier commit, same trials, same device, interleaved: seconds per pack, epochs/s, and the
 tensor-to-host reads per epoch (counted as tests/workers/test_host_reads.py counts them).
 
-The earlier loop is that commit's workers/stacked_boolean.py loaded as a module of its own beside
-the current package (every other module is today's), so the comparison is the loop alone. The
+The earlier loop is that commit's workers/stacked_boolean.py and workers/stacked.py loaded as
+modules of their own beside the current package (every other module is today's), so the
+comparison is the loop alone. The
 trials never fit within the budget (``stop: budget``), so both loops run exactly ``--epochs``
 epochs; the rows are compared too (they must be equal bit for bit).
 
@@ -37,16 +38,20 @@ from attnsweep.workers.train_boolean import _model, eval_chunk, trained  # noqa:
 
 
 def earlier_loop(rev: str):
-    """``fit_stacked`` of workers/stacked_boolean.py at ``rev``, imported beside today's package."""
-    code = subprocess.run(
-        ["git", "show", f"{rev}:workers/stacked_boolean.py"], cwd=ROOT, check=True, capture_output=True
-    )
-    path = Path(tempfile.mkdtemp()) / "stacked_boolean_before.py"
-    path.write_bytes(code.stdout)
-    spec = importlib.util.spec_from_file_location("stacked_boolean_before", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.fit_stacked
+    """``fit_stacked`` of workers/stacked_boolean.py at ``rev``, imported beside today's package,
+    with that commit's workers/stacked.py (the pack and its helpers) under it."""
+    folder = Path(tempfile.mkdtemp())
+    for name in ("stacked", "stacked_boolean"):
+        code = subprocess.run(["git", "show", f"{rev}:workers/{name}.py"], cwd=ROOT, check=True, capture_output=True)
+        text = code.stdout.decode().replace("from attnsweep.workers.stacked import", "from stacked_before import")
+        (folder / f"{name}_before.py").write_text(text)
+    sys.path.insert(0, str(folder))
+    for name in ("stacked_before", "stacked_boolean_before"):
+        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules["stacked_boolean_before"].fit_stacked
 
 
 def setting(model: str, n: int, epochs: int) -> list[BooleanTrialConfig]:
