@@ -30,12 +30,17 @@ MLP_MAX_STEP_FLOPS = 40_000_000
 stacked on a CPU. Below it a trial alone pays more for its calls than for its arithmetic and a
 lane group wins; above it both are bound by the same products and GELU, and the group, its
 tensors out of cache, loses. Measured (bench/packing_cells.py, 32 trials against one by one, 50
-epochs, scoring included, width 256): 3.9x at T = 16, m = 64 (1.2 Mflop), 1.6x at T = 16,
-m = 256 (4.6), 1.0-1.2x at T = 64, m = 512 (34), 1.0-1.3x at T = 128, m = 256 (34); 0.8-1.1x
-at T = 256, m = 256 (68), 0.57-0.69x at T = 128, m = 1024 (135), 0.56-0.62x at T = 256,
-m = 1024 (269), in three runs on a busy machine. With workers/stacked_mlp.py's ``mlp_step`` in
-the loop, 1.0-1.8x at 68 Mflop and 0.9-1.3x at 135: the bound may rise once it is wired in. Not a function of the pack's size
-(module docstring)."""
+epochs, scoring included, width 256; BENCHMARKS.md, the packing table, on an idle machine at
+5723efd): 4.1x at T = 16, m = 64 (1.2 Mflop), 1.6x at T = 16, m = 256 (4.6), 1.1x at T = 128,
+m = 256 (34); 0.95x at T = 256, m = 256 (68), 0.54x at T = 128, m = 1024 (135), 0.58x at
+T = 256, m = 1024 (269). Not a function of the pack's size (module docstring)."""
+
+MLP_MAX_BATCH_WIDTH = 65_536
+"""Largest ``batch x width`` (one trial's hidden activations, floats: 256 KiB, so 8 MiB for a
+lane group of 32) of an MLP that trains stacked on a CPU, whatever its products: GELU and its
+derivative, which cost the same per trial stacked or not, then work on tensors that leave the
+cache. Measured at equal products (34 Mflop a step, the same run as above): T = 128, m = 256
+(65,536) 1.1x stacked, T = 64, m = 512 (131,072) 0.86x."""
 
 
 def mlp_step_flops(T: int, width: int, layers: int, b: int) -> int:
@@ -53,12 +58,14 @@ def boolean_stacks(cfg: BooleanTrialConfig, device_type: str = "cpu") -> bool:
     """Whether a sparse-Boolean trial's pack trains stacked on a device of ``device_type``
     (``"cpu"``, ``"cuda"``...): on a GPU always (one trial's tiny kernels leave it waiting), on
     a CPU as measured (:data:`ONE_LAYER_MAX_T`, :data:`MLP_MAX_STEP_FLOPS`,
-    :data:`STACKED_MAX_BYTES`)."""
+    :data:`MLP_MAX_BATCH_WIDTH`, :data:`STACKED_MAX_BYTES`)."""
     if device_type != "cpu":
         return True
     if cfg.model == "mlp":
         batch = min(cfg.m, cfg.batch_size or cfg.m)
         if mlp_step_flops(cfg.T, cfg.mlp_width, cfg.layers, batch) > MLP_MAX_STEP_FLOPS:
+            return False
+        if batch * cfg.mlp_width > MLP_MAX_BATCH_WIDTH:
             return False
     one_layer_step = cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
     if one_layer_step and cfg.T > ONE_LAYER_MAX_T:
