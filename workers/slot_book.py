@@ -24,6 +24,12 @@ import torch
 from attnsweep.workers.curves import Curve, note_slots
 from attnsweep.workers.stacked import StackedPack
 
+MAX_EVERY = 64
+"""The longest read interval a loop takes (a longer one is clipped): the book holds ``every + 2``
+flat copies of the pack's weights."""
+
+KEPT = -2  # SlotBook.left_with: the slot's weights are in SlotBook.kept
+
 READ_EVERY = 8
 """Epochs between two host reads of a stacked pack's state. Rows do not depend on it; it trades
 the synchronisations of a GPU (one per read) against the epochs a pack runs after its last trial
@@ -33,8 +39,9 @@ stopped (at most ``READ_EVERY - 1``) and the compaction it delays on a CPU."""
 class SlotBook:
     """Per slot of ``pack``, on its device: ``alive`` ``(slots,)`` bool (still training; never for
     padding), ``epochs`` ``(slots,)`` int64 (epochs counted), ``converged`` ``(slots,)`` bool,
-    ``diverged`` ``(slots,)`` int64 (the epoch it diverged at, -1 for none), ``kept``
-    (``(slots, weights)``, each left slot's weights when it left, as :meth:`flatten` lays them out) and ``beyond`` (0-d bool: a step
+    ``diverged`` ``(slots,)`` int64 (the epoch it diverged at, -1 for none), ``left_with``
+    ``(slots,)`` int64 (which of the window's flat weights, :attr:`flats`, a slot left with; -1
+    none, :data:`KEPT` a copy in ``kept``) and ``beyond`` (0-d bool: a step
     computed some slot in a form its numbers had outgrown). Read by the host only in
     :meth:`read`, where results are written into ``out`` (one dict per trial: ``params``,
     ``epochs``, ``converged``, ``diverged_epoch``).
@@ -46,7 +53,7 @@ class SlotBook:
             for zeros.
     """
 
-    def __init__(self, pack: StackedPack, out: list[dict], epochs: torch.Tensor | None = None):
+    def __init__(self, pack: StackedPack, out: list[dict], epochs: torch.Tensor | None = None, every: int = READ_EVERY):
         dev = pack.dev
         self.pack, self.out = pack, out
         self.trial: list[int] = pack.trial.tolist()
@@ -61,7 +68,15 @@ class SlotBook:
         self.shapes = [pack.params[k].shape[1:] for k in self.names]
         self.sizes = [pack.params[k][0].numel() for k in self.names]
         self.trained_width = sum(n for k, n in zip(self.names, self.sizes, strict=True) if k in pack.trained)
-        self.kept = self.flatten()
+        # Flat weights are written in turn into every + 2 buffers made once (fresh ones each epoch
+        # cost more than the rest of the book), so a window's flats and the one a snapshot holds
+        # (the last of the window before) stay intact until the next read.
+        width = sum(self.sizes)
+        self.ring = [torch.empty(pack.slots, width, device=dev) for _ in range(every + 2)]
+        self.turn = 0
+        self.flats: list[torch.Tensor] = []  # the weights, flattened, that slots left with since the last read
+        self.left_with = torch.full((pack.slots,), -1, dtype=torch.int64, device=dev)  # index into flats
+        self.kept: torch.Tensor | None = None  # weights of slots that left mid-epoch (minibatches), copied
         self.beyond = torch.zeros((), dtype=torch.bool, device=dev)
 
     def exceeded(self) -> bool:
@@ -71,9 +86,15 @@ class SlotBook:
 
     def flatten(self) -> torch.Tensor:
         """Every slot's weights now as one row: ``(slots, weights)`` (float32, the parameters in
-        :attr:`names` order, trained ones first): one masked copy of it books the weights of any
-        slots that leave, where one per parameter cost a tenth of a small pack's epoch."""
-        return torch.cat([self.pack.params[k].detach().reshape(self.pack.slots, -1) for k in self.names], 1)
+        :attr:`names` order, trained ones first). The loop takes it once an epoch, for the
+        explosion test, and slots that leave then are booked by a reference to it and their
+        index, not a copy: a masked copy per parameter cost a tenth of a small pack's epoch, one
+        of the flat form still 5% of a pack of 128's (bench/host_reads.py). It is written into
+        the next of the book's buffers (``every + 2`` of them), so it stays intact for the
+        window and the next: what is booked by reference is read before it is written again."""
+        out = self.ring[self.turn]
+        self.turn = (self.turn + 1) % len(self.ring)
+        return torch.cat([self.pack.params[k].detach().reshape(self.pack.slots, -1) for k in self.names], 1, out=out)
 
     def largest(self, flat: torch.Tensor) -> torch.Tensor:
         """``(slots,)`` each slot's largest absolute trained weight in ``flat`` (:meth:`flatten`;
@@ -81,11 +102,11 @@ class SlotBook:
         return flat[:, : self.trained_width].abs().amax(1)
 
     def leave(self, *events: tuple[torch.Tensor, int | None, bool], flat: torch.Tensor | None = None) -> None:
-        """Alive slots leave now, all with their weights of this moment (``flat``, the
-        :meth:`flatten` of them, or None to take it now), in one masked copy whatever the events:
-        ``events`` are ``(mask, epoch, converged)``, ``mask`` ``(slots,)`` bool on the device,
-        each taking the alive slots no earlier event took, as fitted (``converged``), as
-        diverged at ``epoch``, or, with neither, out of epochs."""
+        """Alive slots leave now with their weights of this moment: ``flat``, the :meth:`flatten`
+        of them, which must not change until the next read (it is kept by reference), or None
+        to copy them now (a masked copy). ``events`` are ``(mask, epoch, converged)``, ``mask``
+        ``(slots,)`` bool on the device, each taking the alive slots no earlier event took, as
+        fitted (``converged``), as diverged at ``epoch``, or, with neither, out of epochs."""
         free, taken = self.alive, None
         for mask, epoch, converged in events:
             mask = mask & free
@@ -97,8 +118,14 @@ class SlotBook:
             free = free & ~mask
         if taken is None:
             return
-        flat = self.flatten() if flat is None else flat
-        torch.where(taken[:, None], flat, self.kept, out=self.kept)
+        if flat is None:
+            now = torch.cat([self.pack.params[k].detach().reshape(self.pack.slots, -1) for k in self.names], 1)
+            self.kept = now if self.kept is None else torch.where(taken[:, None], now, self.kept)
+            self.left_with.masked_fill_(taken, KEPT)
+        else:
+            if not self.flats or self.flats[-1] is not flat:
+                self.flats.append(flat)
+            self.left_with.masked_fill_(taken, len(self.flats) - 1)
         self.alive = free
 
     def count_epoch(self) -> None:
@@ -107,48 +134,62 @@ class SlotBook:
 
     def read(self) -> list[int]:
         """The one host read: writes the results of every trial that left since the last read
-        into its ``out`` dict, and returns the slots still alive."""
-        alive, epochs, converged, diverged = torch.stack(
-            [self.alive.long(), self.epochs, self.converged.long(), self.diverged]
+        into its ``out`` dict, forgets the window's weights, and returns the slots still alive."""
+        alive, epochs, converged, diverged, left_with = torch.stack(
+            [self.alive.long(), self.epochs, self.converged.long(), self.diverged, self.left_with]
         ).tolist()
         for s, t in enumerate(self.trial):
             if self.real[s] and not self.written[s] and not alive[s]:
+                flat = self.kept if left_with[s] == KEPT else self.flats[left_with[s]]
                 self.out[t].update(
                     params={
                         k: w.reshape(shape).clone()
-                        for k, shape, w in zip(self.names, self.shapes, self.kept[s].split(self.sizes), strict=True)
+                        for k, shape, w in zip(self.names, self.shapes, flat[s].split(self.sizes), strict=True)
                     },
                     epochs=epochs[s],
                     converged=bool(converged[s]),
                     diverged_epoch=None if diverged[s] < 0 else diverged[s],
                 )
                 self.written[s] = True
+        self.forget()
         return [s for s in range(len(alive)) if alive[s]]
+
+    def forget(self) -> None:
+        """Drop the window's weights (after a read, or when the window is run again)."""
+        self.flats, self.kept = [], None
+        self.left_with.fill_(-1)
 
     def compact(self, keep: list[int]) -> SlotBook:
         """Compact the pack to the alive slots ``keep`` (:meth:`StackedPack.compact`) and
         return the book of the compacted pack."""
         old = self.pack.compact(keep)
-        return SlotBook(self.pack, self.out, self.epochs[torch.tensor(old, device=self.pack.dev)])
+        return SlotBook(self.pack, self.out, self.epochs[torch.tensor(old, device=self.pack.dev)], len(self.ring) - 2)
 
 
 class Snapshot:
-    """A pack's weights, optimiser state, book and minibatch generators at an epoch, to run the
-    epochs after it again (module docstring). Copies on the device; nothing is read."""
+    """A pack's weights, optimiser state, book and minibatch generators at a read, to run the
+    epochs after it again (module docstring). Copies on the device; nothing is read.
 
-    def __init__(self, epoch: int, pack: StackedPack, book: SlotBook, gens: list[torch.Generator] | None):
-        self.epoch, self.pack = epoch, pack
-        self.params = {k: v.detach().clone() for k, v in pack.params.items()}
+    Args:
+        epoch: the epoch the loop goes on from.
+        flat: the pack's weights now (:meth:`SlotBook.flatten`), kept by reference: the loop
+            makes a new one each epoch and never writes it.
+    """
+
+    def __init__(
+        self, epoch: int, pack: StackedPack, book: SlotBook, gens: list[torch.Generator] | None, flat: torch.Tensor
+    ):
+        self.epoch, self.pack, self.flat = epoch, pack, flat
         self.state = {id(p): {n: t.clone() for n, t in s.items()} for p, s in pack.opt.state.items()}
         self.book = (book.alive.clone(), book.epochs.clone(), book.converged.clone(), book.diverged.clone())
-        self.kept = book.kept.clone()
         self.gens = None if gens is None else [g.get_state() for g in gens]
 
     @torch.no_grad()
     def restore(self, book: SlotBook, gens: list[torch.Generator] | None) -> int:
         """Put the pack, ``book`` and ``gens`` back as they were; returns the epoch to go on from."""
-        for k, v in self.pack.params.items():
-            v.copy_(self.params[k])
+        pieces = self.flat.split(book.sizes, 1)
+        for k, shape, w in zip(book.names, book.shapes, pieces, strict=True):
+            self.pack.params[k].copy_(w.reshape(self.pack.slots, *shape))
         for p in self.pack.opt.params:
             saved = self.state.get(id(p))
             if saved is None:
@@ -157,7 +198,7 @@ class Snapshot:
                 self.pack.opt.state[p] = {n: t.clone() for n, t in saved.items()}
         book.alive, book.epochs, book.converged, book.diverged = (t.clone() for t in self.book)
         book.beyond = torch.zeros((), dtype=torch.bool, device=self.pack.dev)
-        book.kept = self.kept.clone()
+        book.forget()
         if gens is not None and self.gens is not None:
             for g, state in zip(gens, self.gens, strict=True):
                 g.set_state(state)

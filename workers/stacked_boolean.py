@@ -27,7 +27,7 @@ from attnsweep.workers.models import logistic_loss, score_range_safe
 from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
-from attnsweep.workers.slot_book import READ_EVERY, SlotBook, Snapshot, note_curves
+from attnsweep.workers.slot_book import MAX_EVERY, READ_EVERY, SlotBook, Snapshot, note_curves
 from attnsweep.workers.stacked import StackedPack, follow, group_slots, reproducible, slot_count
 from attnsweep.workers.stacked_mlp import mlp_logits
 
@@ -59,14 +59,14 @@ def fit_stacked(
         curves: per trial, its learning curve to note (workers/curves.py), or None: the
             loss and accuracy the loop measures before each epoch's step, kept on the device
             and noted at each read, only when some curve is kept.
-        every: epochs between two host reads (at least 1).
+        every: epochs between two host reads (1 to :data:`workers.slot_book.MAX_EVERY`; clipped).
 
     Returns:
         Per trial: ``params`` (its weights when it stopped, by name), ``epochs``, ``converged``,
         ``diverged_epoch``.
     """
     with reproducible(dev):
-        return _fit(configs, models, trained, x, y, chunk, dev, curves, max(1, every))
+        return _fit(configs, models, trained, x, y, chunk, dev, curves, max(1, min(every, MAX_EVERY)))
 
 
 def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVERY) -> list[dict]:
@@ -78,7 +78,7 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
     faulty = [c.fault == "nan" for c in configs]
     inputs = x if cfg.model == "transformer" else x.float()  # (trials, m, T)
     bs = cfg.batch_size if cfg.batch_size and cfg.batch_size < cfg.m else None
-    book = SlotBook(pack, out)
+    book = SlotBook(pack, out, every=every)
     # One generator per slot, padding included, so that a padding slot never draws from its trial's.
     gens = [tasks.generator(tasks.derive_seed("batches", configs[t].seed), dev) for t in book.trial] if bs else None
     hand = _hand(cfg)
@@ -114,10 +114,10 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
     careful = False  # the one-layer step reads its float32 range each epoch once it was exceeded
     noted: list[tuple] = []  # learning-curve measurements on the device since the last read
     project()
-    snap = Snapshot(0, pack, book, gens) if hand else None
     epoch = 0
     exploded: torch.Tensor | None = None  # slots whose weights exploded in the last epoch, not yet booked
     flat = book.flatten()  # the weights as the last explosion test saw them (workers/slot_book.py)
+    snap = Snapshot(0, pack, book, gens, flat) if hand else None
     while epoch < cfg.max_epochs:
         # The weights are those the last epoch's explosion test saw, so the slots it found leave
         # here, first, in the same masked copy as this epoch's (workers/slot_book.py).
@@ -176,7 +176,7 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
             if gens is not None:
                 gens = follow(gens, keep, pack.slots)
         if snap is not None and not careful:
-            snap = Snapshot(epoch, pack, book, gens)
+            snap = Snapshot(epoch, pack, book, gens, flat)
     return out
 
 

@@ -18,7 +18,7 @@ from attnsweep import tasks
 from attnsweep.workers.config import SymmetryTrialConfig
 from attnsweep.workers.curves import Curve
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
-from attnsweep.workers.slot_book import READ_EVERY, SlotBook, note_curves
+from attnsweep.workers.slot_book import MAX_EVERY, READ_EVERY, SlotBook, note_curves
 from attnsweep.workers.stacked import StackedPack, follow, reproducible, slot_count
 
 
@@ -43,14 +43,14 @@ def fit_stacked(
         X, K, Y: ``(trials, m, n, d)``, ``(trials, m, k, d)``, ``(trials, m, n, d)`` training sets.
         fit_error: relative training error below which a trial has fit its data.
         curves: per trial, its learning curve to note (workers/curves.py), or None.
-        every: epochs between two host reads (at least 1).
+        every: epochs between two host reads (1 to :data:`workers.slot_book.MAX_EVERY`; clipped).
 
     Returns:
         Per trial: ``params`` (its weights when it stopped), ``epochs``, ``converged``,
         ``diverged_epoch``.
     """
     with reproducible(dev):
-        return _fit(configs, models, X, K, Y, fit_error, dev, curves, max(1, every))
+        return _fit(configs, models, X, K, Y, fit_error, dev, curves, max(1, min(every, MAX_EVERY)))
 
 
 def _fit(configs, models, X, K, Y, fit_error, dev, curves=None, every=READ_EVERY) -> list[dict]:
@@ -62,7 +62,7 @@ def _fit(configs, models, X, K, Y, fit_error, dev, curves=None, every=READ_EVERY
     y_norm = Y.pow(2).sum((1, 2, 3))  # (trials,)
     scale = cfg.m * cfg.n * cfg.d
     augment = cfg.equivariance == "augment"
-    book = SlotBook(pack, out)
+    book = SlotBook(pack, out, every=every)
     # One generator per slot, padding included (a padding slot never draws from its trial's).
     gens = (
         [tasks.generator(tasks.derive_seed("augment", configs[t].seed), dev) for t in book.trial] if augment else None
