@@ -141,6 +141,7 @@ class SlotBook:
         for s, t in enumerate(self.trial):
             if self.real[s] and not self.written[s] and not alive[s]:
                 flat = self.kept if left_with[s] == KEPT else self.flats[left_with[s]]
+                assert flat is not None  # a slot booked as KEPT was copied into kept
                 self.out[t].update(
                     params={
                         k: w.reshape(shape).clone()
