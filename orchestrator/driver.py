@@ -21,7 +21,7 @@ from rich.console import Console
 
 from attnsweep.orchestrator.errors import RunError
 from attnsweep.orchestrator.executors import Executor, is_lost
-from attnsweep.orchestrator.packing import Pack, make_packs, pack_sizer, spec_pack_sizer
+from attnsweep.orchestrator.packing import Pack, group_of, make_packs, pack_sizer, spec_pack_sizer
 from attnsweep.orchestrator.progress import PROGRESS_INTERVAL_S, SweepProgress
 from attnsweep.orchestrator.provenance import code_version, host, package_versions
 from attnsweep.orchestrator.spec import SweepSpec, trial_id
@@ -368,7 +368,8 @@ class PackRunner:
         last requests of a run are split across workers instead of training on one.
         """
         slots = max(self.executor.slots(), 1)
-        sizer = pack_sizer(self.spec.execution.pack_size, self.spec.experiment, self.spec.execution.pack_memory_mb)
+        ex = self.spec.execution
+        sizer = pack_sizer(ex.pack_size, self.spec.experiment, ex.pack_memory_mb, group=group_of(self.spec))
         queue: list[tuple[str, object]] = []  # trials waiting for a pack, in request order
         extra_of: dict[str, dict] = {}
         waiting: dict[int, set[str]] = {}  # flow -> its request's trials without a row yet

@@ -42,11 +42,12 @@ class Pack:
         return len(self.ids)
 
 
-def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float) -> int:
+def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float, group: int = STACKED_SLOTS) -> int:
     """Trials like ``config`` that fit ``budget_bytes`` of training memory, in [1, AUTO_PACK_MAX]:
     one trial's working set and each trial's share (workers/memory.py) within the budget, or for
-    a stacked pack (workers/stacking.py) whole lane groups of 32 slots, at least one (a lone
-    trial fills one anyway, and the rule keeps a group under 1 GiB).
+    a stacked pack (workers/stacking.py) whole groups of ``group`` slots (32 lanes on a CPU; on a
+    GPU ``execution.device_group``), at least one (a lone trial fills one anyway; on a CPU the
+    rule keeps a group under 1 GiB).
 
     Raises:
         KeyError: unknown experiment.
@@ -54,18 +55,22 @@ def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float) -> i
     exp = EXPERIMENTS[experiment]
     per_trial, working = exp.memory_bytes(config), exp.working_bytes(config)
     if exp.stacks(config):  # every slot holds a working set: whole lane groups that fit, at least one
-        groups = budget_bytes // pack_bytes(per_trial, working, STACKED_SLOTS, stacked=True)
-        return int(min(AUTO_PACK_MAX, max(1, groups) * STACKED_SLOTS))
+        groups = budget_bytes // pack_bytes(per_trial, working, group, stacked=True)
+        return int(min(AUTO_PACK_MAX, max(1, groups) * group))
     return int(max(1, min(AUTO_PACK_MAX, (budget_bytes - working) // max(per_trial, 1))))
 
 
 def pack_sizer(
-    pack_size: int | str, experiment: str, pack_memory_mb: float, share: int | None = None
+    pack_size: int | str,
+    experiment: str,
+    pack_memory_mb: float,
+    share: int | None = None,
+    group: int = STACKED_SLOTS,
 ) -> Callable[[BaseModel], int]:
     """The pack size of a trial's pack: ``pack_size`` itself, or with ``"auto"`` from the
-    memory budget ``pack_memory_mb`` (MiB), computed once per shape key, and at most
-    ``share`` (the sweep's trials divided over its workers, so that no worker idles while
-    one trains a pack that holds the whole sweep)."""
+    memory budget ``pack_memory_mb`` (MiB) for stacked groups of ``group`` slots, computed once
+    per shape key, and at most ``share`` (the sweep's trials divided over its workers, so that no
+    worker idles while one trains a pack that holds the whole sweep)."""
     if pack_size != "auto":
         return lambda _config: int(pack_size)
     cache: dict[tuple, int] = {}
@@ -73,7 +78,7 @@ def pack_sizer(
     def size(config: BaseModel) -> int:
         key = config.shape_key()
         if key not in cache:
-            cache[key] = min(auto_pack_size(config, experiment, pack_memory_mb * 2**20), share or AUTO_PACK_MAX)
+            cache[key] = min(auto_pack_size(config, experiment, pack_memory_mb * 2**20, group), share or AUTO_PACK_MAX)
         return cache[key]
 
     return size
@@ -188,4 +193,11 @@ def count_packs(
 def spec_pack_sizer(spec: SweepSpec, workers: int | None = None):
     """The pack-size rule of a spec on ``workers`` workers (see :func:`pack_sizer`)."""
     share = -(-spec.n_trials() // workers) if workers else None
-    return pack_sizer(spec.execution.pack_size, spec.experiment, spec.execution.pack_memory_mb, share)
+    return pack_sizer(spec.execution.pack_size, spec.experiment, spec.execution.pack_memory_mb, share, group_of(spec))
+
+
+def group_of(spec: SweepSpec) -> int:
+    """The slots of a stacked group the spec's workers train in: ``execution.device_group`` when
+    they ask for a GPU (workers/stacked.py pads every group to it there), else the CPU's lane
+    groups the memory rule counts (:data:`workers.memory.STACKED_SLOTS`)."""
+    return spec.execution.device_group if spec.resources.gpus_per_worker > 0 else STACKED_SLOTS

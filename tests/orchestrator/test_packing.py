@@ -10,6 +10,7 @@ from attnsweep.orchestrator.packing import (
     AUTO_PACK_MAX,
     auto_pack_size,
     count_packs,
+    group_of,
     spec_pack_sizer,
 )
 from attnsweep.workers.memory import (
@@ -54,6 +55,22 @@ def test_a_stacked_setting_is_packed_in_whole_lane_groups():
         assert auto_pack_size(first, "sparse_boolean", groups * group) == expected
     spec = parse_spec(SPEC.format(seeds=100) + f"execution: {{pack_memory_mb: {2.7 * group / 2**20}}}\n")
     assert [len(p) for p in _packs(spec) if p.configs[0].T == 8] == [64, 36]
+
+
+def test_on_a_gpu_the_budget_buys_whole_groups_of_the_device_group_size():
+    # A GPU pads every group to execution.device_group slots (workers/stacked.py), so the memory
+    # rule counts groups of that size there; on a CPU the setting changes nothing.
+    base = SPEC.format(seeds=100)
+    first = next(parse_spec(base).trials())
+    group = pack_bytes(boolean_trial_bytes(first), boolean_working_bytes(first), 64, stacked=True)
+    budget = f"pack_memory_mb: {2.5 * group / 2**20}"
+    gpu = parse_spec(base + f"execution: {{device_group: 64, {budget}}}\nresources: {{gpus_per_worker: 0.5}}\n")
+    cpu = parse_spec(base + f"execution: {{device_group: 64, {budget}}}\n")
+    assert group_of(gpu) == 64 and group_of(cpu) == STACKED_SLOTS
+    assert spec_pack_sizer(gpu)(first) == 128  # two whole groups of 64
+    assert spec_pack_sizer(cpu)(first) == auto_pack_size(first, "sparse_boolean", 2.5 * group)  # lanes of 32
+    huge = parse_spec(base + "execution: {device_group: 4096, pack_memory_mb: 1}\nresources: {gpus_per_worker: 1}\n")
+    assert spec_pack_sizer(huge)(first) == AUTO_PACK_MAX  # one group at least, never above the cap
 
 
 def test_auto_is_the_default_and_is_capped():
