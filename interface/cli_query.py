@@ -7,7 +7,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, BinaryIO, Literal, cast
 
 import typer
 
@@ -21,7 +21,7 @@ from attnsweep.cli_options import (
     user_errors,
 )
 from attnsweep.orchestrator.errors import AttnsweepError
-from attnsweep.presentation.console_text import visible
+from attnsweep.presentation.console_text import is_terminal, visible
 
 
 def _query_output(output: str):
@@ -121,6 +121,11 @@ def query(
         raise AttnsweepError(
             "query: stdout is closed; give --output FILE" if not schema else "query --schema: stdout is closed"
         )
+    if format == "parquet" and target is None and not schema and is_terminal(sys.stdout):
+        # Binary: a value's bytes would reach the terminal as they are (escape sequences too).
+        raise AttnsweepError(
+            "query --format parquet: stdout is a terminal; give --output FILE or redirect stdout to a file"
+        )
     if schema:
         tables = table_schemas(results)
         if not tables:
@@ -168,6 +173,7 @@ def _query_to(results, sql: str, limit: str, spill_bytes: int, format: str, targ
     from contextlib import nullcontext
 
     from attnsweep.presentation.query_output import (
+        EscapedStream,
         converter,
         open_output,
         table_text,
@@ -193,6 +199,9 @@ def _query_to(results, sql: str, limit: str, spill_bytes: int, format: str, targ
                 fh.write((text + "\n").encode())
         else:
             with sink as fh:
-                write_batches(schema_, batches, format, fh)
+                # Data for scripts, written whole to a file or a pipe; a person reads a terminal,
+                # where a value's escape sequence would act: there it is written out (one rule).
+                escaped = target is None and is_terminal(sys.stdout)
+                write_batches(schema_, batches, format, cast(BinaryIO, EscapedStream(fh)) if escaped else fh)
         if target is None:
             sys.stdout.buffer.flush()

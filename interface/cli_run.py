@@ -29,7 +29,7 @@ from attnsweep.cli_options import (
     user_errors,
 )
 from attnsweep.orchestrator.errors import AttnsweepError, RayDiedError
-from attnsweep.presentation.console_text import markup, visible
+from attnsweep.presentation.console_text import for_stream, markup, visible
 
 
 @user_errors
@@ -335,7 +335,7 @@ def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: 
 
     table = m_star_export(store, sweep, run_id, figures, context)
     if format == "json":
-        sys.stdout.write(table.write_json() + "\n")
+        sys.stdout.write(for_stream(table.write_json() + "\n", sys.stdout))
     else:
         nested = [c for c, d in table.schema.items() if d.is_nested()]
         table = table.with_columns(
@@ -345,5 +345,5 @@ def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: 
             )
             for c in nested
         )
-        sys.stdout.write(table.write_csv())
+        sys.stdout.write(for_stream(table.write_csv(), sys.stdout))
     sys.stdout.flush()

@@ -5,7 +5,8 @@ text: printed as it is, ``[/x]`` is rich markup (a MarkupError, or a part of a p
 vanishes), an escape sequence is a command to the terminal (it can recolour, retitle or clear
 it, or hide what follows), and a carriage return overwrites the line before it. Every console
 output of the CLI passes such text through :func:`visible` (printed without markup) or
-:func:`markup` (inside markup of our own).
+:func:`markup` (inside markup of our own); data written for scripts (CSV, JSON) passes through
+:func:`for_stream`, which escapes it only where the stream is a terminal.
 """
 
 from __future__ import annotations
@@ -28,6 +29,21 @@ def visible(value: object, newlines: bool = True) -> str:
     stay, and newlines too unless ``newlines`` is False (then ``\\n``)."""
     text = _CONTROL.sub(lambda m: _shown(m[0]), str(value))
     return text if newlines else text.replace("\n", "\\n")
+
+
+def is_terminal(stream: object) -> bool:
+    """Whether ``stream`` (a text or binary stream, or None) is a terminal: a person reads it."""
+    try:
+        return bool(stream is not None and stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
+
+
+def for_stream(text: str, stream: object) -> str:
+    """``text`` (CSV, JSON, any data) as it goes to ``stream``: :func:`visible` (newlines
+    kept) on a terminal, where an escape sequence in a value would act on it; as it is
+    elsewhere (a file, a pipe: the data whole, byte for byte)."""
+    return visible(text) if is_terminal(stream) else text
 
 
 def markup(value: object) -> str:

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnsweep.orchestrator.errors import AttnsweepError
+from attnsweep.presentation.console_text import visible
 from attnsweep.results.errors import QueryError
 from attnsweep.results.query import MAX_SQL_BYTES
 from attnsweep.results.query_columns import quote_identifier
@@ -265,16 +266,34 @@ def table_text(schema: pa.Schema, batches: Iterator[pa.RecordBatch], terminal: b
     """The first :data:`TABLE_ROWS` rows of a result as polars prints a table, and a line
     saying so when there are more. On a ``terminal`` polars fits it to the width; otherwise
     (:func:`_full_table`) every column, every item of a list and every character of a value
-    is shown, as long as the table fits :data:`QUERY_TABLE_WIDTH`.
+    is shown, as long as the table fits :data:`QUERY_TABLE_WIDTH`. The table is text to read,
+    on a terminal or off it: control characters, escape sequences and bidirectional overrides
+    in values and column names are written out (``\\x1b``, ``\\r``, ``\\u202e``;
+    :func:`~attnsweep.presentation.console_text.visible`), string values before polars pads
+    them, so their columns stay aligned.
 
     Raises:
         QueryError: a column polars cannot show, naming it and its type.
     """
     df, more = head(schema, batches)
+    df = df.with_columns(pl.col(pl.String).map_elements(visible, return_dtype=pl.String))
     text = _printed(schema, df, tbl_cols=30, fmt_str_lengths=60) if terminal else _full_table(schema, df)
     if more:
         text += f"\n(first {TABLE_ROWS} rows shown; --format csv, json or parquet writes them all)"
-    return text
+    return visible(text)  # what the values left: column names, strings inside lists and structs
+
+
+class EscapedStream:
+    """A binary stream that writes the :func:`~attnsweep.presentation.console_text.visible`
+    text of what it is given to ``raw``: the CSV or JSON of a query bound for a terminal.
+    Each write must be whole UTF-8 text (:func:`write_batches` writes a batch's text at once)."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+
+    def write(self, data: bytes) -> int:
+        self.raw.write(visible(data.decode("utf-8")).encode("utf-8"))
+        return len(data)
 
 
 def _full_table(schema: pa.Schema, df: pl.DataFrame) -> str:
