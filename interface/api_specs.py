@@ -44,12 +44,21 @@ class SpecCheck:
 
 def check_spec(spec: str | Path, max_trials: int = 1_000_000) -> SpecCheck:
     """Check the spec file ``spec`` and count what it would run here; writes nothing and
-    imports neither torch nor Ray.
+    imports neither torch nor Ray, nor any package that adds a task, teacher or student: their
+    names are read from the entry points' metadata, and a package's student is sized at the
+    memory estimate's err-high default (workers/student_registry.py ``without_loading``).
 
     Raises:
         orchestrator.SpecError: the spec is invalid, or its grid holds more than
             ``max_trials`` trials.
     """
+    from attnsweep.workers.student_registry import without_loading
+
+    with without_loading():
+        return _check_spec(spec, max_trials)
+
+
+def _check_spec(spec: str | Path, max_trials: int) -> SpecCheck:
     from attnsweep.orchestrator.packing import count_packs, spec_pack_sizer
     from attnsweep.orchestrator.spec import load_spec
 

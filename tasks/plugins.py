@@ -9,10 +9,12 @@ a test can swap the lookup of one registry (``monkeypatch.setattr(registry, "ent
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import EntryPoint
 
 from attnsweep.tasks.errors import TaskError
@@ -76,13 +78,116 @@ def _mtime(path: str) -> int | None:
         return None
 
 
+IMPORT_TIMEOUT_ENV = "ATTNSWEEP_PLUGIN_TIMEOUT"
+DEFAULT_IMPORT_TIMEOUT_S = 120.0
+"""Seconds a plugin's import may take (env :data:`IMPORT_TIMEOUT_ENV` overrides): far above a
+package that imports torch (1.0-1.5 s for torch on 2 busy cores, 2026-12-05), on a worker
+that may be slow to page it in; past this the import is abandoned."""
+
+_ABANDONED: dict[tuple[str, str], str] = {}
+# An import that ran past its time still holds its module's import lock (its half-made module
+# sits in sys.modules): importing it again would wait on that lock for ever, so a later load of
+# the same entry point fails at once with the first message.
+
+
+def import_timeout() -> float:
+    """:data:`IMPORT_TIMEOUT_ENV` in seconds, else :data:`DEFAULT_IMPORT_TIMEOUT_S`.
+
+    Raises:
+        TaskError: the variable is set but not a number of seconds above 0.
+    """
+    text = os.environ.get(IMPORT_TIMEOUT_ENV)
+    if text is None or not text.strip():
+        return DEFAULT_IMPORT_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise TaskError(f"{IMPORT_TIMEOUT_ENV}={text!r} is not a number of seconds above 0 (a plugin's import time)")
+    return seconds
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send what is written to stdout, by Python (``print``) or to descriptor 1 (C code, a
+    subprocess), to stderr for the duration: a plugin's chatter at import must not land in a
+    command's machine-readable output (``analyze --format csv``, ``query --format json``)."""
+    if sys.stderr is None:  # no stderr to send it to: nothing to protect stdout with
+        yield
+        return
+    saved = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def isolated_load(point: EntryPoint) -> object:
+    """``point.load()``, isolated: in a thread of its own, waited for at most
+    :func:`import_timeout` seconds, its stdout sent to stderr, and whatever it raises but
+    ``KeyboardInterrupt`` (``SystemExit`` from ``sys.exit()`` too) turned into a
+    :class:`TaskError` naming the entry point and the exception.
+
+    After a timeout the import is abandoned, not stopped (Python cannot stop a thread): it
+    runs on in a daemon thread until the process ends, and what it prints from then on is no
+    longer redirected. Code that must run on the main thread (``signal.signal``) fails there.
+
+    Raises:
+        TaskError: the import raised, or ran past its time (then every later load of the
+            same entry point in this process fails at once).
+        KeyboardInterrupt: Ctrl-C while waiting, or the plugin raised it.
+    """
+    where = f"entry point {point.name!r} ({point.value}) of group {point.group!r}"
+    key = (point.group, point.value)
+    if key in _ABANDONED:
+        raise TaskError(_ABANDONED[key])
+    timeout = import_timeout()
+    box: dict[str, object] = {}
+
+    def load() -> None:
+        try:
+            box["value"] = point.load()
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, GeneratorExit, ...: the plugin's error
+            box["error"] = exc
+
+    thread = threading.Thread(target=load, name=f"attnsweep plugin {point.name}", daemon=True)
+    with _stdout_to_stderr():
+        thread.start()
+        thread.join(timeout)
+    if thread.is_alive():
+        message = _ABANDONED[key] = (
+            f"{where} does not load: its import ran past {timeout:g} s and was abandoned "
+            f"(a plugin's import time: env {IMPORT_TIMEOUT_ENV})"
+        )
+        raise TaskError(message)
+    error = box.get("error")
+    if isinstance(error, KeyboardInterrupt):
+        raise error
+    if isinstance(error, BaseException):
+        raise TaskError(f"{where} does not load: its import raised {type(error).__name__}: {error}") from error
+    return box.get("value")
+
+
 def load_one(points: Iterable[EntryPoint], group: str, name: str, cls: type, kind: str) -> object:
-    """The value the entry point ``name`` of ``group`` names, checked to be a ``cls`` of that name.
+    """The value the entry point ``name`` of ``group`` names, checked to be a ``cls`` of that
+    name, imported by :func:`isolated_load` (a thread, a timeout, stdout sent to stderr).
 
     Raises:
         TaskError: no entry point has that name, two do, or it does not load (whatever it
-            raised), is not a ``cls`` or its ``name`` attribute is another name. The message
-            names the entry point.
+            raised but KeyboardInterrupt, ``sys.exit()`` included, or its import ran past
+            :func:`import_timeout`), is not a ``cls`` or its ``name`` attribute is another
+            name. The message names the entry point.
     """
     found = [p for p in points if p.name == name]
     if not found:
@@ -91,10 +196,7 @@ def load_one(points: Iterable[EntryPoint], group: str, name: str, cls: type, kin
         raise TaskError(f"two entry points of group {group!r} name {kind} {name!r}")
     point = found[0]
     where = f"entry point {point.name!r} ({point.value}) of group {group!r}"
-    try:
-        value = point.load()
-    except Exception as exc:  # a broken plugin is named, whatever it raised
-        raise TaskError(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
+    value = isolated_load(point)
     if not isinstance(value, cls):
         raise TaskError(f"{where} is a {type(value).__name__}, not an {cls.__module__}.{cls.__qualname__}")
     own = getattr(value, "name", None)

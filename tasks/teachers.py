@@ -20,6 +20,7 @@ No torch here: spec validation reads names, and the analysis the built-ins' symm
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -107,10 +108,11 @@ def teacher_symmetries(name: str) -> frozenset[str] | None:
     """The symmetries of the teacher called ``name``: the built-ins' from
     :data:`BUILT_IN_SYMMETRIES` (no torch), a package's from its entry point; None where no
     installed package adds it or its entry point is broken (the rows of such a teacher are
-    analysed, but no claim reads them)."""
+    analysed, but no claim reads them, and a warning gives the entry point's error)."""
     if name in BUILT_IN_SYMMETRIES:
         return BUILT_IN_SYMMETRIES[name]
     try:
         return frozenset(plugin_teacher(name).symmetries)
-    except TaskError:
+    except TaskError as exc:
+        warnings.warn(f"teacher {name!r} enters no claim: {exc}", UserWarning, stacklevel=2)
         return None

@@ -16,13 +16,17 @@ or ``augment``), is initialised, trained and scored like a built-in one (stacked
 the same lookup, :func:`attnsweep.workers.students.student_of`.
 
 No torch at import: spec validation reads names alone. Counting a package's parameters on
-torch's meta device (:func:`plugin_param_count`) imports torch then.
+torch's meta device (:func:`plugin_param_count`) imports torch then; inside
+:func:`without_loading` (``attnsweep validate``) no package is imported and its student is
+sized by the callers' err-high defaults.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
@@ -96,12 +100,32 @@ def plugin_student(name: str) -> Student:
     return student
 
 
-@functools.cache
+_NAMES_ONLY = contextvars.ContextVar("attnsweep_students_names_only", default=False)
+
+
+@contextlib.contextmanager
+def without_loading() -> Iterator[None]:
+    """Within it :func:`plugin_param_count` and :func:`plugin_activations` give None without
+    importing any package (the memory estimate then errs high, workers/memory.py): spec
+    validation checks a student's name from its entry point's metadata alone, so a package
+    that is slow, hangs or exits at import cannot stop ``validate``."""
+    token = _NAMES_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _NAMES_ONLY.reset(token)
+
+
 def plugin_param_count(name: str, n: int, k: int, d: int, width: int, heads: int) -> int | None:
     """A package's student's parameter count: its own :attr:`Student.param_count`, else its
     parameters counted on torch's meta device (no memory, no random draw); None where neither
-    works (the caller then errs high). Raises nothing: a broken entry point fails its trials
-    on the worker, not the sizing of packs."""
+    works or inside :func:`without_loading` (the caller then errs high). Raises nothing: a
+    broken entry point fails its trials on the worker, not the sizing of packs."""
+    return None if _NAMES_ONLY.get() else _param_count(name, n, k, d, width, heads)
+
+
+@functools.cache
+def _param_count(name: str, n: int, k: int, d: int, width: int, heads: int) -> int | None:
     try:
         student = plugin_student(name)
         if student.param_count is not None:
@@ -116,7 +140,10 @@ def plugin_param_count(name: str, n: int, k: int, d: int, width: int, heads: int
 
 def plugin_activations(name: str, n: int, k: int, d: int, width: int, heads: int) -> int | None:
     """A package's student's :attr:`Student.activations` at these sizes; None where it gives
-    none or its entry point is broken (the caller then errs high). Raises nothing."""
+    none, its entry point is broken, or inside :func:`without_loading` (the caller then errs
+    high). Raises nothing."""
+    if _NAMES_ONLY.get():
+        return None
     try:
         student = plugin_student(name)
         return None if student.activations is None else int(student.activations(n, k, d, width, heads))

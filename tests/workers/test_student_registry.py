@@ -66,14 +66,14 @@ def _with_entry_points(monkeypatch, *points: tuple[str, str]) -> None:
     found = [EntryPoint(name, value, ours) for name, value in points]
     monkeypatch.setattr(student_registry, "entry_points", lambda group: found if group == ours else [])
     student_registry.plugin_student.cache_clear()
-    student_registry.plugin_param_count.cache_clear()
+    student_registry._param_count.cache_clear()
 
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
     yield
     student_registry.plugin_student.cache_clear()
-    student_registry.plugin_param_count.cache_clear()
+    student_registry._param_count.cache_clear()
 
 
 def cfg(**kw):
