@@ -50,13 +50,18 @@ def _error(message: str) -> None:
 
 
 def user_errors(fn):
-    """Turn the project's errors into a message and exit code 2."""
+    """Turn the project's errors into a message and exit code 2; first refuse an argument that
+    is not UTF-8 text (:func:`not_utf8`), before the command reads or writes anything."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from attnsweep.results import StoreError
         from attnsweep.tasks import TaskError
 
+        refusal = not_utf8(kwargs, _argument_names(fn))
+        if refusal is not None:
+            _error(refusal)
+            raise typer.Exit(2)
         try:
             return fn(*args, **kwargs)
         except (AttnsweepError, StoreError, TaskError) as exc:
@@ -75,6 +80,86 @@ def user_errors(fn):
             raise typer.Exit(2) from None
 
     return wrapper
+
+
+def _argument_names(fn) -> dict[str, str]:
+    """The command line's name of each parameter of the command ``fn`` (``--store``, ``SPEC``),
+    by its Python name, read from its typer annotations."""
+    import typing
+
+    from typer.models import ArgumentInfo, OptionInfo
+
+    names = {}
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: the Python names serve
+        return {}
+    for key, hint in hints.items():
+        for info in getattr(hint, "__metadata__", ()):
+            if isinstance(info, OptionInfo):
+                decls = [d for d in (info.default, *(info.param_decls or ())) if isinstance(d, str)]
+                decls = [d for d in decls if d.startswith("-")]
+                names[key] = max(decls, key=len) if decls else "--" + key.replace("_", "-")
+            elif isinstance(info, ArgumentInfo):
+                names[key] = info.metavar or key.upper()
+    return names
+
+
+def _shown(text: str) -> str:
+    """``text`` with what is not UTF-8 as the bytes it stands for (``\\xff``)."""
+    try:
+        raw = os.fsencode(text)  # the bytes the command line gave (surrogateescape)
+    except UnicodeEncodeError:  # a lone surrogate no file system byte made
+        return visible(text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace"))
+    return visible(raw.decode("utf-8", "backslashreplace"))
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def not_utf8(kwargs: dict, names: dict[str, str]) -> str | None:
+    """Why a command must not run, in one line, where one of its arguments (``kwargs``, as typer
+    gives them: strings, paths, lists of them) is not UTF-8 text, or where one is a relative
+    path and the current folder's path is not; None when all are. ``names`` gives each
+    argument's name on the command line (``--store``) by its Python name.
+
+    The store records paths as UTF-8 (a run's record, the record of checked files, its
+    messages): a path whose bytes are not UTF-8 (``os.fsdecode(b"\\xff")`` is ``"\\udcff"``)
+    would end the command in a UnicodeEncodeError partway, after a run's record was written.
+    It is refused here, before anything is read or written, naming the argument."""
+    relative = False
+    for key, value in kwargs.items():
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if not isinstance(item, (str, os.PathLike)):
+                continue
+            text = os.fspath(item)
+            if not isinstance(text, str):
+                continue
+            name = names.get(key, "--" + key.replace("_", "-"))
+            if not _utf8(text):
+                return (
+                    f"{name}: {_shown(text)} is not UTF-8 text; attnsweep keeps paths and names as UTF-8 (the "
+                    "store's records and messages): rename it, or give another; nothing was read or written"
+                )
+            if isinstance(item, Path) or key == "store":
+                relative = relative or (bool(text) and not os.path.isabs(text) and "://" not in text)
+    if relative:
+        try:
+            here = os.getcwd()
+        except OSError:  # the current folder was removed: the command's own checks say so
+            return None
+        if not _utf8(here):
+            return (
+                f"the current folder {_shown(here)} is not UTF-8 text, and a relative path given here would "
+                "resolve inside it; cd to a folder whose path is UTF-8, or give absolute paths; nothing was "
+                "read or written"
+            )
+    return None
 
 
 STORE_CLIENTS = (
