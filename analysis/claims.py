@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from attnsweep.analysis.boolean import analyze_run, boolean_verdicts, m_star_table, run_caveats
+from attnsweep.analysis.completeness import as_stored
 from attnsweep.analysis.context import RunContext
 from attnsweep.analysis.symmetry import SymmetryAnalysis, analyze_symmetry_run
 from attnsweep.orchestrator.errors import AttnsweepError
@@ -54,7 +55,9 @@ def runs_of(store: ResultsStore, run_ids: list[str]) -> list[ReportRun]:
     runs = []
     for run_id in run_ids:
         ctx = RunContext.load(store, store.sweep_of(run_id), run_id)
-        runs.append(ReportRun(run_id, ctx.sweep, ctx.record, ctx.experiment, ctx))
+        # the page's counts of a run still running: the trials stored, as its warning says
+        record = as_stored(store, ctx.sweep, run_id, ctx.record)
+        runs.append(ReportRun(run_id, ctx.sweep, record, ctx.experiment, ctx))
     return runs
 
 

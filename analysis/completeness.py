@@ -22,6 +22,21 @@ SHOWN_CELLS = 12
 """Incomplete cells named in a note at most (the rest are counted)."""
 
 
+def as_stored(store: ResultsStore, sweep: str, run_id: str, record: dict) -> dict:
+    """``record`` as a page shows it: a run recorded as still running carries the counts of its
+    start (none) until it ends, so its ``n_done``, ``n_failed``, ``n_diverged`` and ``n_lost``
+    become those of the trial rows the store holds now (one per trial id, as
+    ``analysis.boolean.unfinished_note`` counts them). Any other record is returned as it is;
+    ``record`` itself is not changed."""
+    if record.get("status") != "running":
+        return record
+    try:
+        counts = dict(store.scan_run_trials(sweep, run_id).group_by("status").len().collect().iter_rows())
+    except StoreError:  # no trial stored yet
+        counts = {}
+    return {**record, **{f"n_{s}": counts.get(s, 0) for s in ("done", "failed", "diverged", "lost")}}
+
+
 def incomplete_note(store: ResultsStore, sweep: str, run_id: str, context: RunContext | None = None) -> str | None:
     """A warning naming the cells of a run whose rows in the store are fewer (or more) than
     the run recorded, and why; None when every recorded row is read, or while the run is

@@ -147,13 +147,15 @@ def list_runs(store: str, sweep: str | None = None) -> list[RunRow] | None:
 @dataclass
 class Compaction:
     """What :func:`compact` did: runs compacted, their files before and after, their rows
-    (unchanged), temporary files of dead writers removed, and each run folder it skipped
-    as ``(why, locked)``: ``locked`` when a driver is writing that run."""
+    (unchanged), files deleted (``deleted_superseded``: files an earlier compaction had
+    replaced and a crash left; ``deleted_temp``: temporary files of dead writers), and each
+    run folder it skipped as ``(why, locked)``: ``locked`` when a driver is writing that run."""
 
     runs: int = 0
     files_before: int = 0
     files_after: int = 0
     rows: int = 0
+    deleted_superseded: int = 0
     deleted_temp: int = 0
     skipped: list[tuple[str, bool]] = field(default_factory=list)
 
@@ -201,7 +203,7 @@ def compact(store: str, sweep: str | None = None, run_id: str | None = None) -> 
         except RunLockedError as exc:
             total.skipped.append((str(exc), True))
             continue
-        for k in ("runs", "files_before", "files_after", "rows", "deleted_temp"):
+        for k in ("runs", "files_before", "files_after", "rows", "deleted_superseded", "deleted_temp"):
             setattr(total, k, getattr(total, k) + getattr(rep, k))
     return total
 

@@ -152,6 +152,12 @@ def store_compact(
     out.print(
         f"compacted {total.runs} run(s): {total.files_before} files -> {total.files_after}, "
         f"{total.rows} rows unchanged"
+        + (
+            f"; {total.deleted_superseded} superseded file(s) deleted (an earlier compaction had replaced "
+            "them and was stopped before deleting them)"
+            if total.deleted_superseded
+            else ""
+        )
         + (f"; {total.deleted_temp} temporary file(s) of dead writers removed" if total.deleted_temp else "")
     )
 

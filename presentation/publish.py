@@ -128,5 +128,12 @@ def sha256_file(path: Path) -> str:
 
 
 def run_records(store: ResultsStore, runs: list[tuple[str, str]]) -> list[dict]:
-    """Each run's record (the ``runs`` table) with its ``sweep`` and ``run_id``."""
-    return [dict(store.read_run(sweep, run_id), sweep=sweep, run_id=run_id) for sweep, run_id in runs]
+    """Each run's record (the ``runs`` table) with its ``sweep`` and ``run_id``; a run still
+    recorded as running with the counts of the trials stored (:func:`analysis.completeness.as_stored`),
+    as its warning counts them."""
+    from attnsweep.analysis.completeness import as_stored
+
+    return [
+        dict(as_stored(store, sweep, run_id, store.read_run(sweep, run_id)), sweep=sweep, run_id=run_id)
+        for sweep, run_id in runs
+    ]

@@ -69,6 +69,43 @@ def _reader(rel, batch_rows: int):
     return to_reader(batch_rows) if to_reader is not None else rel.fetch_record_batch(batch_rows)
 
 
+def _missing_table(exc: Exception) -> str | None:
+    """The table name a DuckDB catalog error says does not exist (None: another error)."""
+    import re
+
+    found = re.search(r"Table with name (.*?) does not exist", str(exc))
+    return found.group(1) if found else None
+
+
+def _missing_table_message(name: str, held: dict[str, object]) -> str:
+    """What a query naming a table the store lacks is told. DuckDB's own answer suggests its
+    catalog's tables ("Did you mean pg_tables?"), or a store table close in spelling that is
+    not the one asked for: ours names the store's tables, and for one of them that the store
+    does not hold yet, why."""
+    from attnsweep.results.query_tables import TABLES
+
+    holds = ", ".join(t for t in TABLES if t in held) or "none"
+    if name.lower() == "curves":
+        return (
+            "query failed: this store has no 'curves' table: no run in it kept learning curves "
+            "(execution.curves in the spec, docs/spec.md)"
+        )
+    if name.lower() == "trials":  # a run has begun (its record is written) and no trial has finished
+        return (
+            "query failed: this store holds no trials yet: no trial of its runs has finished (attnsweep "
+            "runs lists them); run a sweep first, or query again once a run has stored some"
+        )
+    if name.lower() == "runs":
+        return (
+            "query failed: this store holds no run records, only trial rows (attnsweep store check "
+            "says which runs lack theirs)"
+        )
+    return (
+        f"query failed: there is no table '{name}': a query reads the tables trials, runs and curves "
+        f"(this store holds: {holds})"
+    )
+
+
 class QueryBatches(Iterator[pa.RecordBatch]):
     """The record batches of one running query. It owns the DuckDB connection and its spill
     folder and releases both when the batches run out, on an error, on :meth:`close` (or
@@ -143,11 +180,9 @@ class QueryBatches(Iterator[pa.RecordBatch]):
                 "space there, set TMPDIR to a folder on a larger disk, give a smaller --spill-limit "
                 "(ATTNSWEEP_QUERY_SPILL), or make the query smaller"
             ) from None
-        if isinstance(exc, duckdb.CatalogException) and "curves" in str(exc) and "does not exist" in str(exc):
-            raise QueryError(
-                "query failed: this store has no 'curves' table: no run in it kept learning curves "
-                "(execution.curves in the spec, docs/spec.md)"
-            ) from None
+        missing = _missing_table(exc) if isinstance(exc, duckdb.CatalogException) else None
+        if missing is not None:
+            raise QueryError(_missing_table_message(missing, self._tables)) from None
         if isinstance(exc, (duckdb.Error, pa.ArrowException)):
             raise QueryError(f"query failed: {one_line(exc)}") from exc
         if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
