@@ -4,8 +4,10 @@ copy the example specs (what ``attnsweep validate``, ``init`` and ``examples`` p
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -145,23 +147,65 @@ def write_starter(path: Path) -> Path:
     """
     stem = re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem)
     name = stem if re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,99}", stem) else "my-sweep"
-    _write_new(path, STARTER.format(name=name, path=path).encode())
+    _write_new(path, STARTER.format(name=name, path=_comment_path(path)).encode())
     return path
 
 
+def _comment_path(path: Path) -> str:
+    """``path`` as the starter's comment names it: a shell word (quoted where it needs to be),
+    or ``SPEC`` where the path holds a character a one-line YAML comment cannot hold as it is
+    (a newline, a carriage return, another control character: after one, the rest of the path
+    would be read as the spec's own keys)."""
+    import shlex
+
+    text = str(path)
+    if any(ch.isspace() and ch != " " or not ch.isprintable() for ch in text):
+        return "SPEC"
+    return shlex.quote(text)
+
+
 def _write_new(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new file at ``path``: never over a file, a link or a folder.
+    """Write ``data`` to a new file at ``path``, never over a file, a link or a folder, and
+    whole or not at all: written to a temporary file beside it, synced, then linked to
+    ``path`` (which fails where anything is there), so a full disk or a kill leaves no file
+    at ``path``, never a short one.
 
     Raises:
-        AttnsweepError: something is already at ``path``, or its folder is missing.
+        AttnsweepError: something is already at ``path``, its folder is missing, or the file
+            cannot be written (a full disk, no permission), naming ``path`` and why; nothing
+            is left at ``path`` then.
     """
+    folder = path.parent
+    if os.path.lexists(path):
+        raise AttnsweepError(f"{path}: already exists; give another path (nothing was written)")
+    if not folder.is_dir():
+        raise AttnsweepError(f"{path}: its folder does not exist")
+    temp = folder / f".{path.name[:100]}.writing-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        with open(path, "xb") as fh:  # O_EXCL: refuses any existing name, a dangling link included
-            fh.write(data)
-    except FileExistsError:
-        raise AttnsweepError(f"{path}: already exists; give another path (nothing was written)") from None
-    except (FileNotFoundError, NotADirectoryError):
-        raise AttnsweepError(f"{path}: its folder does not exist") from None
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temp, path)  # fails where anything is at path, a dangling link included
+        except FileExistsError:
+            raise AttnsweepError(f"{path}: already exists; give another path (nothing was written)") from None
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
+                raise
+            # A file system without hard links: checked above, then renamed into place.
+            if os.path.lexists(path):
+                raise AttnsweepError(f"{path}: already exists; give another path (nothing was written)") from None
+            os.rename(temp, path)
+    except OSError as exc:
+        raise AttnsweepError(f"{path}: cannot write it: {exc.strerror or exc}; nothing was written") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
 
 
 def examples_dir() -> Path:

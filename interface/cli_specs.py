@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from attnsweep.cli_options import MaxTrialsOpt, SpecArg, err, out, plural, user_errors
+from attnsweep.cli_options import MaxTrialsOpt, SpecArg, err, out, plural, quoted, user_errors
+from attnsweep.presentation.console_text import visible
 
 
 @user_errors
@@ -161,8 +162,9 @@ def init(
     from attnsweep.api_specs import write_starter
 
     write_starter(path)
+    word = quoted(str(path))
     out.print(
-        f"wrote {path}; next: attnsweep validate --show {path}, then attnsweep run {path}",
+        visible(f"wrote {path}; next: attnsweep validate --show {word}, then attnsweep run {word}", newlines=False),
         markup=False,
         highlight=False,
     )

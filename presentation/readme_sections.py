@@ -68,7 +68,7 @@ def _table(section: str) -> tuple[dict[str, str], dict[str, str]]:
     """The rows and run comments of a README's verdict table, by experiment (empty for a
     section that has none, such as one written before the table existed)."""
     rows, comments = {}, {}
-    for line in section.splitlines():
+    for line in (line.rstrip("\r") for line in section.split("\n")):
         for e in EXPERIMENTS:
             if line.startswith(ROW_START[e]):
                 rows[e] = line
@@ -133,12 +133,15 @@ def update_readme(readme: Path, markdown: str, start: str = START, end: str = EN
     text = check_readme(readme, start, end)
     newline = "\r\n" if "\r\n" in text else "\n"
     block = newline.join([start, *markdown.rstrip("\n").split("\n"), end]) + newline
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     starts, ends = _marker_lines(text, start, end)
     if starts:
         text = "".join(lines[: starts[0]]) + block + "".join(lines[ends[0] + 1 :])
     else:
-        text = text.rstrip() + (newline * 2 if text.strip() else "") + block
+        # Every byte of the README is kept (trailing blank lines, a form feed at its end): the
+        # section follows after one blank line.
+        gap = "" if not text or text.endswith(newline * 2) else newline if text.endswith("\n") else newline * 2
+        text = text + gap + block
     # Written aside and renamed over the README (at its target, when it is a link: the README
     # the user keeps, not the link, is what gets the section): a full disk or a kill mid-write
     # leaves the old README whole, never one cut mid-line.
@@ -149,9 +152,19 @@ def update_readme(readme: Path, markdown: str, start: str = START, end: str = EN
         raise AttnsweepError(f"--readme: cannot write {readme}: {exc.strerror or exc}") from exc
 
 
+def _lines(text: str) -> list[str]:
+    """``text``'s lines, each with its ending, split at ``\\n`` alone: ``str.splitlines``
+    also splits at a form feed, U+2028, U+2029, U+0085 and other separators, which Markdown
+    keeps inside a line, so a README line holding one beside the markers lost its text when
+    the lines were put back together."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def _marker_lines(text: str, start: str = START, end: str = END) -> tuple[list[int], list[int]]:
-    """Indices of the lines that are exactly the start and the end marker."""
-    lines = [line.rstrip("\r\n").strip() for line in text.splitlines()]
+    """Indices of the lines that are exactly the start and the end marker (spaces and tabs
+    around it aside; any other character makes the line text, kept as it is)."""
+    lines = [line.rstrip("\n").rstrip("\r").strip(" \t") for line in _lines(text)]
     return [i for i, line in enumerate(lines) if line == start], [i for i, line in enumerate(lines) if line == end]
 
 
@@ -166,4 +179,4 @@ def read_section(readme: Path, start: str = START, end: str = END) -> str:
     starts, ends = _marker_lines(text, start, end)
     if not starts or not ends:
         return ""
-    return "\n".join(text.splitlines()[starts[0] + 1 : ends[0]]).strip("\n")
+    return "\n".join(line.rstrip("\n").rstrip("\r") for line in _lines(text)[starts[0] + 1 : ends[0]]).strip("\n")
