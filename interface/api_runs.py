@@ -59,6 +59,30 @@ def check_paths(store: str, figures: Path | None) -> None:
             raise AttnsweepError(f"{label}: {path} exists and is not a directory")
 
 
+def check_figure_folder(figures: Path | None, sweep: str, run_id: str) -> Path:
+    """The folder ``analyze`` (and ``run``'s analysis) writes run ``run_id``'s figures into:
+    ``figures``, or ``figures/SWEEP/RUN_ID`` under the current folder. Refused, as ``report``
+    refuses a linked figures folder (results/outputs.py ``check_output_folder``), where that
+    folder, or in the default one of ``figures``, ``figures/SWEEP``, ``figures/SWEEP/RUN_ID``,
+    is a link (its figures would land wherever the link points).
+
+    Raises:
+        AttnsweepError: naming ``--figures``, the link and where it points.
+    """
+    from attnsweep.results.outputs import check_output_folder
+
+    if figures is not None:
+        root, folders = Path(figures).absolute().parent, [Path(figures)]
+    else:
+        base = Path("figures")
+        root, folders = Path.cwd(), [base, base / sweep, base / sweep / run_id]
+    try:
+        check_output_folder(root, folders, "--figures")
+    except ValueError as exc:
+        raise AttnsweepError(str(exc)) from None
+    return folders[-1]
+
+
 def trial_counts(results: ResultsStore, sweep: str, run_id: str) -> dict[str, int]:
     """Trials of a run by status, each trial once, as the store holds them (empty where it
     holds none)."""
@@ -157,6 +181,11 @@ class Compaction:
     rows: int = 0
     deleted_superseded: int = 0
     deleted_temp: int = 0
+    curve_files_before: int = 0
+    curve_files_after: int = 0
+    deleted_uncommitted_curves: int = 0
+    curve_points_dropped: int = 0
+    quarantined_curves: int = 0
     skipped: list[tuple[str, bool]] = field(default_factory=list)
 
 
@@ -176,9 +205,15 @@ def compact(store: str, sweep: str | None = None, run_id: str | None = None) -> 
     results = ResultsStore(store)
     recognise(results)  # exit 2 for no folder, or a folder that is not a store
     total = Compaction()
+    # A run's curves folder may outlive its trials (points written before a kill): both are listed.
+    found = {
+        f.relative_to(results.root / table): f
+        for table in ("curves", "trials")
+        for f in listing(results.root / table, "sweep=*/run_id=*")
+    }
     folders = [
         f
-        for f in sorted(listing(results.root / "trials", "sweep=*/run_id=*"), key=str)
+        for _, f in sorted(found.items(), key=lambda kv: str(kv[0]))
         if (not sweep or f.parent.name == f"sweep={sweep}") and (not run_id or f.name == f"run_id={run_id}")
     ]
     if (sweep or run_id) and not folders:
@@ -203,7 +238,19 @@ def compact(store: str, sweep: str | None = None, run_id: str | None = None) -> 
         except RunLockedError as exc:
             total.skipped.append((str(exc), True))
             continue
-        for k in ("runs", "files_before", "files_after", "rows", "deleted_superseded", "deleted_temp"):
+        for k in (
+            "runs",
+            "files_before",
+            "files_after",
+            "rows",
+            "deleted_superseded",
+            "deleted_temp",
+            "curve_files_before",
+            "curve_files_after",
+            "deleted_uncommitted_curves",
+            "curve_points_dropped",
+            "quarantined_curves",
+        ):
             setattr(total, k, getattr(total, k) + getattr(rep, k))
     return total
 

@@ -36,6 +36,11 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     out.print(
         f"trials: {report.files['trials']} files, {report.rows['trials']} rows; "
         f"runs: {report.files['runs']} files, {report.rows['runs']} rows"
+        + (
+            f"; curves: {report.files['curves']} files, {report.rows['curves']} points"
+            if report.files.get("curves")
+            else ""
+        )
     )
     for path in report.quarantined:
         out.print(
@@ -79,6 +84,24 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     for sweep, run_id, tid, copies in report.duplicates:
         out.print(
             f"[red]duplicate[/]: trial {markup(tid)} of run {markup(run_id)} (sweep {markup(sweep)}) is stored {copies} times"
+        )
+    for path in report.uncommitted_curves:
+        out.print(
+            f"[red]uncommitted curves[/]: {markup(path)} (learning-curve points whose trial rows were never stored, "
+            "left by a kill; not read; resume the run to train those trials again; store compact deletes the file)",
+            soft_wrap=True,
+        )
+    for sweep, run_id, points in report.curve_duplicates:
+        out.print(
+            f"[red]duplicate curve points[/]: run {markup(run_id)} of sweep {markup(sweep)} stores {points} curve point(s) "
+            "a second time (reads keep one copy; store compact removes the others)",
+            soft_wrap=True,
+        )
+    for sweep, run_id, points in report.curves_without_rows:
+        out.print(
+            f"[red]curves without rows[/]: run {markup(run_id)} of sweep {markup(sweep)} stores {points} curve point(s) "
+            "of trials that have no row (not drawn; store compact deletes them)",
+            soft_wrap=True,
         )
     for sweep, run_id, why, rescue in report.failed_runs:
         kept = (
@@ -159,6 +182,26 @@ def store_compact(
             else ""
         )
         + (f"; {total.deleted_temp} temporary file(s) of dead writers removed" if total.deleted_temp else "")
+        + (
+            f"; curves: {total.curve_files_before} files -> {total.curve_files_after}"
+            if total.curve_files_before != total.curve_files_after
+            else ""
+        )
+        + (
+            f", {total.curve_points_dropped} duplicate or row-less point(s) removed"
+            if total.curve_points_dropped
+            else ""
+        )
+        + (
+            f"; {total.deleted_uncommitted_curves} uncommitted curves file(s) deleted"
+            if total.deleted_uncommitted_curves
+            else ""
+        )
+        + (
+            f"; {total.quarantined_curves} file(s) that are not curve points moved to quarantine/"
+            if total.quarantined_curves
+            else ""
+        )
     )
 
 

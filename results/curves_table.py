@@ -49,3 +49,27 @@ def split_curves(rows: list[dict]) -> pa.Table | None:
     if not columns["trial_id"]:
         return None
     return pa.table(columns, schema=CURVE_SCHEMA)
+
+
+NOT_CURVES = "not a file of curve points"
+"""How :func:`schema_problem` begins (``store compact`` moves such files to quarantine)."""
+
+
+def schema_problem(schema: pa.Schema) -> str | None:
+    """Why a part file of ``schema`` is not a file of curve points (a column of
+    :data:`CURVE_SCHEMA` missing, or of a type that does not cast to it), or None."""
+    lacking = [name for name in CURVE_SCHEMA.names if name not in schema.names]
+    if lacking:
+        return f"{NOT_CURVES}: it lacks the column(s) {', '.join(lacking)}"
+    for want in CURVE_SCHEMA:
+        got = schema.field(want.name).type
+        text = pa.types.is_string(got) or pa.types.is_large_string(got) or pa.types.is_string_view(got)
+        fits = (
+            pa.types.is_null(got)
+            or (text if pa.types.is_string(want.type) else False)
+            or (pa.types.is_integer(got) if pa.types.is_integer(want.type) else False)
+            or ((pa.types.is_floating(got) or pa.types.is_integer(got)) if pa.types.is_floating(want.type) else False)
+        )
+        if not fits:
+            return f"{NOT_CURVES}: its column {want.name} is {got}, where curves hold {want.type}"
+    return None

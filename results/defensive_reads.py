@@ -36,6 +36,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnsweep.results.checked import CheckedFiles
+from attnsweep.results.curve_commits import committed_names
+from attnsweep.results.curves_table import schema_problem
 from attnsweep.results.file_limits import FILE_MAX_ENV, TooLarge, max_file_bytes
 from attnsweep.results.layout import QUARANTINE, REPLACES_KEY, RUN_FILE, TRIAL_COLUMNS, partition_ok
 from attnsweep.results.parquet_check import Unreadable, os_reason, read_checked, read_footer
@@ -98,6 +100,9 @@ class DefensiveReader:
         self.set_aside: dict[Path, LeftOut] = {}
         """Files a read of this object left out, with why: damaged (moved, or skipped in a
         store that cannot be written) or with a column type that cannot join the others'."""
+        self.uncommitted: dict[Path, Path] = {}
+        """``curves`` files no trial file commits (:mod:`results.curve_commits`), skipped by
+        reads: path -> its run folder."""
         self.superseded: dict[Path, Path] = {}
         """Files a compacted file replaces (and holds every row of), skipped by reads: old -> new."""
 
@@ -171,13 +176,42 @@ class DefensiveReader:
                         damaged=False,
                         foreign=True,
                     )
+        if table == "curves":
+            for p in good:
+                why = schema_problem(self._arrow_schema(p))
+                if why is not None:
+                    self._set_aside(p, f"{why} (store compact moves it to {QUARANTINE}/)", damaged=False)
         good = [p for p in good if p not in self.set_aside]
+        if table == "curves":
+            good = self._committed(good)
         self.superseded = {**self.superseded, **self._replaced(good)}
         good = [p for p in good if p not in self.superseded]
         _, conflicts = self._unify(good)
         for p, conflict in conflicts.items():
             self._set_aside(p, f"{conflict} (fix or move the file; store check lists it)", damaged=False)
         return [p for p in good if p not in conflicts]
+
+    def _committed(self, curves: list[Path]) -> list[Path]:
+        """The files of ``curves`` that their run's trial files commit
+        (:mod:`results.curve_commits`); the others go to :attr:`uncommitted`."""
+        by_run: dict[Path, list[Path]] = {}
+        for p in curves:
+            by_run.setdefault(p.parent, []).append(p)
+        kept = []
+        for folder, files in by_run.items():
+            trials = self.root / "trials" / folder.parent.name / folder.name
+            try:
+                trial_files = self._files("trials", trials) if trials.is_dir() else []
+            except FileNotFoundError:
+                trial_files = []
+            named = committed_names([(t.name, self.metadata(t).metadata) for t in trial_files], [p.name for p in files])
+            for p in files:
+                if p.name in named:
+                    kept.append(p)
+                    self.uncommitted.pop(p, None)
+                else:
+                    self.uncommitted[p] = folder
+        return kept
 
     def _not_trials(self, path: Path, identified: bool) -> str | None:
         """Why the checked file ``path`` of a run's trial folder holds no trial rows of that

@@ -28,13 +28,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnsweep.results.atomic_write import write_parquet_atomic
+from attnsweep.results.curve_commits import committed_names
+from attnsweep.results.curves_table import CURVE_SCHEMA, NOT_CURVES
 from attnsweep.results.errors import StoreError
 from attnsweep.results.file_limits import decoded_estimate
-from attnsweep.results.layout import QUARANTINE, REPLACES_KEY, RUN_FILE, partition_ok
+from attnsweep.results.layout import CURVES_KEY, QUARANTINE, REPLACES_KEY, RUN_FILE, partition_ok
 from attnsweep.results.locks import RunLock
 from attnsweep.results.parquet_check import os_reason
 from attnsweep.results.roots import listing, listing_tree
-from attnsweep.results.store import ResultsStore
+from attnsweep.results.store import FILE_COLUMN, ResultsStore
 
 STORE_FOLDERS = ("trials", "runs", "curves", "derived", "locks", "quarantine", "studies")
 """The folders attnsweep makes at a store's root."""
@@ -102,6 +104,14 @@ class CheckReport:
             gives the statuses that differ (``done 4 of 8``).
         no_trial_id: ``(sweep, run_id, rows)`` of rows whose trial id is null.
         duplicates: ``(sweep, run_id, trial_id, copies)`` of trial ids stored more than once in a run.
+        curve_duplicates: ``(sweep, run_id, points)``: curve points (trial id, epoch) stored more
+            than once in a run's committed curves files (reads see each once; store compact
+            keeps that copy alone).
+        uncommitted_curves: curves files no trial file commits (results/curve_commits.py:
+            points of rows never stored, written before a kill): not read; store compact
+            deletes them.
+        curves_without_rows: ``(sweep, run_id, points)``: committed curve points whose trial
+            has no row in the run (not drawn; store compact deletes them).
         temp_files: ``(path, age in seconds, writer)`` of temporary files whose writer is gone
             (the next run or ``store compact`` removes them) or cannot be checked from here.
         writing: ``(path, age in seconds, writer)`` of temporary files being written now (not a problem).
@@ -127,6 +137,9 @@ class CheckReport:
     row_counts: list[tuple[str, str, int, int, str]] = field(default_factory=list)
     no_trial_id: list[tuple[str, str, int]] = field(default_factory=list)
     duplicates: list[tuple[str, str, str, int]] = field(default_factory=list)
+    curve_duplicates: list[tuple[str, str, int]] = field(default_factory=list)
+    uncommitted_curves: list[str] = field(default_factory=list)
+    curves_without_rows: list[tuple[str, str, int]] = field(default_factory=list)
     temp_files: list[tuple[str, float, str]] = field(default_factory=list)
     writing: list[tuple[str, float, str]] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
@@ -148,6 +161,9 @@ class CheckReport:
             or self.row_counts
             or self.no_trial_id
             or self.duplicates
+            or self.curve_duplicates
+            or self.uncommitted_curves
+            or self.curves_without_rows
             or self.temp_files
             or self.orphans
             or self.stray
@@ -173,7 +189,9 @@ def check_store(store: ResultsStore) -> CheckReport:
         return report
     # Every file is read in full, whatever the record of checked files says (results/checked.py).
     store.check_every_version()
-    for table in ("trials", "runs"):
+    for table in ("trials", "runs", "curves"):
+        if table == "curves" and not (store.root / table).is_dir():
+            continue  # no run kept curves: the table does not exist
         files = store._files(table)
         report.files[table] = len(files)
         report.rows[table] = sum(store.metadata(p).num_rows for p in files)
@@ -228,6 +246,8 @@ def check_store(store: ResultsStore) -> CheckReport:
         for sweep, run_id, st, n in per_status.iter_rows():
             stored.setdefault((sweep, run_id), {})[st] = n
 
+    _check_curves(store, report)
+
     recorded = {run_of(f.parent) for f in store._files("runs")}
     for sweep, run_id in sorted(recorded):
         try:
@@ -261,6 +281,31 @@ def check_store(store: ResultsStore) -> CheckReport:
     return report
 
 
+def _check_curves(store: ResultsStore, report: CheckReport) -> None:
+    """The ``curves`` table's share of :func:`check_store`: files no trial file commits,
+    points stored twice in committed files, committed points of trials without a row."""
+    files = store._files("curves")  # committed ones; the rest land in store.uncommitted
+    report.uncommitted_curves = sorted(str(p.relative_to(store.root)) for p in store.uncommitted if p.exists())
+    by_run: dict[tuple[str, str], list[Path]] = {}
+    for p in files:
+        by_run.setdefault(run_of(p.parent), []).append(p)
+    for (sweep, run_id), run_files in sorted(by_run.items()):
+        points = store._scan("curves", run_files[0].parent).select("trial_id", "epoch")
+        twice = (
+            points.group_by("trial_id", "epoch").agg(n=pl.len()).filter(pl.col("n") > 1).select((pl.col("n") - 1).sum())
+        ).collect()
+        extra = int(twice.item() or 0) if twice.height else 0
+        if extra:
+            report.curve_duplicates.append((sweep, run_id, extra))
+        try:
+            ids = store.scan_run_trials(sweep, run_id).select("trial_id")
+        except StoreError:
+            ids = pl.LazyFrame({"trial_id": []}, schema={"trial_id": pl.String})
+        rowless = points.join(ids, on="trial_id", how="anti").select(pl.len()).collect().item()
+        if rowless:
+            report.curves_without_rows.append((sweep, run_id, int(rowless)))
+
+
 @dataclass
 class CompactReport:
     """What ``compact_store`` did: runs rewritten, files before and after, rows moved."""
@@ -272,6 +317,14 @@ class CompactReport:
     deleted_superseded: int = 0
     deleted_temp: int = 0
     """Temporary files of those runs whose writer was provably gone."""
+    curve_files_before: int = 0
+    curve_files_after: int = 0
+    deleted_uncommitted_curves: int = 0
+    """Curves files no trial file committed (points of rows never stored), deleted."""
+    curve_points_dropped: int = 0
+    """Curve points removed: second copies of a (trial id, epoch) and points of trials without a row."""
+    quarantined_curves: int = 0
+    """Files in a run's curves folder that are not files of curve points, moved to ``quarantine/``."""
     skipped: list[tuple[str, str]] = field(default_factory=list)
     """``(path, why)`` of folders under ``trials/`` that no run writes (a name no run can have, a
     file): left as they are; their files are not read (store check lists them as stray)."""
@@ -321,11 +374,18 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
         if first is None:
             continue
         schema = store.schema("trials", files)
+        curves = store.root / "curves" / folder.parent.name / folder.name
+        curve_names = [p.name for p in listing(curves, "part-*.parquet")] if curves.is_dir() else []
         # From the first group of several files on, every group is rewritten, in order, so that
         # no file kept as it is lies after a rewritten one (names order the files: see above).
         for group in groups[first:]:
             table = pa.concat_tables([_read(p, schema) for p in group])
-            meta = {REPLACES_KEY: json.dumps([p.name for p in group]).encode()}
+            # The new file commits the curves files its group committed (results/curve_commits.py).
+            commits = committed_names([(p.name, store.metadata(p).metadata) for p in group], curve_names)
+            meta = {
+                REPLACES_KEY: json.dumps([p.name for p in group]).encode(),
+                CURVES_KEY: json.dumps(sorted(commits)).encode(),
+            }
             name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
             try:
@@ -343,7 +403,68 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
             report.rows += table.num_rows
             del table
         report.runs += 1
+    for folder in sorted(listing(store.root / "curves", "sweep=*/run_id=*"), key=str):
+        s, r = run_of(folder)
+        if (sweep and s != sweep) or (run_id and r != run_id) or not_a_run_folder(folder) is not None:
+            continue
+        report.deleted_temp += len(store.clean_temp_files(folder))
+        _compact_curves(store, folder, report)
     return report
+
+
+def _compact_curves(store: ResultsStore, folder: Path, report: CompactReport) -> None:
+    """Repair and merge one run's curves files: files no trial file commits are deleted, files
+    that are not curve points are moved to quarantine, and the committed files are rewritten
+    (in groups, as trial files are) holding each point a read sees, once. Each group's file is
+    written over the name of its newest file, which the trial files already commit, then the
+    group's other files are deleted: a crash between leaves copies that reads skip (a trial's
+    points come from the newest committed file holding it) and the next compaction removes."""
+    files = store._files("curves", folder)
+    for p in [p for p in store.uncommitted if p.parent == folder]:
+        p.unlink(missing_ok=True)
+        del store.uncommitted[p]
+        report.deleted_uncommitted_curves += 1
+    for p, why in list(store.set_aside.items()):
+        if p.parent == folder and p.exists() and why.reason.startswith(NOT_CURVES):
+            dest = store.root / QUARANTINE / p.relative_to(store.root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            p.rename(dest)
+            report.quarantined_curves += 1
+    if not files:
+        return
+    sweep, run_id = run_of(folder)
+    stored = sum(store.metadata(p).num_rows for p in files)
+    try:
+        with_rows = store.run_trial_ids(sweep, run_id)
+    except StoreError:
+        with_rows = set()
+    chosen = store.scan_run_curves(sweep, run_id, trial_ids=with_rows, with_file=True)
+    if chosen is None:
+        return
+    groups = _groups(store, files, store.max_file_bytes // COMPACT_SHARE)
+    kept = 0
+    for group in groups:
+        table = chosen.filter(pl.col(FILE_COLUMN).is_in([p.name for p in group])).drop(FILE_COLUMN).collect().to_arrow()
+        kept += table.num_rows
+        held = sum(store.metadata(p).num_rows for p in group)
+        if len(group) == 1 and table.num_rows == held:
+            report.curve_files_before += 1
+            report.curve_files_after += 1
+            continue
+        newest = max(group, key=lambda p: p.name)
+        try:
+            write_parquet_atomic(table.cast(CURVE_SCHEMA), newest)
+        except OSError as exc:
+            raise StoreError(
+                f"store compact could not write {newest} ({os_reason(exc)}); the run's curves are as they were "
+                "(free space and run it again)"
+            ) from None
+        for p in group:
+            if p != newest:
+                p.unlink(missing_ok=True)
+        report.curve_files_before += len(group)
+        report.curve_files_after += 1
+    report.curve_points_dropped += stored - kept
 
 
 def not_a_run_folder(folder: Path) -> str | None:

@@ -4,6 +4,7 @@ the names a sweep or run may have, and the files and columns that make a run's r
 Layout under the store root::
 
     trials/sweep=<name>/run_id=<id>/part-<seq>-<uid>.parquet   one row per trial
+    curves/sweep=<name>/run_id=<id>/part-<seq>-<uid>.parquet   learning-curve points
     runs/sweep=<name>/run_id=<id>/run.parquet                   one row per run
 
 The partition columns (``sweep``, ``run_id``) live in the paths only, as hive
@@ -27,6 +28,11 @@ a run whose other files have them, and it not, is no file of its trials (set asi
 QUARANTINE = "quarantine"
 # Parquet key-value metadata of a compacted file: JSON list of the file names it replaces.
 REPLACES_KEY = b"attnsweep.replaces"
+CURVES_KEY = b"attnsweep.curves"
+"""Parquet key-value metadata of a trial part file: JSON list of the names of the ``curves``
+part files its rows commit (results/curves_table.py). A curve point is read only from a
+committed file, so points written before their rows (a kill between the two renames) are never
+seen; a trial file without this key was written before curves were committed this way."""
 RUN_FILE = "run.parquet"
 """The one name of a run's record in its ``runs`` folder: another file there is not read."""
 RUN_COLUMNS = ("status", "started_at", "n_trials", "spec_hash", "spec_yaml")

@@ -10,6 +10,7 @@ leaves damaged or foreign ones out (:mod:`results.defensive_reads`).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -29,7 +30,7 @@ from attnsweep.results.atomic_write import (
 )
 from attnsweep.results.defensive_reads import RACY_S, DefensiveReader  # noqa: F401 - bench/store.py imports RACY_S from here
 from attnsweep.results.errors import StoreError
-from attnsweep.results.layout import NAME_RE, PARTITION_SCHEMA, RUN_COLUMNS, RUN_FILE
+from attnsweep.results.layout import CURVES_KEY, NAME_RE, PARTITION_SCHEMA, RUN_COLUMNS, RUN_FILE
 from attnsweep.results.parquet_check import os_reason  # noqa: F401 - orchestrator/driver.py imports it from here
 from attnsweep.results.roots import listing, store_root
 from attnsweep.results.schemas import POLARS_CASTS
@@ -117,18 +118,29 @@ class ResultsStore(DefensiveReader):
         except OSError as exc:
             raise StoreError(f"cannot write to the store at {self.root}: {folder}: {exc.strerror or exc}") from exc
 
-    def write_trials(self, sweep: str, run_id: str, table: pa.Table) -> Path:
-        """Write one part file of trial rows atomically; returns its path."""
+    def write_trials(self, sweep: str, run_id: str, table: pa.Table, curves: Path | None = None) -> Path:
+        """Write one part file of trial rows atomically; returns its path.
+
+        Args:
+            curves: the part file of these rows' learning-curve points (:meth:`write_curves`,
+                written just before): the trial file takes its name and commits it
+                (:data:`~results.layout.CURVES_KEY` in its metadata). Until the trial file is
+                renamed into place the points are not read; a kill between the two renames
+                leaves a curves file no read sees, and the trials its rows held are trained
+                again on resume.
+        """
         folder = self.run_dir("trials", sweep, run_id)
-        name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        return write_parquet_atomic(table, folder / name)
+        name = curves.name if curves is not None else part_name()
+        committed = [curves.name] if curves is not None else []
+        meta = {**(table.schema.metadata or {}), CURVES_KEY: json.dumps(committed).encode()}
+        return write_parquet_atomic(table.replace_schema_metadata(meta), folder / name)
 
     def write_curves(self, sweep: str, run_id: str, table: pa.Table) -> Path:
-        """Write one part file of learning-curve points (results/curves_table.py) atomically,
-        as :meth:`write_trials` writes trial rows; returns its path."""
+        """Write one part file of learning-curve points (results/curves_table.py) atomically;
+        returns its path. Its points are read only once the part file of their trials'
+        rows commits it (:meth:`write_trials` with ``curves=`` this path)."""
         folder = self.run_dir("curves", sweep, run_id)
-        name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        return write_parquet_atomic(table, folder / name)
+        return write_parquet_atomic(table, folder / part_name())
 
     def write_run(self, sweep: str, run_id: str, record: dict, schema: pa.Schema | None = None) -> Path:
         """Write (or replace) the one-row ``runs`` record of a run atomically."""
@@ -166,15 +178,27 @@ class ResultsStore(DefensiveReader):
         """
         return self._scan("runs")
 
-    def _scan(self, table: str, folder: Path | None = None) -> pl.LazyFrame:
+    def _scan(self, table: str, folder: Path | None = None, file_column: str | None = None) -> pl.LazyFrame:
+        """``table``'s rows (or one run ``folder``'s) as a lazy frame; ``file_column``: a column
+        of that name holding the name of each row's file (names sort in writing order)."""
         files = self._files(table, folder)
         if not files:
             where = f"run folder {folder}" if folder is not None else f"store at {self.root}"
             raise StoreError(f"no {table} in the {where}: run a sweep first")
         if not self.local:
-            return pl.scan_pyarrow_dataset(self._dataset(table, files, partitioned=folder is None))
+            if file_column is None:
+                return pl.scan_pyarrow_dataset(self._dataset(table, files, partitioned=folder is None))
+            return pl.concat(  # a dataset scan does not say which file a row came from
+                [
+                    pl.scan_pyarrow_dataset(self._dataset(table, [p], partitioned=folder is None)).with_columns(
+                        pl.lit(p.name).alias(file_column)
+                    )
+                    for p in files
+                ],
+                how="diagonal_relaxed",
+            )
         schema = _frame(self.schema(table, files).empty_table()).schema
-        return pl.scan_parquet(  # glob=False: a '[', '*' or '?' in a path is part of the name
+        scan = pl.scan_parquet(  # glob=False: a '[', '*' or '?' in a path is part of the name
             files,
             glob=False,
             schema=schema,
@@ -184,7 +208,11 @@ class ResultsStore(DefensiveReader):
             missing_columns="insert",
             extra_columns="ignore",
             cast_options=pl.ScanCastOptions(**POLARS_CASTS),
+            include_file_paths=file_column,
         )
+        if file_column is not None:  # the name alone: the folder may hold characters that sort oddly
+            scan = scan.with_columns(pl.col(file_column).str.split("/").list.last())
+        return scan
 
     def arrow_dataset(self, table: str = "trials"):
         """``table`` as one ``pyarrow.dataset.Dataset`` over the readable files, with the
@@ -239,18 +267,34 @@ class ResultsStore(DefensiveReader):
             scan = scan.unique(subset="trial_id", keep="last", maintain_order=True)
         return scan.with_columns(sweep=pl.lit(sweep), run_id=pl.lit(run_id))
 
-    def scan_run_curves(self, sweep: str, run_id: str) -> pl.LazyFrame | None:
+    def scan_run_curves(
+        self, sweep: str, run_id: str, trial_ids: Iterable[str] | None = None, with_file: bool = False
+    ) -> pl.LazyFrame | None:
         """The learning-curve points of one run (results/curves_table.py: ``trial_id``,
         ``epoch``, ``train_loss``, ``train_acc``, ``train_error``), with ``sweep`` and ``run_id``
-        columns and one row per (trial id, epoch) (a crash between a part file of curves and
-        that of their rows can leave a trial's points twice: its trained-again copy is equal);
-        None when the run kept none."""
+        columns: only points of files the run's trial files commit (results/curve_commits.py),
+        each trial's points from the latest such file that holds it, each ``(trial_id,
+        epoch)`` once (the later copy), in file order. None when the run kept none.
+
+        Args:
+            trial_ids: only these trials' points (read lazily: the rest is never decoded).
+            with_file: instead of ``sweep`` and ``run_id``, a column :data:`FILE_COLUMN` naming
+                each point's part file (``store compact`` rewrites the files by it).
+        """
+        folder = self.run_dir("curves", sweep, run_id)
         try:
-            scan = self._scan("curves", self.run_dir("curves", sweep, run_id))
+            scan = self._scan("curves", folder, file_column=FILE_COLUMN)
         except StoreError:
             return None
-        scan = scan.unique(subset=["trial_id", "epoch"], keep="last", maintain_order=True)
-        return scan.with_columns(sweep=pl.lit(sweep), run_id=pl.lit(run_id))
+        if trial_ids is not None:
+            scan = scan.filter(pl.col("trial_id").is_in(list(trial_ids)))
+        latest = scan.group_by("trial_id").agg(pl.col(FILE_COLUMN).max())
+        scan = scan.join(latest, on=["trial_id", FILE_COLUMN], how="semi", maintain_order="left").unique(
+            subset=["trial_id", "epoch"], keep="last", maintain_order=True
+        )
+        if with_file:
+            return scan
+        return scan.drop(FILE_COLUMN).with_columns(sweep=pl.lit(sweep), run_id=pl.lit(run_id))
 
     def run_trial_ids(self, sweep: str, run_id: str) -> set[str]:
         """The trial ids one run already holds (empty if none)."""
@@ -351,6 +395,16 @@ class ResultsStore(DefensiveReader):
                     continue
                 removed.append(temp.path)
         return removed
+
+
+FILE_COLUMN = "__attnsweep_file"
+"""The column naming each curve point's part file while the points of one run are chosen."""
+
+
+def part_name() -> str:
+    """A new part file's name: ``part-<write time, ns>-<8 hex>.parquet``; names sort in the
+    order files were written (readers keep the later file's copy of a row)."""
+    return f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
 
 
 def rows_to_table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:

@@ -33,7 +33,8 @@ class TrialWriter:
 
     Rows that carry a learning curve (a run with ``execution.curves``) lose it here: its
     points go to a part file of ``curves`` (results/curves_table.py), written just before the
-    part file of their rows, so a stored row always has its curve stored.
+    part file of their rows, which commits it: a stored row always has its curve stored, and
+    a curve whose rows were not stored is never read.
 
     Args:
         store: the results store.
@@ -101,9 +102,11 @@ class TrialWriter:
         curves = split_curves(rows)  # before the rows become a table: trials never holds them
         table = rows_to_table(rows, self.schema)
         try:
+            curve_file = None
             if curves is not None:
-                self.curve_files.append(self.store.write_curves(self.sweep, self.run_id, curves))
-            self.files.append(self.store.write_trials(self.sweep, self.run_id, table))
+                curve_file = self.store.write_curves(self.sweep, self.run_id, curves)
+                self.curve_files.append(curve_file)
+            self.files.append(self.store.write_trials(self.sweep, self.run_id, table, curves=curve_file))
         except OSError as exc:
             rescue = self._rescue(table)
             saved = (
