@@ -34,6 +34,12 @@ def plot_learning_curves(store: ResultsStore, sweep: str, run_id: str, fields: l
     """Draw ``folder/learning_curves.png`` from a run's curves, or return None (nothing
     drawn, nothing written) when it kept none.
 
+    The panels are :data:`MAX_PANELS` cells and :data:`MAX_M` values of m spread over those
+    with a point to draw (training accuracy, or where no trial read has one, relative
+    training error), and only the points of the trials drawn and of one trial per cell and m
+    that shows it has a point are read (lazily, :data:`READ_TRIALS` trials at a time): memory
+    follows the points drawn, not the run's.
+
     Args:
         store: the results store.
         sweep, run_id: the run.
@@ -51,23 +57,27 @@ def plot_learning_curves(store: ResultsStore, sweep: str, run_id: str, fields: l
     names = [f for f in fields if f in trials.collect_schema() and f not in NOT_CELL]
     rows = trials.select("trial_id", "m", *names).collect()
     varying = [f for f in names if rows[f].cast(pl.String).n_unique() > 1]
-    data = points.collect().join(rows, on="trial_id", how="inner")
-    if data.is_empty():
-        return None
-    accuracy = data["train_acc"].is_not_null().any()
-    y = "train_acc" if accuracy else "train_error"
-    data = data.filter(pl.col(y).is_not_null())
-    if data.is_empty():
-        return None
-    data = data.with_columns(
+    rows = rows.with_columns(
         cell=pl.concat_str([pl.lit(f"{f}=") + pl.col(f).cast(pl.String) for f in varying], separator=", ")
         if varying
         else pl.lit("all trials")
     )
-    order = data.select(*varying, "cell").unique().sort(varying, nulls_last=True) if varying else data.select("cell")
-    cells = _spread(list(dict.fromkeys(order["cell"].to_list())), MAX_PANELS)  # in the settings' order, not text's
-    ms = _spread(sorted(data["m"].unique().to_list()), MAX_M)
-    data = data.filter(pl.col("cell").is_in(cells) & pl.col("m").is_in(ms)).sort("cell", "m", "trial_id", "epoch")
+    order = rows.select(*varying, "cell").unique().sort(varying, nulls_last=True) if varying else rows.select("cell")
+    found = _Found(points, rows)
+    y = found.shown(list(dict.fromkeys(order["cell"].to_list())))  # in the settings' order, not text's
+    if y is None:
+        return None
+    cells = _spread(found.cells, MAX_PANELS)
+    ms = _spread(found.ms, MAX_M)
+    drawn = rows.filter(pl.col("cell").is_in(cells) & pl.col("m").is_in(ms)).select("trial_id", "m", "cell")
+    data = (
+        _of(points, drawn["trial_id"])
+        .select("trial_id", "epoch", y)
+        .filter(pl.col(y).is_not_null())
+        .collect(engine="streaming")
+        .join(drawn, on="trial_id", how="inner")
+        .sort("cell", "m", "trial_id", "epoch")
+    )
     sns.set_theme(style="whitegrid")
     grid = sns.relplot(
         data=data.to_pandas(),
@@ -89,7 +99,7 @@ def plot_learning_curves(store: ResultsStore, sweep: str, run_id: str, fields: l
         facet_kws={"sharex": False},
     )
     grid.set_titles("{col_name}")
-    if accuracy:
+    if y == "train_acc":
         grid.set(ylabel="training accuracy", ylim=(0.0, 1.02))
     else:
         grid.set(ylabel="relative training error", yscale="log")
@@ -106,3 +116,67 @@ def _spread(values: list, most: int) -> list:
         return values
     step = (len(values) - 1) / (most - 1)
     return [values[round(i * step)] for i in range(most)]
+
+
+READ_TRIALS = 64
+"""Trials whose points one read while picking the panels holds at most."""
+
+
+def _of(points: pl.LazyFrame, ids: pl.Series) -> pl.LazyFrame:
+    """The points of the trials ``ids``: the filter reaches the Parquet scan, so no other trial's
+    points are decoded."""
+    return points.filter(pl.col("trial_id").is_in(ids.implode()))
+
+
+class _Found:
+    """What the run's trials hold to draw, read trial by trial as the panels need it.
+
+    A cell (a value of m) has something to draw when one of its trials kept a point of the
+    figure's measure (``train_acc``, or ``train_error`` when no trial read kept an accuracy):
+    :meth:`shown` finds one such trial per cell and per m, reading first one trial of each,
+    then the next of those still without one, so a run whose trials all kept points is read
+    once for one trial per cell and m.
+    """
+
+    def __init__(self, points: pl.LazyFrame, rows: pl.DataFrame):
+        self.points, self.rows = points, rows
+        self.kinds: dict[str, tuple[bool, bool]] = {}
+        """Trial id -> (kept a ``train_acc`` point, kept a ``train_error`` point), of the trials read."""
+        self.cells: list = []
+        self.ms: list = []
+
+    def _read(self, ids: list[str]) -> None:
+        for start in range(0, len(ids), READ_TRIALS):
+            part = pl.Series("trial_id", ids[start : start + READ_TRIALS], pl.String)
+            kinds = (
+                _of(self.points, part)
+                .group_by("trial_id")
+                .agg(pl.col("train_acc").is_not_null().any(), pl.col("train_error").is_not_null().any())
+                .collect(engine="streaming")
+            )
+            self.kinds.update({tid: (False, False) for tid in part})
+            self.kinds.update({tid: (acc, error) for tid, acc, error in kinds.iter_rows()})
+
+    def shown(self, cells: list) -> str | None:
+        """The measure drawn (``train_acc`` or ``train_error``), with :attr:`cells` (of
+        ``cells``, in its order) and :attr:`ms` (ascending) those with something to draw; None
+        when nothing has."""
+        by_cell = self.rows.group_by("cell", maintain_order=True).agg("trial_id")
+        by_m = self.rows.group_by("m", maintain_order=True).agg("trial_id")
+        groups = {("cell", c): ids for c, ids in by_cell.iter_rows()} | {("m", m): ids for m, ids in by_m.iter_rows()}
+        while True:
+            accuracy = any(acc for acc, _ in self.kinds.values())
+            has = {tid for tid, (acc, error) in self.kinds.items() if (acc if accuracy else error)}
+            wanted = []
+            for ids in groups.values():
+                if not has.intersection(ids):
+                    wanted += [tid for tid in ids if tid not in self.kinds][:1]
+            if not wanted:
+                break
+            self._read(list(dict.fromkeys(wanted)))
+        shown = {key for key, ids in groups.items() if has.intersection(ids)}
+        self.cells = [c for c in cells if ("cell", c) in shown]
+        self.ms = sorted(m for kind, m in shown if kind == "m")
+        if not self.cells:
+            return None
+        return "train_acc" if accuracy else "train_error"
