@@ -159,10 +159,15 @@ FRACTIONS = ("train_acc", "test_acc")
 def _check_record(where: str, record: dict, columns: list[str]) -> None:
     """Raise AttnsweepError unless the record's counts, per-cell counts and spec are ones a
     run writes: counts whole and not negative, ``cell_counts`` the JSON
-    analysis/completeness.py writes, ``spec_yaml`` YAML whose analysis settings are valid."""
+    analysis/completeness.py writes, ``spec_yaml`` YAML whose analysis settings are valid; its
+    text first held to the sizes and depths a run writes (:func:`results.record_text.check_record`),
+    before either is parsed."""
     import yaml
 
     from attnsweep.orchestrator.spec import AnalysisSettings
+    from attnsweep.results.record_text import check_record
+
+    check_record(record, where)
 
     for name in COUNTS:
         if (record.get(name) or 0) < 0:

@@ -32,6 +32,7 @@ from attnsweep.results.defensive_reads import RACY_S, DefensiveReader  # noqa: F
 from attnsweep.results.errors import StoreError
 from attnsweep.results.layout import CURVES_KEY, NAME_RE, PARTITION_SCHEMA, RUN_COLUMNS, RUN_FILE
 from attnsweep.results.parquet_check import os_reason  # noqa: F401 - orchestrator/driver.py imports it from here
+from attnsweep.results.record_text import check_record
 from attnsweep.results.roots import listing, store_root
 from attnsweep.results.schemas import POLARS_CASTS
 
@@ -307,7 +308,9 @@ class ResultsStore(DefensiveReader):
         """The ``runs`` record of one run, as a dict.
 
         Raises:
-            StoreError: no such run.
+            StoreError: no such run, or a record whose text fields are beyond the sizes and
+                depths a run writes (:func:`results.record_text.check_record`, naming the
+                file and the field).
         """
         path = self.run_dir("runs", sweep, run_id) / RUN_FILE
         if not path.exists() and path not in self.set_aside:
@@ -326,7 +329,10 @@ class ResultsStore(DefensiveReader):
                 f"the column(s) {', '.join(lacking)}"
             )
         with path.open("rb") as fh:
-            return _frame(pq.read_table(fh)).row(0, named=True)
+            record = _frame(pq.read_table(fh)).row(0, named=True)
+        # Its JSON and YAML held to the sizes and depths a run writes before any reader parses them.
+        check_record(record, str(path.relative_to(self.root)) if self.local else str(path))
+        return record
 
     def latest_run(self) -> tuple[str, str]:
         """``(sweep, run_id)`` of the run that started last.
