@@ -138,5 +138,5 @@ def load_json(text: str, field: str, where: str, max_bytes: int) -> Any:
     check_text(text, field, where, max_bytes, "json")
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise StoreError(f"{where}: {field} is not JSON ({exc.msg}, character {exc.pos})") from None
