@@ -24,7 +24,11 @@ import filelock
 
 from attnsweep.results.errors import StoreError
 from attnsweep.results.outputs import read_text_capped
+from attnsweep.results.record_text import load_json
 from attnsweep.results.store import ResultsStore
+
+HOLDER_BYTES = 64 * 1024
+"""The most a lock's holder file is read (a driver writes about 100 bytes)."""
 
 
 class RunLockedError(StoreError):
@@ -93,7 +97,8 @@ class RunLock:
 
     def _holder(self) -> str:
         try:
-            h = json.loads(read_text_capped(self.holder_path, "lock holder", limit=64 * 1024))
+            text = read_text_capped(self.holder_path, "lock holder", limit=HOLDER_BYTES)
+            h = load_json(text, "holder", str(self.holder_path), HOLDER_BYTES)  # 64 KiB of '[' is too deep to parse
             return f"pid {h['pid']} on host {h['host']} since {h['since']}"
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, StoreError):
             return "another process"

@@ -137,3 +137,34 @@ def test_json_depth_counts_brackets_outside_strings_only():
     assert json_depth('{"fields": ["T"], "cells": [[8, 3], ["[[{", 1]]}') == 3
     assert json_depth('"[[[["') == 0 and json_depth("") == 0 and json_depth(DEEP) == 200_000
     assert yaml_depth("grid:\n  m: {start: 8, stop: 256}\n") == 3  # the top mapping counts
+
+
+def test_a_lock_holder_file_too_deep_to_parse_names_another_process(tmp_path):
+    """The run lock's holder file (locks/SWEEP/RUN.holder.json, in the store) is JSON read for
+    the message of a second driver: 64 KiB of '[' made that message a RecursionError."""
+    from test_guarantees import MINE, make_store
+
+    from attnsweep.results.locks import RunLock, RunLockedError
+
+    store = make_store(tmp_path / "store", MINE)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom attnsweep.results import ResultsStore\nfrom attnsweep.results.locks import RunLock\n"
+            f"with RunLock(ResultsStore(sys.argv[1]), 'tiny', {MINE!r}):\n    print('held', flush=True)\n"
+            "    time.sleep(120)\n",
+            str(tmp_path / "store"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        lock = RunLock(store, "tiny", MINE)
+        lock.holder_path.write_text("[" * 64 * 1024)  # the most the holder file is read
+        with pytest.raises(RunLockedError, match="is being written by another process"):
+            lock.__enter__()
+    finally:
+        holder.kill()
+        holder.wait()
