@@ -25,7 +25,6 @@ left them behind.
 
 from __future__ import annotations
 
-import json
 import stat
 import time
 import warnings
@@ -38,9 +37,11 @@ import pyarrow.parquet as pq
 from attnsweep.results.checked import CheckedFiles
 from attnsweep.results.curve_commits import committed_names
 from attnsweep.results.curves_table import schema_problem
+from attnsweep.results.errors import StoreError
 from attnsweep.results.file_limits import FILE_MAX_ENV, TooLarge, max_file_bytes
 from attnsweep.results.layout import QUARANTINE, REPLACES_KEY, RUN_FILE, TRIAL_COLUMNS, partition_ok
 from attnsweep.results.parquet_check import Unreadable, os_reason, read_checked, read_footer
+from attnsweep.results.record_text import load_json
 from attnsweep.results.roots import client_error, listing
 from attnsweep.results.schemas import unify
 
@@ -266,9 +267,10 @@ class DefensiveReader:
             raw = (self.metadata(p).metadata or {}).get(REPLACES_KEY)
             if raw is None:
                 continue
-            try:
-                names = [n for n in json.loads(raw) if isinstance(n, str)]
-            except ValueError:
+            try:  # bounded: the footer is anyone's to write, and 200,000 '[' made json.loads recurse out
+                listed = load_json(raw.decode("utf-8"), REPLACES_KEY.decode(), str(p), len(raw))
+                names = [n for n in listed if isinstance(n, str)]
+            except (ValueError, TypeError, StoreError):
                 names = []
             olds = [
                 p.parent / n for n in names if n == Path(n).name and not n.startswith(".") and n.endswith(".parquet")

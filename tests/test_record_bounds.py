@@ -168,3 +168,22 @@ def test_a_lock_holder_file_too_deep_to_parse_names_another_process(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_compacted_files_list_too_deep_to_parse_is_ignored_not_a_traceback(tmp_path):
+    """A part file's metadata naming the files it replaces (what store compact writes, JSON) is
+    read bounded: 200,000 nested brackets there ended every read of the store in a
+    RecursionError traceback. The file's rows still read; it replaces nothing."""
+    from test_guarantees import MINE, make_store
+
+    from attnsweep.results.atomic_write import write_parquet_atomic
+
+    make_store(tmp_path / "store", MINE)
+    folder = tmp_path / "store" / "trials" / "sweep=tiny" / f"run_id={MINE}"
+    (part,) = folder.glob("*.parquet")
+    table = pq.read_table(part)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"attnsweep.replaces": DEEP.encode()})
+    write_parquet_atomic(table.slice(0, 1), folder / "part-deep.parquet")
+    done = _cli("query", "select count(*) as n from trials", "--store", "store", "--format", "csv", cwd=tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.stdout == "n\n9\n"  # 8 rows and the deep file's one: it replaces nothing
