@@ -122,6 +122,11 @@ def _utf8(text: str) -> bool:
     return True
 
 
+OWN_TEXT_CHECK = frozenset({"sql"})
+"""Arguments that are text, not paths, which their command reads and checks itself (``query``'s
+SQL: its message names the byte that is not UTF-8 and where it is)."""
+
+
 def not_utf8(kwargs: dict, names: dict[str, str]) -> str | None:
     """Why a command must not run, in one line, where one of its arguments (``kwargs``, as typer
     gives them: strings, paths, lists of them) is not UTF-8 text, or where one is a relative
@@ -134,6 +139,8 @@ def not_utf8(kwargs: dict, names: dict[str, str]) -> str | None:
     It is refused here, before anything is read or written, naming the argument."""
     relative = False
     for key, value in kwargs.items():
+        if key in OWN_TEXT_CHECK:
+            continue
         for item in value if isinstance(value, (list, tuple)) else (value,):
             if not isinstance(item, (str, os.PathLike)):
                 continue
