@@ -255,6 +255,7 @@ def _execute_alone(
         stored = len(results.run_trial_ids(spec.name, resume_id))
         if record["status"] == "finished" and (spec.search.adaptive or stored >= spec.n_trials()):
             return RunSummary(spec.name, resume_id, stored, status="finished", already_complete=True)
+    before = signal.getsignal(signal.SIGTERM)  # the caller's, put back at the end (not Ray's)
     executor = (
         LocalExecutor(spec.execution, spec.resources)
         if local
@@ -279,9 +280,16 @@ def _execute_alone(
             progress_interval_s=progress_interval_s,
         )
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        executor.shutdown()
+        from attnsweep.orchestrator.driver import signals_held
+
+        try:
+            with signals_held():  # a signal while the workers stop: acted on once they have
+                executor.shutdown()
+        finally:
+            # The caller's handler, not Ray's (sys.exit, silent): a SIGTERM after the run is
+            # the caller's to handle (the CLI prints the run's summary).
+            if previous is not None:
+                signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
 
 
 def _sigterm_interrupts():

@@ -71,6 +71,7 @@ def check_figure_folder(figures: Path | None, sweep: str, run_id: str) -> Path:
     """
     from attnsweep.results.outputs import check_output_folder
 
+    folders: list[Path | str]
     if figures is not None:
         root, folders = Path(figures).absolute().parent, [Path(figures)]
     else:
@@ -80,7 +81,7 @@ def check_figure_folder(figures: Path | None, sweep: str, run_id: str) -> Path:
         check_output_folder(root, folders, "--figures")
     except ValueError as exc:
         raise AttnsweepError(str(exc)) from None
-    return folders[-1]
+    return Path(folders[-1])
 
 
 def trial_counts(results: ResultsStore, sweep: str, run_id: str) -> dict[str, int]:

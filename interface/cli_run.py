@@ -3,9 +3,10 @@ baseline, ``analyze`` a run; the Python API computes, these print."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NoReturn
 
 import typer
 
@@ -26,6 +27,7 @@ from attnsweep.cli_options import (
     out,
     quoted,
     run_or_latest,
+    sigterm_as_interrupt,
     user_errors,
 )
 from attnsweep.orchestrator.errors import AttnsweepError, RayDiedError
@@ -99,16 +101,93 @@ def _execute(
     resume_id: str | None,
     progress_interval: float,
 ) -> None:
-    """attnsweep run / resume: the Python API's run (interface/api.py; SIGTERM ends it as
-    Ctrl-C does) with a terminal's output around it."""
-    from attnsweep import api
-    from attnsweep.api_runs import check_paths
+    """attnsweep run / resume: the Python API's run (interface/api.py) with a terminal's output
+    around it. SIGTERM acts as Ctrl-C from start to end of the command, so that whenever it
+    comes the run says how it stands (:func:`_interrupted`), never ends without a word."""
+    from attnsweep.api_runs import check_figure_folder, check_paths
     from attnsweep.orchestrator.driver import new_run_id
 
     if local and address is not None:
         raise AttnsweepError(f"--local and --address {address}: a run without Ray has no cluster; give one of them")
     check_paths(store, figures)
     run_id = resume_id or new_run_id()
+    if analyze:  # a linked figure folder refused before the sweep runs, not after
+        check_figure_folder(figures, s.name, run_id)
+    with sigterm_as_interrupt():
+        try:
+            summary = _run_and_summarise(s, store, address, local, max_in_flight, resume_id, run_id, progress_interval)
+        except KeyboardInterrupt:
+            _interrupted(store, s.name, run_id, analyze)
+        if analyze:
+            from attnsweep.results import ResultsStore
+
+            try:
+                _print_analysis(
+                    ResultsStore(store),
+                    summary.run_id,
+                    figures or Path("figures") / summary.sweep / summary.run_id,
+                    save=True,  # the m* tables are kept with the run: analyze and report read them back
+                )
+            except KeyboardInterrupt:
+                err.print(
+                    visible(
+                        f"interrupted: the analysis stopped; run {run_id} is saved: attnsweep analyze {run_id}"
+                        + _store_option(store)
+                    ),
+                    style="yellow",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                raise typer.Exit(130) from None
+
+
+def _store_option(store: str) -> str:
+    return f" --store {quoted(store)}" if store != DEFAULT_STORE else ""
+
+
+def _interrupted(store: str, sweep: str, run_id: str, analyze: bool) -> NoReturn:
+    """Say how run ``run_id`` stands after Ctrl-C or SIGTERM, from its record and the trials
+    the store holds, and exit 130: an interrupted run names its trials and the resume that
+    continues it; a run that had ended (the signal came as its record was written, or as its
+    workers stopped) prints its summary line instead, with the analysis it did not print."""
+    from attnsweep.api_runs import trial_counts
+    from attnsweep.results import ResultsStore, StoreError
+
+    results = ResultsStore(store)
+    try:
+        record = results.read_run(sweep, run_id)
+    except (StoreError, OSError):  # stopped before its record was written
+        record = {}
+    held = ", ".join(f"{k} {v}" for k, v in sorted(trial_counts(results, sweep, run_id).items())) or "no trials"
+    status = record.get("status")
+    if status in ("finished", "failed"):
+        why = f" ({record['error']})" if status == "failed" and record.get("error") else ""
+        line = (
+            f"run {run_id} of sweep {sweep}: {held}; {status}{why}; interrupted as it ended"
+            + (f", before its analysis: attnsweep analyze {run_id}{_store_option(store)}" if analyze else "")
+            + f"; store {store}"
+        )
+    elif not record:
+        line = f"interrupted before run {run_id} was recorded: nothing of it is stored; run the spec again"
+    else:
+        line = (
+            f"interrupted: finished trials are saved ({held}); continue with: attnsweep resume {run_id}"
+            + _store_option(store)
+        )
+    err.print(visible(line), style="yellow", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(130) from None
+
+
+def _run_and_summarise(s, store: str, address, local: bool, max_in_flight, resume_id, run_id: str, progress_interval):
+    """The run, then its summary line on stderr; returns the run's summary.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C or SIGTERM (the run is recorded interrupted, or as it ended).
+        typer.Exit: 1 where every trial was lost.
+    """
+    from attnsweep import api
+
     try:
         summary = api.run(
             s,
@@ -121,13 +200,6 @@ def _execute(
             progress_interval_s=progress_interval,
             console=err,
         )
-    except KeyboardInterrupt:
-        err.print(
-            f"[yellow]interrupted[/]: finished trials are saved; continue with: attnsweep resume {run_id}"
-            + (f" --store {markup(quoted(store))}" if store != DEFAULT_STORE else ""),
-            soft_wrap=True,
-        )
-        raise typer.Exit(130) from None
     except RayDiedError as exc:  # one line naming the run to resume, not Ray's traceback
         raise AttnsweepError(
             f"{exc} with: attnsweep resume {run_id}" + (f" --store {store}" if store != DEFAULT_STORE else "")
@@ -160,15 +232,7 @@ def _execute(
                 soft_wrap=True,
             )
             raise typer.Exit(1)
-    if analyze:
-        from attnsweep.results import ResultsStore
-
-        _print_analysis(
-            ResultsStore(store),
-            summary.run_id,
-            figures or Path("figures") / summary.sweep / summary.run_id,
-            save=True,  # the m* tables are kept with the run: analyze and report read them back
-        )
+    return summary
 
 
 @user_errors
@@ -289,27 +353,24 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     if run_id is None:
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
+    if format == "table" or figures is not None:  # before anything is written: as report refuses it
+        from attnsweep.api_runs import check_figure_folder
+
+        figures = check_figure_folder(figures, sweep, run_id)
     context = RunContext.load(store, sweep, run_id)  # the record read and its settings parsed once
     for note in run_caveats(store, sweep, run_id, context):
         err.print(visible(f"warning: {note}"), style="yellow", markup=False, highlight=False)
     if format != "table":
         _write_m_star(store, sweep, run_id, figures, format, context)
         return
-    figures = figures or Path("figures") / sweep / run_id
 
-    def run(figures_dir):
+    def analysis(figures_dir):  # computed, its figures written; printed below
         if context.experiment == "symmetry":
-            settings = context.settings
-            print_symmetry(
-                analyze_symmetry_run(store, sweep, run_id, settings, figures_dir),
-                out,
-                settings.target_error,
-            )
-        else:
-            print_analysis(analyze_run(store, figures_dir=figures_dir, context=context, save=save), out)
+            return analyze_symmetry_run(store, sweep, run_id, context.settings, figures_dir)
+        return analyze_run(store, figures_dir=figures_dir, context=context, save=save)
 
     try:
-        run(figures)
+        result = analysis(figures)
     except OSError as exc:  # the figure folder cannot be written: the analysis still prints
         err.print(
             visible(f"warning: no figures ({exc.strerror or exc}: {exc.filename or figures}); give --figures DIR"),
@@ -317,7 +378,25 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
             markup=False,
             highlight=False,
         )
-        run(None)
+        result = analysis(None)
+    with _stdout_errors():
+        if context.experiment == "symmetry":
+            print_symmetry(result, out, context.settings.target_error)
+        else:
+            print_analysis(result, out)
+
+
+@contextlib.contextmanager
+def _stdout_errors():
+    """An OSError while the block writes to stdout (a full disk, /dev/full, a closed
+    descriptor) said as stdout's, in one line (exit 2), not as the figure folder's or a bare
+    errno; a closed pipe (``| head``) is let through as it is."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise AttnsweepError(f"stdout could not be written: {exc.strerror or exc}") from None
 
 
 def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: str, context=None) -> None:
@@ -335,7 +414,7 @@ def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: 
 
     table = m_star_export(store, sweep, run_id, figures, context)
     if format == "json":
-        sys.stdout.write(for_stream(table.write_json() + "\n", sys.stdout))
+        text = table.write_json() + "\n"
     else:
         nested = [c for c, d in table.schema.items() if d.is_nested()]
         table = table.with_columns(
@@ -345,5 +424,7 @@ def _write_m_star(store, sweep: str, run_id: str, figures: Path | None, format: 
             )
             for c in nested
         )
-        sys.stdout.write(for_stream(table.write_csv(), sys.stdout))
-    sys.stdout.flush()
+        text = table.write_csv()
+    with _stdout_errors():
+        sys.stdout.write(for_stream(text, sys.stdout))
+        sys.stdout.flush()

@@ -8,10 +8,13 @@ of the run's trials, about 1 KB per trial.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
 import secrets
+import signal
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -230,39 +233,73 @@ def _run_locked(
         error = exc
         raise
     finally:
-        refused = None
-        try:
-            writer.flush()
-        except StoreError as exc:  # the last rows went to the rescue file the message names
-            refused = exc
-            summary.status = "failed"
-        summary.wall_s = time.perf_counter() - t0
-        if summary.status == "running" or writer.failed is not None:
-            summary.status = "failed"
-        attempt.update(
-            status=summary.status,
-            ended_at=dt.datetime.now(dt.UTC),
-            wall_s=summary.wall_s,
-            n_run=sum(summary.counts.values()),
-        )
-        _finish_record(record, summary, store, spec.name, run_id)
-        if spec.search.adaptive and summary.status == "finished":  # the cap becomes what it ran
-            record["n_trials"] = sum(record[k] for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
-        cause = writer.failed or refused or (error if summary.status == "failed" else None)
-        record.update(
-            error=_failure_text(cause) if cause is not None else None,
-            rescue_file=str(writer.rescue_path) if writer.rescue_path is not None else None,
-        )
-        try:
-            store.write_run(spec.name, run_id, record, run_schema(failure=True))
-        except OSError as exc:  # the disk is still full: say what the record should have said
-            note = _unrecorded(store, spec.name, run_id, record, exc)
-            console.print(f"error: {note}", style="red", markup=False, highlight=False, soft_wrap=True)
-            if refused is None and error is None and summary.status != "interrupted":
-                raise StoreError(note) from exc
-        if refused is not None:
-            raise refused
+        # The end is written whole: a SIGTERM or Ctrl-C here (the run's last moment) is acted on
+        # once the record says how the run ended, not partway, which left it saying "running".
+        with signals_held():
+            _end_run(spec, store, run_id, record, attempt, summary, writer, error, t0, console)
     return summary
+
+
+def _end_run(spec, store, run_id, record, attempt, summary, writer, error, t0, console) -> None:
+    """A run's end: its last rows flushed, its record written with how it ended.
+
+    Raises:
+        StoreError: the store refused the last rows (they are in the rescue file it names), or
+            the record of a run that had no other error could not be written.
+    """
+    refused = None
+    try:
+        writer.flush()
+    except StoreError as exc:  # the last rows went to the rescue file the message names
+        refused = exc
+        summary.status = "failed"
+    summary.wall_s = time.perf_counter() - t0
+    if summary.status == "running" or writer.failed is not None:
+        summary.status = "failed"
+    attempt.update(
+        status=summary.status,
+        ended_at=dt.datetime.now(dt.UTC),
+        wall_s=summary.wall_s,
+        n_run=sum(summary.counts.values()),
+    )
+    _finish_record(record, summary, store, spec.name, run_id)
+    if spec.search.adaptive and summary.status == "finished":  # the cap becomes what it ran
+        record["n_trials"] = sum(record[k] for k in ("n_done", "n_failed", "n_diverged", "n_lost"))
+    cause = writer.failed or refused or (error if summary.status == "failed" else None)
+    record.update(
+        error=_failure_text(cause) if cause is not None else None,
+        rescue_file=str(writer.rescue_path) if writer.rescue_path is not None else None,
+    )
+    try:
+        store.write_run(spec.name, run_id, record, run_schema(failure=True))
+    except OSError as exc:  # the disk is still full: say what the record should have said
+        note = _unrecorded(store, spec.name, run_id, record, exc)
+        console.print(f"error: {note}", style="red", markup=False, highlight=False, soft_wrap=True)
+        if refused is None and error is None and summary.status != "interrupted":
+            raise StoreError(note) from exc
+    if refused is not None:
+        raise refused
+
+
+@contextlib.contextmanager
+def signals_held(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while the block runs, then act on them: each signal that came is
+    raised again once the block ends (in any way), under the handlers in place when it began
+    (a KeyboardInterrupt where those raise one; the process ends where a signal's handler is
+    the default). For what must not be cut partway: a run's record written at its end, its
+    workers stopped. Off the main thread, where no handler can be set, nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in signums}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        for s in dict.fromkeys(came):
+            signal.raise_signal(s)
 
 
 def _failure_text(exc: BaseException) -> str:

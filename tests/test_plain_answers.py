@@ -174,3 +174,120 @@ def test_publishing_a_running_run_states_the_trials_stored(tmp_path):
     assert "0 trials stored" not in findings
     page = (tmp_path / "pub" / "report.html").read_text()
     assert "running: 8 trials (done 8, failed 0, diverged 0, lost 0)" in page
+
+
+# --- analyze refuses a linked figure folder, as report does -------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("link", ["figures", "figures/tiny", f"figures/tiny/{RUN}", "--figures"])
+def test_analyze_refuses_a_figure_folder_that_is_a_link(tmp_path, link):
+    _store(tmp_path / "store")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    at = tmp_path / ("figs" if link == "--figures" else link)
+    at.parent.mkdir(parents=True, exist_ok=True)
+    at.symlink_to(elsewhere, target_is_directory=True)
+    given = ["--figures", "figs"] if link == "--figures" else []
+    proc = _cli("analyze", RUN, "--store", "store", *given, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    shown = "figs" if link == "--figures" else link
+    assert f"error: --figures: {shown} is a link to {elsewhere}; files are written only inside {tmp_path}" in (
+        proc.stderr
+    ), proc.stderr
+    assert list(elsewhere.iterdir()) == [] and proc.stdout == ""  # nothing written, nothing analysed
+
+
+# --- a full stdout is stdout's fault -----------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("fmt", ["table", "csv"])
+def test_a_full_stdout_is_said_to_be_stdout(tmp_path, fmt):
+    _store(tmp_path / "store")
+    with open("/dev/full", "w") as full:
+        proc = _cli("analyze", RUN, "--store", "store", "--figures", "figs", "--format", fmt, cwd=tmp_path, stdout=full)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "error: stdout could not be written: No space left on device" in proc.stderr, proc.stderr
+    assert "no figures" not in proc.stderr, proc.stderr  # the figure folder is fine ...
+    if fmt == "table":
+        assert (tmp_path / "figs" / "m_star_vs_T.png").stat().st_size > 0  # ... and holds the figures
+
+
+# --- SIGTERM as a run ends ---------------------------------------------------------------------
+
+RUN_SPEC = (
+    "name: ends\nseeds: 2\ngrid: {m: [8, 16]}\n"
+    "fixed: {task: and, T: 8, s: 1, d: 8, heads: 2, max_epochs: 20, n_test: 100}\nanalysis: {n_boot: 50}\n"
+)
+"""4 trials (2 seeds x 2 widths), a few seconds with --local."""
+
+# `attnsweep run` that sends itself a real SIGTERM at one moment of a run's end: as its record
+# is written at the end (the second write of the run's record; the first is its start), as its
+# executor stops, right after the run returns to the command, as the analysis prints.
+SIGTERM_AT = """
+import os, signal, sys
+where = sys.argv.pop(1)
+
+def term(fn, after=False):
+    def wrapped(*a, **kw):
+        wrapped.calls += 1
+        if wrapped.calls == wrapped.at and not after:
+            os.kill(os.getpid(), signal.SIGTERM)
+        out = fn(*a, **kw)
+        if after:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out
+    wrapped.calls, wrapped.at = 0, 1
+    return wrapped
+
+if where == "record":
+    from attnsweep.results.store import ResultsStore
+    ResultsStore.write_run = term(ResultsStore.write_run)
+    ResultsStore.write_run.at = 2
+elif where == "shutdown":
+    import attnsweep.orchestrator.executors as ex
+    ex.LocalExecutor.shutdown = term(ex.LocalExecutor.shutdown)
+elif where == "returned":
+    import attnsweep.api as api
+    api.run = term(api.run, after=True)
+elif where == "analysis":
+    import attnsweep.presentation.terminal as terminal
+    terminal.print_analysis = term(terminal.print_analysis)
+from attnsweep.cli import main
+sys.argv = ["attnsweep", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["record", "shutdown", "returned", "analysis"])
+def test_sigterm_as_a_run_ends_still_prints_its_summary(tmp_path, moment):
+    (tmp_path / "spec.yaml").write_text(RUN_SPEC)
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", COLUMNS="200")
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGTERM_AT, moment, "run", "spec.yaml", "--local", "--store", "store"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    store = ResultsStore(tmp_path / "store")
+    sweep, run_id = store.latest_run()
+    record = store.read_run(sweep, run_id)
+    # The run ended before the signal acted: its record says so, with its 4 trials.
+    assert (record["status"], record["n_done"]) == ("finished", 4), record
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-3000:])
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith(("progress:", "warning:"))]
+    if moment == "analysis":  # the summary came first, then the analysis was cut
+        assert any(line.startswith(f"run {run_id} of sweep ends: done 4; ") for line in lines), lines
+        assert f"interrupted: the analysis stopped; run {run_id} is saved: attnsweep analyze {run_id}" in (
+            proc.stderr
+        ), lines
+    else:
+        assert (
+            f"run {run_id} of sweep ends: done 4; finished; interrupted as it ended, before its analysis: "
+            f"attnsweep analyze {run_id} --store store; store store"
+        ) in lines, lines
