@@ -121,7 +121,9 @@ def run(
         results.StoreError: the store cannot be written.
         KeyboardInterrupt: Ctrl-C, or SIGTERM while the sweep runs (from the main thread):
             re-raised after the finished trials are saved and the run is recorded as
-            interrupted; resume it.
+            interrupted; resume it. One that comes as the run ends (its record being
+            written, its workers stopping) is raised once the record says how it ended
+            (``finished``: nothing to resume).
     """
     from attnsweep.orchestrator.spec import SweepSpec, load_spec, parse_spec
 

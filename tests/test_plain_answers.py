@@ -291,3 +291,14 @@ def test_sigterm_as_a_run_ends_still_prints_its_summary(tmp_path, moment):
             f"run {run_id} of sweep ends: done 4; finished; interrupted as it ended, before its analysis: "
             f"attnsweep analyze {run_id} --store store; store store"
         ) in lines, lines
+
+
+def test_run_refuses_a_linked_figure_folder_before_the_sweep_starts(tmp_path):
+    (tmp_path / "spec.yaml").write_text(RUN_SPEC)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "figures").symlink_to(elsewhere, target_is_directory=True)
+    proc = _cli("run", "spec.yaml", "--local", "--store", "store", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert f"error: --figures: figures is a link to {elsewhere}" in proc.stderr, proc.stderr
+    assert list(elsewhere.iterdir()) == [] and not (tmp_path / "store" / "runs").exists()  # no run began
