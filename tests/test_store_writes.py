@@ -54,11 +54,11 @@ def test_a_store_whose_trials_is_a_file_is_refused_before_anything_trains(tmp_pa
 class RefusingStore(ResultsStore):
     """A store whose disk fills after its first part file."""
 
-    def write_trials(self, sweep, run_id, table):
+    def write_trials(self, sweep, run_id, table, curves=None):
         if getattr(self, "written", 0) >= 1:
             raise OSError(28, "No space left on device")
         self.written = getattr(self, "written", 0) + 1
-        return super().write_trials(sweep, run_id, table)
+        return super().write_trials(sweep, run_id, table, curves=curves)
 
 
 def test_a_refused_write_stops_the_run_records_it_failed_and_keeps_the_rows(tmp_path, monkeypatch):
