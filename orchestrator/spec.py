@@ -56,13 +56,14 @@ from attnsweep.orchestrator.spec_grid import (
     trial_problems,
 )
 from attnsweep.orchestrator.spec_loading import (
+    TOP_KEYS,
     read_spec_file,
     read_spec_mapping,
     section,
     settings_sections,
     top_level_problems,
 )
-from attnsweep.orchestrator.spec_problems import describe
+from attnsweep.orchestrator.spec_problems import TOP_LEVEL, TRIAL_SETTINGS, describe
 from attnsweep.workers import EXPERIMENTS, Experiment
 from attnsweep.workers.config import LATER_FIELDS, StrictSettings
 from attnsweep.workers.trial_config import TrialConfig
@@ -500,22 +501,24 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
         SpecError: every problem found, each naming its field.
     """
     raw = read_spec_mapping(text, source)
-    problems = top_level_problems(raw, name_rule=SweepSpec.model_fields["name"].metadata[0].pattern)
-    seeds = seed_list(raw.get("seeds", 1), problems)
     experiment = raw.get("experiment", "sparse_boolean")
-    if not isinstance(experiment, str) or experiment not in EXPERIMENTS:
+    known = isinstance(experiment, str) and experiment in EXPERIMENTS
+    homes = section_fields(EXPERIMENTS[experiment] if known else None)
+    problems = top_level_problems(raw, SweepSpec.model_fields["name"].metadata[0].pattern, homes)
+    seeds = seed_list(raw.get("seeds", 1), problems)
+    if not known:
         raise SpecError([f"experiment: value {experiment!r}: must be one of {list(EXPERIMENTS)}"], source)
     exp = EXPERIMENTS[experiment]
-    search = _search(raw.get("search"), problems)
+    search = _search(raw.get("search"), problems, homes)
     fixed = section(raw, "fixed", problems)
     chosen = chosen_by_search(search, raw.get("search"))
-    grids = grid_blocks(exp, raw.get("grid"), fixed, chosen, problems, source)
+    grids = grid_blocks(exp, raw.get("grid"), fixed, chosen, problems, source, homes)
     for key in sorted(
         chosen.keys() & set(fixed) - set(TUNABLE)
     ):  # a tuned setting's fixed value is the default it must beat
         problems.append(f"fixed.{key}: {chosen[key]}; remove it from fixed")
-    fixed = fixed_settings(exp, fixed, problems)
-    sections = _settings(raw, search, seeds, problems)
+    fixed = fixed_settings(exp, fixed, problems, homes)
+    sections = _settings(raw, search, seeds, problems, homes)
     spec = None
     if not problems:
         try:
@@ -541,7 +544,32 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
     return spec
 
 
-def _settings(raw: dict, search: SearchSettings | None, seeds: list[int], problems: list[str]) -> dict[str, Any]:
+def section_fields(exp: Experiment | None) -> dict[str, frozenset[str]]:
+    """The fields of each section of a spec by the section's name, for the message that names
+    the section a misplaced setting belongs under (:func:`~orchestrator.spec_problems.belongs_under`);
+    ``exp``'s trial settings as ``fixed/grid`` (none where the experiment is unknown)."""
+    trial = (
+        frozenset(f for f in exp.config.model_fields if f not in ("seed", "fault")) if exp is not None else frozenset()
+    )
+    return {
+        TOP_LEVEL: frozenset(TOP_KEYS),
+        TRIAL_SETTINGS: trial,
+        "execution": frozenset(ExecutionSettings.model_fields),
+        "execution.curves": frozenset(CurveSettings.model_fields),
+        "resources": frozenset(ResourceSettings.model_fields),
+        "analysis": frozenset(AnalysisSettings.model_fields),
+        "search": frozenset(SearchSettings.model_fields),
+        "search.tune": frozenset(TuneSettings.model_fields),
+    }
+
+
+def _settings(
+    raw: dict,
+    search: SearchSettings | None,
+    seeds: list[int],
+    problems: list[str],
+    homes: dict[str, frozenset[str]] | None = None,
+) -> dict[str, Any]:
     """The ``execution``, ``resources`` and ``analysis`` sections, each checked against its
     model (the raw sections are returned: :class:`SweepSpec` validates them again), and the
     tuning's seeds against the spec's."""
@@ -555,7 +583,7 @@ def _settings(raw: dict, search: SearchSettings | None, seeds: list[int], proble
         try:
             model.model_validate({str(k): v for k, v in given.items()} if isinstance(given, dict) else given)
         except ValidationError as exc:
-            problems += [f"{key}.{p}" for p in describe(exc, model)]
+            problems += [f"{key}.{p}" for p in describe(exc, model, homes, key)]
     if (
         search is not None
         and search.tune is not None
@@ -570,13 +598,13 @@ def _settings(raw: dict, search: SearchSettings | None, seeds: list[int], proble
     return sections
 
 
-def _search(value: Any, problems: list[str]) -> SearchSettings | None:
+def _search(value: Any, problems: list[str], homes: dict[str, frozenset[str]] | None = None) -> SearchSettings | None:
     """The ``search`` section, validated (None when it is invalid: the problems say why)."""
     try:
         return SearchSettings.model_validate(value or {})
     except ValidationError as exc:
         problems += [
             f"search: {p.removeprefix('spec: ')}" if p.startswith("spec: ") else f"search.{p}"
-            for p in describe(exc, SearchSettings)
+            for p in describe(exc, SearchSettings, homes, "search")
         ]
         return None

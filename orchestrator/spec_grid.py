@@ -9,13 +9,14 @@ import functools
 import itertools
 import json
 import math
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from attnsweep.orchestrator.errors import SpecError
-from attnsweep.orchestrator.spec_problems import describe, did_you_mean
+from attnsweep.orchestrator.spec_problems import belongs_under, describe, did_you_mean
 from attnsweep.workers import Experiment
 from attnsweep.workers.config import StrictSettings, whole_float
 
@@ -54,9 +55,11 @@ def grid_blocks(
     chosen: dict[str, str],
     problems: list[str],
     source: str,
+    homes: Mapping[str, Collection[str]] | None = None,
 ) -> list[dict[str, list]]:
     """The ``grid`` section's blocks (one when it is a mapping), each validated; ``chosen``:
-    settings an adaptive search picks itself (see :func:`_grid_block`).
+    settings an adaptive search picks itself (see :func:`_grid_block`); ``homes``: the fields
+    of the other sections, named where one is given here (:func:`~orchestrator.spec_problems.belongs_under`).
 
     Raises:
         SpecError: more than :data:`MAX_GRID_BLOCKS` blocks, or more than
@@ -90,14 +93,18 @@ def grid_blocks(
             fixed,
             problems,
             chosen,
+            homes,
         )
         for i, block in enumerate(blocks)
     ]
 
 
-def fixed_settings(exp: Experiment, fixed: dict, problems: list[str]) -> dict[str, Any]:
-    """The ``fixed`` section without its unknown settings, each value validated on its own."""
-    fixed = {k: v for k, v in fixed.items() if _known(exp, f"fixed.{k}", k, problems)}
+def fixed_settings(
+    exp: Experiment, fixed: dict, problems: list[str], homes: Mapping[str, Collection[str]] | None = None
+) -> dict[str, Any]:
+    """The ``fixed`` section without its unknown settings, each value validated on its own
+    (``homes``: as :func:`grid_blocks` takes them)."""
+    fixed = {k: v for k, v in fixed.items() if _known(exp, "fixed", k, problems, homes)}
     problems += _check_values(exp, "fixed", {k: [v] for k, v in fixed.items()})
     return fixed
 
@@ -166,9 +173,11 @@ def _grid_block(
     fixed: dict,
     problems: list[str],
     chosen: dict[str, str] | None = None,
+    homes: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, list]:
     """One mapping of axes, validated; problems are prefixed with ``where``. ``chosen``:
-    settings an adaptive search picks itself (not allowed as axes, not required)."""
+    settings an adaptive search picks itself (not allowed as axes, not required); ``homes``:
+    as :func:`grid_blocks` takes them."""
     chosen = chosen or {}
     if not isinstance(block, dict):
         problems.append(f"{where}: must be a mapping of trial settings to values, got {type(block).__name__}")
@@ -182,7 +191,7 @@ def _grid_block(
     axes = {
         k: _axis(exp, f"{where}.{k}", k, v, problems)
         for k, v in block.items()
-        if _known(exp, f"{where}.{k}", k, problems)
+        if _known(exp, where, k, problems, homes)
     }
     for key, values in axes.items():
         if not values and isinstance(block[key], list):
@@ -199,9 +208,16 @@ def _trial_fields(exp: Experiment, shown: bool = False) -> list[str]:
     return [f for f in exp.config.model_fields if f != "seed" and not (shown and f == "fault")]
 
 
-def _known(exp: Experiment, where: str, key: str, problems: list[str]) -> bool:
+def _known(
+    exp: Experiment, section: str, key: str, problems: list[str], homes: Mapping[str, Collection[str]] | None
+) -> bool:
     if key in _trial_fields(exp):
         return True
+    where = f"{section}.{key}"
+    home = belongs_under(key, section, homes or {})
+    if home:
+        problems.append(f"{where}: {home}")
+        return False
     hint = " (use the top-level 'seeds')" if key == "seed" else did_you_mean(key, _trial_fields(exp, shown=True))
     problems.append(f"{where}: unknown {exp.name} trial setting{hint}; allowed: {_trial_fields(exp, shown=True)}")
     return False

@@ -5,12 +5,14 @@ before any of them is validated against the schema (orchestrator/spec.py)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from attnsweep.orchestrator.errors import SpecError
+from attnsweep.orchestrator.spec_problems import belongs_under
 
 MAX_SPEC_BYTES = 1_000_000
 TOP_KEYS = {
@@ -88,11 +90,16 @@ def read_spec_mapping(text: str, source: str) -> dict:
     return raw
 
 
-def top_level_problems(raw: dict, name_rule: str) -> list[str]:
+def top_level_problems(raw: dict, name_rule: str, homes: Mapping[str, Collection[str]] | None = None) -> list[str]:
     """Unknown top-level keys (at most 5 shown, each shortened), missing required ones, and
-    a ``name`` that does not match ``name_rule`` (the schema's pattern)."""
+    a ``name`` that does not match ``name_rule`` (the schema's pattern). An unknown key that
+    is a field of a section (``homes``, as :func:`~orchestrator.spec_problems.belongs_under`
+    takes them) is named with its section."""
     problems = []
     unknown = sorted(set(map(str, raw)) - TOP_KEYS)
+    placed = {key: home for key in unknown if (home := belongs_under(key, "", homes or {}))}
+    problems += [f"{key}: {home}" for key, home in placed.items()]
+    unknown = [key for key in unknown if key not in placed]
     if unknown:
         shown = [_short(k) for k in unknown[:5]] + ([f"and {len(unknown) - 5} more"] if len(unknown) > 5 else [])
         problems.append(f"unknown top-level field(s) {', '.join(shown)}; allowed: {sorted(TOP_KEYS)}")

@@ -4,14 +4,22 @@ the bad value and what is allowed (the allowed fields of a section, the range of
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 
 from pydantic import BaseModel, ValidationError
 
 
-def describe(exc: ValidationError, model: type[BaseModel] | None = None) -> list[str]:
+def describe(
+    exc: ValidationError,
+    model: type[BaseModel] | None = None,
+    homes: Mapping[str, Collection[str]] | None = None,
+    section: str = "",
+) -> list[str]:
     """One line per problem of a pydantic error, naming the field; with ``model`` (the class
     that was validated), an unknown field lists the allowed ones and a bound gives the whole
-    allowed range."""
+    allowed range. With ``homes`` (:func:`belongs_under`) and ``section`` (where ``model``
+    sits in the spec, e.g. ``execution``), an unknown field that is a field of another
+    section says which one instead."""
     out = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "spec"
@@ -24,7 +32,12 @@ def describe(exc: ValidationError, model: type[BaseModel] | None = None) -> list
         )
         if model is not None and err["type"] == "extra_forbidden":
             parent = _model_at(model, err["loc"][:-1])
-            if parent is not None:
+            name = str(err["loc"][-1])
+            here = ".".join([section, *map(str, err["loc"][:-1])]).strip(".")
+            home = belongs_under(name, here, homes or {})
+            if home:
+                msg = home
+            elif parent is not None:
                 msg = f"unknown field{did_you_mean(str(err['loc'][-1]), parent.model_fields)}; allowed: {sorted(parent.model_fields)}"
         elif model is not None and err["type"] in (
             "greater_than",
@@ -37,6 +50,42 @@ def describe(exc: ValidationError, model: type[BaseModel] | None = None) -> list
                 msg = f"{msg} (allowed: {bounds})"
         out.append(f"{loc}: value {value!r}: {msg}" if not isinstance(value, dict) else f"{loc}: {msg}")
     return out
+
+
+def belongs_under(name: str, here: str, homes: Mapping[str, Collection[str]]) -> str:
+    """``pack_size belongs under execution:, not under fixed:`` where ``name``, given under
+    section ``here``, is a field of other sections; ``""`` where it is none's.
+
+    Args:
+        name: the key as given.
+        here: the section it was given in (``fixed``, ``search.tune``; ``""``: the top level).
+        homes: the fields of each section by its name (``TOP_LEVEL`` for the top level;
+            ``TRIAL_SETTINGS`` for the trial settings, taken under ``fixed`` or ``grid``).
+    """
+    trial = here in ("fixed", "grid") or here.startswith("grid[")
+    places = [
+        where
+        for where, names in homes.items()
+        if name in names and where != here and not (trial and where == TRIAL_SETTINGS)
+    ]
+    if not places:
+        return ""
+    shown = [
+        "at the top level"
+        if where == TOP_LEVEL
+        else "under fixed: or grid:"
+        if where == TRIAL_SETTINGS
+        else f"under {where}:"
+        for where in places
+    ]
+    given = "grid" if here.startswith("grid[") else here
+    return f"{name} belongs {', or '.join(shown)}, not " + (f"under {given}:" if given else "at the top level")
+
+
+TOP_LEVEL = ""
+"""The top level's name in :func:`belongs_under`'s ``homes``."""
+TRIAL_SETTINGS = "fixed/grid"
+"""The trial settings' name in :func:`belongs_under`'s ``homes``."""
 
 
 def did_you_mean(name: str, known) -> str:
