@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from attnsweep.orchestrator.errors import AttnsweepError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from attnsweep.orchestrator.spec import SweepSpec
 
 
@@ -44,27 +46,28 @@ class SpecCheck:
     pooled_axes: list[str] = field(default_factory=list)
 
 
-def check_spec(spec: str | Path, max_trials: int = 1_000_000) -> SpecCheck:
-    """Check the spec file ``spec`` and count what it would run here; writes nothing and
+def check_spec(spec: str | Path, max_trials: int = 1_000_000, overrides: Sequence[str] = ()) -> SpecCheck:
+    """Check the spec file ``spec``, with ``overrides`` (``PATH=VALUE`` texts, as ``--set``
+    gives them: docs/spec.md) put into it, and count what it would run here; writes nothing and
     imports neither torch nor Ray, nor any package that adds a task, teacher or student: their
     names are read from the entry points' metadata, and a package's student is sized at the
     memory estimate's err-high default (workers/student_registry.py ``without_loading``).
 
     Raises:
-        orchestrator.SpecError: the spec is invalid, or its grid holds more than
-            ``max_trials`` trials.
+        orchestrator.SpecError: the spec is invalid (or an override: the message names its
+            ``--set``), or its grid holds more than ``max_trials`` trials.
     """
     from attnsweep.workers.student_registry import without_loading
 
     with without_loading():
-        return _check_spec(spec, max_trials)
+        return _check_spec(spec, max_trials, overrides)
 
 
-def _check_spec(spec: str | Path, max_trials: int) -> SpecCheck:
+def _check_spec(spec: str | Path, max_trials: int, overrides: Sequence[str] = ()) -> SpecCheck:
     from attnsweep.orchestrator.packing import count_packs, spec_pack_sizer
     from attnsweep.orchestrator.spec import load_spec
 
-    s = load_spec(spec, max_trials=max_trials)
+    s = load_spec(spec, max_trials=max_trials, overrides=overrides)
     workers = s.resources.num_workers or max(1, int((os.cpu_count() or 1) / s.resources.cpus_per_worker))
     workers = min(workers, s.n_trials())  # a run starts no more workers than it has trials (executors.py)
     budget = s.execution.pack_memory_mb * 2**20

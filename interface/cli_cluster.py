@@ -13,6 +13,7 @@ from attnsweep.cli_options import (
     DEFAULT_TIMEOUT,
     JobAddressOpt,
     JobArg,
+    SetOpt,
     SpecArg,
     TimeoutOpt,
     err,
@@ -53,11 +54,20 @@ def submit(
             help="seconds between the progress lines in the job's log",
         ),
     ] = DEFAULT_PROGRESS_INTERVAL,
+    set_: SetOpt = None,
 ) -> None:
     """Submit a sweep as a Ray job to a cluster's job server; prints the job id."""
     from attnsweep.orchestrator import jobs
 
-    jid = jobs.submit(spec, address, store, job_id, timeout_s=timeout, progress_interval_s=progress_interval)
+    jid = jobs.submit(
+        spec,
+        address,
+        store,
+        job_id,
+        timeout_s=timeout,
+        progress_interval_s=progress_interval,
+        overrides=set_ or (),
+    )
     out.print(visible(jid), markup=False, highlight=False)
     if wait:
         jobs.logs(

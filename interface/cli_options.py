@@ -40,6 +40,15 @@ StoreOpt = Annotated[
 ]
 SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="sweep spec (YAML)")]
 MaxTrialsOpt = Annotated[int, typer.Option(min=1, metavar="N", help="refuse grids above this many trials")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="PATH=VALUE",
+        help="override a spec field, e.g. --set grid.T=[16,64,256] --set seeds=8 (VALUE read as YAML; "
+        "repeatable); the resolved spec is what runs and is recorded",
+    ),
+]
 DEFAULT_PROGRESS_INTERVAL = 10.0  # orchestrator.progress.PROGRESS_INTERVAL_S, without importing it for --help
 DEFAULT_STORE = "results-store"
 

@@ -20,6 +20,7 @@ from attnsweep.cli_options import (
     LocalOpt,
     MaxTrialsOpt,
     ProgressOpt,
+    SetOpt,
     SpecArg,
     StoreOpt,
     err,
@@ -52,11 +53,12 @@ def run(
     figures: FiguresOpt = None,
     analyze: AnalyzeOpt = True,
     progress_interval: ProgressOpt = DEFAULT_PROGRESS_INTERVAL,
+    set_: SetOpt = None,
 ) -> None:
     """Run a sweep, stream its rows into the store, then print the analysis."""
     from attnsweep.orchestrator.spec import load_spec
 
-    s = load_spec(spec, max_trials=max_trials)  # before anything is started or written
+    s = load_spec(spec, max_trials=max_trials, overrides=set_ or ())  # before anything is started or written
     if resume is not None:
         from attnsweep.results import ResultsStore
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from attnsweep.cli_options import MaxTrialsOpt, SpecArg, err, out, plural, quoted, user_errors
+from attnsweep.cli_options import MaxTrialsOpt, SetOpt, SpecArg, err, out, plural, quoted, user_errors
 from attnsweep.presentation.console_text import visible
 
 
@@ -24,11 +24,12 @@ def validate(
             help="also print every trial setting of each grid block and every run setting, and where each comes from (spec or default)",
         ),
     ] = False,
+    set_: SetOpt = None,
 ) -> None:
     """Check a spec and say what it would run; writes nothing."""
     from attnsweep.api_specs import check_spec
 
-    check = check_spec(spec, max_trials=max_trials)
+    check = check_spec(spec, max_trials=max_trials, overrides=set_ or ())
     s = check.spec
     if check.largest_trial_bytes > check.budget_bytes:
         err.print(

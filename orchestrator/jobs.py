@@ -27,7 +27,7 @@ import shutil
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from attnsweep.orchestrator.deadline import TIMEOUT_S, within
@@ -115,6 +115,7 @@ def submit(
     submission_id: str | None = None,
     timeout_s: float = TIMEOUT_S,
     progress_interval_s: float | None = None,
+    overrides: Sequence[str] = (),
 ) -> str:
     """Validate ``spec_path`` here, then submit it as a Ray job; returns the job id.
 
@@ -128,9 +129,11 @@ def submit(
             the working directory included).
         progress_interval_s: seconds between the progress lines in the job's log (None:
             the driver's default, 10 s).
+        overrides: ``PATH=VALUE`` texts (``--set``) put into the spec; the job runs the
+            resolved spec.
 
     Raises:
-        SpecError: the spec is invalid (nothing is submitted).
+        SpecError: the spec or an override is invalid (nothing is submitted).
         RunError: the job server cannot be reached, does not answer in time, or refuses the job.
     """
     from attnsweep.orchestrator.spec import (
@@ -138,7 +141,7 @@ def submit(
     )
 
     started = time.monotonic()
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, overrides=overrides)
     if store is not None and "://" not in store and not store.startswith("/"):
         raise RunError(
             f"--store {store!r}: give an absolute path or a URI as the cluster sees it; a relative path "

@@ -33,7 +33,7 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -477,15 +477,31 @@ def trial_id(config: TrialConfig) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
-def load_spec(path: str | Path, max_trials: int | None = None) -> SweepSpec:
-    """Read and validate a spec file.
+def load_spec(path: str | Path, max_trials: int | None = None, overrides: Sequence[str] = ()) -> SweepSpec:
+    """Read and validate a spec file, with ``overrides`` (``PATH=VALUE`` texts, the CLI's
+    ``--set``; orchestrator/spec_overrides.py) put into it first. The spec's ``source_yaml``
+    is then the resolved spec (the file's values with the overrides'), which a run records.
 
     Raises:
-        SpecError: the file is missing, unreadable, not YAML, or invalid; the message
-            lists every problem with its field.
+        SpecError: the file is missing, unreadable, not YAML, or invalid, or an override is
+            malformed or sets a value that is; the message lists every problem with its
+            field (an override's as ``--set FIELD``).
     """
+    from attnsweep.orchestrator.spec_overrides import name_overrides, parse_overrides, resolve
+
     path = Path(path)
-    return parse_spec(read_spec_file(path), source=str(path), max_trials=max_trials)
+    text, source = read_spec_file(path), str(path)
+    if not overrides:
+        return parse_spec(text, source=source, max_trials=max_trials)
+    pairs = parse_overrides(overrides, source)
+    raw = read_spec_mapping(text, source)
+    experiment = dict(pairs).get("experiment", raw.get("experiment", "sparse_boolean"))
+    exp = EXPERIMENTS.get(experiment) if isinstance(experiment, str) else None
+    resolved = resolve(raw, pairs, source, section_fields(exp))
+    try:
+        return parse_spec(resolved, source=source, max_trials=max_trials)
+    except SpecError as exc:
+        raise SpecError(name_overrides(exc.problems, [p for p, _ in pairs]), source) from None
 
 
 def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -> SweepSpec:
