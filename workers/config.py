@@ -17,6 +17,8 @@ from attnsweep.tasks.registry import BUILT_IN as TASKS_BUILT_IN
 from attnsweep.tasks.registry import task_names
 from attnsweep.tasks.teachers import BUILT_IN as TEACHERS_BUILT_IN
 from attnsweep.tasks.teachers import teacher_names
+from attnsweep.workers.boolean_models import BUILT_IN as MODELS_BUILT_IN
+from attnsweep.workers.boolean_models import BUILT_IN_MODELS, model_names, problem
 from attnsweep.workers.student_registry import BUILT_IN as STUDENTS_BUILT_IN
 from attnsweep.workers.student_registry import student_names
 
@@ -30,9 +32,19 @@ def _known_task(name: str) -> str:
     return name
 
 
-# A name, not a Literal: installed packages add tasks (tasks/registry.py), read at validation.
+def _known_model(name: str) -> str:
+    if name in MODELS_BUILT_IN:
+        return name
+    names = model_names()
+    if name not in names:
+        raise ValueError(f"must be one of {names} (a package can add models: docs/extending.md)")
+    return name
+
+
+# Names, not Literals: installed packages add tasks (tasks/registry.py) and models
+# (workers/boolean_models.py), read at validation without loading them or torch.
 TaskName = Annotated[str, AfterValidator(_known_task)]
-ModelName = Literal["transformer", "mlp"]
+ModelName = Annotated[str, AfterValidator(_known_model)]
 NormKind = Literal["frobenius", "spectral", "l21"]
 Fault = Literal["raise", "nan", "exit"]
 # Training arithmetic: float32 throughout, or bfloat16 autocast of the training forward
@@ -131,7 +143,10 @@ class BooleanTrialConfig(StrictSettings):
     max_redraws: int = Field(100, ge=0, le=100_000, description="redraws before failing")
 
     # The model.
-    model: ModelName = Field("transformer", description="CLS transformer or MLP baseline")
+    model: ModelName = Field(
+        "transformer",
+        description="CLS transformer, MLP baseline, or a model an installed package adds (docs/extending.md)",
+    )
     d: int = Field(32, ge=1, le=65_536, description="width (transformer embedding size)")
     layers: int = Field(1, ge=1, le=64, description="attention layers, or MLP hidden layers")
     heads: int = Field(1, ge=1, le=256, description="attention heads; must divide d")
@@ -185,25 +200,14 @@ class BooleanTrialConfig(StrictSettings):
                 f"stop 'margin': give both or neither (got stop={self.stop!r}, margin_target={self.margin_target!r}; "
                 "a grid that varies stop gives each rule its own grid block)"
             )
-        if self.stop == "margin" and self.model != "transformer":
-            raise ValueError(
-                f"stop 'margin' needs model 'transformer': the normalised margin is that of the "
-                f"attention head's capacity bound, which the {self.model} has not (use 'fit' or 'budget')"
-            )
         if self.s >= self.T:
             raise ValueError(f"T must be greater than s (got T={self.T}, s={self.s})")
-        if self.model == "transformer" and self.d % self.heads:
-            raise ValueError(f"heads must divide d (got d={self.d}, heads={self.heads})")
-        if self.model != "transformer" and self.positions != "learned":
-            raise ValueError(
-                f"positions {self.positions!r} is a setting of the transformer; the {self.model} has "
-                "no position codes (leave it 'learned')"
-            )
-        if self.model != "transformer" and not self.ln_affine:
-            raise ValueError(
-                f"ln_affine is a setting of the transformer; the {self.model} has no LayerNorm before a "
-                "head (leave it true)"
-            )
+        # A package's model is not imported here (validation reads names alone): the worker
+        # asks it the same question before the trial trains (workers/train_boolean.py).
+        model = BUILT_IN_MODELS.get(self.model)
+        wrong = problem(model, self) if model is not None else None
+        if wrong:
+            raise ValueError(wrong)
         return self
 
     def shape_key(self) -> tuple:

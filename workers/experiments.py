@@ -12,13 +12,9 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from attnsweep.workers.boolean_models import working_bytes as boolean_working_bytes
 from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
-from attnsweep.workers.memory import (
-    boolean_trial_bytes,
-    boolean_working_bytes,
-    symmetry_trial_bytes,
-    symmetry_working_bytes,
-)
+from attnsweep.workers.memory import boolean_trial_bytes, symmetry_trial_bytes, symmetry_working_bytes
 from attnsweep.workers.stacking import boolean_stacks, symmetry_stacks
 
 C = TypeVar("C", bound=BaseModel)

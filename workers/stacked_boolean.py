@@ -20,16 +20,16 @@ import torch
 from torch.func import functional_call, vmap
 
 from attnsweep import tasks
+from attnsweep.workers.boolean_models import model_norms, model_of, plus_minus_one, uses_one_layer_step
+from attnsweep.workers.boolean_models import project as project_onto
 from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.curves import Curve
-from attnsweep.workers.margins import head_measures, signed_margin
+from attnsweep.workers.margins import signed_margin
 from attnsweep.workers.models import logistic_loss, score_range_safe
-from attnsweep.workers.norms import project_mlp, project_transformer
 from attnsweep.workers.one_layer_stacked import loss_and_grads_stacked
 from attnsweep.workers.pack import EXPLODED_WEIGHT, autocast
 from attnsweep.workers.slot_book import MAX_EVERY, READ_EVERY, SlotBook, Snapshot, note_curves
 from attnsweep.workers.stacked import StackedPack, follow, group_slots, reproducible, slot_count
-from attnsweep.workers.stacked_mlp import mlp_logits
 
 
 def fit_stacked(
@@ -76,7 +76,8 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
     limits = [c.norm_bound or math.inf for c in configs]
     bounds, bounded = torch.tensor(limits, device=dev), any(math.isfinite(b) for b in limits)
     faulty = [c.fault == "nan" for c in configs]
-    inputs = x if cfg.model == "transformer" else x.float()  # (trials, m, T)
+    spec = model_of(cfg.model)
+    inputs = spec.paths.stacked_inputs(x) if spec.paths is not None else x.float()  # (trials, m, T)
     bs = cfg.batch_size if cfg.batch_size and cfg.batch_size < cfg.m else None
     book = SlotBook(pack, out, every=every)
     # One generator per slot, padding included, so that a padding slot never draws from its trial's.
@@ -100,11 +101,7 @@ def _fit(configs, models, trained, x, y, chunk, dev, curves=None, every=READ_EVE
     def project() -> None:
         if bounded:
             with torch.no_grad():
-                b = bounds[slot_trial]
-                if cfg.model == "transformer":
-                    project_transformer(pack.params, b, cfg.heads, cfg.norm_kind)
-                else:
-                    project_mlp(pack.params, b, cfg.norm_kind)
+                project_onto(spec, pack.params, bounds[slot_trial], cfg)
 
     def window() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # changes only at a read (compaction)
         t = pack.trial.to(dev)
@@ -190,24 +187,29 @@ def _stops(pack: StackedPack, cfg: BooleanTrialConfig, logits: torch.Tensor, ys:
     fit = ((logits > 0).float() == ys).all(-1)
     if cfg.stop == "margin":
         with torch.no_grad():
-            c = head_measures(pack.params, cfg.d, cfg.heads, cfg.norm_kind)["complexity"]
+            measures = model_norms(model_of(cfg.model), pack.params, cfg)
+            if "complexity" not in measures:
+                raise ValueError(f"stop 'margin' needs a complexity term: model {cfg.model!r}'s norms give none")
+            c = measures["complexity"]
             fit &= signed_margin(logits.double(), ys) / c.double() >= (cfg.margin_target or math.inf)
     return fit
 
 
 def _hand(cfg: BooleanTrialConfig) -> bool:
     """Whether the trials take the hand-written one-layer step (workers/one_layer_stacked.py)."""
-    return cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
+    return uses_one_layer_step(cfg)
 
 
 def slot_logits(pack: StackedPack, cfg: BooleanTrialConfig, xs: torch.Tensor) -> torch.Tensor:
-    """Every slot's logits ``(slots, b)`` float32 on its samples ``xs`` ``(slots, b, T)`` (bits;
-    the MLP takes them as floats too), for any model but the hand-written step's: a
-    transformer of any depth through its general forward, of one layer through the exact table
-    form (O(m T H), no data-dependent branch); the MLP written out (:func:`mlp_logits`)."""
-    if cfg.model == "mlp":
-        return mlp_logits(pack.params, xs).float()
-    return pack.call(xs, path="table" if cfg.layers == 1 else "general").float()
+    """Every slot's logits ``(slots, b)`` float32 on its samples ``xs`` ``(slots, b, T)`` (bits,
+    uint8 or as 0.0/1.0 floats), for any model but the hand-written step's: a built-in's own
+    stacked forward (workers/boolean_models.py: the transformer through its general or table
+    form, the MLP written out), a package's model under ``vmap`` over ``functional_call`` on
+    the bits as +-1 float32."""
+    paths = model_of(cfg.model).paths
+    if paths is not None:
+        return paths.stacked_logits(pack, cfg, xs)
+    return pack.call(plus_minus_one(xs)).float()
 
 
 def score_stacked(

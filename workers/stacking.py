@@ -8,8 +8,10 @@ No torch here: ``validate`` and the packer read it.
 
 from __future__ import annotations
 
+from attnsweep.workers.boolean_models import loaded_or_none
+from attnsweep.workers.boolean_models import working_bytes as boolean_trial_working_bytes
 from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig  # noqa: F401 - in signatures
-from attnsweep.workers.memory import STACKED_SLOTS, boolean_working_bytes
+from attnsweep.workers.memory import STACKED_SLOTS
 
 STACKED_MAX_BYTES = 2**30
 """Largest working set of a lane group (``STACKED_SLOTS`` trials' working sets, bytes) that
@@ -54,23 +56,30 @@ def mlp_step_flops(T: int, width: int, layers: int, b: int) -> int:
     return 2 * (forward + backward)
 
 
+def mlp_stacks_on_cpu(cfg: BooleanTrialConfig) -> bool:
+    """The MLP's measured CPU rule (:data:`MLP_MAX_STEP_FLOPS`, :data:`MLP_MAX_BATCH_WIDTH`)."""
+    batch = min(cfg.m, cfg.batch_size or cfg.m)
+    if mlp_step_flops(cfg.T, cfg.mlp_width, cfg.layers, batch) > MLP_MAX_STEP_FLOPS:
+        return False
+    return batch * cfg.mlp_width <= MLP_MAX_BATCH_WIDTH
+
+
 def boolean_stacks(cfg: BooleanTrialConfig, device_type: str = "cpu") -> bool:
     """Whether a sparse-Boolean trial's pack trains stacked on a device of ``device_type``
-    (``"cpu"``, ``"cuda"``...): on a GPU always (one trial's tiny kernels leave it waiting), on
-    a CPU as measured (:data:`ONE_LAYER_MAX_T`, :data:`MLP_MAX_STEP_FLOPS`,
-    :data:`MLP_MAX_BATCH_WIDTH`, :data:`STACKED_MAX_BYTES`)."""
+    (``"cpu"``, ``"cuda"``...): never for a model that cannot (workers/boolean_models.py
+    ``stackable``); else on a GPU always (one trial's tiny kernels leave it waiting), on a CPU
+    as measured for the built-ins (:data:`ONE_LAYER_MAX_T`, :data:`MLP_MAX_STEP_FLOPS`,
+    :data:`MLP_MAX_BATCH_WIDTH`) and for every model while a lane group fits
+    :data:`STACKED_MAX_BYTES`. A package's model that is not loaded (``validate``) or does not
+    load counts as stackable: its pack is then sized for every slot, which errs high."""
+    model = loaded_or_none(cfg.model)
+    if model is not None and not model.stackable:
+        return False
     if device_type != "cpu":
         return True
-    if cfg.model == "mlp":
-        batch = min(cfg.m, cfg.batch_size or cfg.m)
-        if mlp_step_flops(cfg.T, cfg.mlp_width, cfg.layers, batch) > MLP_MAX_STEP_FLOPS:
-            return False
-        if batch * cfg.mlp_width > MLP_MAX_BATCH_WIDTH:
-            return False
-    one_layer_step = cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
-    if one_layer_step and cfg.T > ONE_LAYER_MAX_T:
+    if model is not None and model.paths is not None and not model.paths.stacks_on_cpu(cfg):
         return False
-    return STACKED_SLOTS * boolean_working_bytes(cfg) <= STACKED_MAX_BYTES
+    return STACKED_SLOTS * boolean_trial_working_bytes(cfg) <= STACKED_MAX_BYTES
 
 
 def symmetry_stacks(cfg: SymmetryTrialConfig, device_type: str = "cpu") -> bool:

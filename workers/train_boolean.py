@@ -23,6 +23,7 @@ model, and bfloat16 mixed precision, trains through autograd on the model itself
 
 from __future__ import annotations
 
+import copy
 import math
 import socket
 import time
@@ -32,18 +33,27 @@ from dataclasses import replace
 import torch
 
 from attnsweep import tasks
+from attnsweep.tasks.errors import TaskError
 from attnsweep.workers import one_layer
 from attnsweep.workers.adamw import AdamW
+from attnsweep.workers.boolean_models import (
+    eval_bytes,
+    model_norms,
+    model_of,
+    plus_minus_one,
+    problem,
+    project,
+    uses_one_layer_step,
+)
 from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.curves import Curve, CurvePlan, attach
-from attnsweep.workers.margins import head_measures, margin_columns, signed_margin
+from attnsweep.workers.margins import margin_columns, signed_margin
 
 # Activation memory allowed for one evaluation chunk of one trial (bytes; workers/memory.py):
 # chunks keep evaluation at T in the thousands within a fixed budget. The chunk depends on the
 # trial's settings only, never on its pack, so that its scores do not either.
 from attnsweep.workers.memory import EVAL_BUDGET_BYTES  # noqa: E402
-from attnsweep.workers.models import CLSTransformer, build_model, logistic_loss, score_range_safe
-from attnsweep.workers.norms import mlp_norms, project_mlp, project_transformer
+from attnsweep.workers.models import logistic_loss, score_range_safe
 from attnsweep.workers.pack import apply_faults, autocast, exploded, fail_row, finite_or_none
 from attnsweep.workers.stacked import groups
 from attnsweep.workers.stacked_boolean import fit_stacked, score_stacked
@@ -196,11 +206,6 @@ def _train_stacked(
             fail_row(row, exc)
 
 
-def uses_one_layer_step(cfg: BooleanTrialConfig) -> bool:
-    """Whether a trial trains on the hand-written one-layer step (workers/one_layer.py)."""
-    return cfg.model == "transformer" and cfg.layers == 1 and cfg.precision == "float32"
-
-
 def trained(c: BooleanTrialConfig, name: str) -> bool:
     """Whether the parameter ``name`` of a trial's model trains: all do but, with ``ln_affine``
     false, the gain and bias of the LayerNorm before each head (kept at 1 and 0, so the head's
@@ -217,11 +222,53 @@ def init_seed(c: BooleanTrialConfig) -> int:
 
 
 def _model(c: BooleanTrialConfig, dev: torch.device) -> torch.nn.Module:
+    """The trial's freshly initialised model on ``dev`` (workers/boolean_models.py), a
+    package's held to its contract (:func:`check_model`).
+
+    Raises:
+        TaskError: the model's package does not load, or its model breaks the contract.
+        ValueError: the config is wrong for a package's model (checked here: spec validation
+            does not import packages).
+    """
+    spec = model_of(c.model)
+    if spec.paths is None:
+        wrong = problem(spec, c)
+        if wrong is None and c.norm_bound is not None and spec.project is None:
+            wrong = f"model {spec.name!r} bounds no norm (its BooleanModel has no project): leave norm_bound out"
+        if wrong:
+            raise ValueError(wrong)
     with torch.random.fork_rng(devices=[]):
         # The CPU generator alone (the model is built on the CPU): torch.manual_seed would also
         # queue a CUDA seeding that records a traceback, most of a small model's build time.
         torch.default_generator.manual_seed(init_seed(c))
-        return build_model(c.model, c.T, c.d, c.layers, c.heads, c.mlp_width, c.positions).to(dev)
+        model = spec.build(c)
+    if spec.paths is None:
+        check_model(spec.name, model, c.T)
+    return model.to(dev)
+
+
+def check_model(name: str, model: object, T: int) -> None:
+    """Hold a package's model to the contract training reads (workers/boolean_models.py
+    ``BooleanModel``): an ``nn.Module`` with parameters whose forward maps ``(2, T)`` +-1
+    float32 to ``(2,)`` floating logits. The forward runs on a copy, on a fixed input, without
+    gradients, so the model and the random streams are as they were.
+
+    Raises:
+        TaskError: it breaks the contract; the message names the model.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TaskError(f"model {name!r}: its build function gave a {type(model).__name__}, not a torch.nn.Module")
+    if not any(True for _ in model.parameters()):
+        raise TaskError(f"model {name!r}: its module has no parameters to train")
+    x = torch.tensor([[1.0, -1.0] * T, [-1.0, 1.0] * T])[:, :T]
+    try:
+        with torch.no_grad():
+            out = copy.deepcopy(model)(x)
+    except Exception as exc:  # a broken plugin is named, whatever it raised
+        raise TaskError(f"model {name!r}: its forward(x) raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(out, torch.Tensor) or out.shape != (2,) or not out.is_floating_point():
+        got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise TaskError(f"model {name!r}: its forward gave {got} for x (2, {T}) float32, not (2,) floating logits")
 
 
 def _state(logits: torch.Tensor, y: torch.Tensor, stops: Stops | None, loss: torch.Tensor | None = None) -> str:
@@ -250,7 +297,9 @@ def stop_rule(c: BooleanTrialConfig, params: Mapping[str, torch.Tensor]) -> Stop
         if c.stop == "fit":
             return True
         with torch.no_grad():
-            measures = head_measures({k: v.detach()[None] for k, v in params.items()}, c.d, c.heads, c.norm_kind)
+            measures = model_norms(model_of(c.model), {k: v.detach()[None] for k, v in params.items()}, c)
+            if "complexity" not in measures:
+                raise ValueError(f"stop 'margin' needs a complexity term: model {c.model!r}'s norms give none")
             normalised = signed_margin(logits.double(), y) / measures["complexity"][0].double()
         return bool(normalised >= (c.margin_target or math.inf))
 
@@ -270,15 +319,16 @@ class _Trial:
     ):
         self.c, self.dev = c, dev
         self.model = _model(c, dev) if model is None else model
+        self.spec = model_of(c.model)
         every = dict(self.model.named_parameters())
         self.params = {k: v for k, v in every.items() if trained(c, k)}  # what trains
         for k in every.keys() - self.params.keys():
             every[k].requires_grad_(False)
-        # What the hand-written step reads: every parameter, and the position codes where they
-        # are a buffer (fixed or sinusoidal codes are read, never trained).
-        self.tensors = {**every, "pos": self.model.pos} if c.model == "transformer" else every
         self.opt = AdamW(list(self.params.values()), c.lr, c.weight_decay)
         self.fast = uses_one_layer_step(c)
+        # What the hand-written step reads: every parameter, and the position codes where they
+        # are a buffer (fixed or sinusoidal codes are read, never trained).
+        self.tensors = {**every, "pos": self.model.pos} if self.fast else every
         self.bits, self.y = x, y  # (m, T) uint8, (m,)
         # Made once per training set: the bits as floats for the hand-written step, the one-hot
         # for the model's own one-layer paths.
@@ -392,10 +442,7 @@ class _Trial:
         if self.c.norm_bound is None:
             return
         stacked = {k: v.data[None] for k, v in self.params.items()}  # (1, ...) views: projected in place
-        if self.c.model == "transformer":
-            project_transformer(stacked, self.bound, self.c.heads, self.c.norm_kind)
-        else:
-            project_mlp(stacked, self.bound, self.c.norm_kind)
+        project(self.spec, stacked, self.bound, self.c)
 
     def exploded(self) -> bool:
         return exploded(self.params.values())
@@ -514,11 +561,7 @@ def fill_row(
     train_loss, train_acc, test_loss, test_acc, margin = measured
     with torch.no_grad():
         stacked = {k: v.detach()[None] for k, v in params.items()}
-        norms = (
-            head_measures(stacked, c.d, c.heads, c.norm_kind)
-            if c.model == "transformer"
-            else mlp_norms(stacked, c.norm_kind)
-        )
+        norms = model_norms(model_of(c.model), stacked, c)
     values = {k: finite_or_none(v[0]) for k, v in norms.items()}
     if c.stop == "budget" and diverged_epoch is None:
         converged = train_acc >= 1.0
@@ -541,14 +584,12 @@ def fill_row(
 def trial_input(trial: _Trial, bits: torch.Tensor) -> torch.Tensor:
     """Samples ``bits`` ``(n, T)`` in the form the trial's model takes: 0.0/1.0 floats ``(n,
     T)`` for the hand-written one-layer step (whose fall-back, the table path, takes them
-    too), the one-hot ``(n, 2T)`` for the model's other one-layer paths, else the bits."""
+    too), a built-in's own form (the transformer's one-hot ``(n, 2T)`` on its other one-layer
+    paths, else the bits), a package's model +-1 float32 ``(n, T)``."""
     if trial.fast:
         return one_layer.bits_as_float(bits)
-    return CLSTransformer.encode(bits) if _one_layer(trial.c) else bits
-
-
-def _one_layer(c: BooleanTrialConfig) -> bool:
-    return c.model == "transformer" and c.layers == 1
+    paths = trial.spec.paths
+    return paths.inputs(trial.c, bits) if paths is not None else plus_minus_one(bits)
 
 
 def _finite(value: float) -> float | None:
@@ -559,18 +600,12 @@ def eval_chunk(cfg: BooleanTrialConfig) -> int:
     """Samples per evaluation chunk of one trial, so that its activations fit
     ``EVAL_BUDGET_BYTES`` (a function of the trial's settings only, never of its pack).
 
-    A one-layer transformer sample holds its bits (uint8, twice while converted) and them
-    as float32, ``(T,)`` on the hand-written step (:func:`workers.one_layer.head`), its
-    one-hot ``(2T,)`` on the model's own paths (counted for both); a deeper one about 8
-    float32 tensors of ``(T+1, d)`` per layer; an MLP sample about 4 of width ``max(T, mlp_width)``.
+    A sample holds what :func:`workers.boolean_models.eval_bytes` says: the built-ins' own
+    counts (a one-layer transformer its bits and their float or one-hot forms, a deeper one
+    about 8 float32 tensors of ``(T+1, d)`` per layer, an MLP about 4 of width ``max(T,
+    mlp_width)``), a package's model 4 bytes per activation it keeps.
     """
-    if cfg.model == "transformer" and cfg.layers == 1:
-        per_sample = 4 * (2 * (cfg.T + 1) + 16 * cfg.d) + 2 * (cfg.T + 1)
-    elif cfg.model == "transformer":
-        per_sample = 8 * 4 * (cfg.T + 1) * cfg.d * cfg.layers
-    else:
-        per_sample = 4 * 4 * max(cfg.T, cfg.mlp_width) * cfg.layers
-    return max(1, EVAL_BUDGET_BYTES // per_sample)
+    return max(1, EVAL_BUDGET_BYTES // max(1, eval_bytes(cfg)))
 
 
 def _evaluate(trial: _Trial, parts, chunk: int | None, keep: bool = False) -> tuple[float, float, torch.Tensor | None]:

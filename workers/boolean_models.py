@@ -1,0 +1,489 @@
+"""Sparse-Boolean models, built in and from other packages, found by name: the extension point
+that lets a user's own package add a model for the sparse-Boolean experiment without editing
+attnsweep (docs/extending.md, "A model").
+
+A package names each of its models in its ``pyproject.toml``::
+
+    [project.entry-points."attnsweep.models"]
+    conv = "my_models:CONV"
+
+where ``my_models.CONV`` is a :class:`BooleanModel`. Installed beside attnsweep (also on every
+Ray worker), the model is valid in a spec (``model: conv``), is initialised, trained, projected
+onto its norm ball where it bounds norms, scored and sized for memory like a built-in one, and
+trains stacked (``torch.func.vmap`` over ``functional_call``) where it says it can. attnsweep's
+own models (``transformer``, ``mlp``) are :class:`BooleanModel` values too and go through the
+same lookup, :func:`model_of`; they keep their hand-written paths (:class:`BuiltInPaths`).
+
+No torch at import: spec validation reads names alone, and within
+:func:`workers.student_registry.without_loading` (``attnsweep validate``) no package is imported:
+its model is sized by the err-high defaults (:data:`workers.memory.PLUGIN_DEFAULT_BLOCKS`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+from attnsweep.tasks.errors import TaskError
+from attnsweep.tasks.plugins import installed_names, load_one
+
+if TYPE_CHECKING:  # torch loads only where a model is built
+    import torch
+    from torch import nn
+
+ENTRY_POINTS = "attnsweep.models"
+"""The entry-point group a package names its :class:`BooleanModel` values in."""
+BUILT_IN = ("transformer", "mlp")
+"""attnsweep's own sparse-Boolean models (workers/models.py); no package may use these names."""
+NORM_COLUMNS = ("norm_qk", "norm_v", "norm_hidden", "norm_readout")
+"""The achieved-norm columns of a trial's row a model's :attr:`BooleanModel.norms` may fill."""
+MARGIN_TERMS = ("complexity", "input_norm")
+"""What :attr:`BooleanModel.norms` may give beside :data:`NORM_COLUMNS`: the complexity term the
+normalised margin divides by, and the inputs' norm B_X (workers/margins.py)."""
+SHARED_SETTINGS = ("d", "layers", "heads", "mlp_width", "positions", "ln_affine")
+"""The model settings of a trial config (workers/config.py) a model may read; one it does not
+read must stay at its default (``positions: learned``, ``ln_affine: true``) where the default
+changes what trains or what a row means."""
+
+Config = Any
+"""A :class:`workers.config.BooleanTrialConfig` (not imported: the config imports this module)."""
+Params = Mapping[str, "torch.Tensor"]
+"""Stacked parameters: name -> ``(trials, *shape)``, the trained ones only."""
+
+
+@dataclass(frozen=True)
+class BuiltInPaths:
+    """attnsweep's own fast paths of a built-in model (hand-written steps, closed-form memory,
+    measured CPU stacking rules). A package's model has none (:attr:`BooleanModel.paths` None)
+    and takes the generic paths: ``±1`` float32 inputs, ``vmap`` over ``functional_call`` when
+    stacked, memory from its parameter count and activations.
+
+    Attributes:
+        hand_step: ``cfg -> bool``: trains on the hand-written one-layer step (workers/one_layer.py).
+        inputs: ``(cfg, bits (n, T) uint8) -> tensor``: what the model's forward takes, trained alone.
+        stacked_inputs: ``bits (trials, m, T) uint8 -> tensor``: the training sets a stacked pack holds.
+        stacked_logits: ``(pack, cfg, xs (slots, b, .)) -> (slots, b) float32``: a stacked forward.
+        working_bytes: ``cfg -> bytes``: workers/memory.py's closed form.
+        eval_bytes: ``cfg -> bytes``: one sample's activations when scored (sizes eval chunks).
+        stacks_on_cpu: ``cfg -> bool``: the measured CPU rule of workers/stacking.py.
+    """
+
+    hand_step: Callable[[Config], bool]
+    inputs: Callable[[Config, torch.Tensor], torch.Tensor]
+    stacked_inputs: Callable[[torch.Tensor], torch.Tensor]
+    stacked_logits: Callable[[Any, Config, torch.Tensor], torch.Tensor]
+    working_bytes: Callable[[Config], int]
+    eval_bytes: Callable[[Config], int]
+    stacks_on_cpu: Callable[[Config], bool]
+
+
+@dataclass(frozen=True)
+class BooleanModel:
+    """A model for the sparse-Boolean experiment: ``(b, T)`` inputs to ``(b,)`` logits.
+
+    Attributes:
+        name: what a spec writes in ``model`` (lower-case letters, digits, ``_``, at most 32).
+        build: ``cfg -> nn.Module``: a freshly initialised model for the trial config ``cfg``
+            (workers/config.py ``BooleanTrialConfig``: ``T``, ``d``, ``layers``, ``heads``,
+            ``mlp_width``... as the spec gives them), its weights drawn from torch's global CPU
+            generator (attnsweep seeds it per trial, so the draw is the trial's). Its
+            ``forward(x)`` takes ``x`` ``(b, T)`` float32 with entries ``-1.0``/``+1.0`` (bit 1 is
+            ``+1``) and returns the logits ``(b,)`` (float32; the label is 1 where the logit is
+            above 0). To train stacked it runs under ``torch.func.vmap`` over
+            ``functional_call``: no in-place changes of parameters, buffers or inputs, no
+            Python branches on tensor values, no ``.item()``. attnsweep fails a trial whose
+            model is no ``nn.Module``, has no parameters, or gives another shape, naming it.
+        norms: ``(params, cfg) -> {column: (trials,) tensor}``: the achieved norms of stacked
+            trained parameters (:data:`Params`), any of :data:`NORM_COLUMNS`, and, where the
+            model has a margin bound, its ``complexity`` term and ``input_norm``
+            (:data:`MARGIN_TERMS`; the row's ``margin_normalised`` is the margin over the
+            complexity, workers/margins.py, and ``stop: margin`` needs it). None: every norm
+            column and ``margin_normalised`` are null.
+        project: ``(params, bound, cfg) -> None``: project stacked parameters in place onto
+            the ball of radius ``bound`` ``(trials,)`` of the norms it bounds (``norm_kind``).
+            None: the model bounds no norm and a trial with a ``norm_bound`` fails.
+        stackable: a pack of its trials may train stacked under ``vmap`` (on a GPU always, on a
+            CPU while a lane group's working set fits workers/stacking.py's limit); False: its
+            trials train one by one, which any ``nn.Module`` can.
+        param_count: ``cfg -> int``, for the memory estimate (workers/memory.py). None: counted
+            by building it on torch's meta device (exact, no memory).
+        activations: ``cfg -> int``: float32 values its forward keeps for the backward pass per
+            training sample. None: :data:`workers.memory.PLUGIN_DEFAULT_BLOCKS` times the
+            transformer's ``16 (T + 1) d layers``, to err high.
+        settings: which of :data:`SHARED_SETTINGS` it reads (for the docs, and so that a trial
+            that sets ``positions`` or ``ln_affine`` for a model without them is refused).
+        check: ``cfg -> str | None``: what is wrong with a config for this model (a one-line
+            message), or None.
+        description: one line for the docs.
+        paths: the built-ins' own fast paths; a package leaves it None.
+    """
+
+    name: str
+    build: Callable[[Config], nn.Module]
+    norms: Callable[[Params, Config], dict[str, torch.Tensor]] | None = None
+    project: Callable[[dict[str, torch.Tensor], torch.Tensor, Config], None] | None = None
+    stackable: bool = True
+    param_count: Callable[[Config], int] | None = None
+    activations: Callable[[Config], int] | None = None
+    settings: tuple[str, ...] = ("d", "layers", "heads", "mlp_width")
+    check: Callable[[Config], str | None] | None = None
+    description: str = ""
+    paths: BuiltInPaths | None = None
+
+    @property
+    def margin(self) -> bool:
+        """Whether the model has a complexity term for the normalised margin (the built-ins say
+        so by name: a package's is known once its norms have run)."""
+        return self.name == "transformer" if self.paths is not None else self.norms is not None
+
+
+# The built-ins: their functions import torch when called, never at import.
+
+
+def _transformer_build(c: Config) -> nn.Module:
+    from attnsweep.workers.models import CLSTransformer
+
+    return CLSTransformer(c.T, c.d, c.layers, c.heads, c.positions)
+
+
+def _mlp_build(c: Config) -> nn.Module:
+    from attnsweep.workers.models import MLP
+
+    return MLP(c.T, c.mlp_width, c.layers)
+
+
+def _transformer_norms(params: Params, c: Config) -> dict[str, torch.Tensor]:
+    from attnsweep.workers.margins import head_measures
+
+    return head_measures(params, c.d, c.heads, c.norm_kind)
+
+
+def _mlp_norms(params: Params, c: Config) -> dict[str, torch.Tensor]:
+    from attnsweep.workers.norms import mlp_norms
+
+    return mlp_norms(dict(params), c.norm_kind)
+
+
+def _transformer_project(params: dict[str, torch.Tensor], bound: torch.Tensor, c: Config) -> None:
+    from attnsweep.workers.norms import project_transformer
+
+    project_transformer(params, bound, c.heads, c.norm_kind)
+
+
+def _mlp_project(params: dict[str, torch.Tensor], bound: torch.Tensor, c: Config) -> None:
+    from attnsweep.workers.norms import project_mlp
+
+    project_mlp(params, bound, c.norm_kind)
+
+
+def _transformer_params(c: Config) -> int:
+    from attnsweep.workers.memory import boolean_param_count
+
+    return boolean_param_count("transformer", c.T, c.d, c.layers, c.heads, c.mlp_width)
+
+
+def _mlp_params(c: Config) -> int:
+    from attnsweep.workers.memory import boolean_param_count
+
+    return boolean_param_count("mlp", c.T, c.d, c.layers, c.heads, c.mlp_width)
+
+
+def _builtin_working_bytes(c: Config) -> int:
+    from attnsweep.workers.memory import boolean_working_bytes
+
+    return boolean_working_bytes(c)
+
+
+def _heads_divide_d(c: Config) -> str | None:
+    return f"heads must divide d (got d={c.d}, heads={c.heads})" if c.d % c.heads else None
+
+
+def _one_layer_step(c: Config) -> bool:
+    return c.layers == 1 and c.precision == "float32"
+
+
+def _transformer_inputs(c: Config, bits: torch.Tensor) -> torch.Tensor:
+    from attnsweep.workers.models import CLSTransformer
+
+    return CLSTransformer.encode(bits) if c.layers == 1 else bits
+
+
+def _transformer_stacked_logits(pack: Any, c: Config, xs: torch.Tensor) -> torch.Tensor:
+    # A transformer of any depth through its general forward, of one layer through the exact
+    # table form (O(m T H), no data-dependent branch).
+    return pack.call(xs, path="table" if c.layers == 1 else "general").float()
+
+
+def _mlp_stacked_logits(pack: Any, c: Config, xs: torch.Tensor) -> torch.Tensor:
+    from attnsweep.workers.stacked_mlp import mlp_logits
+
+    return mlp_logits(pack.params, xs).float()
+
+
+def _transformer_eval_bytes(c: Config) -> int:
+    # One layer: its bits (uint8, twice while converted) and them as float32 (T,) on the
+    # hand-written step, its one-hot (2T,) on the model's own paths (counted for both); deeper:
+    # about 8 float32 tensors of (T+1, d) per layer.
+    if c.layers == 1:
+        return 4 * (2 * (c.T + 1) + 16 * c.d) + 2 * (c.T + 1)
+    return 8 * 4 * (c.T + 1) * c.d * c.layers
+
+
+def _mlp_eval_bytes(c: Config) -> int:
+    return 4 * 4 * max(c.T, c.mlp_width) * c.layers  # about 4 float32 tensors of width max(T, mlp_width)
+
+
+def _transformer_stacks_on_cpu(c: Config) -> bool:
+    from attnsweep.workers.stacking import ONE_LAYER_MAX_T
+
+    return not (_one_layer_step(c) and c.T > ONE_LAYER_MAX_T)
+
+
+def _mlp_stacks_on_cpu(c: Config) -> bool:
+    from attnsweep.workers.stacking import mlp_stacks_on_cpu
+
+    return mlp_stacks_on_cpu(c)
+
+
+TRANSFORMER = BooleanModel(
+    "transformer",
+    _transformer_build,
+    norms=_transformer_norms,
+    project=_transformer_project,
+    param_count=_transformer_params,
+    settings=("d", "layers", "heads", "positions", "ln_affine"),
+    check=_heads_divide_d,
+    description="the CLS transformer of Edelman et al. (CLSTransformer): token and position embeddings, "
+    "pre-LayerNorm attention blocks, a readout of the [CLS] position",
+    paths=BuiltInPaths(
+        hand_step=_one_layer_step,
+        inputs=_transformer_inputs,
+        stacked_inputs=lambda x: x,
+        stacked_logits=_transformer_stacked_logits,
+        working_bytes=_builtin_working_bytes,
+        eval_bytes=_transformer_eval_bytes,
+        stacks_on_cpu=_transformer_stacks_on_cpu,
+    ),
+)
+MLP = BooleanModel(
+    "mlp",
+    _mlp_build,
+    norms=_mlp_norms,
+    project=_mlp_project,
+    param_count=_mlp_params,
+    settings=("layers", "mlp_width"),
+    description="the MLP baseline (MLP): the bits as +-1, layers GELU hidden layers of mlp_width, a logit",
+    paths=BuiltInPaths(
+        hand_step=lambda c: False,
+        inputs=lambda c, bits: bits,  # the MLP maps its bits to +-1 itself
+        stacked_inputs=lambda x: x.float(),
+        stacked_logits=_mlp_stacked_logits,
+        working_bytes=_builtin_working_bytes,
+        eval_bytes=_mlp_eval_bytes,
+        stacks_on_cpu=_mlp_stacks_on_cpu,
+    ),
+)
+BUILT_IN_MODELS: dict[str, BooleanModel] = {m.name: m for m in (TRANSFORMER, MLP)}
+"""attnsweep's own sparse-Boolean models, by name (:data:`BUILT_IN` names them)."""
+
+
+def model_names() -> list[str]:
+    """The names a spec may give ``model`` in the sparse-Boolean experiment: the built-in ones,
+    then the entry points' names, read without loading them (and without torch).
+
+    Raises:
+        TaskError: an entry point's name is not a valid model name or is a built-in one.
+    """
+    return installed_names(entry_points, ENTRY_POINTS, BUILT_IN, "model")
+
+
+@functools.cache
+def plugin_model(name: str) -> BooleanModel:
+    """The model an installed package names ``name``, loaded on its own (a thread, a timeout,
+    its stdout sent to stderr: tasks/plugins.py): a broken entry point fails only the trials
+    that use its model.
+
+    Raises:
+        TaskError: no entry point has that name, two do, or it does not load, is not a
+            :class:`BooleanModel`, names another model or claims built-in paths. The message
+            names the entry point.
+    """
+    model = load_one(entry_points(group=ENTRY_POINTS), ENTRY_POINTS, name, BooleanModel, "model")
+    assert isinstance(model, BooleanModel)  # load_one checked it; for the type checker
+    if model.paths is not None:
+        raise TaskError(f"model {name!r} (entry point of group {ENTRY_POINTS!r}) sets paths, which only built-ins have")
+    return model
+
+
+def model_of(name: str) -> BooleanModel:
+    """The sparse-Boolean model called ``name``: a built-in one, or a package's loaded alone.
+
+    Raises:
+        TaskError: no model has that name (the message lists those that do), or its package's
+            entry point does not load (the message names the entry point).
+    """
+    if name in BUILT_IN_MODELS:
+        return BUILT_IN_MODELS[name]
+    names = model_names()
+    if name not in names:
+        raise TaskError(f"model must be one of {names}, got {name!r}")
+    return plugin_model(name)
+
+
+def loaded_or_none(name: str) -> BooleanModel | None:
+    """:func:`model_of`, or None inside :func:`workers.student_registry.without_loading` for a
+    package's model or where it does not load (the caller then errs high; a broken entry point
+    fails its trials on the worker, not the sizing of packs). Raises nothing."""
+    from attnsweep.workers.student_registry import names_only
+
+    if name in BUILT_IN_MODELS:
+        return BUILT_IN_MODELS[name]
+    if names_only():
+        return None
+    try:
+        return model_of(name)
+    except Exception:  # noqa: BLE001 - reported where the trial runs
+        return None
+
+
+def problem(model: BooleanModel, c: Config) -> str | None:
+    """What is wrong with the trial config ``c`` for ``model`` (one line), or None: a setting of
+    another model given (``positions``, ``ln_affine`` away from their defaults), ``stop: margin``
+    without a complexity term, or the model's own :attr:`BooleanModel.check`. Spec validation
+    asks it for the built-ins (a package is not imported there); the worker asks it for every
+    trial before it trains."""
+    if c.stop == "margin" and not model.margin:
+        return (
+            f"stop 'margin' needs model 'transformer' (or a package's model whose norms give a complexity "
+            f"term): the normalised margin is that of the attention head's capacity bound, which the "
+            f"{model.name} has not (use 'fit' or 'budget')"
+        )
+    if "positions" not in model.settings and c.positions != "learned":
+        return (
+            f"positions {c.positions!r} is a setting of the transformer; the {model.name} has "
+            "no position codes (leave it 'learned')"
+        )
+    if "ln_affine" not in model.settings and not c.ln_affine:
+        return (
+            f"ln_affine is a setting of the transformer; the {model.name} has no LayerNorm before a "
+            "head (leave it true)"
+        )
+    return model.check(c) if model.check is not None else None
+
+
+def param_count(c: Config) -> int:
+    """The parameter count of the trial's model: the built-ins' closed forms, a package's own
+    :attr:`BooleanModel.param_count`, else its parameters counted on torch's meta device, else
+    (not loaded, or it does not build there) :data:`workers.memory.PLUGIN_DEFAULT_BLOCKS`
+    transformers of the trial's sizes, to err high. Raises nothing for a package's model."""
+    model = loaded_or_none(c.model)
+    if model is not None and model.paths is not None:
+        assert model.param_count is not None
+        return model.param_count(c)
+    counted = _plugin_param_count(model, c) if model is not None else None
+    if counted is not None:
+        return counted
+    from attnsweep.workers.memory import PLUGIN_DEFAULT_BLOCKS
+
+    return PLUGIN_DEFAULT_BLOCKS * _transformer_params(c)
+
+
+def _plugin_param_count(model: BooleanModel, c: Config) -> int | None:
+    try:
+        if model.param_count is not None:
+            return int(model.param_count(c))
+        import torch
+
+        with torch.device("meta"):
+            return sum(p.numel() for p in model.build(c).parameters())
+    except Exception:  # noqa: BLE001 - any failure here is reported where the trial runs
+        return None
+
+
+def activations(c: Config) -> int:
+    """Float32 values one training sample of a package's model keeps for the backward pass: its
+    own :attr:`BooleanModel.activations`, else :data:`workers.memory.PLUGIN_DEFAULT_BLOCKS`
+    times the transformer's ``16 (T + 1) d layers``. Raises nothing."""
+    from attnsweep.workers.memory import PLUGIN_DEFAULT_BLOCKS, TRANSFORMER_ACTS_PER_TOKEN
+
+    model = loaded_or_none(c.model)
+    if model is not None and model.activations is not None:
+        try:
+            return int(model.activations(c))
+        except Exception:  # noqa: BLE001 - reported where the trial runs
+            pass
+    return PLUGIN_DEFAULT_BLOCKS * TRANSFORMER_ACTS_PER_TOKEN * (c.T + 1) * c.d * c.layers
+
+
+def working_bytes(c: Config) -> int:
+    """The most memory one sparse-Boolean trial uses while it trains or is scored (bytes): a
+    built-in's closed form (:func:`workers.memory.boolean_working_bytes`); a package's model
+    the same generic terms: its parameters (4 float32 values each: weight, gradient, AdamW's
+    two moments), its training set as ``m (T + 1)`` float32 and a batch's activations
+    (:func:`activations`); scoring, chunks of at most ``EVAL_BUDGET_BYTES``. Raises nothing for
+    a package's model."""
+    from attnsweep.workers.memory import EVAL_BUDGET_BYTES, FLOAT_BYTES, PARAM_COPIES
+
+    model = loaded_or_none(c.model)
+    if model is not None and model.paths is not None:
+        return model.paths.working_bytes(c)
+    n_params, acts = param_count(c), activations(c)
+    batch = min(c.m, c.batch_size or c.m)
+    train = FLOAT_BYTES * (PARAM_COPIES * n_params + c.m * (c.T + 1) + batch * acts)
+    scoring = FLOAT_BYTES * PARAM_COPIES * n_params + min(EVAL_BUDGET_BYTES, c.n_test * FLOAT_BYTES * acts)
+    return max(train, scoring)
+
+
+def eval_bytes(c: Config) -> int:
+    """Bytes one sample of a trial holds when it is scored (sizes its evaluation chunks,
+    workers/train_boolean.py ``eval_chunk``): a built-in's own count, a package's model
+    ``4 x`` :func:`activations`."""
+    model = loaded_or_none(c.model)
+    if model is not None and model.paths is not None:
+        return model.paths.eval_bytes(c)
+    return 4 * activations(c)
+
+
+def uses_one_layer_step(cfg: Config) -> bool:
+    """Whether a trial trains on the hand-written one-layer step (workers/one_layer.py): the
+    built-in transformer's (:attr:`BuiltInPaths.hand_step`)."""
+    paths = model_of(cfg.model).paths
+    return paths is not None and paths.hand_step(cfg)
+
+
+def plus_minus_one(bits: torch.Tensor) -> torch.Tensor:
+    """0/1 bits (uint8 or float, any shape) as float32 -1.0/+1.0: what a package's model takes."""
+    return 2.0 * bits.float() - 1.0
+
+
+def project(model: BooleanModel, params: dict[str, torch.Tensor], bound: torch.Tensor, c: Config) -> None:
+    """Project stacked ``params`` ``(trials, ...)`` in place onto the model's norm ball of radius
+    ``bound`` ``(trials,)``.
+
+    Raises:
+        ValueError: the model bounds no norm (a package's without ``project``).
+    """
+    if model.project is None:
+        raise ValueError(f"model {model.name!r} bounds no norm (its BooleanModel has no project): leave norm_bound out")
+    model.project(params, bound, c)
+
+
+def model_norms(model: BooleanModel, params: Params, c: Config) -> dict[str, torch.Tensor]:
+    """The model's achieved norms and margin terms of stacked ``params``
+    (:attr:`BooleanModel.norms`): name -> ``(trials,)``; empty where it gives none.
+
+    Raises:
+        ValueError: a package's norms name a column a row has not (the message lists those it has).
+    """
+    if model.norms is None:
+        return {}
+    norms = model.norms(params, c)
+    unknown = sorted(set(norms) - set(NORM_COLUMNS) - set(MARGIN_TERMS))
+    if unknown:
+        raise ValueError(
+            f"model {model.name!r}: its norms give {unknown}; a row has {list(NORM_COLUMNS)} and {list(MARGIN_TERMS)}"
+        )
+    return norms
