@@ -172,6 +172,10 @@ def resume(
     """Continue an interrupted or crashed run with the spec stored in its record (as
     ``attnsweep resume``): only the trials it does not hold yet run.
 
+    Returns:
+        The run's summary, as :func:`run` returns it (``already_complete`` true, at once,
+        where the run holds every trial).
+
     Raises:
         results.StoreError: no such run.
         orchestrator.RunError: as :func:`run`.

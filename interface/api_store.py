@@ -91,7 +91,8 @@ class Store:
 
     def runs(self, sweep: str | None = None, run: str | None = None) -> pl.LazyFrame:
         """Run records (one row per run: spec, status, counts, provenance, attempts), as a
-        polars LazyFrame, ordered by start time; ``sweep`` and ``run`` filter them.
+        polars LazyFrame (nothing is read until ``.collect()``), ordered by start time;
+        ``sweep`` and ``run`` filter them.
 
         Raises:
             results.StoreError: the store holds no runs.
@@ -107,7 +108,7 @@ class Store:
         return scan.sort("started_at")
 
     def latest_run(self, sweep: str | None = None) -> str:
-        """The id of the run that started last (of ``sweep``, if given).
+        """The id (a str) of the run that started last (of ``sweep``, if given).
 
         Raises:
             results.StoreError: no runs (of that sweep).
@@ -122,12 +123,18 @@ class Store:
     def analyze(self, run: str | None = None, figures: str | Path | None = None) -> RunAnalysis:
         """Analyse a run as ``attnsweep analyze`` does: m* per cell with bootstrap intervals,
         the verdicts of its experiment (L1-L4 and R for a sparse-Boolean run, S1-S4 for a
-        symmetry run; docs/claims.md), and its figures.
+        symmetry run; docs/claims.md), and its figures where ``figures`` is given. Writes no
+        file without ``figures`` (the store is only read).
 
         Args:
             run: the run id, or a sweep's name for that sweep's latest run (default: the
                 latest run).
-            figures: the folder for the PNG figures (default ``figures/SWEEP/RUN_ID``).
+            figures: a folder to write the PNG figures into (made where missing); None: no
+                figure is drawn.
+
+        Returns:
+            A :class:`RunAnalysis`: the m* table (polars DataFrame), the verdicts, the
+            figures written (empty without ``figures``), caveats and the full analysis.
 
         Raises:
             results.StoreError: no such run, or it has no trained trials.
@@ -146,7 +153,7 @@ class Store:
         run = self.latest_run() if run is None else self.results.resolve_run(run)[0]  # a sweep's name: its latest run
         sweep = self.results.sweep_of(run)
         context = RunContext.load(self.results, sweep, run)
-        folder = Path(figures) if figures is not None else Path("figures") / sweep / run
+        folder = Path(figures) if figures is not None else None
         settings = context.settings
         experiment = context.experiment
         if experiment == "symmetry":

@@ -317,18 +317,21 @@ def analyze(
     ] = None,
     store: StoreOpt = DEFAULT_STORE,
     run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="the run, as an option")] = None,
-    figures: FiguresOpt = None,
+    figures: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="also write the run's figures (PNG) into this folder; without it: no file"),
+    ] = None,
     format: Annotated[
         Literal["table", "csv", "json"],
         typer.Option(
             "--format",
             metavar="table|csv|json",
-            help="table: tables and figures; csv, json: the m* table alone on "
-            "stdout, for scripts (figures only with --figures)",
+            help="table: the tables; csv, json: the m* table alone on stdout, for scripts",
         ),
     ] = "table",
 ) -> None:
-    """Print m* per cell with bootstrap intervals, the growth-law fits (or S1-S4), and write figures."""
+    """Print m* per cell with bootstrap intervals, the growth-law fits (or S1-S4); writes no file
+    (figures with --figures DIR)."""
     from attnsweep.api_runs import check_paths
     from attnsweep.results import ResultsStore
 
@@ -355,7 +358,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     if run_id is None:
         _, run_id = store.latest_run()
     sweep = store.sweep_of(run_id)
-    if format == "table" or figures is not None:  # before anything is written: as report refuses it
+    if figures is not None:  # before anything is written: as report refuses it
         from attnsweep.api_runs import check_figure_folder
 
         figures = check_figure_folder(figures, sweep, run_id)

@@ -180,22 +180,33 @@ def test_publishing_a_running_run_states_the_trials_stored(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("link", ["figures", "figures/tiny", f"figures/tiny/{RUN}", "--figures"])
-def test_analyze_refuses_a_figure_folder_that_is_a_link(tmp_path, link):
+def test_analyze_refuses_a_figure_folder_that_is_a_link(tmp_path):
     _store(tmp_path / "store")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    at = tmp_path / ("figs" if link == "--figures" else link)
-    at.parent.mkdir(parents=True, exist_ok=True)
-    at.symlink_to(elsewhere, target_is_directory=True)
-    given = ["--figures", "figs"] if link == "--figures" else []
-    proc = _cli("analyze", RUN, "--store", "store", *given, cwd=tmp_path)
+    (tmp_path / "figs").symlink_to(elsewhere, target_is_directory=True)
+    proc = _cli("analyze", RUN, "--store", "store", "--figures", "figs", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    shown = "figs" if link == "--figures" else link
-    assert f"error: --figures: {shown} is a link to {elsewhere}; files are written only inside {tmp_path}" in (
+    assert f"error: --figures: figs is a link to {elsewhere}; files are written only inside {tmp_path}" in (
         proc.stderr
     ), proc.stderr
     assert list(elsewhere.iterdir()) == [] and proc.stdout == ""  # nothing written, nothing analysed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("link", ["figures", "figures/tiny", f"figures/tiny/{RUN}"])
+def test_analyze_without_figures_writes_nothing_through_a_link_where_they_once_went(tmp_path, link):
+    # analyze writes figures only into a folder --figures names (issue 49): the folder they
+    # once went to by default is not touched, a link there included.
+    _store(tmp_path / "store")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / link).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / link).symlink_to(elsewhere, target_is_directory=True)
+    proc = _cli("analyze", RUN, "--store", "store", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "critical sample size m*" in proc.stdout
+    assert list(elsewhere.iterdir()) == []
 
 
 # --- a full stdout is stdout's fault -----------------------------------------------------------
