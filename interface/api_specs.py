@@ -137,7 +137,8 @@ fixed:
   max_epochs: 1000
 analysis:
   acc_threshold: 0.95  # a seed succeeds at this test accuracy
-  success_frac: 0.5    # m* is where the success rate (the share of seeds that succeed) crosses this fraction
+  success_frac: 0.5    # m* is where the success rate (the share of seeds that succeed) crosses this
+                       # fraction: a logistic fit of success against ln m, solved for it (docs/method.md)
 """
 
 

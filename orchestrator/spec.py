@@ -166,7 +166,13 @@ class AnalysisSettings(StrictSettings):
 
     acc_threshold: float = Field(0.95, gt=0, le=1, description="test accuracy that counts as success (sparse_boolean)")
     target_error: float = Field(0.05, gt=0, le=100, description="relative test error that counts as success (symmetry)")
-    success_frac: float = Field(0.5, gt=0, lt=1, description="success rate over seeds that defines m*")
+    success_frac: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="success rate (share of seeds that succeed) whose crossing is m*: a logistic fit of "
+        "success against ln m, solved for it (docs/method.md)",
+    )
     n_boot: int = Field(1000, ge=0, le=100_000, description="bootstrap replicates for intervals")
     ci: float = Field(0.95, gt=0, lt=1, description="coverage of the intervals")
 
