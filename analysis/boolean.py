@@ -453,6 +453,7 @@ def analyze_run(
     result.norm_growth = (
         {
             label: norm_growth(part["T"].to_numpy(), part["min_norm_qk"].fill_null(np.nan).to_numpy(), settings.ci)
+            # The paper's claim on W_QK's norm along T is about the transformer's attention head.
             for (label,), part in table.filter(pl.col("model") == "transformer").group_by("series", maintain_order=True)
         }
         if "T" in table.columns
@@ -658,6 +659,7 @@ def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
     above, inconclusive when the two overlap."""
     from attnsweep.stats.symmetry import _order
 
+    # L2 is the paper's claim about these two models: a package's model enters no such comparison.
     mlp_T = part.filter(pl.col("model") == "mlp")["T"].drop_nulls().to_list()
     if not mlp_T:
         return None

@@ -90,6 +90,8 @@ def panel_of(part: pl.DataFrame) -> str:
     ``presentation.series.series_kind`` calls the class, and the series near it (untrained
     codes without a bound, or a trained LayerNorm gain), which :func:`series_labels` marks."""
     model = str(part["model"][0])
+    # The paper's panels are about the transformer and the MLP; any other model (a package's,
+    # workers/boolean_models.py) is a panel of its own under its name.
     if model != "transformer":
         return "MLP" if model == "mlp" else model
     if series_kind(part, {})["theory"]:
@@ -218,6 +220,7 @@ def laws_of(union: pl.DataFrame, claims: list[dict]) -> dict[str, str]:
     cells = main_series(union)
     if "series" not in cells.columns:
         return out
+    # L1's judged series are the transformer's (the paper's claim about it).
     for (name,), part in cells.filter(pl.col("model") == "transformer").group_by(["series"], maintain_order=True):
         for s in judged:
             key = {c: filled.get(c) if v is None and c in filled else v for c, v in s["cells"].items()}

@@ -220,6 +220,7 @@ def _probe_cells(union: pl.DataFrame, rows: pl.DataFrame | None) -> list[tuple[d
     needed = {"m_min", "m_max", "T", "model"}
     if union.is_empty() or not needed <= set(union.columns) or rows is None or rows.is_empty():
         return []
+    # The paper's question (samples or optimisation?) is about the transformer: another model's probes are not read.
     probes = union.filter((pl.col("m_min") == pl.col("m_max")) & (pl.col("model") == "transformer"))
     out = []
     for cell in probes.sort("T").iter_rows(named=True):

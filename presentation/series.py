@@ -32,6 +32,7 @@ def l1_series(claims: list[dict]) -> tuple[dict | None, list[dict]]:
 
 def series_cells(union: pl.DataFrame, key: dict) -> pl.DataFrame:
     """The transformer cells of one L1 series (``key``: the settings that name it)."""
+    # L1 is the paper's claim about the attention model: its series are the transformer's cells.
     cells = union.filter(pl.col("model") == "transformer") if "model" in union.columns else union
     for name, value in key.items():
         if name in cells.columns:

@@ -14,6 +14,9 @@ import polars as pl
 from attnsweep.stats.restarts import LEARNER, ONE_INIT
 from attnsweep.stats.verdict_common import quantity
 
+# The two models the paper's claims are about (L1-L4: the attention model; L2: it against the MLP
+# baseline). Named here on purpose: a model a package adds (workers/boolean_models.py) is its own
+# series in the m* table and the figures, and enters no paper claim.
 ATTENTION, BASELINE = "transformer", "mlp"
 RESULT_COLUMNS = frozenset(
     {

@@ -110,6 +110,7 @@ def bound_reading(
         part = m_star
         for k, v in key.items():
             part = part.filter(pl.col(k).is_null() if v is None else pl.col(k) == v)
+        # The margin reading is about the attention head's bound (the paper's transformer).
         part = part.filter(pl.col("model") == "transformer") if "model" in part.columns else part
         with_margin = part.filter(pl.col(MARGIN).is_not_null() & (pl.col(MARGIN) > 0)).sort("T")
         if with_margin.is_empty():

@@ -1,6 +1,9 @@
 """The public names of the package, for type checkers and IDEs; lazy_loader reads the same
 list at run time (``lazy.attach_stub`` in __init__.py), so there is one list."""
 
+from .boolean_models import BooleanModel as BooleanModel
+from .boolean_models import model_names as model_names
+from .boolean_models import model_of as model_of
 from .config import BooleanTrialConfig as BooleanTrialConfig
 from .config import SymmetryTrialConfig as SymmetryTrialConfig
 from .equivariance import haar_orthogonal as haar_orthogonal
