@@ -72,6 +72,7 @@ for command in (
     app.command()(command)
 app.add_typer(cli_specs.examples_app, name="examples")
 app.add_typer(cli_store.store_app, name="store")
+app.add_typer(cli_cluster.head_app, name="head")
 
 
 def main() -> None:

@@ -214,7 +214,8 @@ def _no_agent(address: str, timeout_s: float) -> str:
         f"none came within --timeout {timeout_s:g} s): the head's dashboard agent is not running, most often because its "
         "port is taken by another process. Check `ray status` and the head's "
         "logs/dashboard_agent.log (in /tmp/ray/session_latest, or under RAY_TMPDIR), then restart the head with "
-        "free ports (ray start --head --dashboard-agent-listen-port=PORT --dashboard-agent-grpc-port=PORT)"
+        "free ports (`attnsweep head start` picks one for every port; or ray start --head "
+        "--dashboard-agent-listen-port=PORT --dashboard-agent-grpc-port=PORT)"
     )
 
 
