@@ -18,9 +18,19 @@ from attnsweep.results import ResultsStore
 from attnsweep.stats import symmetry as sym
 from attnsweep.stats.boolean_cells import REFERENCE_CSV
 from attnsweep.stats.figures_curves import plot_learning_curves
+from attnsweep.stats.own_claims import judge as judge_claims
 from attnsweep.stats.verdict_common import NOT_TESTED, Verdict
 
 NO_RUN = "no run of this experiment given"
+NEEDS = {
+    "L1": "needs transformer cells at 3 or more values of T",
+    "L2": "needs transformer cells that differ only in norm_bound, at 2 or more bounded values",
+    "L3": "needs transformer cells that differ only in s",
+    "L4": "needs transformer and MLP cells of equal settings",
+    "R": "needs transformer 3-way AND cells at 3 or more T in 100..1100",
+}
+"""What a run needs to test each sparse-Boolean claim of the paper (the line that replaces an
+untested claim's row); S1-S4 need a symmetry run."""
 
 
 @dataclass
@@ -69,7 +79,8 @@ class Judgement:
     union: pl.DataFrame
     """The m* tables of the sparse-Boolean runs as one (a cell in several: the first run's)."""
     claims: list[dict]
-    """L1-L4, R, then S1-S4 of each symmetry run; ``not tested`` for an experiment without a run."""
+    """The runs' own claims (their specs' ``claims:``, ``origin`` ``spec``) first, then those of
+    L1-L4, R and S1-S4 (of each symmetry run) that the runs test."""
     caveats: list[str]
     tuned: set[str]
     """Settings an adaptive search tuned per cell: choices, not axes (they make no series)."""
@@ -77,6 +88,19 @@ class Judgement:
     """The level of the sparse-Boolean runs' intervals (the first run's)."""
     judged_boolean: bool
     """Whether any run was a sparse-Boolean run (else :attr:`union` judges nothing)."""
+    not_tested: list[dict] = field(default_factory=list)
+    """The paper's claims the runs do not test: ``id``, ``claim``, ``needs`` (no row is shown
+    for them; :func:`untested_line` says them in one line)."""
+
+    @property
+    def own(self) -> list[dict]:
+        """The runs' own claims (those with ``origin`` ``spec``)."""
+        return [v for v in self.claims if v.get("origin") == "spec"]
+
+    @property
+    def paper(self) -> list[dict]:
+        """The paper's claims the runs test."""
+        return [v for v in self.claims if v.get("origin") != "spec"]
 
     @property
     def symmetry_runs(self) -> list[ReportRun]:
@@ -130,10 +154,93 @@ def judge(
     claims += [v for r in runs if r.experiment == "symmetry" for v in r.verdicts] or _missing(
         _empty_symmetry_verdicts()
     )
+    own: list[Verdict] = []
+    with_claims = [r for r in runs if contexts[r.run_id].claims]
+    for run in with_claims:
+        tag = f" [run {run.run_id}]" if len(with_claims) > 1 else ""
+        mine = judge_own(store, contexts[run.run_id], run.m_star)
+        own += [{**v, "claim": v["claim"].replace(":", f"{tag}:", 1)} for v in mine]
     caveats = [note for r in runs for note in run_caveats(store, r.sweep, r.run_id, contexts[r.run_id])]
+    tested = [v for v in claims if v["verdict"] != NOT_TESTED]
+    ids = {v["id"] for v in tested}  # a claim one symmetry run tests is tested, whatever another run holds
+    untested = [
+        dict(id=v["id"], claim=v["claim"], needs=_needs(v))
+        for v in claims
+        if v["verdict"] == NOT_TESTED and v["id"] not in ids
+    ]
     # Plain dicts (the same keys, in the same order): the renderers (report.py, publish.py,
     # readme_sections.py) take claims as dicts, and a Verdict is not one to a type checker.
-    return Judgement(runs, union, [dict(v) for v in claims], caveats, tuned, ci, bool(boolean_tables))
+    return Judgement(
+        runs,
+        union,
+        [dict(v) for v in [*own, *tested]],
+        caveats,
+        tuned,
+        ci,
+        bool(boolean_tables),
+        list({v["id"]: v for v in untested}.values()),
+    )
+
+
+def judge_own(store: ResultsStore, context: RunContext, m_star: pl.DataFrame | None) -> list[Verdict]:
+    """The run's own claims (its spec's ``claims:``, orchestrator/spec_claims.py) judged by
+    stats/own_claims.py on its m* table (a sparse-Boolean run's :func:`analysis.boolean.m_star_table`;
+    None for a symmetry run) and its trained trials (the search's rows: an adaptive search's
+    tuning and budget-check rows are choices and checks, not samples of the trend).
+
+    A sparse-Boolean trial's ``test_error`` is 1 - ``test_acc``, floored at half a test sample
+    (0.5 / ``n_test``): an error of 0 is below what the test set resolves, and a logarithm of it
+    would drop the trials that fit best.
+
+    Raises:
+        SpecError: the stored spec's claims are invalid.
+    """
+    claims = context.claims
+    if not claims:
+        return []
+    from attnsweep.analysis.boolean import CELL_FIELDS
+
+    cell = sym.CELL if context.experiment == "symmetry" else [c for c in CELL_FIELDS if c != "m"]
+    trials = None
+    if any(c["kind"] == "trend" for c in claims):
+        scan = store.scan_run_trials(context.sweep, context.run_id)
+        names = scan.collect_schema().names()
+        rows = scan.filter(
+            (pl.col("status") == "done") & (pl.col("search_phase").is_null() | (pl.col("search_phase") == "search"))
+        )
+        if context.experiment != "symmetry" and {"test_acc", "n_test"} <= set(names):
+            floor = 0.5 / pl.col("n_test").cast(pl.Float64)
+            rows = rows.with_columns(
+                test_error=pl.coalesce(pl.col("test_error"), pl.max_horizontal(1 - pl.col("test_acc"), floor))
+            )
+        trials = (sym.with_student(rows) if context.experiment == "symmetry" else rows).collect()
+        cell = [c for c in cell if c in trials.columns]
+    if m_star is not None:
+        cell = [c for c in cell if c in m_star.columns or trials is not None and c in trials.columns]
+    return judge_claims(claims, m_star, trials, cell, context.settings.ci, context.settings.n_boot)
+
+
+def _needs(v: Verdict) -> str:
+    """What a run needs to test claim ``v`` (not tested here)."""
+    if v["id"] in NEEDS:
+        return NEEDS[v["id"]]
+    return "a symmetry run" if v["why"] == NO_RUN else v["why"]
+
+
+def untested_line(not_tested: list[dict]) -> str:
+    """One line naming the paper's claims the runs do not test and what a run needs to test
+    each (consecutive claims that need the same are named as a range: ``S1-S4 (a symmetry
+    run)``); "" when every claim is tested."""
+    if not not_tested:
+        return ""
+    groups: list[tuple[list[str], str]] = []
+    for v in not_tested:
+        if groups and groups[-1][1] == v["needs"]:
+            groups[-1][0].append(v["id"])
+        else:
+            groups.append(([v["id"]], v["needs"]))
+    parts = [f"{ids[0]}-{ids[-1]}" if len(ids) > 2 else ", ".join(ids) for ids, _ in groups]
+    return "Not tested here: " + "; ".join(f"{p} ({needs})" for p, (_, needs) in zip(parts, groups, strict=True)) + "."
 
 
 def _missing(verdicts: list[Verdict]) -> list[Verdict]:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from attnsweep.orchestrator.errors import SpecError
 from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings
+from attnsweep.orchestrator.spec_claims import read_claims
 from attnsweep.orchestrator.spec_loading import read_yaml
 from attnsweep.orchestrator.spec_problems import describe
 from attnsweep.results import ResultsStore
@@ -75,6 +76,19 @@ class RunContext:
     def experiment(self) -> str:
         """``sparse_boolean`` (also for a record older than the field) or ``symmetry``."""
         return self.record.get("experiment") or "sparse_boolean"
+
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        """The spec's own claims (orchestrator/spec_claims.py), as dicts; [] without a section.
+
+        Raises:
+            SpecError: the section is invalid (naming the run and the claim's field).
+        """
+        problems: list[str]
+        claims, problems = read_claims(self.spec.get("claims"))
+        if problems:
+            raise SpecError(problems, _source(self.run_id, self.sweep))
+        return [c.model_dump() for c in claims]
 
     @property
     def tuned(self) -> set[str]:

@@ -353,7 +353,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     from attnsweep.analysis.boolean import analyze_run, run_caveats
     from attnsweep.analysis.context import RunContext
     from attnsweep.analysis.symmetry import analyze_symmetry_run
-    from attnsweep.presentation.terminal import print_analysis, print_symmetry
+    from attnsweep.presentation.terminal import print_analysis, print_own_claims, print_symmetry
 
     if run_id is None:
         _, run_id = store.latest_run()
@@ -384,7 +384,15 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
             highlight=False,
         )
         result = analysis(None)
+    own = []
+    if context.claims:  # the spec's own claims, judged first and shown first
+        from attnsweep.analysis.boolean import m_star_table
+        from attnsweep.analysis.claims import judge_own
+
+        own = judge_own(store, context, result.m_star if context.experiment == "symmetry" else m_star_table(result))
     with _stdout_errors():
+        if own:
+            print_own_claims(own, out)
         if context.experiment == "symmetry":
             print_symmetry(result, out, context.settings.target_error)
         else:

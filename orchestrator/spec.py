@@ -48,6 +48,7 @@ from pydantic import (
 )
 
 from attnsweep.orchestrator.errors import SpecError
+from attnsweep.orchestrator.spec_claims import Claim, claim_problems, read_claims
 from attnsweep.orchestrator.spec_grid import (
     chosen_by_search,
     fixed_settings,
@@ -341,6 +342,8 @@ class SweepSpec(BaseModel):
     resources: ResourceSettings = ResourceSettings()
     analysis: AnalysisSettings = AnalysisSettings()
     search: SearchSettings = SearchSettings()
+    claims: list[Claim] = []
+    """The researcher's own hypotheses over the grid's axes (orchestrator/spec_claims.py)."""
     source_yaml: str = ""
 
     def axes(self, block: int = 0) -> dict[str, list[Any]]:
@@ -455,7 +458,8 @@ class SweepSpec(BaseModel):
 
     def spec_hash(self) -> str:
         """Hash of the canonical spec (grid, fixed, seeds, analysis): 16 hex digits."""
-        canon = self.model_dump(exclude={"source_yaml", "description", "execution", "resources"})
+        # Claims are read off the trials, not made by them: stating one does not make a new run.
+        canon = self.model_dump(exclude={"source_yaml", "description", "execution", "resources", "claims"})
         if not self.search.adaptive:
             canon.pop("search")  # the hash of a grid spec is what it was before searches existed
         for (
@@ -541,6 +545,11 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
         problems.append(f"fixed.{key}: {chosen[key]}; remove it from fixed")
     fixed = fixed_settings(exp, fixed, problems, homes)
     sections = _settings(raw, search, seeds, problems, homes)
+    grid_valid = not problems  # a claim's axes are checked against a grid that is valid
+    claims, claim_errors = read_claims(raw.get("claims"))
+    problems += claim_errors
+    if grid_valid:
+        problems += claim_problems(claims, grids, experiment)
     spec = None
     if not problems:
         try:
@@ -555,6 +564,7 @@ def parse_spec(text: str, source: str = "spec", max_trials: int | None = None) -
                 resources=sections["resources"],
                 analysis=sections["analysis"],
                 search=search or SearchSettings(),
+                claims=claims,
                 source_yaml=text,
             )
         except ValidationError as exc:

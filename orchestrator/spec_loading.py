@@ -16,6 +16,7 @@ from attnsweep.orchestrator.spec_problems import belongs_under
 
 MAX_SPEC_BYTES = 1_000_000
 TOP_KEYS = {
+    "claims",
     "name",
     "description",
     "experiment",

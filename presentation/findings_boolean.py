@@ -42,10 +42,13 @@ def render(
     base: str,
     caveats: list[str] = (),
     rows: pl.DataFrame | None = None,
+    untested: str = "",
 ) -> str:
     """The findings as Markdown; ``base`` is the findings folder relative to the file the
     text goes into ("" for findings.md itself); each of ``caveats`` is a warning line;
-    ``rows``: the runs' trial rows (for what each series pools and its epochs; None: not shown)."""
+    ``rows``: the runs' trial rows (for what each series pools and its epochs; None: not shown);
+    ``untested``: the line naming the paper's claims the runs do not test, under the claims
+    table (analysis/claims.py ``untested_line``)."""
 
     def link(name: str) -> str:
         return md_target(f"{base}/{name}" if base else name)
@@ -100,7 +103,7 @@ def render(
         lines.append(
             "| " + " | ".join(md_text(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |"
         )
-    lines += ["", VERDICT_NOTE]
+    lines += ["", *([md_text(untested), ""] if untested else []), VERDICT_NOTE]
     side = [f"{md_text(v['claim'].split(':', 1)[0])}: {_keys(v['not_judged'])}" for v in shown if v.get("not_judged")]
     if side:
         lines += [
@@ -357,8 +360,8 @@ def _span_end(numbers: dict) -> str:
 
 
 VERDICT_NOTE = (
-    "Verdicts: *supported* and *not supported* when the data decide, *inconclusive* when they cannot, "
-    "*not tested* when the runs hold no data for the claim. A bound (`> x`, `≤ x`) is never used as a "
+    "Verdicts: *supported* and *not supported* when the data decide, *inconclusive* when they cannot; a claim "
+    "the runs hold no data for has no row. A bound (`> x`, `≤ x`) is never used as a "
     'value, and a number computed from one is itself a bound; "grows" and "falls" need at least '
     "a factor 1.12 per tenfold change (docs/claims.md, section 2)."
 )

@@ -60,13 +60,15 @@ def render_symmetry(
     caveats: Sequence[str] = (),
     out_dir: Path | None = None,
     full: bool = False,
+    untested: str = "",
 ) -> str:
     """The symmetry findings as Markdown: per symmetry run, its S1-S4 verdicts (across
     groups for a multi-size run), S1-S4 per (d, n, k) group with the S2 advantage and S3's
     E slope, the slopes measured across scale and the two figures; ``base`` as for
     :func:`render`, ``out_dir`` the findings folder (for the figures' paths); ``full`` adds
     every group's verdicts with their statistics and intervals (findings.md has them, the
-    README links to them)."""
+    README links to them); a claim a run does not test has no row, ``untested`` (analysis/claims.py
+    ``untested_line``) names them under the first table."""
 
     def link(name: str) -> str:
         return md_target(f"{base}/{name}" if base else name)
@@ -96,9 +98,14 @@ def render_symmetry(
             lines += [f"### Run {md_code(a.run_id)} (sweep {md_code(a.sweep)})", ""]
         lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
         for v in a.verdicts:
+            if v["verdict"] == "not tested":
+                continue
             lines.append(
                 "| " + " | ".join(md_text(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |"
             )
+        if untested:
+            lines += ["", md_text(untested)]
+            untested = ""
         if a.scale is None:
             lines += ["", *_symmetry_cells(a.m_star)]
             continue

@@ -28,6 +28,7 @@ from attnsweep.presentation.findings_boolean import render
 from attnsweep.presentation.findings_symmetry import render_symmetry
 from attnsweep.presentation.folder import FIGURE, RUNS, SUMS, TRIALS
 from attnsweep.presentation.m_star_figure import laws_of, plot_main_series
+from attnsweep.presentation.markdown import md_text
 from attnsweep.results import ResultsStore
 from attnsweep.results.outputs import replacing, write_text
 from attnsweep.stats.boolean_cells import read_reference
@@ -43,6 +44,7 @@ def publish(
     ci: float,
     caveats: list[str] = (),
     symmetry: Sequence[SymmetryAnalysis] = (),
+    untested: str = "",
 ) -> Path:
     """Write trials.parquet, runs.parquet, the m*-against-T figure (with sparse-Boolean runs)
     and findings.md into ``out_dir``.
@@ -58,6 +60,8 @@ def publish(
         caveats: warnings the page must carry (a run unfinished or incomplete).
         symmetry: the analyses of the report's symmetry runs (their figures are in
             ``out_dir/figures/RUN_ID/``).
+        untested: the line naming the paper's claims the runs do not test (analysis/claims.py
+            ``untested_line``), shown under the first claims table; "" when all are tested.
 
     Returns:
         The path of findings.md.
@@ -70,12 +74,44 @@ def publish(
         plot_main_series(union, read_reference(reference), out_dir / FIGURE, ci, laws=laws_of(union, claims))
     path = out_dir / "findings.md"
     records = run_records(store, runs)
-    parts = []
+    parts = [own_claims_section(claims)] if any(v.get("origin") == "spec" for v in claims) else []
     if union is not None:
-        parts.append(render(records, claims, union, base="", caveats=caveats, rows=rows))
+        parts.append(render(records, claims, union, base="", caveats=caveats, rows=rows, untested=untested))
     if symmetry:
-        parts.append(render_symmetry(records, claims, symmetry, base="", caveats=caveats, out_dir=out_dir, full=True))
+        parts.append(
+            render_symmetry(
+                records,
+                claims,
+                symmetry,
+                base="",
+                caveats=caveats,
+                out_dir=out_dir,
+                full=True,
+                untested="" if union is not None else untested,
+            )
+        )
     return write_text(path, "\n".join(parts))
+
+
+def own_claims_section(claims: list[dict]) -> str:
+    """The runs' own claims (their specs' ``claims:``, ``origin`` ``spec``) as the findings'
+    first section: one table row each, as the paper's claims' tables show them."""
+    lines = [
+        "## Your claims",
+        "",
+        "The claims of the runs' specs (`claims:`, docs/spec.md), judged by the rules of the paper's claims: every "
+        "estimator of m*, a bound never used as a value, the span and AICc rules for a growth law, pre-set effect "
+        "sizes (docs/claims.md, section 3).",
+        "",
+        "| claim | verdict | statistic | interval | why |",
+        "|---|---|---|---|---|",
+    ]
+    for v in claims:
+        if v.get("origin") == "spec":
+            lines.append(
+                "| " + " | ".join(md_text(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |"
+            )
+    return "\n".join([*lines, ""])
 
 
 def write_rows(store: ResultsStore, runs: Sequence[tuple[str, str]], path: Path) -> pl.DataFrame:

@@ -1,5 +1,7 @@
-"""The verdict report: one self-contained HTML page with the claims of docs/claims.md 1a (L1-L4,
-R) and 1b (S1-S4), computed from the results store when the report is built.
+"""The verdict report: one self-contained HTML page with the runs' own claims (their specs'
+``claims:``, docs/claims.md 3) first, then the claims of docs/claims.md 1a (L1-L4, R) and 1b
+(S1-S4) that the runs test (one line names the others and what they need), computed from the
+results store when the report is built.
 
 ``build_report(store, run_ids, out_dir)`` judges the runs (analysis/claims.py:
 ``analyze_run`` for sparse-Boolean runs, ``analyze_symmetry_run`` for symmetry runs, figures
@@ -10,7 +12,9 @@ S1-S4 on each symmetry run), renders the page (:func:`render`) and writes it (:f
 * ``out_dir/report.html``: verdicts, figures (embedded as base64 PNG), m* tables, the R plot,
   and each run's spec, package versions, code version and hosts; no external CSS, script or
   image, so it reads the same when mailed;
-* ``out_dir/verdicts.json``: the verdicts and run ids, for scripts;
+* ``out_dir/verdicts.json``: the verdicts (the runs' own claims first, ``origin`` ``spec``; then
+  the paper's claims the runs test), ``not_tested`` (the paper's others: ``id``, ``claim``,
+  ``needs``) and run ids, for scripts;
 * ``out_dir/figures/``: the PNG files the page embeds;
 * ``out_dir/m_star.csv``: the m* table of the sparse-Boolean runs (one row per cell; ``m_star``
   empty where it is a bound, whose value is in ``m_star_bound``: analysis/exports.py, export_m_star);
@@ -35,7 +39,7 @@ import jinja2
 import polars as pl
 
 from attnsweep.analysis.boolean import interval_text, union_cell
-from attnsweep.analysis.claims import Judgement, ReportRun, judge, runs_of
+from attnsweep.analysis.claims import Judgement, ReportRun, judge, runs_of, untested_line
 from attnsweep.analysis.exports import export_m_star
 from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
@@ -185,9 +189,10 @@ def render(
             series=_label(ours, [c for c in [*cell, "run_id"] if c not in ("T", *judgement.tuned)])
         )
     # The R plot compares sparse-Boolean cells with the paper: a report without them has none.
+    # A run that does not test R shows nothing of it (its line says what R needs).
     r_plot = (
         plot_reference(ours, read_reference(reference), figures / "reference_3way_and.png")
-        if judgement.judged_boolean
+        if judgement.judged_boolean and any(v["id"] == "R" for v in judgement.paper)
         else None
     )
 
@@ -199,7 +204,9 @@ def render(
         generated=generated,
         source=source,
         runs=[_run_view(r) for r in runs],
-        verdicts=[_verdict_view(v) for v in claims],
+        own=[_verdict_view(v) for v in judgement.own],
+        verdicts=[_verdict_view(v) for v in judgement.paper],
+        untested=untested_line(judgement.not_tested),
         r_plot=_data_uri(r_plot) if r_plot else None,
         boolean_table=_table(union, [*cell, "run_id"]) if judgement.judged_boolean else None,
         symmetry_tables=[(r.run_id, _table(_m_star_of(r), sym.CELL)) for r in symmetry_runs],
@@ -214,6 +221,8 @@ def render(
         for m in sc.measurements()
     ]
     record = dict(runs=run_ids, generated=generated, verdicts=claims, caveats=caveats)
+    if judgement.not_tested:  # the paper's claims the runs do not test: no verdict, what they need
+        record["not_tested"] = judgement.not_tested
     if measurements:
         record["groups"] = [
             dict(g, numbers=json.loads(g["numbers"]), run_id=r.run_id)
@@ -267,6 +276,7 @@ def publish(store: ResultsStore, out_dir: Path, judgement: Judgement, reference:
         judgement.ci,
         judgement.caveats,
         symmetry,
+        untested_line(judgement.not_tested),
     )
 
 

@@ -24,6 +24,16 @@ def _show(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else markup(value)
 
 
+def print_own_claims(verdicts: list[dict], console: Console) -> None:
+    """The spec's own claims' verdicts (analysis/claims.py ``judge_own``), as a rich table."""
+    t = Table(title="your claims (the spec's claims:), judged by the rules of the paper's claims")
+    for c in ("claim", "verdict", "statistic", "interval", "why"):
+        t.add_column(c, overflow="fold")
+    for v in verdicts:
+        t.add_row(*(markup(str(v[c])) for c in ("claim", "verdict", "statistic", "interval", "why")))
+    console.print(t)
+
+
 def print_analysis(result: Analysis, console: Console) -> None:
     """The m* table, the growth fits and the checks, as rich tables."""
     tuned = [c for c in result.tuned if c in result.m_star.columns]

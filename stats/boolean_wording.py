@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import cast
 
@@ -15,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from attnsweep.stats.boolean_cells import BASELINE
-from attnsweep.stats.critical import format_m_star
+from attnsweep.stats.critical import FEW_SEEDS, format_m_star
 from attnsweep.stats.fits import MIN_LAW_POINTS
 from attnsweep.stats.verdict_common import (
     INCONCLUSIVE,
@@ -41,17 +42,19 @@ def verdict_dict(
     series: list[dict] = (),
     used: pl.DataFrame | None = None,
     not_judged: list[dict] = (),
+    name_flags: bool = True,
 ) -> Verdict:
     """The verdict dict (stats/boolean_verdicts.py, module docstring). Budget-limited cells among ``used`` make it
-    inconclusive and are named; every flag of a used cell is listed in ``flags``."""
+    inconclusive and are named; every flag of a used cell is listed in ``flags`` and, with
+    ``name_flags``, counted in ``why`` (:func:`_flag_counts`)."""
     flags = _flagged(used) if used is not None and not used.is_empty() else []
     limited = sorted({_name(f["cell"]) for f in flags if f["flag"] in LIMITING})
     if limited and verdict in (SUPPORTED, NOT_SUPPORTED):
         verdict = INCONCLUSIVE
         why += f"; budget-limited cells used ({_few(limited)}): their m* measures the training budget"
-    other = sorted({f"{f['flag']}: {_name(f['cell'])}" for f in flags if f["flag"] not in LIMITING})
+    other = _flag_counts([f for f in flags if f["flag"] not in LIMITING]) if name_flags else ""
     if other:
-        why += f"; flagged cells used ({_few(other)})"
+        why += f"; flagged cells used: {other}"
     return Verdict(
         id=cid,
         claim=claim,
@@ -68,10 +71,11 @@ def verdict_dict(
 def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> Verdict:
     """One verdict from per-series ``(key, verdict, statistic, interval, why, used, numbers)``:
     supported when all are, not supported when any is not, else inconclusive (a series that
-    uses a budget-limited cell counts as inconclusive)."""
+    uses a budget-limited cell counts as inconclusive). The flagged cells of every series are
+    counted once, at the end of the verdict's ``why``."""
     series = []
     for key, verdict, statistic, interval, why, used, numbers in judged:
-        one = verdict_dict(cid, claim, verdict, why, statistic, interval, used=used)
+        one = verdict_dict(cid, claim, verdict, why, statistic, interval, used=used, name_flags=False)
         series.append(
             dict(
                 cells=key,
@@ -99,6 +103,9 @@ def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) 
         not_judged=list(side),
         flags=[f for s in series for f in s["flags"]],
     )
+    flagged = _flag_counts([f for f in out["flags"] if f["flag"] not in LIMITING])
+    if flagged:
+        out["why"] += f"; flagged cells used: {flagged}"
     for s in series:
         del s["flags"]
     return out
@@ -123,6 +130,28 @@ def _flagged(cells: pl.DataFrame) -> list[dict]:
                 cell["model"] = r.get("model_mlp", BASELINE)
             out += [dict(flag=f, cell=cell) for f in split_flags(r[f"flags{suffix}"])]
     return out
+
+
+def _flag_counts(flags: list[dict], k: int = 3) -> str:
+    """Flagged cells in a clause, per flag its count and the first ``k`` cells, each named by
+    the settings that tell the flagged cells apart: ``3 cells with fewer than 8 seeds (T=16,
+    T=32, T=64); 1 cell flagged open-interval (T=64)`` ("" for none)."""
+    cells: dict[str, list[dict]] = {}
+    for f in flags:
+        if f["cell"] not in cells.setdefault(f["flag"], []):
+            cells[f["flag"]].append(f["cell"])
+    every = [c for group in cells.values() for c in group]
+    keys = [key for key in dict.fromkeys(k for c in every for k in c) if len({str(c.get(key)) for c in every}) > 1]
+    parts = []
+    for flag, group in cells.items():
+        names = sorted(
+            {" ".join(f"{key}={c.get(key)}" for key in keys) if keys else _name(c) for c in group},
+            key=lambda name: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)],
+        )
+        what = f"with fewer than {FEW_SEEDS} seeds" if flag == "few-seeds" else f"flagged {flag}"
+        shown = ", ".join(names[:k]) + (f", and {len(names) - k} more" if len(names) > k else "")
+        parts.append(f"{len(group)} cell{'s' if len(group) > 1 else ''} {what} ({shown})")
+    return "; ".join(parts)
 
 
 def _name(cell: dict) -> str:

@@ -206,6 +206,7 @@ def robust_law(
     m_star: np.ndarray,
     rivals: tuple[str, ...] = ("linear", "power", "polylog"),
     margin: float = 2.0,
+    law: str = "log",
 ) -> dict:
     """Which growth law the cells name robustly, and how far the log law trails.
 
@@ -225,6 +226,8 @@ def robust_law(
         rivals: the laws the log law is measured against (linear and power always; polylog
             when its exponent's interval lies above 1, as L1 decides).
         margin: AICc units that decide (Burnham & Anderson 2002, section 2.6).
+        law: the law whose deficit is measured (default log, L1's; a spec's growth claim names
+            another, stats/own_claims.py); the keys keep the name ``log_deficit``.
 
     Returns:
         ``law`` (a model name, ``"undecided"`` or ``"too few cells"``), ``winners`` (per
@@ -256,7 +259,7 @@ def robust_law(
                 scores = _ls_term(T[keep], y[keep], scale)
             name = f"{scale}, " + ("all" if drop is None else f"without T={T[drop]:g}")
             winners[name] = min(scores, key=scores.get)
-            deficits.append(scores["log"] - min(scores[m] for m in rivals))
+            deficits.append(scores[law] - min(scores[m] for m in rivals))
     out.update(
         winners=winners,
         log_deficit=deficits[0],

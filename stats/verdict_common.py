@@ -71,6 +71,8 @@ class Verdict(TypedDict):
     not_judged: list[dict[str, object]]
     flags: list[Flag]
     estimators: NotRequired[dict[str, str]]
+    origin: NotRequired[str]
+    """``spec`` for a claim of the run's spec (stats/own_claims.py); absent for the paper's."""
 
 
 EFFECT_SLOPE = 0.05
