@@ -23,6 +23,8 @@ EXAMPLE = ROOT / "examples" / "attnsweep-majority"
 SPEC = EXAMPLE / "attnsweep_majority" / "majority.yaml"
 SYMMETRY_EXAMPLE = ROOT / "examples" / "attnsweep-deepsets"
 SYMMETRY_SPEC = SYMMETRY_EXAMPLE / "attnsweep_deepsets" / "deepsets.yaml"
+MODEL_EXAMPLE = ROOT / "examples" / "attnsweep-bagpos"
+MODEL_SPEC = MODEL_EXAMPLE / "attnsweep_bagpos" / "bagpos.yaml"
 
 
 def _run(args: list, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -48,14 +50,15 @@ def venv(tmp_path_factory, attnsweep_wheel) -> tuple[Path, list[subprocess.Compl
     (site / "zz_dependencies.pth").write_text("\n".join([sysconfig.get_paths()["purelib"], *borrowed]) + "\n")
     pip = root / "venv" / "bin" / "pip"
     ignore = shutil.ignore_patterns("build", "*.egg-info")
-    examples = [shutil.copytree(e, root / e.name, ignore=ignore) for e in (EXAMPLE, SYMMETRY_EXAMPLE)]
+    examples = [shutil.copytree(e, root / e.name, ignore=ignore) for e in (EXAMPLE, SYMMETRY_EXAMPLE, MODEL_EXAMPLE)]
     before = None
     for source in (attnsweep_wheel, *examples):
         proc = _run([pip, "install", "--quiet", "--no-deps", source], root)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        if before is None:  # attnsweep alone: no package adds the task, teacher or student yet
+        if before is None:  # attnsweep alone: no package adds the task, model, teacher or student yet
             before = [
-                _run([root / "venv" / "bin" / "attnsweep", "validate", spec], root) for spec in (SPEC, SYMMETRY_SPEC)
+                _run([root / "venv" / "bin" / "attnsweep", "validate", spec], root)
+                for spec in (SPEC, SYMMETRY_SPEC, MODEL_SPEC)
             ]
     return root / "venv" / "bin", before
 
@@ -89,7 +92,7 @@ def test_a_task_from_an_installed_package_runs_and_is_analysed(venv, tmp_path):
 
 
 def test_without_the_package_the_task_is_refused_naming_those_there_are(venv):
-    _, (proc, _) = venv
+    _, (proc, _, _) = venv
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "fixed.task: value 'majority': must be one of ['and', 'parity']" in proc.stderr, proc.stderr
 
@@ -124,7 +127,51 @@ def test_a_teacher_and_a_student_from_an_installed_package_run_and_are_analysed(
 
 
 def test_without_the_package_its_teacher_and_student_are_refused_naming_those_there_are(venv):
-    _, (_, proc) = venv
+    _, (_, proc, _) = venv
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "value 'knowledge_mean': must be one of ['equivariant', 'control', 'positional']" in proc.stderr, proc.stderr
     assert "value 'deepsets': must be one of ['transformer', 'mlp']" in proc.stderr, proc.stderr
+
+
+def test_a_model_from_an_installed_package_runs_beside_the_transformer_and_is_analysed(venv, tmp_path):
+    venv, _ = venv
+    run = _run([venv / "attnsweep", "run", MODEL_SPEC, "--store", "store", "--no-analyze"], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", run.stderr).group(1)
+    rows = _run(
+        [
+            venv / "attnsweep",
+            "query",
+            "SELECT model, status, count(*) AS n, count(norm_readout) AS normed, count(norm_qk) AS qk "
+            "FROM trials GROUP BY ALL ORDER BY ALL",
+            "--store",
+            "store",
+            "--format",
+            "json",
+        ],
+        tmp_path,
+    )
+    assert rows.returncode == 0, rows.stderr
+    # 2 T x 3 m x 2 seeds per model; bagpos reports the readout norm it defines and no attention norms.
+    assert json.loads(rows.stdout) == [
+        {"model": "bagpos", "status": "done", "n": 12, "normed": 12, "qk": 0},
+        {"model": "transformer", "status": "done", "n": 12, "normed": 12, "qk": 12},
+    ]
+    analysed = _run([venv / "attnsweep", "analyze", run_id, "--store", "store", "--format", "json"], tmp_path)
+    assert analysed.returncode == 0, analysed.stderr[-3000:]
+    cells = json.loads(analysed.stdout)
+    assert sorted((c["model"], c["T"]) for c in cells) == [
+        ("bagpos", 8),
+        ("bagpos", 16),
+        ("transformer", 8),
+        ("transformer", 16),
+    ]
+    # bagpos fits the 2-AND at T = 8 within the grid (m* = 32 on this machine): its m* is its own.
+    bagpos_8 = next(c for c in cells if c["model"] == "bagpos" and c["T"] == 8)
+    assert bagpos_8["m_star"] is not None and 8 <= bagpos_8["m_star"] <= 128, bagpos_8
+
+
+def test_without_the_package_its_model_is_refused_naming_those_there_are(venv):
+    _, (_, _, proc) = venv
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "value 'bagpos': must be one of ['transformer', 'mlp']" in proc.stderr, proc.stderr
