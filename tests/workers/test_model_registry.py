@@ -118,6 +118,21 @@ def test_a_package_model_trains_alone_and_stacked(site):
         assert a["margin"] is not None and a["margin_normalised"] is None  # no complexity term
 
 
+def test_a_package_model_gives_a_trial_its_row_whatever_its_pack(site):
+    # Stacked (as it says it may be) in packs of 1, 2 and 8, in another slot, beside a copy of
+    # itself: the row of seed 3 is the same, bit for bit, as the built-ins' are
+    # (tests/workers/test_pack_invariance.py).
+    configs = [_config("bagpos", seed, T=16, m=24, lr=1e-2, max_epochs=25) for seed in range(12)]
+    alone = train_pack([configs[3]], "cpu")[0]
+    assert alone["status"] == "done"
+    volatile = ("wall_s", "pack_size", "worker_host")
+    for pack, slot in (([configs[3], configs[9]], 0), (configs[4:11] + [configs[3]], 7), ([configs[3]] * 2, 1)):
+        row = train_pack(pack, "cpu")[slot]
+        assert {k: v for k, v in row.items() if k not in volatile} == {
+            k: v for k, v in alone.items() if k not in volatile
+        }
+
+
 def test_a_broken_package_fails_only_its_own_trials(site):
     for model, message in (
         ("wide", "model 'wide': its forward gave (2, 8) torch.float32 for x (2, 8) float32, not (2,) floating logits"),
