@@ -521,15 +521,11 @@ def _asked(study: optuna.Study, want: range, dists: dict) -> list[tuple[int, dic
 
 
 def _score(spec: SweepSpec, row: dict | None) -> float:
-    """A tuning trial's score (higher is better): sparse_boolean, test accuracy (0.5, chance,
-    when it did not train or diverged); symmetry, -log10 of the relative test error (0 when
-    it did not train)."""
-    done = row is not None and row["status"] == "done"
-    if spec.experiment == "symmetry":
-        err = row.get("test_error") if done else None
-        return -math.log10(max(err, 1e-12)) if err is not None and math.isfinite(err) else 0.0
-    acc = row.get("test_acc") if done else None
-    return acc if acc is not None and math.isfinite(acc) else 0.5
+    """A tuning trial's score (higher is better), as its experiment defines it
+    (workers/experiments.py ``tuning_score``): sparse_boolean, test accuracy (0.5, chance, when
+    it did not train or diverged); symmetry, -log10 of the relative test error (0 when it did
+    not train)."""
+    return spec.family.tuning_score(row)
 
 
 # --- shared ----------------------------------------------------------------------------------------------
@@ -549,12 +545,9 @@ def _defaults(spec: SweepSpec, cell: dict) -> dict:
 
 
 def _success(spec: SweepSpec, row: dict) -> bool:
-    """Success as stats/critical.py defines it: status done and the measure reached."""
-    if row["status"] != "done":
-        return False
-    if spec.experiment == "symmetry":
-        return row["test_error"] is not None and row["test_error"] <= spec.analysis.target_error
-    return row["test_acc"] is not None and row["test_acc"] >= spec.analysis.acc_threshold
+    """Success as stats/critical.py defines it: status done and the experiment's measure reached
+    (workers/experiments.py ``succeeds``)."""
+    return spec.family.succeeds(row, spec.analysis)
 
 
 def _rate(spec: SweepSpec, cell: dict, m: int, results: dict[str, dict]) -> float:

@@ -6,6 +6,7 @@ in it depends on which experiment it runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -39,6 +40,11 @@ class Experiment(Generic[C]):
             (:mod:`workers.memory`); sizes packs when ``execution.pack_size`` is ``auto``.
         stacks: whether a trial's pack trains stacked, ``config -> bool`` (workers/stacking.py);
             a stacked pack needs every slot's working set (:func:`workers.memory.pack_bytes`).
+        succeeds: ``(row, analysis) -> bool``: whether a finished trial's row is a success as
+            stats/critical.py counts it (``analysis``: the spec's analysis settings,
+            ``acc_threshold`` or ``target_error``).
+        tuning_score: ``row -> float``, higher is better: a tuning trial's score (its row, or
+            None when it has none), for the adaptive search's tuner (orchestrator/adaptive.py).
     """
 
     name: str
@@ -49,6 +55,30 @@ class Experiment(Generic[C]):
     memory_bytes: Callable[[C], int]
     working_bytes: Callable[[C], int]
     stacks: Callable[[C], bool]
+    succeeds: Callable[[dict, Any], bool]
+    tuning_score: Callable[[dict | None], float]
+
+
+def _boolean_succeeds(row: dict, analysis: Any) -> bool:
+    """Done and a test accuracy of at least ``acc_threshold``."""
+    return row["status"] == "done" and row["test_acc"] is not None and row["test_acc"] >= analysis.acc_threshold
+
+
+def _symmetry_succeeds(row: dict, analysis: Any) -> bool:
+    """Done and a relative test error of at most ``target_error``."""
+    return row["status"] == "done" and row["test_error"] is not None and row["test_error"] <= analysis.target_error
+
+
+def _boolean_score(row: dict | None) -> float:
+    """Test accuracy; 0.5 (chance) when the trial did not train or diverged."""
+    acc = row.get("test_acc") if row is not None and row["status"] == "done" else None
+    return acc if acc is not None and math.isfinite(acc) else 0.5
+
+
+def _symmetry_score(row: dict | None) -> float:
+    """-log10 of the relative test error; 0 when the trial did not train."""
+    err = row.get("test_error") if row is not None and row["status"] == "done" else None
+    return -math.log10(max(err, 1e-12)) if err is not None and math.isfinite(err) else 0.0
 
 
 def _train_boolean(configs, device=None, curves=None):
@@ -73,6 +103,8 @@ EXPERIMENTS: dict[str, Experiment[Any]] = {
         memory_bytes=boolean_trial_bytes,
         working_bytes=boolean_working_bytes,
         stacks=boolean_stacks,
+        succeeds=_boolean_succeeds,
+        tuning_score=_boolean_score,
     ),
     "symmetry": Experiment(
         "symmetry",
@@ -83,5 +115,7 @@ EXPERIMENTS: dict[str, Experiment[Any]] = {
         memory_bytes=symmetry_trial_bytes,
         working_bytes=symmetry_working_bytes,
         stacks=symmetry_stacks,
+        succeeds=_symmetry_succeeds,
+        tuning_score=_symmetry_score,
     ),
 }
