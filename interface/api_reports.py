@@ -42,10 +42,12 @@ def judge_runs(
             err_lo, err_hi (default: the one shipped, stats/data/).
 
     Returns:
-        One dict per claim, in the report's order: L1-L4 and R judged on the union of the
-        sparse-Boolean runs' m* tables, then S1-S4 of each symmetry run (their claim tagged
-        ``[run RUN_ID]`` where several are judged); an experiment without a run gives its
-        claims as ``not tested``. Each dict holds ``id``, ``claim``, ``verdict``
+        One dict per claim, in the report's order: the runs' own claims (their specs'
+        ``claims:``, ``origin`` ``spec``; tagged ``[run RUN_ID]`` where several runs have
+        some), then those of L1-L4 and R (judged on the union of the sparse-Boolean runs' m*
+        tables) and S1-S4 (of each symmetry run, tagged likewise) that the runs test: a claim
+        the runs do not test has no dict (``verdicts.json``'s ``not_tested`` names them).
+        Each dict holds ``id``, ``claim``, ``verdict``
         (``supported``, ``not supported``, ``inconclusive``, ``not tested``), ``statistic``,
         ``interval``, ``why`` as text, and ``series``, ``not_judged`` and ``flags`` as
         numbers and lists (:attr:`api_store.RunAnalysis.verdicts`); NaN where a number is

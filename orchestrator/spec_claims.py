@@ -119,7 +119,11 @@ def read_claims(value: Any) -> tuple[list[GrowthClaim | FewerSamplesClaim | Tren
         return [], []
     if not isinstance(value, list):
         return [], [f"claims: must be a list of claims (each with id and kind: one of {list(KINDS)})"]
-    models = {"growth": GrowthClaim, "fewer_samples": FewerSamplesClaim, "trend": TrendClaim}
+    models: dict[str, type[GrowthClaim | FewerSamplesClaim | TrendClaim]] = {
+        "growth": GrowthClaim,
+        "fewer_samples": FewerSamplesClaim,
+        "trend": TrendClaim,
+    }
     claims, problems = [], []
     for i, item in enumerate(value):
         if not isinstance(item, dict):

@@ -101,7 +101,7 @@ def own_claims_section(claims: list[dict]) -> str:
         "",
         "The claims of the runs' specs (`claims:`, docs/spec.md), judged by the rules of the paper's claims: every "
         "estimator of m*, a bound never used as a value, the span and AICc rules for a growth law, pre-set effect "
-        "sizes (docs/claims.md, section 3).",
+        "sizes (docs/claims.md, section 5).",
         "",
         "| claim | verdict | statistic | interval | why |",
         "|---|---|---|---|---|",

@@ -1,5 +1,5 @@
 """The verdict report: one self-contained HTML page with the runs' own claims (their specs'
-``claims:``, docs/claims.md 3) first, then the claims of docs/claims.md 1a (L1-L4, R) and 1b
+``claims:``, docs/claims.md 5) first, then the claims of docs/claims.md 1a (L1-L4, R) and 1b
 (S1-S4) that the runs test (one line names the others and what they need), computed from the
 results store when the report is built.
 

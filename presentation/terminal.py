@@ -7,6 +7,7 @@ The numbers come from :mod:`attnsweep.analysis.boolean` (a sparse-Boolean run) a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 from rich.console import Console
@@ -24,7 +25,7 @@ def _show(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else markup(value)
 
 
-def print_own_claims(verdicts: list[dict], console: Console) -> None:
+def print_own_claims(verdicts: Sequence[Mapping], console: Console) -> None:
     """The spec's own claims' verdicts (analysis/claims.py ``judge_own``), as a rich table."""
     t = Table(title="your claims (the spec's claims:), judged by the rules of the paper's claims")
     for c in ("claim", "verdict", "statistic", "interval", "why"):

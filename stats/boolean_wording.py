@@ -132,11 +132,11 @@ def _flagged(cells: pl.DataFrame) -> list[dict]:
     return out
 
 
-def _flag_counts(flags: list[dict], k: int = 3) -> str:
+def _flag_counts(flags: Sequence[Mapping], k: int = 3) -> str:
     """Flagged cells in a clause, per flag its count and the first ``k`` cells, each named by
     the settings that tell the flagged cells apart: ``3 cells with fewer than 8 seeds (T=16,
     T=32, T=64); 1 cell flagged open-interval (T=64)`` ("" for none)."""
-    cells: dict[str, list[dict]] = {}
+    cells: dict[str, list[Mapping]] = {}
     for f in flags:
         if f["cell"] not in cells.setdefault(f["flag"], []):
             cells[f["flag"]].append(f["cell"])
@@ -154,7 +154,7 @@ def _flag_counts(flags: list[dict], k: int = 3) -> str:
     return "; ".join(parts)
 
 
-def _name(cell: dict) -> str:
+def _name(cell: Mapping) -> str:
     return " ".join(f"{c}={v}" for c, v in cell.items())
 
 

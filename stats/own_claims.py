@@ -1,4 +1,4 @@
-"""A spec's own claims (orchestrator/spec_claims.py, docs/claims.md 3) judged by the rules of the
+"""A spec's own claims (orchestrator/spec_claims.py, docs/claims.md 5) judged by the rules of the
 paper's claims: nothing here is a new statistic.
 
 * ``growth`` (m* grows along an axis like a named law): each series (the cells that differ only
@@ -216,7 +216,7 @@ def _growth_series(part: pl.DataFrame, axis: str, law: str, ci: float) -> tuple:
 
 
 def _at(axis: str, value: object) -> pl.Expr:
-    return pl.col(axis).is_null() if value is None else pl.col(axis) == value
+    return pl.col(axis).is_null() if value is None else pl.col(axis).eq(value)
 
 
 def fewer_samples(claim: Mapping, m_star: pl.DataFrame, cell: list[str], ci: float = 0.95) -> Verdict:
@@ -274,12 +274,13 @@ def fewer_samples(claim: Mapping, m_star: pl.DataFrame, cell: list[str], ci: flo
     pooled = float(np.exp(np.mean(np.log(ratios))))
     bounds = {q["ratio"]["bound"] for q in rows} - {"exact"}
     pooled_bound = "exact" if not bounds else bounds.pop() if len(bounds) == 1 else "none"
-    if any(r is None for r in rep_ratios):
+    have = [r for r in rep_ratios if r is not None]
+    if len(have) < len(rep_ratios):
         plo = phi = math.nan
     else:
-        R = min(len(r) for r in rep_ratios)
+        R = min(len(r) for r in have)
         with np.errstate(invalid="ignore", divide="ignore"):
-            plo, phi = replicate_interval(np.exp(np.mean(np.log([r[:R] for r in rep_ratios]), axis=0)), ci)
+            plo, phi = replicate_interval(np.exp(np.mean(np.log([r[:R] for r in have]), axis=0)), ci)
     pair_lo = [q["ratio"]["ci_lo"] for q in rows]
     pair_hi = [q["ratio"]["ci_hi"] for q in rows]
     statistic = (
