@@ -154,3 +154,22 @@ def test_trend_flat_with_noise_is_not_falls():
 def test_m_star_claims_without_an_m_star_table_are_not_tested():
     claim = dict(id="g", kind="growth", axis="T", law="log")
     assert judge([claim], None, None, ["T"])[0]["verdict"] == "not tested"
+
+
+def test_flagged_cells_are_counted_once_with_the_first_three_named():
+    """Issue 49: the why listed every few-seeds cell of every series in full; now one count per
+    flag for the whole verdict and the first three cells, named by what tells them apart."""
+    from attnsweep.stats.boolean_growth import l1_log_growth
+
+    Ts = [8, 16, 32, 64, 128, 256]
+    cells = [dict(task="and", T=t, s=3, model="transformer", norm_bound=b) for b in (1.0, 2.0) for t in Ts]
+    m = [10 + 20 * np.log(c["T"]) for c in cells]
+    table = _table(cells, m, [1.0] * len(cells)).with_columns(flags=pl.lit("few-seeds"), n_seeds=pl.lit(3))
+    v = l1_log_growth(table, ["task", "T", "s", "model", "norm_bound"])
+    assert len(v["series"]) == 2
+    assert v["why"].count("fewer than 8 seeds") == 1
+    assert v["why"].endswith(
+        "flagged cells used: 12 cells with fewer than 8 seeds "
+        "(T=8 norm_bound=1.0, T=8 norm_bound=2.0, T=16 norm_bound=1.0, and 9 more)"
+    )
+    assert len(v["flags"]) == 12  # the numbers keep every flagged cell
