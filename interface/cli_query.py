@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Annotated, BinaryIO, Literal, cast
 
@@ -101,9 +103,13 @@ def query(
     The table format shows at most 200 rows; csv, json and parquet stream every row. The SQL
     is at most 1,000,000 bytes.
     """
+    if cli_options.owns_process and os.environ.get(CHILD_ENV) is None and not schema:
+        # The query runs in a child whose address space is capped: a value DuckDB or a writer
+        # makes past the cap fails there, or ends that process, never this one.
+        raise typer.Exit(_run_in_child(memory_limit, output))
     from attnsweep.api_runs import check_paths, existing_store
     from attnsweep.presentation.query_output import read_sql, read_sql_file
-    from attnsweep.results.query_limits import bound_process, check_memory_limit, check_spill_limit, memory_bytes
+    from attnsweep.results.query_limits import check_memory_limit, check_spill_limit
     from attnsweep.results.query_tables import table_schemas
 
     limit = check_memory_limit(memory_limit)  # every argument is checked before the store is read
@@ -145,7 +151,7 @@ def query(
             raise AttnsweepError("query -: stdin is closed; give the SQL as an argument or with --file FILE")
         sql = read_sql(sys.stdin.buffer, "stdin")
     if cli_options.owns_process:  # the whole process, not only DuckDB, stays within the limit
-        bound_process(memory_bytes(limit))
+        _bound_this_process(limit, spill_bytes, format)
     try:
         with sigterm_as_interrupt():  # SIGTERM (timeout, cron, systemd) cleans up as Ctrl-C does
             _query_to(results, sql, limit, spill_bytes, format, target, output)
@@ -167,6 +173,125 @@ def query(
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         raise typer.Exit(141) from None
+
+
+CHILD_ENV = "ATTNSWEEP_QUERY_CHILD"
+"""Set in the environment of the process :func:`_run_in_child` starts: that one runs the query."""
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SI_KERNEL = 0x80  # siginfo's si_code of a signal the kernel sent (a terminal's Ctrl-C); a kill() has <= 0
+
+
+def _run_in_child(memory_limit: str, output: str | None) -> int:
+    """Run this same command line in a child process (:data:`CHILD_ENV` set) and return the
+    status to end with: the child's own, 130 where Ctrl-C or SIGTERM ended it before Python
+    could, and 2 (one line on stderr) where anything else killed it, such as an allocation past
+    its address-space cap that a native library answers by aborting, or the kernel's OOM killer.
+
+    The child shares stdin, stdout, stderr and every descriptor the caller passed (``--output
+    /dev/fd/3``), and this process's group, so a terminal's Ctrl-C reaches it directly; a
+    SIGINT, SIGTERM or SIGHUP sent to this process alone (``kill``, ``timeout``) is passed on.
+    If this process is killed (SIGKILL), the kernel sends the child SIGTERM: it stops and
+    cleans up as on Ctrl-C.
+    """
+    import subprocess
+
+    from attnsweep.results.query_limits import remove_stale_spill
+
+    waited = {*_FORWARDED, signal.SIGCHLD}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)  # taken by sigtimedwait below, with who sent them
+    env = {**os.environ, CHILD_ENV: "1"}
+    # The cap counts mapped address space: allocators that map a reserve up front hide what they
+    # later fill in it (mimalloc, Arrow's default pool: 1 GiB at once; glibc: 64 MiB an arena, 8
+    # arenas a core). Arrow gets the system allocator and glibc 2 arenas (query_limits.py).
+    env["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+    env.setdefault("MALLOC_ARENA_MAX", "2")
+
+    def in_child() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    partials = _partials(output)
+    try:
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "attnsweep.cli", *sys.argv[1:]],
+                env=env,
+                close_fds=False,  # only the descriptors the caller passed are inheritable
+                preexec_fn=in_child,  # noqa: PLW1509 - this process runs no other thread here
+            )
+        except OSError as exc:
+            raise AttnsweepError(f"query: cannot start its process ({sys.executable}): {exc.strerror or exc}") from None
+        while child.poll() is None:
+            info = signal.sigtimedwait(waited, 1.0)
+            if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != _SI_KERNEL:
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(info.si_signo)
+        while signal.sigtimedwait(waited, 0) is not None:  # nothing left to act once unblocked
+            pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    code = child.returncode
+    if code >= 0:
+        return code
+    # Killed before it could clean up: its spill folder (its pid is gone now) and partial output go.
+    remove_stale_spill()
+    for path in _partials(output) - partials:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    if -code in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        err.print("interrupted", style="yellow", markup=False, highlight=False)
+        return 130
+    if -code == signal.SIGPIPE:
+        return 141
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    err.print(
+        f"error: query's process was killed by {name}: most likely a value or row it made does not fit "
+        f"--memory-limit {memory_limit} (ATTNSWEEP_QUERY_MEMORY) and the memory cap of its process; give it "
+        "more memory or select less (a part of a long value, fewer columns)"
+        + (f"; {output} is as it was" if output is not None else ""),
+        style="red",
+        markup=False,
+        highlight=False,
+    )
+    return 2
+
+
+def _partials(output: str | None) -> set[Path]:
+    """The temporary files a query writing ``output`` would leave beside it (presentation/
+    query_output.py ``_aside``: ``.NAME.XXXXXXXX.partial``)."""
+    if output is None:
+        return set()
+    target = Path(output)
+    with contextlib.suppress(OSError):
+        return set(target.parent.glob(f".{glob_escape(target.name[:200])}.*.partial"))
+    return set()
+
+
+def _bound_this_process(limit: str, spill_bytes: int, format: str) -> None:
+    """Load and warm up what the query uses (DuckDB, Arrow, polars and the format's writer, on
+    a one-row statement), then cap this process's address space at what it maps now plus the
+    limit and a headroom (results/query_limits.py :func:`bound_address_space`)."""
+    import io
+
+    from attnsweep.presentation.query_output import converter, table_text, write_batches
+    from attnsweep.results.query import warm_up
+    from attnsweep.results.query_columns import hugeint_as_text
+    from attnsweep.results.query_limits import bound_address_space, memory_bytes
+
+    table = warm_up(limit, hugeint_as_text(converter(format)), spill_bytes)
+    if format == "table":
+        table_text(table.schema, iter(table.to_batches()), terminal=False)
+    else:
+        write_batches(table.schema, iter(table.to_batches()), format, io.BytesIO())
+    del table
+    bound_address_space(memory_bytes(limit))
 
 
 def _query_to(results, sql: str, limit: str, spill_bytes: int, format: str, target, output: str | None) -> None:

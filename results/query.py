@@ -232,6 +232,27 @@ class QueryBatches(Iterator[pa.RecordBatch]):
         self.close()
 
 
+WARM_UP_SQL = "SELECT 1 AS i, 'x' AS s, [0.5] AS l, {'a': 1} AS r, DATE '2000-01-01' AS d"
+"""The statement :func:`warm_up` runs: a column of each kind the output writers convert."""
+
+
+def warm_up(memory_limit: str, convert: Convert | None = None, spill_bytes: int | None = None) -> pa.Table:
+    """Run :data:`WARM_UP_SQL` on a connection of its own, with ``memory_limit``'s threads, and
+    return its result (close the connection, remove its spill folder): what the engine, Arrow
+    and the allocators map once per process is then mapped, so that what the process maps
+    after it (:func:`results.query_limits.address_space`) is its baseline for a query.
+
+    Raises:
+        QueryError: as :func:`stream_query` (a memory limit too small to start DuckDB).
+    """
+    con, spill = connect({}, check_memory_limit(memory_limit), spill_bytes)
+    try:
+        reader = _reader(projected(con.sql(WARM_UP_SQL), convert), READ_ROWS)
+        return reader.read_all()
+    finally:
+        release(con, spill)
+
+
 def stream_query(
     store: ResultsStore,
     sql: str,

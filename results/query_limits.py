@@ -163,40 +163,59 @@ def remove_stale_spill(folder: str | None = None) -> list[str]:
     return removed
 
 
-PROCESS_HEADROOM = 2 * 2**30
-"""Address space a query's process may hold beyond its ``--memory-limit`` (bytes). ``RLIMIT_DATA``
-counts what the memory allocators reserve, not only what they use: a query under 100MB held
-1.4-1.6 GB of data mappings (VmData) for 220-630 MB resident, measured on 2026-12-04 with
-DuckDB, pyarrow and polars loaded. So the cap bounds runaway growth (a single value of
-gigabytes), not each megabyte; DuckDB's own limit and the batch budget bound the rest."""
+ADDRESS_HEADROOM = 512 * 2**20
+"""Address space a query's process may map beyond what it held after its warm-up, its
+``--memory-limit`` and :data:`ADDRESS_SHARE` of it (bytes): what the store's datasets, the
+query's connection and the output's writer map on top of the warm-up's. Measured on 2026-12-05
+(2 cores, DuckDB 2.0.1, pyarrow 26.0.1, polars 2.1.0, Arrow's pool the system allocator,
+``MALLOC_ARENA_MAX=2``): after the warm-up the process maps 640-690 MiB (VmSize); the most a
+query then mapped beyond its limit was 333 MiB (70,000 rows of 16 kB: CSV under 400MB, JSON
+under 1GB), 230 MiB for a 3-million-row sort that spills, 130-200 MiB for any query over a
+small store's tables. Under 100MB the cap allows 632 MiB beyond the limit: a value of 1 GB is
+refused. With Arrow's default pool (mimalloc) the warm-up alone mapped 1.7 GiB, 1 GiB of it one
+reserved arena that later allocations fill without mapping more: the cap would not see them."""
+ADDRESS_SHARE = 0.5
+"""The share of ``--memory-limit`` added to the cap beside it (bytes the limit does not count
+grow with it: DuckDB's chunks in flight and text conversions measured up to 1.2 times the
+limit resident, :data:`ENGINE_SHARE`)."""
 THREAD_ARENA = 72 * 2**20
 """Per DuckDB thread: its stack (8 MiB) and the allocator arena a thread may reserve (64 MiB)."""
 
 
-def bound_process(limit_bytes: int) -> int | None:
-    """Cap this process's data (heap and private mappings, ``RLIMIT_DATA``) at what it holds
-    now plus ``limit_bytes``, :data:`PROCESS_HEADROOM` and :data:`THREAD_ARENA` per DuckDB
-    thread, so that no value DuckDB or the output makes can grow the process without bound (a
-    2 GB string is refused, not allocated). For a process that runs one query and ends: the
-    cap stays.
+def address_space() -> int | None:
+    """This process's mapped address space now (``VmSize``), bytes; None off Linux."""
+    try:
+        with open("/proc/self/status") as fh:
+            found = re.search(r"^VmSize:\s+(\d+) kB", fh.read(), re.M)
+    except OSError:
+        return None
+    return None if found is None else int(found[1]) * 1024
+
+
+def bound_address_space(limit_bytes: int) -> int | None:
+    """Cap this process's address space (``RLIMIT_AS``) at what it maps now plus
+    ``limit_bytes``, :data:`ADDRESS_SHARE` of it, :data:`ADDRESS_HEADROOM` and
+    :data:`THREAD_ARENA` per DuckDB thread (under 100MB: 1 thread, the cap is what it maps
+    plus 727 MiB), so
+    that no value DuckDB or the output makes can grow it past the limit by more than that: an
+    allocation beyond the cap fails (DuckDB's and Python's as an out-of-memory error, a native
+    library's perhaps by aborting the process). Call it in a process that runs one query and
+    ends (the CLI's query child), after its libraries are loaded and warmed up: the cap stays.
 
     Returns:
-        The cap in bytes, or None where the platform has no such limit (the query then runs
-        under DuckDB's own limit alone).
+        The cap in bytes, or None where the platform has no such limit.
     """
+    held = address_space()
     try:
         import resource
-
-        with open("/proc/self/status") as fh:
-            found = re.search(r"^VmData:\s+(\d+) kB", fh.read(), re.M)
-    except (ImportError, OSError):
+    except ImportError:
         return None
-    if found is None:
+    if held is None:
         return None
-    held = int(found[1]) * 1024
-    cap = held + limit_bytes + PROCESS_HEADROOM + engine_threads(limit_bytes) * THREAD_ARENA
-    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    threads = engine_threads(limit_bytes) * THREAD_ARENA
+    cap = held + limit_bytes + int(limit_bytes * ADDRESS_SHARE) + ADDRESS_HEADROOM + threads
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
     return cap

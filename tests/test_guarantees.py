@@ -567,11 +567,24 @@ def test_a_query_ended_by_sigterm_or_sigkill_leaves_no_spill_behind(tmp_path):
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr, stderr[-2000:]
     assert list(tmp.iterdir()) == [] and not (tmp_path / "out.csv").exists()
-    proc = _spilling(tmp_path, tmp)  # SIGKILL: nothing runs at the kill; the next query removes what it left
+    # SIGKILL of the query's process: the kernel sends its child, which runs the query, SIGTERM
+    # (PR_SET_PDEATHSIG), and it cleans up as above; the pipes close when it has ended.
+    proc = _spilling(tmp_path, tmp)
     _wait_for_spill(tmp, proc)
     proc.kill()
     proc.communicate(timeout=120)
-    assert [p.name for p in tmp.iterdir()] != []
+    assert list(tmp.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["store", "tmp"]
+    # SIGKILL of the child itself (as the kernel's OOM killer would): nothing runs in it; the
+    # query's process says so in one line and removes its spill folder and partial output.
+    proc = _spilling(tmp_path, tmp)
+    _wait_for_spill(tmp, proc)
+    (child,) = {int(d.name.split("-")[2]) for d in tmp.glob("attnsweep-query-*")}  # attnsweep-query-PID-XXXX
+    assert child != proc.pid
+    os.kill(child, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and stderr.startswith("error: query's process was killed by SIGKILL: "), stderr
+    assert len(stderr.splitlines()) == 1 and stderr.rstrip().endswith("out.csv is as it was"), stderr
+    assert list(tmp.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["store", "tmp"]
     done = _cli(
         "query",
         "SELECT count(*) AS n FROM trials",
