@@ -117,6 +117,7 @@ def test_validate_reads_names_without_importing_a_package(site, tmp_path):
     assert time.monotonic() - start < 60
 
 
+@pytest.mark.slow  # the CLI trains in a subprocess
 def test_an_exit_at_import_fails_the_plugins_trials_and_analyze_csv_stays_clean(site, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC.format(student="transformer"))
