@@ -103,9 +103,15 @@ def query(
     The table format shows at most 200 rows; csv, json and parquet stream every row. The SQL
     is at most 1,000,000 bytes.
     """
-    if cli_options.owns_process and os.environ.get(CHILD_ENV) is None and not schema:
+    if (
+        cli_options.owns_process
+        and os.environ.get(CHILD_ENV) is None
+        and not schema
+        and hasattr(signal, "sigtimedwait")
+    ):
         # The query runs in a child whose address space is capped: a value DuckDB or a writer
-        # makes past the cap fails there, or ends that process, never this one.
+        # makes past the cap fails there, or ends that process, never this one. (Without
+        # sigtimedwait, macOS, it runs here, capped where /proc tells what it maps.)
         raise typer.Exit(_run_in_child(memory_limit, output))
     from attnsweep.api_runs import check_paths, existing_store
     from attnsweep.presentation.query_output import read_sql, read_sql_file
