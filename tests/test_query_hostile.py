@@ -591,3 +591,31 @@ def test_a_large_query_within_its_limit_runs_under_the_childs_cap(store, tmp_pat
     with out.open() as fh:
         written = sum(1 for _ in fh) - 1 if fmt == "csv" else len(json.load(fh))
     assert written == rows
+
+
+_CAP = """
+import resource
+from attnsweep.results.query_limits import address_space, bound_address_space
+held = address_space()
+cap = bound_address_space(100 * 10**6)
+print(held, cap, resource.getrlimit(resource.RLIMIT_AS)[0])
+for size in (cap - held - 64 * 2**20, cap - held + 16 * 2**20):  # just within what the cap left, just past it
+    try:
+        block = bytearray(size)
+    except MemoryError:
+        print("refused", end=" ")
+    else:
+        print("allocated", end=" ")
+        del block
+"""
+
+
+def test_the_cap_is_the_address_space_held_plus_the_limit_and_its_headroom():
+    proc = subprocess.run([sys.executable, "-c", _CAP], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    numbers, answer = proc.stdout.splitlines()
+    held, cap, soft = map(int, numbers.split())
+    # 100 MB, half of it again, 512 MiB, and one DuckDB thread (one per 256 MB) of 72 MiB.
+    expected = 100 * 10**6 + 50 * 10**6 + 512 * 2**20 + 72 * 2**20
+    assert soft == cap and 0 <= cap - held - expected < 2**20, (held, cap)
+    assert answer.split() == ["allocated", "refused"]
