@@ -35,6 +35,10 @@ class SpecCheck:
             pack and may not fit a worker.
         pooled_axes: a symmetry grid's axes that vary but do not key its cells (analyze
             pools their values in one cell).
+        curve_points: the most learning-curve points a trial seen keeps (0 without
+            ``execution.curves``).
+        curve_bytes: the most a trial seen's learning curve holds in its worker until its pack
+            ends (bytes, :func:`workers.memory.curve_bytes`; part of ``largest_trial_bytes``).
     """
 
     spec: SweepSpec
@@ -44,6 +48,8 @@ class SpecCheck:
     largest_trial_bytes: int
     budget_bytes: int
     pooled_axes: list[str] = field(default_factory=list)
+    curve_points: int = 0
+    curve_bytes: int = 0
 
 
 def check_spec(spec: str | Path, max_trials: int = 1_000_000, overrides: Sequence[str] = ()) -> SpecCheck:
@@ -66,27 +72,36 @@ def check_spec(spec: str | Path, max_trials: int = 1_000_000, overrides: Sequenc
 def _check_spec(spec: str | Path, max_trials: int, overrides: Sequence[str] = ()) -> SpecCheck:
     from attnsweep.orchestrator.packing import count_packs, spec_pack_sizer
     from attnsweep.orchestrator.spec import load_spec
+    from attnsweep.workers.memory import curve_bytes, curve_points
 
     s = load_spec(spec, max_trials=max_trials, overrides=overrides)
     workers = s.resources.num_workers or max(1, int((os.cpu_count() or 1) / s.resources.cpus_per_worker))
     workers = min(workers, s.n_trials())  # a run starts no more workers than it has trials (executors.py)
     budget = s.execution.pack_memory_mb * 2**20
-    biggest = 0
+    biggest = most_points = most_curve = 0
     n_packs, exact = None, False
+
+    def trial_bytes(cfg) -> int:  # its training memory, its curve's buffer included
+        nonlocal most_points, most_curve
+        curve = curve_bytes(cfg.max_epochs, s.execution.curves)
+        most_points = max(most_points, curve_points(cfg.max_epochs, s.execution.curves))
+        most_curve = max(most_curve, curve)
+        return s.family.working_bytes(cfg) + s.family.memory_bytes(cfg) + curve
+
     if not s.search.adaptive:  # one pass over the runs of one shape: pack count and memory (no trial list)
         sizer = spec_pack_sizer(s, workers)
 
         def size_of(cfg) -> int:
             nonlocal biggest
             size = sizer(cfg)
-            biggest = max(biggest, s.family.working_bytes(cfg) + s.family.memory_bytes(cfg))
+            biggest = max(biggest, trial_bytes(cfg))
             return size
 
         n_packs, exact = count_packs(s, size_of)
     biggest = max(
         [
             biggest,
-            *(s.family.working_bytes(c) + s.family.memory_bytes(c) for c in _largest_trials(s)),
+            *(trial_bytes(c) for c in _largest_trials(s)),
         ]
     )
     pooled = []
@@ -95,7 +110,7 @@ def _check_spec(spec: str | Path, max_trials: int, overrides: Sequence[str] = ()
             {axis for g in s.grids for axis, values in g.items() if len(values) > 1}
             - {"teacher", "model", "equivariance", "n", "k", "d", "m"}
         )
-    return SpecCheck(s, workers, n_packs, exact, biggest, budget, pooled)
+    return SpecCheck(s, workers, n_packs, exact, biggest, budget, pooled, most_points, most_curve)
 
 
 def _largest_trials(s):

@@ -71,6 +71,8 @@ def validate(
             f"[green]valid[/]: sweep {s.name!r}: {plural(s.n_trials(), 'trial')} in {packs} "
             f"(for {plural(check.workers, 'worker')} here)"
         )
+    if check.curve_points:
+        out.print(_curves_line(check), markup=False, highlight=False)
     for i in range(len(s.grids)):
         if len(s.grids) > 1:
             out.print(f"  grid block {i}:")
@@ -86,6 +88,20 @@ def validate(
         for i in range(len(s.grids)):
             out.print(_settings_table(s, i))
         out.print(_run_settings_table(s))
+
+
+def _curves_line(check) -> str:
+    """What a trial's learning curve holds in its worker (workers/memory.py), counted in the pack
+    sizes, and the ceiling ``execution.curves.max_points`` is held to."""
+    from attnsweep.workers.memory import CURVE_MAX_BYTES, CURVE_MAX_POINTS, CURVE_POINT_BYTES
+
+    held = check.curve_bytes / 2**20
+    size = f"{held:,.1f} MiB" if held >= 1 else f"{check.curve_bytes / 2**10:,.0f} KiB"
+    return (
+        f"  learning curves: at most {check.curve_points:,} points a trial, up to {size} of curve buffer a "
+        f"trial in its worker ({CURVE_POINT_BYTES:,} bytes a point), counted in the pack sizes; the ceiling is "
+        f"{CURVE_MAX_BYTES // 2**20} MiB a trial (max_points up to {CURVE_MAX_POINTS:,})"
+    )
 
 
 def _settings_table(s, block: int):

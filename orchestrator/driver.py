@@ -406,7 +406,9 @@ class PackRunner:
         """
         slots = max(self.executor.slots(), 1)
         ex = self.spec.execution
-        sizer = pack_sizer(ex.pack_size, self.spec.experiment, ex.pack_memory_mb, group=group_of(self.spec))
+        sizer = pack_sizer(
+            ex.pack_size, self.spec.experiment, ex.pack_memory_mb, group=group_of(self.spec), curves=ex.curves
+        )
         queue: list[tuple[str, object]] = []  # trials waiting for a pack, in request order
         extra_of: dict[str, dict] = {}
         waiting: dict[int, set[str]] = {}  # flow -> its request's trials without a row yet

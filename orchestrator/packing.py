@@ -5,7 +5,7 @@ consecutive trials share a shape key; a pack is cut from such a run, at most its
 size long. This streams: no list of all trials is ever held.
 
 Pack size is the spec's ``execution.pack_size``, or with ``auto`` (the default) the number
-of trials whose estimated training memory (:mod:`workers.memory`) fits
+of trials whose estimated training memory (:mod:`workers.memory`, learning-curve buffers included) fits
 ``execution.pack_memory_mb``, between 1 and :data:`AUTO_PACK_MAX`.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from attnsweep.workers import EXPERIMENTS
-from attnsweep.workers.memory import STACKED_SLOTS, pack_bytes
+from attnsweep.workers.memory import STACKED_SLOTS, CurveSetting, curve_bytes, pack_bytes
 
 if TYPE_CHECKING:  # the spec imports this module
     from attnsweep.orchestrator.spec import SweepSpec
@@ -42,9 +42,16 @@ class Pack:
         return len(self.ids)
 
 
-def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float, group: int = STACKED_SLOTS) -> int:
+def auto_pack_size(
+    config: BaseModel,
+    experiment: str,
+    budget_bytes: float,
+    group: int = STACKED_SLOTS,
+    curves: CurveSetting | None = None,
+) -> int:
     """Trials like ``config`` that fit ``budget_bytes`` of training memory, in [1, AUTO_PACK_MAX]:
-    one trial's working set and each trial's share (workers/memory.py) within the budget, or for
+    one trial's working set and each trial's share (workers/memory.py; with ``curves``, the
+    spec's ``execution.curves``, its learning curve's buffer too) within the budget, or for
     a stacked pack (workers/stacking.py) whole groups of ``group`` slots (32 lanes on a CPU; on a
     GPU ``execution.device_group``), at least one (a lone trial fills one anyway; on a CPU the
     rule keeps a group under 1 GiB).
@@ -54,6 +61,7 @@ def auto_pack_size(config: BaseModel, experiment: str, budget_bytes: float, grou
     """
     exp = EXPERIMENTS[experiment]
     per_trial, working = exp.memory_bytes(config), exp.working_bytes(config)
+    per_trial += curve_bytes(getattr(config, "max_epochs", 1), curves)
     if exp.stacks(config):  # every slot holds a working set: whole lane groups that fit, at least one
         groups = budget_bytes // pack_bytes(per_trial, working, group, stacked=True)
         return int(min(AUTO_PACK_MAX, max(1, groups) * group))
@@ -66,9 +74,11 @@ def pack_sizer(
     pack_memory_mb: float,
     share: int | None = None,
     group: int = STACKED_SLOTS,
+    curves: CurveSetting | None = None,
 ) -> Callable[[BaseModel], int]:
     """The pack size of a trial's pack: ``pack_size`` itself, or with ``"auto"`` from the
-    memory budget ``pack_memory_mb`` (MiB) for stacked groups of ``group`` slots, computed once
+    memory budget ``pack_memory_mb`` (MiB) for stacked groups of ``group`` slots, each trial
+    with its learning curve's buffer (``curves``: the spec's ``execution.curves``), computed once
     per shape key, and at most ``share`` (the sweep's trials divided over its workers, so that no
     worker idles while one trains a pack that holds the whole sweep)."""
     if pack_size != "auto":
@@ -78,7 +88,8 @@ def pack_sizer(
     def size(config: BaseModel) -> int:
         key = config.shape_key()
         if key not in cache:
-            cache[key] = min(auto_pack_size(config, experiment, pack_memory_mb * 2**20, group), share or AUTO_PACK_MAX)
+            budget = pack_memory_mb * 2**20
+            cache[key] = min(auto_pack_size(config, experiment, budget, group, curves), share or AUTO_PACK_MAX)
         return cache[key]
 
     return size
@@ -193,7 +204,8 @@ def count_packs(
 def spec_pack_sizer(spec: SweepSpec, workers: int | None = None):
     """The pack-size rule of a spec on ``workers`` workers (see :func:`pack_sizer`)."""
     share = -(-spec.n_trials() // workers) if workers else None
-    return pack_sizer(spec.execution.pack_size, spec.experiment, spec.execution.pack_memory_mb, share, group_of(spec))
+    ex = spec.execution
+    return pack_sizer(ex.pack_size, spec.experiment, ex.pack_memory_mb, share, group_of(spec), ex.curves)
 
 
 def group_of(spec: SweepSpec) -> int:

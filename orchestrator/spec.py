@@ -67,6 +67,7 @@ from attnsweep.orchestrator.spec_loading import (
 from attnsweep.orchestrator.spec_problems import TOP_LEVEL, TRIAL_SETTINGS, describe
 from attnsweep.workers import EXPERIMENTS, Experiment
 from attnsweep.workers.config import LATER_FIELDS, StrictSettings
+from attnsweep.workers.memory import CURVE_MAX_BYTES, CURVE_MAX_POINTS, CURVE_POINT_BYTES
 from attnsweep.workers.trial_config import TrialConfig
 
 # Axes that vary fastest, so that consecutive trials share a pack (see packing.py).
@@ -81,10 +82,25 @@ class CurveSettings(StrictSettings):
     every: int = Field(1, ge=1, le=10_000_000, description="keep every every-th epoch, from epoch 0, and the last")
     max_points: int = Field(
         200,
-        ge=2,
-        le=100_000,
-        description="points per trial at most, the last included: every widens where max_epochs needs it",
+        description=f"points per trial at most (2..{CURVE_MAX_POINTS:,}: a trial's curve holds {CURVE_POINT_BYTES:,} "
+        f"bytes a point in its worker, {CURVE_MAX_BYTES // 2**20} MiB at most), the last included: every widens "
+        "where max_epochs needs it",
     )
+
+    @field_validator("max_points")
+    @classmethod
+    def _max_points(cls, value: int) -> int:
+        # A byte ceiling, not a count: a worker holds every trial's points until its pack ends
+        # (workers/memory.py's CURVE_POINT_BYTES, measured), and pack sizing counts them.
+        if value < 2:
+            raise ValueError(f"must be from 2 to {CURVE_MAX_POINTS:,}: a curve keeps its first and its last epoch")
+        if value > CURVE_MAX_POINTS:
+            raise ValueError(
+                f"must be from 2 to {CURVE_MAX_POINTS:,}: a trial's curve holds up to {CURVE_POINT_BYTES:,} bytes "
+                f"a point in its worker until its pack ends, {value * CURVE_POINT_BYTES / 2**20:,.1f} MiB at "
+                f"{value:,} points, and the ceiling is {CURVE_MAX_BYTES // 2**20} MiB a trial"
+            )
+        return value
 
 
 class ExecutionSettings(StrictSettings):

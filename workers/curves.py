@@ -10,8 +10,12 @@ spec's ``every``, widened when a trial's ``max_epochs`` would give more than ``m
 points (:meth:`CurvePlan.stride`). Nothing here runs when curves are off, so the loops do the
 same work as without them, and a trial's numbers never depend on whether they are kept.
 
-No torch import: values may be floats or 0-d tensors (kept as they are and read once, at
-the end, so that a GPU loop gains no host sync per epoch).
+No torch import: values may be floats or 0-d tensors. A tensor on the CPU is read at once
+(no sync there): kept as a tensor, each point pinned small allocations amid the loop's large
+transient ones, and a worker's memory grew 1.3 to 17 KB a point (one-layer transformer T = 300;
+MLP width 2048, unstacked), where floats cost about 250 bytes (workers/memory.py
+``CURVE_POINT_BYTES``). One on another device is kept as it is and read once, at the end, so
+that a GPU loop gains no host sync per epoch.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ class Curve:
         """The measurement of epoch ``epoch``: ``loss`` (mean training loss), ``acc``
         (training accuracy, a fraction; None where the experiment has none) and ``error``
         (relative training error; None where it has none); floats or 0-d tensors."""
-        point = (epoch, loss, acc, error)
+        point = (epoch, _host(loss), _host(acc), _host(error))
         if epoch % self.stride == 0:
             self._kept.append(point)
             self._last = None
@@ -94,6 +98,17 @@ class Curve:
             "train_acc": [_number(p[2]) for p in points],
             "train_error": [_number(p[3]) for p in points],
         }
+
+
+def _host(value: Any) -> Any:
+    """``value`` as a float when it is one or a CPU tensor (reading it costs no sync); else as
+    it is (None, or a tensor on a GPU: read at the end)."""
+    if value is None or isinstance(value, float):
+        return value
+    device = getattr(value, "device", None)
+    if device is not None and getattr(device, "type", "cpu") != "cpu":
+        return value
+    return float(value)
 
 
 def _number(value: Any) -> float | None:

@@ -19,12 +19,17 @@ pack inside its budget (``execution.pack_memory_mb``), not predict an allocator'
 * activations: per training sample, a count of float32 values per layer that the forward
   pass keeps for the backward pass (below), for one batch;
 * evaluation: chunks of at most :data:`workers.train_boolean.EVAL_BUDGET_BYTES` (256 MiB) of one
-  trial at a time, after its training: the working set is the larger of the two.
+  trial at a time, after its training: the working set is the larger of the two;
+* learning curves (``execution.curves``): each trial's kept points, held until its pack ends, a
+  share of the trial's (:func:`curve_bytes`, measured bytes a point).
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
+from attnsweep.workers.curves import CurvePlan
 from attnsweep.workers.student_registry import plugin_activations, plugin_param_count
 
 FLOAT_BYTES = 4
@@ -43,6 +48,47 @@ EVAL_BUDGET_BYTES = 256 * 2**20
 STACKED_SLOTS = 32
 """The most slots a stacked pack pads its trials to (workers/stacked.py's lanes: 16 with AVX2,
 32 with AVX-512); memory is sized for 32, so it errs high on AVX2."""
+
+
+CURVE_POINT_BYTES = 320
+"""Worker memory of one kept learning-curve point (bytes), held until its trial's pack ends
+(workers/curves.py): a tuple of the epoch and three values, the values as floats (a CPU loop's
+tensors are read as they are noted; a stacked loop reads its slots' to the host together), then
+the point's share of the curve's columns and of the row pickled for Ray. Measured as the growth
+of a worker's peak resident memory with curves against without: 206 bytes a point in a real
+pack of two one-layer transformer trials (T = 300, 4,000 epochs each), 227 in two unstacked MLP
+trials (width 2,048, 5,000 epochs), 212 in a stacked pack of 32 MLP trials (4,000 epochs); in
+Ray workers (issue 48) 281 and 252 (+180 MB for 32 trials of 20,000 points, +323 MB for 64).
+The largest, rounded up."""
+CURVE_MAX_BYTES = 16 * 2**20
+"""The most a trial's curve may hold in its worker (bytes): ``execution.curves.max_points`` is
+refused beyond :data:`CURVE_MAX_POINTS`, at :data:`CURVE_POINT_BYTES` a point."""
+CURVE_MAX_POINTS = CURVE_MAX_BYTES // CURVE_POINT_BYTES
+"""The largest ``execution.curves.max_points``: 52,428 (:data:`CURVE_MAX_BYTES`)."""
+
+
+class CurveSetting(Protocol):
+    """What a curve setting says (the spec's ``execution.curves``, a :class:`workers.curves.CurvePlan`)."""
+
+    every: int
+    max_points: int
+
+
+def curve_points(max_epochs: int, curves: CurveSetting | None) -> int:
+    """The most points a trial of ``max_epochs`` keeps under ``curves`` (0 when None): the
+    regular points and the last, ``ceil((max_epochs - 1) / stride) + 1`` at the stride of
+    :meth:`workers.curves.CurvePlan.stride`, within ``max_points``."""
+    if curves is None:
+        return 0
+    stride = CurvePlan(curves.every, curves.max_points).stride(max_epochs)
+    return min(curves.max_points, -(-(max(max_epochs, 1) - 1) // stride) + 1)
+
+
+def curve_bytes(max_epochs: int, curves: CurveSetting | None) -> int:
+    """What a trial's learning curve holds in its worker until its pack ends (bytes): its
+    :func:`curve_points` at :data:`CURVE_POINT_BYTES` a point; 0 without curves. Part of what a
+    trial holds for its whole pack."""
+    return curve_points(max_epochs, curves) * CURVE_POINT_BYTES
 
 
 def stacked_slots(trials: int) -> int:

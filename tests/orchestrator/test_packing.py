@@ -194,3 +194,46 @@ def test_many_values_breaking_one_rule_make_one_line():
     bad = [t for t in caught.value.problems if t.startswith("grid.T")]
     assert len(bad) > 2000 and len(message.splitlines()) == 2
     assert f"grid.T: {len(bad)} values:" in message and "..., 100000000)" in message
+
+
+def test_auto_pack_size_counts_each_trials_learning_curve_at_320_bytes_a_point():
+    # A trial's curve is held by its worker until the pack ends (workers/curves.py), 320 bytes a
+    # kept point as measured (workers/memory.py): with 20,000 points a trial 6,400,000 bytes more
+    # a trial. max_epochs 20,000, every 1, max_points 20,000: every epoch's point is kept.
+    curves = "  curves: {every: 1, max_points: 20000}\n"
+    base = ONE_BY_ONE.format(seeds=8).replace("s: 2}", "s: 2, max_epochs: 20000}")
+    first = next(parse_spec(base).trials())
+    assert not boolean_stacks(first)
+    per_trial, working = boolean_trial_bytes(first), boolean_working_bytes(first)
+    share = per_trial + 20_000 * 320
+    # A budget that holds one working set, 3 trials with their curves and most of a 4th's.
+    budget_mb = (working + 3.9 * share) / 2**20
+    with_curves = parse_spec(base + f"execution:\n  pack_memory_mb: {budget_mb}\n" + curves)
+    without = parse_spec(base + f"execution:\n  pack_memory_mb: {budget_mb}\n")
+    assert [len(p) for p in _packs(with_curves) if p.configs[0].T == 512] == [3, 3, 2]
+    assert [len(p) for p in _packs(without) if p.configs[0].T == 512] == [8]  # the same budget, no curves
+    # Fewer points fit more trials: max_points 2,000 widens the stride to ceil(19,999 / 1,999) = 11,
+    # which keeps ceil(19,999 / 11) + 1 = 1,820 points, 582,400 bytes a trial.
+    assert auto_pack_size(first, "sparse_boolean", working + 3.9 * share, curves=_Curves(1, 2000)) == int(
+        3.9 * share // (per_trial + 1_820 * 320)
+    )
+
+
+def test_a_stacked_pack_counts_every_slots_curve():
+    # Issue 48: 32 and 64 stacked trials of 20,000 points each took 180 and 323 MB more than the
+    # estimate; it now counts 32 x 20,000 x 320 and 64 x 20,000 x 320 bytes more.
+    first = next(parse_spec(SPEC.format(seeds=100).replace("s: 2}", "s: 2, max_epochs: 20000}")).trials())
+    assert boolean_stacks(first)
+    per_trial, working = boolean_trial_bytes(first), boolean_working_bytes(first)
+    group = pack_bytes(per_trial + 20_000 * 320, working, STACKED_SLOTS, stacked=True)
+    assert group - pack_bytes(per_trial, working, STACKED_SLOTS, stacked=True) == 204_800_000 > 180e6
+    assert 2 * 204_800_000 > 323e6
+    for groups, expected in ((2.7, 64), (1.0, 32), (0.5, 32)):
+        assert auto_pack_size(first, "sparse_boolean", groups * group, curves=_Curves(1, 20_000)) == expected
+
+
+class _Curves:
+    """A curve setting as the spec's ``execution.curves`` gives it."""
+
+    def __init__(self, every: int, max_points: int):
+        self.every, self.max_points = every, max_points

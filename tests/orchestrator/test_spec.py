@@ -339,7 +339,15 @@ def test_a_setting_that_takes_true_or_false_says_so():
     "curves, needle",
     [
         ("{every: 0}", "execution.curves.every: value 0: .* \\(allowed: 1..1e\\+07\\)"),
-        ("{max_points: 1}", "execution.curves.max_points: value 1: .* \\(allowed: 2..100000\\)"),
+        ("{max_points: 1}", "execution.curves.max_points: value 1: must be from 2 to 52,428"),
+        # The byte ceiling: 16 MiB a trial at 320 bytes a point is 52,428 points; 52,429 are
+        # 16,777,280 bytes, 16.0 MiB (workers/memory.py, measured).
+        (
+            "{max_points: 52429}",
+            "execution.curves.max_points: value 52429: must be from 2 to 52,428: a trial's curve holds up to "
+            "320 bytes a point in its worker until its pack ends, 16.0 MiB at 52,429 points, and the ceiling is "
+            "16 MiB a trial",
+        ),
         ("{each: 3}", "execution.curves.each: value 3: unknown field; allowed: \\['every', 'max_points'\\]"),
         ("5", "execution.curves: value 5: must be a mapping of settings"),
     ],
@@ -347,6 +355,10 @@ def test_a_setting_that_takes_true_or_false_says_so():
 def test_a_bad_curves_setting_names_its_field_and_the_allowed_values(curves, needle):
     with pytest.raises(SpecError, match=needle):
         parse_spec(GOOD + f"execution: {{curves: {curves}}}\n")
+
+
+def test_max_points_up_to_the_byte_ceiling_is_valid():
+    assert parse_spec(GOOD + "execution: {curves: {max_points: 52428}}\n").execution.curves.max_points == 52_428
 
 
 def test_keeping_curves_changes_no_trial_id_and_not_the_spec_hash():

@@ -181,3 +181,51 @@ def test_a_spec_is_checked_and_sized_without_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
     n_packs, loaded = out.splitlines()
     assert int(n_packs) > 0 and loaded == "[]"
+
+
+_CURVE_PEAK = """
+import pickle, sys, torch
+torch.set_num_threads(1)
+from attnsweep.workers import BooleanTrialConfig, SymmetryTrialConfig
+from attnsweep.workers.curves import CurvePlan
+from attnsweep.workers.train_boolean import train_pack
+from attnsweep.workers.train_symmetry import train_symmetry_pack
+def resident(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+kind, P, E = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if kind == "symmetry":  # never stacked on a CPU: the loop notes a 0-d tensor and a float
+    train, configs = train_symmetry_pack, [SymmetryTrialConfig(
+        teacher="equivariant", n=4, k=2, d=4, m=8, seed=i, model="mlp", mlp_width=16, max_epochs=E, n_test=32,
+        lr=1e-5) for i in range(P)]
+else:  # a stacked pack: the loop reads its slots' floats together
+    train, configs = train_pack, [BooleanTrialConfig(
+        task="and", T=8, s=3, m=16, seed=i, n_test=100, max_epochs=E, stop="budget", lr=1e-4, model="mlp",
+        mlp_width=16) for i in range(P)]
+train(configs, "cpu", curves=CurvePlan(1, 3))  # warm: the loop's own memory is taken before
+base = resident("VmRSS")
+rows = train(configs, "cpu", curves=CurvePlan(1, E))
+wire = pickle.dumps(rows, protocol=5)  # as Ray returns them
+print(sum(len(r["curve"]["epoch"]) for r in rows), resident("VmHWM") - base)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, P, E", [("symmetry", 4, 4000), ("stacked", 32, 1000)])
+def test_a_learning_curve_holds_at_most_the_counted_bytes_a_point(kind, P, E):
+    # What a real pack's curves add to a warm worker's peak resident memory, all of its growth
+    # counted as the curves' (the loop's own was taken by the warm-up): within the estimate's
+    # bytes a point (workers/memory.py), which is not more than twice it. Before points were
+    # read as floats, a CPU loop's 0-d tensors pinned about 0.8 to 17 KB a point.
+    import subprocess
+    import sys
+
+    from attnsweep.workers.curves import CurvePlan
+    from attnsweep.workers.memory import CURVE_POINT_BYTES, curve_bytes
+
+    out = subprocess.run(
+        [sys.executable, "-c", _CURVE_PEAK, kind, str(P), str(E)], capture_output=True, text=True, check=True
+    )
+    points, grown = map(int, out.stdout.split()[-2:])
+    assert points == P * E
+    assert grown <= P * curve_bytes(E, CurvePlan(1, E)) == points * CURVE_POINT_BYTES <= 2 * grown, (grown, points)
