@@ -36,7 +36,7 @@ about 65 characters), and a socket path is at most 107 bytes."""
 DEFAULT_GRACE_S = 15.0
 """Seconds between SIGTERM and SIGKILL when stopping a head (``ray stop`` waits 16 s)."""
 DEFAULT_START_TIMEOUT_S = 180.0
-"""Seconds ``ray start --head`` and its job server's agent may take to come up (6 to 22 s on
+"""Seconds ``ray start --head`` and its job server's agent may take to come up (6 to 14 s on
 this project's 2-core machine shared with other work)."""
 START_LOG = "attnsweep-head-start.log"
 """``ray start``'s output, in the head's temp folder (outside its session folders)."""
