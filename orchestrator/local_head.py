@@ -180,7 +180,8 @@ def _name(proc: psutil.Process) -> str:
 def _signal_all(procs: Iterable[psutil.Process], how: str) -> None:
     """Call ``how`` (``terminate``: SIGTERM, ``kill``: SIGKILL, ``resume``: SIGCONT) on each of ``procs``."""
     for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
+        # Not ours to signal (another user's): left running, and named by stop's error.
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             getattr(proc, how)()
 
 
@@ -191,6 +192,8 @@ def _running(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
+    except psutil.AccessDenied:
+        return True
 
 
 def _wait(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
