@@ -84,7 +84,18 @@ class LocalExecutor(Executor):
                 group=self.settings.device_group,
             )
             return [(handle, rows)]
-        except Exception as exc:  # noqa: BLE001 - becomes the pack's failed rows
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - becomes the pack's failed rows
+            # SystemExit too: a package's code that calls sys.exit() in a trial (its teacher's
+            # params, a task's label) fails that pack's trials; it must not end the run as if it
+            # had succeeded, with half its trials missing. Its text names the class and the
+            # place, since str(SystemExit(0)) is "0".
+            if not isinstance(exc, Exception):
+                import traceback
+
+                where = "".join(traceback.format_exception(exc)[-3:]).strip()
+                exc.args = (f"the pack's code raised {type(exc).__name__}: {exc}\n{where}",)
             return [(handle, exc)]
 
     def slots(self) -> int:

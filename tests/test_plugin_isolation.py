@@ -222,3 +222,46 @@ def test_a_bad_timeout_is_one_error_naming_the_variable(monkeypatch, value):
     monkeypatch.setenv("ATTNSWEEP_PLUGIN_TIMEOUT", value)
     with pytest.raises(TaskError, match=r"^ATTNSWEEP_PLUGIN_TIMEOUT='.*' is not a number of seconds above 0"):
         plugins.import_timeout()
+
+
+RUNTIME_EXIT = """\
+import sys
+from attnsweep.tasks.teachers import Teacher
+
+
+def params(n, k, d, generator):
+    sys.exit(0)
+
+
+TEACHER = Teacher(name="exits_later", params=params, outputs=lambda p, X, K: X, symmetries=frozenset())
+"""
+
+
+@pytest.mark.slow  # the CLI trains in a subprocess
+def test_an_exit_in_a_packages_code_during_a_local_run_fails_its_pack_not_the_run(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    _package(site, "later_pkg", RUNTIME_EXIT, "[attnsweep.teachers]\nexits_later = later_pkg:TEACHER\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: later\nexperiment: symmetry\nseeds: 1\ngrid:\n  - teacher: [exits_later, equivariant]\n"
+        "    model: [transformer]\n    m: [4]\n"
+        "fixed: {n: 3, k: 2, d: 4, width: 8, heads: 2, lr: 1e-2, max_epochs: 3, n_test: 16}\n"
+    )
+    store = tmp_path / "store"
+    run = _cli(site, "run", str(spec), "--local", "--store", str(store), "--no-analyze")
+    # Before: exit 0, no summary, the run recorded failed with no trial rows at all.
+    assert run.returncode == 0, run.stderr
+    assert "done 1, failed 1" in run.stderr, run.stderr
+    rows = _cli(
+        site,
+        "query",
+        "SELECT teacher, status, error FROM trials ORDER BY teacher",
+        "--store",
+        str(store),
+        "--format",
+        "json",
+    )
+    got = {r["teacher"]: r for r in json.loads(rows.stdout)}
+    assert got["equivariant"]["status"] == "done" and got["exits_later"]["status"] == "failed"
+    assert "SystemExit" in got["exits_later"]["error"] and "later_pkg.py" in got["exits_later"]["error"]
