@@ -3,7 +3,8 @@ list at run time (``lazy.attach_stub`` in __init__.py), so there is one list."""
 
 from .boolean_models import BooleanModel as BooleanModel
 from .boolean_models import model_names as model_names
-from .boolean_models import model_of as model_of
+from .builtin_models import build_model as build_model
+from .builtin_models import model_of as model_of
 from .config import BooleanTrialConfig as BooleanTrialConfig
 from .config import SymmetryTrialConfig as SymmetryTrialConfig
 from .equivariance import haar_orthogonal as haar_orthogonal
@@ -13,7 +14,6 @@ from .experiments import EXPERIMENTS as EXPERIMENTS
 from .experiments import Experiment as Experiment
 from .models import MLP as MLP
 from .models import CLSTransformer as CLSTransformer
-from .models import build_model as build_model
 from .norms import matrix_norm as matrix_norm
 from .status import TrialStatus as TrialStatus
 from .student_registry import Student as Student

@@ -11,8 +11,13 @@ where ``my_models.CONV`` is a :class:`BooleanModel`. Installed beside attnsweep 
 Ray worker), the model is valid in a spec (``model: conv``), is initialised, trained, projected
 onto its norm ball where it bounds norms, scored and sized for memory like a built-in one, and
 trains stacked (``torch.func.vmap`` over ``functional_call``) where it says it can. attnsweep's
-own models (``transformer``, ``mlp``) are :class:`BooleanModel` values too and go through the
-same lookup, :func:`model_of`; they keep their hand-written paths (:class:`BuiltInPaths`).
+own models (``transformer``, ``mlp``; workers/builtin_models.py) are :class:`BooleanModel`
+values too and go through the same lookup, :func:`workers.builtin_models.model_of`; they keep
+their hand-written paths (:class:`BuiltInPaths`).
+
+This module holds the contract and what spec validation reads (names, and :data:`DECLARED`: the
+built-ins' settings and checks), importing nothing of the models' code, so that the trial config
+(workers/config.py) can read it.
 
 No torch at import: spec validation reads names alone, and within
 :func:`workers.student_registry.without_loading` (``attnsweep validate``) no package is imported:
@@ -117,6 +122,8 @@ class BooleanModel:
             that sets ``positions`` or ``ln_affine`` for a model without them is refused).
         check: ``cfg -> str | None``: what is wrong with a config for this model (a one-line
             message), or None.
+        margin: whether its norms give a complexity term (``stop: margin`` needs one); None (a
+            package's default): known once its norms run, where a trial without one fails.
         description: one line for the docs.
         paths: the built-ins' own fast paths; a package leaves it None.
     """
@@ -130,164 +137,34 @@ class BooleanModel:
     activations: Callable[[Config], int] | None = None
     settings: tuple[str, ...] = ("d", "layers", "heads", "mlp_width")
     check: Callable[[Config], str | None] | None = None
+    margin: bool | None = None
     description: str = ""
     paths: BuiltInPaths | None = None
-
-    @property
-    def margin(self) -> bool:
-        """Whether the model has a complexity term for the normalised margin (the built-ins say
-        so by name: a package's is known once its norms have run)."""
-        return self.name == "transformer" if self.paths is not None else self.norms is not None
 
 
 # The built-ins: their functions import torch when called, never at import.
 
 
-def _transformer_build(c: Config) -> nn.Module:
-    from attnsweep.workers.models import CLSTransformer
+@dataclass(frozen=True)
+class Declared:
+    """What spec validation reads of a built-in model (:func:`problem`), without its code:
+    its name, the settings it reads, its own check and whether it has a margin bound."""
 
-    return CLSTransformer(c.T, c.d, c.layers, c.heads, c.positions)
-
-
-def _mlp_build(c: Config) -> nn.Module:
-    from attnsweep.workers.models import MLP
-
-    return MLP(c.T, c.mlp_width, c.layers)
-
-
-def _transformer_norms(params: Params, c: Config) -> dict[str, torch.Tensor]:
-    from attnsweep.workers.margins import head_measures
-
-    return head_measures(params, c.d, c.heads, c.norm_kind)
-
-
-def _mlp_norms(params: Params, c: Config) -> dict[str, torch.Tensor]:
-    from attnsweep.workers.norms import mlp_norms
-
-    return mlp_norms(dict(params), c.norm_kind)
-
-
-def _transformer_project(params: dict[str, torch.Tensor], bound: torch.Tensor, c: Config) -> None:
-    from attnsweep.workers.norms import project_transformer
-
-    project_transformer(params, bound, c.heads, c.norm_kind)
-
-
-def _mlp_project(params: dict[str, torch.Tensor], bound: torch.Tensor, c: Config) -> None:
-    from attnsweep.workers.norms import project_mlp
-
-    project_mlp(params, bound, c.norm_kind)
-
-
-def _transformer_params(c: Config) -> int:
-    from attnsweep.workers.memory import boolean_param_count
-
-    return boolean_param_count("transformer", c.T, c.d, c.layers, c.heads, c.mlp_width)
-
-
-def _mlp_params(c: Config) -> int:
-    from attnsweep.workers.memory import boolean_param_count
-
-    return boolean_param_count("mlp", c.T, c.d, c.layers, c.heads, c.mlp_width)
-
-
-def _builtin_working_bytes(c: Config) -> int:
-    from attnsweep.workers.memory import boolean_working_bytes
-
-    return boolean_working_bytes(c)
+    name: str
+    settings: tuple[str, ...]
+    check: Callable[[Config], str | None] | None
+    margin: bool
 
 
 def _heads_divide_d(c: Config) -> str | None:
     return f"heads must divide d (got d={c.d}, heads={c.heads})" if c.d % c.heads else None
 
 
-def _one_layer_step(c: Config) -> bool:
-    return c.layers == 1 and c.precision == "float32"
-
-
-def _transformer_inputs(c: Config, bits: torch.Tensor) -> torch.Tensor:
-    from attnsweep.workers.models import CLSTransformer
-
-    return CLSTransformer.encode(bits) if c.layers == 1 else bits
-
-
-def _transformer_stacked_logits(pack: Any, c: Config, xs: torch.Tensor) -> torch.Tensor:
-    # A transformer of any depth through its general forward, of one layer through the exact
-    # table form (O(m T H), no data-dependent branch).
-    return pack.call(xs, path="table" if c.layers == 1 else "general").float()
-
-
-def _mlp_stacked_logits(pack: Any, c: Config, xs: torch.Tensor) -> torch.Tensor:
-    from attnsweep.workers.stacked_mlp import mlp_logits
-
-    return mlp_logits(pack.params, xs).float()
-
-
-def _transformer_eval_bytes(c: Config) -> int:
-    # One layer: its bits (uint8, twice while converted) and them as float32 (T,) on the
-    # hand-written step, its one-hot (2T,) on the model's own paths (counted for both); deeper:
-    # about 8 float32 tensors of (T+1, d) per layer.
-    if c.layers == 1:
-        return 4 * (2 * (c.T + 1) + 16 * c.d) + 2 * (c.T + 1)
-    return 8 * 4 * (c.T + 1) * c.d * c.layers
-
-
-def _mlp_eval_bytes(c: Config) -> int:
-    return 4 * 4 * max(c.T, c.mlp_width) * c.layers  # about 4 float32 tensors of width max(T, mlp_width)
-
-
-def _transformer_stacks_on_cpu(c: Config) -> bool:
-    from attnsweep.workers.stacking import ONE_LAYER_MAX_T
-
-    return not (_one_layer_step(c) and c.T > ONE_LAYER_MAX_T)
-
-
-def _mlp_stacks_on_cpu(c: Config) -> bool:
-    from attnsweep.workers.stacking import mlp_stacks_on_cpu
-
-    return mlp_stacks_on_cpu(c)
-
-
-TRANSFORMER = BooleanModel(
-    "transformer",
-    _transformer_build,
-    norms=_transformer_norms,
-    project=_transformer_project,
-    param_count=_transformer_params,
-    settings=("d", "layers", "heads", "positions", "ln_affine"),
-    check=_heads_divide_d,
-    description="the CLS transformer of Edelman et al. (CLSTransformer): token and position embeddings, "
-    "pre-LayerNorm attention blocks, a readout of the [CLS] position",
-    paths=BuiltInPaths(
-        hand_step=_one_layer_step,
-        inputs=_transformer_inputs,
-        stacked_inputs=lambda x: x,
-        stacked_logits=_transformer_stacked_logits,
-        working_bytes=_builtin_working_bytes,
-        eval_bytes=_transformer_eval_bytes,
-        stacks_on_cpu=_transformer_stacks_on_cpu,
-    ),
-)
-MLP = BooleanModel(
-    "mlp",
-    _mlp_build,
-    norms=_mlp_norms,
-    project=_mlp_project,
-    param_count=_mlp_params,
-    settings=("layers", "mlp_width"),
-    description="the MLP baseline (MLP): the bits as +-1, layers GELU hidden layers of mlp_width, a logit",
-    paths=BuiltInPaths(
-        hand_step=lambda c: False,
-        inputs=lambda c, bits: bits,  # the MLP maps its bits to +-1 itself
-        stacked_inputs=lambda x: x.float(),
-        stacked_logits=_mlp_stacked_logits,
-        working_bytes=_builtin_working_bytes,
-        eval_bytes=_mlp_eval_bytes,
-        stacks_on_cpu=_mlp_stacks_on_cpu,
-    ),
-)
-BUILT_IN_MODELS: dict[str, BooleanModel] = {m.name: m for m in (TRANSFORMER, MLP)}
-"""attnsweep's own sparse-Boolean models, by name (:data:`BUILT_IN` names them)."""
+DECLARED: dict[str, Declared] = {
+    "transformer": Declared("transformer", ("d", "layers", "heads", "positions", "ln_affine"), _heads_divide_d, True),
+    "mlp": Declared("mlp", ("layers", "mlp_width"), None, False),
+}
+"""The built-in models' declarations, by name (workers/builtin_models.py builds them from these)."""
 
 
 def model_names() -> list[str]:
@@ -318,44 +195,13 @@ def plugin_model(name: str) -> BooleanModel:
     return model
 
 
-def model_of(name: str) -> BooleanModel:
-    """The sparse-Boolean model called ``name``: a built-in one, or a package's loaded alone.
-
-    Raises:
-        TaskError: no model has that name (the message lists those that do), or its package's
-            entry point does not load (the message names the entry point).
-    """
-    if name in BUILT_IN_MODELS:
-        return BUILT_IN_MODELS[name]
-    names = model_names()
-    if name not in names:
-        raise TaskError(f"model must be one of {names}, got {name!r}")
-    return plugin_model(name)
-
-
-def loaded_or_none(name: str) -> BooleanModel | None:
-    """:func:`model_of`, or None inside :func:`workers.student_registry.without_loading` for a
-    package's model or where it does not load (the caller then errs high; a broken entry point
-    fails its trials on the worker, not the sizing of packs). Raises nothing."""
-    from attnsweep.workers.student_registry import names_only
-
-    if name in BUILT_IN_MODELS:
-        return BUILT_IN_MODELS[name]
-    if names_only():
-        return None
-    try:
-        return model_of(name)
-    except Exception:  # noqa: BLE001 - reported where the trial runs
-        return None
-
-
-def problem(model: BooleanModel, c: Config) -> str | None:
+def problem(model: BooleanModel | Declared, c: Config) -> str | None:
     """What is wrong with the trial config ``c`` for ``model`` (one line), or None: a setting of
     another model given (``positions``, ``ln_affine`` away from their defaults), ``stop: margin``
     without a complexity term, or the model's own :attr:`BooleanModel.check`. Spec validation
     asks it for the built-ins (a package is not imported there); the worker asks it for every
     trial before it trains."""
-    if c.stop == "margin" and not model.margin:
+    if c.stop == "margin" and model.margin is False:
         return (
             f"stop 'margin' needs model 'transformer' (or a package's model whose norms give a complexity "
             f"term): the normalised margin is that of the attention head's capacity bound, which the "
@@ -372,86 +218,6 @@ def problem(model: BooleanModel, c: Config) -> str | None:
             "head (leave it true)"
         )
     return model.check(c) if model.check is not None else None
-
-
-def param_count(c: Config) -> int:
-    """The parameter count of the trial's model: the built-ins' closed forms, a package's own
-    :attr:`BooleanModel.param_count`, else its parameters counted on torch's meta device, else
-    (not loaded, or it does not build there) :data:`workers.memory.PLUGIN_DEFAULT_BLOCKS`
-    transformers of the trial's sizes, to err high. Raises nothing for a package's model."""
-    model = loaded_or_none(c.model)
-    if model is not None and model.paths is not None:
-        assert model.param_count is not None
-        return model.param_count(c)
-    counted = _plugin_param_count(model, c) if model is not None else None
-    if counted is not None:
-        return counted
-    from attnsweep.workers.memory import PLUGIN_DEFAULT_BLOCKS
-
-    return PLUGIN_DEFAULT_BLOCKS * _transformer_params(c)
-
-
-def _plugin_param_count(model: BooleanModel, c: Config) -> int | None:
-    try:
-        if model.param_count is not None:
-            return int(model.param_count(c))
-        import torch
-
-        with torch.device("meta"):
-            return sum(p.numel() for p in model.build(c).parameters())
-    except Exception:  # noqa: BLE001 - any failure here is reported where the trial runs
-        return None
-
-
-def activations(c: Config) -> int:
-    """Float32 values one training sample of a package's model keeps for the backward pass: its
-    own :attr:`BooleanModel.activations`, else :data:`workers.memory.PLUGIN_DEFAULT_BLOCKS`
-    times the transformer's ``16 (T + 1) d layers``. Raises nothing."""
-    from attnsweep.workers.memory import PLUGIN_DEFAULT_BLOCKS, TRANSFORMER_ACTS_PER_TOKEN
-
-    model = loaded_or_none(c.model)
-    if model is not None and model.activations is not None:
-        try:
-            return int(model.activations(c))
-        except Exception:  # noqa: BLE001 - reported where the trial runs
-            pass
-    return PLUGIN_DEFAULT_BLOCKS * TRANSFORMER_ACTS_PER_TOKEN * (c.T + 1) * c.d * c.layers
-
-
-def working_bytes(c: Config) -> int:
-    """The most memory one sparse-Boolean trial uses while it trains or is scored (bytes): a
-    built-in's closed form (:func:`workers.memory.boolean_working_bytes`); a package's model
-    the same generic terms: its parameters (4 float32 values each: weight, gradient, AdamW's
-    two moments), its training set as ``m (T + 1)`` float32 and a batch's activations
-    (:func:`activations`); scoring, chunks of at most ``EVAL_BUDGET_BYTES``. Raises nothing for
-    a package's model."""
-    from attnsweep.workers.memory import EVAL_BUDGET_BYTES, FLOAT_BYTES, PARAM_COPIES
-
-    model = loaded_or_none(c.model)
-    if model is not None and model.paths is not None:
-        return model.paths.working_bytes(c)
-    n_params, acts = param_count(c), activations(c)
-    batch = min(c.m, c.batch_size or c.m)
-    train = FLOAT_BYTES * (PARAM_COPIES * n_params + c.m * (c.T + 1) + batch * acts)
-    scoring = FLOAT_BYTES * PARAM_COPIES * n_params + min(EVAL_BUDGET_BYTES, c.n_test * FLOAT_BYTES * acts)
-    return max(train, scoring)
-
-
-def eval_bytes(c: Config) -> int:
-    """Bytes one sample of a trial holds when it is scored (sizes its evaluation chunks,
-    workers/train_boolean.py ``eval_chunk``): a built-in's own count, a package's model
-    ``4 x`` :func:`activations`."""
-    model = loaded_or_none(c.model)
-    if model is not None and model.paths is not None:
-        return model.paths.eval_bytes(c)
-    return 4 * activations(c)
-
-
-def uses_one_layer_step(cfg: Config) -> bool:
-    """Whether a trial trains on the hand-written one-layer step (workers/one_layer.py): the
-    built-in transformer's (:attr:`BuiltInPaths.hand_step`)."""
-    paths = model_of(cfg.model).paths
-    return paths is not None and paths.hand_step(cfg)
 
 
 def plus_minus_one(bits: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ from attnsweep.tasks.registry import task_names
 from attnsweep.tasks.teachers import BUILT_IN as TEACHERS_BUILT_IN
 from attnsweep.tasks.teachers import teacher_names
 from attnsweep.workers.boolean_models import BUILT_IN as MODELS_BUILT_IN
-from attnsweep.workers.boolean_models import BUILT_IN_MODELS, model_names, problem
+from attnsweep.workers.boolean_models import DECLARED, model_names, problem
 from attnsweep.workers.student_registry import BUILT_IN as STUDENTS_BUILT_IN
 from attnsweep.workers.student_registry import student_names
 
@@ -204,8 +204,8 @@ class BooleanTrialConfig(StrictSettings):
             raise ValueError(f"T must be greater than s (got T={self.T}, s={self.s})")
         # A package's model is not imported here (validation reads names alone): the worker
         # asks it the same question before the trial trains (workers/train_boolean.py).
-        model = BUILT_IN_MODELS.get(self.model)
-        wrong = problem(model, self) if model is not None else None
+        declared = DECLARED.get(self.model)
+        wrong = problem(declared, self) if declared is not None else None
         if wrong:
             raise ValueError(wrong)
         return self

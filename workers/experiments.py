@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from attnsweep.workers.boolean_models import working_bytes as boolean_working_bytes
+from attnsweep.workers.builtin_models import working_bytes as boolean_working_bytes
 from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
 from attnsweep.workers.memory import boolean_trial_bytes, symmetry_trial_bytes, symmetry_working_bytes
 from attnsweep.workers.stacking import boolean_stacks, symmetry_stacks

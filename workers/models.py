@@ -273,25 +273,6 @@ class MLP(nn.Module):
         return self.readout(self.hidden(2.0 * x.float() - 1.0)).squeeze(-1)
 
 
-def build_model(
-    model: str, T: int, d: int, layers: int, heads: int, mlp_width: int, positions: str = "learned"
-) -> nn.Module:
-    """The model a trial names, built through the registry (workers/boolean_models.py
-    :func:`~workers.boolean_models.model_of`) from these settings (a package's model reads
-    them as it would a trial config's).
-
-    Raises:
-        ValueError: unknown model name (TaskError, listing the models there are), or a
-            package's model that does not load.
-    """
-    from types import SimpleNamespace
-
-    from attnsweep.workers.boolean_models import model_of
-
-    settings = SimpleNamespace(T=T, d=d, layers=layers, heads=heads, mlp_width=mlp_width, positions=positions)
-    return model_of(model).build(settings)
-
-
 def logistic_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean binary cross-entropy over the last dim: ``(..., n)`` -> ``(...)``."""
     return F.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(-1)

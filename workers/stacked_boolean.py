@@ -20,8 +20,9 @@ import torch
 from torch.func import functional_call, vmap
 
 from attnsweep import tasks
-from attnsweep.workers.boolean_models import model_norms, model_of, plus_minus_one, uses_one_layer_step
+from attnsweep.workers.boolean_models import model_norms, plus_minus_one
 from attnsweep.workers.boolean_models import project as project_onto
+from attnsweep.workers.builtin_models import model_of, uses_one_layer_step
 from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.curves import Curve
 from attnsweep.workers.margins import signed_margin

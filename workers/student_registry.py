@@ -106,7 +106,7 @@ _NAMES_ONLY = contextvars.ContextVar("attnsweep_students_names_only", default=Fa
 @contextlib.contextmanager
 def without_loading() -> Iterator[None]:
     """Within it :func:`plugin_param_count` and :func:`plugin_activations` (and, for the
-    sparse-Boolean models, :func:`workers.boolean_models.loaded_or_none`) give None without
+    sparse-Boolean models, :func:`workers.builtin_models.loaded_or_none`) give None without
     importing any package (the memory estimate then errs high, workers/memory.py): spec
     validation checks a student's name from its entry point's metadata alone, so a package
     that is slow, hangs or exits at import cannot stop ``validate``."""
@@ -119,7 +119,7 @@ def without_loading() -> Iterator[None]:
 
 def names_only() -> bool:
     """Whether this is inside :func:`without_loading`: then no package's student or
-    sparse-Boolean model (workers/boolean_models.py) is imported, and their sizes err high."""
+    sparse-Boolean model (workers/builtin_models.py) is imported, and their sizes err high."""
     return _NAMES_ONLY.get()
 
 

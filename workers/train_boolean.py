@@ -36,15 +36,8 @@ from attnsweep import tasks
 from attnsweep.tasks.errors import TaskError
 from attnsweep.workers import one_layer
 from attnsweep.workers.adamw import AdamW
-from attnsweep.workers.boolean_models import (
-    eval_bytes,
-    model_norms,
-    model_of,
-    plus_minus_one,
-    problem,
-    project,
-    uses_one_layer_step,
-)
+from attnsweep.workers.boolean_models import model_norms, plus_minus_one, problem, project
+from attnsweep.workers.builtin_models import eval_bytes, model_of, uses_one_layer_step
 from attnsweep.workers.config import BooleanTrialConfig
 from attnsweep.workers.curves import Curve, CurvePlan, attach
 from attnsweep.workers.margins import margin_columns, signed_margin

@@ -1,4 +1,4 @@
-"""The sparse-Boolean model registry (workers/boolean_models.py): the built-in transformer and MLP
+"""The sparse-Boolean model registry (workers/boolean_models.py, workers/builtin_models.py): the built-in transformer and MLP
 go through it with their rows unchanged bit for bit, a package's model (a real distribution's
 metadata and module on the import path) is named, sized, trained alone and stacked, and a broken
 one fails only its own trials, in-process here and in a real sweep on a local Ray."""
@@ -18,6 +18,7 @@ import pytest
 from attnsweep.tasks.errors import TaskError
 from attnsweep.workers import BooleanTrialConfig
 from attnsweep.workers import boolean_models as registry
+from attnsweep.workers import builtin_models as builtins
 from attnsweep.workers.stacking import boolean_stacks
 from attnsweep.workers.student_registry import without_loading
 from attnsweep.workers.train_boolean import train_pack
@@ -79,12 +80,12 @@ def _config(model: str, seed: int = 0, **kw) -> BooleanTrialConfig:
 
 
 def test_the_built_ins_are_registry_entries_and_validation_lists_the_names():
-    assert registry.model_of("transformer") is registry.TRANSFORMER and registry.model_of("mlp") is registry.MLP
+    assert builtins.model_of("transformer") is builtins.TRANSFORMER and builtins.model_of("mlp") is builtins.MLP
     assert registry.model_names()[:2] == ["transformer", "mlp"]
     with pytest.raises(ValueError, match=r"model\n  Value error, must be one of \['transformer', 'mlp'"):
         _config("conv")
     with pytest.raises(TaskError, match=r"model must be one of \['transformer', 'mlp'.*got 'conv'"):
-        registry.model_of("conv")
+        builtins.model_of("conv")
 
 
 def test_a_package_model_is_named_validated_and_sized(site):
@@ -93,17 +94,17 @@ def test_a_package_model_is_named_validated_and_sized(site):
     c = _config("bagpos")  # valid: its name comes from the entry point
     T, d = c.T, c.d
     built = T * d + (d * d + d) + (d + 1)  # codes, hidden layer, readout
-    assert registry.param_count(c) == built  # counted on the meta device
+    assert builtins.param_count(c) == built  # counted on the meta device
     acts = T + 3 * d  # its own activations
-    assert registry.working_bytes(c) == max(
+    assert builtins.working_bytes(c) == max(
         4 * (4 * built + c.m * (T + 1) + c.m * acts), 4 * 4 * built + 200 * 4 * acts
     )
     assert boolean_stacks(c) and boolean_stacks(c, "cuda")
     with without_loading():  # validate: no package imported, the estimate errs high
-        default = 4 * registry.param_count(_config("transformer"))
-        assert registry.param_count(c) == default > built
+        default = 4 * builtins.param_count(_config("transformer"))
+        assert builtins.param_count(c) == default > built
     # A broken package is sized by the err-high default, never an error while packs are sized.
-    assert registry.param_count(_config("raises")) == default
+    assert builtins.param_count(_config("raises")) == default
 
 
 def test_a_package_model_trains_alone_and_stacked(site):
