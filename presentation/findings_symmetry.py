@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from attnsweep.analysis.boolean import interval_text
+from attnsweep.analysis.claims import untested_line
 from attnsweep.analysis.symmetry import SymmetryAnalysis
 from attnsweep.presentation.folder import RUNS, TRIALS
 from attnsweep.presentation.markdown import md_code, md_target, md_text, run_line
@@ -96,13 +97,20 @@ def render_symmetry(
     for a in symmetry:
         if len(symmetry) > 1:
             lines += [f"### Run {md_code(a.run_id)} (sweep {md_code(a.sweep)})", ""]
-        lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
-        for v in a.verdicts:
-            if v["verdict"] == "not tested":
-                continue
+        tested = [v for v in a.verdicts if v["verdict"] != "not tested"]
+        if tested:
+            lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
+        for v in tested:
             lines.append(
                 "| " + " | ".join(md_text(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |"
             )
+        # What this run does not test, and why, in one line (another run may test it).
+        here = untested_line([dict(id=v["id"], needs=v["why"]) for v in a.verdicts if v not in tested])
+        if here:
+            lines += [
+                *([""] if tested else []),
+                md_text(here.replace("Not tested here:", "Not tested by this run:", 1)),
+            ]
         if untested:
             lines += ["", md_text(untested)]
             untested = ""
