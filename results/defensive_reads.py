@@ -264,7 +264,7 @@ class DefensiveReader:
         present = set(files)
         out = {}
         for p in files:
-            raw = (self.metadata(p).metadata or {}).get(REPLACES_KEY)
+            raw = self.key_values(p).get(REPLACES_KEY)
             if raw is None:
                 continue
             try:  # bounded: the footer is anyone's to write, and 200,000 '[' made json.loads recurse out
@@ -281,6 +281,16 @@ class DefensiveReader:
             held = set(_trial_ids(p))
             out.update({o: p for o in olds if set(_trial_ids(o)) <= held})
         return out
+
+    def key_values(self, path: Path) -> dict[bytes, bytes]:
+        """The Parquet key-value metadata of ``path`` (empty for a file a read leaves out)."""
+        meta = self.metadata(path)
+        return dict(meta.metadata or {}) if meta is not None else {}
+
+    def num_rows(self, path: Path) -> int:
+        """The rows ``path`` holds (0 for a file a read leaves out)."""
+        meta = self.metadata(path)
+        return meta.num_rows if meta is not None else 0
 
     def metadata(self, path: Path) -> pq.FileMetaData | None:
         """The Parquet footer of ``path`` once every page of the file has been read and

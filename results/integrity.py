@@ -381,7 +381,7 @@ def compact_store(store: ResultsStore, sweep: str | None = None, run_id: str | N
         for group in groups[first:]:
             table = pa.concat_tables([_read(p, schema) for p in group])
             # The new file commits the curves files its group committed (results/curve_commits.py).
-            commits = committed_names([(p.name, store.metadata(p).metadata) for p in group], curve_names)
+            commits = committed_names([(p.name, store.key_values(p)) for p in group], curve_names)
             meta = {
                 REPLACES_KEY: json.dumps([p.name for p in group]).encode(),
                 CURVES_KEY: json.dumps(sorted(commits)).encode(),
@@ -433,7 +433,7 @@ def _compact_curves(store: ResultsStore, folder: Path, report: CompactReport) ->
     if not files:
         return
     sweep, run_id = run_of(folder)
-    stored = sum(store.metadata(p).num_rows for p in files)
+    stored = sum(store.num_rows(p) for p in files)
     try:
         with_rows = store.run_trial_ids(sweep, run_id)
     except StoreError:
@@ -446,7 +446,7 @@ def _compact_curves(store: ResultsStore, folder: Path, report: CompactReport) ->
     for group in groups:
         table = chosen.filter(pl.col(FILE_COLUMN).is_in([p.name for p in group])).drop(FILE_COLUMN).collect().to_arrow()
         kept += table.num_rows
-        held = sum(store.metadata(p).num_rows for p in group)
+        held = sum(store.num_rows(p) for p in group)
         if len(group) == 1 and table.num_rows == held:
             report.curve_files_before += 1
             report.curve_files_after += 1
