@@ -127,7 +127,12 @@ def test_the_findings_page_says_exactly_what_verdicts_json_says(published):
         for v in json.loads((root / "docs/findings/verdicts.json").read_text())["verdicts"]
     }
     rows = _rows((root / "docs/findings/findings.md").read_text())
-    assert sorted(rows) == ["L1", "L2", "L3", "L4", "R"]
+    # rep.yaml has one norm bound and one s: L2 and L3 have no row, and no verdict either
+    assert sorted(rows) == sorted(verdicts) == ["L1", "L4", "R"]
+    assert (
+        "Not tested here: L2 (needs transformer cells that differ only in norm\\_bound, at 2 or more"
+        in (root / "docs/findings/findings.md").read_text()
+    )
     for name, cells in rows.items():
         v = verdicts[name]
         assert cells == [v["claim"], v["verdict"], v["statistic"], v["interval"], v["why"]], name
@@ -148,8 +153,9 @@ def test_the_readme_gets_a_short_verdict_table_made_from_verdicts_json(published
     cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
     assert len(cells) == 3
     said = re.sub(r"\\(.)", r"\1", cells[1])
-    for claim in ("L2", "L3", "L4", "R"):
+    for claim in ("L4", "R"):
         assert f"{claim} {verdicts[claim]['verdict']}" in said.split("; "), (claim, said)
+    assert "L2" not in verdicts and not re.search(r"\bL[23] ", said)  # not tested here: not in the row
     # rep.yaml's transformer cells use learned positions and no norm bound: the paper's protocol,
     # so every fitted L1 series is judged there (one series, or none where T spans too little).
     fitted = [s for s in verdicts["L1"]["series"] if s.get("numbers", {}).get("T")]
