@@ -1,6 +1,8 @@
-"""The judging of a report's runs: each run analysed, claims L1-L4 and R judged on the union
-of the sparse-Boolean runs' m* tables and S1-S4 on each symmetry run; nothing is written but
-the figures asked for (presentation/report.py renders and writes what this finds)."""
+"""The judging of a report's runs: each run analysed, its spec's own claims judged on it
+(:func:`judge_own`, stats/own_claims.py), claims L1-L4 and R judged on the union of the
+sparse-Boolean runs' m* tables and S1-S4 on each symmetry run; the paper's claims the runs do
+not test are set apart with what a run needs to test them (:func:`untested_line`). Nothing is
+written but the figures asked for (presentation/report.py renders and writes what this finds)."""
 
 from __future__ import annotations
 
