@@ -274,15 +274,12 @@ def m_star_export(
     """
     import polars as pl
 
-    from attnsweep.analysis.boolean import analyze_run, m_star_table
     from attnsweep.analysis.context import RunContext
+    from attnsweep.analysis.experiments import analysis_of
     from attnsweep.analysis.exports import export_m_star
-    from attnsweep.analysis.symmetry import analyze_symmetry_run
 
     ctx = context or RunContext.load(results, sweep, run_id)
-    if ctx.experiment == "symmetry":
-        table = analyze_symmetry_run(results, sweep, run_id, ctx.settings, figures).m_star
-    else:
-        table = m_star_table(analyze_run(results, figures_dir=figures, context=ctx))
+    kind = analysis_of(ctx.experiment)
+    table = kind.m_star(kind.analyze(results, ctx, figures, False))
     table = export_m_star(table).with_columns(pl.lit(run_id).alias("run_id"))
     return table.select("run_id", pl.exclude("run_id"))

@@ -142,8 +142,9 @@ class Store:
                 the run and the field).
             OSError: the figure folder cannot be written.
         """
-        from attnsweep.analysis.boolean import analyze_run, run_caveats
+        from attnsweep.analysis.boolean import run_caveats
         from attnsweep.analysis.context import RunContext
+        from attnsweep.analysis.experiments import analysis_of
 
         check_names(run=run)
         if figures is not None and not isinstance(figures, (str, Path)):
@@ -154,18 +155,10 @@ class Store:
         sweep = self.results.sweep_of(run)
         context = RunContext.load(self.results, sweep, run)
         folder = Path(figures) if figures is not None else None
-        settings = context.settings
         experiment = context.experiment
-        if experiment == "symmetry":
-            from attnsweep.analysis.symmetry import analyze_symmetry_run
-
-            detail = analyze_symmetry_run(self.results, sweep, run, settings, folder)
-            verdicts = detail.verdicts
-        else:
-            from attnsweep.analysis.boolean import boolean_verdicts, m_star_table
-
-            detail = analyze_run(self.results, figures_dir=folder, context=context)
-            _, verdicts = boolean_verdicts([m_star_table(detail)], context.tuned, settings.ci)
+        kind = analysis_of(experiment)
+        detail = kind.analyze(self.results, context, folder, False)
+        verdicts = kind.verdicts(detail, context)
         return RunAnalysis(
             sweep,
             run,

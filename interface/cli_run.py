@@ -350,9 +350,9 @@ def analyze(
 
 
 def _print_analysis(store, run_id: str | None, figures: Path | None, format: str = "table", save: bool = False) -> None:
-    from attnsweep.analysis.boolean import analyze_run, run_caveats
+    from attnsweep.analysis.boolean import run_caveats
     from attnsweep.analysis.context import RunContext
-    from attnsweep.analysis.symmetry import analyze_symmetry_run
+    from attnsweep.analysis.experiments import analysis_of
     from attnsweep.presentation.terminal import print_analysis, print_own_claims, print_symmetry
 
     if run_id is None:
@@ -369,10 +369,10 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
         _write_m_star(store, sweep, run_id, figures, format, context)
         return
 
+    kind = analysis_of(context.experiment)
+
     def analysis(figures_dir):  # computed, its figures written; printed below
-        if context.experiment == "symmetry":
-            return analyze_symmetry_run(store, sweep, run_id, context.settings, figures_dir)
-        return analyze_run(store, figures_dir=figures_dir, context=context, save=save)
+        return kind.analyze(store, context, figures_dir, save)
 
     try:
         result = analysis(figures)
@@ -386,17 +386,17 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
         result = analysis(None)
     own = []
     if context.claims:  # the spec's own claims, judged first and shown first
-        from attnsweep.analysis.boolean import m_star_table
         from attnsweep.analysis.claims import judge_own
 
-        own = judge_own(store, context, result.m_star if context.experiment == "symmetry" else m_star_table(result))
+        own = judge_own(store, context, kind.m_star(result))
     with _stdout_errors():
         if own:
             print_own_claims(own, out)
-        if context.experiment == "symmetry":
-            print_symmetry(result, out, context.settings.target_error)
-        else:
-            print_analysis(result, out)
+        printers = {  # each experiment's analysis, as the terminal shows it
+            "sparse_boolean": lambda: print_analysis(result, out),
+            "symmetry": lambda: print_symmetry(result, out, context.settings.target_error),
+        }
+        printers[kind.name]()
 
 
 @contextlib.contextmanager
