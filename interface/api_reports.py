@@ -335,15 +335,11 @@ def _check_report_folder(results: ResultsStore, folder: Path) -> None:
 def _analysable(results: ResultsStore, run: RunContext) -> None:
     """Raise AttnsweepError unless ``run`` can be analysed (it has trained trials), so that a
     replication finds a useless baseline before it spends a sweep's time."""
-    from attnsweep.analysis.boolean import analyze_run
-    from attnsweep.analysis.symmetry import analyze_symmetry_run
+    from attnsweep.analysis.experiments import analysis_of
     from attnsweep.results import StoreError
 
     try:
-        if run.experiment == "symmetry":
-            analyze_symmetry_run(results, run.sweep, run.run_id, run.settings)
-        else:
-            analyze_run(results, context=run)
+        analysis_of(run.experiment).analyze(results, run, None, False)
     except StoreError as exc:
         raise AttnsweepError(
             f"--baseline: run {run.run_id} cannot be analysed, so nothing could be compared with it: {exc}"
