@@ -105,11 +105,9 @@ def _check_spec(spec: str | Path, max_trials: int, overrides: Sequence[str] = ()
         ]
     )
     pooled = []
-    if s.experiment == "symmetry":  # its cells are keyed by these alone (stats/symmetry.py)
-        pooled = sorted(
-            {axis for g in s.grids for axis, values in g.items() if len(values) > 1}
-            - {"teacher", "model", "equivariance", "n", "k", "d", "m"}
-        )
+    keys = s.family.cell_keys  # where the analysis keys its cells by these alone (stats/symmetry.py)
+    if keys is not None:
+        pooled = sorted({axis for g in s.grids for axis, values in g.items() if len(values) > 1} - keys - {"m"})
     return SpecCheck(s, workers, n_packs, exact, biggest, budget, pooled, most_points, most_curve)
 
 

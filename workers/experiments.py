@@ -45,6 +45,10 @@ class Experiment(Generic[C]):
             ``acc_threshold`` or ``target_error``).
         tuning_score: ``row -> float``, higher is better: a tuning trial's score (its row, or
             None when it has none), for the adaptive search's tuner (orchestrator/adaptive.py).
+        cell_keys: the settings that alone key a cell of the analysis, which pools the rows of
+            a cell over every other setting (symmetry: stats/symmetry.py ``CELL``, the student
+            being ``model`` with its ``equivariance``), so ``validate`` names a varied setting
+            that would be pooled; None: every setting but m and the seed keys a cell.
     """
 
     name: str
@@ -57,6 +61,7 @@ class Experiment(Generic[C]):
     stacks: Callable[[C], bool]
     succeeds: Callable[[dict, Any], bool]
     tuning_score: Callable[[dict | None], float]
+    cell_keys: frozenset[str] | None = None
 
 
 def _boolean_succeeds(row: dict, analysis: Any) -> bool:
@@ -117,5 +122,6 @@ EXPERIMENTS: dict[str, Experiment[Any]] = {
         stacks=symmetry_stacks,
         succeeds=_symmetry_succeeds,
         tuning_score=_symmetry_score,
+        cell_keys=frozenset({"teacher", "model", "equivariance", "n", "k", "d"}),
     ),
 }
