@@ -8,13 +8,15 @@ import math
 
 import polars as pl
 
-from attnsweep.analysis.boolean import TUNED_RUN
 from attnsweep.analysis.context import RunContext
 from attnsweep.presentation.boolean_notes import (
     across_bounds,
+    cell_name,
     epoch_lines,
     norm_use_lines,
+    plateau_lines,
     pooling_lines,
+    redrawn_lines,
 )
 from attnsweep.presentation.folder import FIGURE, RUNS, TRIALS
 from attnsweep.presentation.margin_notes import margin_headline, margin_lines
@@ -26,11 +28,10 @@ from attnsweep.presentation.samples_or_optimisation import (
     restart_lines,
 )
 from attnsweep.presentation.series import l1_series, series_kind
-from attnsweep.stats.boolean_cells import attention_cells
 from attnsweep.stats.boolean_growth import MIN_DECADES, SMALL_T_FROM
-from attnsweep.stats.critical import format_m_star, format_reading
+from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.norm_use import fit_limits
-from attnsweep.stats.verdict_common import combined, number
+from attnsweep.stats.verdict_common import combined
 
 CLAIMS = ("L1", "L2", "L3", "L4", "R")
 
@@ -384,7 +385,7 @@ def _budget_note(union: pl.DataFrame) -> str:
         )
 
     def name(r: dict) -> str:
-        text = _cell_name(r, ("model", "T", "s", "norm_bound", "max_epochs"))
+        text = cell_name(r, ("model", "T", "s", "norm_bound", "max_epochs"))
         if r["budget"] == "ok":
             return text + (" (beyond the range both times)" if r.get("censored") == "above" else "")
         return text + f" (m* {format_m_star(r['m_star_2x'], r.get('bound_2x'))} at twice the epochs)"
@@ -400,14 +401,6 @@ def _budget_note(union: pl.DataFrame) -> str:
     return text + "." + _flag_note(union)
 
 
-def _cell_name(r: dict, cols: tuple[str, ...]) -> str:
-    """A cell as ``model=transformer T=32 ...`` (Markdown-escaped); a tuned run's cell says so,
-    since an untuned one of the same settings may sit beside it."""
-    return md_text(
-        " ".join([f"{c}={r[c]}" for c in cols if c in r] + ([f"{TUNED_RUN}=True"] if r.get(TUNED_RUN) else []))
-    )
-
-
 def _flag_note(union: pl.DataFrame) -> str:
     """The cells whose m* carries a flag (stats/critical.py), in a sentence ("" if none)."""
     if union.is_empty() or "flags" not in union.columns:
@@ -419,7 +412,7 @@ def _flag_note(union: pl.DataFrame) -> str:
         ("few-seeds", "too few seeds for the interval's level"),
     ):
         cells = [
-            _cell_name(r, ("model", "T", "s", "norm_bound"))
+            cell_name(r, ("model", "T", "s", "norm_bound"))
             for r in union.filter(pl.col("flags").fill_null("").str.contains(flag, literal=True)).iter_rows(named=True)
         ]
         if cells:
@@ -529,73 +522,3 @@ UPPER_BOUND = (
     "growth faster than log T over a finite range of T neither confirms nor refutes it; what the rows measure "
     "is how the m* of these trained heads grows over the T tried."
 )
-
-
-def plateau_lines(union: pl.DataFrame) -> list[str]:
-    """The cells whose success rate levels off below 1 (flag ``plateau``, stats/critical.py) with
-    m* under each estimator and how far the logistic crossing sits from the interpolated one;
-    [] where no cell is flagged."""
-    if union.is_empty() or "plateau" not in union.columns:
-        return []
-    cells = union.filter(pl.col("plateau").fill_null(False))
-    if cells.is_empty():
-        return []
-    lines = [
-        "Cells whose success rate levels off below 1 (flag `plateau`: at the largest m tried, at least twice "
-        "the grid m*, significantly fewer than 95% of the seeds succeed). The logistic model's ceiling is 1, so "
-        "on these cells its crossing can lie away from "
-        r"the m where half the seeds succeed; the grid and interpolated m\* do not assume a ceiling "
-        '(docs/method.md, "Three estimators"):',
-        "",
-        r"| cell | m\* logistic | m\* grid | m\* interpolated | logistic / interpolated | m\* |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in cells.sort(
-        [c for c in ("model", "positions", "norm_bound", "T") if c in cells.columns], nulls_last=True
-    ).iter_rows(named=True):
-        exact = r["bound"] == "exact" and r.get("m_star_logistic") and r.get("m_star_interp")
-        ratio = f"{r['m_star_logistic'] / r['m_star_interp']:.2f}" if exact else "-"
-        lines.append(
-            f"| {_cell_name(r, ('model', 'positions', 'norm_bound', 'learner', 'T', 's'))} | "
-            + " | ".join(format_reading(r, c) for c in ("m_star_logistic", "m_star_grid", "m_star_interp"))
-            + f" | {ratio} | {md_text(format_m_star(r['m_star'], r['bound']))} |"
-        )
-    # A bound is not a value (docs/claims.md 2): only exact cells enter the range.
-    ratios = [
-        r["m_star_logistic"] / r["m_star_interp"]
-        for r in cells.iter_rows(named=True)
-        if r["bound"] == "exact" and r.get("m_star_logistic") and r.get("m_star_interp")
-    ]
-    if ratios:
-        lines += [
-            "",
-            rf"On those of these cells whose m\* is a value, the logistic m\* is {min(ratios):.2f} to "
-            f"{max(ratios):.2f} times the interpolated one.",
-        ]
-    return [*lines, ""]
-
-
-def redrawn_lines(union: pl.DataFrame) -> list[str]:
-    """One sentence: the share of training sets redrawn near m* (``redrawn``,
-    analysis/redraws.py) over the transformer cells at small T and at larger T; [] without it."""
-    if union.is_empty() or "redrawn" not in union.columns or "T" not in union.columns:
-        return []
-    cells = attention_cells(union).filter(pl.col("redrawn").is_not_null())
-    if cells.is_empty():
-        return []
-    small_T = max(SMALL_T_FROM) // 2
-    parts = []
-    for name, part in (
-        (f"T <= {small_T}", cells.filter(pl.col("T") <= small_T)),
-        (f"T >= {max(SMALL_T_FROM)}", cells.filter(pl.col("T") >= max(SMALL_T_FROM))),
-    ):
-        if not part.is_empty():
-            lo, hi = number(part["redrawn"].min()), number(part["redrawn"].max())
-            parts.append(f"{lo:.0%} to {hi:.0%} at {name} ({part.height} cells)")
-    return [
-        'Training sets redrawn because they did not determine the target (docs/method.md, "The data"), as a '
-        "share of the trained trials at the two m around each transformer cell's crossing (m_star.csv's "
-        "`redrawn`): " + "; ".join(parts) + ". Cells with many redrawn sets measure m* on sets conditioned to be "
-        "unambiguous, which is why each series also states its direction over T >= 16 and T >= 64 alone.",
-        "",
-    ]

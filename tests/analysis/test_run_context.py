@@ -19,7 +19,7 @@ from attnsweep.cli import app
 from attnsweep.orchestrator.errors import SpecError
 from attnsweep.orchestrator.spec import AnalysisSettings
 from attnsweep.orchestrator.trials_table import run_schema, trial_schema
-from attnsweep.results import ResultsStore
+from attnsweep.results import ResultsStore, StoreError
 
 START = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
 
@@ -107,7 +107,8 @@ def test_an_invalid_settings_section_is_an_error_naming_the_run_and_the_field(tm
 
 def test_a_stored_spec_that_is_not_yaml_is_an_error_naming_the_run(tmp_path):
     store = _store(tmp_path, "name: sw\n  bad: : :\n", run_id="r-bad")
-    with pytest.raises(SpecError, match=r"run r-bad of sweep sw[\s\S]*spec_yaml: not YAML"):
+    # the run record's reader refuses it before any analysis: the file names the sweep and the run
+    with pytest.raises(StoreError, match=r"sweep=sw/run_id=r-bad/run\.parquet: spec_yaml is not YAML"):
         RunContext.load(store, "sw", "r-bad")
 
 
