@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worktree import ROOT, checkout, prefix  # noqa: E402
+from worktree import ROOT, checkout, import_root, prefix  # noqa: E402
 
 HEADS, M = 4, 128
 CHILD = r"""
@@ -58,7 +58,7 @@ print(json.dumps(dict(wall=wall, epochs=sum(r["epochs"] or 0 for r in rows),
 
 def run_pack(code_root: Path, T: int, d: int, pack: int, epochs: int) -> dict:
     """One pack trained by the code at ``code_root`` in a fresh one-thread process."""
-    env = dict(os.environ, PYTHONPATH=str(code_root), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=str(import_root(code_root)), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proc = subprocess.run(
         [
             sys.executable,
