@@ -122,8 +122,9 @@ class Store:
 
     def analyze(self, run: str | None = None, figures: str | Path | None = None) -> RunAnalysis:
         """Analyse a run as ``attnsweep analyze`` does: m* per cell with bootstrap intervals,
-        the verdicts of its experiment (L1-L4 and R for a sparse-Boolean run, S1-S4 for a
-        symmetry run; docs/claims.md), and its figures where ``figures`` is given. Writes no
+        the verdicts of its spec's own claims first (``claims:``, docs/spec.md; ``origin``
+        ``spec``), then those of its experiment (L1-L4 and R for a sparse-Boolean run, S1-S4
+        for a symmetry run; docs/claims.md), and its figures where ``figures`` is given. Writes no
         file without ``figures`` (the store is only read).
 
         Args:
@@ -159,6 +160,10 @@ class Store:
         kind = analysis_of(experiment)
         detail = kind.analyze(self.results, context, folder, False)
         verdicts = kind.verdicts(detail, context)
+        if context.claims:  # the spec's own claims first, as analyze and report show them
+            from attnsweep.analysis.claims import judge_own
+
+            verdicts = [*judge_own(self.results, context, kind.m_star(detail)), *verdicts]
         return RunAnalysis(
             sweep,
             run,

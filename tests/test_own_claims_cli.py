@@ -75,3 +75,11 @@ def test_the_specs_claims_come_first(tmp_path):
     findings = (tmp_path / "rep" / "findings.md").read_text()
     assert findings.startswith("## Your claims")
     assert findings.index("| mine-1:") < findings.index("## What attnsweep found")
+
+    # The Python API judges them too, first, with the numbers the report shows.
+    from attnsweep.api_store import Store
+
+    api = Store(str(tmp_path / "s")).analyze(run_id)
+    assert [v["id"] for v in api.verdicts[:3]] == ["mine-1", "mine-2", "mine-3"]
+    assert [v["verdict"] for v in api.verdicts[:3]] == [v["verdict"] for v in record["verdicts"][:3]]
+
