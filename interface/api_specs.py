@@ -152,6 +152,9 @@ analysis:
   acc_threshold: 0.95  # a seed succeeds at this test accuracy
   success_frac: 0.5    # m* is where the success rate (the share of seeds that succeed) crosses this
                        # fraction: a logistic fit of success against ln m, solved for it (docs/method.md)
+# Your own claims, judged before the paper's by analyze and report (docs/spec.md, "Your claims"):
+# claims:
+#   - {{id: mine-1, kind: growth, axis: T, law: log}}   # needs T over 3 decades to be decided
 """
 
 
