@@ -275,3 +275,34 @@ def test_one_formatter_writes_every_bound():
     assert format_m_star(float("nan"), "none") == "unknown"
     assert format_m_star(37.26, "exact") == "37.3" and format_m_star(37.26, "exact", digits=0) == "37"
     assert format_m_star(float("nan"), "exact") == "-" and format_m_star(None, None) == "-"
+
+
+def test_no_paper_claim_tested_draws_no_empty_verdict_table():
+    own = [
+        dict(
+            claim="mine-1: m* grows like log T",
+            verdict="inconclusive",
+            statistic="-",
+            interval="-",
+            why="w",
+            not_judged_text="",
+        )
+    ]
+    page = _template().render(
+        caveats=[],
+        title="t",
+        generated="g",
+        source="the results store",
+        runs=[],
+        own=own,
+        verdicts=[],
+        untested="Not tested here: L1 (needs T).",
+        r_plot="",
+        boolean_table=None,
+        symmetry_tables=[],
+        scale=[],
+        reference="ref.csv",
+        margin=(0.8, 1.25),
+    )
+    assert page.count('<table class="verdicts') == 1 and "mine-1:" in page
+    assert "Not tested here: L1 (needs T)." in page
