@@ -171,7 +171,12 @@ def claim_problems(
                     "takes trend claims"
                 )
                 continue
-            if c.axis not in axes or c.axis in ("m", "seed"):
+            if c.axis in ("m", "seed") and c.axis in axes:  # on the grid, but m* is read over them
+                problems.append(
+                    f"{where}.axis: value {c.axis!r}: m* is measured over m and the seeds, so a {c.kind} claim "
+                    f"compares it along another axis; allowed: {allowed}"
+                )
+            elif c.axis not in axes or c.axis in ("m", "seed"):
                 problems.append(f"{where}.axis: value {c.axis!r}: not an axis of the grid; allowed: {allowed}")
                 continue
             values = axes[c.axis]

@@ -186,11 +186,19 @@ def name_overrides(problems: list[str], paths: Collection[str]) -> list[str]:
     """``problems`` of a resolved spec with those of a field an override set (at or below its
     path) told as ``--set FIELD: ...``, and those of a field above one ending ``(after --set PATH)``."""
     out = []
+    grid = [p for p in paths if p == "grid" or p.startswith("grid.")]
     for problem in problems:
-        field = re.sub(r"\[(\d+)\]", r".\1", problem.split(":", 1)[0])
+        # a claim's problem names it by index and id: claims[1] (mine-2).axis
+        field = re.sub(r"\[(\d+)\]", r".\1", re.sub(r" \([^)]*\)", "", problem.split(":", 1)[0]))
         if any(field == p or field.startswith(p + ".") for p in paths):
             out.append(f"--set {problem}")
             continue
         below = [p for p in paths if p.startswith(field + ".")]
+        if not below and field.startswith("claims") and grid:  # the claims name the grid's axes and values
+            out.append(
+                f"{problem} (after --set {', --set '.join(grid)}: the spec's claims name the grid's axes and "
+                "values; give --set claims=[...] too)"
+            )
+            continue
         out.append(problem + (f" (after --set {', --set '.join(below)})" if below else ""))
     return out

@@ -42,6 +42,13 @@ def test_an_axis_that_is_not_the_grids_names_the_claim_and_the_axes():
     ]
 
 
+def test_m_on_the_grid_is_named_as_what_m_star_is_read_over_not_a_missing_axis():
+    assert _problems("  - {id: mine-1, kind: growth, axis: m, law: log}\n") == [
+        "claims[0] (mine-1).axis: value 'm': m* is measured over m and the seeds, so a growth claim compares it "
+        "along another axis; allowed: ['T', 'model']"
+    ]
+
+
 def test_every_fault_at_once():
     problems = _problems(
         """  - {id: a, kind: growth, axis: T, law: quadratic}

@@ -173,3 +173,28 @@ def test_run_records_the_resolved_spec_and_resume_reads_it_back(spec_file):
     changed = _cli("run", "spec.yaml", "--local", "--resume", run_id, "--set", "seeds=4", cwd=folder)
     assert changed.returncode == 2
     assert f"cannot resume run {run_id} with this spec" in changed.stderr
+
+
+CLAIMED = SPEC.replace("  T: [8]\n", "  T: [8, 16]\n  model: [transformer, mlp]\n") + (
+    "claims:\n"
+    "  - {id: mine-1, kind: growth, axis: T, law: log}\n"
+    "  - {id: mine-2, kind: fewer_samples, axis: model, less: transformer, more: mlp}\n"
+)
+
+
+def test_a_claims_problem_an_override_made_names_its_set(tmp_path):
+    path = tmp_path / "claimed.yaml"
+    path.write_text(CLAIMED)
+    load_spec(path)  # the file alone is valid
+    with pytest.raises(SpecError) as err:
+        load_spec(path, overrides=["claims.0.axis=s"])
+    (problem,) = err.value.problems
+    assert problem.startswith("--set claims[0] (mine-1).axis:") and "not an axis of the grid" in problem
+    # A grid override that leaves a claim naming a value no longer there points at both.
+    with pytest.raises(SpecError) as err:
+        load_spec(path, overrides=["grid.model=[mlp]"])
+    (problem,) = err.value.problems
+    assert problem.startswith("claims[1] (mine-2).less:")
+    assert problem.endswith(
+        "(after --set grid.model: the spec's claims name the grid's axes and values; give --set claims=[...] too)"
+    )
