@@ -92,7 +92,8 @@ def did_you_mean(name: str, known) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``known`` to a misspelled ``name``, or ``""``."""
     import difflib
 
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    # A short name differs from its field by a larger share for one stray letter (TT for T: 0.67).
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6 if len(name) <= 4 else 0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -72,3 +72,15 @@ def test_the_cli_names_the_section_in_one_line_exit_2(tmp_path):
     )
     assert result.returncode == 2
     assert "fixed.pack_size: pack_size belongs under execution:, not under fixed:" in result.stderr
+
+
+def test_a_short_grid_key_with_a_stray_letter_gets_a_did_you_mean():
+    from attnsweep.orchestrator.spec_problems import did_you_mean
+
+    assert did_you_mean("TT", ["T", "m", "s", "d", "task"]) == " (did you mean 'T'?)"
+    assert did_you_mean("x", ["T", "m", "s", "d"]) == ""  # nothing close: no guess
+    with pytest.raises(SpecError) as err:
+        parse_spec("name: g\nseeds: 2\ngrid: {TT: [8, 16], m: [8]}\nfixed: {task: and, s: 1}\n")
+    assert any(
+        p.startswith("grid.TT: unknown sparse_boolean trial setting (did you mean 'T'?)") for p in err.value.problems
+    )
