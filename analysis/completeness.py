@@ -89,11 +89,16 @@ def _cells(counts_json: str | None, rows: pl.LazyFrame | None) -> list[str]:
     """``"T=64, model=mlp: 38/40"`` for each recorded cell whose read count differs."""
     if not counts_json:
         return []
-    counts = json.loads(counts_json)
-    fields = counts["fields"]
-    if not fields:
+    try:
+        counts = json.loads(counts_json)
+        fields, cells = counts["fields"], counts["cells"]
+        if not (isinstance(fields, list) and all(isinstance(f, str) for f in fields) and isinstance(cells, list)):
+            return []  # not what a run writes (a record made by hand): the totals still say what is missing
+        if not fields:
+            return []
+        expected = pl.DataFrame(cells, schema=[*fields, "recorded"], orient="row", infer_schema_length=None)
+    except (ValueError, TypeError, KeyError, pl.exceptions.PolarsError):  # ValueError: an int past 4,300 digits too
         return []
-    expected = pl.DataFrame(counts["cells"], schema=[*fields, "recorded"], orient="row", infer_schema_length=None)
     if rows is None:
         found = expected.select(fields).with_columns(read=pl.lit(0, pl.UInt32))
     else:

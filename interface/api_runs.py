@@ -185,6 +185,7 @@ class Compaction:
     curve_files_before: int = 0
     curve_files_after: int = 0
     deleted_uncommitted_curves: int = 0
+    kept_uncommitted_curves: int = 0
     curve_points_dropped: int = 0
     quarantined_curves: int = 0
     skipped: list[tuple[str, bool]] = field(default_factory=list)
@@ -249,6 +250,7 @@ def compact(store: str, sweep: str | None = None, run_id: str | None = None) -> 
             "curve_files_before",
             "curve_files_after",
             "deleted_uncommitted_curves",
+            "kept_uncommitted_curves",
             "curve_points_dropped",
             "quarantined_curves",
         ):

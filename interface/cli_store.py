@@ -103,6 +103,12 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
             "of trials that have no row (not drawn; store compact deletes them)",
             soft_wrap=True,
         )
+    for path in report.curve_keys:
+        out.print(
+            f"[red]curves commit unreadable[/]: {markup(path)} (its list of the curves files it commits is not a list of "
+            "file names: the run's curves up to it are read by their age; store compact writes the list again)",
+            soft_wrap=True,
+        )
     for sweep, run_id, why, rescue in report.failed_runs:
         kept = (
             ""
@@ -195,6 +201,12 @@ def store_compact(
         + (
             f"; {total.deleted_uncommitted_curves} uncommitted curves file(s) deleted"
             if total.deleted_uncommitted_curves
+            else ""
+        )
+        + (
+            f"; {total.kept_uncommitted_curves} uncommitted curves file(s) kept: they hold the only points of "
+            "stored trials (store check names them)"
+            if total.kept_uncommitted_curves
             else ""
         )
         + (

@@ -136,6 +136,16 @@ class DefensiveReader:
         for p in found:
             if p.name.startswith(".") or not partition_ok(p.parent):
                 continue  # temporary files; folders no run of ours could have (store check lists them)
+            try:
+                str(p).encode("utf-8")
+            except UnicodeEncodeError:  # the readers take text paths; the store writes none such
+                self._set_aside(
+                    p,
+                    "its name is not UTF-8 text (the store writes none such), so it is not read; rename or remove it",
+                    damaged=False,
+                    unreadable=True,
+                )
+                continue
             if table == "runs" and p.name != RUN_FILE:
                 continue  # not the run's record (store check lists it)
             try:

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnsweep.results.atomic_write import write_parquet_atomic
-from attnsweep.results.curve_commits import committed_names
+from attnsweep.results.curve_commits import committed_names, unreadable_keys
 from attnsweep.results.curves_table import CURVE_SCHEMA, NOT_CURVES
 from attnsweep.results.errors import StoreError
 from attnsweep.results.file_limits import decoded_estimate
@@ -112,6 +112,9 @@ class CheckReport:
             deletes them.
         curves_without_rows: ``(sweep, run_id, points)``: committed curve points whose trial
             has no row in the run (not drawn; store compact deletes them).
+        curve_keys: trial files whose list of committed curves files (metadata
+            ``attnsweep.curves``) is not a list of file names: their curves are committed by
+            age (results/curve_commits.py); store compact writes the list again.
         temp_files: ``(path, age in seconds, writer)`` of temporary files whose writer is gone
             (the next run or ``store compact`` removes them) or cannot be checked from here.
         writing: ``(path, age in seconds, writer)`` of temporary files being written now (not a problem).
@@ -140,6 +143,7 @@ class CheckReport:
     curve_duplicates: list[tuple[str, str, int]] = field(default_factory=list)
     uncommitted_curves: list[str] = field(default_factory=list)
     curves_without_rows: list[tuple[str, str, int]] = field(default_factory=list)
+    curve_keys: list[str] = field(default_factory=list)
     temp_files: list[tuple[str, float, str]] = field(default_factory=list)
     writing: list[tuple[str, float, str]] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
@@ -164,6 +168,7 @@ class CheckReport:
             or self.curve_duplicates
             or self.uncommitted_curves
             or self.curves_without_rows
+            or self.curve_keys
             or self.temp_files
             or self.orphans
             or self.stray
@@ -285,6 +290,11 @@ def _check_curves(store: ResultsStore, report: CheckReport) -> None:
     """The ``curves`` table's share of :func:`check_store`: files no trial file commits,
     points stored twice in committed files, committed points of trials without a row."""
     files = store._files("curves")  # committed ones; the rest land in store.uncommitted
+    for folder in sorted({p.parent for p in [*files, *store.uncommitted]}, key=str):
+        trials = store.root / "trials" / folder.parent.name / folder.name
+        kept = store._files("trials", trials) if trials.is_dir() else []
+        names = unreadable_keys([(t.name, store.key_values(t)) for t in kept])
+        report.curve_keys += [str((trials / n).relative_to(store.root)) for n in names]
     report.uncommitted_curves = sorted(str(p.relative_to(store.root)) for p in store.uncommitted if p.exists())
     by_run: dict[tuple[str, str], list[Path]] = {}
     for p in files:
@@ -321,6 +331,9 @@ class CompactReport:
     curve_files_after: int = 0
     deleted_uncommitted_curves: int = 0
     """Curves files no trial file committed (points of rows never stored), deleted."""
+    kept_uncommitted_curves: int = 0
+    """Uncommitted curves files kept: a trial of theirs has a row and no points read from
+    elsewhere (its trial file's commit lost), so they may hold the only copy (store check names them)."""
     curve_points_dropped: int = 0
     """Curve points removed: second copies of a (trial id, epoch) and points of trials without a row."""
     quarantined_curves: int = 0
@@ -420,7 +433,24 @@ def _compact_curves(store: ResultsStore, folder: Path, report: CompactReport) ->
     group's other files are deleted: a crash between leaves copies that reads skip (a trial's
     points come from the newest committed file holding it) and the next compaction removes."""
     files = store._files("curves", folder)
+    sweep, run_id = run_of(folder)
+    try:
+        with_rows = store.run_trial_ids(sweep, run_id)
+    except StoreError:
+        with_rows = set()
+    seen = store.scan_run_curves(sweep, run_id, trial_ids=with_rows) if files else None
+    drawn = set(seen.select("trial_id").unique().collect()["trial_id"].to_list()) if seen is not None else set()
     for p in [p for p in store.uncommitted if p.parent == folder]:
+        # Its points are a kill's leftovers only if none of its trials has a row whose points
+        # are not read from elsewhere: otherwise they are the only copy (a trial file's
+        # metadata lost), kept for store check to name.
+        try:
+            ids = set(pq.read_table(p, columns=["trial_id"])["trial_id"].to_pylist())
+        except (OSError, KeyError, pa.ArrowException):
+            continue
+        if (ids & with_rows) - drawn:
+            report.kept_uncommitted_curves += 1
+            continue
         p.unlink(missing_ok=True)
         del store.uncommitted[p]
         report.deleted_uncommitted_curves += 1
@@ -432,12 +462,7 @@ def _compact_curves(store: ResultsStore, folder: Path, report: CompactReport) ->
             report.quarantined_curves += 1
     if not files:
         return
-    sweep, run_id = run_of(folder)
     stored = sum(store.num_rows(p) for p in files)
-    try:
-        with_rows = store.run_trial_ids(sweep, run_id)
-    except StoreError:
-        with_rows = set()
     chosen = store.scan_run_curves(sweep, run_id, trial_ids=with_rows, with_file=True)
     if chosen is None:
         return
@@ -453,7 +478,10 @@ def _compact_curves(store: ResultsStore, folder: Path, report: CompactReport) ->
             continue
         newest = max(group, key=lambda p: p.name)
         try:
-            write_parquet_atomic(table.cast(CURVE_SCHEMA), newest)
+            # the curve columns in their types; any other column a file holds is kept as it is
+            others = [f for f in table.schema if f.name not in CURVE_SCHEMA.names]
+            table = table.select([*CURVE_SCHEMA.names, *(f.name for f in others)])
+            write_parquet_atomic(table.cast(pa.schema([*CURVE_SCHEMA, *others])), newest)
         except OSError as exc:
             raise StoreError(
                 f"store compact could not write {newest} ({os_reason(exc)}); the run's curves are as they were "

@@ -37,8 +37,9 @@ def plot_learning_curves(store: ResultsStore, sweep: str, run_id: str, fields: l
     The panels are :data:`MAX_PANELS` cells and :data:`MAX_M` values of m spread over those
     with a point to draw (training accuracy, or where no trial read has one, relative
     training error), and only the points of the trials drawn and of one trial per cell and m
-    that shows it has a point are read (lazily, :data:`READ_TRIALS` trials at a time): memory
-    follows the points drawn, not the run's.
+    that shows it has a point are read (lazily, :data:`READ_TRIALS` trials at a time), and a
+    drawn curve is thinned to :data:`LINE_POINTS` points: memory follows the lines drawn, not
+    the run's points.
 
     Args:
         store: the results store.
@@ -50,7 +51,7 @@ def plot_learning_curves(store: ResultsStore, sweep: str, run_id: str, fields: l
     Returns:
         The PNG's path, or None.
     """
-    points = store.scan_run_curves(sweep, run_id)
+    points = store.scan_run_curves(sweep, run_id, once=False)  # copies of a point dropped once thinned
     if points is None:
         return None
     trials = store.scan_run_trials(sweep, run_id)
@@ -70,10 +71,24 @@ def plot_learning_curves(store: ResultsStore, sweep: str, run_id: str, fields: l
     cells = _spread(found.cells, MAX_PANELS)
     ms = _spread(found.ms, MAX_M)
     drawn = rows.filter(pl.col("cell").is_in(cells) & pl.col("m").is_in(ms)).select("trial_id", "m", "cell")
-    data = (
+    # A line of a panel about 500 pixels wide shows no more than LINE_POINTS points: a trial's
+    # curve is thinned to evenly spaced points, its first and last kept, before anything holds
+    # it (a run may keep 52,428 points a trial). A trial's points lie together in one file, its
+    # epochs ascending (the writer's order), so a point's place in its curve is its row less the
+    # curve's first row: no window over every point.
+    picked = (
         _of(points, drawn["trial_id"])
         .select("trial_id", "epoch", y)
         .filter(pl.col(y).is_not_null())
+        .with_row_index("row")
+    )
+    curves = picked.group_by("trial_id").agg(first=pl.col("row").min(), n=pl.len()).collect(engine="streaming")
+    i, n = pl.col("row") - pl.col("first"), pl.col("n")
+    data = (
+        picked.join(curves.lazy(), on="trial_id", how="left")
+        .filter((i % ((n + LINE_POINTS - 1) // LINE_POINTS) == 0) | (i == n - 1))
+        .select("trial_id", "epoch", y)
+        .unique(subset=["trial_id", "epoch"], keep="last", maintain_order=True)
         .collect(engine="streaming")
         .join(drawn, on="trial_id", how="inner")
         .sort("cell", "m", "trial_id", "epoch")
@@ -108,6 +123,10 @@ def plot_learning_curves(store: ResultsStore, sweep: str, run_id: str, fields: l
     path = save_png(grid.figure, folder / f"{FIGURE}.png")
     plt.close("all")
     return path
+
+
+LINE_POINTS = 500
+"""Points drawn of one trial's curve at most (evenly spaced epochs, the first and the last)."""
 
 
 def _spread(values: list, most: int) -> list:

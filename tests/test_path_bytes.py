@@ -110,3 +110,29 @@ def test_a_relative_store_in_a_folder_that_is_not_utf8_is_refused(work):
     err = done.stderr.decode()
     assert done.returncode == 2 and err.count("\n") == 1 and "current folder" in err and "\\xff" in err, err
     assert os.listdir(folder) == []
+
+
+@pytest.mark.slow
+def test_a_file_in_the_store_whose_name_is_not_utf8_is_set_aside_not_a_traceback(tmp_path):
+    from test_guarantees import MINE, make_store
+
+    make_store(tmp_path / "store", MINE)
+    folder = os.fsencode(tmp_path / "store" / "trials" / "sweep=tiny" / f"run_id={MINE}")
+    good = next(n for n in os.listdir(folder) if n.endswith(b".parquet"))
+    shutil.copy(os.path.join(folder, good), os.path.join(folder, b"part-\xff\x9b2J.parquet"))
+    for args in (
+        ("store", "check", "--store", "store"),
+        ("analyze", MINE, "--store", "store", "--format", "csv"),
+        ("report", MINE, "--store", "store", "--out", "rep"),
+        ("query", "select count(*) as n from trials", "--store", "store", "--format", "csv"),
+    ):
+        done = _attnsweep(*args, cwd=tmp_path)
+        assert b"Traceback" not in done.stderr, (args, done.stderr[-2000:])
+        assert b"\x9b" not in done.stdout + done.stderr, args  # the byte is written out, not sent
+        if args[0] == "store":
+            assert done.returncode == 1 and b"not UTF-8" in done.stdout and b"\\xff\\x9b2J" in done.stdout, done.stdout
+        else:
+            assert done.returncode == 0, (args, done.stderr[-2000:])
+    assert _attnsweep(
+        "query", "select count(*) as n from trials", "--store", "store", "--format", "csv", cwd=tmp_path
+    ).stdout.split() == [b"n", b"8"]

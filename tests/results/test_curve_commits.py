@@ -194,14 +194,77 @@ def test_curves_of_a_trial_file_written_before_commits_still_read(tmp_path):
     assert check_store(ResultsStore(store.root)).ok
 
 
-def test_a_list_of_commits_nested_too_deep_commits_nothing():
-    from attnsweep.results.curve_commits import committed_names
+def test_a_key_that_is_not_a_list_of_names_commits_by_age_and_its_own_name():
+    from attnsweep.results.curve_commits import committed_names, unreadable_keys
     from attnsweep.results.layout import CURVES_KEY
 
-    deep = b"[" * 200_000 + b"]" * 200_000
-    assert committed_names([("part-2.parquet", {CURVES_KEY: deep})], ["part-1.parquet"]) == set()
-    named = committed_names(
-        [("part-2.parquet", {CURVES_KEY: b'["part-1.parquet", "../x.parquet"]'})], ["part-1.parquet"]
-    )
-    assert named == {"part-1.parquet"}
+    names = ["part-1.parquet", "part-2.parquet", "part-3.parquet"]
+    for bad in (b"[" * 200_000 + b"]" * 200_000, b'{"x": 1}', b"[" + b"1" * 100_000 + b"]", b'["../x.parquet"]'):
+        trial = [("part-2.parquet", {CURVES_KEY: bad})]
+        assert committed_names(trial, names) == {"part-1.parquet", "part-2.parquet"}  # never part-3: newer
+        assert unreadable_keys(trial) == ["part-2.parquet"]
+    named = committed_names([("part-9.parquet", {CURVES_KEY: b'["part-1.parquet"]'})], names)
+    assert named == {"part-1.parquet"}  # a compacted file: what it lists (and its own name, absent here)
     assert CURVE_SCHEMA.names[0] == "trial_id"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"[" * 300_000 + b"]" * 300_000,
+        b'{"x": 1}',
+        b"[" + b"1" * 100_000 + b"]",
+        b'["../../../trials/x.parquet", "/etc/passwd"]',
+        None,  # the metadata dropped: a tool rewrote the file
+    ],
+)
+def test_a_trial_files_damaged_commit_loses_no_point_to_reads_or_compact(store, damage):
+    want = _points(store)
+    for path in sorted((store.root / "trials").rglob("part-*.parquet")):
+        table = pq.read_table(path)
+        meta = dict(table.schema.metadata or {})
+        meta.pop(b"attnsweep.curves", None)
+        if damage is not None:
+            meta[b"attnsweep.curves"] = damage
+        pq.write_table(table.replace_schema_metadata(meta), path)
+    assert _points(ResultsStore(store.root)).equals(want)
+    compact_store(ResultsStore(store.root))
+    after = ResultsStore(store.root)
+    assert _points(after).equals(want)
+    assert check_store(after).ok
+
+
+def test_an_uncommitted_file_holding_the_only_points_of_stored_rows_is_kept_not_deleted(store):
+    # What a lost commit leaves: rows stored, their points in a file no trial file names.
+    from attnsweep.results.curves_table import split_curves
+
+    rows = _rows(["e"])
+    only = store.write_curves(SWEEP, RUN, split_curves(rows))
+    table = pa.Table.from_pylist([{k: r[k] for k in SCHEMA.names} for r in rows], schema=SCHEMA)
+    store.write_trials(SWEEP, RUN, table)  # named apart from the curves file, committing none
+    done = compact_store(ResultsStore(store.root))
+    assert done.kept_uncommitted_curves == 1 and done.deleted_uncommitted_curves == 0 and only.exists()
+    assert str(only.relative_to(store.root)) in check_store(ResultsStore(store.root)).uncommitted_curves
+
+
+def test_a_committed_curves_file_with_a_column_of_its_own_compacts_and_keeps_it(store):
+    path = sorted((store.root / "curves").rglob("part-*.parquet"))[0]
+    table = pq.read_table(path)
+    pq.write_table(table.append_column("note", pa.array(["x"] * table.num_rows)), path)
+    want = _points(ResultsStore(store.root))
+    done = compact_store(ResultsStore(store.root))
+    assert done.curve_files_after == 1
+    after = ResultsStore(store.root)
+    assert _points(after).equals(want) and check_store(after).ok
+    (merged,) = list((store.root / "curves").rglob("part-*.parquet"))
+    assert pq.read_table(merged).column("note").null_count == want.height - table.num_rows
+
+
+def test_store_check_names_a_trial_file_whose_commit_list_is_damaged(store):
+    path = sorted((store.root / "trials").rglob("part-*.parquet"))[0]
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({b"attnsweep.curves": b'{"x": 1}'}), path)
+    report = check_store(ResultsStore(store.root))
+    assert report.curve_keys == [str(path.relative_to(store.root))] and not report.ok
+    compact_store(ResultsStore(store.root))
+    assert check_store(ResultsStore(store.root)).ok

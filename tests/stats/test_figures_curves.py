@@ -76,3 +76,26 @@ def test_a_run_without_curves_draws_nothing(tmp_path):
     fields = list(store.read_run("sw", "r1")["trial_fields"].split(","))
     assert figures_curves.plot_learning_curves(store, "sw", "r1", fields, tmp_path / "fig") is None
     assert not (tmp_path / "fig").exists()
+
+
+def test_a_long_curve_is_drawn_thinned_to_evenly_spaced_epochs_first_and_last_kept(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path / "store")
+    n = 2 * figures_curves.LINE_POINTS + 7  # 1007 points: every third epoch is kept (ceil(1007 / 500) = 3)
+    epochs = list(range(n))
+    rows = [with_curve(boolean_row(8, m, 0, True), epochs, [e / n for e in epochs]) for m in (8, 16)]
+    write_run(store, "sw", "r1", rows)
+    drawn: list[tuple] = []
+    save = figures_curves.save_png
+
+    def record(figure, path):
+        drawn.extend(
+            tuple(line.get_xdata().tolist()) for ax in figure.axes for line in ax.get_lines() if len(line.get_xdata())
+        )
+        return save(figure, path)
+
+    monkeypatch.setattr(figures_curves, "save_png", record)
+    fields = list(store.read_run("sw", "r1")["trial_fields"].split(","))
+    figures_curves.plot_learning_curves(store, "sw", "r1", fields, tmp_path / "fig")
+    want = tuple([*range(0, n, 3), *([n - 1] if (n - 1) % 3 else [])])
+    assert len(drawn) == 2 and all(line == want for line in drawn)
+    assert len(want) <= figures_curves.LINE_POINTS + 1
