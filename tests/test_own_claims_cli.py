@@ -82,4 +82,3 @@ def test_the_specs_claims_come_first(tmp_path):
     api = Store(str(tmp_path / "s")).analyze(run_id)
     assert [v["id"] for v in api.verdicts[:3]] == ["mine-1", "mine-2", "mine-3"]
     assert [v["verdict"] for v in api.verdicts[:3]] == [v["verdict"] for v in record["verdicts"][:3]]
-
