@@ -44,8 +44,8 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
     )
     for path in report.quarantined:
         out.print(
-            f"[red]damaged[/]: {markup(path)} (unreadable as Parquet; quarantined: its rows are not read; "
-            "resume its run to recompute them, then delete the file)"
+            f"[red]damaged[/]: {markup(path)} (unreadable as Parquet, or a curves file not of curve points; "
+            "quarantined: its rows are not read; resume its run to recompute missing trials, then delete the file)"
         )
     for problem in report.skipped:
         out.print(f"[red]damaged[/]: {markup(problem)} (unreadable as Parquet)")
@@ -87,8 +87,10 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
         )
     for path in report.uncommitted_curves:
         out.print(
-            f"[red]uncommitted curves[/]: {markup(path)} (learning-curve points whose trial rows were never stored, "
-            "left by a kill; not read; resume the run to train those trials again; store compact deletes the file)",
+            f"[red]uncommitted curves[/]: {markup(path)} (learning-curve points no readable trial file commits, so no "
+            "read sees them: a kill's leftover between the two renames, or a curves file renamed or whose trial file is "
+            "set aside or quarantined; store compact deletes it only when no trial file of its name exists and none of "
+            "its trials has a stored row, and keeps it otherwise: rename it to its trial file's name to read it)",
             soft_wrap=True,
         )
     for sweep, run_id, points in report.curve_duplicates:

@@ -56,13 +56,18 @@ NOT_CURVES = "not a file of curve points"
 
 
 def schema_problem(schema: pa.Schema) -> str | None:
-    """Why a part file of ``schema`` is not a file of curve points (a column of
-    :data:`CURVE_SCHEMA` missing, or of a type that does not cast to it), or None."""
-    lacking = [name for name in CURVE_SCHEMA.names if name not in schema.names]
+    """Why a part file of ``schema`` is not a file of curve points (``trial_id`` or ``epoch``
+    missing, or a column of :data:`CURVE_SCHEMA` of a type that does not cast to it; a missing
+    measure reads as null), or None."""
+    lacking = [name for name in ("trial_id", "epoch") if name not in schema.names]
     if lacking:
         return f"{NOT_CURVES}: it lacks the column(s) {', '.join(lacking)}"
     for want in CURVE_SCHEMA:
+        if want.name not in schema.names:
+            continue
         got = schema.field(want.name).type
+        if pa.types.is_dictionary(got):  # a writer's dictionary encoding: its values are what count
+            got = got.value_type
         text = pa.types.is_string(got) or pa.types.is_large_string(got) or pa.types.is_string_view(got)
         fits = (
             pa.types.is_null(got)

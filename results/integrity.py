@@ -440,10 +440,16 @@ def _compact_curves(store: ResultsStore, folder: Path, report: CompactReport) ->
         with_rows = set()
     seen = store.scan_run_curves(sweep, run_id, trial_ids=with_rows) if files else None
     drawn = set(seen.select("trial_id").unique().collect()["trial_id"].to_list()) if seen is not None else set()
+    trials = store.root / "trials" / folder.parent.name / folder.name
+    held = store.root / QUARANTINE / "trials" / folder.parent.name / folder.name
     for p in [p for p in store.uncommitted if p.parent == folder]:
-        # Its points are a kill's leftovers only if none of its trials has a row whose points
-        # are not read from elsewhere: otherwise they are the only copy (a trial file's
-        # metadata lost), kept for store check to name.
+        # Its points are a kill's leftovers only if no trial file of its name exists (read, set
+        # aside or quarantined: its rows may come back) and none of its trials has a row whose
+        # points are not read from elsewhere: otherwise they may be the only copy, kept for
+        # store check to name.
+        if (trials / p.name).exists() or (held / p.name).exists():
+            report.kept_uncommitted_curves += 1
+            continue
         try:
             ids = set(pq.read_table(p, columns=["trial_id"])["trial_id"].to_pylist())
         except (OSError, KeyError, pa.ArrowException):
@@ -480,6 +486,9 @@ def _compact_curves(store: ResultsStore, folder: Path, report: CompactReport) ->
         try:
             # the curve columns in their types; any other column a file holds is kept as it is
             others = [f for f in table.schema if f.name not in CURVE_SCHEMA.names]
+            for f in CURVE_SCHEMA:  # a measure no file of the group holds reads as null
+                if f.name not in table.column_names:
+                    table = table.append_column(f, pa.nulls(table.num_rows, f.type))
             table = table.select([*CURVE_SCHEMA.names, *(f.name for f in others)])
             write_parquet_atomic(table.cast(pa.schema([*CURVE_SCHEMA, *others])), newest)
         except OSError as exc:

@@ -62,7 +62,8 @@ def replacing(path: Path | str) -> Iterator[Path]:
 def write_text(path: Path | str, text: str, encoding: str = "utf-8") -> Path:
     """Write ``text`` to ``path`` as :func:`replacing` does; returns ``path``."""
     with replacing(path) as temp:
-        temp.write_text(text, encoding=encoding)
+        # a byte of a file name that is not UTF-8 (a surrogate) is written out as \xNN, not refused
+        temp.write_text(text, encoding=encoding, errors="backslashreplace")
     return Path(path)
 
 

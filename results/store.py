@@ -279,15 +279,15 @@ class ResultsStore(DefensiveReader):
         """The learning-curve points of one run (results/curves_table.py: ``trial_id``,
         ``epoch``, ``train_loss``, ``train_acc``, ``train_error``), with ``sweep`` and ``run_id``
         columns: only points of files the run's trial files commit (results/curve_commits.py),
-        each trial's points from the latest such file that holds it, each ``(trial_id,
-        epoch)`` once (the later copy), in file order. None when the run kept none.
+        each ``(trial_id, epoch)`` once (the copy of the later file), in file order. None when
+        the run kept none.
 
         Args:
             trial_ids: only these trials' points (read lazily: the rest is never decoded).
             with_file: instead of ``sweep`` and ``run_id``, a column :data:`FILE_COLUMN` naming
                 each point's part file (``store compact`` rewrites the files by it).
-            once: each ``(trial_id, epoch)`` once. ``False`` leaves a point stored twice in one
-                file twice (only a file edited by hand holds one), and saves the memory of the
+            once: each ``(trial_id, epoch)`` once. ``False`` leaves a point stored twice twice
+                (only a file copied or edited by hand holds one), and saves the memory of the
                 distinct points (~150 bytes a point): the figure thins its lines first, then
                 drops the copies.
         """
@@ -298,10 +298,7 @@ class ResultsStore(DefensiveReader):
             return None
         if trial_ids is not None:
             scan = scan.filter(pl.col("trial_id").is_in(list(trial_ids)))
-        # the newest file holding each trial, from the (trial, file) pairs: few, however many points
-        latest = scan.select("trial_id", FILE_COLUMN).unique().group_by("trial_id").agg(pl.col(FILE_COLUMN).max())
-        scan = scan.join(latest, on=["trial_id", FILE_COLUMN], how="semi", maintain_order="left")
-        if once:
+        if once:  # files in name order, the writing order: a point's later copy wins
             scan = scan.unique(subset=["trial_id", "epoch"], keep="last", maintain_order=True)
         if with_file:
             return scan

@@ -5,6 +5,7 @@ points and files that are not curve points; store compact repairs all three."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 
 import polars as pl
@@ -268,3 +269,53 @@ def test_store_check_names_a_trial_file_whose_commit_list_is_damaged(store):
     assert report.curve_keys == [str(path.relative_to(store.root))] and not report.ok
     compact_store(ResultsStore(store.root))
     assert check_store(ResultsStore(store.root)).ok
+
+
+def test_a_newer_file_holding_part_of_a_trials_curve_hides_and_loses_none_of_the_rest(store):
+    # a committed file (a key edited by hand) holding only epoch 0 of trial a, with another value
+    from attnsweep.results.curves_table import split_curves
+
+    want = _points(store)
+    extra = split_curves(_rows(["a"]))
+    extra = extra.filter(pa.compute.equal(extra["epoch"], 0)).set_column(2, "train_loss", pa.array([0.123]))
+    newer = store.write_curves(SWEEP, RUN, extra)
+    trial = sorted((store.root / "trials").rglob("part-*.parquet"))[-1]
+    table = pq.read_table(trial)
+    names = [trial.name, newer.name]
+    pq.write_table(table.replace_schema_metadata({b"attnsweep.curves": json.dumps(names).encode()}), trial)
+    got = _points(ResultsStore(store.root))
+    assert got.height == want.height  # every (trial, epoch) once: a's epochs 2 and 4 still read
+    assert got.filter((pl.col("trial_id") == "a") & (pl.col("epoch") == 0))["train_loss"].to_list() == [0.123]
+    compact_store(ResultsStore(store.root))
+    assert _points(ResultsStore(store.root)).equals(got)
+
+
+def test_curves_of_a_quarantined_trial_file_are_kept_by_compact(store):
+    trial = sorted((store.root / "trials").rglob("part-*.parquet"))[0]
+    curves = store.run_dir("curves", SWEEP, RUN) / trial.name
+    trial.write_bytes(b"PAR1 not parquet")  # read as damaged: moved to quarantine, its rows gone from reads
+    with pytest.warns(StoreWarning):
+        done = compact_store(ResultsStore(store.root))
+    assert curves.exists() and done.deleted_uncommitted_curves == 0 and done.kept_uncommitted_curves == 1
+
+
+def test_a_curves_file_of_a_writers_own_encoding_or_without_a_measure_is_read():
+    from attnsweep.results.curves_table import schema_problem
+
+    dictionary = pa.schema([("trial_id", pa.dictionary(pa.int32(), pa.string())), ("epoch", pa.int64())])
+    assert schema_problem(dictionary) is None
+    assert (
+        schema_problem(pa.schema([("trial_id", pa.string()), ("epoch", pa.int32()), ("train_acc", pa.float32())]))
+        is None
+    )
+    assert "lacks the column(s) epoch" in schema_problem(pa.schema([("trial_id", pa.string())]))
+    assert "its column epoch is double" in schema_problem(
+        pa.schema([("trial_id", pa.string()), ("epoch", pa.float64())])
+    )
+
+
+def test_text_holding_a_byte_of_a_name_that_is_not_utf8_is_written(tmp_path):
+    from attnsweep.results.outputs import write_text
+
+    path = write_text(tmp_path / "r.md", "file part-\udcff.parquet")
+    assert path.read_text() == "file part-\\udcff.parquet"
