@@ -441,13 +441,13 @@ def _compact_curves(store: ResultsStore, folder: Path, report: CompactReport) ->
     seen = store.scan_run_curves(sweep, run_id, trial_ids=with_rows) if files else None
     drawn = set(seen.select("trial_id").unique().collect()["trial_id"].to_list()) if seen is not None else set()
     trials = store.root / "trials" / folder.parent.name / folder.name
-    held = store.root / QUARANTINE / "trials" / folder.parent.name / folder.name
+    quarantined = store.root / QUARANTINE / "trials" / folder.parent.name / folder.name
     for p in [p for p in store.uncommitted if p.parent == folder]:
         # Its points are a kill's leftovers only if no trial file of its name exists (read, set
         # aside or quarantined: its rows may come back) and none of its trials has a row whose
         # points are not read from elsewhere: otherwise they may be the only copy, kept for
         # store check to name.
-        if (trials / p.name).exists() or (held / p.name).exists():
+        if (trials / p.name).exists() or (quarantined / p.name).exists():
             report.kept_uncommitted_curves += 1
             continue
         try:
