@@ -193,31 +193,40 @@ def run_caveats(store: ResultsStore, sweep: str, run_id: str, context: RunContex
     notes = (
         unfinished_note(store, sweep, run_id, ctx),
         incomplete_note(store, sweep, run_id, ctx),
-        pooled_note(store, sweep, run_id),
+        pooled_note(store, sweep, run_id, ctx.experiment),
     )
     return [n for n in notes if n is not None]
 
 
-def pooled_note(store: ResultsStore, sweep: str, run_id: str) -> str | None:
-    """A warning for a symmetry run whose cells pool trials of different settings (e.g. a
-    calibration grid over ``max_epochs``): its cells are keyed by teacher, student, n, k
-    and d alone (stats/symmetry.py), so each m* and error there mixes those settings."""
-    from attnsweep.stats.symmetry import pooled_settings
-    from attnsweep.workers import SymmetryTrialConfig
+def pooled_note(store: ResultsStore, sweep: str, run_id: str, experiment: str) -> str | None:
+    """A warning for a run of an experiment whose cells are keyed by some settings alone
+    (workers/experiments.py ``cell_keys``; symmetry: teacher, student, n, k and d,
+    stats/symmetry.py) where its trials vary another (e.g. a calibration grid over
+    ``max_epochs``): each m* and error there mixes those settings. None for an experiment
+    whose every setting keys a cell (sparse Boolean).
 
-    trials = store.scan_run_trials(sweep, run_id)
-    if "experiment" not in trials.collect_schema().names():
+    Raises:
+        KeyError: ``experiment`` is not one of workers/experiments.py ``EXPERIMENTS``.
+    """
+    from attnsweep.stats.symmetry import pooled_settings
+    from attnsweep.workers.experiments import EXPERIMENTS
+
+    kind = EXPERIMENTS[experiment]
+    if kind.cell_keys is None:
         return None
-    trials = trials.filter(pl.col("experiment") == "symmetry")  # every run's rows carry every column
-    settings = [f for f in SymmetryTrialConfig.model_fields if f not in ("m", "seed", "fault")]
-    # The rows analyze_symmetry_run reads: the search's (tuning rows only where they repeat a searched trial).
-    pooled = pooled_settings(search_rows(trials, settings), [f for f in settings if f not in ("model", "equivariance")])
+    trials = store.scan_run_trials(sweep, run_id)
+    settings = [f for f in kind.config.model_fields if f not in ("m", "seed", "fault")]
+    # The rows the analysis reads: the search's (tuning rows only where they repeat a searched trial).
+    pooled = pooled_settings(search_rows(trials, settings), [f for f in settings if f not in kind.cell_keys])
     if not pooled:
         return None
+    from attnsweep.analysis.experiments import analysis_of
+
     listed = " and ".join(f"{k} ({', '.join(map(str, v))})" for k, v in pooled.items())
+    *keys, last = analysis_of(experiment).cell()
     return (
-        f"run {run_id} varies {listed} within its symmetry cells, which are keyed by "
-        "teacher, student, n, k and d alone: each m*, error and verdict below pools those settings. "
+        f"run {run_id} varies {listed} within its {experiment} cells, which are keyed by "
+        f"{', '.join(keys)} and {last} alone: each m*, error and verdict below pools those settings. "
         "Read one setting's rows with attnsweep query, or give each setting its own run"
     )
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import polars as pl
 
-from attnsweep.analysis.boolean import analyze_run, boolean_verdicts, m_star_table, run_caveats
+from attnsweep.analysis.boolean import boolean_verdicts, run_caveats
 from attnsweep.analysis.completeness import as_stored
 from attnsweep.analysis.context import RunContext
-from attnsweep.analysis.symmetry import SymmetryAnalysis, analyze_symmetry_run
+from attnsweep.analysis.experiments import analysis_of
+from attnsweep.analysis.symmetry import SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.results import ResultsStore
 from attnsweep.stats import symmetry as sym
@@ -106,7 +107,8 @@ class Judgement:
 
     @property
     def symmetry_runs(self) -> list[ReportRun]:
-        return [r for r in self.runs if r.experiment == "symmetry"]
+        """The runs whose paper's claims are judged on each run alone (the symmetry runs)."""
+        return [r for r in self.runs if not analysis_of(r.experiment).pooled]
 
 
 def judge(
@@ -125,25 +127,23 @@ def judge(
     boolean_tables: list[pl.DataFrame] = []
     tuned: set[str] = set()
     ci = 0.95
-    several_symmetry = sum(r.experiment == "symmetry" for r in runs) > 1
+    kinds = {r.run_id: analysis_of(r.experiment) for r in runs}
+    several_alone = sum(not k.pooled for k in kinds.values()) > 1
     contexts = {r.run_id: r.context or RunContext.load(store, r.sweep, r.run_id) for r in runs}
     for run in runs:
-        ctx = contexts[run.run_id]
-        settings = ctx.settings
+        ctx, kind = contexts[run.run_id], kinds[run.run_id]
         where = figures / run.run_id if figures is not None else None
-        if run.experiment == "symmetry":
-            result = analyze_symmetry_run(store, run.sweep, run.run_id, settings, where)
-            run.m_star, run.figures, run.symmetry = result.m_star, result.figures, result
-            tag = f" [run {run.run_id}]" if several_symmetry else ""
-            run.verdicts = [{**v, "claim": v["claim"].replace(":", f"{tag}:", 1)} for v in result.verdicts]
-        else:
-            boolean = analyze_run(store, figures_dir=where, context=ctx)
-            run.m_star = m_star_table(boolean)
-            run.figures = boolean.figures
+        result = kind.analyze(store, ctx, where, False)
+        run.m_star, run.figures = kind.m_star(result), result.figures
+        if kind.pooled:  # the paper's claims judged below on the union of these runs' tables
             tuned |= ctx.tuned
             if not boolean_tables:
-                ci = settings.ci
+                ci = ctx.settings.ci
             boolean_tables.append(run.m_star)
+        else:
+            run.symmetry = result
+            tag = f" [run {run.run_id}]" if several_alone else ""
+            run.verdicts = [{**v, "claim": v["claim"].replace(":", f"{tag}:", 1)} for v in kind.verdicts(result, ctx)]
         if where is not None:  # a run that kept learning curves: one more figure; else none, nothing read
             curves = plot_learning_curves(
                 store, run.sweep, run.run_id, (run.record.get("trial_fields") or "").split(","), where
@@ -153,7 +153,7 @@ def judge(
     union, claims = boolean_verdicts(boolean_tables, tuned, ci, reference)
     if not boolean_tables:
         claims = _missing(claims)
-    claims += [v for r in runs if r.experiment == "symmetry" for v in r.verdicts] or _missing(
+    claims += [v for r in runs if not kinds[r.run_id].pooled for v in r.verdicts] or _missing(
         _empty_symmetry_verdicts()
     )
     own: list[Verdict] = []
@@ -200,22 +200,14 @@ def judge_own(store: ResultsStore, context: RunContext, m_star: pl.DataFrame | N
     claims = context.claims
     if not claims:
         return []
-    from attnsweep.analysis.boolean import CELL_FIELDS
-
-    cell = sym.CELL if context.experiment == "symmetry" else [c for c in CELL_FIELDS if c != "m"]
+    kind = analysis_of(context.experiment)
+    cell = kind.cell()
     trials = None
     if any(c["kind"] == "trend" for c in claims):
-        scan = store.scan_run_trials(context.sweep, context.run_id)
-        names = scan.collect_schema().names()
-        rows = scan.filter(
+        rows = store.scan_run_trials(context.sweep, context.run_id).filter(
             (pl.col("status") == "done") & (pl.col("search_phase").is_null() | (pl.col("search_phase") == "search"))
         )
-        if context.experiment != "symmetry" and {"test_acc", "n_test"} <= set(names):
-            floor = 0.5 / pl.col("n_test").cast(pl.Float64)
-            rows = rows.with_columns(
-                test_error=pl.coalesce(pl.col("test_error"), pl.max_horizontal(1 - pl.col("test_acc"), floor))
-            )
-        trials = (sym.with_student(rows) if context.experiment == "symmetry" else rows).collect()
+        trials = kind.claim_trials(rows).collect()
         cell = [c for c in cell if c in trials.columns]
     if m_star is not None:
         cell = [c for c in cell if c in m_star.columns or trials is not None and c in trials.columns]

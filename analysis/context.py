@@ -60,8 +60,11 @@ class RunContext:
         """The context of a record already read (e.g. from a published folder).
 
         Raises:
-            SpecError: as :meth:`load`.
+            SpecError: as :meth:`load`, or the record names no experiment attnsweep analyses.
         """
+        from attnsweep.analysis.experiments import analysis_of_record
+
+        analysis_of_record({"run_id": run_id, **record})  # an experiment no analysis knows: said here, once
         spec = _spec_of(run_id, sweep, record.get("spec_yaml"))
         return cls(
             sweep,
@@ -74,8 +77,8 @@ class RunContext:
 
     @property
     def experiment(self) -> str:
-        """``sparse_boolean`` (also for a record older than the field) or ``symmetry``."""
-        return self.record.get("experiment") or "sparse_boolean"
+        """The run's experiment (:func:`experiment_of` its record)."""
+        return experiment_of(self.record)
 
     @property
     def claims(self) -> list[dict[str, Any]]:
@@ -127,3 +130,9 @@ def _section(model: type[M], key: str, spec: dict[str, Any], run_id: str, sweep:
             for p in describe(exc, model)
         ]
         raise SpecError(problems, _source(run_id, sweep)) from None
+
+
+def experiment_of(record: dict) -> str:
+    """The experiment of the run ``record`` describes: its ``experiment``, or ``sparse_boolean``
+    for a record older than the field (the spec's default, orchestrator/spec.py)."""
+    return record.get("experiment") or "sparse_boolean"

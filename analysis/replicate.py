@@ -30,6 +30,7 @@ from scipy.stats import ks_2samp
 
 from attnsweep.analysis.boolean import CELL_FIELDS, analyze_run
 from attnsweep.analysis.context import RunContext
+from attnsweep.analysis.experiments import analysis_of
 from attnsweep.analysis.symmetry import analyze_symmetry_run
 from attnsweep.orchestrator.errors import RunError
 from attnsweep.orchestrator.trials_table import with_later_fields
@@ -71,34 +72,40 @@ def compare_runs(
         raise RunError(
             f"run {new} and baseline {baseline} come from different specs; replication compares runs of one pinned spec"
         )
-    experiment = contexts[0].experiment
     settings = contexts[0].settings  # one spec (same hash): the baseline's settings judge both
     dirs = [None, None] if figures_dir is None else [figures_dir / "baseline", figures_dir / "new"]
-    if experiment == "symmetry":
-        sa, sb = (
-            analyze_symmetry_run(store, s, r, settings, d)
-            for s, r, d in zip(sweeps, (baseline, new), dirs, strict=True)
-        )
-        out = _m_star(sa.m_star, sb.m_star, list(SYMMETRY_CELL), tol)
-        out += [
-            Comparison("verdict", x["claim"], x["verdict"], y["verdict"], x["verdict"] == y["verdict"])
-            # The same experiment's claims, in one order: a run judged on fewer claims ends the
-            # comparison at the shorter list, as before strictness was asked of every zip.
-            for x, y in zip(sa.verdicts, sb.verdicts, strict=False)
-        ]
-        score, cell = (
-            "test_error",
-            [c for c in SYMMETRY_CELL if c != "student"] + ["model", "equivariance"],
-        )
-    else:
-        a, b = (
-            analyze_run(store, figures_dir=d, settings=settings, context=c) for c, d in zip(contexts, dirs, strict=True)
-        )
-        cell = [c for c in CELL_FIELDS if c in a.m_star.columns]
-        out = _m_star(a.m_star, b.m_star, cell, tol) + _fits(a.fits, b.fits, tol)
-        score = "test_acc"
+    kind = analysis_of(contexts[0].experiment)
+    out, score, cell = kind.compare(store, sweeps, (baseline, new), contexts, settings, dirs, tol)
     out += _distributions(store, sweeps, (baseline, new), [c for c in cell if c != "student"], score, alpha)
     return out
+
+
+def compare_symmetry(
+    store, sweeps, run_ids, contexts, settings, dirs, tol: float
+) -> tuple[list[Comparison], str, list[str]]:
+    """The m* of each cell and the verdicts of S1-S4 of two symmetry runs (``run_ids``:
+    baseline, new), the score whose distributions are compared (``test_error``) and their cell."""
+    sa, sb = (analyze_symmetry_run(store, s, r, settings, d) for s, r, d in zip(sweeps, run_ids, dirs, strict=True))
+    out = _m_star(sa.m_star, sb.m_star, list(SYMMETRY_CELL), tol)
+    out += [
+        Comparison("verdict", x["claim"], x["verdict"], y["verdict"], x["verdict"] == y["verdict"])
+        # The same experiment's claims, in one order: a run judged on fewer claims ends the
+        # comparison at the shorter list, as before strictness was asked of every zip.
+        for x, y in zip(sa.verdicts, sb.verdicts, strict=False)
+    ]
+    return out, "test_error", [c for c in SYMMETRY_CELL if c != "student"] + ["model", "equivariance"]
+
+
+def compare_boolean(
+    store, sweeps, run_ids, contexts, settings, dirs, tol: float
+) -> tuple[list[Comparison], str, list[str]]:
+    """The m* of each cell and the growth-law parameters of two sparse-Boolean runs, the score
+    whose distributions are compared (``test_acc``) and their cell."""
+    a, b = (
+        analyze_run(store, figures_dir=d, settings=settings, context=c) for c, d in zip(contexts, dirs, strict=True)
+    )
+    cell = [c for c in CELL_FIELDS if c in a.m_star.columns]
+    return _m_star(a.m_star, b.m_star, cell, tol) + _fits(a.fits, b.fits, tol), "test_acc", cell
 
 
 def _m_star(base: pl.DataFrame, new: pl.DataFrame, cell: list[str], tol: float) -> list[Comparison]:

@@ -353,7 +353,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     from attnsweep.analysis.boolean import run_caveats
     from attnsweep.analysis.context import RunContext
     from attnsweep.analysis.experiments import analysis_of
-    from attnsweep.presentation.terminal import print_analysis, print_own_claims, print_symmetry
+    from attnsweep.presentation.terminal import print_own_claims
 
     if run_id is None:
         _, run_id = store.latest_run()
@@ -392,11 +392,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     with _stdout_errors():
         if own:
             print_own_claims(own, out)
-        printers = {  # each experiment's analysis, as the terminal shows it
-            "sparse_boolean": lambda: print_analysis(result, out),
-            "symmetry": lambda: print_symmetry(result, out, context.settings.target_error),
-        }
-        printers[kind.name]()
+        kind.show(result, out, context)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import math
 import polars as pl
 
 from attnsweep.analysis.context import RunContext
+from attnsweep.analysis.experiments import analysis_of_record
 from attnsweep.presentation.boolean_notes import (
     across_bounds,
     cell_name,
@@ -59,7 +60,7 @@ def render(
     if lead:
         lines += [lead, ""]
     for rec in records:
-        if rec.get("experiment") != "symmetry":
+        if analysis_of_record(rec).pooled:
             lines.append(run_line(rec))
     lines += [
         line
@@ -432,7 +433,7 @@ def _threshold(records: list[dict]) -> float:
         SpecError: a record's stored spec has an invalid ``analysis`` section (:mod:`analysis.context`).
     """
     for rec in records:
-        if rec.get("experiment") == "symmetry":
+        if not analysis_of_record(rec).pooled:
             continue
         run = RunContext.of_record(rec.get("sweep") or "?", rec.get("run_id") or "?", rec)
         if "acc_threshold" in (run.spec.get("analysis") or {}):

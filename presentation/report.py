@@ -40,13 +40,14 @@ import polars as pl
 
 from attnsweep.analysis.boolean import interval_text, union_cell
 from attnsweep.analysis.claims import Judgement, ReportRun, judge, runs_of, untested_line
+from attnsweep.analysis.experiments import analysis_of
 from attnsweep.analysis.exports import export_m_star
 from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.presentation.publish import publish as publish_folder
 from attnsweep.presentation.published import published_rows, published_within
 from attnsweep.presentation.readme_sections import readme_run_ids, update_readmes
-from attnsweep.presentation.verdict_table import BOOLEAN, SYMMETRY
+from attnsweep.presentation.verdict_table import EXPERIMENTS
 from attnsweep.results import ResultsStore
 from attnsweep.results.outputs import (
     building,
@@ -144,8 +145,8 @@ def build_report(
     with building(final) as stage:
         made = _write(store, runs, stage, reference, True, source)
     if readme is not None:
-        boolean_runs = [r for r in runs if r.experiment != "symmetry"]
-        symmetry_runs = [r for r in runs if r.experiment == "symmetry"]
+        boolean_runs = [r for r in runs if analysis_of(r.experiment).pooled]
+        symmetry_runs = [r for r in runs if not analysis_of(r.experiment).pooled]
         # The analyses name their figures in the folder they were made in; they are in out_dir now.
         symmetry = [
             dataclasses.replace(a, figures=[out_dir / Path(p).relative_to(stage) for p in a.figures])
@@ -372,9 +373,7 @@ def _drops_nothing(
                 )
     if readme is None:
         return
-    experiments = ([BOOLEAN] if any(r.experiment != "symmetry" for r in runs) else []) + (
-        [SYMMETRY] if any(r.experiment == "symmetry" for r in runs) else []
-    )
+    experiments = [e for e in EXPERIMENTS if any(analysis_of(r.experiment).section == e for r in runs)]
     dropped = [r for e in experiments for r in readme_run_ids(readme, e) if r not in ids]
     if dropped:
         raise AttnsweepError(

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
+from attnsweep.analysis.experiments import BOOLEAN_SECTION, SECTIONS, SYMMETRY_SECTION
 from attnsweep.analysis.symmetry import SymmetryAnalysis, claims_along_d
 from attnsweep.presentation.markdown import md_target, md_text
 from attnsweep.presentation.series import l1_series, series_kind
@@ -21,10 +22,9 @@ from attnsweep.stats.boolean_growth import MIN_DECADES, SMALL_T_FROM
 from attnsweep.stats.verdict_common import combined
 
 HEADER = ["| claim | verdicts | bottom line |", "|---|---|---|"]
-BOOLEAN = "sparse Boolean"
-SYMMETRY = "symmetry"
-EXPERIMENTS = (BOOLEAN, SYMMETRY)
-"""The experiments, in the table's row order."""
+BOOLEAN, SYMMETRY = BOOLEAN_SECTION, SYMMETRY_SECTION
+EXPERIMENTS = SECTIONS
+"""The experiments' rows (analysis/experiments.py ``section``), in the table's order."""
 ROW_START = {
     BOOLEAN: "| Sparse Boolean functions: m\\* grows like log T (Edelman et al., ICML 2022) |",
     SYMMETRY: "| Equivariance with knowledge forces an attention-like form (Ma & Ying, 2022) |",

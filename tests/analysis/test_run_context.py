@@ -24,7 +24,7 @@ from attnsweep.results import ResultsStore, StoreError
 START = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
 
 
-def _store(tmp_path, spec_yaml: str | None, run_id: str = "r1") -> ResultsStore:
+def _store(tmp_path, spec_yaml: str | None, run_id: str = "r1", experiment: str = "sparse_boolean") -> ResultsStore:
     """A store holding one finished sparse-Boolean run (m* between 16 and 32 at T=16) whose
     record keeps ``spec_yaml`` as its stored spec, written as the driver writes them."""
     store = ResultsStore(tmp_path / "store")
@@ -50,7 +50,7 @@ def _store(tmp_path, spec_yaml: str | None, run_id: str = "r1") -> ResultsStore:
         host="test",
         code_version="test",
         packages="{}",
-        experiment="sparse_boolean",
+        experiment=experiment,
         trial_fields=None,
         cell_counts=None,
         attempts=[],
@@ -117,3 +117,14 @@ def test_analyze_exits_with_code_2_and_names_the_field(tmp_path):
     result = CliRunner().invoke(app, ["analyze", "r-bad", "--store", str(store.root), "--figures", str(tmp_path / "f")])
     assert result.exit_code == 2
     assert "run r-bad" in result.output and "analysis.ci" in result.output
+
+
+def test_a_record_of_an_experiment_no_analysis_knows_is_an_error_naming_the_run_and_the_field(tmp_path):
+    store = _store(tmp_path, "name: sw\n", run_id="r-odd", experiment="parity_games")
+    with pytest.raises(SpecError) as caught:
+        RunContext.load(store, "sw", "r-odd")
+    said = str(caught.value)
+    assert "run r-odd" in said and "experiment" in said and "'parity_games'" in said
+    assert "['sparse_boolean', 'symmetry']" in said
+    result = CliRunner().invoke(app, ["analyze", "r-odd", "--store", str(store.root)])
+    assert result.exit_code == 2 and "'parity_games'" in result.output and "Traceback" not in result.output
