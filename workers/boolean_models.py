@@ -125,6 +125,11 @@ class BooleanModel:
         margin: whether its norms give a complexity term (``stop: margin`` needs one); None (a
             package's default): known once its norms run, where a trial without one fails.
         description: one line for the docs.
+        label: how figures and tables name the model; None: its :attr:`name`.
+        paper_role: which of the paper's models (Edelman et al.) it is, for the claims that
+            compare attention with an MLP: ``"attention"`` (the built-in transformer) or
+            ``"baseline"`` (the built-in MLP); None (a package's model): none of them
+            (:func:`workers.builtin_models.paper_model` reads the built-ins').
         paths: the built-ins' own fast paths; a package leaves it None.
     """
 
@@ -139,6 +144,8 @@ class BooleanModel:
     check: Callable[[Config], str | None] | None = None
     margin: bool | None = None
     description: str = ""
+    label: str | None = None
+    paper_role: str | None = None
     paths: BuiltInPaths | None = None
 
 

@@ -19,6 +19,7 @@ from attnsweep.tasks.teachers import BUILT_IN as TEACHERS_BUILT_IN
 from attnsweep.tasks.teachers import teacher_names
 from attnsweep.workers.boolean_models import BUILT_IN as MODELS_BUILT_IN
 from attnsweep.workers.boolean_models import DECLARED, model_names, problem
+from attnsweep.workers.builtin_students import built_in_form, permutation_models
 from attnsweep.workers.student_registry import BUILT_IN as STUDENTS_BUILT_IN
 from attnsweep.workers.student_registry import student_names
 
@@ -291,15 +292,21 @@ class SymmetryTrialConfig(StrictSettings):
 
     @model_validator(mode="after")
     def _check_student(self) -> SymmetryTrialConfig:
-        if self.equivariance == "orthogonal" and self.model != "transformer":
+        # The registry's declarations of the built-in students (workers/builtin_students.py); a
+        # package's student is not imported here (validation reads names alone).
+        if self.equivariance == "orthogonal" and self.model != type(self).model_fields["model"].default:
             raise ValueError(
                 "model must be left out for the inner-product student (equivariance 'orthogonal'): "
                 "it has no model choice"
             )
-        if self.equivariance == "permutation" and self.model != "transformer":
-            raise ValueError("equivariance 'permutation' needs model 'transformer' (an MLP has no position-free form)")
-        if self.model == "transformer" and self.equivariance != "orthogonal" and self.width % self.heads:
-            raise ValueError(f"heads must divide width (got width={self.width}, heads={self.heads})")
+        form = built_in_form(self.model, self.equivariance)
+        if self.equivariance == "permutation" and form is None:
+            raise ValueError(
+                f"equivariance 'permutation' needs model {permutation_models()} (an MLP has no position-free form)"
+            )
+        wrong = form.forms.check(self) if form is not None and form.forms is not None and form.forms.check else None
+        if wrong:
+            raise ValueError(wrong)
         return self
 
     def shape_key(self) -> tuple:

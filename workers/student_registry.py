@@ -12,8 +12,9 @@ Ray worker), the student is valid in a spec (``model: deepsets``, with ``equivar
 or ``augment``), is initialised, trained and scored like a built-in one (stacked under
 ``torch.func.vmap`` where built-ins are), and the memory estimate reads its
 :attr:`Student.param_count` and :attr:`Student.activations`. The built-in students
-(``transformer``, ``mlp``; workers/students.py) are :class:`Student` values too and go through
-the same lookup, :func:`attnsweep.workers.students.student_of`.
+(``transformer``, ``mlp``; workers/builtin_students.py, their modules in workers/students.py)
+are :class:`Student` values too and go through the same lookup,
+:func:`attnsweep.workers.builtin_students.student_of`.
 
 No torch at import: spec validation reads names alone. Counting a package's parameters on
 torch's meta device (:func:`plugin_param_count`) imports torch then; inside
@@ -29,8 +30,9 @@ import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from attnsweep.tasks.errors import TaskError
 from attnsweep.tasks.plugins import installed_names, load_one
 
 if TYPE_CHECKING:  # torch loads only where a student is built
@@ -39,10 +41,34 @@ if TYPE_CHECKING:  # torch loads only where a student is built
 ENTRY_POINTS = "attnsweep.students"
 """The entry-point group a package names its :class:`Student` values in."""
 BUILT_IN = ("transformer", "mlp")
-"""attnsweep's own students (workers/students.py); no package may add a student by these names."""
+"""attnsweep's own students (workers/builtin_students.py); no package may add a student by these names."""
 
 Sizes = Callable[[int, int, int, int, int], int]
 """``(n, k, d, width, heads) -> int``: a count of a student of these sizes."""
+Config = Any
+"""A :class:`workers.config.SymmetryTrialConfig` (not imported: the config imports this module)."""
+
+
+@dataclass(frozen=True)
+class BuiltInForms:
+    """What attnsweep declares of its own students beside the contract: which setting is their
+    width, which equivariances they take and what else a config must satisfy. Spec validation
+    reads it (workers/config.py); a package's student has none (:attr:`Student.forms` None) and
+    is built at the spec's ``width``, with ``equivariance`` none or augment (orthogonal picks
+    the inner-product student whatever the model), since validation does not load it.
+
+    Attributes:
+        width: the trial config's setting its build is given as ``width``: ``"width"`` or
+            ``"mlp_width"``.
+        permutation: its permutation-equivariant form, built and sized for ``equivariance:
+            permutation``; None: it has none, and that equivariance is refused for it.
+        check: ``cfg -> str | None``: what is wrong with a symmetry trial config for it (one
+            line), or None.
+    """
+
+    width: str = "width"
+    permutation: Student | None = None
+    check: Callable[[Config], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +93,7 @@ class Student:
         activations: float32 values its forward pass keeps for the backward pass, per training
             sample. None: four times the generic transformer's, ``64 (n + k) max(width, d)``.
         description: one line for the docs.
+        forms: the built-ins' own declarations (:class:`BuiltInForms`); a package leaves it None.
     """
 
     name: str
@@ -74,6 +101,7 @@ class Student:
     param_count: Sizes | None = None
     activations: Sizes | None = None
     description: str = ""
+    forms: BuiltInForms | None = None
 
 
 def student_names() -> list[str]:
@@ -93,10 +121,15 @@ def plugin_student(name: str) -> Student:
 
     Raises:
         TaskError: no entry point has that name, two do, or it does not load, is not a
-            :class:`Student` or names another student. The message names the entry point.
+            :class:`Student`, names another student or declares built-in forms. The message
+            names the entry point.
     """
     student = load_one(entry_points(group=ENTRY_POINTS), ENTRY_POINTS, name, Student, "student")
     assert isinstance(student, Student)  # load_one checked it; for the type checker
+    if student.forms is not None:
+        raise TaskError(
+            f"student {name!r} (entry point of group {ENTRY_POINTS!r}) sets forms, which only built-ins have"
+        )
     return student
 
 

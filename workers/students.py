@@ -15,9 +15,10 @@ are initialised from torch's global generator, as ``nn.Module`` does; callers fi
 trial (``torch.random.fork_rng`` plus a derived seed, as :mod:`workers.train_boolean` does).
 
 The generic models are :class:`~attnsweep.workers.student_registry.Student` values
-(:data:`TRANSFORMER`, :data:`MLP`), looked up by name in :func:`student_of` beside the students
-other packages add (workers/student_registry.py); a package's student is checked on a tiny
-input (:func:`check_student`) before it trains.
+(workers/builtin_students.py ``TRANSFORMER``, ``MLP``, with their closed-form sizes and forms;
+imported here too), looked up by name in ``student_of`` beside the students other packages add
+(workers/student_registry.py); a package's student is checked on a tiny input
+(:func:`check_student`) before it trains.
 """
 
 from __future__ import annotations
@@ -30,12 +31,18 @@ from torch import nn
 from torch.nn import functional as F
 
 from attnsweep.tasks.errors import TaskError
-from attnsweep.workers.memory import student_activations, symmetry_param_count
-from attnsweep.workers.student_registry import BUILT_IN, Student, plugin_student, student_names
+
+# The registry's entries and lookup (workers/builtin_students.py), importable from here as before.
+from attnsweep.workers.builtin_students import BUILT_IN_STUDENTS as BUILT_IN_STUDENTS
+from attnsweep.workers.builtin_students import EQUIVARIANCES as EQUIVARIANCES
+from attnsweep.workers.builtin_students import MLP as MLP
+from attnsweep.workers.builtin_students import TRANSFORMER as TRANSFORMER
+from attnsweep.workers.builtin_students import form_of
+from attnsweep.workers.builtin_students import student_of as student_of
+from attnsweep.workers.student_registry import BUILT_IN
 
 MODELS = BUILT_IN
 """The built-in students' names; :func:`student_of` finds those of installed packages too."""
-EQUIVARIANCES = ("none", "orthogonal", "augment", "permutation")
 
 
 class Attention(nn.Module):
@@ -194,40 +201,6 @@ class InnerProductStudent(nn.Module):
         return G1 @ X + G2 @ K + self.identity * X
 
 
-TRANSFORMER = Student(
-    "transformer",
-    lambda n, k, d, width, heads: SeqTransformer(n, k, d, width, heads, positional=True),
-    param_count=lambda n, k, d, width, heads: symmetry_param_count("transformer", "none", n, k, d, width, heads),
-    activations=lambda n, k, d, width, heads: student_activations("transformer", n, k, d, width, heads),
-    description="generic transformer with learned positions (SeqTransformer)",
-)
-MLP = Student(
-    "mlp",
-    lambda n, k, d, width, heads: SeqMLP(n, k, d, width),
-    param_count=lambda n, k, d, width, heads: symmetry_param_count("mlp", "none", n, k, d, width, heads),
-    activations=lambda n, k, d, width, heads: student_activations("mlp", n, k, d, width, heads),
-    description="flattened-input MLP, two hidden layers of mlp_width (SeqMLP)",
-)
-BUILT_IN_STUDENTS: dict[str, Student] = {s.name: s for s in (TRANSFORMER, MLP)}
-"""attnsweep's own generic students, by name (workers/student_registry.py ``BUILT_IN`` names them)."""
-
-
-def student_of(name: str) -> Student:
-    """The student called ``name``; a package's student is loaded alone, so another package's
-    broken entry point does not stop this one.
-
-    Raises:
-        TaskError: no student has that name (the message lists those that do), or its
-            package's entry point does not load (the message names the entry point).
-    """
-    if name in BUILT_IN_STUDENTS:
-        return BUILT_IN_STUDENTS[name]
-    names = student_names()
-    if name not in names:
-        raise TaskError(f"model must be one of {names}, got {name!r}")
-    return plugin_student(name)
-
-
 def check_student(name: str, model: object, n: int, k: int, d: int) -> None:
     """Hold a package's student to the contract training reads (workers/student_registry.py
     ``Student``): an ``nn.Module`` with parameters whose forward maps X ``(2, n, d)`` and K
@@ -257,33 +230,22 @@ def check_student(name: str, model: object, n: int, k: int, d: int) -> None:
 
 
 def build_student(model: str, equivariance: str, n: int, k: int, d: int, width: int, heads: int) -> nn.Module:
-    """The student a trial names.
-
-    ``orthogonal`` -> :class:`InnerProductStudent` (``heads`` heads, hidden width 16; the
-    model name is checked but not used); ``permutation`` -> :class:`SeqTransformer` without
-    positions (needs ``model="transformer"``); ``none`` and ``augment`` -> the named student
-    of :func:`student_of` (augmentation belongs to training, not to the model), a package's
-    checked by :func:`check_student`.
+    """The student a trial names, freshly initialised: the form
+    :func:`workers.builtin_students.form_of` gives (``orthogonal`` -> :class:`InnerProductStudent`,
+    ``heads`` heads, hidden width 16, the model name checked but not used; ``permutation`` -> the
+    named student's permutation-equivariant form, the transformer's :class:`SeqTransformer`
+    without positions; ``none`` and ``augment`` -> the named student), a package's checked by
+    :func:`check_student`. ``width`` is the one the trial's student takes
+    (:func:`workers.builtin_students.width_of`).
 
     Raises:
-        ValueError: unknown equivariance, ``orthogonal`` or ``permutation`` with another model
-            than ``"transformer"``, or width not divisible by heads for the transformer.
+        ValueError: unknown equivariance, ``permutation`` for a student without such a form, or
+            width not divisible by heads for the transformer.
         TaskError: unknown model (the message lists those there are), or a package's student
             that does not load or breaks its contract (the message names it).
     """
-    if equivariance not in EQUIVARIANCES:
-        raise ValueError(f"equivariance must be one of {list(EQUIVARIANCES)}, got {equivariance!r}")
-    student = student_of(model)
-    if equivariance == "orthogonal":
-        return InnerProductStudent(n, k, d, heads=heads)
-    if equivariance == "permutation":
-        if model != "transformer":
-            raise ValueError(
-                f"model must be 'transformer' when equivariance='permutation' (the MLP has no "
-                f"permutation-equivariant form), got {model!r}"
-            )
-        return SeqTransformer(n, k, d, width, heads, positional=False)
-    built = student.build(n, k, d, width, heads)
-    if model not in BUILT_IN_STUDENTS:  # a package's student is held to what training reads
+    form = form_of(model, equivariance)
+    built = form.build(n, k, d, width, heads)
+    if form.forms is None:  # a package's student (built-ins declare forms) is held to what training reads
         check_student(model, built, n, k, d)
     return built

@@ -24,6 +24,7 @@ from torch.func import functional_call
 from attnsweep import tasks
 from attnsweep.tasks.seq2seq import sample_dataset
 from attnsweep.workers.adamw import AdamW
+from attnsweep.workers.builtin_students import width_of
 from attnsweep.workers.config import SymmetryTrialConfig
 from attnsweep.workers.curves import Curve, CurvePlan, attach
 from attnsweep.workers.equivariance import (
@@ -106,8 +107,7 @@ def _student(c: SymmetryTrialConfig) -> torch.nn.Module:
         torch.default_generator.manual_seed(
             tasks.derive_seed("init", c.model, c.equivariance, c.n, c.k, c.d, c.width, c.heads, c.seed)
         )
-        width = c.mlp_width if c.model == "mlp" and c.equivariance in ("none", "augment") else c.width
-        return build_student(c.model, c.equivariance, c.n, c.k, c.d, width, c.heads)
+        return build_student(c.model, c.equivariance, c.n, c.k, c.d, width_of(c), c.heads)
 
 
 def _train_stacked(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from attnsweep.workers import BooleanTrialConfig, SymmetryTrialConfig, build_model, build_student
+from attnsweep.workers.builtin_models import BUILT_IN_MODELS
 from attnsweep.workers.memory import (
     boolean_trial_bytes,
     boolean_working_bytes,
@@ -129,17 +131,19 @@ def test_estimate_grows_linearly_in_T_for_the_one_layer_path():
     assert 3.5 < large / small < 4.1  # O(T H) per sample, not O(T d) per position
 
 
-@pytest.mark.parametrize("model", ["transformer", "mlp"])
+@pytest.mark.parametrize("model", sorted(BUILT_IN_MODELS))
 @pytest.mark.parametrize(("d", "layers", "heads", "width"), [(8, 1, 1, 64), (32, 2, 4, 256), (16, 3, 2, 8)])
 def test_the_closed_form_parameter_count_is_the_count_of_the_built_model(model, d, layers, heads, width):
+    # Each built-in's own closed form (its registry entry's param_count), for every built-in.
     import torch
 
-    from attnsweep.workers.memory import boolean_param_count
-
+    count = BUILT_IN_MODELS[model].param_count
+    assert count is not None
     for T in (2, 3, 7, 64, 1000, 12345):
         with torch.device("meta"):
             built = build_model(model, T, d, layers, heads, width)
-        assert boolean_param_count(model, T, d, layers, heads, width) == sum(p.numel() for p in built.parameters())
+        settings = SimpleNamespace(T=T, d=d, layers=layers, heads=heads, mlp_width=width)
+        assert count(settings) == sum(p.numel() for p in built.parameters())
 
 
 @pytest.mark.parametrize(
@@ -155,16 +159,54 @@ def test_the_closed_form_parameter_count_is_the_count_of_the_built_model(model, 
 )
 @pytest.mark.parametrize(("n", "k", "d", "width", "heads"), [(6, 4, 8, 32, 4), (3, 1, 64, 16, 2), (12, 9, 5, 8, 1)])
 def test_the_closed_form_student_count_is_the_count_of_the_built_student(model, equivariance, n, k, d, width, heads):
+    # Each built-in form's own closed form (its registry entry's param_count).
     import torch
 
-    from attnsweep.workers.memory import symmetry_param_count
+    from attnsweep.workers.builtin_students import form_of
     from attnsweep.workers.students import build_student
 
+    count = form_of(model, equivariance).param_count
+    assert count is not None
     with torch.device("meta"):
         built = build_student(model, equivariance, n, k, d, width, heads)
-    assert symmetry_param_count(model, equivariance, n, k, d, width, heads) == sum(
-        p.numel() for p in built.parameters()
-    )
+    assert count(n, k, d, width, heads) == sum(p.numel() for p in built.parameters())
+
+
+def test_every_built_in_student_form_is_sized_in_closed_form():
+    # The cases above cover every form a built-in student declares, and none is left to the
+    # err-high defaults of a package's student.
+    from attnsweep.workers.builtin_students import BUILT_IN_STUDENTS, INNER_PRODUCT
+
+    forms = [INNER_PRODUCT]
+    for student in BUILT_IN_STUDENTS.values():
+        assert student.forms is not None
+        forms += [student] + ([student.forms.permutation] if student.forms.permutation is not None else [])
+    assert [(f.name, f.build.__name__) for f in forms] == [
+        ("inner_product", "_inner_product_build"),
+        ("transformer", "_transformer_build"),
+        ("transformer", "_position_free_build"),
+        ("mlp", "_mlp_build"),
+    ]
+    assert all(f.param_count is not None and f.activations is not None for f in forms)
+
+
+def test_the_symmetry_estimate_reads_each_student_at_its_own_width():
+    # The MLP is built and sized at mlp_width, the transformer and the inner-product student at
+    # width (workers/builtin_students.py width_of): the estimate moves with that setting only.
+    from attnsweep.workers.builtin_students import width_of
+
+    base = SymmetryTrialConfig(teacher="equivariant", n=6, k=4, d=8, m=32, seed=0, width=16, heads=4, mlp_width=64)
+    for model, equivariance, own in [
+        ("mlp", "none", "mlp_width"),
+        ("mlp", "augment", "mlp_width"),
+        ("transformer", "none", "width"),
+        ("transformer", "permutation", "width"),
+    ]:
+        c = base.model_copy(update={"model": model, "equivariance": equivariance})
+        other = "width" if own == "mlp_width" else "mlp_width"
+        assert width_of(c) == getattr(c, own)
+        assert symmetry_working_bytes(c.model_copy(update={other: 128})) == symmetry_working_bytes(c)
+        assert symmetry_working_bytes(c.model_copy(update={own: 128})) > symmetry_working_bytes(c)
 
 
 def test_a_spec_is_checked_and_sized_without_torch():

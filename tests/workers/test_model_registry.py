@@ -233,3 +233,19 @@ def test_a_sweep_beside_broken_models_records_their_failures_and_analyses_the_re
     models = {c["model"] for c in cells}
     assert {"transformer", "bagpos"} <= models, models
     assert all(c["m_star"] is None or math.isfinite(c["m_star"]) or c["m_star"] > 0 for c in cells)
+
+
+def test_the_built_ins_declare_their_labels_and_roles_in_the_paper(site, monkeypatch):
+    for module in ("bagpos_pkg", "raises_pkg"):  # imported by earlier tests
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    assert (builtins.TRANSFORMER.label, builtins.TRANSFORMER.paper_role) == ("transformer", "attention")
+    assert (builtins.MLP.label, builtins.MLP.paper_role) == ("MLP", "baseline")
+    assert builtins.paper_model("attention") == "transformer" and builtins.paper_model("baseline") == "mlp"
+    with pytest.raises(ValueError, match=r"paper role must be one of \['attention', 'baseline'\], got 'conv'"):
+        builtins.paper_model("conv")
+    assert builtins.model_label("transformer") == "transformer" and builtins.model_label("mlp") == "MLP"
+    # A package's model: its name, its package not imported for it (one whose import raises too).
+    assert builtins.model_label("bagpos") == "bagpos" and builtins.model_label("raises") == "raises"
+    assert not {"bagpos_pkg", "raises_pkg"} & set(sys.modules)
+    plain = registry.BooleanModel("conv", lambda c: None)
+    assert plain.label is None and plain.paper_role is None  # a package need not give them

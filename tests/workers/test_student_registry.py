@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from torch import nn
 
 from attnsweep.tasks.errors import TaskError
-from attnsweep.workers import memory, student_registry
+from attnsweep.workers import builtin_students, memory, student_registry
 from attnsweep.workers.config import SymmetryTrialConfig
 from attnsweep.workers.student_registry import Student
 from attnsweep.workers.students import MLP, TRANSFORMER, build_student, student_of
@@ -95,8 +95,8 @@ def test_a_package_student_is_found_sized_and_trained_alone_and_stacked(monkeypa
     c = cfg(model="rowmlp")
     built = build_student("rowmlp", "none", c.n, c.k, c.d, c.width, c.heads)
     # Counted on the meta device (the student gives no count), its own activation count read.
-    assert memory.symmetry_param_count("rowmlp", "none", 4, 2, 4, 8, 4) == sum(p.numel() for p in built.parameters())
-    assert memory.student_activations("rowmlp", 4, 2, 4, 8, 4) == 7
+    assert builtin_students.param_count(c) == sum(p.numel() for p in built.parameters())
+    assert builtin_students.activations(c) == 7
     configs = [cfg(model="rowmlp", seed=s) for s in range(2)] + [cfg(model="rowmlp", seed=5, equivariance="augment")]
     alone = train_symmetry_pack(configs[:2], stacked=False)
     stacked = train_symmetry_pack(configs[:2], stacked=True)  # vmap over functional_call, as on a GPU
@@ -157,3 +157,47 @@ def test_a_package_student_that_breaks_its_contract_fails_its_trial_naming_it(mo
         build_student(name, "none", 4, 2, 4, 8, 4)
     (row,) = train_symmetry_pack([cfg(model=name)])
     assert row["status"] == "failed" and row["error_type"] == "TaskError" and f"student {name!r}" in row["error"]
+
+
+CLAIMS_FORMS = Student(
+    "claims",
+    lambda n, k, d, w, h: RowMLP(d, w),
+    forms=student_registry.BuiltInForms(permutation=OK_STUDENT),
+)
+
+
+def test_a_package_student_may_not_declare_built_in_forms(monkeypatch):
+    # Validation does not load a package, so forms it declared could not be read there.
+    _with_entry_points(monkeypatch, ("claims", f"{MODULE}:CLAIMS_FORMS"))
+    with pytest.raises(TaskError, match="student 'claims' .* sets forms, which only built-ins have"):
+        student_of("claims")
+    (row,) = train_symmetry_pack([cfg(model="claims")])
+    assert row["status"] == "failed" and "sets forms" in row["error"]
+
+
+def test_the_validation_messages_read_the_registry_and_keep_their_wording(monkeypatch):
+    _with_entry_points(monkeypatch, ("rowmlp", f"{MODULE}:OK_STUDENT"))
+    for model in ("mlp", "rowmlp"):
+        with pytest.raises(
+            ValidationError,
+            match=r"model must be left out for the inner-product student \(equivariance 'orthogonal'\): "
+            "it has no model choice",
+        ):
+            cfg(model=model, equivariance="orthogonal")
+        with pytest.raises(
+            ValidationError,
+            match=r"equivariance 'permutation' needs model 'transformer' \(an MLP has no position-free form\)",
+        ):
+            cfg(model=model, equivariance="permutation")
+    for equivariance in ("none", "augment", "permutation"):
+        with pytest.raises(ValidationError, match=r"heads must divide width \(got width=30, heads=4\)"):
+            cfg(equivariance=equivariance, width=30)
+    # The width belongs to the transformer's forms: the inner-product student and the MLP take any.
+    assert cfg(equivariance="orthogonal", width=30).width == 30
+    assert cfg(model="mlp", width=30).width == 30
+    with pytest.raises(
+        ValueError,
+        match=r"model must be 'transformer' when equivariance='permutation' \(the MLP has no "
+        r"permutation-equivariant form\), got 'mlp'",
+    ):
+        build_student("mlp", "permutation", 4, 2, 4, 8, 4)
