@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from attnsweep.analysis.context import RunContext
     from attnsweep.results import ResultsStore
+    from attnsweep.stats.verdict_common import Verdict
 
 BOOLEAN_SECTION = "sparse Boolean"
 SYMMETRY_SECTION = "symmetry"
@@ -54,7 +55,7 @@ class ExperimentAnalysis:
     name: str
     analyze: Callable[[ResultsStore, RunContext, Path | None, bool], Any]
     m_star: Callable[[Any], pl.DataFrame]
-    verdicts: Callable[[Any, RunContext], list]
+    verdicts: Callable[[Any, RunContext], list[Verdict]]
     pooled: bool
     section: str
     cell: Callable[[], list[str]]
@@ -75,7 +76,7 @@ def _boolean_m_star(result: Any) -> pl.DataFrame:
     return m_star_table(result)
 
 
-def _boolean_verdicts(result: Any, context: RunContext) -> list:
+def _boolean_verdicts(result: Any, context: RunContext) -> list[Verdict]:
     from attnsweep.analysis.boolean import boolean_verdicts, m_star_table
 
     return boolean_verdicts([m_star_table(result)], context.tuned, context.settings.ci)[1]
