@@ -23,40 +23,13 @@ from pydantic import Field, PrivateAttr, ValidationError
 
 from attnsweep.orchestrator.spec_problems import describe
 from attnsweep.workers.config import StrictSettings
+from attnsweep.workers.experiments import EXPERIMENTS
 
 LAWS = ("log", "polylog", "linear", "power")
 """The growth laws a ``growth`` claim names (stats/fits.py ``MODELS``: a + b ln T, a (ln T)^k,
 a + b T, a T^c)."""
 PAPER_IDS = ("L1", "L2", "L3", "L4", "R", "S1", "S2", "S3", "S4")
 """The paper's claims' ids, which a spec's claim may not take."""
-QUANTITIES = {
-    "sparse_boolean": (
-        "test_error",
-        "test_acc",
-        "test_loss",
-        "train_acc",
-        "train_loss",
-        "margin",
-        "margin_normalised",
-        "norm_qk",
-        "norm_v",
-        "norm_readout",
-        "epochs",
-        "wall_s",
-    ),
-    "symmetry": (
-        "test_error",
-        "train_error",
-        "eq_error_median",
-        "eq_error_max",
-        "perm_error_median",
-        "perm_error_max",
-        "epochs",
-        "wall_s",
-    ),
-}
-"""The per-trial measurements a ``trend`` claim may name, per experiment (the trials table's
-columns; a sparse-Boolean run's ``test_error`` is 1 - ``test_acc``)."""
 M_STAR_KINDS = ("growth", "fewer_samples")
 """Kinds that judge m* (of a sparse-Boolean run)."""
 
@@ -98,7 +71,7 @@ class TrendClaim(_Claim):
     """``quantity`` falls (rises) as ``along`` grows (stats/own_claims.py ``trend``)."""
 
     kind: Literal["trend"]
-    quantity: str = Field(description="a per-trial measurement (QUANTITIES)")
+    quantity: str = Field(description="a per-trial measurement (workers/experiments.py claim_quantities)")
     along: str = Field("m", description="the axis it moves along (default m)")
     direction: Literal["falls", "rises"] = Field(description="falls or rises")
 
@@ -156,6 +129,7 @@ def claim_problems(
             axes.setdefault(name, [])
             axes[name] += [v for v in values if v not in axes[name]]
     allowed = sorted(a for a in axes if a not in ("m", "seed"))
+    kind = EXPERIMENTS.get(experiment)  # None: an unknown experiment, said by the spec's own check
     problems, seen = [], set()
     for i, c in enumerate(claims):
         where = f"claims[{i if c._position is None else c._position}] ({c.id})"
@@ -165,10 +139,11 @@ def claim_problems(
             problems.append(f"{where}.id: {c.id!r} is used twice; each claim needs its own")
         seen.add(c.id)
         if isinstance(c, (GrowthClaim, FewerSamplesClaim)):
-            if experiment == "symmetry":
+            if kind is not None and not kind.m_star_claims:
+                judged = [name for name, e in EXPERIMENTS.items() if e.m_star_claims]
                 problems.append(
-                    f"{where}.kind: {c.kind} judges m*, which claims judge on sparse_boolean runs; a symmetry run "
-                    "takes trend claims"
+                    f"{where}.kind: {c.kind} judges m*, which claims judge on {' and '.join(judged)} runs; a "
+                    f"{experiment} run takes trend claims"
                 )
                 continue
             if c.axis in ("m", "seed") and c.axis in axes:  # on the grid, but m* is read over them
@@ -192,7 +167,11 @@ def claim_problems(
                 if c.less == c.more:
                     problems.append(f"{where}.more: value {c.more!r}: the same as less; compare two values")
         else:
-            quantities = QUANTITIES.get(experiment) or tuple(sorted({q for qs in QUANTITIES.values() for q in qs}))
+            quantities = (
+                kind.claim_quantities
+                if kind is not None
+                else tuple(sorted({q for e in EXPERIMENTS.values() for q in e.claim_quantities}))
+            )
             if c.quantity not in quantities:
                 problems.append(f"{where}.quantity: value {c.quantity!r}: allowed: {list(quantities)}")
             along = sorted({*allowed, "m"})

@@ -49,6 +49,12 @@ class Experiment(Generic[C]):
             a cell over every other setting (symmetry: stats/symmetry.py ``CELL``, the student
             being ``model`` with its ``equivariance``), so ``validate`` names a varied setting
             that would be pooled; None: every setting but m and the seed keys a cell.
+        claim_quantities: the per-trial measurements a spec's own ``trend`` claim may name
+            (orchestrator/spec_claims.py; columns of the trials table, or made from them by
+            the analysis: analysis/experiments.py ``claim_trials``).
+        m_star_claims: whether a spec's own claims may judge m* (``growth``,
+            ``fewer_samples``): the analysis keeps an m* table per cell with its bootstrap
+            replicates (sparse Boolean) or does not (symmetry).
     """
 
     name: str
@@ -62,6 +68,8 @@ class Experiment(Generic[C]):
     succeeds: Callable[[dict, Any], bool]
     tuning_score: Callable[[dict | None], float]
     cell_keys: frozenset[str] | None = None
+    claim_quantities: tuple[str, ...] = ()
+    m_star_claims: bool = True
 
 
 def _boolean_succeeds(row: dict, analysis: Any) -> bool:
@@ -110,6 +118,20 @@ EXPERIMENTS: dict[str, Experiment[Any]] = {
         stacks=boolean_stacks,
         succeeds=_boolean_succeeds,
         tuning_score=_boolean_score,
+        claim_quantities=(
+            "test_error",
+            "test_acc",
+            "test_loss",
+            "train_acc",
+            "train_loss",
+            "margin",
+            "margin_normalised",
+            "norm_qk",
+            "norm_v",
+            "norm_readout",
+            "epochs",
+            "wall_s",
+        ),
     ),
     "symmetry": Experiment(
         "symmetry",
@@ -123,5 +145,16 @@ EXPERIMENTS: dict[str, Experiment[Any]] = {
         succeeds=_symmetry_succeeds,
         tuning_score=_symmetry_score,
         cell_keys=frozenset({"teacher", "model", "equivariance", "n", "k", "d"}),
+        claim_quantities=(
+            "test_error",
+            "train_error",
+            "eq_error_median",
+            "eq_error_max",
+            "perm_error_median",
+            "perm_error_max",
+            "epochs",
+            "wall_s",
+        ),
+        m_star_claims=False,
     ),
 }

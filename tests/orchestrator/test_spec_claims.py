@@ -75,6 +75,11 @@ def test_m_star_claims_are_refused_on_a_symmetry_run():
     ]
     spec = parse_spec(base + "claims:\n  - {id: y, kind: trend, quantity: eq_error_median, direction: falls}\n")
     assert spec.claims[0].quantity == "eq_error_median"
+    # A sparse-Boolean measurement is not a symmetry trial's: the allowed list is the symmetry run's.
+    assert _problems("  - {id: z, kind: trend, quantity: margin, direction: falls}\n", base) == [
+        "claims[0] (z).quantity: value 'margin': allowed: ['test_error', 'train_error', 'eq_error_median', "
+        "'eq_error_max', 'perm_error_median', 'perm_error_max', 'epochs', 'wall_s']"
+    ]
 
 
 def test_claims_must_be_a_list_and_unknown_fields_are_named():
