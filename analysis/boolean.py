@@ -24,7 +24,7 @@ from attnsweep.orchestrator.spec import AnalysisSettings, SearchSettings
 from attnsweep.orchestrator.trials_table import trial_schema, with_later_fields
 from attnsweep.results import ResultsStore, StoreError
 from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
-from attnsweep.stats.boolean_cells import estimator_view
+from attnsweep.stats.boolean_cells import ATTENTION, BASELINE, estimator_view
 from attnsweep.stats.boolean_growth import AIC_MARGIN, MIN_DECADES, _rivals
 from attnsweep.stats.boolean_wording import AGREED_KEYS, _disagreement, law_reading, law_why
 from attnsweep.stats.critical import ESTIMATORS, format_m_star, resolve_bounds
@@ -463,7 +463,7 @@ def analyze_run(
         {
             label: norm_growth(part["T"].to_numpy(), part["min_norm_qk"].fill_null(np.nan).to_numpy(), settings.ci)
             # The paper's claim on W_QK's norm along T is about the transformer's attention head.
-            for (label,), part in table.filter(pl.col("model") == "transformer").group_by("series", maintain_order=True)
+            for (label,), part in table.filter(pl.col("model") == ATTENTION).group_by("series", maintain_order=True)
         }
         if "T" in table.columns
         else {}
@@ -669,12 +669,12 @@ def _transformer_vs_mlp(part: pl.DataFrame, where: str) -> dict | None:
     from attnsweep.stats.symmetry import _order
 
     # L2 is the paper's claim about these two models: a package's model enters no such comparison.
-    mlp_T = part.filter(pl.col("model") == "mlp")["T"].drop_nulls().to_list()
+    mlp_T = part.filter(pl.col("model") == BASELINE)["T"].drop_nulls().to_list()
     if not mlp_T:
         return None
     T_max = max(mlp_T)
     at = part.filter(pl.col("T") == T_max)
-    tr_cells, mlp_cells = at.filter(pl.col("model") == "transformer"), at.filter(pl.col("model") == "mlp")
+    tr_cells, mlp_cells = at.filter(pl.col("model") == ATTENTION), at.filter(pl.col("model") == BASELINE)
     if tr_cells.is_empty() or mlp_cells.is_empty():
         return None
     tr, mlp = tr_cells.row(0, named=True), mlp_cells.row(0, named=True)

@@ -15,9 +15,11 @@ from matplotlib.figure import Figure
 from attnsweep.analysis.boolean import TUNED_RUN
 from attnsweep.presentation.series import series_kind
 from attnsweep.results.outputs import replacing
+from attnsweep.stats.boolean_cells import ATTENTION
 from attnsweep.stats.boolean_growth import series_fit
 from attnsweep.stats.figures import m_star_panels
 from attnsweep.stats.fits import MODELS, robust_law
+from attnsweep.workers.builtin_models import model_label
 
 
 def main_series(union: pl.DataFrame) -> pl.DataFrame:
@@ -92,8 +94,8 @@ def panel_of(part: pl.DataFrame) -> str:
     model = str(part["model"][0])
     # The paper's panels are about the transformer and the MLP; any other model (a package's,
     # workers/boolean_models.py) is a panel of its own under its name.
-    if model != "transformer":
-        return "MLP" if model == "mlp" else model
+    if model != ATTENTION:
+        return model_label(model)
     if series_kind(part, {})["theory"]:
         return PANELS[2]
     learned = "positions" not in part.columns or bool((part["positions"].fill_null("learned") == "learned").all())
@@ -221,7 +223,7 @@ def laws_of(union: pl.DataFrame, claims: list[dict]) -> dict[str, str]:
     if "series" not in cells.columns:
         return out
     # L1's judged series are the transformer's (the paper's claim about it).
-    for (name,), part in cells.filter(pl.col("model") == "transformer").group_by(["series"], maintain_order=True):
+    for (name,), part in cells.filter(pl.col("model") == ATTENTION).group_by(["series"], maintain_order=True):
         for s in judged:
             key = {c: filled.get(c) if v is None and c in filled else v for c, v in s["cells"].items()}
             if all(

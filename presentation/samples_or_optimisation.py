@@ -26,7 +26,7 @@ import polars as pl
 
 from attnsweep.presentation.markdown import md_text
 from attnsweep.presentation.series import l1_series, series_cells, series_kind
-from attnsweep.stats.boolean_cells import m_star_ratio
+from attnsweep.stats.boolean_cells import ATTENTION, m_star_ratio
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.norm_use import TOLERANCE
 from attnsweep.stats.restarts import BY_MARGIN, LEARNER, ONE_INIT
@@ -221,7 +221,7 @@ def _probe_cells(union: pl.DataFrame, rows: pl.DataFrame | None) -> list[tuple[d
     if union.is_empty() or not needed <= set(union.columns) or rows is None or rows.is_empty():
         return []
     # The paper's question (samples or optimisation?) is about the transformer: another model's probes are not read.
-    probes = union.filter((pl.col("m_min") == pl.col("m_max")) & (pl.col("model") == "transformer"))
+    probes = union.filter((pl.col("m_min") == pl.col("m_max")) & (pl.col("model") == ATTENTION))
     out = []
     for cell in probes.sort("T").iter_rows(named=True):
         mine = rows.filter(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from attnsweep.analysis.boolean import TUNED_RUN
+from attnsweep.stats.boolean_cells import ATTENTION
 
 
 def by_rows(series: list[dict]) -> list[tuple[dict, str]]:
@@ -33,7 +34,7 @@ def l1_series(claims: list[dict]) -> tuple[dict | None, list[dict]]:
 def series_cells(union: pl.DataFrame, key: dict) -> pl.DataFrame:
     """The transformer cells of one L1 series (``key``: the settings that name it)."""
     # L1 is the paper's claim about the attention model: its series are the transformer's cells.
-    cells = union.filter(pl.col("model") == "transformer") if "model" in union.columns else union
+    cells = union.filter(pl.col("model") == ATTENTION) if "model" in union.columns else union
     for name, value in key.items():
         if name in cells.columns:
             cells = cells.filter(pl.col(name).is_null() if value is None else pl.col(name) == value)

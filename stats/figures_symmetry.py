@@ -20,6 +20,7 @@ import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from attnsweep.stats.figures import save_png  # noqa: E402
+from attnsweep.stats.symmetry import GENERIC, GENERIC_MLP, INNER_PRODUCT  # noqa: E402
 
 
 def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
@@ -87,12 +88,12 @@ def plot_test_error(trials: pl.DataFrame, path: Path) -> Path:
 
 # Students in the order the symmetry claims name them (stats/symmetry.py); others follow.
 STUDENT_ORDER = (
-    "inner-product",
-    "transformer",
-    "mlp",
-    "transformer + rotations",
-    "mlp + rotations",
-    "transformer, no positions",
+    INNER_PRODUCT,
+    GENERIC,
+    GENERIC_MLP,
+    f"{GENERIC} + rotations",
+    f"{GENERIC_MLP} + rotations",
+    f"{GENERIC}, no positions",
 )
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
-from attnsweep.stats.boolean_cells import MIN_POINTS, estimator_view, normalized
+from attnsweep.stats.boolean_cells import ATTENTION, MIN_POINTS, estimator_view, normalized
 from attnsweep.stats.boolean_growth import l1_log_growth
 from attnsweep.stats.boolean_wording import agreed
 from attnsweep.stats.critical import ESTIMATORS
@@ -111,7 +111,7 @@ def bound_reading(
         for k, v in key.items():
             part = part.filter(pl.col(k).is_null() if v is None else pl.col(k) == v)
         # The margin reading is about the attention head's bound (the paper's transformer).
-        part = part.filter(pl.col("model") == "transformer") if "model" in part.columns else part
+        part = part.filter(pl.col("model") == ATTENTION) if "model" in part.columns else part
         with_margin = part.filter(pl.col(MARGIN).is_not_null() & (pl.col(MARGIN) > 0)).sort("T")
         if with_margin.is_empty():
             continue

@@ -65,10 +65,18 @@ from attnsweep.stats.verdict_common import (
     split_flags,
     whole,
 )
+from attnsweep.workers.builtin_students import MLP, TRANSFORMER
 
 ROUNDOFF = 1e-10
 GAP = 1e4
 CELL = ["teacher", "student", "n", "k", "d"]
+GENERIC, GENERIC_MLP = TRANSFORMER.name, MLP.name
+"""The generic students the paper's claims S1-S4 compare (Ma & Ying, 2022): the student
+registry's built-in transformer and MLP (workers/builtin_students.py), trained without a
+symmetry (``equivariance: none``)."""
+INNER_PRODUCT = "inner-product"
+"""The ``student`` label of ``equivariance: orthogonal``: the inner-product student, whatever
+the model (workers/builtin_students.py)."""
 NO_FIT_FACTOR = 2.0
 """S2's control half: a student *cannot represent* a teacher only if its median training error
 over seeds is at least this multiple of the target at every m tried, the smallest included
@@ -118,9 +126,9 @@ def with_student(trials: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
     eq, model = pl.col("equivariance"), pl.col("model")
     return trials.lazy().with_columns(
         student=pl.when(eq == "orthogonal")
-        .then(pl.lit("inner-product"))
+        .then(pl.lit(INNER_PRODUCT))
         .when(eq == "permutation")
-        .then(pl.lit("transformer, no positions"))
+        .then(model + pl.lit(", no positions"))
         .when(eq == "augment")
         .then(model + pl.lit(" + rotations"))
         .otherwise(model)
@@ -441,8 +449,8 @@ S4_CLAIM = "S4: the generic transformer's permutation equivariance error falls a
 
 
 def _s1(done: pl.DataFrame, n_boot: int, ci: float) -> Verdict:
-    orth = done.filter(pl.col("student") == "inner-product")["eq_error_max"].drop_nulls()
-    generic = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
+    orth = done.filter(pl.col("student") == INNER_PRODUCT)["eq_error_max"].drop_nulls()
+    generic = done.filter((pl.col("student") == GENERIC) & (pl.col("teacher") == "equivariant"))
     if orth.is_empty() or generic.is_empty():
         return _verdict(
             "S1",
@@ -489,8 +497,8 @@ def _s2(
     unfit: dict[str, dict] = {}  # control teacher -> what representation() read of its inner-product cell
     for teacher, should_win in _s2_teachers(m_star, sides):
         t = m_star.filter(pl.col("teacher") == teacher)
-        orth = t.filter(pl.col("student") == "inner-product")
-        others = t.filter(pl.col("student").is_in(["transformer", "mlp"]))
+        orth = t.filter(pl.col("student") == INNER_PRODUCT)
+        others = t.filter(pl.col("student").is_in([GENERIC, GENERIC_MLP]))
         if orth.is_empty() or others.is_empty():
             missing = True
             continue
@@ -558,7 +566,7 @@ def _s2(
     )
     numbers: dict = dict(comparisons=compared)
     if unfit:  # what representation() read, per control teacher whose inner-product m* was unknown
-        numbers["cannot_represent"] = [{"teacher": t, "student": "inner-product"} | u for t, u in unfit.items()]
+        numbers["cannot_represent"] = [{"teacher": t, "student": INNER_PRODUCT} | u for t, u in unfit.items()]
     return _verdict(
         "S2",
         S2_CLAIM,
@@ -663,12 +671,12 @@ def _slope_verdict(cid: str, claim: str, rows: pl.DataFrame, column: str, n_boot
 
 
 def _s3(done: pl.DataFrame, n_boot: int, ci: float, m_star: pl.DataFrame) -> Verdict:
-    rows = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
+    rows = done.filter((pl.col("student") == GENERIC) & (pl.col("teacher") == "equivariant"))
     return _budgeted(_slope_verdict("S3", S3_CLAIM, rows, "eq_error_median", n_boot, ci), m_star)
 
 
 def _s4(done: pl.DataFrame, n_boot: int, ci: float, m_star: pl.DataFrame) -> Verdict:
-    rows = done.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
+    rows = done.filter((pl.col("student") == GENERIC) & (pl.col("teacher") == "equivariant"))
     return _budgeted(_slope_verdict("S4", S4_CLAIM, rows, "perm_error_median", n_boot, ci), m_star)
 
 
@@ -679,7 +687,7 @@ def _budgeted(verdict: Verdict, m_star: pl.DataFrame) -> Verdict:
     the flag): E then measures the training budget as much as the samples, so a decided
     verdict becomes inconclusive and says so (docs/claims.md 2)."""
     cell = (
-        m_star.filter((pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant"))
+        m_star.filter((pl.col("student") == GENERIC) & (pl.col("teacher") == "equivariant"))
         if not m_star.is_empty() and "student" in m_star.columns
         else m_star.clear()
     )

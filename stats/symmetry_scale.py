@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 
 from attnsweep.stats.critical import _cell_hash, format_m_star, percentile_interval
-from attnsweep.stats.symmetry import CELL, log_slope, verdicts, with_student
+from attnsweep.stats.symmetry import CELL, GENERIC, INNER_PRODUCT, log_slope, verdicts, with_student
 from attnsweep.stats.verdict_common import (
     INCONCLUSIVE,
     NOT_SUPPORTED,
@@ -58,8 +58,8 @@ from attnsweep.stats.verdict_common import (
 
 GROUP = ["n", "k", "d"]
 AXES = ("d", "n", "k")
-BASELINE = "inner-product"
-COMPARED = ("transformer", "transformer + rotations")
+BASELINE = INNER_PRODUCT
+COMPARED = (GENERIC, f"{GENERIC} + rotations")
 CLAIMS = ("S1", "S2", "S3", "S4")
 
 
@@ -612,9 +612,7 @@ def error_against_m(trials: pl.DataFrame, n_boot: int, ci: float) -> tuple[pl.Da
     """
     rows = (
         with_student(trials)
-        .filter(
-            (pl.col("status") == "done") & (pl.col("student") == "transformer") & (pl.col("teacher") == "equivariant")
-        )
+        .filter((pl.col("status") == "done") & (pl.col("student") == GENERIC) & (pl.col("teacher") == "equivariant"))
         .collect()
     )
     out = []
