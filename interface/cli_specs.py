@@ -84,6 +84,12 @@ def validate(
                 markup=False,
                 highlight=False,
             )
+    if s.claims:
+        from attnsweep.stats.own_claims import claim_text
+
+        out.print(f"  {plural(len(s.claims), 'claim')} of your own, judged first by analyze and report:")
+        for claim in s.claims:
+            out.print(visible(f"    {claim_text(claim.model_dump())}"), markup=False, highlight=False)
     if show:
         for i in range(len(s.grids)):
             out.print(_settings_table(s, i))

@@ -88,3 +88,30 @@ def test_claims_must_be_a_list_and_unknown_fields_are_named():
     ]
     (problem,) = _problems("  - {id: x, kind: growth, axis: T, law: log, along: m}\n")
     assert problem.startswith("claims[0].along: value 'm': unknown field; allowed: ['axis', 'id', 'kind', 'law'")
+
+
+def test_validate_lists_the_claims_in_words(tmp_path):
+    from typer.testing import CliRunner
+
+    from attnsweep.cli import app
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        BASE
+        + """claims:
+  - {id: mine-1, kind: growth, axis: T, law: log}
+  - {id: mine-2, kind: fewer_samples, axis: model, less: transformer, more: mlp}
+  - {id: mine-3, kind: trend, quantity: test_error, direction: falls, text: "errors fall\\e]8;;x\\a"}
+"""
+    )
+    result = CliRunner().invoke(app, ["validate", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = lines.index("  3 claims of your own, judged first by analyze and report:")
+    assert lines[start + 1 : start + 4] == [
+        "    mine-1: m* grows along T like a + b ln T (log)",
+        "    mine-2: model=transformer needs fewer samples (a lower m*) than model=mlp",
+        "    mine-3: errors fall\\x1b]8;;x\\x07",  # an escape in a claim's text is shown, not sent
+    ]
+    path.write_text(BASE)
+    assert "claims of your own" not in CliRunner().invoke(app, ["validate", str(path)]).output
