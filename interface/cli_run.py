@@ -227,6 +227,20 @@ def _run_and_summarise(s, store: str, address, local: bool, max_in_flight, resum
             f"workers idle {summary.idle_frac or 0:.0%} of the time; store {markup(store)}",
             soft_wrap=True,
         )
+        broken = {k: v for k, v in summary.counts.items() if k in ("failed", "lost") and v}
+        if broken and set(summary.counts) != {"lost"}:  # where to read why, in the line a user reads last
+            said = " and ".join(f"{v} {k}" for k, v in sorted(broken.items()))
+            statuses = ", ".join(f"'{k}'" for k in sorted(broken))
+            where = _store_option(str(store))
+            err.print(
+                visible(
+                    f"{said}: each row's error column says why: attnsweep query \"SELECT trial_id, status, error "
+                    f"FROM trials WHERE run_id = '{summary.run_id}' AND status IN ({statuses})\"{where}"
+                ),
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         if summary.counts and set(summary.counts) == {"lost"}:  # no trial trained: a failed run, for cron too
             err.print(
                 "[red]every trial was lost[/] (its worker died on every attempt; the rows' error says how): "

@@ -5,6 +5,7 @@ and the run resumed; a truncated store file.
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 import signal
@@ -259,3 +260,26 @@ def test_a_run_whose_every_trial_is_lost_exits_1_even_without_analysis(tmp_path)
     assert "every trial was lost" in out.stderr and "Traceback" not in out.stderr
     rows = ResultsStore(tmp_path / "store").scan_trials().collect()
     assert rows["status"].to_list() == ["lost"]
+
+
+def test_a_run_with_failed_trials_ends_with_the_query_that_shows_why(tmp_path):
+    import shlex
+
+    spec = tmp_path / "some-fail.yaml"
+    spec.write_text(
+        "name: some-fail\nseeds: 1\ngrid: {T: [8], m: [16], fault: [null, raise]}\n"
+        "fixed: {task: and, s: 1, d: 8, heads: 2, n_test: 100, max_epochs: 5}\n"
+        "resources: {num_workers: 1}\n"
+    )
+    store = tmp_path / "my store"
+    out = _cli("run", str(spec), "--store", str(store), "--no-analyze", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    pointer = [line for line in out.stderr.splitlines() if line.startswith("1 failed: each row's error column")]
+    assert len(pointer) == 1, out.stderr
+    # The command it gives, as a user pastes it, lists the failed trial and its error.
+    command = shlex.split(pointer[0].split("says why: ", 1)[1])
+    assert command[:2] == ["attnsweep", "query"]
+    shown = _cli(*command[1:], "--format", "csv", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    rows = list(csv.DictReader(io.StringIO(shown.stdout)))
+    assert [r["status"] for r in rows] == ["failed"] and "TrialFault" in rows[0]["error"]
