@@ -59,6 +59,19 @@ def pytest_configure(config):
     quietly left in the fast tier."""
     if not any(line.split(":")[0].strip() == "slow" for line in config.getini("markers")):
         raise pytest.UsageError("the `slow` marker is not registered in pyproject's [tool.pytest.ini_options]")
+    _ctrl_c_as_at_a_terminal()
+
+
+def _ctrl_c_as_at_a_terminal() -> None:
+    """The tests that press Ctrl-C stand for a user at a terminal, where SIGINT is not ignored.
+    A runner that starts the suite in the background (``cmd &`` in a script, ``nohup``) hands it
+    SIGINT ignored; Python records that, and code that restores a handler it read (an in-process
+    ray.init) makes it ignored for real, which every process the tests start then inherits
+    across exec: the CLI they press Ctrl-C in would never see it."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture()
