@@ -70,6 +70,10 @@ def l1_log_growth(m_star: pl.DataFrame, cell: list[str] | None = None, ci: float
     m_star = normalized(m_star)
     cell = cell or cell_columns(m_star)
     series, side = t_series(groups_by(attention_cells(m_star), [c for c in cell if c != "T"]))
+    # A lone series at fewer than MIN_POINTS values of T is no curve either: a grid that never
+    # holds 3 values of T does not test L1, whatever its m* (issue 49: no row for it).
+    side += [key for key, part in series if part["T"].n_unique() < MIN_POINTS]
+    series = [(key, part) for key, part in series if key not in side]
     if not series:
         why = "no transformer cells" if not side else f"no series has {MIN_POINTS} or more values of T"
         return verdict_dict("L1", L1_CLAIM, NOT_TESTED, why, not_judged=side)

@@ -114,6 +114,14 @@ def test_l1_fewer_than_three_uncensored_T_is_inconclusive():
     assert v["verdict"] == "inconclusive" and "2 value(s) of T" in v["why"], v
 
 
+@pytest.mark.parametrize("Ts", [[8], [8, 16]])
+def test_l1_on_a_grid_of_fewer_than_three_T_is_not_tested(Ts):
+    # Three T on the grid with one beyond it is a test that cannot decide (above); one or two
+    # T on the grid is no test of growth along T at all, whatever the m*.
+    v = l1_log_growth(cells(along_T(lambda T: 20 + 10 * math.log(T), Ts=Ts)))
+    assert v["verdict"] == "not tested" and v["why"] == "no series has 3 or more values of T", v
+
+
 def test_l1_budget_limited_cell_makes_it_inconclusive_and_is_named():
     table = cells(along_T(lambda T: 20 + 10 * math.log(T)))
     table = table.with_columns(
