@@ -43,15 +43,22 @@ def verdict_dict(
     used: pl.DataFrame | None = None,
     not_judged: list[dict] = (),
     name_flags: bool = True,
+    limited_reads: str | None = None,
 ) -> Verdict:
     """The verdict dict (stats/boolean_verdicts.py, module docstring). Budget-limited cells among ``used`` make it
     inconclusive and are named; every flag of a used cell is listed in ``flags`` and, with
-    ``name_flags``, counted in ``why`` (:func:`_flag_counts`)."""
+    ``name_flags``, counted in ``why`` (:func:`_flag_counts`). ``limited_reads``: what the
+    budget-limited cells make of the claim's measure, with ``{cells}`` where they are named
+    (None: an m* claim's words, that their m* measures the training budget)."""
     flags = _flagged(used) if used is not None and not used.is_empty() else []
     limited = sorted({_name(f["cell"]) for f in flags if f["flag"] in LIMITING})
     if limited and verdict in (SUPPORTED, NOT_SUPPORTED):
         verdict = INCONCLUSIVE
-        why += f"; budget-limited cells used ({_few(limited)}): their m* measures the training budget"
+        why += (
+            f"; budget-limited cells used ({_few(limited)}): their m* measures the training budget"
+            if limited_reads is None
+            else "; " + limited_reads.format(cells=_few(limited))
+        )
     other = _flag_counts([f for f in flags if f["flag"] not in LIMITING]) if name_flags else ""
     if other:
         why += f"; flagged cells used: {other}"
@@ -68,14 +75,26 @@ def verdict_dict(
     )
 
 
-def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) -> Verdict:
+def combine_series(
+    cid: str,
+    claim: str,
+    judged: list[tuple],
+    side: list[dict],
+    limited_reads: str | None = None,
+    say_verdicts: bool = False,
+) -> Verdict:
     """One verdict from per-series ``(key, verdict, statistic, interval, why, used, numbers)``:
     supported when all are, not supported when any is not, else inconclusive (a series that
-    uses a budget-limited cell counts as inconclusive). The flagged cells of every series are
-    counted once, at the end of the verdict's ``why``."""
+    uses a budget-limited cell counts as inconclusive; ``limited_reads``: as
+    :func:`verdict_dict`). The flagged cells of every series are counted once, at the end of
+    the verdict's ``why``. ``say_verdicts``: each series' ``why`` of several opens with its own
+    verdict (a spec's own claims), so a table that shows the combined one alone still says
+    which series decided it."""
     series = []
     for key, verdict, statistic, interval, why, used, numbers in judged:
-        one = verdict_dict(cid, claim, verdict, why, statistic, interval, used=used, name_flags=False)
+        one = verdict_dict(
+            cid, claim, verdict, why, statistic, interval, used=used, name_flags=False, limited_reads=limited_reads
+        )
         series.append(
             dict(
                 cells=key,
@@ -98,7 +117,9 @@ def combine_series(cid: str, claim: str, judged: list[tuple], side: list[dict]) 
         statistic=" | ".join(tag(s, s["statistic"]) for s in series),
         interval=" | ".join(tag(s, s["interval"]) for s in series),
         verdict=verdict,
-        why=" | ".join(tag(s, s["why"]) for s in series),
+        why=" | ".join(
+            tag(s, f"{s['verdict']}: {s['why']}" if say_verdicts and len(series) > 1 else s["why"]) for s in series
+        ),
         series=series,
         not_judged=list(side),
         flags=[f for s in series for f in s["flags"]],

@@ -124,7 +124,7 @@ def growth(claim: Mapping, m_star: pl.DataFrame, cell: list[str], ci: float = 0.
             claim["id"], text, NOT_TESTED, f"no series has {MIN_POINTS} or more values of {axis}", not_judged=side
         )
     judged = [(key, *_growth_series(part, axis, claim["law"], ci)) for key, part in series]
-    return combine_series(claim["id"], text, judged, side)
+    return combine_series(claim["id"], text, judged, side, say_verdicts=True)
 
 
 def _rivals(law: str, fit: dict[str, dict]) -> tuple[str, ...]:
@@ -174,11 +174,14 @@ def _growth_series(part: pl.DataFrame, axis: str, law: str, ci: float) -> tuple:
             m: dict(a=r["a"], b=r["b"], b_ci=[r["b_lo"], r["b_hi"]], aic=r["aic"], bic=r["bic"]) for m, r in fit.items()
         },
     )
-    statistic = (
+    # Below MIN_LAW_POINTS cells AICc is not defined (docs/claims.md): no deficit is stated.
+    laws = (
         f"law named by AICc: {named or robust['law']}; the {law} law's AICc behind the best of "
-        f"{', '.join(rivals)}: {lo_def:+.1f} to {hi_def:+.1f} over {robust['n_variants']} variants (< 0: ahead); "
-        f"c = {power['b']:.3f} (a {axis}^c); {axis} {x.min():g}..{x.max():g} ({decades:.1f} decades, {len(x)} cells)"
+        f"{', '.join(rivals)}: {lo_def:+.1f} to {hi_def:+.1f} over {robust['n_variants']} variants (< 0: ahead)"
+        if len(x) >= MIN_LAW_POINTS
+        else f"no law named ({len(x)} exact cells; AICc needs {MIN_LAW_POINTS})"
     )
+    statistic = f"{laws}; c = {power['b']:.3f} (a {axis}^c); {axis} {x.min():g}..{x.max():g} ({decades:.1f} decades, {len(x)} cells)"
     interval = f"c {power['b_lo']:.3f} .. {power['b_hi']:.3f}"
     if len(x) < MIN_LAW_POINTS:
         why = f"no law is named from {len(x)} exact cells (AICc needs {MIN_LAW_POINTS})"
@@ -302,7 +305,14 @@ def fewer_samples(claim: Mapping, m_star: pl.DataFrame, cell: list[str], ci: flo
     elif plo > EFFECT_RATIO and all(lo_ > 1 for lo_ in pair_lo):
         verdict, why = SUPPORTED, need
     else:
-        verdict, why = INCONCLUSIVE, f"{need}; an interval includes it"
+        lean = (
+            f"; the estimate leans the other way ({axis}={less} needs more samples)"
+            if not math.isnan(pooled) and pooled < 1
+            else ""
+        )
+        short = [f"the pooled interval reaches down to {EFFECT_RATIO:.2f}"] if plo <= EFFECT_RATIO else []
+        short += ["a pair's interval includes 1"] if any(lo_ <= 1 for lo_ in pair_lo) else []
+        verdict, why = INCONCLUSIVE, f"{need}; {' and '.join(short)}{lean}"
     series = [
         dict(cells={}, verdict=verdict, statistic=statistic, interval=interval, why=why + skip_text, numbers=numbers)
     ]
@@ -371,4 +381,14 @@ def trend(
         return verdict_dict(
             claim["id"], text, NOT_TESTED, f"no series has 2 or more values of {along}", not_judged=side
         )
-    return combine_series(claim["id"], text, judged, side)
+    return combine_series(
+        claim["id"],
+        text,
+        judged,
+        side,
+        limited_reads=(
+            "cells out of epochs used ({cells}): their trials stopped before fitting their training sets, so "
+            f"{quantity_} there measures the training budget as much as the samples"
+        ),
+        say_verdicts=True,
+    )

@@ -173,3 +173,54 @@ def test_flagged_cells_are_counted_once_with_the_first_three_named():
         "(T=8 norm_bound=1.0, T=8 norm_bound=2.0, T=16 norm_bound=1.0, and 9 more)"
     )
     assert len(v["flags"]) == 12  # the numbers keep every flagged cell
+
+
+def test_each_series_of_an_own_claim_says_its_verdict_in_the_why():
+    rng = np.random.default_rng(4)
+    log = [10 + 20 * np.log(t) + rng.normal(0, 0.3) for t in T]
+    lin = [3.0 * t for t in T]
+    cells = [dict(T=t, model="transformer") for t in T] + [dict(T=t, model="mlp") for t in T]
+    table = _table(cells, log + lin, [1.0] * len(T) + [0.02 * v for v in lin])
+    v = judge([dict(id="g", kind="growth", axis="T", law="log")], table, None, ["T", "model"])[0]
+    parts = v["why"].split(" | ")
+    assert parts[0].startswith("[model=transformer] supported: ") and parts[1].startswith("[model=mlp] not supported: ")
+
+
+def test_fewer_samples_leaning_the_other_way_says_so():
+    # The MLP's m* a little below the transformer's, intervals overlapping: inconclusive, and
+    # the why says which way the estimate points.
+    table = _pairs([50, 60, 70], [46, 55, 66], sd=6.0)
+    claim = dict(id="mine-2", kind="fewer_samples", axis="model", less="transformer", more="mlp")
+    v = judge([claim], table, None, ["T", "model"])[0]
+    assert v["verdict"] == "inconclusive", v["why"]
+    assert "an interval includes it" not in v["why"]
+    from attnsweep.stats.own_claims import EFFECT_RATIO
+
+    assert v["why"].endswith(
+        f"the pooled interval reaches down to {EFFECT_RATIO:.2f} and a pair's interval includes 1; "
+        "the estimate leans the other way (model=transformer needs more samples)"
+    ), v["why"]
+
+
+def test_a_trend_on_cells_out_of_epochs_says_what_that_does_to_its_quantity():
+    claim = dict(id="mine-3", kind="trend", quantity="test_error", along="m", direction="falls")
+    m_star = _table([dict(model="transformer")], [40.0], [2.0]).with_columns(flags=pl.lit("out-of-epochs"))
+    v = judge([claim], m_star, _trials(-0.5, 0.1), ["model"], n_boot=300)[0]
+    assert v["verdict"] == "inconclusive", v["why"]
+    assert "their m* measures" not in v["why"]
+    assert (
+        "cells out of epochs used (model=transformer): their trials stopped before fitting their training "
+        "sets, so test_error there measures the training budget as much as the samples"
+    ) in v["why"], v["why"]
+
+
+def test_a_growth_claim_on_fewer_cells_than_aicc_needs_states_no_aicc():
+    from attnsweep.stats.fits import MIN_LAW_POINTS
+
+    short = T[: MIN_LAW_POINTS - 1]
+    m = [10 + 20 * np.log(t) for t in short]
+    table = _table([dict(T=t) for t in short], m, [1.0] * len(short))
+    v = judge([dict(id="g", kind="growth", axis="T", law="log")], table, None, ["T"])[0]
+    assert v["verdict"] == "inconclusive"
+    assert "AICc behind" not in v["statistic"], v["statistic"]
+    assert v["statistic"].startswith(f"no law named ({len(short)} exact cells; AICc needs {MIN_LAW_POINTS}); c = ")
