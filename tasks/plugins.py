@@ -175,8 +175,28 @@ def isolated_load(point: EntryPoint) -> object:
     if isinstance(error, KeyboardInterrupt):
         raise error
     if isinstance(error, BaseException):
-        raise TaskError(f"{where} does not load: its import raised {type(error).__name__}: {error}") from error
+        raise TaskError(
+            f"{where} does not load: its import raised {type(error).__name__}: {error}{_raised_at(error)}"
+        ) from error
     return box.get("value")
+
+
+def _raised_at(error: BaseException) -> str:
+    """Where in the plugin's own code ``error`` was raised (`` (at FILE:LINE: SOURCE)``), the
+    frame a row's traceback cannot show: it ends in this module, where the import is made.
+    Import machinery's frames are skipped; "" where no frame is the plugin's (a SyntaxError
+    names its line in its message)."""
+    import traceback
+
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if f.filename != __file__ and not f.filename.startswith("<frozen") and "importlib" not in f.filename
+    ]
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {last.filename}:{last.lineno}" + (f": {last.line.strip()}" if last.line else "") + ")"
 
 
 def load_one(points: Iterable[EntryPoint], group: str, name: str, cls: type, kind: str) -> object:

@@ -189,8 +189,10 @@ def test_every_base_exception_but_keyboard_interrupt_is_the_plugins_error(tmp_pa
         point = _point(tmp_path, f"raises_{i}", f"print('chatter')\nraise {raised}\n", monkeypatch)
         with pytest.raises(TaskError) as caught:
             plugins.isolated_load(point)
+        # Where the plugin raised, which the row's traceback (ending in tasks/plugins.py) cannot show.
         assert str(caught.value) == (
-            f"entry point 'thing' (raises_{i}:THING) of group 'attnsweep.tests' does not load: its import raised {shown}"
+            f"entry point 'thing' (raises_{i}:THING) of group 'attnsweep.tests' does not load: its import raised "
+            f"{shown} (at {tmp_path / f'raises_{i}.py'}:2: raise {raised})"
         )
     out, err = capfd.readouterr()
     assert out == "" and err == "chatter\n" * 3
