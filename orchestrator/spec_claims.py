@@ -17,6 +17,7 @@ by; a symmetry run takes ``trend`` claims.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationError
@@ -102,16 +103,18 @@ def read_claims(value: Any) -> tuple[list[GrowthClaim | FewerSamplesClaim | Tren
         if not isinstance(item, dict):
             problems.append(f"claims[{i}]: must be a mapping with id and kind (one of {list(KINDS)})")
             continue
+        cid = item.get("id")
+        named = f" ({cid})" if isinstance(cid, str) and re.fullmatch(_ID, cid) else ""  # as claim_problems names it
         model = models.get(item.get("kind"))  # type: ignore[arg-type]
         if model is None:
-            problems.append(f"claims[{i}].kind: value {item.get('kind')!r}: must be one of {list(KINDS)}")
+            problems.append(f"claims[{i}]{named}.kind: value {item.get('kind')!r}: must be one of {list(KINDS)}")
             continue
         try:
             claim = model.model_validate({str(k): v for k, v in item.items()})
             claim._position = i
             claims.append(claim)
         except ValidationError as exc:
-            problems += [f"claims[{i}].{p}" for p in describe(exc, model)]
+            problems += [f"claims[{i}]{named}.{p}" for p in describe(exc, model)]
     return claims, problems
 
 

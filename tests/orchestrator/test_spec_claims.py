@@ -58,8 +58,9 @@ def test_every_fault_at_once():
   - {id: L1, kind: growth, axis: model, law: log}
 """
     )
-    assert problems[0] == "claims[0].law: value 'quadratic': Input should be 'log', 'polylog', 'linear' or 'power'"
-    assert problems[1] == "claims[3].kind: value 'slope': must be one of ['growth', 'fewer_samples', 'trend']"
+    # Each problem names its claim's id where the claim has a valid one, as the grid's checks do.
+    assert problems[0] == "claims[0] (a).law: value 'quadratic': Input should be 'log', 'polylog', 'linear' or 'power'"
+    assert problems[1] == "claims[3] (d).kind: value 'slope': must be one of ['growth', 'fewer_samples', 'trend']"
     assert "claims[1] (b).more: value 'cnn': not a value of model; allowed: ['transformer', 'mlp']" in problems
     assert any(p.startswith("claims[2] (c).quantity: value 'accuracy': allowed: ['test_error',") for p in problems)
     assert "claims[4] (L1).id: 'L1' is a claim of the paper; give your own name" in problems
@@ -87,7 +88,7 @@ def test_claims_must_be_a_list_and_unknown_fields_are_named():
         "claims: must be a list of claims (each with id and kind: one of ['growth', 'fewer_samples', 'trend'])"
     ]
     (problem,) = _problems("  - {id: x, kind: growth, axis: T, law: log, along: m}\n")
-    assert problem.startswith("claims[0].along: value 'm': unknown field; allowed: ['axis', 'id', 'kind', 'law'")
+    assert problem.startswith("claims[0] (x).along: value 'm': unknown field; allowed: ['axis', 'id', 'kind', 'law'")
 
 
 def test_validate_lists_the_claims_in_words(tmp_path):
