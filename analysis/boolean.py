@@ -27,12 +27,12 @@ from attnsweep.stats import compare_growth, critical_sample_sizes, success_rates
 from attnsweep.stats.boolean_cells import ATTENTION, BASELINE, estimator_view
 from attnsweep.stats.boolean_growth import AIC_MARGIN, MIN_DECADES, _rivals
 from attnsweep.stats.boolean_wording import AGREED_KEYS, _disagreement, law_reading, law_why
-from attnsweep.stats.critical import ESTIMATORS, format_m_star, resolve_bounds
+from attnsweep.stats.critical import ESTIMATORS, FEW_SEEDS, format_m_star, resolve_bounds
 from attnsweep.stats.figures import plot_m_star, plot_success_curves, plot_success_grid
 from attnsweep.stats.fits import robust_law
 from attnsweep.stats.norm_use import BOUNDED, norm_growth, norm_use
 from attnsweep.stats.restarts import LEARNER, learners
-from attnsweep.stats.verdict_common import Verdict
+from attnsweep.stats.verdict_common import EFFECT_SLOPE, Verdict
 from attnsweep.workers import BooleanTrialConfig
 from attnsweep.workers.config import LATER_FIELDS
 
@@ -583,7 +583,9 @@ def _checks(
     tuned: AbstractSet[str] = frozenset(),
     laws: dict[str, dict] | None = None,
 ) -> list[dict]:
-    """Plain-language checks: does m* grow with T (log-law slope interval above 0), which
+    """Plain-language checks: does m* grow with T (as L1 reads it: the power-law exponent's
+    interval above :data:`stats.verdict_common.EFFECT_SLOPE`; cells of fewer than
+    :data:`stats.critical.FEW_SEEDS` seeds named), which
     law the cells name (:func:`_laws`, the report's rule: none from fewer than
     ``stats.fits.MIN_LAW_POINTS`` exact cells), whether tuning made m* worse or its search range
     binds, and at the largest T, does the transformer need fewer samples than the MLP.
@@ -596,15 +598,26 @@ def _checks(
     for label, fit in fits.items():
         log = fit.filter(pl.col("model") == "log").row(0, named=True)
         power = fit.filter(pl.col("model") == "power").row(0, named=True)
-        if math.isnan(log["b_lo"]) or math.isnan(log["r2"]):
+        # "Grows" as L1 reads it (docs/claims.md 2): the power-law exponent's interval above the
+        # effect size, not merely a log-law slope above 0.
+        if math.isnan(power["b_lo"]) or math.isnan(log["r2"]):
             verdict = "inconclusive"  # no interval, or m* did not vary at all
         else:
-            verdict = "yes" if log["b_lo"] > 0 else ("no" if log["b_hi"] <= 0 else "inconclusive")
+            verdict = (
+                "yes" if power["b_lo"] > EFFECT_SLOPE else ("no" if power["b_hi"] < EFFECT_SLOPE else "inconclusive")
+            )
         # The span of the cells the fit used (exact m*): a bound beyond them widens nothing.
-        Ts = (
-            _fit_cells(table.filter(pl.col("series") == label))["T"].drop_nulls().to_list()
+        used = (
+            _fit_cells(table.filter(pl.col("series") == label))
             if {"series", "T", "bound"} <= set(table.columns)
-            else []
+            else pl.DataFrame()
+        )
+        Ts = used["T"].drop_nulls().to_list() if "T" in used.columns else []
+        seeds = used["n_seeds"].drop_nulls().to_list() if "n_seeds" in used.columns else []
+        few = (
+            f"; cells of {min(seeds)} seeds (intervals from fewer than {FEW_SEEDS} are rough)"
+            if seeds and min(seeds) < FEW_SEEDS
+            else ""
         )
         span = math.log10(max(Ts) / min(Ts)) if Ts and min(Ts) > 0 else math.nan
         robust = laws[label]
@@ -620,7 +633,7 @@ def _checks(
                 verdict=verdict,
                 detail=f"log-law slope b = {log['b']:.1f} (CI {log['b_lo']:.1f} .. {log['b_hi']:.1f}); "
                 f"{law_text(robust)}{which}; power-law exponent c = {power['b']:.2f} "
-                f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f})",
+                f"(CI {power['b_lo']:.2f} .. {power['b_hi']:.2f}; grows = above {EFFECT_SLOPE:g}){few}",
             )
         )
     if "tuning" in table.columns and (table["tuning"] != "not tuned").any():

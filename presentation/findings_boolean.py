@@ -99,13 +99,14 @@ def render(
         lines += pooling_lines(claims, union, rows, records, threshold)
         lines += epoch_lines(claims, union, rows, threshold)
         lines += probe_lines(union, rows)
-    lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"]
     shown = [v for v in claims if v["claim"].split(":", 1)[0] in CLAIMS]
+    # No header without a row: where the runs test no claim, the line below says what each needs.
+    lines += ["| claim | verdict | statistic | interval | why |", "|---|---|---|---|---|"] if shown else []
     for v in shown:
         lines.append(
             "| " + " | ".join(md_text(v[k]) for k in ("claim", "verdict", "statistic", "interval", "why")) + " |"
         )
-    lines += ["", *([md_text(untested), ""] if untested else []), VERDICT_NOTE]
+    lines += [""] * bool(shown) + [*([md_text(untested), ""] if untested else []), VERDICT_NOTE]
     side = [f"{md_text(v['claim'].split(':', 1)[0])}: {_keys(v['not_judged'])}" for v in shown if v.get("not_judged")]
     if side:
         lines += [

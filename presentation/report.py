@@ -395,8 +395,10 @@ def _own_folders(out_dir: Path, run_ids: list[str]) -> None:
 
 
 def summary(verdicts: list[dict]) -> str:
-    """One line: each claim's short name and verdict, e.g. ``L1 inconclusive, L2 supported``."""
-    return ", ".join(f"{v['claim'].split(':', 1)[0]} {v['verdict']}" for v in verdicts)
+    """One line: each claim's short name and verdict, e.g. ``L1 inconclusive, L2 supported``;
+    where the runs test no claim, that (the report's not-tested line says what each needs)."""
+    said = ", ".join(f"{v['claim'].split(':', 1)[0]} {v['verdict']}" for v in verdicts)
+    return said or "none: the runs test no claim (the report says what each claim needs)"
 
 
 def _label(df: pl.DataFrame, cols: list[str]) -> pl.Expr:

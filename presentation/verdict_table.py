@@ -70,8 +70,9 @@ def boolean_row(claims: list[dict], union: pl.DataFrame, link: str, caveats: Seq
     }
     l1 = ", ".join(
         f"{combined([s['verdict'] for s in group])} ({name})" for name, group in groups.items() if group
-    ) or by_id.get("L1", {}).get("verdict", "not tested")
-    verdicts = [f"L1 {l1}"] + [f"{c} {by_id[c]['verdict']}" for c in BOOLEAN_WORDS if c in by_id]
+    ) or by_id.get("L1", {}).get("verdict")
+    # A claim the runs do not test has no verdict here (the findings page's line says what it needs).
+    verdicts = [f"L1 {l1}"] * (l1 is not None) + [f"{c} {by_id[c]['verdict']}" for c in BOOLEAN_WORDS if c in by_id]
     bottom = " ".join(t for t in (_growth_text(groups), _words(by_id, BOOLEAN_WORDS)) if t)
     return _row(BOOLEAN, "; ".join(verdicts), bottom, link, caveats)
 

@@ -62,8 +62,8 @@ def test_report_command_prints_the_path_and_a_summary(report):
     lines = proc.stdout.strip().splitlines()
     assert lines[0] == str(Path("reports") / ids[0] / "report.html") and path.is_file()
     assert re.fullmatch(
-        # L2 and L3 untested (one norm bound, one s): no verdict for them
-        r"verdicts: L1 \w[\w ]*, L4 .*, R .*, S1 supported, S2 .*, S3 .*, S4 .*",
+        # L1, L2 and L3 untested (two T, one norm bound, one s): no verdict for them
+        r"verdicts: L4 .*, R .*, S1 supported, S2 .*, S3 .*, S4 .*",
         lines[1],
     )
 
@@ -71,14 +71,16 @@ def test_report_command_prints_the_path_and_a_summary(report):
 def test_the_page_holds_verdicts_runs_tables_and_provenance(report):
     root, ids, _ = report
     page = (root / "reports" / ids[0] / "report.html").read_text()
-    for claim in ("L1:", "L4:", "R:", "S1:", "S2:", "S3:", "S4:"):
+    for claim in ("L4:", "R:", "S1:", "S2:", "S3:", "S4:"):
         assert f"<td>{claim}" in page
-    # one norm bound and one s: L2 and L3 have no row, one line says what they need
-    assert "<td>L2:" not in page and "<td>L3:" not in page
+    # two T, one norm bound and one s: L1, L2 and L3 have no row, one line says what they need
+    assert "<td>L1:" not in page and "<td>L2:" not in page and "<td>L3:" not in page
     assert re.search(
-        r"Not tested here: L2 \(needs [^<]*\); L3 \(needs transformer cells that differ only in s\)\.", page
+        r"Not tested here: L1 \(needs transformer cells at 3 or more values of T\); L2 \(needs [^<]*\); "
+        r"L3 \(needs transformer cells that differ only in s\)\.",
+        page,
     )
-    assert len(re.findall(r'class="verdict (supported|not-supported|inconclusive|not-tested)"', page)) == 7
+    assert len(re.findall(r'class="verdict (supported|not-supported|inconclusive|not-tested)"', page)) == 6
     assert page.count("name: rep") == 1 and page.count("name: symtiny") == 1  # each run's spec
     assert "torch" in page and "code version" in page
     assert "Sparse-Boolean cells" in page and "m range" in page
@@ -230,3 +232,10 @@ def test_a_symmetry_run_alone_lists_the_sparse_boolean_claims_as_not_tested(repo
     # No sparse-Boolean cell, so no R plot: only the symmetry run's three figures.
     assert "R: ours against the paper" not in page
     assert len(re.findall(r'<img src="data:image/png;base64,', page)) == 3
+
+
+def test_a_summary_of_no_tested_claim_says_so():
+    from attnsweep.presentation.report import summary
+
+    assert summary([]) == "none: the runs test no claim (the report says what each claim needs)"
+    assert summary([{"claim": "L4: x", "verdict": "supported"}]) == "L4 supported"

@@ -243,3 +243,15 @@ def test_a_cell_in_two_runs_keeps_the_first_runs_m_star_and_takes_the_margins_of
     assert union.sort("T")["m_star"].to_list() == table.sort("T")["m_star"].to_list()  # the first run's m*
     assert union.sort("T")["margin_success"].to_list() == [0.3, 0.2, 0.1]
     assert union["margin_failure"].to_list() == [0.05] * 3
+
+
+def test_the_growth_check_reads_growth_as_l1_does_and_names_few_seeds(tmp_path):
+    # A new user read "m* grows with T: yes" from 3 seeds a cell: the check now says how few.
+    store = _store(tmp_path, {8: 32, 16: 32, 32: 64, 64: 64, 128: 128}, seeds=3)
+    grows = next(c for c in analyze_run(store, "r1").checks if c["check"].startswith("m* grows with T"))
+    assert grows["verdict"] == "yes", grows
+    assert "; grows = above 0.05)" in grows["detail"]
+    assert grows["detail"].endswith("; cells of 3 seeds (intervals from fewer than 8 are rough)"), grows
+    flat = _store(tmp_path / "flat", {8: 32, 16: 32, 32: 32, 64: 32, 128: 32})
+    check = next(c for c in analyze_run(flat, "r1").checks if c["check"].startswith("m* grows with T"))
+    assert check["verdict"] != "yes" and "seeds (intervals" not in check["detail"], check
