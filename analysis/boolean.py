@@ -177,8 +177,9 @@ def unfinished_note(store: ResultsStore, sweep: str, run_id: str, context: RunCo
 
 
 def run_caveats(store: ResultsStore, sweep: str, run_id: str, context: RunContext | None = None) -> list[str]:
-    """What a reader of this run's results must know: it did not finish, or the store holds
-    fewer (or more) of its rows than it recorded (:mod:`analysis.completeness`).
+    """What a reader of this run's results must know: it did not finish, the store holds
+    fewer (or more) of its rows than it recorded, or a model (any text setting) trained no
+    trial at all (:mod:`analysis.completeness`).
 
     Args:
         context: the run's record and settings, if already read (:class:`analysis.context.RunContext`).
@@ -187,12 +188,13 @@ def run_caveats(store: ResultsStore, sweep: str, run_id: str, context: RunContex
         StoreError: no such run.
         SpecError: its stored spec's settings are invalid (:mod:`analysis.context`).
     """
-    from attnsweep.analysis.completeness import incomplete_note
+    from attnsweep.analysis.completeness import incomplete_note, untrained_note
 
     ctx = context or RunContext.load(store, sweep, run_id)
     notes = (
         unfinished_note(store, sweep, run_id, ctx),
         incomplete_note(store, sweep, run_id, ctx),
+        untrained_note(store, sweep, run_id, ctx),
         pooled_note(store, sweep, run_id, ctx.experiment),
     )
     return [n for n in notes if n is not None]

@@ -154,3 +154,45 @@ def _why(store: ResultsStore, sweep: str, run_id: str) -> str:
     if not parts:
         return "its missing files were moved or deleted after it ended (attnsweep store check)"
     return "; ".join(parts) + f" (attnsweep resume {run_id} reruns the missing trials of a grid sweep)"
+
+
+TRAINED = ("done", "diverged")
+"""Statuses of a trial that trained (a diverged one is an unsuccessful seed, not a missing one)."""
+
+
+def untrained_note(store: ResultsStore, sweep: str, run_id: str, context: RunContext) -> str | None:
+    """A warning naming each value of a text setting of the run's cells (a model, a teacher, a
+    task) none of whose trials trained, every one failed or lost (a package's model that does
+    not load): it has no m*, no claim reads it, and the tables would otherwise lose it without
+    a word. None where every such value trained, or the run varies no text setting.
+
+    Raises:
+        StoreError: the run has no trial rows.
+    """
+    from attnsweep.analysis.experiments import analysis_of
+
+    scan = store.scan_run_trials(sweep, run_id)
+    schema = scan.collect_schema()
+    cols = [
+        c
+        for c in dict.fromkeys([*analysis_of(context.experiment).cell(), "model"])
+        if c in schema and schema[c] == pl.String
+    ]
+    if not cols or "status" not in schema:
+        return None
+    rows = scan.select(*cols, "status").collect()
+    parts, named = [], []
+    for c in cols:
+        counts = rows.group_by(c).agg(n=pl.len(), trained=pl.col("status").is_in(TRAINED).sum())
+        if counts.height < 2:  # one value: every trial failed, which the run's counts say already
+            continue
+        dead = counts.filter((pl.col("trained") == 0) & pl.col(c).is_not_null()).sort(c)
+        parts += [f"{c}={r[c]} ({r['n']} trial{'s' * (r['n'] > 1)})" for r in dead.iter_rows(named=True)]
+        named += [c] * (not dead.is_empty())
+    if not parts:
+        return None
+    return (
+        f"every trial of {', '.join(parts)} failed or was lost: no m* and no claim reads it; their error column "
+        f"says why: attnsweep query \"SELECT {', '.join(named)}, status, error FROM trials WHERE run_id = '{run_id}' "
+        "AND status IN ('failed', 'lost')\""
+    )

@@ -128,3 +128,38 @@ def test_a_record_of_an_experiment_no_analysis_knows_is_an_error_naming_the_run_
     assert "['sparse_boolean', 'symmetry']" in said
     result = CliRunner().invoke(app, ["analyze", "r-odd", "--store", str(store.root)])
     assert result.exit_code == 2 and "'parity_games'" in result.output and "Traceback" not in result.output
+
+
+def test_a_model_none_of_whose_trials_trained_is_named_with_the_query_that_shows_why(tmp_path):
+    import polars as pl
+
+    store = ResultsStore(tmp_path / "store")
+    ok = [boolean_row(16, m, seed, m >= 32) for m in (8, 16, 32, 64) for seed in range(3)]
+    dead = [
+        {**boolean_row(16, m, seed, False), "model": "mine", "trial_id": f"dead-{m}-{seed}", "status": "failed"}
+        | {"test_acc": None, "error": "entry point 'mine' does not load"}
+        for m in (8, 16)
+        for seed in range(2)
+    ]
+    schema = trial_schema()
+    store.write_trials(
+        "sw", "r1", pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in ok + dead], schema=schema)
+    )
+    base = _store(tmp_path / "other", None)  # its record, written as the driver writes one
+    record = base.read_run("sw", "r1")
+    store.write_run("sw", "r1", {f.name: record.get(f.name) for f in run_schema()}, run_schema())
+    notes = run_caveats(store, "sw", "r1")
+    said = [n for n in notes if n.startswith("every trial of")]
+    assert said == [
+        "every trial of model=mine (4 trials) failed or was lost: no m* and no claim reads it; their error column "
+        "says why: attnsweep query \"SELECT model, status, error FROM trials WHERE run_id = 'r1' AND status IN "
+        "('failed', 'lost')\""
+    ], notes
+    # The query it gives lists exactly those trials.
+    from attnsweep.results.query import run_query
+
+    rows = run_query(
+        store, "SELECT model, status, error FROM trials WHERE run_id = 'r1' AND status IN ('failed', 'lost')"
+    )
+    assert isinstance(rows, pl.DataFrame) and rows.height == 4 and set(rows["model"]) == {"mine"}
+    assert run_caveats(_store(tmp_path / "fine", None), "sw", "r1") == []
