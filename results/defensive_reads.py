@@ -45,6 +45,11 @@ from attnsweep.results.record_text import load_json
 from attnsweep.results.roots import client_error, listing
 from attnsweep.results.schemas import unify
 
+MAX_REPLACES_BYTES = 16 << 20
+"""The most bytes of a compacted file's list of the files it replaces that are parsed (a name
+is about 40 bytes: 400,000 part files; beyond it the list is read as damaged, and the files it
+names stay read)."""
+
 RACY_S = 2.0
 """A file version changed less than this many seconds ago is not recorded as checked: a
 change within the file system clock's tick would keep its size and times."""
@@ -278,7 +283,7 @@ class DefensiveReader:
             if raw is None:
                 continue
             try:  # bounded: the footer is anyone's to write, and 200,000 '[' made json.loads recurse out
-                listed = load_json(raw.decode("utf-8"), REPLACES_KEY.decode(), str(p), len(raw))
+                listed = load_json(raw.decode("utf-8"), REPLACES_KEY.decode(), str(p), MAX_REPLACES_BYTES)
                 names = [n for n in listed if isinstance(n, str)]
             except (ValueError, TypeError, StoreError):
                 names = []

@@ -137,6 +137,21 @@ def test_json_depth_counts_brackets_outside_strings_only():
     assert json_depth('{"fields": ["T"], "cells": [[8, 3], ["[[{", 1]]}') == 3
     assert json_depth('"[[[["') == 0 and json_depth("") == 0 and json_depth(DEEP) == 200_000
     assert yaml_depth("grid:\n  m: {start: 8, stop: 256}\n") == 3  # the top mapping counts
+    # An unterminated string is read to the end, as a parser reads it: its brackets do not count.
+    assert json_depth('[["x", "[[[') == 2 and json_depth('["a\\\\"]') == 1
+
+
+def test_json_depth_of_a_string_that_never_closes_is_counted_in_one_pass():
+    # A record field of 1 MB: a quote, then escaped quotes, never closed. Counted by rescanning
+    # from each quote it took hours (20 s at 80 KB); one pass takes milliseconds. The thread's
+    # wait only keeps a regression from hanging the suite.
+    import threading
+
+    text, got = '"' + '\\"' * 500_000, []
+    counting = threading.Thread(target=lambda: got.append(json_depth(text)), daemon=True)
+    counting.start()
+    counting.join(120)
+    assert got == [0]
 
 
 def test_a_lock_holder_file_too_deep_to_parse_names_another_process(tmp_path):
