@@ -259,6 +259,7 @@ def sigterm_as_interrupt():
     def stop(signum, frame):
         raise KeyboardInterrupt
 
+    stop.interrupts = True  # type: ignore[attr-defined]  # results/query_interrupt.py: DuckDB is interrupted too
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield

@@ -19,6 +19,14 @@ from contextlib import contextmanager
 _running: set = set()  # the connections in a DuckDB call now, in the main thread
 _wakeup: list[int] = []  # the write end of the pipe the watcher reads, once made
 _wakeup_lock = threading.Lock()
+_acting: set[int] = set()  # the signals that interrupt, as the handlers were when the block began
+
+
+def interrupts(handler) -> bool:
+    """Whether ``handler`` (a Python signal handler) stops the main thread's work: Python's own
+    Ctrl-C handler, or one marked so (an ``interrupts`` attribute that is true, as
+    ``cli_options.sigterm_as_interrupt``'s)."""
+    return handler is signal.default_int_handler or bool(getattr(handler, "interrupts", False))
 
 
 def _wakeup_fd() -> int:
@@ -31,7 +39,7 @@ def _wakeup_fd() -> int:
 
             def watch() -> None:
                 while data := os.read(r, 64):  # the numbers of the signals that came
-                    if signal.SIGINT in data or signal.SIGTERM in data:
+                    if any(s in data for s in _acting):
                         for con in list(_running):
                             with contextlib.suppress(Exception):  # closed meanwhile: nothing to interrupt
                                 con.interrupt()
@@ -43,16 +51,18 @@ def _wakeup_fd() -> int:
 
 @contextmanager
 def interruptible(con):
-    """Within the block, a SIGINT interrupts DuckDB's work on ``con`` at once (DuckDB then
-    raises its InterruptException, and Python its KeyboardInterrupt). Only where Ctrl-C means
-    KeyboardInterrupt (Python's own SIGINT handler) in the main thread, and where no one else
-    (asyncio) has the signal wakeup descriptor; elsewhere the block runs as it is."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
+    """Within the block, a SIGINT or SIGTERM whose handler stops the work (:func:`interrupts`:
+    Python's own Ctrl-C handler, the CLI's SIGTERM) interrupts DuckDB's work on ``con`` at once
+    (DuckDB then raises its InterruptException, and Python its KeyboardInterrupt). A signal that
+    is ignored stays ignored (a process started in the background ignores Ctrl-C, and SIGTERM
+    still stops it). Only in the main thread, and where no one else (asyncio) has the signal
+    wakeup descriptor; elsewhere the block runs as it is."""
+    acting = {s for s in (signal.SIGINT, signal.SIGTERM) if interrupts(signal.getsignal(s))}
+    if threading.current_thread() is not threading.main_thread() or not acting:
         yield
         return
+    _acting.clear()
+    _acting.update(acting)
     fd = _wakeup_fd()
     old = signal.set_wakeup_fd(fd, warn_on_full_buffer=False)
     if old not in (-1, fd):

@@ -476,3 +476,49 @@ def test_a_reader_that_stops_early_ends_the_query_quietly(store):
     assert proc.stdout.readline() == b"range\n"
     proc.stdout.close()  # as `| head -1` does
     assert proc.wait(timeout=300) == 141 and proc.stderr.read() == b""
+
+
+def test_sigterm_stops_a_query_started_with_ctrl_c_ignored(store, tmp_path):
+    # A script's `query ... &` starts with SIGINT ignored: SIGTERM (kill, timeout) must still
+    # stop DuckDB at once, the ignored Ctrl-C staying ignored. A scan of 10^10 rows streams
+    # through a filter: DuckDB looks at Python's signals only between tasks, never in it.
+    import signal
+
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    sql = "SELECT count(*) FROM range(100000) a, range(100000) b WHERE a.range::VARCHAR || b.range::VARCHAR LIKE '%x%'"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnsweep.cli", "query", sql, "--store", str(store), "--format", "csv"],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(spill)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509 - no thread here
+    )
+    try:
+        time.sleep(8)  # started, scanning
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)  # the query alone runs for hours
+    finally:
+        if proc.poll() is None:  # a regression: the query and its child run on
+            for child in _children(proc.pid):
+                os.kill(child, signal.SIGKILL)
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and stderr.strip() == "interrupted", stderr
+    assert list(spill.iterdir()) == []
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(entry.parent.name))
+    return out
