@@ -146,7 +146,7 @@ def not_utf8(kwargs: dict, names: dict[str, str]) -> str | None:
     messages): a path whose bytes are not UTF-8 (``os.fsdecode(b"\\xff")`` is ``"\\udcff"``)
     would end the command in a UnicodeEncodeError partway, after a run's record was written.
     It is refused here, before anything is read or written, naming the argument."""
-    relative = False
+    relative, stores = False, []
     for key, value in kwargs.items():
         if key in OWN_TEXT_CHECK:
             continue
@@ -162,6 +162,8 @@ def not_utf8(kwargs: dict, names: dict[str, str]) -> str | None:
                     f"{name}: {_shown(text)} is not UTF-8 text; attnsweep keeps paths and names as UTF-8 (the "
                     "store's records and messages): rename it, or give another; nothing was read or written"
                 )
+            if key == "store" and text and "://" not in text:
+                stores.append((name, text))
             if isinstance(item, Path) or key == "store":
                 relative = relative or (bool(text) and not os.path.isabs(text) and "://" not in text)
     if relative:
@@ -174,6 +176,16 @@ def not_utf8(kwargs: dict, names: dict[str, str]) -> str | None:
                 f"the current folder {_shown(here)} is not UTF-8 text, and a relative path given here would "
                 "resolve inside it; cd to a folder whose path is UTF-8, or give absolute paths; nothing was "
                 "read or written"
+            )
+    for name, text in stores:
+        # The store is read and recorded through its real path: a link to a folder whose path is
+        # not UTF-8 ended a run in a traceback after it had trained and written.
+        real = os.path.realpath(text)
+        if not _utf8(real):
+            return (
+                f"{name}: {_shown(text)} resolves to {_shown(real)}, which is not UTF-8 text; attnsweep keeps "
+                "paths and names as UTF-8 (the store's records and messages): give a store whose real path "
+                "is UTF-8; nothing was read or written"
             )
     return None
 

@@ -45,6 +45,10 @@ def connect(tables: dict[str, object], memory_limit: str, spill_bytes: int | Non
 
     Returns:
         ``(connection, spill_folder)``; the caller removes the folder after closing.
+
+    Raises:
+        QueryError: too little memory, or no spill folder (its parent, ``TMPDIR``, not UTF-8
+            or not writable).
     """
     import duckdb
 
@@ -55,13 +59,21 @@ def connect(tables: dict[str, object], memory_limit: str, spill_bytes: int | Non
             f"--memory-limit {memory_limit} is too little for DuckDB to start a query (it needs at "
             f"least {MIN_MEMORY_BYTES >> 20} MiB with the result's batches): give more, e.g. 256MB"
         )
+    base = tempfile.gettempdir()
+    try:
+        base.encode("utf-8")
+    except UnicodeEncodeError:  # DuckDB takes its spill folder as UTF-8 (std::bad_cast otherwise)
+        shown = os.fsencode(base).decode("utf-8", "backslashreplace")
+        raise QueryError(
+            f"DuckDB's spill folder would be in {shown}, which is not UTF-8 text (TMPDIR names the folder): "
+            "set TMPDIR to a folder whose path is UTF-8"
+        ) from None
     try:
         spill = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
         spill_bytes = check_spill_limit(None, spill) if spill_bytes is None else spill_bytes
     except OSError as exc:
         raise QueryError(
-            f"cannot make DuckDB's spill folder in {tempfile.gettempdir()}: {exc.strerror or exc} "
-            "(TMPDIR names the folder)"
+            f"cannot make DuckDB's spill folder in {base}: {exc.strerror or exc} (TMPDIR names the folder)"
         ) from None
     con = None
     try:

@@ -112,6 +112,21 @@ def test_a_relative_store_in_a_folder_that_is_not_utf8_is_refused(work):
     assert os.listdir(folder) == []
 
 
+@pytest.mark.parametrize("command", [("run", str(SPEC), "--local", "--no-analyze"), ("store", "check"), ("runs",)])
+def test_a_utf8_store_path_through_a_link_to_a_folder_that_is_not_is_refused(work, command):
+    # run trained every trial and wrote the store, then ended in a traceback (found by a hostile pass).
+    target = os.path.join(work, b"di\xffr")
+    os.mkdir(target)
+    os.symlink(target, os.path.join(work, b"link"))
+    store = os.path.join(work, b"link", b"fresh-store")
+    before = _tree(work)
+    done = _attnsweep(*command, "--store", store)
+    err = done.stderr.decode()
+    assert done.returncode == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: --store: ") and "resolves to" in err and "\\xff" in err, err
+    assert _tree(work) == before and done.stdout == b""
+
+
 @pytest.mark.slow
 def test_a_file_in_the_store_whose_name_is_not_utf8_is_set_aside_not_a_traceback(tmp_path):
     from test_guarantees import MINE, make_store
@@ -136,3 +151,18 @@ def test_a_file_in_the_store_whose_name_is_not_utf8_is_set_aside_not_a_traceback
     assert _attnsweep(
         "query", "select count(*) as n from trials", "--store", "store", "--format", "csv", cwd=tmp_path
     ).stdout.split() == [b"n", b"8"]
+
+
+def test_query_with_a_tmpdir_that_is_not_utf8_is_one_line(work, tmp_path):
+    # DuckDB spills under TMPDIR and takes the folder as UTF-8: it raised std::bad_cast (a traceback).
+    good = os.path.join(work, b"good-store")
+    shutil.copytree(os.path.join(work, BAD), good)
+    tmp = os.path.join(work, b"tm\xffp")
+    os.mkdir(tmp)
+    env = {**os.environb, b"TMPDIR": tmp}
+    argv = [os.fsencode(sys.executable), b"-m", b"attnsweep.cli", b"query", b"select count(*) AS n FROM trials"]
+    done = subprocess.run([*argv, b"--store", good, b"--format", b"csv"], capture_output=True, timeout=300, env=env)
+    err = done.stderr.decode()
+    assert done.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "spill folder" in err and "\\xff" in err and "TMPDIR" in err, err
+    assert os.listdir(tmp) == []
