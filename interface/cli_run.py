@@ -187,6 +187,7 @@ def _run_and_summarise(s, store: str, address, local: bool, max_in_flight, resum
     Raises:
         KeyboardInterrupt: Ctrl-C or SIGTERM (the run is recorded interrupted, or as it ended).
         typer.Exit: 1 where every trial was lost.
+        AttnsweepError: Ray died under the run, or code it ran called ``sys.exit()``.
     """
     from attnsweep import api
 
@@ -205,6 +206,12 @@ def _run_and_summarise(s, store: str, address, local: bool, max_in_flight, resum
     except RayDiedError as exc:  # one line naming the run to resume, not Ray's traceback
         raise AttnsweepError(
             f"{exc} with: attnsweep resume {run_id}" + (f" --store {store}" if store != DEFAULT_STORE else "")
+        ) from None
+    except SystemExit as exc:  # code the driver ran (a package's) called sys.exit(): the run failed, whatever the code
+        raise AttnsweepError(
+            f"run {run_id} stopped: code it ran called sys.exit({exc.code!r}) (a package's model, task or student?); "
+            f"the run is recorded failed. Fix it, then: attnsweep resume {run_id}"
+            + (f" --store {store}" if store != DEFAULT_STORE else "")
         ) from None
     if summary.already_complete:
         err.print(

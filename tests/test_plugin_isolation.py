@@ -267,3 +267,44 @@ def test_an_exit_in_a_packages_code_during_a_local_run_fails_its_pack_not_the_ru
     got = {r["teacher"]: r for r in json.loads(rows.stdout)}
     assert got["equivariant"]["status"] == "done" and got["exits_later"]["status"] == "failed"
     assert "SystemExit" in got["exits_later"]["error"] and "later_pkg.py" in got["exits_later"]["error"]
+
+
+SIZES_EXIT = """\
+import sys
+import torch
+from attnsweep.workers.boolean_models import BooleanModel
+
+
+class Mean(torch.nn.Module):
+    def __init__(self, T):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(T))
+
+    def forward(self, x):
+        return (2 * x.float() - 1) @ self.w
+
+
+def sizes(cfg):
+    sys.exit(0)
+
+
+MODEL = BooleanModel(name="exits_sizing", build=lambda cfg: Mean(cfg.T), param_count=sizes, activations=sizes)
+"""
+
+
+@pytest.mark.slow  # the CLI trains in a subprocess
+def test_a_models_size_estimate_calling_sys_exit_is_sized_high_and_the_run_goes_on(tmp_path):
+    # The driver sizes packs from a package's param_count: its sys.exit(0) ended `run` with exit
+    # 0 and no word, the record saying failed (a hostile pass). It is the package's failure to
+    # size: the estimate errs high, as for one that raises, and the trials train.
+    site = tmp_path / "site"
+    site.mkdir()
+    _package(site, "sizes_pkg", SIZES_EXIT, "[attnsweep.models]\nexits_sizing = sizes_pkg:MODEL\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: sizing\nseeds: 2\ngrid: {T: [8], m: [16]}\n"
+        "fixed: {task: and, s: 1, model: exits_sizing, max_epochs: 5, n_test: 100}\n"
+    )
+    run = _cli(site, "run", str(spec), "--local", "--store", str(tmp_path / "store"), "--no-analyze")
+    assert run.returncode == 0, run.stderr
+    assert "done 2" in run.stderr and "stopped" not in run.stderr, run.stderr

@@ -268,7 +268,9 @@ def loaded_or_none(name: str) -> BooleanModel | None:
         return None
     try:
         return model_of(name)
-    except Exception:  # noqa: BLE001 - reported where the trial runs
+    except BaseException as exc:  # noqa: BLE001 - sys.exit() too: reported where the trial runs
+        if isinstance(exc, KeyboardInterrupt):
+            raise
         return None
 
 
@@ -295,7 +297,9 @@ def _plugin_param_count(model: BooleanModel, c: Config) -> int | None:
 
         with torch.device("meta"):
             return sum(p.numel() for p in model.build(c).parameters())
-    except Exception:  # noqa: BLE001 - any failure here is reported where the trial runs
+    except BaseException as exc:  # noqa: BLE001 - sys.exit() too: reported where the trial runs
+        if isinstance(exc, KeyboardInterrupt):
+            raise
         return None
 
 
@@ -307,7 +311,9 @@ def activations(c: Config) -> int:
     if model is not None and model.activations is not None:
         try:
             return int(model.activations(c))
-        except Exception:  # noqa: BLE001 - reported where the trial runs
+        except BaseException as exc:  # noqa: BLE001 - sys.exit() too: reported where the trial runs
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             pass
     return PLUGIN_DEFAULT_BLOCKS * TRANSFORMER_ACTS_PER_TOKEN * (c.T + 1) * c.d * c.layers
 

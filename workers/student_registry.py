@@ -174,7 +174,9 @@ def _param_count(name: str, n: int, k: int, d: int, width: int, heads: int) -> i
 
         with torch.device("meta"):
             return sum(p.numel() for p in student.build(n, k, d, width, heads).parameters())
-    except Exception:  # noqa: BLE001 - any failure here is reported where the trial runs
+    except BaseException as exc:  # noqa: BLE001 - sys.exit() too: reported where the trial runs
+        if isinstance(exc, KeyboardInterrupt):
+            raise
         return None
 
 
@@ -187,5 +189,7 @@ def plugin_activations(name: str, n: int, k: int, d: int, width: int, heads: int
     try:
         student = plugin_student(name)
         return None if student.activations is None else int(student.activations(n, k, d, width, heads))
-    except Exception:  # noqa: BLE001 - any failure here is reported where the trial runs
+    except BaseException as exc:  # noqa: BLE001 - sys.exit() too: reported where the trial runs
+        if isinstance(exc, KeyboardInterrupt):
+            raise
         return None
