@@ -52,6 +52,7 @@ import numpy as np
 import optuna
 import polars as pl
 
+from attnsweep.orchestrator.errors import AttnsweepError
 from attnsweep.orchestrator.spec import SweepSpec, trial_id
 from attnsweep.results import ResultsStore, StoreError
 
@@ -483,15 +484,21 @@ def _study(folder: Path, cell: dict, tune) -> optuna.Study:
     stale = Path(f"{journal}.lock")
     if stale.is_symlink() or stale.exists():
         stale.unlink()
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
     sampler = optuna.samplers.TPESampler(
         seed=int(key[:8], 16),
         constant_liar=True,
         n_startup_trials=max(1, min(tune.batch, tune.n_trials // 2)),
     )
-    return optuna.create_study(
-        study_name=key, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
-    )
+    try:  # the journal is replayed here: a damaged or hostile line (it travels with store export) is one error
+        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+        return optuna.create_study(
+            study_name=key, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
+        )
+    except Exception as exc:  # noqa: BLE001 - Optuna's replay raises what a line makes it (RecursionError, AssertionError, ...)
+        raise AttnsweepError(
+            f"{journal}: the adaptive search's Optuna journal of this cell cannot be read ({type(exc).__name__}: "
+            f"{str(exc)[:200]}): the run cannot resume this cell's tuning from it"
+        ) from None
 
 
 def _asked(study: optuna.Study, want: range, dists: dict) -> list[tuple[int, dict, bool]]:

@@ -492,3 +492,28 @@ def test_a_study_lock_left_by_a_killed_driver_does_not_stop_the_resume(tmp_path)
     assert not worker.is_alive(), "creating the study hung on the stale lock"
     assert made["study"].study_name == cell_key(cell) and journal.is_file()
     assert not (tmp_path / f"{journal.name}.lock").exists()  # released after the write
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"op_code": 0, "worker_id": "x", "study_name": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"op_code": 99, "worker_id": 5}',
+    ],
+)
+def test_a_damaged_tuning_journal_is_one_error_naming_it(tmp_path, line):
+    # The journals travel with store export: a line Optuna cannot replay ended resume in a
+    # RecursionError or AssertionError traceback (a hostile pass).
+    from types import SimpleNamespace
+
+    from attnsweep.orchestrator.adaptive import _study, cell_key
+    from attnsweep.orchestrator.errors import AttnsweepError
+
+    cell = {"T": 8, "model": "transformer"}
+    journal = tmp_path / f"{cell_key(cell)}.journal"
+    journal.write_text(line + "\n")
+    with pytest.raises(AttnsweepError) as caught:
+        _study(tmp_path, cell, SimpleNamespace(batch=1, n_trials=2))
+    said = str(caught.value)
+    assert said.startswith(f"{journal}: the adaptive search's Optuna journal of this cell cannot be read (")
+    assert said.endswith("the run cannot resume this cell's tuning from it") and "\n" not in said
