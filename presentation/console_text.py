@@ -15,7 +15,7 @@ import re
 
 from rich.markup import escape
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
 # \udc80-\udcff: a byte of a file name that is not UTF-8 (os.fsdecode's surrogateescape), which
 # a terminal would get raw (0x9b is a C1 control sequence's start).
 _NAMED = {"\r": "\\r", "\x1b": "\\x1b", "\x00": "\\x00", "\x7f": "\\x7f"}

@@ -730,6 +730,9 @@ def test_visible_writes_out_control_characters_and_keeps_the_rest():
     assert markup("[/x] [bold]") == "\\[/x] \\[bold]"
     assert log_text("10%\r50%\r\n100%\x1b[0m\n") == "10%\n50%\n100%\\x1b[0m\n"
     assert visible("résumé — ok ✓") == "résumé — ok ✓"
+    # Every bidi control is written out, the Arabic letter mark among them; Arabic text stays.
+    assert visible("a\u061cb \u200fc \u2067d") == "a\\u061cb \\u200fc \\u2067d"
+    assert visible("سلام") == "سلام"
 
 
 @pytest.mark.slow
