@@ -7,6 +7,6 @@ from .boolean import settings_of as settings_of
 from .claims import judge as judge
 from .completeness import incomplete_note as incomplete_note
 from .replicate import Comparison as Comparison
-from .replicate import compare_runs as compare_runs
+from .replication import compare_runs as compare_runs
 from .symmetry import SymmetryAnalysis as SymmetryAnalysis
 from .symmetry import analyze_symmetry_run as analyze_symmetry_run

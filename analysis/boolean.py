@@ -222,13 +222,10 @@ def pooled_note(store: ResultsStore, sweep: str, run_id: str, experiment: str) -
     pooled = pooled_settings(search_rows(trials, settings), [f for f in settings if f not in kind.cell_keys])
     if not pooled:
         return None
-    from attnsweep.analysis.experiments import analysis_of
-
     listed = " and ".join(f"{k} ({', '.join(map(str, v))})" for k, v in pooled.items())
-    *keys, last = analysis_of(experiment).cell()
     return (
         f"run {run_id} varies {listed} within its {experiment} cells, which are keyed by "
-        f"{', '.join(keys)} and {last} alone: each m*, error and verdict below pools those settings. "
+        f"{kind.cell_words} alone: each m*, error and verdict below pools those settings. "
         "Read one setting's rows with attnsweep query, or give each setting its own run"
     )
 

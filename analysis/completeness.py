@@ -169,15 +169,12 @@ def untrained_note(store: ResultsStore, sweep: str, run_id: str, context: RunCon
     Raises:
         StoreError: the run has no trial rows.
     """
-    from attnsweep.analysis.experiments import analysis_of
+    from attnsweep.workers.experiments import EXPERIMENTS
 
     scan = store.scan_run_trials(sweep, run_id)
     schema = scan.collect_schema()
-    cols = [
-        c
-        for c in dict.fromkeys([*analysis_of(context.experiment).cell(), "model"])
-        if c in schema and schema[c] == pl.String
-    ]
+    settings = EXPERIMENTS[context.experiment].config.model_fields
+    cols = [c for c in settings if c in schema and schema[c] == pl.String and c not in ("trial_id", "fault")]
     if not cols or "status" not in schema:
         return None
     rows = scan.select(*cols, "status").collect()

@@ -62,9 +62,14 @@ class RunContext:
         Raises:
             SpecError: as :meth:`load`, or the record names no experiment attnsweep analyses.
         """
-        from attnsweep.analysis.experiments import analysis_of_record
+        from attnsweep.workers.experiments import EXPERIMENTS
 
-        analysis_of_record({"run_id": run_id, **record})  # an experiment no analysis knows: said here, once
+        experiment = experiment_of(record)
+        if experiment not in EXPERIMENTS:  # said here, once, for every reader of the run
+            raise SpecError(
+                [f"experiment: value {experiment!r}: not an experiment; allowed: {sorted(EXPERIMENTS)}"],
+                f"the record of run {run_id}",
+            )
         spec = _spec_of(run_id, sweep, record.get("spec_yaml"))
         return cls(
             sweep,

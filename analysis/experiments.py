@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import polars as pl
-    from rich.console import Console
 
     from attnsweep.analysis.context import RunContext
     from attnsweep.results import ResultsStore
@@ -44,8 +43,6 @@ class ExperimentAnalysis:
         claim_trials: ``(trials) -> LazyFrame``: a run's finished search rows as the spec's
             ``trend`` claims read them (stats/own_claims.py): the columns the claims name,
             made where the experiment derives them.
-        show: ``(result, console, context) -> None``: the analysis as ``attnsweep analyze``
-            prints it.
         compare: ``(store, sweeps, run_ids, contexts, settings, figure_dirs, tol) ->
             (comparisons, score, cell)``: the m* and verdict comparisons of two runs of one
             spec (analysis/replicate.py), the per-trial score whose distributions are
@@ -60,7 +57,6 @@ class ExperimentAnalysis:
     section: str
     cell: Callable[[], list[str]]
     claim_trials: Callable[[pl.LazyFrame], pl.LazyFrame]
-    show: Callable[[Any, Console, RunContext], None]
     compare: Callable[..., tuple[list, str, list[str]]]
 
 
@@ -101,12 +97,6 @@ def _boolean_claim_trials(rows: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _boolean_show(result: Any, console: Console, context: RunContext) -> None:
-    from attnsweep.presentation.terminal import print_analysis
-
-    print_analysis(result, console)
-
-
 def _boolean_compare(*args: Any) -> tuple[list, str, list[str]]:
     from attnsweep.analysis.replicate import compare_boolean
 
@@ -131,12 +121,6 @@ def _symmetry_claim_trials(rows: pl.LazyFrame) -> pl.LazyFrame:
     return with_student(rows)
 
 
-def _symmetry_show(result: Any, console: Console, context: RunContext) -> None:
-    from attnsweep.presentation.terminal import print_symmetry
-
-    print_symmetry(result, console, context.settings.target_error)
-
-
 def _symmetry_compare(*args: Any) -> tuple[list, str, list[str]]:
     from attnsweep.analysis.replicate import compare_symmetry
 
@@ -153,7 +137,6 @@ ANALYSES: dict[str, ExperimentAnalysis] = {
         section=BOOLEAN_SECTION,
         cell=_boolean_cell,
         claim_trials=_boolean_claim_trials,
-        show=_boolean_show,
         compare=_boolean_compare,
     ),
     "symmetry": ExperimentAnalysis(
@@ -165,7 +148,6 @@ ANALYSES: dict[str, ExperimentAnalysis] = {
         section=SYMMETRY_SECTION,
         cell=_symmetry_cell,
         claim_trials=_symmetry_claim_trials,
-        show=_symmetry_show,
         compare=_symmetry_compare,
     ),
 }

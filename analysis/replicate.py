@@ -22,19 +22,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 from scipy.stats import ks_2samp
 
 from attnsweep.analysis.boolean import CELL_FIELDS, analyze_run
-from attnsweep.analysis.context import RunContext
-from attnsweep.analysis.experiments import analysis_of
 from attnsweep.analysis.symmetry import analyze_symmetry_run
-from attnsweep.orchestrator.errors import RunError
 from attnsweep.orchestrator.trials_table import with_later_fields
-from attnsweep.results import ResultsStore
 from attnsweep.stats.critical import format_m_star
 from attnsweep.stats.symmetry import CELL as SYMMETRY_CELL
 
@@ -48,36 +43,6 @@ class Comparison:
     baseline: str
     new: str
     ok: bool | None  # None: shown, not judged
-
-
-def compare_runs(
-    store: ResultsStore,
-    baseline: str,
-    new: str,
-    tol: float = 0.25,
-    alpha: float = 0.01,
-    figures_dir: Path | None = None,
-) -> list[Comparison]:
-    """Every comparison of run ``new`` against run ``baseline`` (see the module doc).
-
-    Raises:
-        RunError: the runs come from different specs or experiments.
-        StoreError: a run is missing or has no trained trials.
-        SpecError: a run's stored spec has invalid settings (:mod:`analysis.context`).
-    """
-    sweeps = store.sweep_of(baseline), store.sweep_of(new)
-    contexts = RunContext.load(store, sweeps[0], baseline), RunContext.load(store, sweeps[1], new)
-    records = contexts[0].record, contexts[1].record
-    if records[0]["spec_hash"] != records[1]["spec_hash"]:
-        raise RunError(
-            f"run {new} and baseline {baseline} come from different specs; replication compares runs of one pinned spec"
-        )
-    settings = contexts[0].settings  # one spec (same hash): the baseline's settings judge both
-    dirs = [None, None] if figures_dir is None else [figures_dir / "baseline", figures_dir / "new"]
-    kind = analysis_of(contexts[0].experiment)
-    out, score, cell = kind.compare(store, sweeps, (baseline, new), contexts, settings, dirs, tol)
-    out += _distributions(store, sweeps, (baseline, new), [c for c in cell if c != "student"], score, alpha)
-    return out
 
 
 def compare_symmetry(
@@ -171,7 +136,7 @@ def _fits(base: dict, new: dict, tol: float) -> list[Comparison]:
     return out
 
 
-def _distributions(store, sweeps, runs, cell, score, alpha) -> list[Comparison]:
+def distributions(store, sweeps, runs, cell, score, alpha) -> list[Comparison]:
     frames = []
     for s, r in zip(sweeps, runs, strict=True):
         t = with_later_fields(store.scan_run_trials(s, r)).filter(pl.col("status") == "done").collect()

@@ -250,7 +250,7 @@ def replicate(
     """
     from attnsweep.analysis.boolean import run_caveats
     from attnsweep.analysis.context import RunContext
-    from attnsweep.analysis.replicate import compare_runs
+    from attnsweep.analysis.replication import compare_runs
     from attnsweep.orchestrator.provenance import code_version
     from attnsweep.orchestrator.spec import load_spec
     from attnsweep.presentation.replication import write_report

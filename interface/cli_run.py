@@ -374,7 +374,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     from attnsweep.analysis.boolean import run_caveats
     from attnsweep.analysis.context import RunContext
     from attnsweep.analysis.experiments import analysis_of
-    from attnsweep.presentation.terminal import print_own_claims
+    from attnsweep.presentation.terminal import SHOW, print_own_claims
 
     if run_id is None:
         _, run_id = store.latest_run()
@@ -413,7 +413,7 @@ def _print_analysis(store, run_id: str | None, figures: Path | None, format: str
     with _stdout_errors():
         if own:
             print_own_claims(own, out)
-        kind.show(result, out, context)
+        SHOW[kind.section](result, out, context)
 
 
 @contextlib.contextmanager

@@ -1,5 +1,5 @@
 """The replication report (``attnsweep replicate``): the comparisons of
-:func:`attnsweep.analysis.replicate.compare_runs` as Markdown, with both runs' figures."""
+:func:`attnsweep.analysis.replication.compare_runs` as Markdown, with both runs' figures."""
 
 from __future__ import annotations
 

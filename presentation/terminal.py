@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnsweep.analysis.boolean import Analysis, interval_text, law_text
+from attnsweep.analysis.experiments import BOOLEAN_SECTION, SYMMETRY_SECTION
 from attnsweep.analysis.symmetry import ScaleAnalysis, SymmetryAnalysis
 from attnsweep.presentation.console_text import markup
 from attnsweep.stats.critical import format_m_star, format_reading
@@ -283,3 +284,11 @@ LAW_ORDER = {"log": 0, "polylog": 1, "linear": 2, "power": 3}
 
 def _sci(v) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2e}"
+
+
+SHOW = {
+    BOOLEAN_SECTION: lambda result, console, context: print_analysis(result, console),
+    SYMMETRY_SECTION: lambda result, console, context: print_symmetry(result, console, context.settings.target_error),
+}
+"""How ``attnsweep analyze`` prints a run's analysis, by its experiment's section
+(analysis/experiments.py ``section``): ``(result, console, context) -> None``."""

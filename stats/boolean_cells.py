@@ -13,13 +13,13 @@ import polars as pl
 
 from attnsweep.stats.restarts import LEARNER, ONE_INIT
 from attnsweep.stats.verdict_common import quantity
-from attnsweep.workers.builtin_models import paper_model
 
 # The two models the paper's claims are about (L1-L4: the attention model; L2: it against the MLP
-# baseline), as the model registry declares them (workers/boolean_models.py ``paper_role``): a
-# model a package adds plays no role, is its own series in the m* table and the figures, and
-# enters no paper claim.
-ATTENTION, BASELINE = paper_model("attention"), paper_model("baseline")
+# baseline): the built-ins the model registry gives paper_role attention and baseline
+# (workers/builtin_models.py; stats reads no registry, and tests/workers/test_model_registry.py
+# holds the two to agree). A model a package adds plays no role: it is its own series in the m*
+# table and the figures, and enters no paper claim.
+ATTENTION, BASELINE = "transformer", "mlp"
 RESULT_COLUMNS = frozenset(
     {
         "m_star",

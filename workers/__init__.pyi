@@ -5,6 +5,8 @@ from .boolean_models import BooleanModel as BooleanModel
 from .boolean_models import model_names as model_names
 from .builtin_models import build_model as build_model
 from .builtin_models import model_of as model_of
+from .builtin_students import build_student as build_student
+from .builtin_students import student_of as student_of
 from .config import BooleanTrialConfig as BooleanTrialConfig
 from .config import SymmetryTrialConfig as SymmetryTrialConfig
 from .equivariance import haar_orthogonal as haar_orthogonal
@@ -21,8 +23,6 @@ from .student_registry import student_names as student_names
 from .students import InnerProductStudent as InnerProductStudent
 from .students import SeqMLP as SeqMLP
 from .students import SeqTransformer as SeqTransformer
-from .students import build_student as build_student
 from .students import check_student as check_student
-from .students import student_of as student_of
 from .train_boolean import train_pack as train_pack
 from .trial_config import TrialConfig as TrialConfig

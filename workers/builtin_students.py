@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from attnsweep.tasks.errors import TaskError
-from attnsweep.workers.memory import PLUGIN_DEFAULT_BLOCKS, TRANSFORMER_ACTS_PER_TOKEN
+from attnsweep.workers.memory import FLOAT_BYTES, PARAM_COPIES, PLUGIN_DEFAULT_BLOCKS, TRANSFORMER_ACTS_PER_TOKEN
 from attnsweep.workers.student_registry import (
     BuiltInForms,
     Config,
@@ -240,3 +240,45 @@ def activations(c: Config) -> int:
     if given is not None:
         return given
     return PLUGIN_DEFAULT_BLOCKS * _transformer_activations(n, k, d, max(width, d), heads)
+
+
+def working_bytes(cfg: Config) -> int:
+    """The most memory one symmetry trial uses while it trains (bytes).
+
+    Data: X, K and Y of m training and ``n_test`` test samples, ``(2n + k) d`` floats each
+    (augmentation holds a rotated copy and one ``d x d`` rotation per sample). Parameters
+    (:data:`PARAM_COPIES` float32 values each) and the float32 values one training sample keeps
+    for the backward pass: those of the student the trial trains, as its registry entry gives
+    them (:func:`param_count`, :func:`activations`:
+    the built-ins' closed forms, a package's own or err-high counts).
+    """
+    n_params = param_count(cfg)
+    data = (2 * cfg.n + cfg.k) * cfg.d
+    if cfg.equivariance == "augment":
+        data = 2 * data + cfg.d * cfg.d
+    acts = activations(cfg)
+    return FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (data + acts) + cfg.n_test * (2 * cfg.n + cfg.k) * cfg.d)
+
+
+def build_student(model: str, equivariance: str, n: int, k: int, d: int, width: int, heads: int) -> nn.Module:
+    """The student a trial names, freshly initialised: the form
+    :func:`workers.builtin_students.form_of` gives (``orthogonal`` -> :class:`~workers.students.InnerProductStudent`,
+    ``heads`` heads, hidden width 16, the model name checked but not used; ``permutation`` -> the
+    named student's permutation-equivariant form, the transformer's :class:`~workers.students.SeqTransformer`
+    without positions; ``none`` and ``augment`` -> the named student), a package's checked by
+    :func:`workers.students.check_student`. ``width`` is the one the trial's student takes
+    (:func:`workers.builtin_students.width_of`).
+
+    Raises:
+        ValueError: unknown equivariance, ``permutation`` for a student without such a form, or
+            width not divisible by heads for the transformer.
+        TaskError: unknown model (the message lists those there are), or a package's student
+            that does not load or breaks its contract (the message names it).
+    """
+    from attnsweep.workers.students import check_student
+
+    form = form_of(model, equivariance)
+    built = form.build(n, k, d, width, heads)
+    if form.forms is None:  # a package's student (built-ins declare forms) is held to what training reads
+        check_student(model, built, n, k, d)
+    return built

@@ -14,8 +14,9 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from attnsweep.workers.builtin_models import working_bytes as boolean_working_bytes
+from attnsweep.workers.builtin_students import working_bytes as symmetry_working_bytes
 from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
-from attnsweep.workers.memory import boolean_trial_bytes, symmetry_trial_bytes, symmetry_working_bytes
+from attnsweep.workers.memory import boolean_trial_bytes, symmetry_trial_bytes
 from attnsweep.workers.stacking import boolean_stacks, symmetry_stacks
 
 C = TypeVar("C", bound=BaseModel)
@@ -49,6 +50,7 @@ class Experiment(Generic[C]):
             a cell over every other setting (symmetry: stats/symmetry.py ``CELL``, the student
             being ``model`` with its ``equivariance``), so ``validate`` names a varied setting
             that would be pooled; None: every setting but m and the seed keys a cell.
+        cell_words: the cell's keys as a message names them (``cell_keys`` given).
         claim_quantities: the per-trial measurements a spec's own ``trend`` claim may name
             (orchestrator/spec_claims.py; columns of the trials table, or made from them by
             the analysis: analysis/experiments.py ``claim_trials``).
@@ -68,6 +70,7 @@ class Experiment(Generic[C]):
     succeeds: Callable[[dict, Any], bool]
     tuning_score: Callable[[dict | None], float]
     cell_keys: frozenset[str] | None = None
+    cell_words: str = ""
     claim_quantities: tuple[str, ...] = ()
     m_star_claims: bool = True
 
@@ -145,6 +148,7 @@ EXPERIMENTS: dict[str, Experiment[Any]] = {
         succeeds=_symmetry_succeeds,
         tuning_score=_symmetry_score,
         cell_keys=frozenset({"teacher", "model", "equivariance", "n", "k", "d"}),
+        cell_words="teacher, student, n, k and d",
         claim_quantities=(
             "test_error",
             "train_error",

@@ -27,12 +27,9 @@ pack inside its budget (``execution.pack_memory_mb``), not predict an allocator'
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from attnsweep.workers.curves import CurvePlan
-
-if TYPE_CHECKING:  # the trial configs read the registries, which read this module's constants
-    from attnsweep.workers.config import BooleanTrialConfig, SymmetryTrialConfig
 
 FLOAT_BYTES = 4
 # Weight, gradient and two AdamW moments.
@@ -67,6 +64,17 @@ CURVE_MAX_BYTES = 16 * 2**20
 refused beyond :data:`CURVE_MAX_POINTS`, at :data:`CURVE_POINT_BYTES` a point."""
 CURVE_MAX_POINTS = CURVE_MAX_BYTES // CURVE_POINT_BYTES
 """The largest ``execution.curves.max_points``: 52,428 (:data:`CURVE_MAX_BYTES`)."""
+
+
+class BooleanSizes(Protocol):
+    """What this module reads of a sparse-Boolean trial's config (workers/config.py
+    ``BooleanTrialConfig``; named by what it reads, since the configs read the registries that
+    read this module's constants)."""
+
+    m: int
+    T: int
+    s: int
+    batch_size: int | None
 
 
 class CurveSetting(Protocol):
@@ -107,7 +115,7 @@ def pack_bytes(trial_bytes: int, working_bytes: int, trials: int, stacked: bool 
     return working_bytes + trials * trial_bytes
 
 
-def boolean_trial_bytes(cfg: BooleanTrialConfig) -> int:
+def boolean_trial_bytes(cfg: BooleanSizes) -> int:
     """What one sparse-Boolean trial holds for its whole pack (bytes): its training set as
     drawn, ``m T`` uint8 bits, ``m`` float32 labels, ``s`` int64 positions."""
     return cfg.m * (cfg.T + FLOAT_BYTES) + 8 * cfg.s
@@ -125,45 +133,12 @@ def working_set_bytes(n_params: int, train_floats: int, n_test: int, eval_floats
     return max(train, scoring)
 
 
-def boolean_batch(cfg: BooleanTrialConfig) -> int:
+def boolean_batch(cfg: BooleanSizes) -> int:
     """Samples of a sparse-Boolean trial's minibatch: ``batch_size``, or all ``m`` (full batch)."""
     return min(cfg.m, cfg.batch_size or cfg.m)
 
 
-def boolean_working_bytes(cfg: BooleanTrialConfig) -> int:
-    """The most memory one sparse-Boolean trial uses while it trains or is scored (bytes): its
-    model's own closed form, a built-in's (workers/builtin_models.py, each entry's
-    ``paths.working_bytes``) or a package's generic terms
-    (:func:`workers.builtin_models.working_bytes`). Measured against the peak RSS of real packs
-    in tests/workers/test_memory.py. Raises nothing for a package's model."""
-    # Imported here: the registry reads this module's constants when it is imported.
-    from attnsweep.workers.builtin_models import working_bytes
-
-    return working_bytes(cfg)
-
-
-def symmetry_trial_bytes(cfg: SymmetryTrialConfig) -> int:
+def symmetry_trial_bytes(cfg: object) -> int:
     """What one symmetry trial holds for its whole pack (bytes): nothing but its row; its
-    data are drawn when it trains (:func:`symmetry_working_bytes`). A kilobyte, to count it."""
+    data are drawn when it trains (:func:`workers.builtin_students.working_bytes`). A kilobyte, to count it."""
     return 1024
-
-
-def symmetry_working_bytes(cfg: SymmetryTrialConfig) -> int:
-    """The most memory one symmetry trial uses while it trains (bytes).
-
-    Data: X, K and Y of m training and ``n_test`` test samples, ``(2n + k) d`` floats each
-    (augmentation holds a rotated copy and one ``d x d`` rotation per sample). Parameters
-    (:data:`PARAM_COPIES` float32 values each) and the float32 values one training sample keeps
-    for the backward pass: those of the student the trial trains, as its registry entry gives
-    them (:func:`workers.builtin_students.param_count`, :func:`workers.builtin_students.activations`:
-    the built-ins' closed forms, a package's own or err-high counts).
-    """
-    # Imported here: the registry reads this module's constants when it is imported.
-    from attnsweep.workers.builtin_students import activations, param_count
-
-    n_params = param_count(cfg)
-    data = (2 * cfg.n + cfg.k) * cfg.d
-    if cfg.equivariance == "augment":
-        data = 2 * data + cfg.d * cfg.d
-    acts = activations(cfg)
-    return FLOAT_BYTES * (PARAM_COPIES * n_params + cfg.m * (data + acts) + cfg.n_test * (2 * cfg.n + cfg.k) * cfg.d)

@@ -15,8 +15,8 @@ are initialised from torch's global generator, as ``nn.Module`` does; callers fi
 trial (``torch.random.fork_rng`` plus a derived seed, as :mod:`workers.train_boolean` does).
 
 The generic models are :class:`~attnsweep.workers.student_registry.Student` values
-(workers/builtin_students.py ``TRANSFORMER``, ``MLP``, with their closed-form sizes and forms;
-imported here too), looked up by name in ``student_of`` beside the students other packages add
+(workers/builtin_students.py ``TRANSFORMER``, ``MLP``, with their closed-form sizes and forms,
+and ``build_student``), looked up by name in ``student_of`` beside the students other packages add
 (workers/student_registry.py); a package's student is checked on a tiny input
 (:func:`check_student`) before it trains.
 """
@@ -31,14 +31,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from attnsweep.tasks.errors import TaskError
-
-# The registry's entries and lookup (workers/builtin_students.py), importable from here as before.
-from attnsweep.workers.builtin_students import BUILT_IN_STUDENTS as BUILT_IN_STUDENTS
-from attnsweep.workers.builtin_students import EQUIVARIANCES as EQUIVARIANCES
-from attnsweep.workers.builtin_students import MLP as MLP
-from attnsweep.workers.builtin_students import TRANSFORMER as TRANSFORMER
-from attnsweep.workers.builtin_students import form_of
-from attnsweep.workers.builtin_students import student_of as student_of
 from attnsweep.workers.student_registry import BUILT_IN
 
 MODELS = BUILT_IN
@@ -227,25 +219,3 @@ def check_student(name: str, model: object, n: int, k: int, d: int) -> None:
             f"student {name!r}: its forward gave {got} for X {tuple(X.shape)} float32, not a float32 tensor "
             f"of X's shape"
         )
-
-
-def build_student(model: str, equivariance: str, n: int, k: int, d: int, width: int, heads: int) -> nn.Module:
-    """The student a trial names, freshly initialised: the form
-    :func:`workers.builtin_students.form_of` gives (``orthogonal`` -> :class:`InnerProductStudent`,
-    ``heads`` heads, hidden width 16, the model name checked but not used; ``permutation`` -> the
-    named student's permutation-equivariant form, the transformer's :class:`SeqTransformer`
-    without positions; ``none`` and ``augment`` -> the named student), a package's checked by
-    :func:`check_student`. ``width`` is the one the trial's student takes
-    (:func:`workers.builtin_students.width_of`).
-
-    Raises:
-        ValueError: unknown equivariance, ``permutation`` for a student without such a form, or
-            width not divisible by heads for the transformer.
-        TaskError: unknown model (the message lists those there are), or a package's student
-            that does not load or breaks its contract (the message names it).
-    """
-    form = form_of(model, equivariance)
-    built = form.build(n, k, d, width, heads)
-    if form.forms is None:  # a package's student (built-ins declare forms) is held to what training reads
-        check_student(model, built, n, k, d)
-    return built

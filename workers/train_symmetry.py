@@ -24,7 +24,7 @@ from torch.func import functional_call
 from attnsweep import tasks
 from attnsweep.tasks.seq2seq import sample_dataset
 from attnsweep.workers.adamw import AdamW
-from attnsweep.workers.builtin_students import width_of
+from attnsweep.workers.builtin_students import build_student, width_of
 from attnsweep.workers.config import SymmetryTrialConfig
 from attnsweep.workers.curves import Curve, CurvePlan, attach
 from attnsweep.workers.equivariance import (
@@ -38,7 +38,6 @@ from attnsweep.workers.stacked import groups
 from attnsweep.workers.stacked_symmetry import fit_stacked
 from attnsweep.workers.stacking import symmetry_stacks
 from attnsweep.workers.status import TrialStatus
-from attnsweep.workers.students import build_student
 
 # Held-out samples on which the equivariance errors are measured.
 EQUIVARIANCE_SAMPLES = 64

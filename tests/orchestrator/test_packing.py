@@ -13,10 +13,10 @@ from attnsweep.orchestrator.packing import (
     group_of,
     spec_pack_sizer,
 )
+from attnsweep.workers.builtin_models import working_bytes as boolean_working_bytes
 from attnsweep.workers.memory import (
     STACKED_SLOTS,
     boolean_trial_bytes,
-    boolean_working_bytes,
     pack_bytes,
 )
 from attnsweep.workers.stacking import boolean_stacks

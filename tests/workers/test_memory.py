@@ -9,12 +9,12 @@ import pytest
 
 from attnsweep.workers import BooleanTrialConfig, SymmetryTrialConfig, build_model, build_student
 from attnsweep.workers.builtin_models import BUILT_IN_MODELS
+from attnsweep.workers.builtin_models import working_bytes as boolean_working_bytes
+from attnsweep.workers.builtin_students import working_bytes as symmetry_working_bytes
 from attnsweep.workers.memory import (
     boolean_trial_bytes,
-    boolean_working_bytes,
     pack_bytes,
     symmetry_trial_bytes,
-    symmetry_working_bytes,
 )
 from attnsweep.workers.stacking import boolean_stacks
 
@@ -162,8 +162,7 @@ def test_the_closed_form_student_count_is_the_count_of_the_built_student(model, 
     # Each built-in form's own closed form (its registry entry's param_count).
     import torch
 
-    from attnsweep.workers.builtin_students import form_of
-    from attnsweep.workers.students import build_student
+    from attnsweep.workers.builtin_students import build_student, form_of
 
     count = form_of(model, equivariance).param_count
     assert count is not None

@@ -249,3 +249,16 @@ def test_the_built_ins_declare_their_labels_and_roles_in_the_paper(site, monkeyp
     assert not {"bagpos_pkg", "raises_pkg"} & set(sys.modules)
     plain = registry.BooleanModel("conv", lambda c: None)
     assert plain.label is None and plain.paper_role is None  # a package need not give them
+
+
+def test_the_paper_claims_models_are_the_registries_built_ins_with_those_roles():
+    # stats names the models the paper's claims are about (it reads no registry): they must be
+    # the built-ins the registries give those roles.
+    from attnsweep.stats.boolean_cells import ATTENTION, BASELINE
+    from attnsweep.stats.symmetry import GENERIC, GENERIC_MLP
+    from attnsweep.workers.builtin_models import BUILT_IN_MODELS, paper_model
+    from attnsweep.workers.builtin_students import MLP, TRANSFORMER
+
+    assert (paper_model("attention"), paper_model("baseline")) == (ATTENTION, BASELINE)
+    assert {m.paper_role for m in BUILT_IN_MODELS.values()} == {"attention", "baseline"}
+    assert (TRANSFORMER.name, MLP.name) == (GENERIC, GENERIC_MLP)

@@ -13,10 +13,11 @@ from pydantic import ValidationError
 from torch import nn
 
 from attnsweep.tasks.errors import TaskError
-from attnsweep.workers import builtin_students, memory, student_registry
+from attnsweep.workers import builtin_students, student_registry
+from attnsweep.workers.builtin_students import MLP, TRANSFORMER, build_student, student_of
+from attnsweep.workers.builtin_students import working_bytes as symmetry_working_bytes
 from attnsweep.workers.config import SymmetryTrialConfig
 from attnsweep.workers.student_registry import Student
-from attnsweep.workers.students import MLP, TRANSFORMER, build_student, student_of
 from attnsweep.workers.train_symmetry import train_symmetry_pack
 
 MODULE = __name__
@@ -131,7 +132,7 @@ def test_a_broken_package_student_fails_only_its_trials_naming_its_entry_point(m
     _with_entry_points(monkeypatch, point, ("broken_too", f"{MODULE}:NO_SUCH_NAME_EITHER"))
     c = cfg(model=point[0])  # the name is valid: validation loads nothing
     # Packs are sized without it (erring high), not stopped by it.
-    assert memory.symmetry_working_bytes(c) > memory.symmetry_working_bytes(cfg(model="transformer"))
+    assert symmetry_working_bytes(c) > symmetry_working_bytes(cfg(model="transformer"))
     for stacked in (False, True):
         rows = train_symmetry_pack([c, cfg(model=point[0], seed=1)], stacked=stacked)
         for row in rows:

@@ -13,13 +13,14 @@ import torch
 from scipy.stats import ortho_group
 from torch.func import functional_call, stack_module_state
 
+from attnsweep.workers.builtin_students import build_student
 from attnsweep.workers.equivariance import (
     haar_orthogonal,
     orthogonal_equivariance_error,
     permutation_equivariance_error,
     summarize,
 )
-from attnsweep.workers.students import InnerProductStudent, SeqMLP, SeqTransformer, build_student
+from attnsweep.workers.students import InnerProductStudent, SeqMLP, SeqTransformer
 
 B, N, K_ROWS, D = 6, 5, 3, 4
 
