@@ -215,15 +215,7 @@ def param_count(c: Config) -> int:
     torch's meta device), else (inside ``without_loading``, or it does not load)
     :data:`workers.memory.PLUGIN_DEFAULT_BLOCKS` transformers at ``max(width, d)``, to err high.
     Checked against built students in tests/workers/test_memory.py. Raises nothing."""
-    n, k, d, width, heads = c.n, c.k, c.d, width_of(c), c.heads
-    form = built_in_form(c.model, c.equivariance)
-    if form is not None:
-        assert form.param_count is not None  # every built-in form gives its closed form
-        return form.param_count(n, k, d, width, heads)
-    counted = plugin_param_count(c.model, n, k, d, width, heads)
-    if counted is not None:
-        return counted
-    return PLUGIN_DEFAULT_BLOCKS * _transformer_params(n, k, d, max(width, d), heads)
+    return _sized(c, "param_count", plugin_param_count, _transformer_params)
 
 
 def activations(c: Config) -> int:
@@ -231,15 +223,23 @@ def activations(c: Config) -> int:
     student: a built-in form's closed form, a package's own ``activations``, or where it gives
     none or does not load :data:`workers.memory.PLUGIN_DEFAULT_BLOCKS` transformer blocks at
     ``max(width, d)``. Raises nothing."""
+    return _sized(c, "activations", plugin_activations, _transformer_activations)
+
+
+def _sized(c: Config, what: str, of_package, transformer) -> int:
+    """A size of the trial's student (``what``: its entry's ``param_count`` or ``activations``):
+    a built-in form's closed form, a package's own (``of_package``), else
+    :data:`workers.memory.PLUGIN_DEFAULT_BLOCKS` times the ``transformer``'s at ``max(width, d)``."""
     n, k, d, width, heads = c.n, c.k, c.d, width_of(c), c.heads
     form = built_in_form(c.model, c.equivariance)
     if form is not None:
-        assert form.activations is not None  # every built-in form gives its closed form
-        return form.activations(n, k, d, width, heads)
-    given = plugin_activations(c.model, n, k, d, width, heads)
+        closed = getattr(form, what)
+        assert closed is not None  # every built-in form gives its closed forms
+        return closed(n, k, d, width, heads)
+    given = of_package(c.model, n, k, d, width, heads)
     if given is not None:
         return given
-    return PLUGIN_DEFAULT_BLOCKS * _transformer_activations(n, k, d, max(width, d), heads)
+    return PLUGIN_DEFAULT_BLOCKS * transformer(n, k, d, max(width, d), heads)
 
 
 def working_bytes(cfg: Config) -> int:
