@@ -105,6 +105,12 @@ def store_check(store: StoreOpt = DEFAULT_STORE) -> None:
             "of trials that have no row (not drawn; store compact deletes them)",
             soft_wrap=True,
         )
+    for sweep, run_id, points in report.curve_bad_points:
+        out.print(
+            f"[red]curve points without a place[/]: run {markup(run_id)} of sweep {markup(sweep)} stores {points} curve "
+            "point(s) without a trial id, or with no epoch or a negative one (never read; store compact drops them)",
+            soft_wrap=True,
+        )
     for path in report.curve_keys:
         out.print(
             f"[red]curves commit unreadable[/]: {markup(path)} (its list of the curves files it commits is not a list of "

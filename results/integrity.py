@@ -36,7 +36,7 @@ from attnsweep.results.layout import CURVES_KEY, QUARANTINE, REPLACES_KEY, RUN_F
 from attnsweep.results.locks import RunLock
 from attnsweep.results.parquet_check import os_reason
 from attnsweep.results.roots import listing, listing_tree
-from attnsweep.results.store import FILE_COLUMN, ResultsStore
+from attnsweep.results.store import FILE_COLUMN, VALID_POINT, ResultsStore
 
 STORE_FOLDERS = ("trials", "runs", "curves", "derived", "locks", "quarantine", "studies")
 """The folders attnsweep makes at a store's root."""
@@ -112,6 +112,8 @@ class CheckReport:
             deletes them.
         curves_without_rows: ``(sweep, run_id, points)``: committed curve points whose trial
             has no row in the run (not drawn; store compact deletes them).
+        curve_bad_points: ``(sweep, run_id, points)``: committed curve points without a trial
+            id, or with no epoch or a negative one: never read; store compact drops them.
         curve_keys: trial files whose list of committed curves files (metadata
             ``attnsweep.curves``) is not a list of file names: their curves are committed by
             age (results/curve_commits.py); store compact writes the list again.
@@ -143,6 +145,7 @@ class CheckReport:
     curve_duplicates: list[tuple[str, str, int]] = field(default_factory=list)
     uncommitted_curves: list[str] = field(default_factory=list)
     curves_without_rows: list[tuple[str, str, int]] = field(default_factory=list)
+    curve_bad_points: list[tuple[str, str, int]] = field(default_factory=list)
     curve_keys: list[str] = field(default_factory=list)
     temp_files: list[tuple[str, float, str]] = field(default_factory=list)
     writing: list[tuple[str, float, str]] = field(default_factory=list)
@@ -168,6 +171,7 @@ class CheckReport:
             or self.curve_duplicates
             or self.uncommitted_curves
             or self.curves_without_rows
+            or self.curve_bad_points
             or self.curve_keys
             or self.temp_files
             or self.orphans
@@ -301,6 +305,10 @@ def _check_curves(store: ResultsStore, report: CheckReport) -> None:
         by_run.setdefault(run_of(p.parent), []).append(p)
     for (sweep, run_id), run_files in sorted(by_run.items()):
         points = store._scan("curves", run_files[0].parent).select("trial_id", "epoch")
+        bad = points.filter(~VALID_POINT.fill_null(False)).select(pl.len()).collect().item()
+        if bad:
+            report.curve_bad_points.append((sweep, run_id, int(bad)))
+        points = points.filter(VALID_POINT)
         twice = (
             points.group_by("trial_id", "epoch").agg(n=pl.len()).filter(pl.col("n") > 1).select((pl.col("n") - 1).sum())
         ).collect()

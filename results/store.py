@@ -36,6 +36,10 @@ from attnsweep.results.record_text import check_record
 from attnsweep.results.roots import listing, store_root
 from attnsweep.results.schemas import POLARS_CASTS
 
+VALID_POINT = pl.col("trial_id").is_not_null() & pl.col("epoch").is_not_null() & (pl.col("epoch") >= 0)
+"""A curve point reads can place: a trial id and an epoch of 0 or more (a point without them
+is hand-made; store check names it, store compact drops it)."""
+
 
 class ResultsStore(DefensiveReader):
     """A store rooted at a local directory or an fsspec URI (created on first write).
@@ -279,8 +283,9 @@ class ResultsStore(DefensiveReader):
         """The learning-curve points of one run (results/curves_table.py: ``trial_id``,
         ``epoch``, ``train_loss``, ``train_acc``, ``train_error``), with ``sweep`` and ``run_id``
         columns: only points of files the run's trial files commit (results/curve_commits.py),
-        each ``(trial_id, epoch)`` once (the copy of the later file), in file order. None when
-        the run kept none.
+        each ``(trial_id, epoch)`` once (the copy of the later file), in file order; a point
+        without a trial id or with no epoch or a negative one (no writer makes one) is never
+        read (:data:`VALID_POINT`). None when the run kept none.
 
         Args:
             trial_ids: only these trials' points (read lazily: the rest is never decoded).
@@ -296,6 +301,7 @@ class ResultsStore(DefensiveReader):
             scan = self._scan("curves", folder, file_column=FILE_COLUMN)
         except StoreError:
             return None
+        scan = scan.filter(VALID_POINT)
         if trial_ids is not None:
             scan = scan.filter(pl.col("trial_id").is_in(list(trial_ids)))
         if once:  # files in name order, the writing order: a point's later copy wins

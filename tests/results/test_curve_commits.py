@@ -319,3 +319,21 @@ def test_text_holding_a_byte_of_a_name_that_is_not_utf8_is_written(tmp_path):
 
     path = write_text(tmp_path / "r.md", "file part-\udcff.parquet")
     assert path.read_text() == "file part-\\udcff.parquet"
+
+
+@pytest.mark.parametrize("epoch", [None, -1])
+def test_a_point_with_no_epoch_or_a_negative_one_is_never_read_named_and_dropped(store, epoch):
+    # Planted in a committed file (same name, so still committed): a hostile pass found check
+    # said ok and compact kept it.
+    path = sorted((store.root / "curves").rglob("part-*.parquet"))[0]
+    table = pq.read_table(path)
+    odd = table.slice(0, 1).to_pylist()[0] | {"epoch": epoch}
+    pq.write_table(pa.concat_tables([table, pa.Table.from_pylist([odd], schema=table.schema)]), path)
+    assert _points(ResultsStore(store.root)).equals(_expected(["a", "b", "c", "d"]))
+    report = check_store(ResultsStore(store.root))
+    assert report.curve_bad_points == [(SWEEP, RUN, 1)] and not report.ok
+    done = compact_store(ResultsStore(store.root))
+    assert done.curve_points_dropped == 1
+    after = ResultsStore(store.root)
+    assert check_store(after).ok and _points(after).equals(_expected(["a", "b", "c", "d"]))
+    assert pl.concat([pl.read_parquet(p) for p in (store.root / "curves").rglob("part-*.parquet")])["epoch"].min() >= 0
