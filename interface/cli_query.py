@@ -257,10 +257,17 @@ def _run_in_child(memory_limit: str, output: str | None) -> int:
         name = signal.Signals(-code).name
     except ValueError:
         name = f"signal {-code}"
+    why = (
+        # A SIGKILL comes from outside the process (a kill -9, the kernel's OOM killer): the cap
+        # makes an allocation fail, which a native library answers by aborting.
+        "from outside (a kill -9, or the kernel's OOM killer when the machine ran out of memory); run it again"
+        if -code == signal.SIGKILL
+        else f"most likely a value or row it made does not fit --memory-limit {memory_limit} "
+        "(ATTNSWEEP_QUERY_MEMORY) and the memory cap of its process; give it more memory or select less "
+        "(a part of a long value, fewer columns)"
+    )
     err.print(
-        f"error: query's process was killed by {name}: most likely a value or row it made does not fit "
-        f"--memory-limit {memory_limit} (ATTNSWEEP_QUERY_MEMORY) and the memory cap of its process; give it "
-        "more memory or select less (a part of a long value, fewer columns)"
+        f"error: query's process was killed by {name}: {why}"
         + (f"; {output} is as it was" if output is not None else ""),
         style="red",
         markup=False,

@@ -522,3 +522,33 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             out.append(int(entry.parent.name))
     return out
+
+
+def test_a_query_child_killed_from_outside_is_not_blamed_on_the_memory_limit(store, tmp_path):
+    import signal
+
+    sql = "SELECT count(*) FROM range(100000) a, range(100000) b WHERE a.range::VARCHAR || b.range::VARCHAR LIKE '%x%'"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnsweep.cli", "query", sql, "--store", str(store), "--format", "csv"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _children(proc.pid):
+            time.sleep(0.2)
+        time.sleep(3)  # the child scanning
+        (child,) = _children(proc.pid)
+        os.kill(child, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, stderr
+    assert (
+        stderr.startswith("error: query's process was killed by SIGKILL: from outside")
+        and "--memory-limit" not in stderr
+    )
