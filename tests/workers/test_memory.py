@@ -89,8 +89,16 @@ def test_one_layer_estimate_bounds_the_real_peak_memory_of_a_pack(T, m, P, stack
 
     # Both readings can fall short of the peak (a missed sample, memory the warm-up freed and the
     # pack reused), never over it: the largest of three runs (one run read 4.07x under the
-    # estimate, and the larger of two once 4x under it on a loaded machine).
+    # estimate, and the larger of two once 4x under it on a loaded machine), and of up to three
+    # more where those three all read short (a full CI run once read 8.7 MB of a pack whose
+    # runs read above 10.3 MB before and after): more readings can only come nearer the peak.
     measured = max(reading(), reading(), reading())
+    c0 = BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=0, heads=4, n_test=100)
+    first = pack_bytes(boolean_trial_bytes(c0), boolean_working_bytes(c0), P, stacked=boolean_stacks(c0))
+    for _ in range(3):
+        if first <= 4 * measured:
+            break
+        measured = max(measured, reading())
     c = BooleanTrialConfig(task="and", T=T, s=3, m=m, seed=0, heads=4, n_test=100)
     # A stacked pack (workers/stacking.py) holds every slot's working set, padding included.
     estimate = pack_bytes(boolean_trial_bytes(c), boolean_working_bytes(c), P, stacked=boolean_stacks(c))
