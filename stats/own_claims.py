@@ -307,7 +307,7 @@ def fewer_samples(claim: Mapping, m_star: pl.DataFrame, cell: list[str], ci: flo
     else:
         lean = (
             f"; the estimate leans the other way ({axis}={less} needs more samples)"
-            if not math.isnan(pooled) and pooled < 1
+            if pooled_bound == "exact" and not math.isnan(pooled) and pooled < 1  # a bound is no estimate
             else ""
         )
         short = [f"the pooled interval reaches down to {EFFECT_RATIO:.2f}"] if plo <= EFFECT_RATIO else []

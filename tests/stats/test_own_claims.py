@@ -68,14 +68,19 @@ def test_short_span_is_not_decided():
     assert "decades" in v["why"]
 
 
-def test_series_split_by_the_other_axes():
-    """Two models along T: the log claim holds for one and not the other: not supported overall."""
+def _log_claim_on_two_models() -> dict:
+    """A log-growth claim judged on two models along T: the transformer's m* a log law, the MLP's linear."""
     rng = np.random.default_rng(4)
     log = [10 + 20 * np.log(t) + rng.normal(0, 0.3) for t in T]
     lin = [3.0 * t for t in T]
     cells = [dict(T=t, model="transformer") for t in T] + [dict(T=t, model="mlp") for t in T]
     table = _table(cells, log + lin, [1.0] * len(T) + [0.02 * v for v in lin])
-    v = judge([dict(id="g", kind="growth", axis="T", law="log")], table, None, ["T", "model"])[0]
+    return judge([dict(id="g", kind="growth", axis="T", law="log")], table, None, ["T", "model"])[0]
+
+
+def test_series_split_by_the_other_axes():
+    """Two models along T: the log claim holds for one and not the other: not supported overall."""
+    v = _log_claim_on_two_models()
     assert [s["cells"] for s in v["series"]] == [{"model": "transformer"}, {"model": "mlp"}]
     assert [s["verdict"] for s in v["series"]] == ["supported", "not supported"]
     assert v["verdict"] == "not supported"
@@ -176,12 +181,7 @@ def test_flagged_cells_are_counted_once_with_the_first_three_named():
 
 
 def test_each_series_of_an_own_claim_says_its_verdict_in_the_why():
-    rng = np.random.default_rng(4)
-    log = [10 + 20 * np.log(t) + rng.normal(0, 0.3) for t in T]
-    lin = [3.0 * t for t in T]
-    cells = [dict(T=t, model="transformer") for t in T] + [dict(T=t, model="mlp") for t in T]
-    table = _table(cells, log + lin, [1.0] * len(T) + [0.02 * v for v in lin])
-    v = judge([dict(id="g", kind="growth", axis="T", law="log")], table, None, ["T", "model"])[0]
+    v = _log_claim_on_two_models()
     parts = v["why"].split(" | ")
     assert parts[0].startswith("[model=transformer] supported: ") and parts[1].startswith("[model=mlp] not supported: ")
 
